@@ -1,0 +1,254 @@
+package dtype
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DType identifies how a tensor's elements are stored. The zero value is
+// Invalid. DType values are stable within one build only; use Name() or
+// Parse() at boundaries.
+type DType uint8
+
+const (
+	Invalid DType = iota
+	F64
+	F32
+	F16
+	BF16
+	F8E4M3   // F8_E4M3 (fn variant: no Inf, NaN = S.1111.111)
+	F8E5M2   // F8_E5M2 (IEEE-like: Inf and NaN)
+	F8E8M0   // F8_E8M0 (scale format: 2^(e-127), 0xFF NaN)
+	F4       // F4 (E2M1, two per byte, low nibble first)
+	C64      // complex64: two F32
+	C128     // complex128: two F64
+	C32      // complex32: two F16 (torch ComplexHalf)
+	I64
+	I32
+	I16
+	I8
+	U64
+	U32
+	U16
+	U8
+	Bool
+	// ggml quantized block types (GGUF). Raw blocks as stored.
+	Q4_0
+	Q4_1
+	Q5_0
+	Q5_1
+	Q8_0
+	Q8_1
+	Q2_K
+	Q3_K
+	Q4_K
+	Q5_K
+	Q6_K
+	Q8_K
+	IQ2_XXS
+	IQ2_XS
+	IQ3_XXS
+	IQ1_S
+	IQ4_NL
+	IQ3_S
+	IQ2_S
+	IQ4_XS
+	IQ1_M
+	TQ1_0
+	TQ2_0
+	MXFP4
+	numDTypes
+)
+
+// Kind groups dtypes by what conversion can do with them.
+type Kind uint8
+
+const (
+	KindFloat     Kind = iota + 1 // real floating point: convertible to float views
+	KindQuant                     // block-quantized: convertible when it has a dequantizer
+	KindInt                       // signed or unsigned integer
+	KindBool                      // one byte, 0 or 1
+	KindComplex                   // complex: not convertible to real views
+)
+
+// Info is one row of the dtype table.
+type Info struct {
+	Name       string // safetensors spelling, or ggml spelling for quant types
+	Kind       Kind
+	BlockElems int64 // elements per block (1 for scalar types, 2 for F4)
+	BlockBytes int64 // bytes per block
+	// Unit is the byte width of the byte-order unit (what a big-endian
+	// source swaps): the element size, or the component size for complex.
+	Unit int
+	// NumPy is the numpy descr (little-endian) where NumPy has the type,
+	// "" otherwise.
+	NumPy string
+	// GGML is the ggml type code for GGUF, -1 where GGUF has none.
+	GGML int
+}
+
+var table = [numDTypes]Info{
+	Invalid: {Name: "INVALID", GGML: -1},
+	F64:     {"F64", KindFloat, 1, 8, 8, "<f8", 28},
+	F32:     {"F32", KindFloat, 1, 4, 4, "<f4", 0},
+	F16:     {"F16", KindFloat, 1, 2, 2, "<f2", 1},
+	BF16:    {"BF16", KindFloat, 1, 2, 2, "", 30},
+	F8E4M3:  {"F8_E4M3", KindFloat, 1, 1, 1, "", -1},
+	F8E5M2:  {"F8_E5M2", KindFloat, 1, 1, 1, "", -1},
+	F8E8M0:  {"F8_E8M0", KindFloat, 1, 1, 1, "", -1},
+	F4:      {"F4", KindFloat, 2, 1, 1, "", -1},
+	C64:     {"C64", KindComplex, 1, 8, 4, "<c8", -1},
+	C128:    {"C128", KindComplex, 1, 16, 8, "<c16", -1},
+	C32:     {"C32", KindComplex, 1, 4, 2, "", -1},
+	I64:     {"I64", KindInt, 1, 8, 8, "<i8", 27},
+	I32:     {"I32", KindInt, 1, 4, 4, "<i4", 26},
+	I16:     {"I16", KindInt, 1, 2, 2, "<i2", 25},
+	I8:      {"I8", KindInt, 1, 1, 1, "|i1", 24},
+	U64:     {"U64", KindInt, 1, 8, 8, "<u8", -1},
+	U32:     {"U32", KindInt, 1, 4, 4, "<u4", -1},
+	U16:     {"U16", KindInt, 1, 2, 2, "<u2", -1},
+	U8:      {"U8", KindInt, 1, 1, 1, "|u1", -1},
+	Bool:    {"BOOL", KindBool, 1, 1, 1, "|b1", -1},
+	Q4_0:    {"Q4_0", KindQuant, 32, 18, 1, "", 2},
+	Q4_1:    {"Q4_1", KindQuant, 32, 20, 1, "", 3},
+	Q5_0:    {"Q5_0", KindQuant, 32, 22, 1, "", 6},
+	Q5_1:    {"Q5_1", KindQuant, 32, 24, 1, "", 7},
+	Q8_0:    {"Q8_0", KindQuant, 32, 34, 1, "", 8},
+	Q8_1:    {"Q8_1", KindQuant, 32, 36, 1, "", 9},
+	Q2_K:    {"Q2_K", KindQuant, 256, 84, 1, "", 10},
+	Q3_K:    {"Q3_K", KindQuant, 256, 110, 1, "", 11},
+	Q4_K:    {"Q4_K", KindQuant, 256, 144, 1, "", 12},
+	Q5_K:    {"Q5_K", KindQuant, 256, 176, 1, "", 13},
+	Q6_K:    {"Q6_K", KindQuant, 256, 210, 1, "", 14},
+	Q8_K:    {"Q8_K", KindQuant, 256, 292, 1, "", 15},
+	IQ2_XXS: {"IQ2_XXS", KindQuant, 256, 66, 1, "", 16},
+	IQ2_XS:  {"IQ2_XS", KindQuant, 256, 74, 1, "", 17},
+	IQ3_XXS: {"IQ3_XXS", KindQuant, 256, 98, 1, "", 18},
+	IQ1_S:   {"IQ1_S", KindQuant, 256, 50, 1, "", 19},
+	IQ4_NL:  {"IQ4_NL", KindQuant, 32, 18, 1, "", 20},
+	IQ3_S:   {"IQ3_S", KindQuant, 256, 110, 1, "", 21},
+	IQ2_S:   {"IQ2_S", KindQuant, 256, 82, 1, "", 22},
+	IQ4_XS:  {"IQ4_XS", KindQuant, 256, 136, 1, "", 23},
+	IQ1_M:   {"IQ1_M", KindQuant, 256, 56, 1, "", 29},
+	TQ1_0:   {"TQ1_0", KindQuant, 256, 54, 1, "", 34},
+	TQ2_0:   {"TQ2_0", KindQuant, 256, 66, 1, "", 35},
+	MXFP4:   {"MXFP4", KindQuant, 32, 17, 1, "", 39},
+}
+
+// Info returns d's row of the table. Invalid and out-of-range values give
+// the Invalid row.
+func (d DType) Info() Info {
+	if d >= numDTypes {
+		return table[Invalid]
+	}
+	return table[d]
+}
+
+// String returns the canonical name (safetensors or ggml spelling).
+func (d DType) String() string {
+	if d >= numDTypes {
+		return fmt.Sprintf("DType(%d)", uint8(d))
+	}
+	return table[d].Name
+}
+
+// Name is String.
+func (d DType) Name() string { return d.String() }
+
+// Valid reports whether d is a known dtype.
+func (d DType) Valid() bool { return d > Invalid && d < numDTypes }
+
+// Kind returns d's kind.
+func (d DType) Kind() Kind { return d.Info().Kind }
+
+// IsFloatView reports whether d can be a view target (F64, F32, F16, BF16).
+func (d DType) IsFloatView() bool { return d == F64 || d == F32 || d == F16 || d == BF16 }
+
+// ElemSize returns the byte size of one element for scalar types (block of
+// one element), or 0 for packed/block types (F4, quantized).
+func (d DType) ElemSize() int64 {
+	i := d.Info()
+	if i.BlockElems != 1 {
+		return 0
+	}
+	return i.BlockBytes
+}
+
+// All returns every valid dtype in table order.
+func All() []DType {
+	out := make([]DType, 0, numDTypes-1)
+	for d := DType(1); d < numDTypes; d++ {
+		out = append(out, d)
+	}
+	return out
+}
+
+// ByName returns the dtype with exactly this canonical name ("F32",
+// "F8_E4M3", "Q4_K"...).
+func ByName(name string) (DType, bool) {
+	for d := DType(1); d < numDTypes; d++ {
+		if table[d].Name == name {
+			return d, true
+		}
+	}
+	return Invalid, false
+}
+
+// ByGGML returns the dtype for a ggml type code.
+func ByGGML(code uint32) (DType, bool) {
+	for d := DType(1); d < numDTypes; d++ {
+		if table[d].GGML >= 0 && uint32(table[d].GGML) == code {
+			return d, true
+		}
+	}
+	return Invalid, false
+}
+
+var aliases = map[string]DType{
+	"f64": F64, "float64": F64, "double": F64, "fp64": F64,
+	"f32": F32, "float32": F32, "float": F32, "fp32": F32,
+	"f16": F16, "float16": F16, "half": F16, "fp16": F16,
+	"bf16": BF16, "bfloat16": BF16,
+}
+
+// Parse accepts the usual spellings of a dtype in flags: canonical names
+// ("F32", "BF16", "Q4_0"), case-insensitively, and aliases such as
+// "float32", "fp16", "bfloat16", "half", "double".
+func Parse(s string) (DType, error) {
+	if d, ok := ByName(strings.ToUpper(s)); ok {
+		return d, nil
+	}
+	if d, ok := aliases[strings.ToLower(s)]; ok {
+		return d, nil
+	}
+	return Invalid, fmt.Errorf("dtype: unknown dtype %q (want f32, f16, bf16, f64 or a name such as F32, BF16, I64)", s)
+}
+
+// ParseView is Parse restricted to the view targets F64, F32, F16, BF16.
+func ParseView(s string) (DType, error) {
+	d, err := Parse(s)
+	if err != nil {
+		return Invalid, err
+	}
+	if !d.IsFloatView() {
+		return Invalid, fmt.Errorf("dtype: %s is not a view dtype (want f32, f16, bf16 or f64)", d)
+	}
+	return d, nil
+}
+
+// ByteSize returns the bytes that n elements of d occupy, and false when n
+// is not a whole number of blocks or the product overflows int64.
+func (d DType) ByteSize(n int64) (int64, bool) {
+	i := d.Info()
+	if !d.Valid() || n < 0 || i.BlockElems <= 0 {
+		return 0, false
+	}
+	if n%i.BlockElems != 0 {
+		return 0, false
+	}
+	blocks := n / i.BlockElems
+	if blocks != 0 && i.BlockBytes > (1<<63-1)/blocks {
+		return 0, false
+	}
+	return blocks * i.BlockBytes, true
+}

@@ -1,0 +1,107 @@
+package index
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/lazyweights/tensorfs/dtype"
+)
+
+// Tensor is one tensor of a checkpoint: plain data, no behaviour.
+//
+// The tensor's elements, in row-major (C) order, are found in source file
+// Sources[Source]. When Strides is nil the tensor is one contiguous range
+// [Offset, Offset+Size) of that file. When Strides is non-nil, element with
+// multi-index (i0..in-1) lives at byte Offset + sum(ik*Strides[k])*elemsize,
+// and the parser has checked that every such byte lies inside the file.
+type Tensor struct {
+	Name    string      // exact name in the checkpoint (keys joined by "/")
+	Path    string      // path in the mounted tree (see names.go)
+	DType   dtype.DType // stored dtype
+	Shape   []int64     // row-major; [] for a scalar
+	Source  int         // index into Index.Sources
+	Offset  int64       // byte offset of element 0 in the source
+	Size    int64       // bytes of the row-major native representation
+	Strides []int64     // in elements; nil when contiguous row-major
+	// BigEndian is set when the stored bytes are big-endian; they are
+	// served little-endian (swapped per dtype.Info.Unit).
+	BigEndian bool
+}
+
+// Contiguous reports whether the tensor is one contiguous byte range of its
+// source, stored little-endian, so a read can be served as a plain slice.
+func (t *Tensor) Contiguous() bool { return t.Strides == nil && !t.BigEndian }
+
+// NumElements returns the product of the shape (1 for a scalar).
+func (t *Tensor) NumElements() int64 {
+	n, _ := Elements(t.Shape)
+	return n
+}
+
+// Index is a parsed checkpoint.
+type Index struct {
+	Format   string         // "safetensors", "pytorch", "gguf", "numpy", ...
+	Sources  []string       // backing files, absolute or as given
+	Metadata map[string]any // checkpoint's own metadata; JSON-encodable
+	Tensors  []Tensor       // sorted by Name; Path set by AssignPaths
+}
+
+// Errors that callers may test with errors.Is.
+var (
+	ErrUnknownFormat = errors.New("index: unknown checkpoint format")
+	ErrFormat        = errors.New("index: malformed checkpoint")
+)
+
+// FormatError says what is wrong in a file and where. Offset is the byte
+// offset the problem was found at, or -1 when Where says it instead (a
+// tensor name, a key).
+type FormatError struct {
+	File   string
+	Offset int64
+	Where  string
+	Msg    string
+}
+
+func (e *FormatError) Error() string {
+	loc := ""
+	switch {
+	case e.Where != "" && e.Offset >= 0:
+		loc = fmt.Sprintf(" (%s, at byte %d)", e.Where, e.Offset)
+	case e.Where != "":
+		loc = " (" + e.Where + ")"
+	case e.Offset >= 0:
+		loc = fmt.Sprintf(" (at byte %d)", e.Offset)
+	}
+	if e.File != "" {
+		return e.File + ": " + e.Msg + loc
+	}
+	return e.Msg + loc
+}
+
+func (e *FormatError) Unwrap() error { return ErrFormat }
+
+// Errorf returns a *FormatError at a byte offset.
+func Errorf(file string, off int64, format string, args ...any) error {
+	return &FormatError{File: file, Offset: off, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ErrorAt returns a *FormatError located by a name (tensor, key).
+func ErrorAt(file, where string, format string, args ...any) error {
+	return &FormatError{File: file, Offset: -1, Where: where, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Elements returns the product of dims, and false on a negative dim or
+// overflow past int64.
+func Elements(shape []int64) (int64, bool) {
+	n := int64(1)
+	for _, d := range shape {
+		if d < 0 {
+			return 0, false
+		}
+		if d != 0 && n > (1<<63-1)/d {
+			return 0, false
+		}
+		n *= d
+	}
+	return n, true
+}

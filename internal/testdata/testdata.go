@@ -1,0 +1,73 @@
+// Package testdata finds the shared third-party test files
+// (../shared/testdata, or $TENSORFS_TESTDATA) and the Debian Python used to
+// cross-check them. Under CI=true a missing dependency fails the test
+// instead of skipping it.
+package testdata
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// InCI reports whether CI=true: missing FUSE, test data or Python must fail
+// tests rather than skip them.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// SkipOrFail skips t with reason, or fails it under CI.
+func SkipOrFail(t testing.TB, reason string) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("CI=true and %s", reason)
+	}
+	t.Skip(reason)
+}
+
+// RepoRoot returns the module's root directory.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Dir returns the shared test data directory: $TENSORFS_TESTDATA, or
+// ../shared/testdata beside the repository. Skips (fails under CI) when
+// absent.
+func Dir(t testing.TB) string {
+	t.Helper()
+	d := os.Getenv("TENSORFS_TESTDATA")
+	if d == "" {
+		d = filepath.Join(RepoRoot(), "..", "shared", "testdata")
+	}
+	if st, err := os.Stat(d); err != nil || !st.IsDir() {
+		SkipOrFail(t, "shared test data not found at "+d+" (set TENSORFS_TESTDATA)")
+	}
+	return d
+}
+
+// Path returns Dir(t)/rel.
+func Path(t testing.TB, rel string) string {
+	t.Helper()
+	return filepath.Join(Dir(t), rel)
+}
+
+// Python returns the Debian Python (/usr/bin/python3, which sees
+// python3-numpy and python3-torch), or $TENSORFS_PYTHON. modules are
+// imported as a check; skips (fails under CI) when any is missing.
+func Python(t testing.TB, modules ...string) string {
+	t.Helper()
+	py := os.Getenv("TENSORFS_PYTHON")
+	if py == "" {
+		py = "/usr/bin/python3"
+	}
+	if _, err := os.Stat(py); err != nil {
+		SkipOrFail(t, py+" not found (install python3-numpy python3-torch)")
+	}
+	for _, m := range modules {
+		if err := exec.Command(py, "-c", "import "+m).Run(); err != nil {
+			SkipOrFail(t, py+" cannot import "+m+" (apt-get install python3-numpy python3-torch)")
+		}
+	}
+	return py
+}
