@@ -16,13 +16,13 @@ const (
 	F32
 	F16
 	BF16
-	F8E4M3   // F8_E4M3 (fn variant: no Inf, NaN = S.1111.111)
-	F8E5M2   // F8_E5M2 (IEEE-like: Inf and NaN)
-	F8E8M0   // F8_E8M0 (scale format: 2^(e-127), 0xFF NaN)
-	F4       // F4 (E2M1, two per byte, low nibble first)
-	C64      // complex64: two F32
-	C128     // complex128: two F64
-	C32      // complex32: two F16 (torch ComplexHalf)
+	F8E4M3 // F8_E4M3 (fn variant: no Inf, NaN = S.1111.111)
+	F8E5M2 // F8_E5M2 (IEEE-like: Inf and NaN)
+	F8E8M0 // F8_E8M0 (scale format: 2^(e-127), 0xFF NaN)
+	F4     // F4 (E2M1, two per byte, low nibble first)
+	C64    // complex64: two F32
+	C128   // complex128: two F64
+	C32    // complex32: two F16 (torch ComplexHalf)
 	I64
 	I32
 	I16
@@ -64,11 +64,11 @@ const (
 type Kind uint8
 
 const (
-	KindFloat     Kind = iota + 1 // real floating point: convertible to float views
-	KindQuant                     // block-quantized: convertible when it has a dequantizer
-	KindInt                       // signed or unsigned integer
-	KindBool                      // one byte, 0 or 1
-	KindComplex                   // complex: not convertible to real views
+	KindFloat   Kind = iota + 1 // real floating point: convertible to float views
+	KindQuant                   // block-quantized: convertible when it has a dequantizer
+	KindInt                     // signed or unsigned integer
+	KindBool                    // one byte, 0 or 1
+	KindComplex                 // complex: not convertible to real views
 )
 
 // Info is one row of the dtype table.
