@@ -1,9 +1,406 @@
 package index
 
-// STUB: replaced by the safetensors parser.
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strconv"
+	"unicode/utf8"
 
-func sniffSafetensors(head []byte) bool { return false }
+	"github.com/lazyweights/tensorfs/dtype"
+)
+
+// safetensors layout (https://github.com/huggingface/safetensors):
+//
+//	8 bytes   N, little-endian uint64
+//	N bytes   JSON header: {"__metadata__": {str: str}?, NAME: {"dtype": DT,
+//	          "shape": [uint...], "data_offsets": [BEGIN, END]}, ...}
+//	          followed by optional JSON whitespace (writers pad to 8 bytes)
+//	rest      the data section; offsets are relative to its start, 8+N
+//
+// The checks follow the reference implementation (safetensors/src/tensor.rs,
+// SafeTensors::read_metadata and Metadata::validate): N at most
+// MaxSafetensorsHeader and 8+N within the file; the header valid UTF-8 and
+// JSON; tensors sorted by (BEGIN, END) tile the data section exactly, the
+// first at 0, each starting where the previous ended, the last ending at the
+// end of the file (trailing bytes are refused, like the reference's
+// MetadataIncompleteBuffer); END-BEGIN equals the bytes that dtype and shape
+// need, where a sub-byte dtype must fill whole bytes (the reference's
+// MisalignedSlice). Unknown fields inside a tensor entry are ignored, as
+// serde does. Stricter than the reference: the header must start with '{'
+// (the reference has the check written but disabled), duplicate keys
+// anywhere are refused (serde keeps the last tensor of a duplicated name),
+// and a tensor entry written as a JSON array instead of an object (which
+// serde's derive would accept) is refused.
+
+// safetensorsDTypes maps the safetensors dtype spellings to dtypes. F4 is
+// the OCP MX E2M1 4-bit float, two per byte, low nibble first.
+var safetensorsDTypes = map[string]dtype.DType{
+	"BOOL":    dtype.Bool,
+	"U8":      dtype.U8,
+	"I8":      dtype.I8,
+	"F8_E5M2": dtype.F8E5M2,
+	"F8_E4M3": dtype.F8E4M3,
+	"F8_E8M0": dtype.F8E8M0,
+	"I16":     dtype.I16,
+	"U16":     dtype.U16,
+	"F16":     dtype.F16,
+	"BF16":    dtype.BF16,
+	"I32":     dtype.I32,
+	"U32":     dtype.U32,
+	"F32":     dtype.F32,
+	"C64":     dtype.C64,
+	"F64":     dtype.F64,
+	"I64":     dtype.I64,
+	"U64":     dtype.U64,
+	"F4":      dtype.F4,
+}
+
+// safetensorsUnsupported are dtypes the reference knows but tensorfs cannot
+// serve: the format defines their bit width (6) but not how the 6-bit
+// elements are packed into bytes.
+var safetensorsUnsupported = map[string]bool{"F6_E2M3": true, "F6_E3M2": true}
+
+func sniffSafetensors(head []byte) bool {
+	if len(head) < 9 {
+		return false
+	}
+	n := binary.LittleEndian.Uint64(head)
+	return n >= 2 && n <= MaxSafetensorsHeader && head[8] == '{'
+}
+
+// stEntry is one tensor entry of a safetensors header.
+type stEntry struct {
+	name       string
+	at         int64 // file offset of the entry's key, for errors
+	dt         dtype.DType
+	dtName     string
+	shape      []int64
+	begin, end uint64
+}
 
 func parseSafetensors(f File) (*Index, error) {
-	return nil, ErrorAt(f.Name(), "", "safetensors: not implemented yet")
+	name := f.Name()
+	size := f.Size()
+	if size < 8 {
+		return nil, Errorf(name, 0, "safetensors: file is %d bytes, too short for the 8-byte header length", size)
+	}
+	var nb [8]byte
+	if k, err := f.ReadAt(nb[:], 0); k < len(nb) {
+		return nil, Errorf(name, 0, "safetensors: cannot read the header length: %v", err)
+	}
+	n := binary.LittleEndian.Uint64(nb[:])
+	if n > MaxSafetensorsHeader {
+		return nil, Errorf(name, 0, "safetensors: header length %d is over the limit of %d bytes", n, MaxSafetensorsHeader)
+	}
+	if int64(n) > size-8 {
+		return nil, Errorf(name, 0, "safetensors: header length %d runs past the end of the file (%d bytes)", n, size)
+	}
+	if n < 2 {
+		return nil, Errorf(name, 8, "safetensors: header length %d is too short for a JSON object", n)
+	}
+	hdr := make([]byte, n)
+	if k, err := f.ReadAt(hdr, 8); k < len(hdr) {
+		return nil, Errorf(name, 8, "safetensors: cannot read the header: %v", err)
+	}
+	if !utf8.Valid(hdr) {
+		return nil, Errorf(name, 8+int64(invalidUTF8At(hdr)), "safetensors: header is not valid UTF-8")
+	}
+	if hdr[0] != '{' {
+		return nil, Errorf(name, 8, "safetensors: header does not start with '{'")
+	}
+	dataStart := 8 + int64(n)
+	entries, meta, err := parseSafetensorsHeader(name, hdr)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSafetensorsLayout(name, entries, dataStart, size-dataStart); err != nil {
+		return nil, err
+	}
+	idx := &Index{
+		Format:  "safetensors",
+		Sources: []string{name},
+		Tensors: make([]Tensor, len(entries)),
+	}
+	if meta != nil {
+		idx.Metadata = meta
+	}
+	for i, e := range entries {
+		idx.Tensors[i] = Tensor{
+			Name:   e.name,
+			DType:  e.dt,
+			Shape:  e.shape,
+			Offset: dataStart + int64(e.begin),
+			Size:   int64(e.end - e.begin),
+		}
+	}
+	slices.SortFunc(idx.Tensors, func(a, b Tensor) int { return cmp.Compare(a.Name, b.Name) })
+	return idx, nil
+}
+
+// invalidUTF8At returns the index of the first byte of b that is not part
+// of valid UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
+}
+
+// parseSafetensorsHeader reads the JSON header: tensor entries in file
+// order, and __metadata__ (nil when absent or null).
+func parseSafetensorsHeader(file string, hdr []byte) ([]stEntry, map[string]any, error) {
+	r := newJSONReader(file, "safetensors", hdr, 8)
+	if err := r.open('{', "header"); err != nil {
+		return nil, nil, err
+	}
+	var (
+		entries []stEntry
+		meta    map[string]any
+		seen    = map[string]struct{}{}
+	)
+	for r.more() {
+		key, at, err := r.key(seen, "header")
+		if err != nil {
+			return nil, nil, err
+		}
+		if key == "__metadata__" {
+			if meta, err = parseSafetensorsMetadata(r); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		if len(entries) >= MaxTensors {
+			return nil, nil, r.errorf(at, "more than %d tensors", MaxTensors)
+		}
+		if len(key) > MaxNameLength {
+			return nil, nil, r.errorf(at, "tensor name of %d bytes is over the limit of %d", len(key), MaxNameLength)
+		}
+		e, err := parseSafetensorsEntry(r, key, at)
+		if err != nil {
+			return nil, nil, err
+		}
+		entries = append(entries, e)
+	}
+	if err := r.close(); err != nil {
+		return nil, nil, err
+	}
+	if err := r.end("header"); err != nil {
+		return nil, nil, err
+	}
+	return entries, meta, nil
+}
+
+// parseSafetensorsMetadata reads the value of __metadata__: null, or an
+// object whose values are all strings.
+func parseSafetensorsMetadata(r *jsonReader) (map[string]any, error) {
+	if isNull, err := r.null(); isNull || err != nil {
+		return nil, err
+	}
+	if err := r.open('{', "__metadata__"); err != nil {
+		return nil, err
+	}
+	meta := map[string]any{}
+	seen := map[string]struct{}{}
+	for r.more() {
+		k, _, err := r.key(seen, "__metadata__")
+		if err != nil {
+			return nil, err
+		}
+		r.setEntry("__metadata__", k)
+		v, err := r.str("")
+		r.setEntry("", "")
+		if err != nil {
+			return nil, err
+		}
+		meta[k] = v
+	}
+	return meta, r.close()
+}
+
+// parseSafetensorsEntry reads one tensor entry (an object with dtype,
+// shape and data_offsets; other fields ignored).
+func parseSafetensorsEntry(r *jsonReader, name string, at int64) (stEntry, error) {
+	e := stEntry{name: name, at: at}
+	r.setEntry("tensor", name)
+	defer r.setEntry("", "")
+	if err := r.open('{', ""); err != nil {
+		return e, err
+	}
+	var hasDType, hasShape, hasOffsets bool
+	var others map[string]struct{} // fields other than the three, for duplicates
+	for r.more() {
+		fieldRaw, fat, err := r.keyRaw() // no allocation for the usual names
+		if err != nil {
+			return e, err
+		}
+		var field string
+		switch string(fieldRaw) {
+		case "dtype":
+			field = "dtype"
+		case "shape":
+			field = "shape"
+		case "data_offsets":
+			field = "data_offsets"
+		default:
+			field = string(fieldRaw)
+		}
+		if dup := (field == "dtype" && hasDType) || (field == "shape" && hasShape) || (field == "data_offsets" && hasOffsets); dup {
+			return e, r.errorf(fat, "duplicate key %s", strconv.Quote(field))
+		}
+		switch field {
+		case "dtype":
+			hasDType = true
+			s, err := r.strRaw("dtype")
+			if err != nil {
+				return e, err
+			}
+			dt, ok := safetensorsDTypes[string(s)]
+			switch {
+			case ok:
+				e.dt, e.dtName = dt, dt.Name()
+			case safetensorsUnsupported[string(s)]:
+				return e, r.errorf(fat, "dtype %s is not supported (6-bit floats have no defined byte packing)", s)
+			default:
+				return e, r.errorf(fat, "unknown dtype %s", strconv.Quote(string(s)))
+			}
+		case "shape":
+			hasShape = true
+			if err := r.open('[', "shape"); err != nil {
+				return e, err
+			}
+			e.shape = make([]int64, 0, 4)
+			for r.more() {
+				if len(e.shape) >= MaxDims {
+					return e, r.errorf(fat, "shape has more than %d dimensions", MaxDims)
+				}
+				d, err := r.uint("shape")
+				if err != nil {
+					return e, err
+				}
+				if d > 1<<63-1 {
+					return e, r.errorf(fat, "shape dimension %d is too large", d)
+				}
+				e.shape = append(e.shape, int64(d))
+			}
+			if err := r.close(); err != nil {
+				return e, err
+			}
+		case "data_offsets":
+			hasOffsets = true
+			if err := r.open('[', "data_offsets"); err != nil {
+				return e, err
+			}
+			var offs [2]uint64
+			k := 0
+			for r.more() {
+				if k == 2 {
+					return e, r.errorf(fat, "data_offsets has more than 2 numbers")
+				}
+				v, err := r.uint("data_offsets")
+				if err != nil {
+					return e, err
+				}
+				offs[k] = v
+				k++
+			}
+			if err := r.close(); err != nil {
+				return e, err
+			}
+			if k != 2 {
+				return e, r.errorf(fat, "data_offsets has %d numbers, want [begin, end]", k)
+			}
+			e.begin, e.end = offs[0], offs[1]
+		default:
+			if others == nil {
+				others = map[string]struct{}{}
+			}
+			if _, dup := others[field]; dup {
+				return e, r.errorf(fat, "duplicate key %s", strconv.Quote(field))
+			}
+			others[field] = struct{}{}
+			if err := r.skip(field); err != nil {
+				return e, err
+			}
+		}
+	}
+	if err := r.close(); err != nil {
+		return e, err
+	}
+	switch {
+	case !hasDType:
+		return e, r.errorf(at, "missing dtype")
+	case !hasShape:
+		return e, r.errorf(at, "missing shape")
+	case !hasOffsets:
+		return e, r.errorf(at, "missing data_offsets")
+	}
+	return e, nil
+}
+
+// checkSafetensorsLayout checks each entry's byte count against its dtype
+// and shape, and that the entries, sorted by offsets, tile the data section
+// of dataLen bytes at file offset dataStart exactly. It sorts entries.
+func checkSafetensorsLayout(file string, entries []stEntry, dataStart, dataLen int64) error {
+	for i := range entries {
+		e := &entries[i]
+		fail := func(format string, args ...any) error {
+			return &FormatError{File: file, Offset: e.at, Where: "tensor " + strconv.Quote(e.name), Msg: "safetensors: " + fmt.Sprintf(format, args...)}
+		}
+		offs := func() string { return fmt.Sprintf("[%d,%d]", e.begin, e.end) }
+		if e.end < e.begin {
+			return fail("data_offsets %s end before they begin", offs())
+		}
+		if e.end > uint64(dataLen) {
+			return fail("data_offsets %s run past the end of the data section (%d bytes)", offs(), dataLen)
+		}
+		elems, ok := Elements(e.shape)
+		if !ok {
+			return fail("shape %s overflows", shapeString(e.shape))
+		}
+		need, ok := e.dt.ByteSize(elems)
+		if !ok {
+			if e.dt == dtype.F4 {
+				return fail("F4 packs two elements per byte, but shape %s has an odd number of elements (%d)", shapeString(e.shape), elems)
+			}
+			return fail("%s %s overflows", e.dtName, shapeString(e.shape))
+		}
+		if uint64(need) != e.end-e.begin {
+			return fail("%s %s needs %d bytes, but data_offsets %s hold %d", e.dtName, shapeString(e.shape), need, offs(), e.end-e.begin)
+		}
+	}
+	slices.SortFunc(entries, func(a, b stEntry) int {
+		return cmp.Or(cmp.Compare(a.begin, b.begin), cmp.Compare(a.end, b.end), cmp.Compare(a.name, b.name))
+	})
+	var pos uint64
+	prev := ""
+	for i := range entries {
+		e := &entries[i]
+		if e.begin != pos {
+			where := "tensor " + strconv.Quote(e.name)
+			var msg string
+			switch {
+			case i == 0:
+				msg = fmt.Sprintf("the data section starts with %d bytes that belong to no tensor (first tensor at data offset %d)", e.begin, e.begin)
+			case e.begin > pos:
+				msg = fmt.Sprintf("%d bytes between tensor %s (ends at data offset %d) and this tensor (begins at %d) belong to no tensor", e.begin-pos, strconv.Quote(prev), pos, e.begin)
+			default:
+				msg = fmt.Sprintf("data overlaps tensor %s (which ends at data offset %d; this tensor begins at %d)", strconv.Quote(prev), pos, e.begin)
+			}
+			return &FormatError{File: file, Offset: e.at, Where: where, Msg: "safetensors: " + msg}
+		}
+		pos = e.end
+		prev = e.name
+	}
+	if pos != uint64(dataLen) {
+		return Errorf(file, dataStart+int64(pos),
+			"safetensors: %d bytes after the last tensor's data belong to no tensor (the data section is %d bytes, tensors end at data offset %d)",
+			uint64(dataLen)-pos, dataLen, pos)
+	}
+	return nil
 }

@@ -1,9 +1,9 @@
 package view
 
-// STUB: replaced by the view implementation.
-
 import (
 	"errors"
+	"fmt"
+	"io"
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
@@ -20,16 +20,137 @@ type Reader interface {
 	ReadAt(p []byte, off int64) (int, error)
 }
 
+// Ranger is implemented by the Readers whose bytes are one contiguous
+// range of the backing file: the native view of a tensor stored
+// contiguously, little-endian (and of a strided tensor whose strides
+// happen to describe a contiguous range). When ok, byte i of the Reader,
+// for every i < Size(), is byte off+i of src, so a caller may serve
+// [o, o+n) (clamped to Size first) straight from src at off+o, e.g. by
+// splicing src's descriptor (backing.FdSource). Readers that do not
+// implement Ranger, or say !ok, must be read with ReadAt.
+type Ranger interface {
+	FileRange() (src backing.Source, off int64, ok bool)
+}
+
+// ErrNegativeOffset is the error of a read at an offset below zero.
+var ErrNegativeOffset = errors.New("view: negative offset")
+
 // New returns the reader of t in dtype to (dtype.Invalid: the stored dtype,
 // little-endian, row-major). It fails when t cannot be converted to to.
+// to == t.DType is the native view too.
+//
+// New checks t against src before returning: the shape, size and dtype
+// must agree and every byte the tensor refers to must lie inside src, so
+// reads cannot fail for the tensor's sake later (only for the file's, with
+// backing.ErrFault).
 func New(t *index.Tensor, src backing.Source, to dtype.DType) (Reader, error) {
-	return nil, errors.New("view: not implemented yet")
+	raw, err := newRaw(t, src)
+	if err != nil {
+		return nil, err
+	}
+	if to == dtype.Invalid || to == t.DType {
+		if c, ok := raw.(*contiguous); ok {
+			return &rangeReader{contiguous: c, size: t.Size}, nil
+		}
+		return &reader{raw: raw, size: t.Size}, nil
+	}
+	if !to.IsFloatView() {
+		return nil, fmt.Errorf("view: %s: %s is not a view dtype (want F32, F16, BF16 or F64)", t.Name, to)
+	}
+	conv, ok := dtype.ConverterFor(t.DType, to)
+	if !ok {
+		return nil, fmt.Errorf("view: %s: %s cannot be converted to %s", t.Name, t.DType, to)
+	}
+	c, err := newConverted(raw, t.Size, t.DType, to, conv)
+	if err != nil {
+		return nil, fmt.Errorf("view: %s: %w", t.Name, err)
+	}
+	return &reader{raw: c, size: c.size}, nil
 }
 
-// NewNPY returns the reader of t as a NumPy .npy file.
-func NewNPY(t *index.Tensor, src backing.Source) (Reader, error) {
-	return nil, errors.New("view: not implemented yet")
+// Convertible reports whether t has a converted view in dtype to: to is
+// one of F32, F16, BF16, F64, and t is stored in to or in a dtype that
+// converts to it (floating point; quantized with a dequantizer).
+func Convertible(t *index.Tensor, to dtype.DType) bool {
+	if !to.IsFloatView() || !t.DType.Valid() {
+		return false
+	}
+	return t.DType == to || dtype.CanConvert(t.DType, to)
 }
 
-// Convertible reports whether t has a converted view in dtype to.
-func Convertible(t *index.Tensor, to dtype.DType) bool { return false }
+// clamp applies io.ReaderAt's rules to a read of plen bytes at off of a
+// file of size bytes: n is how many bytes to serve; eof reports a read
+// reaching past the end.
+func clamp(plen int, off, size int64) (n int, eof bool, err error) {
+	if off < 0 {
+		return 0, false, ErrNegativeOffset
+	}
+	if off >= size {
+		return 0, true, nil
+	}
+	if rest := size - off; int64(plen) > rest {
+		return int(rest), true, nil
+	}
+	return plen, false, nil
+}
+
+// reader is a Reader over a raw representation: it clamps, then reads.
+type reader struct {
+	raw  raw
+	size int64
+}
+
+func (r *reader) Size() int64 { return r.size }
+
+func (r *reader) ReadAt(p []byte, off int64) (int, error) {
+	n, eof, err := clamp(len(p), off, r.size)
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		if err := r.raw.readRaw(p[:n], off); err != nil {
+			return 0, err
+		}
+	}
+	if eof {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// rangeReader is the Reader of a contiguous native tensor: a window of
+// the backing file.
+type rangeReader struct {
+	*contiguous
+	size int64
+}
+
+var (
+	_ Reader = (*rangeReader)(nil)
+	_ Ranger = (*rangeReader)(nil)
+	_ Reader = (*reader)(nil)
+)
+
+func (r *rangeReader) Size() int64 { return r.size }
+
+func (r *rangeReader) ReadAt(p []byte, off int64) (int, error) {
+	n, eof, err := clamp(len(p), off, r.size)
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		if err := r.readRaw(p[:n], off); err != nil {
+			return 0, err
+		}
+	}
+	if eof {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// FileRange returns the backing source and the offset of the tensor's
+// first byte in it.
+func (r *rangeReader) FileRange() (backing.Source, int64, bool) {
+	return r.src, r.base, true
+}

@@ -1,0 +1,50 @@
+// Package backing reads the files a checkpoint is stored in.
+//
+// A Source is one read-only file of fixed size (its size when opened) read
+// with ReadAt. Open picks how, by Mode:
+//
+//   - Mmap (default): a read-only MAP_SHARED mapping of the whole file;
+//     ReadAt copies out of it. Empty files have no mapping.
+//   - Pread: pread(2) on the descriptor, for network filesystems where
+//     faults on a mapping stall.
+//   - Direct: O_DIRECT preads rounded out to 4 KiB through pooled aligned
+//     bounce buffers, bypassing the page cache. Filesystems that refuse
+//     O_DIRECT (tmpfs) make Open fail with ErrDirectUnsupported.
+//
+// # Invariants
+//
+//   - Reads are clamped first: off < 0 is an error, off >= Size() gives
+//     0, io.EOF, a read running past Size() gives the bytes up to Size()
+//     and io.EOF. A read never touches memory outside the file's range.
+//   - A fault is an error, not a crash. If the file shrinks while open, a
+//     mapped read of a vanished page raises SIGBUS; the copy runs under
+//     debug.SetPanicOnFault and the fault comes back as a *FaultError
+//     wrapping ErrFault (callers map it to EIO). The last partial page of
+//     a truncated file reads as zeros without a fault, so a mapped read
+//     whose last byte is zero also checks the file's size with fstat.
+//     pread and O_DIRECT reads that end early, or fail with EIO, give the
+//     same error. Bytes that still exist keep being served.
+//   - No allocation per read (the Direct bounce buffers are pooled).
+//   - Sources are safe for concurrent use. Close waits for reads in
+//     flight; later reads fail with an error wrapping os.ErrClosed.
+//
+// # Optional interfaces
+//
+// Callers test for these and fall back to ReadAt without them:
+//
+//   - FdSource: a descriptor to splice or pread from directly (Mmap and
+//     Pread sources; the Direct source says ok == false).
+//   - Adviser: access-pattern hints, madvise on the mapping or
+//     posix_fadvise on the descriptor.
+//
+// Nothing outside this package may assume a mapping exists.
+//
+// # New kinds of source
+//
+// Everything above backing (index, view, fs, client) needs only the Source
+// interface, so a new kind of backing store (an object store read with
+// ranged GETs, a cache) is a new type implementing Source, and the
+// optional interfaces only where they mean something for it. It must keep
+// the invariants: clamped io.ReaderAt semantics, a fixed Size, concurrent
+// reads, errors wrapping ErrFault for bytes that cannot be had.
+package backing

@@ -1,0 +1,5 @@
+//go:build race
+
+package backing
+
+const raceEnabled = true

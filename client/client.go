@@ -1,0 +1,337 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/view"
+)
+
+// TensorInfo describes one tensor as stored in the checkpoint. It is plain
+// data: copying it is free and changing it changes nothing in the
+// Checkpoint.
+type TensorInfo struct {
+	Index int         // position in Checkpoint.Tensors (index order: by name)
+	Name  string      // exact name in the checkpoint
+	Path  string      // path in a mounted tree, relative to the mount point
+	DType dtype.DType // stored dtype
+	Shape []int64     // row-major; empty for a scalar
+	Size  int64       // bytes of the native (stored dtype, row-major, little-endian) representation
+	// Source is the backing file holding the tensor, and Offset the byte
+	// offset of its first byte there when the tensor is one contiguous
+	// little-endian range of it; Offset is -1 otherwise.
+	Source string
+	Offset int64
+}
+
+// NumElements returns the product of the shape (1 for a scalar).
+func (t TensorInfo) NumElements() int64 {
+	n, _ := index.Elements(t.Shape)
+	return n
+}
+
+// Checkpoint is an open checkpoint: a checkpoint file, a directory holding
+// a sharded checkpoint, or a tensorfs mount point. All methods are safe for
+// concurrent use; Close must not run concurrently with the others.
+type Checkpoint struct {
+	// Constant after Open.
+	path     string
+	format   string
+	metadata map[string]any
+	sources  []string
+	tensors  []TensorInfo
+	byName   map[string]int
+
+	// Direct (in-process) access; nil for a mount.
+	idx   *index.Index
+	files []backing.Source
+	// dropMapped: the files are mapped (backing.Mmap), and Stream drops
+	// the pages it has read from the mapping (madvise DONTNEED; the page
+	// cache keeps them), so the resident set does not grow with the
+	// checkpoint.
+	dropMapped bool
+
+	// Mount access; "" for a direct checkpoint.
+	mount string
+}
+
+// MountIndexPath is where a tensorfs mount publishes its index, relative
+// to the mount point. Open recognises a mount by it.
+const MountIndexPath = ".tensorfs/index.json"
+
+// Options configure OpenWith. The zero value is what Open uses.
+type Options struct {
+	// Backing says how the files of a checkpoint opened directly are
+	// read. nil means backing.Pread: Stream reads each byte once into its
+	// buffers, which pread does without page faults and without mapping
+	// the file into the process. backing.Mmap also works (Stream then
+	// drops the pages it has read from the mapping, so the resident set
+	// stays bounded); backing.Direct bypasses the page cache. It does not
+	// apply to a mount.
+	Backing *backing.Options
+}
+
+// Open opens path: a checkpoint file, a directory holding a sharded
+// checkpoint, or a tensorfs mount point (a directory holding
+// .tensorfs/index.json). A checkpoint is parsed and validated completely
+// before Open returns; nothing of its tensor data is read yet.
+func Open(path string) (*Checkpoint, error) { return OpenWith(path, Options{}) }
+
+// OpenWith is Open with options.
+func OpenWith(path string, opts Options) (*Checkpoint, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		if _, err := os.Stat(filepath.Join(path, MountIndexPath)); err == nil {
+			return openMount(path)
+		}
+	}
+	return openDirect(path, opts)
+}
+
+func openDirect(path string, opts Options) (*Checkpoint, error) {
+	bopts := backing.Options{Mode: backing.Pread}
+	if opts.Backing != nil {
+		bopts = *opts.Backing
+	}
+	idx, files, err := index.Load(path, func(p string) (index.File, error) {
+		s, err := backing.Open(p, bopts)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	srcs := make([]backing.Source, len(files))
+	for i, f := range files {
+		s, ok := f.(backing.Source)
+		if !ok {
+			for _, f := range files {
+				if c, ok := f.(io.Closer); ok {
+					c.Close()
+				}
+			}
+			return nil, fmt.Errorf("%s: internal error: backing file %s is not a backing.Source", path, f.Name())
+		}
+		srcs[i] = s
+	}
+	c, err := FromIndex(path, idx, srcs)
+	if err != nil {
+		return nil, err
+	}
+	c.dropMapped = bopts.Mode == backing.Mmap
+	return c, nil
+}
+
+// FromIndex wraps an index that the caller has already loaded, with its
+// open backing files (files[i] holds idx.Sources[i]), as a Checkpoint.
+// The Checkpoint takes ownership of files: Close closes them. path is
+// only used in messages.
+func FromIndex(path string, idx *index.Index, files []backing.Source) (*Checkpoint, error) {
+	if len(files) != len(idx.Sources) {
+		return nil, fmt.Errorf("%s: %d backing files for %d sources", path, len(files), len(idx.Sources))
+	}
+	c := &Checkpoint{
+		path:     path,
+		format:   idx.Format,
+		metadata: idx.Metadata,
+		sources:  idx.Sources,
+		idx:      idx,
+		files:    files,
+	}
+	infos := make([]TensorInfo, len(idx.Tensors))
+	for i := range idx.Tensors {
+		t := &idx.Tensors[i]
+		if t.Source < 0 || t.Source >= len(files) {
+			return nil, fmt.Errorf("%s: tensor %q: source %d out of range", path, t.Name, t.Source)
+		}
+		off := int64(-1)
+		if t.Contiguous() {
+			off = t.Offset
+		}
+		infos[i] = TensorInfo{
+			Name: t.Name, Path: t.Path, DType: t.DType, Shape: t.Shape, Size: t.Size,
+			Source: idx.Sources[t.Source], Offset: off,
+		}
+	}
+	if err := c.setTensors(infos); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// setTensors sorts infos into index order (by name, as index.Load does),
+// numbers them and builds the name lookup.
+func (c *Checkpoint) setTensors(infos []TensorInfo) error {
+	if c.idx == nil {
+		sort.SliceStable(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+	}
+	c.byName = make(map[string]int, len(infos))
+	for i := range infos {
+		infos[i].Index = i
+		if _, dup := c.byName[infos[i].Name]; dup {
+			return fmt.Errorf("%s: tensor %q appears twice", c.path, infos[i].Name)
+		}
+		c.byName[infos[i].Name] = i
+	}
+	c.tensors = infos
+	return nil
+}
+
+// Close releases the backing files. Readers obtained from the Checkpoint
+// must not be used after Close.
+func (c *Checkpoint) Close() error {
+	var first error
+	for _, f := range c.files {
+		if err := f.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	c.files = nil
+	return first
+}
+
+// Path returns the path Open was given.
+func (c *Checkpoint) Path() string { return c.path }
+
+// Format returns the checkpoint format ("safetensors", "pytorch", "gguf",
+// "numpy", ...).
+func (c *Checkpoint) Format() string { return c.format }
+
+// IsMount reports whether the checkpoint is read through a tensorfs mount.
+func (c *Checkpoint) IsMount() bool { return c.mount != "" }
+
+// Sources returns the backing files.
+func (c *Checkpoint) Sources() []string { return append([]string(nil), c.sources...) }
+
+// Metadata returns the checkpoint's own metadata (safetensors
+// __metadata__, GGUF key/values, ...). The map is shared: do not modify it.
+func (c *Checkpoint) Metadata() map[string]any { return c.metadata }
+
+// Tensors returns every tensor in index order (sorted by name). The slice
+// is a copy; the Shape slices are shared and must not be modified.
+func (c *Checkpoint) Tensors() []TensorInfo { return append([]TensorInfo(nil), c.tensors...) }
+
+// Tensor returns the tensor with this exact name.
+func (c *Checkpoint) Tensor(name string) (TensorInfo, bool) {
+	i, ok := c.byName[name]
+	if !ok {
+		return TensorInfo{}, false
+	}
+	return c.tensors[i], true
+}
+
+// TotalSize returns the sum of the native sizes of all tensors.
+func (c *Checkpoint) TotalSize() int64 {
+	var n int64
+	for i := range c.tensors {
+		n += c.tensors[i].Size
+	}
+	return n
+}
+
+// ErrNoTensor is returned (wrapped) for a tensor name the checkpoint does
+// not have.
+var ErrNoTensor = errors.New("client: no such tensor")
+
+// ErrNotConvertible is returned (wrapped) by OpenTensor when a tensor has
+// no view in the requested dtype (integers, bool, complex, quantized types
+// without a dequantizer).
+var ErrNotConvertible = errors.New("client: tensor has no view in that dtype")
+
+// Convertible reports whether t can be read converted to dtype to. Every
+// tensor "converts" to dtype.Invalid and to its own dtype (both mean its
+// native bytes).
+func (c *Checkpoint) Convertible(t TensorInfo, to dtype.DType) bool {
+	if native(t, to) {
+		return true
+	}
+	if !to.IsFloatView() {
+		return false
+	}
+	if c.mount != "" {
+		_, err := os.Stat(c.mountPath(t, to))
+		return err == nil
+	}
+	return view.Convertible(&c.idx.Tensors[t.Index], to)
+}
+
+func native(t TensorInfo, to dtype.DType) bool { return to == dtype.Invalid || to == t.DType }
+
+// OpenTensor returns a reader of the tensor called name, converted to to
+// (dtype.Invalid or the stored dtype: the native bytes). Close it when
+// done; for a checkpoint opened directly Close releases nothing, for a
+// mount it closes the tensor's file.
+func (c *Checkpoint) OpenTensor(name string, to dtype.DType) (*TensorReader, error) {
+	i, ok := c.byName[name]
+	if !ok {
+		return nil, &TensorError{Source: c.path, Name: name, Op: "open", Off: -1, Err: ErrNoTensor}
+	}
+	return c.openTensor(c.tensors[i], to)
+}
+
+func (c *Checkpoint) openTensor(t TensorInfo, to dtype.DType) (*TensorReader, error) {
+	if native(t, to) {
+		to = t.DType
+	} else if !to.IsFloatView() {
+		return nil, &TensorError{Source: c.path, Name: t.Name, Op: "open", Off: -1,
+			Err: fmt.Errorf("%w: %s is not a view dtype (want F64, F32, F16 or BF16)", ErrNotConvertible, to)}
+	}
+	r := &TensorReader{ck: c, info: t, dtype: to}
+	if c.mount != "" {
+		f, err := os.Open(c.mountPath(t, to))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) && !native(t, to) {
+				err = fmt.Errorf("%w: no %s view of %s", ErrNotConvertible, to, t.DType)
+			}
+			return nil, &TensorError{Source: c.path, Name: t.Name, Op: "open", Off: -1, Err: err}
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, &TensorError{Source: c.path, Name: t.Name, Op: "open", Off: -1, Err: err}
+		}
+		r.ra, r.size, r.closer = f, st.Size(), f
+		return r, nil
+	}
+	if c.files == nil {
+		return nil, &TensorError{Source: c.path, Name: t.Name, Op: "open", Off: -1, Err: os.ErrClosed}
+	}
+	it := &c.idx.Tensors[t.Index]
+	src := c.files[it.Source]
+	if native(t, to) && it.Contiguous() {
+		// The common case needs no view: a plain range of the source.
+		r.ra, r.size = offsetReader{src, it.Offset}, it.Size
+		return r, nil
+	}
+	if !native(t, to) && !view.Convertible(it, to) {
+		return nil, &TensorError{Source: c.path, Name: t.Name, Op: "open", Off: -1,
+			Err: fmt.Errorf("%w: no %s view of %s", ErrNotConvertible, to, t.DType)}
+	}
+	vto := to
+	if native(t, to) {
+		vto = dtype.Invalid
+	}
+	v, err := view.New(it, src, vto)
+	if err != nil {
+		return nil, &TensorError{Source: c.path, Name: t.Name, Op: "open", Off: -1, Err: err}
+	}
+	r.ra, r.size = v, v.Size()
+	return r, nil
+}
+
+// offsetReader reads the range of a source that starts at off. Callers
+// (TensorReader) clamp reads to the tensor's size first.
+type offsetReader struct {
+	src io.ReaderAt
+	off int64
+}
+
+func (o offsetReader) ReadAt(p []byte, off int64) (int, error) { return o.src.ReadAt(p, o.off+off) }

@@ -1,0 +1,67 @@
+// Package client is the tensorfs uploader client: a Go program (a model
+// server, a GPU loader through cgo) uses it to pull the tensors of a
+// checkpoint piecemeal, with the memory it holds bounded by the chunk size
+// and the number of tensors in flight, never by the checkpoint's size.
+//
+// # Opening
+//
+// Open takes a checkpoint file, a directory holding a sharded checkpoint,
+// or a tensorfs mount point, behind one API:
+//
+//   - a file or a sharded directory is parsed in-process (index.Load over
+//     backing.Open; no FUSE needed) and validated completely before Open
+//     returns; its files are read with pread unless OpenWith says
+//     otherwise (with mmap, Stream drops the pages it has read from the
+//     mapping, so the resident set stays bounded too);
+//   - a directory holding .tensorfs/index.json is a mount: the index comes
+//     from that file and each tensor's bytes from MOUNT/<path>, or
+//     MOUNT/.f32/<path> (.f16, .bf16, .f64) for a converted view, read with
+//     os.File.ReadAt.
+//
+// Tensors lists every tensor (name, dtype, shape, bytes) in index order,
+// which is sorted by name; Metadata returns the checkpoint's own metadata.
+//
+// # Reading one tensor
+//
+// OpenTensor returns a TensorReader, an io.ReaderAt, io.Reader and
+// io.Seeker over the tensor's bytes in row-major order, little-endian,
+// either as stored (dtype.Invalid) or converted to F64, F32, F16 or BF16
+// (round to nearest even; NaN and Inf kept). Reads at any offset return
+// exactly the bytes a read of the whole tensor would have there.
+//
+// # Streaming a checkpoint
+//
+// Stream delivers every selected tensor into a Sink. Its invariants:
+//
+//   - Memory: Stream reads into a fixed pool of StreamOptions.Parallel
+//     buffers of ChunkSize bytes, allocated once per call, or into the
+//     buffers the sink supplies (BufferProvider), and allocates no other
+//     chunk-sized memory. What it holds is that pool plus a small constant
+//     per tensor in flight, whatever the checkpoint's size.
+//   - Order: tensors are taken in index order, at most Parallel at a
+//     time (with Parallel 1, Begin calls come in exactly that order), and
+//     may end out of order. The chunks of one tensor arrive in
+//     order, at consecutive offsets from 0, each a full buffer but the
+//     last, never concurrently; chunks of different tensors may arrive
+//     concurrently.
+//   - Ownership: a chunk belongs to the sink only until Write returns,
+//     unless the sink supplied the buffers; then it keeps it until Stream
+//     calls Reclaim for that buffer, which Stream does before every refill.
+//     This is how a GPU sink overlaps reading with asynchronous copies.
+//   - Ending: End is called exactly once for every tensor whose Begin
+//     succeeded, with nil or with the error that stopped it.
+//   - Errors: the first read or sink error stops the stream (the other
+//     tensors in flight end with it) and is returned as a *TensorError
+//     whose one-line message names the checkpoint, the tensor, the
+//     operation and the byte offset. Cancelling the context stops the
+//     stream between chunks and Stream returns the context's cause.
+//
+// # Conversion
+//
+// StreamOptions.DType converts every tensor that has a view in that dtype;
+// tensors without one (integers, bool, complex) are delivered as stored,
+// and Sink.Begin is told the dtype of the bytes it will receive.
+//
+// Package client never imports the FUSE layer; it builds on index,
+// backing, dtype and view. The cgo GPU sink lives in client/cuda.
+package client

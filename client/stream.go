@@ -1,0 +1,331 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/dtype"
+)
+
+// Sink receives the tensors of a Stream. Begin is called once per tensor,
+// from the goroutine that will then deliver that tensor's chunks; calls
+// for different tensors may run concurrently.
+type Sink interface {
+	// Begin announces a tensor: t as stored, dt the dtype of the bytes
+	// that follow (t.DType unless converted), size their count. It
+	// returns the TensorSink for this tensor's chunks, or a nil
+	// TensorSink and nil error to skip the tensor. An error stops the
+	// stream.
+	Begin(t TensorInfo, dt dtype.DType, size int64) (TensorSink, error)
+}
+
+// TensorSink receives the chunks of one tensor.
+//
+// Write is called with consecutive chunks in order: the first at off 0,
+// each next one at the previous off plus its length, until off+len(chunk)
+// == size; every chunk but the last is a full buffer. Calls are never
+// concurrent for one TensorSink. chunk is only valid until Write returns,
+// unless the sink supplied the buffers (BufferProvider), in which case the
+// sink owns it until Stream calls Reclaim for it.
+//
+// End is called exactly once after a successful Begin: with nil after the
+// last chunk, or with the error that stopped this tensor (its own read
+// error, the context's cause when the stream was cancelled or another
+// tensor failed). An error returned by End(nil) stops the stream.
+type TensorSink interface {
+	Write(chunk []byte, off int64) error
+	End(err error) error
+}
+
+// BufferProvider is implemented by a sink that supplies the chunk buffers
+// itself, for example pinned host memory that a GPU can copy from
+// asynchronously. When the sink does not implement it, Stream allocates
+// Parallel buffers of ChunkSize bytes.
+type BufferProvider interface {
+	// Buffers returns the buffers Stream reads into; Stream calls it once
+	// and uses each buffer's length as its chunk size. The number of
+	// buffers bounds the chunks in flight; Stream allocates no others.
+	Buffers() [][]byte
+	// Reclaim blocks until the sink is done with buffer i (Buffers()[i]),
+	// e.g. until an asynchronous copy from it has completed. Stream calls
+	// it before every refill of buffer i, including the first.
+	Reclaim(i int) error
+}
+
+// StreamOptions tune Stream. The zero value is usable.
+type StreamOptions struct {
+	// Parallel is the number of tensors in flight (default
+	// DefaultParallel, at most GOMAXPROCS: copying from the page cache
+	// is CPU work, and more copies than CPUs only contend).
+	Parallel int
+	// ChunkSize is the size of each chunk buffer (default
+	// DefaultChunkSize). Ignored when the sink is a BufferProvider.
+	ChunkSize int
+	// DType converts every tensor that has a view in it (F64, F32, F16,
+	// BF16). Tensors without one (integers, bool, complex) are delivered
+	// in their stored dtype; Sink.Begin says which. dtype.Invalid
+	// delivers every tensor as stored.
+	DType dtype.DType
+	// Filter, when set, selects the tensors to stream.
+	Filter func(TensorInfo) bool
+}
+
+// Defaults for StreamOptions.
+const (
+	DefaultParallel  = 4
+	DefaultChunkSize = 8 << 20
+)
+
+// BufferBytes returns the bytes of chunk buffers a Stream with these
+// options holds when the sink does not supply them: Parallel × ChunkSize,
+// after defaults.
+func (o StreamOptions) BufferBytes() int64 {
+	o = o.withDefaults()
+	return int64(o.Parallel) * int64(o.ChunkSize)
+}
+
+func (o StreamOptions) withDefaults() StreamOptions {
+	if o.Parallel <= 0 {
+		o.Parallel = min(DefaultParallel, runtime.GOMAXPROCS(0))
+	}
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = DefaultChunkSize
+	}
+	return o
+}
+
+// Stream delivers every tensor (selected by opts.Filter, converted per
+// opts.DType) into sink, in fixed-size chunks read into a fixed pool of
+// buffers allocated once (or supplied by the sink). Tensors are taken in
+// index order, at most opts.Parallel at a time (with Parallel 1, Begin
+// calls come in exactly that order), and may finish out of order. The
+// memory Stream holds is the buffer pool plus a small constant per tensor
+// in flight, whatever the checkpoint's size.
+//
+// Stream returns when every started tensor has ended: nil when all were
+// delivered, else the first error (a *TensorError naming the tensor for
+// read and sink errors), or the context's cause when ctx was cancelled.
+func (c *Checkpoint) Stream(ctx context.Context, sink Sink, opts StreamOptions) error {
+	opts = opts.withDefaults()
+	var sel []TensorInfo
+	for _, t := range c.tensors {
+		if opts.Filter == nil || opts.Filter(t) {
+			sel = append(sel, t)
+		}
+	}
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	if len(sel) == 0 {
+		return nil
+	}
+	pool, err := newPool(sink, opts)
+	if err != nil {
+		return err
+	}
+	workers := opts.Parallel
+	if workers > len(sel) {
+		workers = len(sel)
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		next     atomic.Int64
+		errOnce  sync.Once
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err })
+		cancel(err)
+	}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(sel)) {
+					return
+				}
+				if err := context.Cause(ctx); err != nil {
+					fail(err)
+					return
+				}
+				if err := c.streamOne(ctx, sink, pool, sel[i], opts.DType); err != nil {
+					fail(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// streamOne delivers one tensor.
+func (c *Checkpoint) streamOne(ctx context.Context, sink Sink, pool *pool, t TensorInfo, to dtype.DType) error {
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	if to != dtype.Invalid && !c.Convertible(t, to) {
+		to = dtype.Invalid
+	}
+	r, err := c.openTensor(t, to)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	size := r.Size()
+	ts, err := sink.Begin(t, r.DType(), size)
+	if err != nil {
+		return &TensorError{Source: c.path, Name: t.Name, Op: "sink begin", Off: -1, Err: err}
+	}
+	if ts == nil {
+		return nil
+	}
+	err = c.deliver(ctx, ts, pool, r, size)
+	c.dropPages(t, r.DType(), -1, 0)
+	endErr := ts.End(err)
+	if err != nil {
+		return err
+	}
+	if endErr != nil {
+		return &TensorError{Source: c.path, Name: t.Name, Op: "sink end", Off: -1, Err: endErr}
+	}
+	return nil
+}
+
+// deliver reads r chunk by chunk into pool buffers and writes them to ts.
+func (c *Checkpoint) deliver(ctx context.Context, ts TensorSink, pool *pool, r *TensorReader, size int64) error {
+	name := r.info.Name
+	for off := int64(0); off < size; {
+		b, err := pool.get(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				err = &TensorError{Source: c.path, Name: name, Op: "sink reclaim", Off: off, Err: err}
+			}
+			return err
+		}
+		n := int64(len(b.buf))
+		if rem := size - off; n > rem {
+			n = rem
+		}
+		chunk := b.buf[:n]
+		if _, err := r.ReadAt(chunk, off); err != nil {
+			pool.put(b)
+			return err // a *TensorError from the reader
+		}
+		c.dropPages(r.info, r.dtype, off, n)
+		err = ts.Write(chunk, off)
+		pool.put(b)
+		if err != nil {
+			return &TensorError{Source: c.path, Name: name, Op: "sink write", Off: off, Err: err}
+		}
+		off += n
+		if err := context.Cause(ctx); err != nil && off < size {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropPages tells a mapped source that Stream is done with the bytes of
+// t it has just read: chunk [off, off+n) of native bytes, or with off < 0
+// the whole tensor (any representation). It does nothing unless the
+// checkpoint's files are mapped, and for tensors that are not one
+// contiguous range of their file. Failures only cost memory: ignored.
+func (c *Checkpoint) dropPages(t TensorInfo, dt dtype.DType, off, n int64) {
+	if !c.dropMapped || c.files == nil {
+		return
+	}
+	it := &c.idx.Tensors[t.Index]
+	if it.Strides != nil {
+		return
+	}
+	a, ok := c.files[it.Source].(backing.Adviser)
+	if !ok {
+		return
+	}
+	switch {
+	case off < 0:
+		a.Advise(it.Offset, it.Size, backing.DontNeed)
+	case native(t, dt):
+		a.Advise(it.Offset+off, n, backing.DontNeed)
+	default:
+		// A converted chunk came from about the same fraction of the
+		// stored bytes; dropping a page too many only costs a refault.
+		if d, ok := dt.ByteSize(t.NumElements()); ok && d > 0 {
+			from := it.Offset + int64(float64(off)/float64(d)*float64(it.Size))
+			to := it.Offset + int64(float64(off+n)/float64(d)*float64(it.Size))
+			a.Advise(from, to-from, backing.DontNeed)
+		}
+	}
+}
+
+// pool is the fixed set of chunk buffers of one Stream.
+type pool struct {
+	free     chan chunkBuf
+	provider BufferProvider // nil when the buffers are the pool's own
+}
+
+type chunkBuf struct {
+	i   int
+	buf []byte
+}
+
+func newPool(sink Sink, opts StreamOptions) (*pool, error) {
+	p := &pool{}
+	var bufs [][]byte
+	if bp, ok := sink.(BufferProvider); ok {
+		p.provider = bp
+		bufs = bp.Buffers()
+		if len(bufs) == 0 {
+			return nil, errors.New("client: sink supplied no buffers")
+		}
+		for i, b := range bufs {
+			if len(b) == 0 {
+				return nil, fmt.Errorf("client: sink buffer %d is empty", i)
+			}
+		}
+	} else {
+		bufs = make([][]byte, opts.Parallel)
+		for i := range bufs {
+			bufs[i] = make([]byte, opts.ChunkSize)
+		}
+	}
+	p.free = make(chan chunkBuf, len(bufs))
+	for i, b := range bufs {
+		p.free <- chunkBuf{i, b}
+	}
+	return p, nil
+}
+
+// get takes a free buffer, waiting for one, and (for sink buffers) for the
+// sink to be done with it.
+func (p *pool) get(ctx context.Context) (chunkBuf, error) {
+	if err := context.Cause(ctx); err != nil {
+		return chunkBuf{}, err
+	}
+	var b chunkBuf
+	select {
+	case b = <-p.free:
+	case <-ctx.Done():
+		return chunkBuf{}, context.Cause(ctx)
+	}
+	if p.provider != nil {
+		if err := p.provider.Reclaim(b.i); err != nil {
+			p.free <- b
+			return chunkBuf{}, err
+		}
+	}
+	return b, nil
+}
+
+func (p *pool) put(b chunkBuf) { p.free <- b }

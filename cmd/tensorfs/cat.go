@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/view"
+)
+
+const catAbout = `
+Writes the bytes of the tensor NAME of SOURCE to stdout, without mounting:
+exactly what the mounted file holds (row-major, little-endian, in the
+stored dtype), or converted with --dtype (what .f32/ etc. hold), or as a
+NumPy .npy file with --npy (what .npy/ holds). NAME is the tensor's name
+as "tensorfs ls" shows it, or its path in the mounted tree.`
+
+// catChunk is how much cat reads and writes at a time.
+const catChunk = 1 << 20
+
+func runCat(args []string) error {
+	f := newFlags("cat", "[--dtype DT | --npy] SOURCE NAME", catAbout)
+	dtFlag := f.String("dtype", "", "convert to `DT` (f32, f16, bf16 or f64) as the .f32/ .f16/ .bf16/ .f64/ views do")
+	npy := f.Bool("npy", false, "write a NumPy .npy file (the tensor's dtype where NumPy has it, float32 otherwise)")
+	if err := f.parse(args, 2, 2); err != nil {
+		return err
+	}
+	var to dtype.DType
+	if *dtFlag != "" {
+		dt, err := dtype.ParseView(*dtFlag)
+		if err != nil {
+			return usagef("cat: --dtype: %v", err)
+		}
+		to = dt
+	}
+	if *npy && to != dtype.Invalid {
+		return usagef("cat: --dtype and --npy cannot be combined")
+	}
+	source, name := f.Arg(0), f.Arg(1)
+	ckpt, err := loadCheckpoint(source, backing.Mmap)
+	if err != nil {
+		return err
+	}
+	defer ckpt.close()
+	t, ok := ckpt.find(name)
+	if !ok {
+		return fmt.Errorf("%s: no tensor named %q (see `tensorfs ls %s`)", source, name, source)
+	}
+	src := ckpt.sources[t.Source]
+
+	var r io.ReaderAt
+	var size int64
+	switch {
+	case *npy:
+		v, err := view.NewNPY(t, src)
+		if err != nil {
+			return fmt.Errorf("%s: tensor %q: %v", source, t.Name, err)
+		}
+		r, size = v, v.Size()
+	case to != dtype.Invalid && to != t.DType:
+		if !view.Convertible(t, to) {
+			return fmt.Errorf("%s: tensor %q is %s, which cannot be converted to %s", source, t.Name, t.DType, to)
+		}
+		v, err := view.New(t, src, to)
+		if err != nil {
+			return fmt.Errorf("%s: tensor %q: %v", source, t.Name, err)
+		}
+		r, size = v, v.Size()
+	case t.Contiguous():
+		r, size = io.NewSectionReader(src, t.Offset, t.Size), t.Size
+	default:
+		v, err := view.New(t, src, dtype.Invalid)
+		if err != nil {
+			return fmt.Errorf("%s: tensor %q: %v", source, t.Name, err)
+		}
+		r, size = v, v.Size()
+	}
+	return copyOut(os.Stdout, r, size, fmt.Sprintf("%s: tensor %q", source, t.Name))
+}
+
+// copyOut writes the size bytes of r to w in catChunk pieces.
+func copyOut(w io.Writer, r io.ReaderAt, size int64, what string) error {
+	buf := make([]byte, min(int64(catChunk), max(size, 1)))
+	for off := int64(0); off < size; {
+		n := int(min(int64(len(buf)), size-off))
+		got, err := r.ReadAt(buf[:n], off)
+		if got < n {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("%s: reading at byte %d: %v", what, off+int64(got), err)
+		}
+		if _, err := w.Write(buf[:n]); err != nil {
+			return fmt.Errorf("writing to stdout: %v", err)
+		}
+		off += int64(n)
+	}
+	return nil
+}

@@ -1,0 +1,366 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/client"
+	"github.com/lazyweights/tensorfs/dtype"
+)
+
+const loadAbout = `
+Pulls every tensor of SOURCE through the Go client (package client) the
+way a program loading a model onto GPUs would: in chunks of --chunk bytes,
+--parallel tensors at a time, into a fixed pool of buffers, so the memory
+it holds is about parallel x chunk whatever the checkpoint's size.
+
+SOURCE is a checkpoint file, a directory holding a sharded checkpoint, or a
+tensorfs mount point (read through the mount's files).
+
+On a terminal, a progress bar shows tensors, bytes, rate and time left.
+At the end one line on stderr reports the tensors and bytes loaded, the
+time, the throughput in GB/s (10^9 bytes a second) and the peak memory:
+the largest anonymous resident memory seen during the load (RssAnon,
+sampled) and the peak resident set (VmHWM).
+
+--sha256 prints "<sha256 hex>  <tensor name>" for every tensor in index
+order (sorted by name), as sha256sum does, computed over the bytes loaded
+(converted with --dtype, if given); tensors with no view in --dtype are
+hashed as stored.`
+
+func runLoad(args []string) error {
+	f := newFlags("load", "[--dtype DT] [--sha256] [--parallel N] [--chunk SIZE] [--io MODE] SOURCE", loadAbout)
+	dtFlag := f.String("dtype", "", "convert float and quantized tensors to `DT` (f32, f16, bf16 or f64); others load as stored")
+	sha := f.Bool("sha256", false, "print the sha256 of every tensor, sha256sum style, in index order")
+	parallel := f.Int("parallel", 0, "tensors in flight, each with one chunk buffer (`N`; default 4, at most the number of CPUs)")
+	chunkFlag := f.String("chunk", "8MiB", "chunk and buffer `SIZE` (bytes, or with a K, M, G, KiB, MiB, GiB suffix)")
+	ioFlag := f.String("io", "pread", "read checkpoint files with `MODE`: pread, mmap or direct (O_DIRECT, bypassing the page cache); not for a mount")
+	quiet := f.Bool("quiet", false, "no progress bar and no summary line")
+	if err := f.parse(args, 1, 1); err != nil {
+		return err
+	}
+	var to dtype.DType
+	if *dtFlag != "" {
+		dt, err := dtype.ParseView(*dtFlag)
+		if err != nil {
+			return usagef("load: --dtype: %v", err)
+		}
+		to = dt
+	}
+	chunk, err := loadParseSize(*chunkFlag)
+	if err != nil {
+		return usagef("load: --chunk: %v", err)
+	}
+	if chunk > 1<<30 {
+		return usagef("load: --chunk: %s is more than 1 GiB", *chunkFlag)
+	}
+	if *parallel < 0 || *parallel > 1024 {
+		return usagef("load: --parallel: %d is not between 1 and 1024", *parallel)
+	}
+	mode, err := backing.ParseMode(*ioFlag)
+	if err != nil {
+		return usagef("load: --io: %v", err)
+	}
+	source := f.Arg(0)
+
+	ck, err := client.OpenWith(source, client.Options{Backing: &backing.Options{Mode: mode}})
+	if err != nil {
+		return err
+	}
+	defer ck.Close()
+	tensors := ck.Tensors()
+
+	out := bufio.NewWriterSize(os.Stdout, 64<<10)
+	sink := &loadSink{hash: *sha, out: out, n: len(tensors), pending: map[int][32]byte{}, names: tensors}
+	if !*quiet && term.IsTerminal(int(os.Stderr.Fd())) {
+		sink.bar = newLoadBar(ck, tensors, to)
+		sink.clearBar = term.IsTerminal(int(os.Stdout.Fd()))
+	}
+	sink.flushLines = term.IsTerminal(int(os.Stdout.Fd()))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	mem := startLoadMemSampler(10 * time.Millisecond)
+	start := time.Now()
+	err = ck.Stream(ctx, sink, client.StreamOptions{Parallel: *parallel, ChunkSize: int(chunk), DType: to})
+	elapsed := time.Since(start)
+	peakAnon, hwm := mem.stop()
+	if sink.bar != nil {
+		sink.bar.Describe(fmt.Sprintf("%d/%d tensors", sink.tensors.Load(), len(tensors)))
+		sink.bar.Finish()
+		sink.bar.Clear()
+		fmt.Fprint(os.Stderr, "\r")
+	}
+	if ferr := out.Flush(); err == nil && ferr != nil {
+		err = fmt.Errorf("writing the hashes: %w", ferr)
+	}
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return fmt.Errorf("%s: interrupted after %d of %d tensors", source, sink.tensors.Load(), len(tensors))
+		}
+		return err
+	}
+	if !*quiet {
+		n := sink.bytes.Load()
+		fmt.Fprintf(os.Stderr, "loaded %d tensors: %d bytes (%s) in %.3f s, %.2f GB/s, peak memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
+			sink.tensors.Load(), n, loadHumanBytes(n), elapsed.Seconds(), float64(n)/elapsed.Seconds()/1e9, loadHumanBytes(peakAnon), loadHumanBytes(hwm))
+	}
+	return nil
+}
+
+// loadSink counts, and with --sha256 hashes, every tensor, printing the
+// hashes in index order as soon as every earlier tensor is done.
+type loadSink struct {
+	hash       bool
+	out        *bufio.Writer
+	n          int
+	names      []client.TensorInfo
+	bar        *progressbar.ProgressBar // nil when not drawn
+	clearBar   bool                     // stdout and stderr share the terminal
+	flushLines bool                     // stdout is a terminal: flush per batch
+
+	bytes, tensors atomic.Int64
+
+	mu      sync.Mutex
+	next    int              // GUARDED_BY(mu): index of the next hash to print
+	pending map[int][32]byte // GUARDED_BY(mu): finished, not yet printed
+}
+
+type loadTensor struct {
+	s     *loadSink
+	index int
+	h     hash.Hash // nil without --sha256
+}
+
+func (s *loadSink) Begin(t client.TensorInfo, dt dtype.DType, size int64) (client.TensorSink, error) {
+	lt := &loadTensor{s: s, index: t.Index}
+	if s.hash {
+		lt.h = sha256.New()
+	}
+	return lt, nil
+}
+
+func (t *loadTensor) Write(chunk []byte, off int64) error {
+	if t.h != nil {
+		t.h.Write(chunk)
+	}
+	t.s.bytes.Add(int64(len(chunk)))
+	if t.s.bar != nil {
+		t.s.bar.Add64(int64(len(chunk)))
+	}
+	return nil
+}
+
+func (t *loadTensor) End(err error) error {
+	if err != nil {
+		return nil // Stream reports it
+	}
+	s := t.s
+	done := s.tensors.Add(1)
+	if s.bar != nil {
+		s.bar.Describe(fmt.Sprintf("%d/%d tensors", done, s.n))
+	}
+	if t.h == nil {
+		return nil
+	}
+	var sum [32]byte
+	t.h.Sum(sum[:0])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending[t.index] = sum
+	printed := false
+	for {
+		sum, ok := s.pending[s.next]
+		if !ok {
+			break
+		}
+		if !printed && s.bar != nil && s.clearBar {
+			s.bar.Clear()
+		}
+		printed = true
+		delete(s.pending, s.next)
+		s.out.WriteString(loadSumLine(sum, s.names[s.next].Name))
+		s.next++
+	}
+	if printed && s.flushLines {
+		s.out.Flush()
+	}
+	return nil
+}
+
+// loadSumLine formats one line as sha256sum does: "<hex>  <name>\n", and for a
+// name holding a newline, carriage return or backslash, a leading
+// backslash and those characters escaped (\n, \r, \\).
+func loadSumLine(sum [32]byte, name string) string {
+	h := hex.EncodeToString(sum[:])
+	if !strings.ContainsAny(name, "\n\r\\") {
+		return h + "  " + name + "\n"
+	}
+	r := strings.NewReplacer("\\", "\\\\", "\n", "\\n", "\r", "\\r")
+	return "\\" + h + "  " + r.Replace(name) + "\n"
+}
+
+// newLoadBar returns the progress bar: bytes to deliver, rate, ETA, and
+// tensors done in the description.
+func newLoadBar(ck *client.Checkpoint, tensors []client.TensorInfo, to dtype.DType) *progressbar.ProgressBar {
+	var total int64
+	for _, t := range tensors {
+		total += loadDeliveredSize(ck, t, to)
+	}
+	return progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetDescription(fmt.Sprintf("0/%d tensors", len(tensors))),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionSetElapsedTime(true),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionShowDescriptionAtLineEnd(),
+		progressbar.OptionUseANSICodes(true),
+	)
+}
+
+// loadDeliveredSize is the bytes Stream delivers for t converted to to.
+func loadDeliveredSize(ck *client.Checkpoint, t client.TensorInfo, to dtype.DType) int64 {
+	if to == dtype.Invalid || to == t.DType || !ck.Convertible(t, to) {
+		return t.Size
+	}
+	n, ok := to.ByteSize(t.NumElements())
+	if !ok {
+		return t.Size
+	}
+	return n
+}
+
+// loadMemSampler records the largest RssAnon of the process while it runs.
+type loadMemSampler struct {
+	done chan struct{}
+	wg   sync.WaitGroup
+	peak atomic.Int64
+}
+
+func startLoadMemSampler(every time.Duration) *loadMemSampler {
+	m := &loadMemSampler{done: make(chan struct{})}
+	m.sample()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.done:
+				return
+			case <-t.C:
+				m.sample()
+			}
+		}
+	}()
+	return m
+}
+
+func (m *loadMemSampler) sample() {
+	anon, _ := loadProcStatus()
+	for {
+		p := m.peak.Load()
+		if anon <= p || m.peak.CompareAndSwap(p, anon) {
+			return
+		}
+	}
+}
+
+// stop ends sampling and returns the peak RssAnon seen and VmHWM, in bytes.
+func (m *loadMemSampler) stop() (peakAnon, hwm int64) {
+	close(m.done)
+	m.wg.Wait()
+	m.sample()
+	_, hwm = loadProcStatus()
+	return m.peak.Load(), hwm
+}
+
+// loadProcStatus reads RssAnon and VmHWM from /proc/self/status, in bytes (0
+// where the kernel does not say).
+func loadProcStatus() (rssAnon, hwm int64) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		var dst *int64
+		switch string(k) {
+		case "RssAnon":
+			dst = &rssAnon
+		case "VmHWM":
+			dst = &hwm
+		default:
+			continue
+		}
+		fields := strings.Fields(string(v))
+		if len(fields) >= 1 {
+			n, _ := strconv.ParseInt(fields[0], 10, 64)
+			*dst = n << 10 // kB
+		}
+	}
+	return rssAnon, hwm
+}
+
+// loadParseSize parses a byte count: digits, optionally followed by K, M, G
+// (or KiB, MiB, GiB, KB, MB, GB: all powers of 1024) or B.
+func loadParseSize(s string) (int64, error) {
+	u := strings.ToUpper(strings.TrimSpace(s))
+	mult := int64(1)
+	for _, x := range []struct {
+		suffix string
+		m      int64
+	}{
+		{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30},
+		{"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30},
+		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
+	} {
+		if strings.HasSuffix(u, x.suffix) {
+			u, mult = strings.TrimSpace(strings.TrimSuffix(u, x.suffix)), x.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(u, 10, 64)
+	if err != nil || n <= 0 || n > (1<<40)/mult {
+		return 0, fmt.Errorf("%q is not a size (e.g. 8MiB, 1048576)", s)
+	}
+	return n * mult, nil
+}
+
+// loadHumanBytes formats n in binary units.
+func loadHumanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/lazyweights/tensorfs/backing"
+)
+
+const lsAbout = `
+Lists the tensors of SOURCE (a checkpoint file or a sharded checkpoint
+directory) without mounting: one line per tensor in name order with its
+name, dtype, shape and size in bytes (of the stored representation). With
+--json, prints the index document instead: the same JSON a mount serves
+as .tensorfs/index.json.`
+
+func runLs(args []string) error {
+	f := newFlags("ls", "[--json] SOURCE", lsAbout)
+	asJSON := f.Bool("json", false, "print the index document (format, sources, metadata, tensors) as JSON")
+	if err := f.parse(args, 1, 1); err != nil {
+		return err
+	}
+	ckpt, err := loadCheckpoint(f.Arg(0), backing.Pread)
+	if err != nil {
+		return err
+	}
+	defer ckpt.close()
+	out := bufio.NewWriterSize(os.Stdout, 64<<10)
+	if *asJSON {
+		data, err := ckpt.idx.Document().JSON()
+		if err != nil {
+			return err
+		}
+		out.Write(data)
+		return flush(out)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDTYPE\tSHAPE\tBYTES")
+	for i := range ckpt.idx.Tensors {
+		t := &ckpt.idx.Tensors[i]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", displayName(t.Name), t.DType, shapeString(t.Shape), t.Size)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return flush(out)
+}
+
+// flush flushes stdout; a write error (a full disk, not a closed pipe,
+// which ends the process with SIGPIPE) is an error.
+func flush(w *bufio.Writer) error {
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("writing to stdout: %v", err)
+	}
+	return nil
+}
+
+// displayName is a tensor name as the table shows it: as it is, or
+// Go-quoted when it is empty, has spaces at either end, or holds control
+// characters or bytes that are not UTF-8 (it would break the table).
+func displayName(name string) string {
+	if name == "" || strings.TrimSpace(name) != name || !utf8.ValidString(name) || strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) || strings.HasPrefix(name, `"`) {
+		return strconv.Quote(name)
+	}
+	return name
+}
+
+// shapeString formats a shape as JSON: [4096,11008], [] for a scalar.
+func shapeString(shape []int64) string {
+	b := []byte{'['}
+	for i, d := range shape {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, d, 10)
+	}
+	return string(append(b, ']'))
+}

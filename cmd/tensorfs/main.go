@@ -1,0 +1,266 @@
+// Command tensorfs mounts an ML checkpoint as a read-only directory with
+// one file per tensor, and lists, extracts and loads tensors without
+// mounting. Run `tensorfs help` for the commands and `tensorfs CMD -h` for
+// each command's flags.
+//
+// Errors are one line on stderr starting "tensorfs: "; the exit status is
+// 0 on success, 1 on an error and 2 on a usage error.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+)
+
+// command is one row of the dispatch table: a subcommand's name, the
+// one-line summary `tensorfs help` shows, and the function that parses
+// its arguments (without the command name) and runs it. The help row's
+// run is nil: help reads the table, so dispatch calls runHelp itself.
+type command struct {
+	name    string
+	summary string
+	run     func(args []string) error
+}
+
+// commands is the dispatch table, in the order `tensorfs help` lists it.
+// Each command lives in its own file (mount.go, umount.go, ...).
+var commands = []command{
+	{"mount", "mount a checkpoint read-only and serve it in the foreground", runMount},
+	{"umount", "unmount a tensorfs mount (also clears a dead one)", runUmount},
+	{"ls", "list a checkpoint's tensors without mounting", runLs},
+	{"cat", "write one tensor's bytes to stdout without mounting", runCat},
+	{"load", "pull every tensor through the Go client with bounded memory", runLoad},
+	{"demo", "mount a small generated checkpoint and show around it", runDemo},
+	{"help", "explain the commands, or one command's flags", nil},
+	{"version", "print the version", runVersion},
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// run dispatches args and returns the exit status.
+func run(args []string) int {
+	if len(args) == 0 {
+		printHelp(os.Stderr)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help":
+		name = "help"
+	case "-version", "--version":
+		name = "version"
+	}
+	cmd := findCommand(name)
+	switch {
+	case cmd == nil:
+		return exitStatus(usagef("unknown command %q (run `tensorfs help`)", name))
+	case cmd.run == nil:
+		return exitStatus(runHelp(args[1:]))
+	}
+	return exitStatus(cmd.run(args[1:]))
+}
+
+func findCommand(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// usageError is a mistake in the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+// errHelp ends a command whose help was asked for: exit status 0.
+var errHelp = errors.New("help requested")
+
+// exitStatus prints err as one "tensorfs: " line and returns the status.
+func exitStatus(err error) int {
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintln(os.Stderr, "tensorfs: "+oneLine(ue.msg))
+		return 2
+	}
+	fmt.Fprintln(os.Stderr, "tensorfs: "+oneLine(err.Error()))
+	return 1
+}
+
+// oneLine folds a message onto one line.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+}
+
+// flags is a command's flag set with its help text.
+type flags struct {
+	*flag.FlagSet
+	name  string
+	args  string // "[flags] SOURCE MOUNTPOINT"
+	about string // paragraphs after the usage line
+}
+
+// newFlags returns the flag set of command name; args is the synopsis
+// after the name and about the description `tensorfs name -h` prints.
+func newFlags(name, args, about string) *flags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported by parse, help by help
+	fs.Usage = func() {}
+	return &flags{FlagSet: fs, name: name, args: args, about: about}
+}
+
+// parse parses args and checks the number of operands is in [min, max]
+// (max < 0: no limit). -h prints the help and returns errHelp.
+func (f *flags) parse(args []string, min, max int) error {
+	err := f.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		f.help(os.Stdout)
+		return errHelp
+	}
+	if err != nil {
+		return usagef("%s: %v (usage: tensorfs %s %s)", f.name, err, f.name, f.args)
+	}
+	n := f.NArg()
+	if n < min || (max >= 0 && n > max) {
+		return usagef("%s: wrong number of arguments (usage: tensorfs %s %s; see `tensorfs %s -h`)", f.name, f.name, f.args, f.name)
+	}
+	return nil
+}
+
+// help writes the command's usage, description and every flag.
+func (f *flags) help(w io.Writer) {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "usage: tensorfs %s %s\n\n%s\n", f.name, f.args, strings.TrimSpace(f.about))
+	n := 0
+	f.VisitAll(func(fl *flag.Flag) {
+		if n == 0 {
+			b.WriteString("\nflags:\n")
+		}
+		n++
+		arg, usage := flag.UnquoteUsage(fl)
+		fmt.Fprintf(&b, "  --%s", fl.Name)
+		if arg != "" {
+			fmt.Fprintf(&b, " %s", arg)
+		}
+		if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "0" {
+			usage += " (default " + fl.DefValue + ")"
+		}
+		b.WriteByte('\n')
+		b.WriteString(wrap(usage, "      ", 78))
+	})
+	w.Write(b.Bytes())
+}
+
+// wrap fills text into lines of at most width bytes, each starting with
+// indent and ending with a newline.
+func wrap(text, indent string, width int) string {
+	var b strings.Builder
+	line := indent
+	for _, w := range strings.Fields(text) {
+		if line != indent && len(line)+1+len(w) > width {
+			b.WriteString(line + "\n")
+			line = indent
+		}
+		if line != indent {
+			line += " "
+		}
+		line += w
+	}
+	b.WriteString(line + "\n")
+	return b.String()
+}
+
+func runHelp(args []string) error {
+	f := newFlags("help", "[COMMAND]", "Lists the commands, or explains one command and its flags.")
+	if err := f.parse(args, 0, 1); err != nil {
+		return err
+	}
+	if f.NArg() == 0 {
+		printHelp(os.Stdout)
+		return nil
+	}
+	cmd := findCommand(f.Arg(0))
+	switch {
+	case cmd == nil:
+		return usagef("help: unknown command %q (run `tensorfs help`)", f.Arg(0))
+	case cmd.run == nil:
+		f.help(os.Stdout)
+		return nil
+	}
+	return cmd.run([]string{"-h"})
+}
+
+func printHelp(w io.Writer) {
+	var b bytes.Buffer
+	b.WriteString(`tensorfs mounts an ML checkpoint (safetensors, PyTorch, GGUF, NumPy, sharded
+Hugging Face directories) as a read-only directory with one file per tensor,
+read lazily from the checkpoint and converted on the fly (.f32/ .f16/ .bf16/
+.f64/ .npy/ views).
+
+usage: tensorfs COMMAND [flags] [arguments]
+
+commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
+	}
+	b.WriteString(`
+Run "tensorfs COMMAND -h" for a command's flags. First steps:
+  go run ./cmd/tensorfs demo                      # see a mount in action
+  tensorfs mount model.safetensors /mnt/model      # serve until Ctrl-C
+
+Errors are one line on stderr starting "tensorfs: "; the exit status is 0
+on success, 1 on an error, 2 on a usage error.
+`)
+	w.Write(b.Bytes())
+}
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3";
+// otherwise the module version or VCS revision recorded by the Go tool.
+var version = ""
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 && (v == "" || v == "(devel)") {
+			v = "devel-" + s.Value[:12]
+		}
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	return v + " " + bi.GoVersion
+}
+
+func runVersion(args []string) error {
+	f := newFlags("version", "", "Prints the version of tensorfs and the Go release it was built with.")
+	if err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	fmt.Println("tensorfs " + versionString())
+	return nil
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/fs"
+)
+
+const mountAbout = `
+Parses and validates SOURCE completely, then mounts it read-only at
+MOUNTPOINT and serves it in the foreground until the mount is unmounted
+(tensorfs umount, fusermount3 -u, umount) or the process gets SIGINT,
+SIGTERM or SIGHUP, which unmount cleanly and exit 0. A SOURCE that fails
+validation mounts nothing and exits 1. The mount is ready when
+MOUNTPOINT/.tensorfs/index.json exists.
+
+SOURCE is a checkpoint file (safetensors, PyTorch, GGUF, .npy, .npz; the
+format is detected from the content) or a directory holding a sharded
+checkpoint. The tree: one file per tensor at its name ('/' makes
+directories), xattrs user.tensorfs.{name,dtype,shape,source,offset},
+.tensorfs/index.json, .tensorfs/metadata/, .tensorfs/stats.json, and the
+converted views .f32/ .f16/ .bf16/ .f64/ and .npy/.`
+
+func runMount(args []string) error {
+	f := newFlags("mount", "[flags] SOURCE MOUNTPOINT", mountAbout)
+	dtFlag := f.String("dtype", "", "make the top level the converted view in `DT` (f32, f16, bf16 or f64); tensors that cannot be converted are left out of it and the stored tree moves to .native/")
+	modeFlag := f.String("backing", "mmap", "how to read the checkpoint, `MODE`: mmap (fastest for local files), pread (network filesystems, where page faults stall) or direct (O_DIRECT, bypasses the page cache)")
+	allowOther := f.Bool("allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
+	maxWrite := f.Int("max-write", 0, "largest read request the kernel sends, in `BYTES` (0: 1 MiB, or 1 MiB - 8 KiB when splicing from the checkpoint file)")
+	readahead := f.Int("readahead-kb", 0, "kernel readahead for the mount in `KB`, e.g. 1024 for faster sequential reads (0: the kernel's default; needs root)")
+	maxBackground := f.Int("max-background", 0, "asynchronous (readahead) requests the kernel may have in flight, `N` (0: go-fuse's default, 12)")
+	noSplice := f.Bool("no-splice", false, "copy every read through the server instead of splicing from the checkpoint file")
+	debugFlag := f.Bool("debug", false, "log every FUSE request and reply to stderr")
+	if err := f.parse(args, 2, 2); err != nil {
+		return err
+	}
+	source, mountpoint := f.Arg(0), f.Arg(1)
+	var view dtype.DType
+	if *dtFlag != "" {
+		dt, err := dtype.ParseView(*dtFlag)
+		if err != nil {
+			return usagef("mount: --dtype: %v", err)
+		}
+		view = dt
+	}
+	mode, err := backing.ParseMode(*modeFlag)
+	if err != nil {
+		return usagef("mount: --backing: %v", err)
+	}
+	if *maxWrite < 0 || *readahead < 0 || *maxBackground < 0 {
+		return usagef("mount: --max-write, --readahead-kb and --max-background cannot be negative")
+	}
+
+	// Everything is validated before anything is mounted.
+	ckpt, err := loadCheckpoint(source, mode)
+	if err != nil {
+		return err
+	}
+	defer ckpt.close()
+	logger := log.New(os.Stderr, "tensorfs: ", 0)
+	root, err := fs.NewRoot(ckpt.idx, ckpt.sources, fs.Options{View: view, NoSplice: *noSplice, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("%s: %v", source, err)
+	}
+	if err := fs.CheckMountpoint(mountpoint); err != nil {
+		return err
+	}
+	// Parsing left garbage (headers, JSON); give it back before serving
+	// for hours.
+	debug.FreeOSMemory()
+
+	// Signals are caught before the mount exists, so none can leave it
+	// behind.
+	// SIGHUP (the terminal went away) is handled the same way, unless it
+	// is ignored (nohup).
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	if !signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(sigs, syscall.SIGHUP)
+	}
+	defer signal.Stop(sigs)
+
+	server, err := fs.Mount(mountpoint, root, fs.MountOptions{
+		AllowOther:    *allowOther,
+		MaxWrite:      *maxWrite,
+		ReadAheadKB:   *readahead,
+		MaxBackground: *maxBackground,
+		Debug:         *debugFlag,
+		Logger:        logger,
+	})
+	if err != nil {
+		return err
+	}
+	logger.Printf("serving %s at %s (%d tensors); stop with Ctrl-C or `tensorfs umount %s`", source, mountpoint, len(ckpt.idx.Tensors), mountpoint)
+
+	served := make(chan struct{})
+	go func() {
+		server.Wait()
+		close(served)
+	}()
+	select {
+	case <-served:
+		return nil // unmounted from outside
+	case sig := <-sigs:
+		logger.Printf("%v: unmounting %s", sig, mountpoint)
+	}
+	if err := server.Unmount(); err != nil {
+		// Busy: something has a file open. Detach it so that the
+		// mount point is free, and stop serving.
+		logger.Printf("%s is busy; detaching it (files still open there will fail)", mountpoint)
+		if err := fs.Detach(mountpoint); err != nil {
+			return err
+		}
+		return nil
+	}
+	select {
+	case <-served:
+	case <-time.After(5 * time.Second):
+	}
+	return nil
+}

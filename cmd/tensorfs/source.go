@@ -1,0 +1,74 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"sort"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/index"
+)
+
+// checkpoint is a loaded SOURCE: the index and the open backing files.
+type checkpoint struct {
+	idx     *index.Index
+	sources []backing.Source // sources[i] reads idx.Sources[i]
+}
+
+// loadCheckpoint parses and validates SOURCE completely (index.Load),
+// reading files in the given backing mode.
+func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
+	open := func(p string) (index.File, error) {
+		src, err := backing.Open(p, backing.Options{Mode: mode})
+		if err != nil {
+			return nil, err
+		}
+		return src, nil
+	}
+	idx, files, err := index.Load(path, open)
+	if err != nil {
+		var pe *iofs.PathError
+		if errors.As(err, &pe) && !errors.As(err, new(*index.FormatError)) {
+			return nil, fmt.Errorf("%s: %v", pe.Path, pe.Err)
+		}
+		return nil, err
+	}
+	c := &checkpoint{idx: idx, sources: make([]backing.Source, len(files))}
+	for i, f := range files {
+		src, ok := f.(backing.Source)
+		if !ok {
+			for _, f := range files {
+				if cl, ok := f.(interface{ Close() error }); ok {
+					cl.Close()
+				}
+			}
+			return nil, fmt.Errorf("%s: internal error: the loader returned a %T, not a backing source", path, f)
+		}
+		c.sources[i] = src
+	}
+	return c, nil
+}
+
+func (c *checkpoint) close() {
+	for _, s := range c.sources {
+		s.Close()
+	}
+	c.sources = nil
+}
+
+// find returns the tensor with exactly this name, or else the one at this
+// path in the mounted tree.
+func (c *checkpoint) find(name string) (*index.Tensor, bool) {
+	ts := c.idx.Tensors
+	i := sort.Search(len(ts), func(i int) bool { return ts[i].Name >= name })
+	if i < len(ts) && ts[i].Name == name {
+		return &ts[i], true
+	}
+	for i := range ts {
+		if ts[i].Path == name {
+			return &ts[i], true
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,58 @@
+package dtype
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// BenchmarkConvert measures each conversion into a 1 MiB output buffer,
+// beside a plain copy of 1 MiB: b.SetBytes counts output bytes, so the
+// MB/s columns compare directly with /copy.
+//
+//	go test -run XXX -bench Convert -benchtime 200x -count 3 ./dtype
+//	go test -tags purego -run XXX -bench Convert ./dtype
+func BenchmarkConvert(b *testing.B) {
+	const out = 1 << 20
+	rng := rand.New(rand.NewPCG(21, 22))
+	b.Run("copy", func(b *testing.B) {
+		src, dst := make([]byte, out), make([]byte, out)
+		b.SetBytes(out)
+		for b.Loop() {
+			copy(dst, src)
+		}
+	})
+	for _, p := range []struct{ from, to DType }{
+		{BF16, F32}, {F16, F32}, {F32, F16}, {F32, BF16},
+		{F32, F64}, {F64, F32}, {F64, F16}, {F64, BF16},
+		{F16, BF16}, {BF16, F16}, {F8E4M3, BF16}, {F4, F16}, {Q4_0, F32}, {Q4_K, F16},
+	} {
+		c, ok := ConverterFor(p.from, p.to)
+		if !ok {
+			continue
+		}
+		fi := p.from.Info()
+		elems := out / int(p.to.ElemSize())
+		src := make([]byte, elems/int(fi.BlockElems)*int(fi.BlockBytes))
+		if p.from.IsFloatView() {
+			// Weight-like values: normal, standard deviation 0.02.
+			f64 := make([]byte, 8*elems)
+			for i := range elems {
+				le.PutUint64(f64[8*i:], math.Float64bits(rng.NormFloat64()*0.02))
+			}
+			c64, _ := ConverterFor(F64, p.from)
+			c64(src, f64)
+		} else {
+			for i := range src {
+				src[i] = byte(rng.Uint32())
+			}
+		}
+		dst := make([]byte, out)
+		b.Run(p.from.String()+"-"+p.to.String(), func(b *testing.B) {
+			b.SetBytes(out)
+			for b.Loop() {
+				c(dst, src)
+			}
+		})
+	}
+}

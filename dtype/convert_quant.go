@@ -1,0 +1,67 @@
+package dtype
+
+import (
+	"math"
+	"sync"
+)
+
+// Quantized sources: the dequantizer (quantDequantizer, from quant.go)
+// writes float32 values into a pooled scratch buffer, a bounded chunk of
+// blocks at a time, and the float32 kernels take them to the target: F32 is
+// the dequantized value itself, F64 is exact, F16 and BF16 round once from
+// that float32.
+
+// quantChunk is the scratch size in elements: 16 KiB of float32 and 16 KiB
+// of their bytes, whatever the size of the conversion.
+const quantChunk = 4096
+
+type quantScratch struct {
+	f [quantChunk]float32
+	b [4 * quantChunk]byte
+}
+
+var quantPool = sync.Pool{New: func() any { return new(quantScratch) }}
+
+// quantKernel returns the kernel from a quantized dtype with dequantizer deq
+// to the view dtype to.
+func quantKernel(from, to DType, deq func(dst []float32, src []byte)) func(dst, src []byte) {
+	fi := from.Info()
+	blockBytes, blockElems := int(fi.BlockBytes), int(fi.BlockElems)
+	if blockElems > quantChunk {
+		return nil // no such type in the table; refuse rather than overflow scratch
+	}
+	perChunk := quantChunk / blockElems
+	outSize := int(to.ElemSize())
+	var fromF32 func(dst, src []byte)
+	switch to {
+	case F64:
+		fromF32 = f32ToF64
+	case F16:
+		fromF32 = f32ToF16
+	case BF16:
+		fromF32 = f32ToBF16
+	}
+	return func(dst, src []byte) {
+		s := quantPool.Get().(*quantScratch)
+		for len(src) > 0 {
+			nb := min(perChunk, len(src)/blockBytes)
+			ne := nb * blockElems
+			f := s.f[:ne]
+			deq(f, src[:nb*blockBytes])
+			out := dst[:ne*outSize]
+			if fromF32 == nil { // F32
+				for i, v := range f {
+					le.PutUint32(out[4*i:], math.Float32bits(v))
+				}
+			} else {
+				b := s.b[:4*ne]
+				for i, v := range f {
+					le.PutUint32(b[4*i:], math.Float32bits(v))
+				}
+				fromF32(out, b)
+			}
+			src, dst = src[nb*blockBytes:], dst[ne*outSize:]
+		}
+		quantPool.Put(s)
+	}
+}

@@ -1,0 +1,81 @@
+// Package dtype is the table of tensor element types and the conversions
+// between them. It is a leaf: it imports nothing from tensorfs, and index,
+// view and the client import it.
+//
+// # The table
+//
+// A DType is one row of a fixed table (dtype.go): its canonical name (the
+// safetensors spelling, or the ggml one for quantized types), its Kind, its
+// block shape (BlockElems elements in BlockBytes bytes: 1 in 8 for F64, 2 in
+// 1 for F4, 32 in 18 for Q4_0), its byte-order unit, and its NumPy and GGML
+// codes. DType values are stable within one build only; use names at
+// boundaries. ByteSize refuses partial blocks and overflow.
+//
+// # Conversions
+//
+// ConverterFor(from, to) gives a Converter for every target in F64, F32,
+// F16, BF16 (the view dtypes) from:
+//
+//	F64, F32, F16, BF16   IEEE binary64/32/16 and bfloat16
+//	F8_E4M3               "fn": bias 7, no Inf, S.1111.111 is NaN, max 448
+//	F8_E5M2               IEEE-like: bias 15, Inf and NaN (the top byte of an F16)
+//	F8_E8M0               unsigned scale 2^(e-127); 0xFF is NaN
+//	F4                    E2M1, bias 1, no Inf or NaN; two per byte, element 0
+//	                      in the low nibble (OCP MX / torch float4_e2m1fn_x2)
+//	quantized             through quantDequantizer (quant.go) to float32, then
+//	                      to the target; types without one do not convert
+//
+// Integer, bool and complex dtypes have no converter, and nothing converts
+// to a dtype outside the four targets. A dtype converts to itself by a
+// plain copy (bits unchanged, signalling NaNs included).
+//
+// # Rounding
+//
+// Every conversion is the IEEE 754 conversion of the exact source value,
+// rounded once to nearest, ties to even:
+//
+//   - Narrowing rounds in one step from the source: F64 to F16 and F64 to
+//     BF16 do not pass through F32 (which could round twice). BF16 is
+//     rounded like any format, never truncated.
+//   - Subnormal inputs and outputs are exact: no flush to zero.
+//   - A magnitude at or above the target's largest finite value plus half
+//     an ulp becomes ±Inf (F16: 65520 and up, F32 to BF16: 0x7F7F8000 and
+//     up); ±Inf and ±0 keep their sign.
+//   - Widening (F16, BF16, F8, F4 to F32 or F64; F32 to F64) is exact.
+//   - A quantized source gives the dequantizer's float32 value; F32 is that
+//     value, F64 is exact, F16 and BF16 round it once.
+//
+// # NaN
+//
+// A NaN stays NaN, and comes out quiet: its sign is kept, the quiet bit (the
+// top mantissa bit) is set, and the source's payload (the mantissa below
+// the exponent) is kept left-aligned, its low bits dropped when the target
+// is narrower. This is what x86 (CVTSD2SS, F16C) and ARM hardware do, and
+// what github.com/x448/float16 does. F8_E4M3 and F8_E8M0 NaNs have no
+// payload and become the default quiet NaN (F8_E4M3 with its sign, F8_E8M0
+// positive). Only the identity copy leaves a signalling NaN signalling.
+//
+// # The Converter contract
+//
+// A Converter takes src of k whole blocks and writes the k*BlockElems
+// target elements, little-endian, at the start of dst; it writes nothing
+// else. It is safe for concurrent use, allocates nothing, and is
+// block-local: converting any run of whole blocks gives the same bytes as
+// that run of a larger conversion, so a view can convert any range of a
+// tensor on its own. It panics when src is not whole blocks or dst is too
+// short (a bug in the caller). Quantized sources are converted in chunks of
+// at most 4096 elements through a pooled scratch buffer, so memory does not
+// grow with the input.
+//
+// # Registration and kernels
+//
+// Nothing registers itself: there is no init(). The converter table is
+// built from explicit switches on first use (sync.OnceValue), so
+// ConverterFor is a table lookup that does not allocate. On amd64 with AVX2
+// and F16C (checked at run time with golang.org/x/sys/cpu), BF16 to F32,
+// F16 to F32, F32 to F16, F32 to BF16, F16 to BF16 and BF16 to F16 run in
+// assembly (convert_amd64.s) and Go converts the last few elements; the
+// build tag purego, or another architecture, uses the pure-Go loops only.
+// Tests run both paths over every F16 and BF16 input and require identical
+// bytes.
+package dtype

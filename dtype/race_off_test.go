@@ -1,0 +1,5 @@
+//go:build !race
+
+package dtype
+
+const raceEnabled = false

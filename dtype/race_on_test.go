@@ -1,0 +1,7 @@
+//go:build race
+
+package dtype
+
+// raceEnabled: the race detector changes allocation counts and slows the
+// big exhaustive loops down.
+const raceEnabled = true

@@ -1,0 +1,96 @@
+// Package fs serves a parsed checkpoint (an index.Index and its backing
+// sources) as a read-only FUSE filesystem. It is the only package that
+// imports go-fuse; the semantics live in plain data built once by NewRoot
+// (the tree, every file's size and reader), so they are tested without
+// mounting, and the go-fuse nodes only look things up in it.
+//
+// # Tree
+//
+// NewRoot builds the whole tree once, before mounting, and it never
+// changes. Tensor files sit at index.Tensor.Path ('/' makes directories;
+// the index package maps awkward names to usable paths and refuses
+// nothing here: NewRoot only checks that every path is usable and that no
+// two clash). Directories are 0555, files 0444 with their exact size, and
+// every time stamp is the newest backing file's mtime. Each directory's
+// children are sorted by name and found by binary search; inode numbers
+// are assigned depth-first in name order, so they depend only on the
+// index. go-fuse inodes are created on lookup, not up front, so memory is
+// one small entry per file plus what the kernel currently holds.
+//
+// The top level holds:
+//
+//   - the tensors in their stored dtype (or, with Options.View, converted
+//     to that dtype, the stored tree then being under .native/);
+//   - .tensorfs/index.json (the index.Document of the top level, rendered
+//     at mount; "view" is added when the top level is converted),
+//     .tensorfs/metadata/<key> (one file per top-level metadata key:
+//     strings as they are, other values as JSON; names by
+//     MetadataFileName) and .tensorfs/stats.json (live counters, rendered
+//     at each open);
+//   - .f32/ .f16/ .bf16/ .f64/: the tree of tensors that view.Convertible
+//     accepts (a tensor already in that dtype is served as stored), and
+//     .npy/ with <path>.npy for each tensor view.NewNPY accepts. A view
+//     that would be empty is left out; a tensor whose view path would
+//     clash or be too long is left out of that view with a log line.
+//
+// Every tensor file has the extended attributes user.tensorfs.name (the
+// exact name), user.tensorfs.dtype (of the bytes this file serves: the
+// stored dtype in the stored tree, the view's in a view, the .npy data's
+// in .npy/), user.tensorfs.shape (JSON) and, where the file is one
+// contiguous range of a backing file, user.tensorfs.source and
+// user.tensorfs.offset.
+//
+// # Reads
+//
+// Every read is clamped first: at or past the end it returns no data.
+// A stored tensor that is one contiguous little-endian range of a source
+// offering a descriptor (backing.FdSource) is answered with the
+// descriptor and an offset, and go-fuse splices the bytes from the page
+// cache into the FUSE device; MaxWrite is then kept small enough for the
+// reply to fit go-fuse's pipe (MaxReadSize). Other contiguous tensors are
+// read with Source.ReadAt, and strided, byte-swapped, converted and .npy
+// files with view.Reader.ReadAt, straight into the buffer go-fuse hands
+// the request: no allocation per read. A read that comes back short inside
+// the file (the backing file shrank) is EIO rather than a short reply,
+// which would make the kernel shrink the file.
+//
+// # Caching
+//
+// The tree never changes, so the kernel is told so: entry, attribute and
+// negative-lookup timeouts of Options.Timeout (DefaultTimeout, an hour),
+// FOPEN_KEEP_CACHE on every file (pages stay cached across opens) and
+// FOPEN_CACHE_DIR on directories. stats.json is the exception: it is
+// opened with FOPEN_DIRECT_IO and reads a snapshot taken at open.
+//
+// # Errors
+//
+// An error becomes an errno in exactly one function, toErrno: an errno
+// keeps its value, a canceled request is EINTR, and everything else, a
+// backing.ErrFault (truncated file, SIGBUS on a mapping, EIO) included,
+// is EIO. A panic in a request is logged, counted in stats.json and
+// answered EIO (go-fuse's PanicHandler); the server keeps serving.
+// Writes of every kind fail: the mount is "ro" (MS_RDONLY), so the kernel
+// answers EROFS itself, and the nodes answer EROFS should a request get
+// through.
+//
+// # Mounting and stale mounts
+//
+// Mount checks the mount point first (CheckMountpoint: missing, not a
+// directory, already a FUSE mount, or a dead mount left by a killed
+// server), mounts with mount(2) when root (fusermount3 otherwise), and
+// returns the running *fuse.Server. Unmount works on live and dead mounts
+// and refuses non-FUSE ones. Both read /proc/self/mountinfo rather than
+// the mount.
+//
+// # Deadlocks
+//
+// Never read a mount from the process that serves it. A FUSE request from
+// the serving process ties up a thread on each side, and some requests
+// come from places the Go runtime does not expect to block (fork/exec in
+// a child about to exec, a dup3 that closes a FUSE fd), which can hang the
+// process. Tests and the demo read mounts from subprocesses only, and
+// nothing in this package touches its own mount point once it is mounted
+// (readahead tuning finds the mount in /proc/self/mountinfo; the only
+// request the server sends itself is go-fuse's own poll probe in
+// WaitMount, which go-fuse answers internally).
+package fs

@@ -1,0 +1,396 @@
+package fs
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/hanwen/go-fuse/v2/splice"
+	"golang.org/x/sys/unix"
+)
+
+// MountOptions are the kernel-facing settings of one mount.
+type MountOptions struct {
+	// AllowOther lets users other than the one mounting read the mount
+	// (needs user_allow_other in /etc/fuse.conf when not root).
+	AllowOther bool
+
+	// MaxWrite is the largest READ request, in bytes; 0 means
+	// MaxReadSize(). It is rounded down to whole pages and, when the tree
+	// splices, capped so that a reply fits go-fuse's pipe.
+	MaxWrite int
+
+	// ReadAheadKB, when positive, sets the kernel's readahead for the
+	// mount (/sys/class/bdi/<dev>/read_ahead_kb; needs root). 0 leaves the
+	// kernel's default.
+	ReadAheadKB int
+
+	// MaxBackground is how many asynchronous requests (readahead) the
+	// kernel may have in flight; 0 means go-fuse's default.
+	MaxBackground int
+
+	// Debug logs every FUSE request and reply.
+	Debug bool
+
+	// Logger receives diagnostics; nil means the Root's logger.
+	Logger *log.Logger
+}
+
+const (
+	pageSize   = 4096
+	maxReadCap = 1 << 20 // the kernel's largest FUSE request (256 pages)
+)
+
+// MaxReadSize returns the default MaxWrite: 1 MiB, or with splicing the
+// largest multiple of the page size whose reply (16-byte header + data)
+// plus the page go-fuse keeps free fits the largest pipe
+// (/proc/sys/fs/pipe-max-size): 1 MiB - 8 KiB on a default system.
+func MaxReadSize(splicing bool) int {
+	if !splicing {
+		return maxReadCap
+	}
+	n := splice.MaxPipeSize() - pageSize - 16
+	n -= n % pageSize
+	return max(pageSize, min(n, maxReadCap))
+}
+
+// splices reports whether any file of the tree is served by splicing.
+func (r *Root) splices() bool {
+	var walk func(e *entry) bool
+	walk = func(e *entry) bool {
+		for _, c := range e.children {
+			if c.isDir() {
+				if walk(c) {
+					return true
+				}
+			} else if c.file.fd >= 0 {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(r.top)
+}
+
+// Mount checks mountpoint (CheckMountpoint), mounts root there read-only
+// and starts serving it. The caller waits with Server.Wait (it returns
+// when the mount is unmounted) and closes the sources after that.
+func Mount(mountpoint string, root *Root, mopts MountOptions) (*fuse.Server, error) {
+	if err := CheckMountpoint(mountpoint); err != nil {
+		return nil, err
+	}
+	logger := mopts.Logger
+	if logger == nil {
+		logger = root.logger
+	}
+	splicing := root.splices()
+	maxWrite := mopts.MaxWrite
+	if maxWrite <= 0 {
+		maxWrite = MaxReadSize(splicing)
+	}
+	maxWrite = max(pageSize, min(maxWrite, MaxReadSize(splicing)))
+	maxWrite -= maxWrite % pageSize
+
+	timeout := root.opts.Timeout
+	opts := &gofs.Options{
+		MountOptions: fuse.MountOptions{
+			AllowOther:    mopts.AllowOther,
+			Options:       []string{"ro"},
+			MaxBackground: mopts.MaxBackground,
+			MaxWrite:      maxWrite,
+			MaxReadAhead:  maxWrite,
+			FsName:        "tensorfs",
+			Name:          "tensorfs",
+			Debug:         mopts.Debug,
+			Logger:        logger,
+			// As root, mount(2) directly (falling back to fusermount3).
+			DirectMount:      os.Geteuid() == 0,
+			DirectMountFlags: syscall.MS_RDONLY | syscall.MS_NOSUID | syscall.MS_NODEV,
+			DisableSplice:    !splicing,
+			PanicHandler: func(v any) fuse.Status {
+				root.stats.panics.Add(1)
+				logger.Printf("panic while serving a request (answered EIO): %v", v)
+				return fuse.EIO
+			},
+		},
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NegativeTimeout: &timeout,
+		RootStableAttr:  &gofs.StableAttr{Ino: 1},
+		Logger:          logger,
+	}
+	abs := resolveMountpoint(mountpoint) // before mounting: never stat our own mount
+	top := &dirNode{root: root, e: root.top}
+	server, err := fuse.NewServer(gofs.NewNodeFS(top, opts), mountpoint, &opts.MountOptions)
+	if err != nil {
+		return nil, fmt.Errorf("cannot mount at %s: %v", mountpoint, strings.TrimSpace(err.Error()))
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		server.Unmount()
+		return nil, fmt.Errorf("cannot mount at %s: %v", mountpoint, err)
+	}
+	if mopts.ReadAheadKB > 0 {
+		if err := setReadAhead(abs, mopts.ReadAheadKB); err != nil {
+			logger.Printf("readahead left at the kernel's default: %v", err)
+		}
+	}
+	return server, nil
+}
+
+// mountEntry is one line of /proc/self/mountinfo.
+type mountEntry struct {
+	dev    string // "major:minor"
+	dir    string // mount point
+	fstype string // "fuse.tensorfs", "ext4"...
+	source string
+}
+
+// findMount returns the last (topmost) mount whose mount point is path
+// (symbolic links resolved).
+func findMount(path string) (mountEntry, bool) {
+	return findMountAbs(resolveMountpoint(path))
+}
+
+// resolveMountpoint returns path absolute with symbolic links resolved;
+// where that fails (the mount point itself may be a dead mount that
+// cannot be stat'ed), in the parent only.
+func resolveMountpoint(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if p, err := filepath.EvalSymlinks(abs); err == nil {
+		return p
+	}
+	return resolveParent(abs)
+}
+
+// resolveParent returns path absolute with symbolic links resolved in
+// its parent directory only: path itself is not touched.
+func resolveParent(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(dir, filepath.Base(abs))
+	}
+	return abs
+}
+
+// findMountAbs returns the last (topmost) mount at abs, an absolute path
+// with links resolved. It reads /proc/self/mountinfo and never touches
+// abs itself, so it works on a dead mount and from a mount's own server.
+func findMountAbs(abs string) (mountEntry, bool) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return mountEntry{}, false
+	}
+	var found mountEntry
+	ok := false
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 5 || sep+2 >= len(fields) {
+			continue
+		}
+		if unescapeMountinfo(fields[4]) != abs {
+			continue
+		}
+		found = mountEntry{dev: fields[2], dir: abs, fstype: fields[sep+1], source: unescapeMountinfo(fields[sep+2])}
+		ok = true
+	}
+	return found, ok
+}
+
+// unescapeMountinfo undoes the kernel's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isFUSE(m mountEntry) bool {
+	return m.fstype == "fuse" || strings.HasPrefix(m.fstype, "fuse.") || m.fstype == "fuseblk"
+}
+
+// CheckMountpoint says precisely why path cannot be mounted on: it does
+// not exist, is not a directory, is already a live FUSE mount, or is a
+// dead one (its server was killed) that `tensorfs umount` clears.
+func CheckMountpoint(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, syscall.ENOTCONN), errors.Is(err, syscall.ECONNABORTED):
+		return fmt.Errorf("%s is a dead FUSE mount (transport endpoint is not connected: its server was killed); clear it with `tensorfs umount %s`", path, path)
+	case errors.Is(err, iofs.ErrNotExist):
+		return fmt.Errorf("mount point %s does not exist (create it with mkdir)", path)
+	case err != nil:
+		return fmt.Errorf("mount point %s: %v", path, unwrapPathError(err))
+	case !st.IsDir():
+		return fmt.Errorf("mount point %s is not a directory", path)
+	}
+	if m, ok := findMount(path); ok && isFUSE(m) {
+		if deadMount(path) {
+			return fmt.Errorf("%s is a dead FUSE mount (transport endpoint is not connected: its server was killed); clear it with `tensorfs umount %s`", path, path)
+		}
+		return fmt.Errorf("%s is already a live %s mount (of %s); unmount it first with `tensorfs umount %s`", path, m.fstype, m.source, path)
+	}
+	return nil
+}
+
+// deadMount reports whether the FUSE mount at path has lost its server.
+// It asks statfs, which the kernel always forwards to the server (stat
+// may be answered from the attribute cache).
+func deadMount(path string) bool {
+	var st unix.Statfs_t
+	err := unix.Statfs(path, &st)
+	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
+}
+
+func unwrapPathError(err error) error {
+	var pe *iofs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// Unmount unmounts the FUSE mount at mountpoint, live or dead. A dead
+// mount (killed server) is detached even while something still holds it
+// open; a live mount that is busy is left alone with an error. It refuses
+// to touch a mount that is not FUSE.
+func Unmount(mountpoint string) error {
+	m, ok := findMount(mountpoint)
+	if !ok {
+		return fmt.Errorf("%s is not mounted", mountpoint)
+	}
+	if !isFUSE(m) {
+		return fmt.Errorf("%s is a %s mount, not a FUSE mount; not unmounting it", mountpoint, m.fstype)
+	}
+	dead := deadMount(mountpoint)
+
+	if os.Geteuid() == 0 {
+		err := unix.Unmount(m.dir, 0)
+		if errors.Is(err, syscall.EBUSY) && dead {
+			err = unix.Unmount(m.dir, unix.MNT_DETACH)
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, syscall.EBUSY):
+			return fmt.Errorf("%s is busy: a process has a file or directory open in it (close it, or detach with `umount -l %s`)", mountpoint, mountpoint)
+		}
+		// Not permitted (user namespace...): try fusermount3.
+	}
+	err := fusermount("-u", m.dir)
+	if err != nil && dead {
+		err = fusermount("-u", "-z", m.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("cannot unmount %s: %v", mountpoint, err)
+	}
+	return nil
+}
+
+// fusermount runs fusermount3 (or fusermount) with args.
+func fusermount(args ...string) error {
+	bin, err := exec.LookPath("fusermount3")
+	if err != nil {
+		if bin, err = exec.LookPath("fusermount"); err != nil {
+			return errors.New("neither fusermount3 nor fusermount is installed (apt-get install fuse3)")
+		}
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		msg := strings.TrimSpace(string(out))
+		if msg == "" {
+			msg = err.Error()
+		}
+		return errors.New(strings.ReplaceAll(msg, "\n", "; "))
+	}
+	return nil
+}
+
+// setReadAhead sets the readahead of the mount at abs (resolved by
+// resolveMountpoint) through its backing device info. It reads
+// /proc/self/mountinfo, not the mount, so the serving process never sends
+// itself a request.
+func setReadAhead(abs string, kb int) error {
+	m, ok := findMountAbs(abs)
+	if !ok {
+		return fmt.Errorf("%s not found in /proc/self/mountinfo", abs)
+	}
+	p := "/sys/class/bdi/" + m.dev + "/read_ahead_kb"
+	if err := os.WriteFile(p, []byte(strconv.Itoa(kb)), 0); err != nil {
+		return unwrapPathError(err)
+	}
+	return nil
+}
+
+// Detach unmounts mountpoint lazily (MNT_DETACH, fusermount3 -u -z): it
+// disappears from the namespace now, and files still open in it fail
+// once its server is gone. For a busy mount whose server is stopping.
+//
+// A server may detach its own mount: the mount point is looked up with
+// only its parent resolved, so that the server does not send itself a
+// request (unless the mount point is a symbolic link).
+func Detach(mountpoint string) error {
+	m, ok := findMountAbs(resolveParent(mountpoint))
+	if !ok {
+		m, ok = findMount(mountpoint)
+	}
+	if !ok {
+		return fmt.Errorf("%s is not mounted", mountpoint)
+	}
+	if !isFUSE(m) {
+		return fmt.Errorf("%s is a %s mount, not a FUSE mount; not unmounting it", mountpoint, m.fstype)
+	}
+	if os.Geteuid() == 0 {
+		if err := unix.Unmount(m.dir, unix.MNT_DETACH); err == nil {
+			return nil
+		}
+	}
+	if err := fusermount("-u", "-z", m.dir); err != nil {
+		return fmt.Errorf("cannot detach %s: %v", mountpoint, err)
+	}
+	return nil
+}
+
+// Mounted reports whether a FUSE file system is mounted at mountpoint
+// (live or dead), from /proc/self/mountinfo.
+func Mounted(mountpoint string) bool {
+	m, ok := findMount(mountpoint)
+	return ok && isFUSE(m)
+}

@@ -1,0 +1,572 @@
+package fs
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/view"
+)
+
+// DefaultTimeout is the kernel's entry, attribute and negative-lookup cache
+// time. The tree never changes while mounted, so it is long.
+const DefaultTimeout = time.Hour
+
+// Names of the hidden top-level directories.
+const (
+	controlDir  = ".tensorfs" // index.json, metadata/, stats.json
+	metadataDir = "metadata"
+	npyDir      = ".npy"
+	nativeDir   = ".native" // only with Options.View: the stored tree
+	npySuffix   = ".npy"
+	maxNameLen  = 255 // bytes of one path component (NAME_MAX)
+)
+
+// floatViews are the converted views, one hidden directory each.
+var floatViews = []struct {
+	dir string
+	dt  dtype.DType
+}{
+	{".bf16", dtype.BF16},
+	{".f16", dtype.F16},
+	{".f32", dtype.F32},
+	{".f64", dtype.F64},
+}
+
+// Options configures the tree built by NewRoot.
+type Options struct {
+	// View, when it is F64, F32, F16 or BF16, makes the top level the
+	// converted view in that dtype (mount --dtype): tensors that cannot be
+	// converted are absent from it, the stored tree moves to .native/, and
+	// index.json describes the top level (dtype and size of the view).
+	// dtype.Invalid (the zero value) serves the stored dtypes.
+	View dtype.DType
+
+	// Timeout is the entry, attribute and negative-entry cache time handed
+	// to the kernel; 0 means DefaultTimeout.
+	Timeout time.Duration
+
+	// NoSplice never hands the kernel a backing file descriptor to splice
+	// from; every read is copied through a buffer.
+	NoSplice bool
+
+	// Logger receives one line per unexpected event (a panic while
+	// serving, a tensor left out of a view). nil: standard error with the
+	// "tensorfs: " prefix.
+	Logger *log.Logger
+
+	// UID and GID own every file; nil means the serving process's.
+	UID, GID *uint32
+}
+
+// entry is one node of the constant tree: a directory (children != nil or
+// file == nil) or a regular file (file != nil).
+type entry struct {
+	name     string
+	ino      uint64
+	file     *fileData // nil for a directory
+	children []*entry  // directories: sorted by name, unique
+	nsubdirs uint32
+}
+
+func (e *entry) isDir() bool { return e.file == nil }
+
+// child returns the child called name, or nil.
+func (e *entry) child(name string) *entry {
+	ch := e.children
+	i := sort.Search(len(ch), func(i int) bool { return ch[i].name >= name })
+	if i < len(ch) && ch[i].name == name {
+		return ch[i]
+	}
+	return nil
+}
+
+type fileKind uint8
+
+const (
+	kindTensor fileKind = iota + 1 // a tensor in some representation
+	kindStatic                     // bytes fixed at mount (index.json, metadata)
+	kindStats                      // stats.json: rendered at each open
+)
+
+// fileData is what a regular file serves. Constant after NewRoot.
+type fileData struct {
+	kind fileKind
+	size int64
+
+	// Tensors.
+	t     *index.Tensor
+	dtype dtype.DType // dtype of the served bytes (the view's, or stored)
+	// direct: the file is [off, off+size) of src, served without a view.
+	direct  bool
+	src     backing.Source
+	srcName string
+	off     int64
+	fd      int         // >= 0: src's descriptor, usable for splice
+	r       view.Reader // !direct: the view serving the bytes
+
+	data []byte // kindStatic
+}
+
+// builder assembles one directory tree; each directory's children are
+// kept in a map until finish sorts them.
+type builder struct {
+	root *entry
+	dirs map[*entry]map[string]*entry
+}
+
+func newBuilder(name string) *builder {
+	root := &entry{name: name}
+	return &builder{root: root, dirs: map[*entry]map[string]*entry{root: {}}}
+}
+
+// add puts f at the slash-separated path p, creating directories. It fails
+// when a component is unusable or p clashes with an existing file or
+// directory.
+func (b *builder) add(p string, f *fileData) error {
+	parts := strings.Split(p, "/")
+	for _, c := range parts {
+		if err := checkComponent(c); err != nil {
+			return err
+		}
+	}
+	dir := b.root
+	for _, c := range parts[:len(parts)-1] {
+		m := b.dirs[dir]
+		next := m[c]
+		switch {
+		case next == nil:
+			next = &entry{name: c}
+			m[c] = next
+			b.dirs[next] = map[string]*entry{}
+			dir.nsubdirs++
+		case !next.isDir():
+			return fmt.Errorf("%q is both a file and a directory", c)
+		}
+		dir = next
+	}
+	last := parts[len(parts)-1]
+	m := b.dirs[dir]
+	if old := m[last]; old != nil {
+		if old.isDir() {
+			return fmt.Errorf("%q is both a file and a directory", last)
+		}
+		return fmt.Errorf("two files at the same path")
+	}
+	m[last] = &entry{name: last, file: f}
+	return nil
+}
+
+// attach puts an already finished entry (a file, or a subtree with its
+// children sorted) at the top of the tree.
+func (b *builder) attach(e *entry) {
+	b.dirs[b.root][e.name] = e
+	if e.isDir() {
+		b.root.nsubdirs++
+	}
+}
+
+// empty reports whether nothing has been added.
+func (b *builder) empty() bool { return len(b.dirs[b.root]) == 0 }
+
+// finish sorts every directory's children and returns the root.
+func (b *builder) finish() *entry {
+	for d, m := range b.dirs {
+		ch := make([]*entry, 0, len(m))
+		for _, e := range m {
+			ch = append(ch, e)
+		}
+		sort.Slice(ch, func(i, j int) bool { return ch[i].name < ch[j].name })
+		d.children = ch
+	}
+	b.dirs = nil
+	return b.root
+}
+
+// checkComponent reports why c cannot be one path component.
+func checkComponent(c string) error {
+	switch {
+	case c == "":
+		return errors.New("empty path component")
+	case c == "." || c == "..":
+		return fmt.Errorf("path component %q", c)
+	case len(c) > maxNameLen:
+		return fmt.Errorf("path component of %d bytes (over %d)", len(c), maxNameLen)
+	case strings.IndexByte(c, 0) >= 0:
+		return errors.New("NUL in a path component")
+	}
+	return nil
+}
+
+// numberInodes gives every entry its inode number: 1 for the root, then
+// depth-first in name order. The numbers depend only on the tree.
+func numberInodes(root *entry) uint64 {
+	next := uint64(1)
+	var walk func(e *entry)
+	walk = func(e *entry) {
+		e.ino = next
+		next++
+		for _, c := range e.children {
+			walk(c)
+		}
+	}
+	walk(root)
+	return next - 1
+}
+
+// Root is a mountable tensorfs tree: the constant tree built from one
+// index, the sources it reads, and the live counters.
+type Root struct {
+	// Dependencies (owned by the caller, who closes the sources after the
+	// server has stopped).
+	idx     *index.Index
+	sources []backing.Source
+	opts    Options
+	logger  *log.Logger
+
+	// Constant after NewRoot.
+	top      *entry
+	nodes    uint64 // entries in the tree
+	mtime    time.Time
+	uid, gid uint32
+	files    uint64 // regular files
+	bytes    int64  // bytes of the top-level tensors
+	dropped  int    // tensors left out of views (clashes, view errors)
+	indexDoc []byte
+
+	// Mutable.
+	stats stats
+}
+
+// NewRoot builds the whole tree for idx, whose Sources[i] is read through
+// sources[i]. It fails when a tensor's path is unusable (see SPEC: the
+// loader maps names to usable paths), when a stored tensor cannot be
+// served, or when sources does not match idx.
+func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, error) {
+	if idx == nil {
+		return nil, errors.New("fs: nil index")
+	}
+	if len(sources) != len(idx.Sources) {
+		return nil, fmt.Errorf("fs: %d sources for an index of %d", len(sources), len(idx.Sources))
+	}
+	if opts.View != dtype.Invalid && !opts.View.IsFloatView() {
+		return nil, fmt.Errorf("fs: %s is not a view dtype (want F64, F32, F16 or BF16)", opts.View)
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	r := &Root{idx: idx, sources: sources, opts: opts, logger: opts.Logger}
+	if r.logger == nil {
+		r.logger = log.New(os.Stderr, "tensorfs: ", 0)
+	}
+	r.uid, r.gid = uint32(os.Getuid()), uint32(os.Getgid())
+	if opts.UID != nil {
+		r.uid = *opts.UID
+	}
+	if opts.GID != nil {
+		r.gid = *opts.GID
+	}
+	r.mtime = r.sourcesMtime()
+	r.stats.start = time.Now()
+
+	for i := range idx.Tensors {
+		t := &idx.Tensors[i]
+		if t.Source < 0 || t.Source >= len(sources) {
+			return nil, fmt.Errorf("fs: tensor %q: source %d out of range", t.Name, t.Source)
+		}
+	}
+
+	// The stored tree.
+	native, err := r.buildNative("")
+	if err != nil {
+		return nil, err
+	}
+
+	top := newBuilder("")
+	var listed []listedTensor // what index.json describes: the top level
+	if opts.View == dtype.Invalid {
+		for _, c := range native.children {
+			top.attach(c) // children of the stored tree's root
+		}
+		listed = r.collect(native, "")
+	} else {
+		if v, ok := r.buildView("", opts.View); ok {
+			for _, c := range v.children {
+				top.attach(c)
+			}
+			listed = r.collect(v, "")
+		}
+		if len(native.children) > 0 {
+			native.name = nativeDir
+			top.attach(native)
+		}
+	}
+	for _, fv := range floatViews {
+		if v, ok := r.buildView(fv.dir, fv.dt); ok {
+			top.attach(v)
+		}
+	}
+	if v, ok := r.buildNPY(); ok {
+		top.attach(v)
+	}
+
+	r.indexDoc, err = r.indexJSON(listed)
+	if err != nil {
+		return nil, fmt.Errorf("fs: index.json: %v", err)
+	}
+	top.attach(r.buildControl())
+
+	r.top = top.finish()
+	r.nodes = numberInodes(r.top)
+	r.countFiles(r.top)
+	for _, l := range listed {
+		r.bytes += l.f.size
+	}
+	return r, nil
+}
+
+// sourcesMtime returns the newest modification time of the source files,
+// or now when none can be stat'ed.
+func (r *Root) sourcesMtime() time.Time {
+	var newest time.Time
+	for _, s := range r.idx.Sources {
+		if st, err := os.Stat(s); err == nil && st.ModTime().After(newest) {
+			newest = st.ModTime()
+		}
+	}
+	if newest.IsZero() {
+		newest = time.Now()
+	}
+	return newest
+}
+
+func (r *Root) countFiles(e *entry) {
+	for _, c := range e.children {
+		if c.isDir() {
+			r.countFiles(c)
+		} else {
+			r.files++
+		}
+	}
+}
+
+// tensorPath returns where t lives in the stored tree: Path, or Name when
+// the loader left Path unset.
+func tensorPath(t *index.Tensor) string {
+	if t.Path != "" {
+		return t.Path
+	}
+	return t.Name
+}
+
+// checkTopLevel refuses a top-level name that could hide a control or
+// view directory (they all start with '.').
+func checkTopLevel(p string) error {
+	if strings.HasPrefix(p, ".") {
+		return errors.New("leading '.' (reserved for .tensorfs and the views)")
+	}
+	return nil
+}
+
+// buildNative builds the stored tree: every tensor, in its stored dtype.
+func (r *Root) buildNative(name string) (*entry, error) {
+	b := newBuilder(name)
+	for i := range r.idx.Tensors {
+		t := &r.idx.Tensors[i]
+		p := tensorPath(t)
+		f, err := r.storedFile(t)
+		if err == nil {
+			err = checkTopLevel(p)
+		}
+		if err == nil {
+			err = b.add(p, f)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fs: tensor %q (path %q): %v", t.Name, p, err)
+		}
+	}
+	return b.finish(), nil
+}
+
+// storedFile serves t as stored: directly from its source when it is one
+// contiguous little-endian range, through view.New otherwise.
+func (r *Root) storedFile(t *index.Tensor) (*fileData, error) {
+	src := r.sources[t.Source]
+	f := &fileData{kind: kindTensor, t: t, dtype: t.DType, src: src, srcName: r.idx.Sources[t.Source], fd: -1}
+	if t.Contiguous() {
+		if t.Offset < 0 || t.Size < 0 || t.Offset > src.Size()-t.Size {
+			return nil, fmt.Errorf("range [%d, %d+%d) outside the %d-byte source", t.Offset, t.Offset, t.Size, src.Size())
+		}
+		f.direct, f.off, f.size = true, t.Offset, t.Size
+		if !r.opts.NoSplice {
+			f.fd = spliceFd(src)
+		}
+		return f, nil
+	}
+	v, err := view.New(t, src, dtype.Invalid)
+	if err != nil {
+		return nil, err
+	}
+	f.r, f.size = v, v.Size()
+	return f, nil
+}
+
+// viewFile serves t converted to dt, or stored when t already is dt. It
+// returns nil when t has no view in dt.
+func (r *Root) viewFile(t *index.Tensor, dt dtype.DType) (*fileData, error) {
+	if t.DType == dt {
+		return r.storedFile(t)
+	}
+	if !view.Convertible(t, dt) {
+		return nil, nil
+	}
+	v, err := view.New(t, r.sources[t.Source], dt)
+	if err != nil {
+		return nil, err
+	}
+	return &fileData{kind: kindTensor, t: t, dtype: dt, r: v, size: v.Size(), fd: -1,
+		src: r.sources[t.Source], srcName: r.idx.Sources[t.Source]}, nil
+}
+
+// buildView builds the tree of every tensor that has a view in dt. ok is
+// false when it would be empty.
+func (r *Root) buildView(name string, dt dtype.DType) (*entry, bool) {
+	b := newBuilder(name)
+	for i := range r.idx.Tensors {
+		t := &r.idx.Tensors[i]
+		f, err := r.viewFile(t, dt)
+		if err == nil && f != nil {
+			err = b.add(tensorPath(t), f)
+		}
+		if err != nil {
+			r.drop(t, dt.String(), err)
+		}
+	}
+	if b.empty() {
+		return nil, false
+	}
+	return b.finish(), true
+}
+
+// buildNPY builds .npy/: <path>.npy for every tensor view.NewNPY accepts.
+func (r *Root) buildNPY() (*entry, bool) {
+	b := newBuilder(npyDir)
+	for i := range r.idx.Tensors {
+		t := &r.idx.Tensors[i]
+		v, err := view.NewNPY(t, r.sources[t.Source])
+		if err != nil {
+			continue // no .npy form (complex32, a quantized type without dequantizer...)
+		}
+		dt := t.DType
+		if dt.Info().NumPy == "" {
+			dt = dtype.F32
+		}
+		f := &fileData{kind: kindTensor, t: t, dtype: dt, r: v, size: v.Size(), fd: -1,
+			src: r.sources[t.Source], srcName: r.idx.Sources[t.Source]}
+		if err := b.add(tensorPath(t)+npySuffix, f); err != nil {
+			r.drop(t, "npy", err)
+		}
+	}
+	if b.empty() {
+		return nil, false
+	}
+	return b.finish(), true
+}
+
+func (r *Root) drop(t *index.Tensor, viewName string, err error) {
+	r.dropped++
+	r.logger.Printf("tensor %q left out of the %s view: %v", t.Name, viewName, err)
+}
+
+// buildControl builds .tensorfs/: index.json, metadata/<key>, stats.json.
+func (r *Root) buildControl() *entry {
+	b := newBuilder(controlDir)
+	b.add("index.json", &fileData{kind: kindStatic, data: r.indexDoc, size: int64(len(r.indexDoc))})
+	b.add("stats.json", &fileData{kind: kindStats})
+	md := newBuilder(metadataDir)
+	for _, k := range sortedKeys(r.idx.Metadata) {
+		name := MetadataFileName(k)
+		if checkComponent(name) != nil {
+			continue // too long for a file name; still in index.json
+		}
+		data, err := metadataBytes(r.idx.Metadata[k])
+		if err != nil {
+			r.logger.Printf("metadata key %q left out of .tensorfs/metadata: %v", k, err)
+			continue
+		}
+		md.add(name, &fileData{kind: kindStatic, data: data, size: int64(len(data))})
+	}
+	b.attach(md.finish())
+	return b.finish()
+}
+
+// MetadataFileName maps a metadata key to its file name under
+// .tensorfs/metadata/ by percent-escaping: '%', '/', NUL, bytes that are
+// not valid UTF-8 and a leading '.' become %XX (upper-case hex); the empty
+// key is "%". The mapping is reversible and distinct keys get distinct
+// names. A key whose name is over 255 bytes has no file (it is still in
+// index.json).
+func MetadataFileName(key string) string {
+	if key == "" {
+		return "%"
+	}
+	var sb strings.Builder
+	for i := 0; i < len(key); {
+		c := key[i]
+		if c == '%' || c == '/' || c == 0 || (i == 0 && c == '.') {
+			fmt.Fprintf(&sb, "%%%02X", c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(key[i:])
+		if r == utf8.RuneError && n <= 1 {
+			fmt.Fprintf(&sb, "%%%02X", c)
+			i++
+			continue
+		}
+		sb.WriteString(key[i : i+n])
+		i += n
+	}
+	return sb.String()
+}
+
+// lookupPath walks a slash-separated path from the top of the tree, for
+// tests and tools; "" is the top.
+func (r *Root) lookupPath(p string) *entry {
+	e := r.top
+	if p == "" {
+		return e
+	}
+	for _, c := range strings.Split(p, "/") {
+		if e == nil || !e.isDir() {
+			return nil
+		}
+		e = e.child(c)
+	}
+	return e
+}
+
+// Stats returns a snapshot of the live counters.
+func (r *Root) Stats() Stats { return r.stats.snapshot(r) }
+
+// Files returns the number of regular files in the tree; Nodes the number
+// of files and directories.
+func (r *Root) Files() uint64 { return r.files }
+
+// Nodes returns the number of files and directories in the tree.
+func (r *Root) Nodes() uint64 { return r.nodes }
+
+// mode bits of the tree's entries.
+const (
+	dirMode  = syscall.S_IFDIR | 0o555
+	fileMode = syscall.S_IFREG | 0o444
+)

@@ -1,0 +1,395 @@
+package index
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/lazyweights/tensorfs/dtype"
+)
+
+// What torch's pickles name, interpreted without calling anything.
+
+// torchStorageDTypes maps torch's storage classes to their element dtype.
+var torchStorageDTypes = map[string]dtype.DType{
+	"FloatStorage":         dtype.F32,
+	"HalfStorage":          dtype.F16,
+	"BFloat16Storage":      dtype.BF16,
+	"DoubleStorage":        dtype.F64,
+	"LongStorage":          dtype.I64,
+	"IntStorage":           dtype.I32,
+	"ShortStorage":         dtype.I16,
+	"CharStorage":          dtype.I8,
+	"ByteStorage":          dtype.U8,
+	"BoolStorage":          dtype.Bool,
+	"ComplexFloatStorage":  dtype.C64,
+	"ComplexDoubleStorage": dtype.C128,
+	// Untyped storages hold bytes; a _rebuild_tensor_v3 names the dtype.
+	"UntypedStorage":  dtype.U8,
+	"_UntypedStorage": dtype.U8,
+}
+
+// torchDTypes maps torch's dtype objects (torch.float32 ...) to dtypes;
+// Invalid marks a dtype torch has and tensorfs cannot serve.
+var torchDTypes = map[string]dtype.DType{
+	"float32": dtype.F32, "float": dtype.F32,
+	"float64": dtype.F64, "double": dtype.F64,
+	"float16": dtype.F16, "half": dtype.F16,
+	"bfloat16": dtype.BF16,
+	"int64":    dtype.I64, "long": dtype.I64,
+	"int32": dtype.I32, "int": dtype.I32,
+	"int16": dtype.I16, "short": dtype.I16,
+	"int8":  dtype.I8,
+	"uint8": dtype.U8, "uint16": dtype.U16, "uint32": dtype.U32, "uint64": dtype.U64,
+	"bool":      dtype.Bool,
+	"complex64": dtype.C64, "cfloat": dtype.C64,
+	"complex128": dtype.C128, "cdouble": dtype.C128,
+	"complex32": dtype.C32, "chalf": dtype.C32,
+	"float8_e4m3fn": dtype.F8E4M3, "float8_e5m2": dtype.F8E5M2,
+	"float8_e8m0fnu":  dtype.F8E8M0,
+	"float8_e4m3fnuz": dtype.Invalid, "float8_e5m2fnuz": dtype.Invalid,
+	"float4_e2m1fn_x2": dtype.Invalid,
+	"qint8":            dtype.Invalid, "quint8": dtype.Invalid, "qint32": dtype.Invalid,
+	"quint4x2": dtype.Invalid, "quint2x4": dtype.Invalid,
+	"bits8": dtype.Invalid, "bits16": dtype.Invalid, "bits1x8": dtype.Invalid,
+	"bits2x4": dtype.Invalid, "bits4x2": dtype.Invalid,
+}
+
+// torchStorageType is torch.FloatStorage and friends. dt is Invalid for a
+// storage class tensorfs cannot serve (quantized).
+type torchStorageType struct {
+	name string
+	dt   dtype.DType
+}
+
+func (s *torchStorageType) String() string { return "torch." + s.name }
+
+// torchDType is a torch dtype object (torch.float32).
+type torchDType struct {
+	name string
+	dt   dtype.DType
+}
+
+func (d *torchDType) String() string { return "torch." + d.name }
+
+// torchDevice is torch.device(...), kept as its string form.
+type torchDevice string
+
+func (d torchDevice) String() string { return string(d) }
+
+// torchStorage is a storage named by a persistent id. In legacy files a
+// storage may be a view of a root storage (root != nil): elements
+// [viewOff, viewOff+numel) of it.
+type torchStorage struct {
+	key      string
+	typ      *torchStorageType
+	numel    int64
+	location string
+	root     *torchStorage
+	viewOff  int64
+}
+
+func (s *torchStorage) String() string { return "storage " + strconv.Quote(s.key) }
+
+// torchTensor is what _rebuild_tensor* builds: a view of a storage.
+type torchTensor struct {
+	storage *torchStorage
+	dt      dtype.DType
+	dtName  string
+	offset  int64 // in elements
+	shape   []int64
+	strides []int64 // in elements, as torch has them (may be negative)
+}
+
+func (t *torchTensor) String() string { return fmt.Sprintf("tensor(%s%v)", t.dtName, t.shape) }
+
+// torchRefusals names the tensor rebuilds tensorfs refuses, by function.
+var torchRefusals = map[string]string{
+	"_rebuild_qtensor":                  "a quantized tensor",
+	"_rebuild_sparse_tensor":            "a sparse tensor",
+	"_rebuild_sparse_csr_tensor":        "a sparse CSR tensor",
+	"_rebuild_meta_tensor_no_storage":   "a meta tensor (it has no data)",
+	"_rebuild_device_tensor_from_numpy": "a device tensor saved through numpy",
+	"_rebuild_xla_tensor":               "an XLA tensor",
+	"_rebuild_mlc_tensor":               "an MLC tensor",
+	"_rebuild_nested_tensor":            "a nested tensor",
+	"_rebuild_wrapper_subclass":         "a wrapper tensor subclass",
+}
+
+// torchEnv interprets torch's pickles (data.pkl, legacy main pickle).
+type torchEnv struct {
+	file     string
+	m        *pklMachine              // the machine running, for error offsets
+	storages map[string]*torchStorage // root storages by key
+	views    map[string]*torchStorage // legacy storage views by view key
+	depth    int                      // nesting of _rebuild_from_type calls
+}
+
+func newTorchEnv(file string) *torchEnv {
+	return &torchEnv{file: file, storages: map[string]*torchStorage{}, views: map[string]*torchStorage{}}
+}
+
+func (e *torchEnv) global(module, name string, off int64) (any, error) {
+	switch module {
+	case "torch", "torch.cuda", "torch.storage":
+		if dt, ok := torchStorageDTypes[name]; ok {
+			return &torchStorageType{name: name, dt: dt}, nil
+		}
+		if strings.HasSuffix(name, "Storage") {
+			return &torchStorageType{name: name}, nil
+		}
+	}
+	if module == "torch" {
+		if dt, ok := torchDTypes[name]; ok {
+			return &torchDType{name: name, dt: dt}, nil
+		}
+	}
+	return &pklGlobal{module, name}, nil
+}
+
+// errAt is an error at pickle offset off (the machine maps it to the file).
+func (e *torchEnv) errAt(off int64, format string, args ...any) error {
+	if e.m != nil {
+		return e.m.errAt(off, format, args...)
+	}
+	return Errorf(e.file, off, format, args...)
+}
+
+// refused is a pklRefused at pickle offset off, located in the file.
+func (e *torchEnv) refused(what string, off int64) *pklRefused {
+	if e.m == nil || e.m.base < 0 {
+		return &pklRefused{what: what, off: -1}
+	}
+	return &pklRefused{what: what, off: e.m.base + off}
+}
+
+func (e *torchEnv) call(fn any, args pklTuple, off int64) (any, error) {
+	g, ok := fn.(*pklGlobal)
+	if !ok {
+		return pklGenericCall(fn, args), nil
+	}
+	switch g.module + "." + g.name {
+	case "torch._utils._rebuild_tensor", "torch._utils._rebuild_tensor_v2":
+		return e.rebuild(g.name, args, nil, off)
+	case "torch._utils._rebuild_tensor_v3":
+		if len(args) < 7 {
+			return nil, e.errAt(off, "%s wants 7 arguments, got %d", g.name, len(args))
+		}
+		return e.rebuild(g.name, args, args[6], off)
+	case "torch._utils._rebuild_parameter", "torch._utils._rebuild_parameter_with_state",
+		"torch.nn.parameter.Parameter", "torch.nn.Parameter", "torch.nn.parameter.Buffer":
+		if len(args) == 0 {
+			return nil, e.errAt(off, "%s without arguments", g.name)
+		}
+		return args[0], nil
+	case "torch._tensor._rebuild_from_type_v2", "torch._tensor._rebuild_from_type":
+		// (func, new_type, args, state): the tensor is func(*args).
+		if len(args) < 3 {
+			return nil, e.errAt(off, "%s wants 3 or 4 arguments, got %d", g.name, len(args))
+		}
+		inner, ok := args[2].(pklTuple)
+		if !ok {
+			return nil, e.errAt(off, "%s: arguments are a %s, not a tuple", g.name, pklTypeName(args[2]))
+		}
+		if e.depth >= MaxNesting {
+			return nil, e.errAt(off, "%s nests deeper than %d", g.name, MaxNesting)
+		}
+		e.depth++
+		defer func() { e.depth-- }()
+		return e.call(args[0], inner, off)
+	case "torch.Size":
+		if len(args) == 0 {
+			return pklTuple{}, nil
+		}
+		items, ok := pklItems(args[0])
+		if !ok {
+			return nil, e.errAt(off, "torch.Size of a %s", pklTypeName(args[0]))
+		}
+		return append(pklTuple{}, items...), nil
+	case "torch.device":
+		var parts []string
+		for _, a := range args {
+			switch x := a.(type) {
+			case string:
+				parts = append(parts, x)
+			case int64:
+				parts = append(parts, strconv.FormatInt(x, 10))
+			}
+		}
+		return torchDevice(strings.Join(parts, ":")), nil
+	case "torch.storage._load_from_bytes":
+		return e.refused("a storage pickled as bytes (saved with pickle, not torch.save)", off), nil
+	case "torch.nn.parameter.UninitializedParameter", "torch.nn.parameter.UninitializedBuffer":
+		return e.refused("an uninitialized (lazy) parameter", off), nil
+	}
+	if g.module == "torch._utils" && strings.HasPrefix(g.name, "_rebuild_") {
+		what, ok := torchRefusals[g.name]
+		if !ok {
+			what = "a tensor rebuilt by torch._utils." + g.name
+		}
+		return e.refused(what+" (torch._utils."+g.name+")", off), nil
+	}
+	return pklGenericCall(fn, args), nil
+}
+
+func (e *torchEnv) newobj(cls any, args pklTuple, kwargs any, off int64) (any, error) {
+	if g, ok := cls.(*pklGlobal); ok {
+		switch g.module + "." + g.name {
+		case "torch.nn.parameter.Parameter", "torch.nn.Parameter", "torch.nn.parameter.Buffer":
+			if len(args) > 0 {
+				return args[0], nil
+			}
+		case "torch.Size":
+			return e.call(cls, args, off)
+		}
+	}
+	return pklNewObj(cls, args, kwargs), nil
+}
+
+// persistent resolves ('storage', type, key, location, numel) (zip) and
+// ('storage', type, root_key, location, numel, view_metadata) (legacy).
+func (e *torchEnv) persistent(pid any, off int64) (any, error) {
+	t, ok := pid.(pklTuple)
+	if !ok || len(t) == 0 {
+		return nil, e.errAt(off, "unsupported persistent id %s", pklRepr(pid, 60))
+	}
+	kind, _ := t[0].(string)
+	switch kind {
+	case "module":
+		// Legacy whole-module saves: ('module', class, source file, source).
+		if len(t) >= 2 {
+			return t[1], nil
+		}
+	case "storage":
+		if len(t) < 5 {
+			return nil, e.errAt(off, "storage persistent id has %d fields, want 5 or 6", len(t))
+		}
+		typ, ok := t[1].(*torchStorageType)
+		if !ok {
+			return nil, e.errAt(off, "storage persistent id names %s, not a torch storage class", pklRepr(t[1], 60))
+		}
+		key, ok := torchKey(t[2])
+		if !ok {
+			return nil, e.errAt(off, "storage key %s is not a string", pklRepr(t[2], 60))
+		}
+		numel, ok := pklInt(t[4])
+		if !ok || numel < 0 {
+			return nil, e.errAt(off, "storage %q has size %s", key, pklRepr(t[4], 40))
+		}
+		loc, _ := t[3].(string)
+		st := e.storages[key]
+		if st == nil {
+			st = &torchStorage{key: key, typ: typ, numel: numel, location: loc}
+			e.storages[key] = st
+		} else if st.typ.name != typ.name || st.numel != numel {
+			return nil, e.errAt(off, "storage %q is declared twice, as %s[%d] and %s[%d]", key, st.typ, st.numel, typ, numel)
+		}
+		if len(t) < 6 || t[5] == nil {
+			return st, nil
+		}
+		// Legacy storage view: (view_key, offset, view_size) in elements.
+		vm, ok := t[5].(pklTuple)
+		if !ok || len(vm) != 3 {
+			return nil, e.errAt(off, "storage %q has view metadata %s", key, pklRepr(t[5], 60))
+		}
+		vkey, ok1 := torchKey(vm[0])
+		voff, ok2 := pklInt(vm[1])
+		vsize, ok3 := pklInt(vm[2])
+		if !ok1 || !ok2 || !ok3 || voff < 0 || vsize < 0 {
+			return nil, e.errAt(off, "storage %q has view metadata %s", key, pklRepr(t[5], 60))
+		}
+		if v := e.views[vkey]; v != nil {
+			if v.root != st || v.viewOff != voff || v.numel != vsize {
+				return nil, e.errAt(off, "storage view %q is declared twice differently", vkey)
+			}
+			return v, nil
+		}
+		v := &torchStorage{key: vkey, typ: typ, numel: vsize, location: loc, root: st, viewOff: voff}
+		e.views[vkey] = v
+		return v, nil
+	}
+	return nil, e.errAt(off, "unsupported persistent id %s", pklRepr(pid, 60))
+}
+
+func torchKey(v any) (string, bool) {
+	switch k := v.(type) {
+	case string:
+		return k, true
+	case int64:
+		return strconv.FormatInt(k, 10), true
+	}
+	return "", false
+}
+
+// rebuild interprets _rebuild_tensor(storage, storage_offset, size, stride,
+// ...) and its v2/v3 forms. dtArg is v3's dtype argument, else nil.
+func (e *torchEnv) rebuild(fn string, args pklTuple, dtArg any, off int64) (any, error) {
+	if len(args) < 4 {
+		return nil, e.errAt(off, "%s wants at least 4 arguments, got %d", fn, len(args))
+	}
+	var st *torchStorage
+	switch s := args[0].(type) {
+	case *torchStorage:
+		st = s
+	case *pklRefused:
+		return s, nil
+	default:
+		return nil, e.errAt(off, "%s: first argument is a %s, not a storage", fn, pklTypeName(args[0]))
+	}
+	t := &torchTensor{storage: st, dt: st.typ.dt, dtName: st.typ.name}
+	if st.typ.dt == dtype.Invalid {
+		return e.refused("a tensor of storage class "+st.typ.String(), off), nil
+	}
+	if dtArg != nil {
+		d, ok := dtArg.(*torchDType)
+		if !ok {
+			return nil, e.errAt(off, "%s: dtype argument is %s", fn, pklRepr(dtArg, 60))
+		}
+		if d.dt == dtype.Invalid {
+			return e.refused("a tensor of dtype "+d.String(), off), nil
+		}
+		t.dt, t.dtName = d.dt, d.name
+	}
+	var ok bool
+	if t.offset, ok = pklInt(args[1]); !ok || t.offset < 0 {
+		return nil, e.errAt(off, "%s: storage offset %s", fn, pklRepr(args[1], 40))
+	}
+	var err error
+	if t.shape, err = e.ints(fn, "size", args[2], off); err != nil {
+		return nil, err
+	}
+	if t.strides, err = e.ints(fn, "stride", args[3], off); err != nil {
+		return nil, err
+	}
+	if len(t.shape) > MaxDims {
+		return nil, e.errAt(off, "%s: %d dimensions (at most %d)", fn, len(t.shape), MaxDims)
+	}
+	if len(t.strides) != len(t.shape) {
+		return nil, e.errAt(off, "%s: %d strides for %d dimensions", fn, len(t.strides), len(t.shape))
+	}
+	for _, d := range t.shape {
+		if d < 0 {
+			return nil, e.errAt(off, "%s: negative dimension in size %v", fn, t.shape)
+		}
+	}
+	return t, nil
+}
+
+func (e *torchEnv) ints(fn, what string, v any, off int64) ([]int64, error) {
+	items, ok := pklItems(v)
+	if !ok {
+		return nil, e.errAt(off, "%s: %s is a %s, not a tuple", fn, what, pklTypeName(v))
+	}
+	if len(items) > MaxDims {
+		return nil, e.errAt(off, "%s: %s has %d entries (at most %d)", fn, what, len(items), MaxDims)
+	}
+	out := make([]int64, len(items))
+	for i, x := range items {
+		n, ok := pklInt(x)
+		if !ok {
+			return nil, e.errAt(off, "%s: %s holds %s", fn, what, pklRepr(x, 40))
+		}
+		out[i] = n
+	}
+	return out, nil
+}
