@@ -5,6 +5,7 @@ import (
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/lazyweights/tensorfs/backing"
 )
@@ -54,6 +55,12 @@ func (r *Root) read(f *fileData, dest []byte, off int64) (fuse.ReadResult, sysca
 		return nil, syscall.EIO
 	}
 	if f.direct && f.fd >= 0 {
+		// go-fuse turns a splice that comes back short into a short
+		// reply, which the kernel takes for the end of the file; so the
+		// range must still exist before it is handed over.
+		if err := checkExtent(f.fd, f.off+off+int64(n)); err != nil {
+			return nil, toErrno(err)
+		}
 		return fuse.ReadResultFd(uintptr(f.fd), f.off+off, n), 0
 	}
 	var got int
@@ -70,4 +77,19 @@ func (r *Root) read(f *fileData, dest []byte, off int64) (fuse.ReadResult, sysca
 		err = fmt.Errorf("short read: %d of %d bytes", got, n)
 	}
 	return nil, toErrno(err)
+}
+
+// checkExtent fails unless the file open as fd still holds at least end
+// bytes: it shrank under the mount if not. (A file truncated between this
+// check and the splice still gives a short reply; the window is one
+// system call wide.)
+func checkExtent(fd int, end int64) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Size < end {
+		return fmt.Errorf("backing file truncated to %d bytes under the mount (a read needs %d)", st.Size, end)
+	}
+	return nil
 }

@@ -13,5 +13,12 @@
 // runTensorfs runs the CLI; writeSafetensors generates fixtures;
 // needFUSE(t) skips where FUSE is unavailable (and fails under CI=true).
 //
+// The reliability tests are described in docs/RELIABILITY.md:
+// hostile_test.go runs the CLI on a generated corpus of malformed files
+// under an address-space limit; faults_test.go truncates and replaces the
+// checkpoint under a live mount; concurrent_test.go reads three mounts
+// with 16 and 64 concurrent readers, served by a race-enabled binary
+// (mountWith); access_test.go checks read-only views and allow_other.
+//
 // There is no non-test code here; this file only documents the package.
 package integration
