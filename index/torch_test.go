@@ -189,6 +189,8 @@ func TestTorchZipBad(t *testing.T) {
 		{"strided view past storage", one(ts("w", 4, 0, []int64{2, 2}, []int64{3, 1}), ptF32(4)), "view reaches past its storage"},
 		{"stride overflow", one(ts("w", 4, 0, []int64{3, 2}, []int64{1 << 62, 1}), ptF32(4)), "view reaches past its storage"},
 		{"negative stride", one(ts("w", 4, 3, []int64{4}, []int64{-1}), ptF32(4)), `negative stride -1 in dimension 0 (tensor "w")`},
+		{"negative storage offset", one(ts("w", 4, -1, []int64{2}, []int64{1}), ptF32(4)), "_rebuild_tensor_v2: storage offset -1 (at byte "},
+		{"negative storage size", one(ts("w", -4, 0, []int64{2}, []int64{1}), ptF32(4)), `storage "0" has size -4 (at byte `},
 		{"member shorter than storage", one(ts("w", 8, 0, []int64{4}, []int64{1}), ptF32(4)), "holds 16 bytes, 8 FloatStorage elements need 32"},
 		{"shape overflow", one(ts("w", 4, 0, []int64{1 << 40, 1 << 40}, []int64{0, 0}), ptF32(4)), "overflows"},
 		{"negative dimension", one(ts("w", 4, 0, []int64{-1}, []int64{1}), ptF32(4)), "negative dimension"},
@@ -314,6 +316,8 @@ func TestTorchLegacyBad(t *testing.T) {
 		{"wrong magic", []byte("\x80\x02K\x01."), "not a PyTorch checkpoint"},
 		{"view past root", ptLegacyFile(ptTensorPickle(true, ptTS{"v", "FloatStorage", "1", 4, 0, []int64{1}, []int64{1}, ptPkTuple(ptPkStr("2"), ptPkInt(3), ptPkInt(2))}), st),
 			`storage view "2" (elements 3..+2) reaches past its storage "1" (tensor "v")`},
+		{"negative view offset", ptLegacyFile(ptTensorPickle(true, ptTS{"v", "FloatStorage", "1", 4, 0, []int64{1}, []int64{1}, ptPkTuple(ptPkStr("2"), ptPkInt(-1), ptPkInt(2))}), st),
+			`storage "1" has view metadata ("2", -1, 2) (at byte `},
 		{"malicious", ptLegacyFile([]byte("\x80\x02cposix\nsystem\nX\x02\x00\x00\x00id\x85R.")), "refused global posix.system (at byte 27)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
