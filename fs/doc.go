@@ -47,12 +47,16 @@
 // offering a descriptor (backing.FdSource) is answered with the
 // descriptor and an offset, and go-fuse splices the bytes from the page
 // cache into the FUSE device; MaxWrite is then kept small enough for the
-// reply to fit go-fuse's pipe (MaxReadSize). Other contiguous tensors are
+// reply to fit go-fuse's pipe (MaxReadSize, MaxRequestSize). Only tensor
+// files count: a tree whose tensors have no descriptor (or NoSplice) does
+// not splice and gets whole 1 MiB requests. Other contiguous tensors are
 // read with Source.ReadAt, and strided, byte-swapped, converted and .npy
 // files with view.Reader.ReadAt, straight into the buffer go-fuse hands
 // the request: no allocation per read. A read that comes back short inside
 // the file (the backing file shrank) is EIO rather than a short reply,
-// which would make the kernel shrink the file.
+// which would make the kernel shrink the file; a spliced read checks the
+// backing file's size with fstat first, since go-fuse would send a short
+// splice as a short reply.
 //
 // # Caching
 //
@@ -61,6 +65,16 @@
 // FOPEN_KEEP_CACHE on every file (pages stay cached across opens) and
 // FOPEN_CACHE_DIR on directories. stats.json is the exception: it is
 // opened with FOPEN_DIRECT_IO and reads a snapshot taken at open.
+//
+// Mount widens the mount's readahead window (its bdi read_ahead_kb) to
+// DefaultReadAheadRequests requests of MaxWrite when it runs as root, so
+// that sequential first reads and mmap faults reach the server as whole
+// requests rather than the kernel's 128 KiB. With Options.DirectIO, tensor
+// files are opened with FOPEN_DIRECT_IO instead of FOPEN_KEEP_CACHE: each
+// read goes to the server at its own size and nothing of the checkpoint is
+// cached twice; Mount enables it only where the kernel lets such files be
+// mapped shared (FUSE_DIRECT_IO_ALLOW_MMAP), so mmap keeps working. The
+// measurements behind these choices are in docs/BENCHMARKS.md.
 //
 // # Errors
 //

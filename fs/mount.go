@@ -27,13 +27,17 @@ type MountOptions struct {
 	AllowOther bool
 
 	// MaxWrite is the largest READ request, in bytes; 0 means
-	// MaxReadSize(). It is rounded down to whole pages and, when the tree
-	// splices, capped so that a reply fits go-fuse's pipe.
+	// MaxReadSize(). It is rounded down to whole pages and capped by
+	// MaxRequestSize (the kernel's limit and, when the tree splices, the
+	// pipe's).
 	MaxWrite int
 
-	// ReadAheadKB, when positive, sets the kernel's readahead for the
-	// mount (/sys/class/bdi/<dev>/read_ahead_kb; needs root). 0 leaves the
-	// kernel's default.
+	// ReadAheadKB sets the kernel's readahead window for the mount
+	// (/sys/class/bdi/<dev>/read_ahead_kb), in KiB; 0 means
+	// DefaultReadAheadRequests requests of MaxWrite bytes. Only root may
+	// set it: for others the default is skipped quietly, and an explicit
+	// value is tried and its failure logged. The kernel's own default is
+	// 128.
 	ReadAheadKB int
 
 	// MaxBackground is how many asynchronous requests (readahead) the
@@ -48,21 +52,53 @@ type MountOptions struct {
 }
 
 const (
-	pageSize   = 4096
-	maxReadCap = 1 << 20 // the kernel's largest FUSE request (256 pages)
+	pageSize     = 4096
+	defaultPages = 256 // the kernel's default max_pages_limit: 1 MiB requests
 )
+
+// DefaultReadAheadRequests is the default readahead window of a mount in
+// READ requests: with the kernel's default window, 128 KiB, every
+// sequential first read and every mmap fault reaches the server as
+// 128 KiB requests; a window of two whole requests (2032 KiB with
+// splicing, 2048 without) makes them full-size, one in flight while the
+// next is asked for, and splits evenly (a 4 MiB window of 1016 KiB
+// requests leaves an 8 KiB one in every window). Larger windows measured
+// no faster, and make sparse access through mmap slower (each fault reads
+// a whole window around it). See docs/BENCHMARKS.md.
+const DefaultReadAheadRequests = 2
 
 // MaxReadSize returns the default MaxWrite: 1 MiB, or with splicing the
 // largest multiple of the page size whose reply (16-byte header + data)
 // plus the page go-fuse keeps free fits the largest pipe
 // (/proc/sys/fs/pipe-max-size): 1 MiB - 8 KiB on a default system.
 func MaxReadSize(splicing bool) int {
-	if !splicing {
-		return maxReadCap
+	return min(MaxRequestSize(splicing), defaultPages*pageSize)
+}
+
+// MaxRequestSize returns the largest MaxWrite this system allows: the
+// kernel's max_pages_limit (/proc/sys/fs/fuse/max_pages_limit, 256 pages
+// unless root raised it) and, with splicing, the largest reply that fits
+// a pipe (see MaxReadSize).
+func MaxRequestSize(splicing bool) int {
+	n := kernelMaxPages() * pageSize
+	if splicing {
+		p := splice.MaxPipeSize() - pageSize - 16
+		n = min(n, p-p%pageSize)
 	}
-	n := splice.MaxPipeSize() - pageSize - 16
-	n -= n % pageSize
-	return max(pageSize, min(n, maxReadCap))
+	return max(pageSize, n)
+}
+
+// kernelMaxPages returns the kernel's largest FUSE request in pages.
+func kernelMaxPages() int {
+	data, err := os.ReadFile("/proc/sys/fs/fuse/max_pages_limit")
+	if err != nil {
+		return defaultPages
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || n < 1 {
+		return defaultPages
+	}
+	return min(n, 1<<16-1)
 }
 
 // splices reports whether any file of the tree is served by splicing.
@@ -74,7 +110,7 @@ func (r *Root) splices() bool {
 				if walk(c) {
 					return true
 				}
-			} else if c.file.fd >= 0 {
+			} else if c.file.kind == kindTensor && c.file.fd >= 0 {
 				return true
 			}
 		}
@@ -99,7 +135,7 @@ func Mount(mountpoint string, root *Root, mopts MountOptions) (*fuse.Server, err
 	if maxWrite <= 0 {
 		maxWrite = MaxReadSize(splicing)
 	}
-	maxWrite = max(pageSize, min(maxWrite, MaxReadSize(splicing)))
+	maxWrite = max(pageSize, min(maxWrite, MaxRequestSize(splicing)))
 	maxWrite -= maxWrite % pageSize
 
 	timeout := root.opts.Timeout
@@ -118,6 +154,9 @@ func Mount(mountpoint string, root *Root, mopts MountOptions) (*fuse.Server, err
 			DirectMount:      os.Geteuid() == 0,
 			DirectMountFlags: syscall.MS_RDONLY | syscall.MS_NOSUID | syscall.MS_NODEV,
 			DisableSplice:    !splicing,
+			// With direct I/O, mmap of a tensor file needs the kernel's
+			// consent (Linux 6.6+); go-fuse passes it on where offered.
+			ExtraCapabilities: directIOCaps(root.opts.DirectIO),
 			PanicHandler: func(v any) fuse.Status {
 				root.stats.panics.Add(1)
 				logger.Printf("panic while serving a request (answered EIO): %v", v)
@@ -141,12 +180,39 @@ func Mount(mountpoint string, root *Root, mopts MountOptions) (*fuse.Server, err
 		server.Unmount()
 		return nil, fmt.Errorf("cannot mount at %s: %v", mountpoint, err)
 	}
-	if mopts.ReadAheadKB > 0 {
-		if err := setReadAhead(abs, mopts.ReadAheadKB); err != nil {
+	if root.opts.DirectIO {
+		// Shared mappings of a direct-I/O file need the kernel's consent
+		// (FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6+); without it mmap would
+		// fail, so the files keep the page cache.
+		if server.KernelSettings().Flags64()&fuse.CAP_DIRECT_IO_ALLOW_MMAP != 0 {
+			root.directIO.Store(true)
+		} else {
+			logger.Printf("direct I/O not used: this kernel cannot mmap direct-I/O files (needs Linux 6.6 or later)")
+		}
+	}
+	switch ra := mopts.ReadAheadKB; {
+	case ra == 0 && os.Geteuid() != 0:
+		// Only root may set it: keep the kernel's default quietly.
+	case ra == 0:
+		if err := setReadAhead(abs, DefaultReadAheadRequests*maxWrite/1024); err != nil {
+			logger.Printf("readahead left at the kernel's default: %v", err)
+		}
+	case ra > 0:
+		if err := setReadAhead(abs, ra); err != nil {
 			logger.Printf("readahead left at the kernel's default: %v", err)
 		}
 	}
 	return server, nil
+}
+
+// directIOCaps returns the capabilities to ask for when files are opened
+// with FOPEN_DIRECT_IO: FUSE_DIRECT_IO_ALLOW_MMAP, so that shared mmap of
+// them keeps working.
+func directIOCaps(directIO bool) uint64 {
+	if directIO {
+		return fuse.CAP_DIRECT_IO_ALLOW_MMAP
+	}
+	return 0
 }
 
 // mountEntry is one line of /proc/self/mountinfo.

@@ -161,6 +161,9 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if n.e.file.kind == kindStats {
 		return &statsHandle{data: n.root.statsJSON()}, fuse.FOPEN_DIRECT_IO, 0
 	}
+	if n.e.file.kind == kindTensor && n.root.directIO.Load() {
+		return nil, fuse.FOPEN_DIRECT_IO, 0
+	}
 	return nil, fuse.FOPEN_KEEP_CACHE, 0
 }
 

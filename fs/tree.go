@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -58,6 +59,14 @@ type Options struct {
 	// NoSplice never hands the kernel a backing file descriptor to splice
 	// from; every read is copied through a buffer.
 	NoSplice bool
+
+	// DirectIO opens tensor files with FOPEN_DIRECT_IO: every read(2) goes
+	// to the server as it is (no readahead, no page cache of the mount,
+	// so no second copy of the checkpoint in memory). Mount asks the
+	// kernel for FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6 and later), so that
+	// shared mmap keeps working; where it is not granted, files keep the
+	// page cache (FOPEN_KEEP_CACHE) and Mount logs why.
+	DirectIO bool
 
 	// Logger receives one line per unexpected event (a panic while
 	// serving, a tensor left out of a view). nil: standard error with the
@@ -245,6 +254,9 @@ type Root struct {
 
 	// Mutable.
 	stats stats
+	// directIO: Options.DirectIO, once Mount has seen that the kernel
+	// lets direct-I/O files be mapped shared.
+	directIO atomic.Bool
 }
 
 // NewRoot builds the whole tree for idx, whose Sources[i] is read through

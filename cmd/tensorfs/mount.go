@@ -5,7 +5,9 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -34,11 +36,14 @@ func runMount(args []string) error {
 	dtFlag := f.String("dtype", "", "make the top level the converted view in `DT` (f32, f16, bf16 or f64); tensors that cannot be converted are left out of it and the stored tree moves to .native/")
 	modeFlag := f.String("backing", "mmap", "how to read the checkpoint, `MODE`: mmap (fastest for local files), pread (network filesystems, where page faults stall) or direct (O_DIRECT, bypasses the page cache)")
 	allowOther := f.Bool("allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
-	maxWrite := f.Int("max-write", 0, "largest read request the kernel sends, in `BYTES` (0: 1 MiB, or 1 MiB - 8 KiB when splicing from the checkpoint file)")
-	readahead := f.Int("readahead-kb", 0, "kernel readahead for the mount in `KB`, e.g. 1024 for faster sequential reads (0: the kernel's default; needs root)")
+	maxWrite := f.Int("max-write", 0, "largest read request the kernel sends, in `BYTES` (0: 1 MiB, or 1 MiB - 8 KiB when splicing from the checkpoint file; more needs root to raise /proc/sys/fs/fuse/max_pages_limit and, for splicing, /proc/sys/fs/pipe-max-size)")
+	readahead := f.Int("readahead-kb", 0, "kernel readahead window of the mount in `KB` (0: two requests of --max-write, 2032 with splicing; the kernel's own default is 128); setting it needs root, others keep the kernel's")
 	maxBackground := f.Int("max-background", 0, "asynchronous (readahead) requests the kernel may have in flight, `N` (0: go-fuse's default, 12)")
 	noSplice := f.Bool("no-splice", false, "copy every read through the server instead of splicing from the checkpoint file")
+	directIO := f.Bool("direct-io", false, "open tensor files with FUSE direct I/O: each read(2) goes to the server as it is, with no readahead and no second copy of the checkpoint in the page cache; faster for large reads, much slower for small ones (mmap keeps working on Linux 6.6+; older kernels ignore the flag)")
 	debugFlag := f.Bool("debug", false, "log every FUSE request and reply to stderr")
+	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of the server (go tool pprof format) to `FILE` when it exits")
+	memProfile := f.String("memprofile", "", "write a heap profile of the server (go tool pprof format) to `FILE` when it exits")
 	if err := f.parse(args, 2, 2); err != nil {
 		return err
 	}
@@ -59,6 +64,33 @@ func runMount(args []string) error {
 		return usagef("mount: --max-write, --readahead-kb and --max-background cannot be negative")
 	}
 
+	if *cpuProfile != "" {
+		pf, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("mount: --cpuprofile: %v", err)
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			pf.Close()
+			return fmt.Errorf("mount: --cpuprofile: %v", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			pf.Close()
+		}()
+	}
+
+	if *memProfile != "" {
+		pf, err := os.Create(*memProfile)
+		if err != nil {
+			return fmt.Errorf("mount: --memprofile: %v", err)
+		}
+		defer func() {
+			runtime.GC() // the profile shows the heap as of the last GC
+			pprof.WriteHeapProfile(pf)
+			pf.Close()
+		}()
+	}
+
 	// Everything is validated before anything is mounted.
 	ckpt, err := loadCheckpoint(source, mode)
 	if err != nil {
@@ -66,7 +98,7 @@ func runMount(args []string) error {
 	}
 	defer ckpt.close()
 	logger := log.New(os.Stderr, "tensorfs: ", 0)
-	root, err := fs.NewRoot(ckpt.idx, ckpt.sources, fs.Options{View: view, NoSplice: *noSplice, Logger: logger})
+	root, err := fs.NewRoot(ckpt.idx, ckpt.sources, fs.Options{View: view, NoSplice: *noSplice, DirectIO: *directIO, Logger: logger})
 	if err != nil {
 		return fmt.Errorf("%s: %v", source, err)
 	}
