@@ -193,7 +193,7 @@ func showDemo(mnt string) error {
 		for i := 0; i+4 <= len(data) && i < 8*4; i += 4 {
 			vals = append(vals, fmt.Sprint(math.Float32frombits(binary.LittleEndian.Uint32(data[i:]))))
 		}
-		fmt.Printf("\n$ python3 -c 'import numpy; print(numpy.fromfile(\"%s\", \"<f4\")[:8])'\n[%s]   # the same tensor through .f32/\n", conv, strings.Join(vals, " "))
+		fmt.Printf("\n# the same tensor through .f32/, read as little-endian float32 (in NumPy: numpy.fromfile(%q, \"<f4\")[:8])\n[%s]\n", conv, strings.Join(vals, " "))
 	} else {
 		fmt.Printf("\n(%s: %v)\n", conv, unwrap(err))
 	}
