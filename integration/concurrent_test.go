@@ -66,16 +66,6 @@ func raceTensorfs(t *testing.T) string {
 	return raceBin
 }
 
-// quickRaceExit stops race-enabled tensorfs binaries started by t from
-// sleeping a second when they exit (the race runtime's atexit_sleep_ms):
-// a second per CLI run and per unmount adds up. Races are still reported
-// and still make the binary exit 66.
-func quickRaceExit(t *testing.T) {
-	if os.Getenv("GORACE") == "" {
-		t.Setenv("GORACE", "atexit_sleep_ms=0")
-	}
-}
-
 // mountWith is mount(t, src, flags...) served by the binary bin.
 func mountWith(t *testing.T, bin, src string, flags ...string) *Mount {
 	t.Helper()
@@ -285,7 +275,6 @@ print(json.dumps({'threads': len(results), 'reads': sum(r[0] for r in results), 
 
 // TestConcurrentReaders is the load test.
 func TestConcurrentReaders(t *testing.T) {
-	quickRaceExit(t)
 	bin := raceTensorfs(t)
 	dir := t.TempDir()
 	st, gg, pt := crFixtures(t, dir)

@@ -122,7 +122,6 @@ func serverAlive(t *testing.T, m *Mount) {
 // their size, the bytes that still exist and every other file are still
 // served exactly, and the server keeps running and unmounts cleanly.
 func TestTruncatedUnderMount(t *testing.T) {
-	quickRaceExit(t)
 	ts := faultTensors()
 	for _, flags := range [][]string{
 		nil, // splice from the file
@@ -198,7 +197,6 @@ func TestTruncatedUnderMount(t *testing.T) {
 // exactly the old bytes, natively and converted, and never the new
 // file's.
 func TestReplacedUnderMount(t *testing.T) {
-	quickRaceExit(t)
 	ts := faultTensors()
 	for _, flags := range [][]string{nil, {"--no-splice"}} {
 		t.Run(strings.Join(append([]string{"default"}, flags...), " "), func(t *testing.T) {

@@ -33,15 +33,6 @@ import (
 // fxBatch is how many servers run at once while one reader checks them.
 const fxBatch = 12
 
-// fxFastRaceExit stops race-enabled tensorfs binaries from sleeping a
-// second at exit (the race runtime's atexit_sleep_ms), which the many
-// short CLI runs here would add up.
-func fxFastRaceExit(t *testing.T) {
-	if raceEnabled && os.Getenv("GORACE") == "" {
-		t.Setenv("GORACE", "atexit_sleep_ms=0")
-	}
-}
-
 // fxFiles returns every regular file under dir, sorted.
 func fxFiles(t *testing.T, dir string) []string {
 	t.Helper()
@@ -619,7 +610,6 @@ json.dump({"files": files, "covers": covers, "pwned": os.path.exists(pwned)}, op
 // every tensor through the mount against torch. Malicious and unsupported
 // files are refused by the CLI with one line, and nothing of theirs runs.
 func TestPyTorchThroughMount(t *testing.T) {
-	fxFastRaceExit(t)
 	needFUSE(t)
 	py := testdata.Python(t, "torch", "numpy")
 	dir := testdata.Dir(t)
@@ -826,7 +816,6 @@ json.dump({"files": files, "covers": covers}, open(refpath, "w"))
 // mount against numpy. Compressed .npz members, object, structured and
 // string arrays are refused by the CLI with one line.
 func TestNumPyThroughMount(t *testing.T) {
-	fxFastRaceExit(t)
 	needFUSE(t)
 	py := testdata.Python(t, "numpy")
 	dir := testdata.Dir(t)
@@ -1046,7 +1035,6 @@ func fxGGUFKind(path string) string {
 // vocab files (no tensors, tens of thousands of array entries) and checks
 // every key/value; and refuses the negative files with one line.
 func TestGGUFThroughMount(t *testing.T) {
-	fxFastRaceExit(t)
 	needFUSE(t)
 	testdata.Python(t, "numpy")
 	dir := testdata.Dir(t)
@@ -1202,7 +1190,6 @@ func fxGGUFPart(t *testing.T, path string, no, count, total int, ts []index.Tens
 // the whole model as one tree, with every tensor served from its part and
 // dequantized exactly as ggml does.
 func TestGGUFSplitThroughMount(t *testing.T) {
-	fxFastRaceExit(t)
 	needFUSE(t)
 	testdata.Python(t, "numpy")
 	src := testdata.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf")
@@ -1440,7 +1427,6 @@ func fxServerMemory(t *testing.T, m *Mount) (anon, hwm int64) {
 // peak resident set must not grow with the data. A reader subprocess
 // checks the end of the big files reads as zeros.
 func TestMountMemoryFlat(t *testing.T) {
-	fxFastRaceExit(t)
 	needFUSE(t)
 	dir := t.TempDir()
 	names := []string{"layers.0.w", "layers.1.w", "layers.2.w", "lm_head.w"}
@@ -1496,7 +1482,6 @@ print(total)
 // dtype and row-major shape, and is absent from the converted views and
 // .npy/; `tensorfs cat --dtype f32` says it cannot convert it.
 func TestGGUFRawOnlyTypes(t *testing.T) {
-	fxFastRaceExit(t)
 	needFUSE(t)
 	le32 := func(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) }
 	le64 := func(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) }

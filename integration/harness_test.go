@@ -47,6 +47,13 @@ func TestMain(m *testing.M) {
 		log.Fatal(err)
 	}
 	tensorfsBin, buildErr = buildTensorfs(dir)
+	// Race-enabled binaries (this suite under -race, and the server the
+	// load test builds) sleep a second at exit by default
+	// (atexit_sleep_ms); every CLI run and unmount would pay it. Races are
+	// still reported and still make the binary exit 66.
+	if os.Getenv("GORACE") == "" {
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -607,7 +607,6 @@ func procStatusKB(t testing.TB, pid int, field string) int64 {
 // runtime crash, peak memory a small constant (the files are tiny, their
 // claims are huge), nothing mounted, nothing executed.
 func TestHostileCorpus(t *testing.T) {
-	quickRaceExit(t)
 	needFUSE(t)
 	dir := t.TempDir()
 	work := filepath.Join(dir, "cwd") // where a pickle or header that ran code would "touch PWNED"
@@ -767,7 +766,6 @@ func hTrim(s string) string {
 // has names; they are mapped to paths inside the mount, listed with
 // their exact name, and served there.
 func TestHostileNames(t *testing.T) {
-	quickRaceExit(t)
 	dir := t.TempDir()
 	evil := []string{"../../etc/passwd", "/etc/shadow", "a/../../../b"}
 	var kvs, infos []byte
