@@ -1,7 +1,7 @@
 // Package fs serves a parsed checkpoint (an index.Index and its backing
 // sources) as a read-only FUSE filesystem. It is the only package that
 // imports go-fuse; the semantics live in plain data built once by NewRoot
-// (the tree, every file's size and reader), so they are tested without
+// (the tree and every file's exact size), so they are tested without
 // mounting, and the go-fuse nodes only look things up in it.
 //
 // # Tree
@@ -15,7 +15,15 @@
 // children are sorted by name and found by binary search; inode numbers
 // are assigned depth-first in name order, so they depend only on the
 // index. go-fuse inodes are created on lookup, not up front, so memory is
-// one small entry per file plus what the kernel currently holds.
+// one 64-byte entry per file plus what the kernel currently holds.
+//
+// A file served through a view.Reader (a converted or .npy view, a
+// strided or big-endian stored tensor) gets its reader on its first open
+// or read, not at mount: NewRoot sizes it with view.Size or view.NPYSize,
+// which run the very checks view.New and NewNPY run, so the tree (which
+// tensors each view holds, every size) is what eager readers would give.
+// Concurrent first reads may each build a reader; one is kept. Should a
+// build fail after all, the file is EIO, with one log line.
 //
 // The top level holds:
 //

@@ -21,7 +21,7 @@ func (r *Root) collect(e *entry, prefix string) []listedTensor {
 	var out []listedTensor
 	var walk func(e *entry, prefix string)
 	walk = func(e *entry, prefix string) {
-		for _, c := range e.children {
+		for _, c := range e.children() {
 			p := c.name
 			if prefix != "" {
 				p = prefix + "/" + c.name
@@ -29,7 +29,7 @@ func (r *Root) collect(e *entry, prefix string) []listedTensor {
 			if c.isDir() {
 				walk(c, p)
 			} else if c.file.kind == kindTensor {
-				out = append(out, listedTensor{path: p, f: c.file})
+				out = append(out, listedTensor{path: p, f: &c.file})
 			}
 		}
 	}
@@ -100,7 +100,7 @@ func (r *Root) indexJSON(listed []listedTensor) ([]byte, error) {
 			buf.WriteByte(',')
 		}
 		buf.WriteString("\n    ")
-		if err := enc.Encode(docOf(l)); err != nil {
+		if err := enc.Encode(r.docOf(l)); err != nil {
 			return nil, err
 		}
 		buf.Truncate(buf.Len() - 1)
@@ -115,15 +115,15 @@ func (r *Root) indexJSON(listed []listedTensor) ([]byte, error) {
 	return bytes.Clone(buf.Bytes()), nil
 }
 
-func docOf(l listedTensor) index.DocTensor {
+func (r *Root) docOf(l listedTensor) index.DocTensor {
 	f, t := l.f, l.f.t
 	d := index.DocTensor{Name: t.Name, Path: l.path, DType: f.dtype.Name(), Shape: t.Shape, Size: f.size}
 	if d.Shape == nil {
 		d.Shape = []int64{}
 	}
-	if f.direct {
-		off := f.off
-		d.Source, d.Offset = f.srcName, &off
+	if f.form == formDirect {
+		off := t.Offset
+		d.Source, d.Offset = r.idx.Sources[t.Source], &off
 	}
 	return d
 }

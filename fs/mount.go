@@ -105,12 +105,12 @@ func kernelMaxPages() int {
 func (r *Root) splices() bool {
 	var walk func(e *entry) bool
 	walk = func(e *entry) bool {
-		for _, c := range e.children {
+		for _, c := range e.children() {
 			if c.isDir() {
 				if walk(c) {
 					return true
 				}
-			} else if c.file.kind == kindTensor && c.file.fd >= 0 {
+			} else if c.file.form == formDirect && r.fds[c.file.t.Source] >= 0 {
 				return true
 			}
 		}

@@ -58,7 +58,8 @@ func TestMountInProcess(t *testing.T) {
 	idx, src := fixture(t, basicSpecs)
 	r := newRoot(t, idx, src, Options{})
 	boom := r.lookupPath("scale")
-	boom.file = &fileData{kind: kindTensor, t: boom.file.t, dtype: boom.file.dtype, size: 8, r: panicReader{}, fd: -1}
+	boom.file = fileData{kind: kindTensor, form: formNative, t: boom.file.t, dtype: boom.file.dtype, size: 8}
+	boom.contents.Store(&fileContents{r: panicReader{}})
 	dir := mountForTest(t, r)
 
 	out := py(t, `

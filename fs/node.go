@@ -57,7 +57,7 @@ func (r *Root) fillAttr(e *entry, a *fuse.Attr) {
 	a.Blksize = 1 << 20 // invites large reads (cat, cp and Python size buffers by it)
 	if e.isDir() {
 		a.Mode = dirMode
-		a.Nlink = 2 + e.nsubdirs
+		a.Nlink = 2 + e.dir.nsubdirs
 		return
 	}
 	a.Mode = fileMode
@@ -111,7 +111,7 @@ type dirHandle struct {
 }
 
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	ch := d.dir.e.children
+	ch := d.dir.e.children()
 	if d.pos >= len(ch) {
 		return nil, 0
 	}
@@ -126,7 +126,7 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 
 // Seekdir moves to the entry after the one whose Off was off.
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	if off > uint64(len(d.dir.e.children)) {
+	if off > uint64(len(d.dir.e.children())) {
 		return syscall.EINVAL
 	}
 	d.pos = int(off)
@@ -161,6 +161,12 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if n.e.file.kind == kindStats {
 		return &statsHandle{data: n.root.statsJSON()}, fuse.FOPEN_DIRECT_IO, 0
 	}
+	if f := &n.e.file; f.kind == kindTensor && f.form != formDirect {
+		// A view's reader is built on first open (or read).
+		if _, err := n.root.reader(n.e); err != nil {
+			return nil, 0, toErrno(err)
+		}
+	}
 	if n.e.file.kind == kindTensor && n.root.directIO.Load() {
 		return nil, fuse.FOPEN_DIRECT_IO, 0
 	}
@@ -175,8 +181,8 @@ func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 		}
 		return fuse.ReadResultData(h.data[off : off+int64(k)]), 0
 	}
-	f := n.e.file
-	res, errno := n.root.read(f, dest, off)
+	f := &n.e.file
+	res, errno := n.root.read(n.e, dest, off)
 	if f.kind == kindTensor {
 		st := &n.root.stats
 		if errno != 0 {
@@ -201,7 +207,7 @@ const (
 // xattrs returns the attributes of a tensor file in listing order: name,
 // dtype (of the bytes this file serves), shape, and source and offset
 // where the file is one contiguous range of its source.
-func (f *fileData) xattrs() [][2]string {
+func (r *Root) xattrs(f *fileData) [][2]string {
 	if f.kind != kindTensor {
 		return nil
 	}
@@ -214,8 +220,8 @@ func (f *fileData) xattrs() [][2]string {
 		{xattrDType, f.dtype.String()},
 		{xattrShape, string(shape)},
 	}
-	if f.direct {
-		a = append(a, [2]string{xattrSource, f.srcName}, [2]string{xattrOffset, strconv.FormatInt(f.off, 10)})
+	if f.form == formDirect {
+		a = append(a, [2]string{xattrSource, r.idx.Sources[f.t.Source]}, [2]string{xattrOffset, strconv.FormatInt(f.t.Offset, 10)})
 	}
 	return a
 }
@@ -224,7 +230,7 @@ func (f *fileData) xattrs() [][2]string {
 // the size query) it returns the size and ERANGE, which go-fuse turns into
 // the size reply.
 func (n *fileNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	for _, kv := range n.e.file.xattrs() {
+	for _, kv := range n.root.xattrs(&n.e.file) {
 		if kv[0] == attr {
 			if len(dest) < len(kv[1]) {
 				return uint32(len(kv[1])), syscall.ERANGE
@@ -238,7 +244,7 @@ func (n *fileNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint
 // Listxattr lists the names, each NUL-terminated.
 func (n *fileNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	var list []byte
-	for _, kv := range n.e.file.xattrs() {
+	for _, kv := range n.root.xattrs(&n.e.file) {
 		list = append(list, kv[0]...)
 		list = append(list, 0)
 	}

@@ -8,6 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/view"
 )
 
 // spliceFd returns src's descriptor when it offers one that can be
@@ -36,10 +38,12 @@ func clamp(size int64, dest []byte, off int64) int {
 
 // read serves [off, off+len(dest)) of f, clamped to its size. A stored
 // contiguous tensor whose source has a descriptor is handed to go-fuse to
-// splice; everything else is copied into dest, with no allocation. A read
+// splice; everything else is copied into dest, with no allocation (but
+// for building a view's reader on the file's first read). A read
 // that comes back short inside the file (the backing file shrank) is EIO:
 // a short reply would make the kernel truncate its idea of the file.
-func (r *Root) read(f *fileData, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+func (r *Root) read(e *entry, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	f := &e.file
 	if off < 0 {
 		return nil, syscall.EINVAL
 	}
@@ -49,26 +53,30 @@ func (r *Root) read(f *fileData, dest []byte, off int64) (fuse.ReadResult, sysca
 	}
 	switch f.kind {
 	case kindStatic:
-		return fuse.ReadResultData(f.data[off : off+int64(n)]), 0
+		return fuse.ReadResultData(e.data()[off : off+int64(n)]), 0
 	case kindTensor:
 	default:
 		return nil, syscall.EIO
 	}
-	if f.direct && f.fd >= 0 {
-		// go-fuse turns a splice that comes back short into a short
-		// reply, which the kernel takes for the end of the file; so the
-		// range must still exist before it is handed over.
-		if err := checkExtent(f.fd, f.off+off+int64(n)); err != nil {
-			return nil, toErrno(err)
-		}
-		return fuse.ReadResultFd(uintptr(f.fd), f.off+off, n), 0
-	}
 	var got int
 	var err error
-	if f.direct {
-		got, err = f.src.ReadAt(dest[:n], f.off+off)
+	if f.form == formDirect {
+		at := f.t.Offset + off
+		if fd := r.fds[f.t.Source]; fd >= 0 {
+			// go-fuse turns a splice that comes back short into a short
+			// reply, which the kernel takes for the end of the file; so
+			// the range must still exist before it is handed over.
+			if err := checkExtent(fd, at+int64(n)); err != nil {
+				return nil, toErrno(err)
+			}
+			return fuse.ReadResultFd(uintptr(fd), at, n), 0
+		}
+		got, err = r.sources[f.t.Source].ReadAt(dest[:n], at)
 	} else {
-		got, err = f.r.ReadAt(dest[:n], off)
+		var v view.Reader
+		if v, err = r.reader(e); err == nil {
+			got, err = v.ReadAt(dest[:n], off)
+		}
 	}
 	if got == n {
 		return fuse.ReadResultData(dest[:n]), 0
@@ -77,6 +85,49 @@ func (r *Root) read(f *fileData, dest []byte, off int64) (fuse.ReadResult, sysca
 		err = fmt.Errorf("short read: %d of %d bytes", got, n)
 	}
 	return nil, toErrno(err)
+}
+
+// reader returns the view.Reader of tensor file e (any form but
+// formDirect), building it on first use. Concurrent first reads may each
+// build one; the first stored is kept and the others dropped (readers
+// hold no state). NewRoot sized the file with view.Size or view.NPYSize,
+// which run the checks New and NewNPY run, so building cannot fail;
+// should it, or should the size differ, the file is EIO from then on,
+// with one log line.
+func (r *Root) reader(e *entry) (view.Reader, error) {
+	if c := e.contents.Load(); c != nil {
+		return c.r, c.err
+	}
+	f := &e.file
+	if f.kind != kindTensor {
+		return nil, fmt.Errorf("not a tensor file")
+	}
+	src := r.sources[f.t.Source]
+	var v view.Reader
+	var err error
+	switch f.form {
+	case formNative:
+		v, err = view.New(f.t, src, dtype.Invalid)
+	case formConverted:
+		v, err = view.New(f.t, src, f.dtype)
+	case formNPY:
+		v, err = view.NewNPY(f.t, src)
+	default:
+		err = fmt.Errorf("no reader for a %s file", f.form)
+	}
+	if err == nil && v.Size() != f.size {
+		err = fmt.Errorf("reader of %d bytes for a file of %d", v.Size(), f.size)
+	}
+	c := &fileContents{r: v, err: err}
+	if err != nil {
+		c.r = nil
+	}
+	if !e.contents.CompareAndSwap(nil, c) {
+		c = e.contents.Load()
+	} else if err != nil {
+		r.logger.Printf("tensor %q (%s, %s): %v", f.t.Name, f.dtype, f.form, err)
+	}
+	return c.r, c.err
 }
 
 // checkExtent fails unless the file open as fd still holds at least end

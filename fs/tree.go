@@ -77,21 +77,48 @@ type Options struct {
 	UID, GID *uint32
 }
 
-// entry is one node of the constant tree: a directory (children != nil or
-// file == nil) or a regular file (file != nil).
+// entry is one node of the constant tree: a directory (dir != nil) or a
+// regular file. A tree holds one per file of every view, so it is kept to
+// 64 bytes: what a directory alone needs is behind dir, a file's bytes or
+// reader behind contents.
 type entry struct {
-	name     string
-	ino      uint64
-	file     *fileData // nil for a directory
-	children []*entry  // directories: sorted by name, unique
+	name string
+	ino  uint64
+	dir  *dirData // nil for a regular file
+	file fileData // regular files
+	// contents: a static file's bytes, set by NewRoot; a view's reader,
+	// built on first open or read (see Root.reader); nil otherwise. Set
+	// once, never changed after.
+	contents atomic.Pointer[fileContents]
+}
+
+// dirData is what a directory holds.
+type dirData struct {
+	children []*entry // sorted by name, unique
 	nsubdirs uint32
 }
 
-func (e *entry) isDir() bool { return e.file == nil }
+func (e *entry) isDir() bool { return e.dir != nil }
+
+// children returns a directory's children (none for a file).
+func (e *entry) children() []*entry {
+	if e.dir == nil {
+		return nil
+	}
+	return e.dir.children
+}
+
+// data returns the bytes of a static file.
+func (e *entry) data() []byte {
+	if c := e.contents.Load(); c != nil {
+		return c.data
+	}
+	return nil
+}
 
 // child returns the child called name, or nil.
 func (e *entry) child(name string) *entry {
-	ch := e.children
+	ch := e.children()
 	i := sort.Search(len(ch), func(i int) bool { return ch[i].name >= name })
 	if i < len(ch) && ch[i].name == name {
 		return ch[i]
@@ -107,23 +134,51 @@ const (
 	kindStats                      // stats.json: rendered at each open
 )
 
-// fileData is what a regular file serves. Constant after NewRoot.
+// fileData describes what a regular file serves, exactly (its size
+// included) from NewRoot on; the bytes themselves are the entry's
+// contents.
 type fileData struct {
 	kind fileKind
-	size int64
-
 	// Tensors.
-	t     *index.Tensor
+	form  tensorForm
 	dtype dtype.DType // dtype of the served bytes (the view's, or stored)
-	// direct: the file is [off, off+size) of src, served without a view.
-	direct  bool
-	src     backing.Source
-	srcName string
-	off     int64
-	fd      int         // >= 0: src's descriptor, usable for splice
-	r       view.Reader // !direct: the view serving the bytes
+	size  int64
+	t     *index.Tensor
+}
 
-	data []byte // kindStatic
+// tensorForm is how a tensor file's bytes are made.
+type tensorForm uint8
+
+const (
+	// formDirect: the file is [t.Offset, t.Offset+t.Size) of its source,
+	// served without a view (spliced where the source has a descriptor).
+	formDirect    tensorForm = iota + 1
+	formNative               // view.New(t, src, dtype.Invalid): strided or big-endian, as stored
+	formConverted            // view.New(t, src, dtype): converted to the file's dtype
+	formNPY                  // view.NewNPY(t, src)
+)
+
+func (f tensorForm) String() string {
+	switch f {
+	case formDirect:
+		return "direct"
+	case formNative:
+		return "native"
+	case formConverted:
+		return "converted"
+	case formNPY:
+		return "npy"
+	}
+	return fmt.Sprintf("form(%d)", uint8(f))
+}
+
+// fileContents is what a file serves beyond its fileData: the bytes of a
+// static file, or a tensor file's view.Reader once built (or why it could
+// not be, which NewRoot's checks make impossible).
+type fileContents struct {
+	data []byte      // kindStatic
+	r    view.Reader // tensors of every form but formDirect
+	err  error
 }
 
 // builder assembles one directory tree; each directory's children are
@@ -134,18 +189,18 @@ type builder struct {
 }
 
 func newBuilder(name string) *builder {
-	root := &entry{name: name}
+	root := &entry{name: name, dir: &dirData{}}
 	return &builder{root: root, dirs: map[*entry]map[string]*entry{root: {}}}
 }
 
-// add puts f at the slash-separated path p, creating directories. It fails
-// when a component is unusable or p clashes with an existing file or
-// directory.
-func (b *builder) add(p string, f *fileData) error {
+// add puts a file described by f at the slash-separated path p, creating
+// directories, and returns its entry. It fails when a component is
+// unusable or p clashes with an existing file or directory.
+func (b *builder) add(p string, f fileData) (*entry, error) {
 	parts := strings.Split(p, "/")
 	for _, c := range parts {
 		if err := checkComponent(c); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	dir := b.root
@@ -154,12 +209,12 @@ func (b *builder) add(p string, f *fileData) error {
 		next := m[c]
 		switch {
 		case next == nil:
-			next = &entry{name: c}
+			next = &entry{name: c, dir: &dirData{}}
 			m[c] = next
 			b.dirs[next] = map[string]*entry{}
-			dir.nsubdirs++
+			dir.dir.nsubdirs++
 		case !next.isDir():
-			return fmt.Errorf("%q is both a file and a directory", c)
+			return nil, fmt.Errorf("%q is both a file and a directory", c)
 		}
 		dir = next
 	}
@@ -167,12 +222,22 @@ func (b *builder) add(p string, f *fileData) error {
 	m := b.dirs[dir]
 	if old := m[last]; old != nil {
 		if old.isDir() {
-			return fmt.Errorf("%q is both a file and a directory", last)
+			return nil, fmt.Errorf("%q is both a file and a directory", last)
 		}
-		return fmt.Errorf("two files at the same path")
+		return nil, fmt.Errorf("two files at the same path")
 	}
-	m[last] = &entry{name: last, file: f}
-	return nil
+	e := &entry{name: last, file: f}
+	m[last] = e
+	return e, nil
+}
+
+// addStatic puts a file of fixed bytes at p (see add).
+func (b *builder) addStatic(p string, data []byte) error {
+	e, err := b.add(p, fileData{kind: kindStatic, size: int64(len(data))})
+	if err == nil {
+		e.contents.Store(&fileContents{data: data})
+	}
+	return err
 }
 
 // attach puts an already finished entry (a file, or a subtree with its
@@ -180,7 +245,7 @@ func (b *builder) add(p string, f *fileData) error {
 func (b *builder) attach(e *entry) {
 	b.dirs[b.root][e.name] = e
 	if e.isDir() {
-		b.root.nsubdirs++
+		b.root.dir.nsubdirs++
 	}
 }
 
@@ -195,7 +260,7 @@ func (b *builder) finish() *entry {
 			ch = append(ch, e)
 		}
 		sort.Slice(ch, func(i, j int) bool { return ch[i].name < ch[j].name })
-		d.children = ch
+		d.dir.children = ch
 	}
 	b.dirs = nil
 	return b.root
@@ -224,7 +289,7 @@ func numberInodes(root *entry) uint64 {
 	walk = func(e *entry) {
 		e.ino = next
 		next++
-		for _, c := range e.children {
+		for _, c := range e.children() {
 			walk(c)
 		}
 	}
@@ -244,6 +309,7 @@ type Root struct {
 
 	// Constant after NewRoot.
 	top      *entry
+	fds      []int  // per source: its descriptor to splice from, or -1
 	nodes    uint64 // entries in the tree
 	mtime    time.Time
 	uid, gid uint32
@@ -297,6 +363,14 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 		}
 	}
 
+	r.fds = make([]int, len(sources))
+	for i, src := range sources {
+		r.fds[i] = -1
+		if !opts.NoSplice {
+			r.fds[i] = spliceFd(src)
+		}
+	}
+
 	// The stored tree.
 	native, err := r.buildNative("")
 	if err != nil {
@@ -306,18 +380,18 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 	top := newBuilder("")
 	var listed []listedTensor // what index.json describes: the top level
 	if opts.View == dtype.Invalid {
-		for _, c := range native.children {
+		for _, c := range native.children() {
 			top.attach(c) // children of the stored tree's root
 		}
 		listed = r.collect(native, "")
 	} else {
 		if v, ok := r.buildView("", opts.View); ok {
-			for _, c := range v.children {
+			for _, c := range v.children() {
 				top.attach(c)
 			}
 			listed = r.collect(v, "")
 		}
-		if len(native.children) > 0 {
+		if len(native.children()) > 0 {
 			native.name = nativeDir
 			top.attach(native)
 		}
@@ -362,7 +436,7 @@ func (r *Root) sourcesMtime() time.Time {
 }
 
 func (r *Root) countFiles(e *entry) {
-	for _, c := range e.children {
+	for _, c := range e.children() {
 		if c.isDir() {
 			r.countFiles(c)
 		} else {
@@ -400,7 +474,7 @@ func (r *Root) buildNative(name string) (*entry, error) {
 			err = checkTopLevel(p)
 		}
 		if err == nil {
-			err = b.add(p, f)
+			_, err = b.add(p, f)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("fs: tensor %q (path %q): %v", t.Name, p, err)
@@ -410,43 +484,41 @@ func (r *Root) buildNative(name string) (*entry, error) {
 }
 
 // storedFile serves t as stored: directly from its source when it is one
-// contiguous little-endian range, through view.New otherwise.
-func (r *Root) storedFile(t *index.Tensor) (*fileData, error) {
+// contiguous little-endian range, through view.New otherwise (built on
+// first read; view.Size checks now everything New would).
+func (r *Root) storedFile(t *index.Tensor) (fileData, error) {
 	src := r.sources[t.Source]
-	f := &fileData{kind: kindTensor, t: t, dtype: t.DType, src: src, srcName: r.idx.Sources[t.Source], fd: -1}
+	f := fileData{kind: kindTensor, t: t, dtype: t.DType}
 	if t.Contiguous() {
 		if t.Offset < 0 || t.Size < 0 || t.Offset > src.Size()-t.Size {
-			return nil, fmt.Errorf("range [%d, %d+%d) outside the %d-byte source", t.Offset, t.Offset, t.Size, src.Size())
+			return fileData{}, fmt.Errorf("range [%d, %d+%d) outside the %d-byte source", t.Offset, t.Offset, t.Size, src.Size())
 		}
-		f.direct, f.off, f.size = true, t.Offset, t.Size
-		if !r.opts.NoSplice {
-			f.fd = spliceFd(src)
-		}
+		f.form, f.size = formDirect, t.Size
 		return f, nil
 	}
-	v, err := view.New(t, src, dtype.Invalid)
+	size, err := view.Size(t, src, dtype.Invalid)
 	if err != nil {
-		return nil, err
+		return fileData{}, err
 	}
-	f.r, f.size = v, v.Size()
+	f.form, f.size = formNative, size
 	return f, nil
 }
 
-// viewFile serves t converted to dt, or stored when t already is dt. It
-// returns nil when t has no view in dt.
-func (r *Root) viewFile(t *index.Tensor, dt dtype.DType) (*fileData, error) {
+// viewFile serves t converted to dt, or stored when t already is dt. ok
+// is false when t has no view in dt.
+func (r *Root) viewFile(t *index.Tensor, dt dtype.DType) (f fileData, ok bool, err error) {
 	if t.DType == dt {
-		return r.storedFile(t)
+		f, err = r.storedFile(t)
+		return f, err == nil, err
 	}
 	if !view.Convertible(t, dt) {
-		return nil, nil
+		return fileData{}, false, nil
 	}
-	v, err := view.New(t, r.sources[t.Source], dt)
+	size, err := view.Size(t, r.sources[t.Source], dt)
 	if err != nil {
-		return nil, err
+		return fileData{}, false, err
 	}
-	return &fileData{kind: kindTensor, t: t, dtype: dt, r: v, size: v.Size(), fd: -1,
-		src: r.sources[t.Source], srcName: r.idx.Sources[t.Source]}, nil
+	return fileData{kind: kindTensor, form: formConverted, t: t, dtype: dt, size: size}, true, nil
 }
 
 // buildView builds the tree of every tensor that has a view in dt. ok is
@@ -455,9 +527,9 @@ func (r *Root) buildView(name string, dt dtype.DType) (*entry, bool) {
 	b := newBuilder(name)
 	for i := range r.idx.Tensors {
 		t := &r.idx.Tensors[i]
-		f, err := r.viewFile(t, dt)
-		if err == nil && f != nil {
-			err = b.add(tensorPath(t), f)
+		f, ok, err := r.viewFile(t, dt)
+		if ok {
+			_, err = b.add(tensorPath(t), f)
 		}
 		if err != nil {
 			r.drop(t, dt.String(), err)
@@ -469,22 +541,19 @@ func (r *Root) buildView(name string, dt dtype.DType) (*entry, bool) {
 	return b.finish(), true
 }
 
-// buildNPY builds .npy/: <path>.npy for every tensor view.NewNPY accepts.
+// buildNPY builds .npy/: <path>.npy for every tensor view.NewNPY accepts
+// (view.NPYSize says so without building the reader).
 func (r *Root) buildNPY() (*entry, bool) {
 	b := newBuilder(npyDir)
 	for i := range r.idx.Tensors {
 		t := &r.idx.Tensors[i]
-		v, err := view.NewNPY(t, r.sources[t.Source])
+		size, err := view.NPYSize(t, r.sources[t.Source])
 		if err != nil {
 			continue // no .npy form (complex32, a quantized type without dequantizer...)
 		}
-		dt := t.DType
-		if dt.Info().NumPy == "" {
-			dt = dtype.F32
-		}
-		f := &fileData{kind: kindTensor, t: t, dtype: dt, r: v, size: v.Size(), fd: -1,
-			src: r.sources[t.Source], srcName: r.idx.Sources[t.Source]}
-		if err := b.add(tensorPath(t)+npySuffix, f); err != nil {
+		dt, _ := view.NPYDType(t)
+		f := fileData{kind: kindTensor, form: formNPY, t: t, dtype: dt, size: size}
+		if _, err := b.add(tensorPath(t)+npySuffix, f); err != nil {
 			r.drop(t, "npy", err)
 		}
 	}
@@ -502,8 +571,8 @@ func (r *Root) drop(t *index.Tensor, viewName string, err error) {
 // buildControl builds .tensorfs/: index.json, metadata/<key>, stats.json.
 func (r *Root) buildControl() *entry {
 	b := newBuilder(controlDir)
-	b.add("index.json", &fileData{kind: kindStatic, data: r.indexDoc, size: int64(len(r.indexDoc))})
-	b.add("stats.json", &fileData{kind: kindStats})
+	b.addStatic("index.json", r.indexDoc)
+	b.add("stats.json", fileData{kind: kindStats})
 	md := newBuilder(metadataDir)
 	for _, k := range sortedKeys(r.idx.Metadata) {
 		name := MetadataFileName(k)
@@ -515,7 +584,7 @@ func (r *Root) buildControl() *entry {
 			r.logger.Printf("metadata key %q left out of .tensorfs/metadata: %v", k, err)
 			continue
 		}
-		md.add(name, &fileData{kind: kindStatic, data: data, size: int64(len(data))})
+		md.addStatic(name, data)
 	}
 	b.attach(md.finish())
 	return b.finish()

@@ -117,7 +117,7 @@ var basicSpecs = []spec{
 // names lists a directory entry's children.
 func names(e *entry) []string {
 	var out []string
-	for _, c := range e.children {
+	for _, c := range e.children() {
 		out = append(out, c.name)
 	}
 	return out
@@ -151,7 +151,7 @@ func TestTreeLayout(t *testing.T) {
 		if e == nil || e.isDir() {
 			t.Fatalf("%s: not a file in the tree", tt.Path)
 		}
-		if e.file.t != tt || e.file.size != tt.Size || !e.file.direct || e.file.off != tt.Offset {
+		if e.file.t != tt || e.file.size != tt.Size || e.file.form != formDirect {
 			t.Errorf("%s: file %+v does not serve tensor %+v", tt.Path, e.file, tt)
 		}
 	}
@@ -164,9 +164,9 @@ func TestTreeLayout(t *testing.T) {
 			t.Errorf("inode %d used by %q and %q", e.ino, prev, p)
 		}
 		seen[e.ino] = p
-		for i, c := range e.children {
-			if i > 0 && e.children[i-1].name >= c.name {
-				t.Errorf("%s: children not sorted: %q before %q", p, e.children[i-1].name, c.name)
+		for i, c := range e.children() {
+			if i > 0 && e.children()[i-1].name >= c.name {
+				t.Errorf("%s: children not sorted: %q before %q", p, e.children()[i-1].name, c.name)
 			}
 			walk(c, p+"/"+c.name)
 		}
@@ -261,7 +261,7 @@ func TestViews(t *testing.T) {
 	}
 	// The F32 tensor in .f32/ is the stored bytes, served directly.
 	e := r.lookupPath(".f32/model/embed")
-	if e == nil || !e.file.direct {
+	if e == nil || e.file.form != formDirect {
 		t.Errorf(".f32/model/embed: %+v, want the stored F32 bytes served directly", e)
 	}
 }
@@ -304,9 +304,9 @@ func parseIndex(t *testing.T, r *Root) *index.Document {
 	if e == nil {
 		t.Fatal("no .tensorfs/index.json")
 	}
-	doc, err := index.ParseDocument(e.file.data)
+	doc, err := index.ParseDocument(e.data())
 	if err != nil {
-		t.Fatalf("index.json: %v\n%s", err, e.file.data)
+		t.Fatalf("index.json: %v\n%s", err, e.data())
 	}
 	return doc
 }
@@ -315,7 +315,7 @@ func docView(t *testing.T, r *Root) string {
 	var v struct {
 		View string `json:"view"`
 	}
-	if err := json.Unmarshal(r.lookupPath(".tensorfs/index.json").file.data, &v); err != nil {
+	if err := json.Unmarshal(r.lookupPath(".tensorfs/index.json").data(), &v); err != nil {
 		t.Fatal(err)
 	}
 	return v.View
@@ -335,15 +335,15 @@ func TestIndexJSON(t *testing.T) {
 		t.Error(`"view" set without Options.View`)
 	}
 	// One tensor per line, so head shows the start.
-	data := r.lookupPath(".tensorfs/index.json").file.data
+	data := r.lookupPath(".tensorfs/index.json").data()
 	if lines := bytes.Count(data, []byte("\n")); lines < len(idx.Tensors)+5 {
 		t.Errorf("index.json has %d lines for %d tensors", lines, len(idx.Tensors))
 	}
 	// Metadata files.
-	if got := string(r.lookupPath(".tensorfs/metadata/format").file.data); got != "pt" {
+	if got := string(r.lookupPath(".tensorfs/metadata/format").data()); got != "pt" {
 		t.Errorf("metadata/format = %q", got)
 	}
-	if got := string(r.lookupPath(".tensorfs/metadata/n").file.data); got != "3\n" {
+	if got := string(r.lookupPath(".tensorfs/metadata/n").data()); got != "3\n" {
 		t.Errorf("metadata/n = %q", got)
 	}
 }
@@ -428,7 +428,7 @@ func TestHardNames(t *testing.T) {
 			t.Errorf("tensor %q: path %q does not lead to it", tt.Name, tt.Path)
 			continue
 		}
-		v, errno := getxattr(e, xattrName, 1024)
+		v, errno := getxattr(r, e, xattrName, 1024)
 		if errno != 0 || v != tt.Name {
 			t.Errorf("tensor %q: xattr name %q (%v)", tt.Name, v, errno)
 		}
@@ -440,8 +440,8 @@ func TestHardNames(t *testing.T) {
 	}
 }
 
-func getxattr(e *entry, name string, size int) (string, syscall.Errno) {
-	n := &fileNode{e: e}
+func getxattr(r *Root, e *entry, name string, size int) (string, syscall.Errno) {
+	n := &fileNode{root: r, e: e}
 	buf := make([]byte, size)
 	got, errno := n.Getxattr(nil, name, buf)
 	if errno != 0 {
@@ -475,7 +475,7 @@ func TestXattrs(t *testing.T) {
 				t.Errorf("%s with a short buffer: %v, want ERANGE", name, errno)
 			}
 		}
-		if got, errno := getxattr(e, name, len(val)); got != val || errno != 0 {
+		if got, errno := getxattr(r, e, name, len(val)); got != val || errno != 0 {
 			t.Errorf("%s = %q (%v), want %q", name, got, errno, val)
 		}
 	}
@@ -493,7 +493,7 @@ func TestXattrs(t *testing.T) {
 		t.Errorf("Listxattr short buffer: %v", errno)
 	}
 	// Scalar shape is [].
-	if got, _ := getxattr(r.lookupPath("scale"), xattrShape, 10); got != "[]" {
+	if got, _ := getxattr(r, r.lookupPath("scale"), xattrShape, 10); got != "[]" {
 		t.Errorf("scalar shape %q", got)
 	}
 	// Non-tensor files have none.
@@ -602,11 +602,11 @@ func TestSourceFiles(t *testing.T) {
 			r := newRoot(t, idx, src, Options{NoSplice: noSplice})
 			for i := range idx.Tensors {
 				tt := &idx.Tensors[i]
-				checkReads(t, fmt.Sprintf("%v/nosplice=%v/%s", mode, noSplice, tt.Name), r, r.lookupPath(tt.Path).file,
+				checkReads(t, fmt.Sprintf("%v/nosplice=%v/%s", mode, noSplice, tt.Name), r, r.lookupPath(tt.Path),
 					mem.data[tt.Offset:tt.Offset+tt.Size])
 			}
-			if e := r.lookupPath("w"); noSplice && e.file.fd >= 0 {
-				t.Errorf("NoSplice but fd %d", e.file.fd)
+			if fd := r.fds[0]; noSplice != (fd < 0) {
+				t.Errorf("NoSplice %v but fd %d", noSplice, fd)
 			}
 			src.Close()
 		}
@@ -615,7 +615,7 @@ func TestSourceFiles(t *testing.T) {
 
 // checkReads reads f at a sweep of offsets and lengths and compares with
 // want, the whole file.
-func checkReads(t *testing.T, what string, r *Root, f *fileData, want []byte) {
+func checkReads(t *testing.T, what string, r *Root, f *entry, want []byte) {
 	t.Helper()
 	size := int64(len(want))
 	offs := []int64{0, 1, 2, 3, 5, size / 2, size - 5, size - 1, size, size + 1, size + 4096, 1 << 40}
@@ -653,13 +653,13 @@ func TestReads(t *testing.T) {
 	r := newRoot(t, idx, src, Options{})
 	for i := range idx.Tensors {
 		tt := &idx.Tensors[i]
-		checkReads(t, tt.Name, r, r.lookupPath(tt.Path).file, src.data[tt.Offset:tt.Offset+tt.Size])
+		checkReads(t, tt.Name, r, r.lookupPath(tt.Path), src.data[tt.Offset:tt.Offset+tt.Size])
 	}
-	checkReads(t, "index.json", r, r.lookupPath(".tensorfs/index.json").file, r.indexDoc)
+	checkReads(t, "index.json", r, r.lookupPath(".tensorfs/index.json"), r.indexDoc)
 
 	// A source that comes back short is EIO, not a short reply.
 	src.short = 3
-	if _, errno := r.read(r.lookupPath("model/embed").file, make([]byte, 100), 0); errno != syscall.EIO {
+	if _, errno := r.read(r.lookupPath("model/embed"), make([]byte, 100), 0); errno != syscall.EIO {
 		t.Errorf("short source read: %v, want EIO", errno)
 	}
 }
@@ -669,7 +669,7 @@ func TestReads(t *testing.T) {
 func TestReadNoAlloc(t *testing.T) {
 	idx, src := fixture(t, []spec{{"w", dtype.F32, []int64{1 << 16}}})
 	r := newRoot(t, idx, src, Options{})
-	f := r.lookupPath("w").file
+	f := r.lookupPath("w")
 	dest := make([]byte, 128<<10)
 	allocs := testing.AllocsPerRun(100, func() {
 		res, _ := r.read(f, dest, 4096)

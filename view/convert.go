@@ -41,31 +41,48 @@ type converted struct {
 // newConverted returns the conversion of src (srcSize bytes of dtype from)
 // to dtype to with conv.
 func newConverted(src raw, srcSize int64, from, to dtype.DType, conv dtype.Converter) (*converted, error) {
+	size, err := convertedSize(srcSize, from, to)
+	if err != nil {
+		return nil, err
+	}
+	return buildConverted(src, from, to, conv, size), nil
+}
+
+// convertedSize returns the size of srcSize bytes of dtype from converted
+// to dtype to, or why they cannot be converted by blocks.
+func convertedSize(srcSize int64, from, to dtype.DType) (int64, error) {
 	info := from.Info()
 	outES := to.ElemSize()
 	if info.BlockBytes <= 0 || info.BlockElems <= 0 || outES <= 0 {
-		return nil, fmt.Errorf("cannot convert %s to %s", from, to)
+		return 0, fmt.Errorf("cannot convert %s to %s", from, to)
 	}
 	outBlock := info.BlockElems * outES
 	if outBlock > maxBlockOut || info.BlockBytes > srcStep {
-		return nil, fmt.Errorf("%s blocks are too large to convert", from)
+		return 0, fmt.Errorf("%s blocks are too large to convert", from)
 	}
 	if srcSize%info.BlockBytes != 0 {
-		return nil, fmt.Errorf("%d bytes are not whole %s blocks", srcSize, from)
+		return 0, fmt.Errorf("%d bytes are not whole %s blocks", srcSize, from)
 	}
 	blocks := srcSize / info.BlockBytes
 	size, ok := mul(blocks, outBlock)
 	if !ok {
-		return nil, fmt.Errorf("%s view of %d %s blocks is too large", to, blocks, from)
+		return 0, fmt.Errorf("%s view of %d %s blocks is too large", to, blocks, from)
 	}
+	return size, nil
+}
+
+// buildConverted returns the conversion of src to dtype to, of size bytes,
+// which convertedSize has computed.
+func buildConverted(src raw, from, to dtype.DType, conv dtype.Converter, size int64) *converted {
+	info := from.Info()
 	return &converted{
 		src:        src,
 		conv:       conv,
 		blockBytes: info.BlockBytes,
-		outBlock:   outBlock,
+		outBlock:   info.BlockElems * to.ElemSize(),
 		stepBlocks: srcStep / info.BlockBytes,
 		size:       size,
-	}, nil
+	}
 }
 
 func (c *converted) readRaw(p []byte, off int64) error {

@@ -30,6 +30,13 @@
 // 64 bytes, then the tensor in its own dtype where NumPy has one, else in
 // float32 (NPYDType).
 //
+// Size(t, src, to) and NPYSize(t, src) return the size of the reader New
+// or NewNPY would return, or the error they would fail with, without
+// building it or allocating: New is Size's checks followed by construction
+// that cannot fail, so the two cannot disagree. A caller laying out many
+// files (the FUSE tree) sizes them all up front and builds readers on
+// first use.
+//
 // # Invariants
 //
 //   - Reads are clamped first: off < 0 is ErrNegativeOffset, off >= Size()

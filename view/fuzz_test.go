@@ -14,7 +14,7 @@ import (
 // FuzzNew builds tensors with arbitrary dtype, small shape, arbitrary
 // strides and offset over a small source: New must either refuse them or
 // serve reads that match the reference, never panic or read outside the
-// source.
+// source; Size must agree with it.
 func FuzzNew(f *testing.F) {
 	i64s := func(v ...int64) []byte {
 		var b []byte
@@ -54,7 +54,11 @@ func FuzzNew(f *testing.F) {
 		if target != dtype.Invalid && !target.IsFloatView() {
 			target = dtype.Invalid
 		}
+		size, sizeErr := Size(&tn, src, target)
 		rd, err := New(&tn, src, target)
+		if (sizeErr == nil) != (err == nil) || (err == nil && size != rd.Size()) {
+			t.Fatalf("Size: %d, %v; New: %v", size, sizeErr, err)
+		}
 		if err != nil {
 			if rd != nil {
 				t.Fatalf("New returned a reader and an error")

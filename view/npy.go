@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
@@ -34,47 +33,49 @@ func NPYDType(t *index.Tensor) (dtype.DType, bool) {
 // starts at a multiple of 64 bytes, then the data: t in its own dtype where
 // NumPy has one, else converted to float32 (see NPYDType).
 func NewNPY(t *index.Tensor, src backing.Source) (Reader, error) {
-	if t == nil {
-		return nil, fmt.Errorf("view: nil tensor")
-	}
-	to, ok := NPYDType(t)
-	if !ok {
-		return nil, fmt.Errorf("view: %s: no .npy view: NumPy has no %s and it does not convert to float32", t.Name, t.DType)
-	}
-	data, err := New(t, src, to)
+	to, p, err := planNPY(t, src)
 	if err != nil {
 		return nil, err
 	}
+	data := build(t, src, to, p)
 	header := npyHeader(to.Info().NumPy, t.Shape)
 	return &npyReader{header: header, data: data, size: int64(len(header)) + data.Size()}, nil
 }
 
+// NPYSize returns the size of the reader NewNPY(t, src) would return, or
+// the error NewNPY would fail with, without building the reader (see
+// Size): the same checks, and the header's length without the header.
+func NPYSize(t *index.Tensor, src backing.Source) (int64, error) {
+	to, p, err := planNPY(t, src)
+	if err != nil {
+		return 0, err
+	}
+	var buf [256]byte // enough for the dict of most shapes; longer ones allocate
+	_, total := npyLayout(len(appendNPYDict(buf[:0], to.Info().NumPy, t.Shape)))
+	return int64(total) + p.size, nil
+}
+
+// planNPY checks t against src for its .npy view and returns the dtype of
+// its data and the plan of the data's reader.
+func planNPY(t *index.Tensor, src backing.Source) (dtype.DType, readerPlan, error) {
+	if t == nil {
+		return dtype.Invalid, readerPlan{}, fmt.Errorf("view: nil tensor")
+	}
+	to, ok := NPYDType(t)
+	if !ok {
+		return dtype.Invalid, readerPlan{}, fmt.Errorf("view: %s: no .npy view: NumPy has no %s and it does not convert to float32", t.Name, t.DType)
+	}
+	p, err := plan(t, src, to)
+	if err != nil {
+		return dtype.Invalid, readerPlan{}, err
+	}
+	return to, p, nil
+}
+
 // npyHeader returns the whole header of a C-order .npy file.
 func npyHeader(descr string, shape []int64) []byte {
-	var d strings.Builder
-	d.WriteString("{'descr': '")
-	d.WriteString(descr)
-	d.WriteString("', 'fortran_order': False, 'shape': (")
-	for i, n := range shape {
-		if i > 0 {
-			d.WriteString(", ")
-		}
-		d.WriteString(strconv.FormatInt(n, 10))
-	}
-	if len(shape) == 1 {
-		d.WriteString(",")
-	}
-	d.WriteString("), }")
-	dict := d.String()
-
-	// magic(6) + version(2) + length(2, or 4 in version 2.0) + dict +
-	// spaces + '\n', a multiple of npyAlign in all.
-	prefix := 10
-	total := (prefix + len(dict) + 1 + npyAlign - 1) / npyAlign * npyAlign
-	if total-prefix > 65535 {
-		prefix = 12
-		total = (prefix + len(dict) + 1 + npyAlign - 1) / npyAlign * npyAlign
-	}
+	dict := appendNPYDict(nil, descr, shape)
+	prefix, total := npyLayout(len(dict))
 	hlen := total - prefix
 	h := make([]byte, 0, total)
 	h = append(h, "\x93NUMPY"...)
@@ -90,6 +91,37 @@ func npyHeader(descr string, shape []int64) []byte {
 		h = append(h, ' ')
 	}
 	return append(h, '\n')
+}
+
+// appendNPYDict appends the header's dict (descr, C order, shape) to dst.
+func appendNPYDict(dst []byte, descr string, shape []int64) []byte {
+	dst = append(dst, "{'descr': '"...)
+	dst = append(dst, descr...)
+	dst = append(dst, "', 'fortran_order': False, 'shape': ("...)
+	for i, n := range shape {
+		if i > 0 {
+			dst = append(dst, ", "...)
+		}
+		dst = strconv.AppendInt(dst, n, 10)
+	}
+	if len(shape) == 1 {
+		dst = append(dst, ',')
+	}
+	return append(dst, "), }"...)
+}
+
+// npyLayout returns the length of the header's prefix (magic(6) +
+// version(2) + length(2, or 4 in version 2.0)) and of the whole header
+// (prefix + dict + spaces + '\n', a multiple of npyAlign) for a dict of
+// dictLen bytes.
+func npyLayout(dictLen int) (prefix, total int) {
+	prefix = 10
+	total = (prefix + dictLen + 1 + npyAlign - 1) / npyAlign * npyAlign
+	if total-prefix > 65535 {
+		prefix = 12
+		total = (prefix + dictLen + 1 + npyAlign - 1) / npyAlign * npyAlign
+	}
+	return prefix, total
 }
 
 // npyReader is a .npy file: a header in memory, then the data view.

@@ -20,42 +20,60 @@ type raw interface {
 // newRaw returns the native representation of t (its stored dtype,
 // little-endian, row-major) after checking t against src.
 func newRaw(t *index.Tensor, src backing.Source) (raw, error) {
+	n, err := checkRaw(t, src)
+	if err != nil {
+		return nil, err
+	}
+	return buildRaw(t, src, n), nil
+}
+
+// checkRaw checks t against src as New promises (a known dtype, shape and
+// size that agree, every byte the tensor refers to inside src) and returns
+// its number of elements. It allocates nothing unless it fails.
+func checkRaw(t *index.Tensor, src backing.Source) (int64, error) {
 	if t == nil {
-		return nil, errors.New("view: nil tensor")
+		return 0, errors.New("view: nil tensor")
 	}
 	if src == nil {
-		return nil, fmt.Errorf("view: %s: no backing file", t.Name)
+		return 0, fmt.Errorf("view: %s: no backing file", t.Name)
 	}
 	if !t.DType.Valid() {
-		return nil, fmt.Errorf("view: %s: unknown dtype %v", t.Name, t.DType)
+		return 0, fmt.Errorf("view: %s: unknown dtype %v", t.Name, t.DType)
 	}
 	n, ok := index.Elements(t.Shape)
 	if !ok {
-		return nil, fmt.Errorf("view: %s: shape %v has a negative dim or too many elements", t.Name, t.Shape)
+		return 0, fmt.Errorf("view: %s: shape %v has a negative dim or too many elements", t.Name, t.Shape)
 	}
 	size, ok := t.DType.ByteSize(n)
 	if !ok || size != t.Size {
-		return nil, fmt.Errorf("view: %s: size %d bytes does not match %s shape %v", t.Name, t.Size, t.DType, t.Shape)
+		return 0, fmt.Errorf("view: %s: size %d bytes does not match %s shape %v", t.Name, t.Size, t.DType, t.Shape)
 	}
 	if t.Offset < 0 {
-		return nil, fmt.Errorf("view: %s: negative offset %d", t.Name, t.Offset)
+		return 0, fmt.Errorf("view: %s: negative offset %d", t.Name, t.Offset)
 	}
-	var r raw
 	if t.Strides == nil {
 		if t.Offset > src.Size() || t.Size > src.Size()-t.Offset {
-			return nil, fmt.Errorf("view: %s: bytes %d..%d lie outside %s (%d bytes)", t.Name, t.Offset, t.Offset+t.Size, src.Name(), src.Size())
+			return 0, fmt.Errorf("view: %s: bytes %d..%d lie outside %s (%d bytes)", t.Name, t.Offset, t.Offset+t.Size, src.Name(), src.Size())
 		}
+	} else if err := checkStrided(t, src, n); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// buildRaw returns the native representation of t, of n elements, which
+// checkRaw has accepted.
+func buildRaw(t *index.Tensor, src backing.Source, n int64) raw {
+	var r raw
+	if t.Strides == nil {
 		r = &contiguous{src: src, base: t.Offset, name: t.Name}
 	} else {
-		var err error
-		if r, err = newStrided(t, src, n); err != nil {
-			return nil, err
-		}
+		r = buildStrided(t, src, n)
 	}
 	if unit := t.DType.Info().Unit; t.BigEndian && unit > 1 {
 		r = &swapped{raw: r, unit: int64(unit)}
 	}
-	return r, nil
+	return r
 }
 
 // contiguous is a tensor stored as one range of its source.
@@ -95,25 +113,23 @@ type strided struct {
 	stride []int64 // in elements
 }
 
-// newStrided checks a strided tensor of n elements against src and returns
-// its representation: a contiguous one when the strides describe a
-// contiguous range after all.
-func newStrided(t *index.Tensor, src backing.Source, n int64) (raw, error) {
+// checkStrided checks a strided tensor of n elements against src: every
+// element it refers to lies inside src, with no overflow on the way.
+func checkStrided(t *index.Tensor, src backing.Source, n int64) error {
 	es := t.DType.ElemSize()
 	if es == 0 {
-		return nil, fmt.Errorf("view: %s: %s packs elements in blocks and cannot be strided", t.Name, t.DType)
+		return fmt.Errorf("view: %s: %s packs elements in blocks and cannot be strided", t.Name, t.DType)
 	}
 	if len(t.Strides) != len(t.Shape) {
-		return nil, fmt.Errorf("view: %s: %d strides for %d dims", t.Name, len(t.Strides), len(t.Shape))
+		return fmt.Errorf("view: %s: %d strides for %d dims", t.Name, len(t.Strides), len(t.Shape))
 	}
 	if len(t.Shape) > index.MaxDims {
-		return nil, fmt.Errorf("view: %s: %d dims (at most %d)", t.Name, len(t.Shape), index.MaxDims)
+		return fmt.Errorf("view: %s: %d dims (at most %d)", t.Name, len(t.Shape), index.MaxDims)
 	}
 	if n == 0 {
-		return &contiguous{src: src, base: t.Offset, name: t.Name}, nil
+		return nil
 	}
-	// Normalize, and find the lowest and highest element offsets.
-	var size, stride []int64
+	// The lowest and highest element offsets.
 	var lo, hi int64
 	for k, d := range t.Shape {
 		if d == 1 {
@@ -122,7 +138,7 @@ func newStrided(t *index.Tensor, src backing.Source, n int64) (raw, error) {
 		s := t.Strides[k]
 		span, ok := mul(d-1, s)
 		if !ok {
-			return nil, fmt.Errorf("view: %s: stride %d of dim %d overflows", t.Name, s, k)
+			return fmt.Errorf("view: %s: stride %d of dim %d overflows", t.Name, s, k)
 		}
 		if span < 0 {
 			lo, ok = add(lo, span)
@@ -130,10 +146,35 @@ func newStrided(t *index.Tensor, src backing.Source, n int64) (raw, error) {
 			hi, ok = add(hi, span)
 		}
 		if !ok {
-			return nil, fmt.Errorf("view: %s: strides %v overflow", t.Name, t.Strides)
+			return fmt.Errorf("view: %s: strides %v overflow", t.Name, t.Strides)
 		}
+	}
+	loByte, ok1 := mul(lo, es)
+	hiByte, ok2 := mul(hi+1, es)
+	first, ok3 := add(t.Offset, loByte)
+	end, ok4 := add(t.Offset, hiByte)
+	if !ok1 || !ok2 || !ok3 || !ok4 || first < 0 || end > src.Size() {
+		return fmt.Errorf("view: %s: strided elements reach outside %s (%d bytes)", t.Name, src.Name(), src.Size())
+	}
+	return nil
+}
+
+// buildStrided returns the representation of a strided tensor of n
+// elements that checkStrided has accepted: a contiguous one when the
+// strides describe a contiguous range after all.
+func buildStrided(t *index.Tensor, src backing.Source, n int64) raw {
+	if n == 0 {
+		return &contiguous{src: src, base: t.Offset, name: t.Name}
+	}
+	// Normalize: drop dims of size 1, merge a dim into the one outside it
+	// when that one steps exactly over it.
+	var size, stride []int64
+	for k, d := range t.Shape {
+		if d == 1 {
+			continue
+		}
+		s := t.Strides[k]
 		if j := len(size) - 1; j >= 0 && stride[j] == d*s {
-			// dim j steps exactly over this dim: merge them.
 			size[j] *= d
 			stride[j] = s
 			continue
@@ -141,17 +182,10 @@ func newStrided(t *index.Tensor, src backing.Source, n int64) (raw, error) {
 		size = append(size, d)
 		stride = append(stride, s)
 	}
-	loByte, ok1 := mul(lo, es)
-	hiByte, ok2 := mul(hi+1, es)
-	first, ok3 := add(t.Offset, loByte)
-	end, ok4 := add(t.Offset, hiByte)
-	if !ok1 || !ok2 || !ok3 || !ok4 || first < 0 || end > src.Size() {
-		return nil, fmt.Errorf("view: %s: strided elements reach outside %s (%d bytes)", t.Name, src.Name(), src.Size())
-	}
 	if len(size) == 0 || (len(size) == 1 && stride[0] == 1) {
-		return &contiguous{src: src, base: t.Offset, name: t.Name}, nil
+		return &contiguous{src: src, base: t.Offset, name: t.Name}
 	}
-	return &strided{src: src, name: t.Name, base: t.Offset, es: es, size: size, stride: stride}, nil
+	return &strided{src: src, name: t.Name, base: t.Offset, es: t.DType.ElemSize(), size: size, stride: stride}
 }
 
 // mul returns a*b and whether it did not overflow.

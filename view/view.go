@@ -44,28 +44,63 @@ var ErrNegativeOffset = errors.New("view: negative offset")
 // reads cannot fail for the tensor's sake later (only for the file's, with
 // backing.ErrFault).
 func New(t *index.Tensor, src backing.Source, to dtype.DType) (Reader, error) {
-	raw, err := newRaw(t, src)
+	p, err := plan(t, src, to)
 	if err != nil {
 		return nil, err
 	}
-	if to == dtype.Invalid || to == t.DType {
+	return build(t, src, to, p), nil
+}
+
+// Size returns the size of the reader New(t, src, to) would return, or
+// the error New would fail with, without building the reader: it runs
+// the checks New runs (New is Size followed by construction that cannot
+// fail) and allocates nothing unless it fails. It lets a caller lay out
+// many files up front and build each reader when it is first read.
+func Size(t *index.Tensor, src backing.Source, to dtype.DType) (int64, error) {
+	p, err := plan(t, src, to)
+	return p.size, err
+}
+
+// readerPlan is what New's checks found: all it needs to build the reader.
+type readerPlan struct {
+	elems int64           // elements of t
+	conv  dtype.Converter // nil: the native view
+	size  int64           // bytes of the view
+}
+
+// build returns the reader of t in dtype to that plan has accepted.
+func build(t *index.Tensor, src backing.Source, to dtype.DType, p readerPlan) Reader {
+	raw := buildRaw(t, src, p.elems)
+	if p.conv == nil {
 		if c, ok := raw.(*contiguous); ok {
-			return &rangeReader{contiguous: c, size: t.Size}, nil
+			return &rangeReader{contiguous: c, size: t.Size}
 		}
-		return &reader{raw: raw, size: t.Size}, nil
+		return &reader{raw: raw, size: t.Size}
+	}
+	return &reader{raw: buildConverted(raw, t.DType, to, p.conv, p.size), size: p.size}
+}
+
+// plan checks t against src and dtype to, as New documents.
+func plan(t *index.Tensor, src backing.Source, to dtype.DType) (readerPlan, error) {
+	n, err := checkRaw(t, src)
+	if err != nil {
+		return readerPlan{}, err
+	}
+	if to == dtype.Invalid || to == t.DType {
+		return readerPlan{elems: n, size: t.Size}, nil
 	}
 	if !to.IsFloatView() {
-		return nil, fmt.Errorf("view: %s: %s is not a view dtype (want F32, F16, BF16 or F64)", t.Name, to)
+		return readerPlan{}, fmt.Errorf("view: %s: %s is not a view dtype (want F32, F16, BF16 or F64)", t.Name, to)
 	}
 	conv, ok := dtype.ConverterFor(t.DType, to)
 	if !ok {
-		return nil, fmt.Errorf("view: %s: %s cannot be converted to %s", t.Name, t.DType, to)
+		return readerPlan{}, fmt.Errorf("view: %s: %s cannot be converted to %s", t.Name, t.DType, to)
 	}
-	c, err := newConverted(raw, t.Size, t.DType, to, conv)
+	size, err := convertedSize(t.Size, t.DType, to)
 	if err != nil {
-		return nil, fmt.Errorf("view: %s: %w", t.Name, err)
+		return readerPlan{}, fmt.Errorf("view: %s: %w", t.Name, err)
 	}
-	return &reader{raw: c, size: c.size}, nil
+	return readerPlan{elems: n, conv: conv, size: size}, nil
 }
 
 // Convertible reports whether t has a converted view in dtype to: to is
