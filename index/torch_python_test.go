@@ -153,40 +153,9 @@ def sha(t):
         b = t.numpy().tobytes()
     return hashlib.sha256(b).hexdigest()
 
-def key(k):
-    if isinstance(k, str):
-        return k
-    if isinstance(k, bool) or k is None:
-        return repr(k)
-    if isinstance(k, int):
-        return str(k)
-    raise ValueError("key %r" % (k,))
-
-def flat(v, path, res, base, seen):
-    name = "/".join(path) if path else base
-    if isinstance(v, torch.Tensor):
-        res[name] = [str(v.dtype)[6:], list(v.shape), sha(v)]
-        return
-    if isinstance(v, (torch.storage.TypedStorage if hasattr(torch.storage, "TypedStorage") else torch.storage._TypedStorage)):
-        t = torch.tensor([], dtype=v.dtype).set_(v)
-        res[name] = [str(t.dtype)[6:], list(t.shape), sha(t)]
-        return
-    if isinstance(v, torch.jit.ScriptModule):
-        for k, x in v.state_dict().items():
-            flat(x, path + [k], res, base, seen)
-        return
-    if id(v) in seen:
-        return
-    seen = seen | {id(v)}
-    if isinstance(v, dict):
-        for k, x in v.items():
-            flat(x, path + [key(k)], res, base, seen)
-    elif isinstance(v, (list, tuple)):
-        for i, x in enumerate(v):
-            flat(x, path + [str(i)], res, base, seen)
-    elif hasattr(v, "__dict__") and not isinstance(v, type) and type(v).__module__ not in ("builtins", "numpy"):
-        for k, x in vars(v).items():
-            flat(x, path + [k], res, base, seen)
+` + testdata.TorchFlattenPy + `
+def leaf(t):
+    return [str(t.dtype)[6:], list(t.shape), sha(t)]
 
 result = {}
 for p in files + sorted(made):

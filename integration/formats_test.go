@@ -33,6 +33,27 @@ import (
 // fxBatch is how many servers run at once while one reader checks them.
 const fxBatch = 12
 
+// fxSharedInputs lists the shared test files of one format: all of
+// dir/sub (at least atLeast, or the test data is missing) plus
+// dir/generated/genGlob, and the Python script's inputs, which name the
+// grid directory dir/sub/grid once ("grid:DIR") instead of file by file.
+func fxSharedInputs(t *testing.T, dir, sub, grid, genGlob string, atLeast int, kind string) (inputs, all []string) {
+	t.Helper()
+	all = fxFiles(t, filepath.Join(dir, sub))
+	if len(all) < atLeast {
+		testdata.SkipOrFail(t, "expected the shared "+kind+" test files under "+dir)
+	}
+	gridDir := filepath.Join(dir, sub, grid)
+	inputs = []string{"grid:" + gridDir}
+	for _, f := range all {
+		if filepath.Dir(f) != gridDir {
+			inputs = append(inputs, f)
+		}
+	}
+	gen, _ := filepath.Glob(filepath.Join(dir, "generated", genGlob))
+	return append(inputs, gen...), append(all, gen...)
+}
+
 // fxFiles returns every regular file under dir, sorted.
 func fxFiles(t *testing.T, dir string) []string {
 	t.Helper()
@@ -510,39 +531,9 @@ def entry(t, native_order):
         e["npy"] = [c.numpy().dtype.str, e["shape"], e["sha"]]
     return e
 
-def key(k):
-    if isinstance(k, str):
-        return k
-    if isinstance(k, bool) or k is None:
-        return repr(k)
-    if isinstance(k, int):
-        return str(k)
-    raise ValueError("key %r" % (k,))
-TS = torch.storage.TypedStorage if hasattr(torch.storage, "TypedStorage") else torch.storage._TypedStorage
-def flat(v, path, res, base, seen):
-    name = "/".join(path) if path else base
-    if isinstance(v, torch.Tensor):
-        res[name] = v
-        return
-    if isinstance(v, TS):
-        res[name] = torch.tensor([], dtype=v.dtype).set_(v)
-        return
-    if isinstance(v, torch.jit.ScriptModule):
-        for k, x in v.state_dict().items():
-            flat(x, path + [k], res, base, seen)
-        return
-    if id(v) in seen:
-        return
-    seen = seen | {id(v)}
-    if isinstance(v, dict):
-        for k, x in v.items():
-            flat(x, path + [key(k)], res, base, seen)
-    elif isinstance(v, (list, tuple)):
-        for i, x in enumerate(v):
-            flat(x, path + [str(i)], res, base, seen)
-    elif hasattr(v, "__dict__") and not isinstance(v, type) and type(v).__module__ not in ("builtins", "numpy"):
-        for k, x in vars(v).items():
-            flat(x, path + [k], res, base, seen)
+` + testdata.TorchFlattenPy + `
+def leaf(t):
+    return t
 
 def load(p):
     try:
@@ -613,20 +604,7 @@ func TestPyTorchThroughMount(t *testing.T) {
 	needFUSE(t)
 	py := testdata.Python(t, "torch", "numpy")
 	dir := testdata.Dir(t)
-	all := fxFiles(t, filepath.Join(dir, "pytorch"))
-	if len(all) < 100 {
-		testdata.SkipOrFail(t, "expected the shared PyTorch test files under "+dir)
-	}
-	grid := filepath.Join(dir, "pytorch", "gopickle")
-	inputs := []string{"grid:" + grid}
-	for _, f := range all {
-		if filepath.Dir(f) != grid {
-			inputs = append(inputs, f)
-		}
-	}
-	gen, _ := filepath.Glob(filepath.Join(dir, "generated", "torch_*.pt"))
-	inputs = append(inputs, gen...)
-	all = append(all, gen...)
+	inputs, all := fxSharedInputs(t, dir, "pytorch", "gopickle", "torch_*.pt", 100, "PyTorch")
 
 	out := t.TempDir()
 	ref := filepath.Join(out, "expect.json")
@@ -819,20 +797,7 @@ func TestNumPyThroughMount(t *testing.T) {
 	needFUSE(t)
 	py := testdata.Python(t, "numpy")
 	dir := testdata.Dir(t)
-	all := fxFiles(t, filepath.Join(dir, "numpy"))
-	if len(all) < 50 {
-		testdata.SkipOrFail(t, "expected the shared NumPy test files under "+dir)
-	}
-	grid := filepath.Join(dir, "numpy", "npyio")
-	inputs := []string{"grid:" + grid}
-	for _, f := range all {
-		if filepath.Dir(f) != grid {
-			inputs = append(inputs, f)
-		}
-	}
-	gen, _ := filepath.Glob(filepath.Join(dir, "generated", "np*.np[yz]"))
-	inputs = append(inputs, gen...)
-	all = append(all, gen...)
+	inputs, all := fxSharedInputs(t, dir, "numpy", "npyio", "np*.np[yz]", 50, "NumPy")
 
 	out := t.TempDir()
 	ref := filepath.Join(out, "expect.json")

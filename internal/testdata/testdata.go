@@ -71,3 +71,48 @@ func Python(t testing.TB, modules ...string) string {
 	}
 	return py
 }
+
+// TorchFlattenPy is Python that the PyTorch cross-checks splice into their
+// scripts: flat(v, path, res, base, seen) walks a torch.load()ed object and
+// stores leaf(tensor) in res under the name tensorfs gives that tensor
+// (SPEC: keys joined by "/", list and tuple items by index, integer keys in
+// decimal; a bare tensor under base; attributes of plain objects and the
+// state of TorchScript modules too; each object walked once per path). The
+// including script imports torch first and defines leaf(t).
+const TorchFlattenPy = `
+def key(k):
+    if isinstance(k, str):
+        return k
+    if isinstance(k, bool) or k is None:
+        return repr(k)
+    if isinstance(k, int):
+        return str(k)
+    raise ValueError("key %r" % (k,))
+
+TS = torch.storage.TypedStorage if hasattr(torch.storage, "TypedStorage") else torch.storage._TypedStorage
+
+def flat(v, path, res, base, seen):
+    name = "/".join(path) if path else base
+    if isinstance(v, torch.Tensor):
+        res[name] = leaf(v)
+        return
+    if isinstance(v, TS):
+        res[name] = leaf(torch.tensor([], dtype=v.dtype).set_(v))
+        return
+    if isinstance(v, torch.jit.ScriptModule):
+        for k, x in v.state_dict().items():
+            flat(x, path + [k], res, base, seen)
+        return
+    if id(v) in seen:
+        return
+    seen = seen | {id(v)}
+    if isinstance(v, dict):
+        for k, x in v.items():
+            flat(x, path + [key(k)], res, base, seen)
+    elif isinstance(v, (list, tuple)):
+        for i, x in enumerate(v):
+            flat(x, path + [str(i)], res, base, seen)
+    elif hasattr(v, "__dict__") and not isinstance(v, type) and type(v).__module__ not in ("builtins", "numpy"):
+        for k, x in vars(v).items():
+            flat(x, path + [k], res, base, seen)
+`
