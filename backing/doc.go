@@ -39,6 +39,13 @@
 //
 // Nothing outside this package may assume a mapping exists.
 //
+// # Parsing
+//
+// Callers validate a checkpoint through ForParsing(src) and serve it
+// through Unwrap of that: a mapped source is then parsed with pread on its
+// descriptor, so scattered header reads do not map the file's cached pages
+// into the process; other sources parse as they serve.
+//
 // # New kinds of source
 //
 // Everything above backing (index, view, fs, client) needs only the Source

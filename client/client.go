@@ -104,7 +104,7 @@ func openDirect(path string, opts Options) (*Checkpoint, error) {
 		if err != nil {
 			return nil, err
 		}
-		return s, nil
+		return backing.ForParsing(s), nil
 	})
 	if err != nil {
 		return nil, err
@@ -120,7 +120,7 @@ func openDirect(path string, opts Options) (*Checkpoint, error) {
 			}
 			return nil, fmt.Errorf("%s: internal error: backing file %s is not a backing.Source", path, f.Name())
 		}
-		srcs[i] = s
+		srcs[i] = backing.Unwrap(s)
 	}
 	c, err := FromIndex(path, idx, srcs)
 	if err != nil {

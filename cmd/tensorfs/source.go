@@ -3,11 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	iofs "io/fs"
 	"sort"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
@@ -20,26 +17,15 @@ type checkpoint struct {
 }
 
 // loadCheckpoint parses and validates SOURCE completely (index.Load),
-// reading files in the given backing mode.
-//
-// The parsers read a source that has a descriptor with pread on it rather
-// than through the source (parseFile): they read headers scattered
-// through the file (a zip's local header before every member), and
-// through a mapping the kernel maps the cached pages around each fault
-// too, so a checkpoint of many small tensors sat whole in the server's
-// resident set right after mounting.
+// reading files in the given backing mode; the parsers read them through
+// backing.ForParsing.
 func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 	open := func(p string) (index.File, error) {
 		src, err := backing.Open(p, backing.Options{Mode: mode})
 		if err != nil {
 			return nil, err
 		}
-		if fs, ok := src.(backing.FdSource); ok {
-			if fd, ok := fs.Fd(); ok {
-				return &parseFile{Source: src, fd: int(fd)}, nil
-			}
-		}
-		return src, nil
+		return backing.ForParsing(src), nil
 	}
 	idx, files, err := index.Load(path, open)
 	if err != nil {
@@ -51,9 +37,6 @@ func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 	}
 	c := &checkpoint{idx: idx, sources: make([]backing.Source, len(files))}
 	for i, f := range files {
-		if pf, ok := f.(*parseFile); ok {
-			f = pf.Source
-		}
 		src, ok := f.(backing.Source)
 		if !ok {
 			for _, f := range files {
@@ -63,37 +46,9 @@ func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 			}
 			return nil, fmt.Errorf("%s: internal error: the loader returned a %T, not a backing source", path, f)
 		}
-		c.sources[i] = src
+		c.sources[i] = backing.Unwrap(src)
 	}
 	return c, nil
-}
-
-// parseFile is a source as the parsers see it: ReadAt is pread(2) on the
-// source's descriptor, which leaves a mapping of it untouched.
-type parseFile struct {
-	backing.Source
-	fd int
-}
-
-func (p *parseFile) ReadAt(b []byte, off int64) (int, error) {
-	if off < 0 {
-		return 0, fmt.Errorf("%s: read at negative offset %d", p.Name(), off)
-	}
-	n := 0
-	for n < len(b) {
-		m, err := unix.Pread(p.fd, b[n:], off+int64(n))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return n, &iofs.PathError{Op: "read", Path: p.Name(), Err: err}
-		}
-		if m == 0 {
-			return n, io.EOF
-		}
-		n += m
-	}
-	return n, nil
 }
 
 func (c *checkpoint) close() {
