@@ -1,12 +1,15 @@
 package client
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
@@ -20,7 +23,7 @@ import (
 type TensorInfo struct {
 	Index int         // position in Checkpoint.Tensors (index order: by name)
 	Name  string      // exact name in the checkpoint
-	Path  string      // path in a mounted tree, relative to the mount point
+	Path  string      // path of its file in a mounted tree (relative to the mount point; to .native/ in a mount made with --dtype)
 	DType dtype.DType // stored dtype
 	Shape []int64     // row-major; empty for a scalar
 	Size  int64       // bytes of the native (stored dtype, row-major, little-endian) representation
@@ -42,10 +45,13 @@ func (t TensorInfo) NumElements() int64 {
 // concurrent use; Close must not run concurrently with the others.
 type Checkpoint struct {
 	// Constant after Open.
-	path     string
-	format   string
+	path    string
+	format  string
+	sources []string
+	// metadata is the checkpoint's metadata as JSON values: built from
+	// idx.Metadata on first use (metaOnce) for a direct checkpoint.
+	metaOnce sync.Once
 	metadata map[string]any
-	sources  []string
 	tensors  []TensorInfo
 	byName   map[string]int
 
@@ -60,6 +66,12 @@ type Checkpoint struct {
 
 	// Mount access; "" for a direct checkpoint.
 	mount string
+	// nativeDir is where the stored tree is inside the mount: "" at the
+	// top, ".native" in a mount made with --dtype (whose top level is a
+	// converted view).
+	nativeDir string
+
+	closed bool // set by Close
 }
 
 // MountIndexPath is where a tensorfs mount publishes its index, relative
@@ -139,12 +151,11 @@ func FromIndex(path string, idx *index.Index, files []backing.Source) (*Checkpoi
 		return nil, fmt.Errorf("%s: %d backing files for %d sources", path, len(files), len(idx.Sources))
 	}
 	c := &Checkpoint{
-		path:     path,
-		format:   idx.Format,
-		metadata: idx.Metadata,
-		sources:  idx.Sources,
-		idx:      idx,
-		files:    files,
+		path:    path,
+		format:  idx.Format,
+		sources: idx.Sources,
+		idx:     idx,
+		files:   files,
 	}
 	infos := make([]TensorInfo, len(idx.Tensors))
 	for i := range idx.Tensors {
@@ -185,9 +196,10 @@ func (c *Checkpoint) setTensors(infos []TensorInfo) error {
 	return nil
 }
 
-// Close releases the backing files. Readers obtained from the Checkpoint
-// must not be used after Close.
+// Close releases the backing files; OpenTensor and Stream fail after it.
+// Readers obtained from the Checkpoint must not be used after Close.
 func (c *Checkpoint) Close() error {
+	c.closed = true
 	var first error
 	for _, f := range c.files {
 		if err := f.Close(); err != nil && first == nil {
@@ -212,8 +224,35 @@ func (c *Checkpoint) IsMount() bool { return c.mount != "" }
 func (c *Checkpoint) Sources() []string { return append([]string(nil), c.sources...) }
 
 // Metadata returns the checkpoint's own metadata (safetensors
-// __metadata__, GGUF key/values, ...). The map is shared: do not modify it.
-func (c *Checkpoint) Metadata() map[string]any { return c.metadata }
+// __metadata__, GGUF key/values, ...) as .tensorfs/index.json has it, the
+// same whether the checkpoint is opened directly or through a mount:
+// values are string, bool, json.Number (integers stay exact), []any,
+// map[string]any or nil. A GGUF float that is NaN or infinite is the
+// string "NaN", "+Inf" or "-Inf". The map is shared: do not modify it.
+func (c *Checkpoint) Metadata() map[string]any {
+	c.metaOnce.Do(func() { c.metadata = jsonValues(c.idx.Metadata) })
+	return c.metadata
+}
+
+// jsonValues returns m as encoding/json decodes its JSON encoding with
+// UseNumber. An index's metadata always encodes (a mount serves it as
+// JSON); m itself is the fallback should it not.
+func jsonValues(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return m
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var out map[string]any
+	if err := dec.Decode(&out); err != nil {
+		return m
+	}
+	return out
+}
 
 // Tensors returns every tensor in index order (sorted by name). The slice
 // is a copy; the Shape slices are shared and must not be modified.
@@ -283,6 +322,9 @@ func (c *Checkpoint) openTensor(t TensorInfo, to dtype.DType) (*TensorReader, er
 	} else if !to.IsFloatView() {
 		return nil, &TensorError{Source: c.path, Name: t.Name, Op: "open", Off: -1,
 			Err: fmt.Errorf("%w: %s is not a view dtype (want F64, F32, F16 or BF16)", ErrNotConvertible, to)}
+	}
+	if c.closed {
+		return nil, &TensorError{Source: c.path, Name: t.Name, Op: "open", Off: -1, Err: os.ErrClosed}
 	}
 	r := &TensorReader{ck: c, info: t, dtype: to}
 	if c.mount != "" {

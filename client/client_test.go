@@ -158,6 +158,37 @@ func TestOpenTensorErrors(t *testing.T) {
 	if _, err := c.OpenTensor("b.one", dtype.Invalid); !errors.Is(err, os.ErrClosed) {
 		t.Errorf("after Close: %v", err)
 	}
+	// So does a mount's.
+	m, err := Open(newFakeMount(t, false).dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if _, err := m.OpenTensor("w", dtype.Invalid); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("mount after Close: %v", err)
+	}
+}
+
+// TestSeekErrors: Seek's errors are *TensorError values naming the tensor,
+// as the TensorReader documentation says of every error but io.EOF.
+func TestSeekErrors(t *testing.T) {
+	c, _ := patternCheckpoint(t, standardSpecs(64))
+	r, err := c.OpenTensor("b.one", dtype.Invalid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var te *TensorError
+	for _, c := range []struct {
+		off    int64
+		whence int
+	}{{-1, io.SeekStart}, {-1 << 40, io.SeekEnd}, {0, 7}} {
+		if pos, err := r.Seek(c.off, c.whence); !errors.As(err, &te) || te.Name != "b.one" || te.Op != "seek" || pos != 0 {
+			t.Errorf("Seek(%d, %d) = %d, %v", c.off, c.whence, pos, err)
+		}
+	}
+	if pos, err := r.Seek(3, io.SeekEnd); err != nil || pos != r.Size()+3 {
+		t.Errorf("Seek(3, SeekEnd) = %d, %v", pos, err)
+	}
 }
 
 func TestTensorErrorMessage(t *testing.T) {

@@ -30,19 +30,35 @@ func openMount(mount string) (*Checkpoint, error) {
 		return nil, err
 	}
 	c := &Checkpoint{
-		path:     mount,
-		format:   doc.Format,
-		metadata: doc.Metadata,
-		sources:  doc.Sources,
-		mount:    mount,
+		path:    mount,
+		format:  doc.Format,
+		sources: doc.Sources,
+		mount:   mount,
 	}
-	infos := make([]TensorInfo, len(doc.Tensors))
-	for i, dt := range doc.Tensors {
+	c.metaOnce.Do(func() {}) // ParseDocument gave JSON values already
+	c.metadata = doc.Metadata
+	// A mount made with --dtype has a converted top level: the tensors as
+	// stored are under .native/, which "native" describes.
+	list := doc.Tensors
+	if doc.View != "" {
+		list = doc.Native
+		c.nativeDir = nativeDir
+	}
+	infos := make([]TensorInfo, len(list))
+	for i, dt := range list {
 		d, _ := dtype.ByName(dt.DType) // ParseDocument checked it
-		if !filepath.IsLocal(dt.Path) {
+		p := dt.Path
+		if c.nativeDir != "" {
+			rest, ok := strings.CutPrefix(p, c.nativeDir+"/")
+			if !ok {
+				return nil, index.ErrorAt(ipath, "native tensor "+strconv.Quote(dt.Name), "path %q is not under %s/", dt.Path, c.nativeDir)
+			}
+			p = rest
+		}
+		if !filepath.IsLocal(p) {
 			return nil, index.ErrorAt(ipath, "tensor "+strconv.Quote(dt.Name), "path %q is not inside the mount", dt.Path)
 		}
-		info := TensorInfo{Name: dt.Name, Path: dt.Path, DType: d, Shape: dt.Shape, Size: dt.Size, Offset: -1}
+		info := TensorInfo{Name: dt.Name, Path: p, DType: d, Shape: dt.Shape, Size: dt.Size, Offset: -1}
 		if dt.Offset != nil {
 			info.Source, info.Offset = dt.Source, *dt.Offset
 		}
@@ -54,11 +70,15 @@ func openMount(mount string) (*Checkpoint, error) {
 	return c, nil
 }
 
-// mountPath returns the file of t in dtype to inside the mount: the tree
-// itself for native bytes, the .f32/.f16/.bf16/.f64 view otherwise.
+// nativeDir is where a mount made with --dtype keeps the stored tree.
+const nativeDir = ".native"
+
+// mountPath returns the file of t in dtype to inside the mount: the stored
+// tree for native bytes (the top level, or .native/ in a mount made with
+// --dtype), the .f32/.f16/.bf16/.f64 view otherwise.
 func (c *Checkpoint) mountPath(t TensorInfo, to dtype.DType) string {
 	if native(t, to) {
-		return filepath.Join(c.mount, filepath.FromSlash(t.Path))
+		return filepath.Join(c.mount, c.nativeDir, filepath.FromSlash(t.Path))
 	}
 	return filepath.Join(c.mount, "."+strings.ToLower(to.Name()), filepath.FromSlash(t.Path))
 }

@@ -17,8 +17,10 @@ import (
 
 // fakeMount lays out a directory the way a tensorfs mount presents a
 // checkpoint (.tensorfs/index.json, one file per tensor, a .f32 view), so
-// the client's mount path is tested without FUSE. The integration tests
-// run the same code against a real mount.
+// the client's mount path is tested without FUSE. With view, it is a mount
+// made with --dtype f32: the top level is the .f32 view, the stored tree is
+// under .native/, and index.json has "view" and "native". The integration
+// tests run the same code against a real mount.
 type fakeMount struct {
 	dir    string
 	native map[string][]byte // tensor name -> bytes of MOUNT/<path>
@@ -33,7 +35,7 @@ func f32Bytes(vals []float32) []byte {
 	return b
 }
 
-func newFakeMount(t *testing.T) *fakeMount {
+func newFakeMount(t *testing.T, view bool) *fakeMount {
 	t.Helper()
 	dir := t.TempDir()
 	wVals := []float32{1, -2, 0.5, 0.25, 3, -0.125}
@@ -66,7 +68,27 @@ func newFakeMount(t *testing.T) *fakeMount {
 		idx.Tensors = append(idx.Tensors, index.Tensor{Name: x.name, Path: x.name, DType: x.dt, Shape: x.shape, Offset: off, Size: n})
 		off += n
 	}
-	js, err := idx.Document().JSON()
+	doc := idx.Document()
+	nativeAt := ""
+	if view {
+		nativeAt = ".native"
+		doc.View = "F32"
+		doc.Native = doc.Tensors
+		doc.Tensors = nil
+		for _, d := range doc.Native {
+			if d.Name != "ids" {
+				d.DType, d.Size, d.Source, d.Offset = "F32", int64(len(m.f32[d.Name])), "", nil
+				if d.Name == "dir/b" { // stored F32: the same bytes
+					d.Source, d.Offset = doc.Native[0].Source, doc.Native[0].Offset
+				}
+				doc.Tensors = append(doc.Tensors, d)
+			}
+		}
+		for i := range doc.Native {
+			doc.Native[i].Path = ".native/" + doc.Native[i].Path
+		}
+	}
+	js, err := doc.JSON()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,16 +103,31 @@ func newFakeMount(t *testing.T) *fakeMount {
 	}
 	write(MountIndexPath, js)
 	for name, b := range m.native {
-		write(name, b)
+		write(filepath.Join(nativeAt, name), b)
 	}
 	for name, b := range m.f32 {
 		write(filepath.Join(".f32", name), b)
+		if view {
+			write(name, b)
+		}
 	}
 	return m
 }
 
 func TestOpenMount(t *testing.T) {
-	m := newFakeMount(t)
+	for _, view := range []bool{false, true} {
+		name := "plain"
+		if view {
+			name = "dtype f32"
+		}
+		t.Run(name, func(t *testing.T) { testOpenMount(t, view) })
+	}
+}
+
+// testOpenMount checks that a mount reads as the checkpoint it serves, as
+// stored, whether or not its top level is a converted view.
+func testOpenMount(t *testing.T, view bool) {
+	m := newFakeMount(t, view)
 	c, err := Open(m.dir)
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +202,10 @@ func TestOpenMountBadIndex(t *testing.T) {
 		{"not json", "{", "index.json"},
 		{"unknown dtype", `{"format":"x","sources":[],"metadata":{},"tensors":[{"name":"a","path":"a","dtype":"F33","shape":[1],"size":4}]}`, `unknown dtype`},
 		{"escaping path", `{"format":"x","sources":[],"metadata":{},"tensors":[{"name":"a","path":"../a","dtype":"F32","shape":[1],"size":4}]}`, `not inside the mount`},
+		{"escaping native path", `{"format":"x","view":"F32","sources":[],"metadata":{},"tensors":[],"native":[{"name":"a","path":".native/../../a","dtype":"F32","shape":[1],"size":4}]}`, `not inside the mount`},
+		{"native outside .native", `{"format":"x","view":"F32","sources":[],"metadata":{},"tensors":[],"native":[{"name":"a","path":"a","dtype":"F32","shape":[1],"size":4}]}`, `not under .native/`},
+		{"bad view", `{"format":"x","view":"I32","sources":[],"metadata":{},"tensors":[]}`, `not a view dtype`},
+		{"native without view", `{"format":"x","sources":[],"metadata":{},"tensors":[],"native":[]}`, `native tensors without a view`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -179,7 +220,7 @@ func TestOpenMountBadIndex(t *testing.T) {
 }
 
 func TestMountMissingTensorFile(t *testing.T) {
-	m := newFakeMount(t)
+	m := newFakeMount(t, false)
 	os.Remove(filepath.Join(m.dir, "ids"))
 	c, err := Open(m.dir)
 	if err != nil {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 
@@ -93,10 +94,10 @@ func (r *TensorReader) Seek(offset int64, whence int) (int64, error) {
 	case io.SeekEnd:
 		offset += r.size
 	default:
-		return r.pos, errors.New("client: Seek: invalid whence")
+		return r.pos, &TensorError{Source: r.ck.path, Name: r.info.Name, Op: "seek", Off: -1, Err: fmt.Errorf("invalid whence %d", whence)}
 	}
 	if offset < 0 {
-		return r.pos, errors.New("client: Seek: negative position")
+		return r.pos, &TensorError{Source: r.ck.path, Name: r.info.Name, Op: "seek", Off: -1, Err: errors.New("negative position")}
 	}
 	r.pos = offset
 	return offset, nil

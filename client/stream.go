@@ -59,9 +59,11 @@ type BufferProvider interface {
 
 // StreamOptions tune Stream. The zero value is usable.
 type StreamOptions struct {
-	// Parallel is the number of tensors in flight (default
-	// DefaultParallel, at most GOMAXPROCS: copying from the page cache
-	// is CPU work, and more copies than CPUs only contend).
+	// Parallel is the number of tensors in flight. The default is
+	// DefaultParallel, or GOMAXPROCS when that is smaller: copying from
+	// the page cache is CPU work, and more copies than CPUs only contend.
+	// A value set here is used as it is (more can help a source with
+	// high latency, such as a network filesystem).
 	Parallel int
 	// ChunkSize is the size of each chunk buffer (default
 	// DefaultChunkSize). Ignored when the sink is a BufferProvider.
@@ -69,7 +71,8 @@ type StreamOptions struct {
 	// DType converts every tensor that has a view in it (F64, F32, F16,
 	// BF16). Tensors without one (integers, bool, complex) are delivered
 	// in their stored dtype; Sink.Begin says which. dtype.Invalid
-	// delivers every tensor as stored.
+	// delivers every tensor as stored. Any other dtype is refused
+	// (ErrNotConvertible) before anything is read.
 	DType dtype.DType
 	// Filter, when set, selects the tensors to stream.
 	Filter func(TensorInfo) bool
@@ -111,6 +114,12 @@ func (o StreamOptions) withDefaults() StreamOptions {
 // delivered, else the first error (a *TensorError naming the tensor for
 // read and sink errors), or the context's cause when ctx was cancelled.
 func (c *Checkpoint) Stream(ctx context.Context, sink Sink, opts StreamOptions) error {
+	if sink == nil {
+		return errors.New("client: Stream: nil sink")
+	}
+	if opts.DType != dtype.Invalid && !opts.DType.IsFloatView() {
+		return fmt.Errorf("%s: %w: %s is not a view dtype (want F64, F32, F16 or BF16)", c.path, ErrNotConvertible, opts.DType)
+	}
 	opts = opts.withDefaults()
 	var sel []TensorInfo
 	for _, t := range c.tensors {

@@ -416,6 +416,23 @@ func TestStreamRejectsEmptySinkBuffers(t *testing.T) {
 	}
 }
 
+// TestStreamRefusesBadArguments: a nil sink and a dtype that is not a
+// conversion target are errors before anything is read, not a panic in a
+// worker or a silent delivery as stored.
+func TestStreamRefusesBadArguments(t *testing.T) {
+	c, _ := patternCheckpoint(t, standardSpecs(64))
+	if err := c.Stream(context.Background(), nil, StreamOptions{}); err == nil || !strings.Contains(err.Error(), "nil sink") {
+		t.Errorf("nil sink: %v", err)
+	}
+	for _, dt := range []dtype.DType{dtype.I32, dtype.U8, dtype.Q4_0, dtype.DType(250)} {
+		s := newRecSink(t, 64)
+		err := c.Stream(context.Background(), s, StreamOptions{DType: dt})
+		if !errors.Is(err, ErrNotConvertible) || !strings.Contains(err.Error(), "pattern.bin") || len(s.begun) != 0 {
+			t.Errorf("DType %v: error %v, %d tensors begun", dt, err, len(s.begun))
+		}
+	}
+}
+
 func TestStreamErrorsNameTheTensor(t *testing.T) {
 	const chunk = 64
 	boom := errors.New("sink exploded")

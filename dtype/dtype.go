@@ -221,7 +221,7 @@ func Parse(s string) (DType, error) {
 	if d, ok := aliases[strings.ToLower(s)]; ok {
 		return d, nil
 	}
-	return Invalid, fmt.Errorf("dtype: unknown dtype %q (want f32, f16, bf16, f64 or a name such as F32, BF16, I64)", s)
+	return Invalid, fmt.Errorf("unknown dtype %q (want f32, f16, bf16, f64 or a name such as F32, BF16, I64)", s)
 }
 
 // ParseView is Parse restricted to the view targets F64, F32, F16, BF16.
@@ -231,7 +231,7 @@ func ParseView(s string) (DType, error) {
 		return Invalid, err
 	}
 	if !d.IsFloatView() {
-		return Invalid, fmt.Errorf("dtype: %s is not a view dtype (want f32, f16, bf16 or f64)", d)
+		return Invalid, fmt.Errorf("%s is not a view dtype (want f32, f16, bf16 or f64)", d)
 	}
 	return d, nil
 }

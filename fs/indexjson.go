@@ -46,11 +46,13 @@ func (r *Root) collect(e *entry, prefix string) []listedTensor {
 // indexJSON renders .tensorfs/index.json: the index.Document of the
 // top-level tensors (format, sources, metadata, tensors in name order),
 // with "view" added after "format" when the top level is a converted view
-// (Options.View). Each tensor's dtype and size are those of its file, and
+// (Options.View), and then "native" after "tensors": the stored tree under
+// .native/, described the same way (every tensor, integers included, at
+// paths starting ".native/"). Each tensor's dtype and size are those of its file, and
 // source and offset are present where the file is one contiguous range of
 // its source. It is indented with one tensor per line so that `head`
 // shows the top.
-func (r *Root) indexJSON(listed []listedTensor) ([]byte, error) {
+func (r *Root) indexJSON(listed, native []listedTensor) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -94,21 +96,39 @@ func (r *Root) indexJSON(listed []listedTensor) ([]byte, error) {
 	if err := field("metadata", md, false); err != nil {
 		return nil, err
 	}
-	buf.WriteString("  \"tensors\": [")
-	for i, l := range listed {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.WriteString("\n    ")
-		if err := enc.Encode(r.docOf(l)); err != nil {
-			return nil, err
+	list := func(name string, items []listedTensor) error {
+		buf.WriteString("  ")
+		if err := enc.Encode(name); err != nil {
+			return err
 		}
 		buf.Truncate(buf.Len() - 1)
+		buf.WriteString(": [")
+		for i, l := range items {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			buf.WriteString("\n    ")
+			if err := enc.Encode(r.docOf(l)); err != nil {
+				return err
+			}
+			buf.Truncate(buf.Len() - 1)
+		}
+		if len(items) > 0 {
+			buf.WriteString("\n  ")
+		}
+		buf.WriteString("]")
+		return nil
 	}
-	if len(listed) > 0 {
-		buf.WriteString("\n  ")
+	if err := list("tensors", listed); err != nil {
+		return nil, err
 	}
-	buf.WriteString("]\n}\n")
+	if r.opts.View != dtype.Invalid {
+		buf.WriteString(",\n")
+		if err := list("native", native); err != nil {
+			return nil, err
+		}
+	}
+	buf.WriteString("\n}\n")
 	// The buffer grew by doubling and the document is kept for the life
 	// of the mount: keep an exact-size copy (a 10,000-tensor index is
 	// 2 MiB, its buffer up to twice that).

@@ -379,6 +379,7 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 
 	top := newBuilder("")
 	var listed []listedTensor // what index.json describes: the top level
+	var stored []listedTensor // and, in a converted top level, .native/
 	if opts.View == dtype.Invalid {
 		for _, c := range native.children() {
 			top.attach(c) // children of the stored tree's root
@@ -394,6 +395,7 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 		if len(native.children()) > 0 {
 			native.name = nativeDir
 			top.attach(native)
+			stored = r.collect(native, nativeDir)
 		}
 	}
 	for _, fv := range floatViews {
@@ -405,7 +407,7 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 		top.attach(v)
 	}
 
-	r.indexDoc, err = r.indexJSON(listed)
+	r.indexDoc, err = r.indexJSON(listed, stored)
 	if err != nil {
 		return nil, fmt.Errorf("fs: index.json: %v", err)
 	}

@@ -293,6 +293,23 @@ func TestViewTop(t *testing.T) {
 			t.Errorf("index.json path %q not in the tree", d.Path)
 		}
 	}
+	// "native" describes .native/: the stored index, paths under .native/.
+	want := idx.Document().Tensors
+	if len(doc.Native) != len(want) {
+		t.Fatalf("index.json native lists %d tensors, want %d", len(doc.Native), len(want))
+	}
+	for i, d := range doc.Native {
+		w := want[i]
+		w.Path = nativeDir + "/" + w.Path
+		got, _ := json.Marshal(d)
+		exp, _ := json.Marshal(w)
+		if !bytes.Equal(got, exp) {
+			t.Errorf("index.json native[%d] = %s, want %s", i, got, exp)
+		}
+		if e := r.lookupPath(d.Path); e == nil || e.file.size != d.Size {
+			t.Errorf("index.json native path %q not in the tree with size %d", d.Path, d.Size)
+		}
+	}
 	if _, err := NewRoot(idx, []backing.Source{src}, Options{View: dtype.I32, Logger: quietLogger()}); err == nil {
 		t.Error("View I32 accepted")
 	}
@@ -331,8 +348,8 @@ func TestIndexJSON(t *testing.T) {
 	if !bytes.Equal(got, exp) {
 		t.Errorf("index.json differs from index.Document:\n got %s\nwant %s", got, exp)
 	}
-	if docView(t, r) != "" {
-		t.Error(`"view" set without Options.View`)
+	if docView(t, r) != "" || doc.Native != nil {
+		t.Error(`"view" or "native" set without Options.View`)
 	}
 	// One tensor per line, so head shows the start.
 	data := r.lookupPath(".tensorfs/index.json").data()

@@ -1,8 +1,10 @@
 package index
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"unicode/utf16"
@@ -19,10 +21,17 @@ import (
 // never null. A program that serves more (the fs layer's list of views)
 // embeds Document in its own struct; ParseDocument ignores unknown fields.
 type Document struct {
-	Format   string         `json:"format"`
+	Format string `json:"format"`
+	// View is set by a mount whose top level is a converted view
+	// (tensorfs mount --dtype): the dtype of its files, e.g. "F32".
+	View     string         `json:"view,omitempty"`
 	Sources  []string       `json:"sources"`
 	Metadata map[string]any `json:"metadata"`
-	Tensors  []DocTensor    `json:"tensors"`
+	// Tensors describes the files of the top level.
+	Tensors []DocTensor `json:"tensors"`
+	// Native, only with View, describes the stored tree under .native/:
+	// every tensor as stored, at paths that start ".native/".
+	Native []DocTensor `json:"native,omitempty"`
 }
 
 // DocTensor is one tensor in a Document.
@@ -95,16 +104,30 @@ func (d Document) JSON() ([]byte, error) {
 
 // ParseDocument parses and checks an index.json document: every dtype is
 // known, shapes are non-negative and Size matches dtype and shape, a tensor
-// has both source and offset or neither, sources are listed in Sources, and
-// tensors are in strict name order.
+// has both source and offset or neither, sources are listed in Sources,
+// tensors are in strict name order, and View, when present, is a view
+// dtype. Numbers in Metadata are json.Number, so that no integer loses
+// precision.
 func ParseDocument(data []byte) (*Document, error) {
 	const file = "index.json"
 	var d Document
-	if err := json.Unmarshal(data, &d); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&d); err != nil {
 		return nil, &FormatError{File: file, Offset: -1, Msg: "not a tensorfs index document: " + err.Error()}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &FormatError{File: file, Offset: dec.InputOffset(), Msg: "not a tensorfs index document: data after the object"}
 	}
 	if d.Format == "" {
 		return nil, ErrorAt(file, "format", "missing format")
+	}
+	if d.View != "" {
+		if v, ok := dtype.ByName(d.View); !ok || !v.IsFloatView() {
+			return nil, ErrorAt(file, "view", "%q is not a view dtype", d.View)
+		}
+	} else if d.Native != nil {
+		return nil, ErrorAt(file, "native", "native tensors without a view")
 	}
 	if d.Metadata == nil {
 		d.Metadata = map[string]any{}
@@ -115,43 +138,53 @@ func ParseDocument(data []byte) (*Document, error) {
 	if d.Tensors == nil {
 		d.Tensors = []DocTensor{}
 	}
-	for i := range d.Tensors {
-		t := &d.Tensors[i]
-		where := "tensor " + strconv.Quote(t.Name)
-		if i > 0 && d.Tensors[i-1].Name >= t.Name {
-			return nil, ErrorAt(file, where, "tensors are not in strict name order")
+	if err := d.checkTensors(file, "tensor ", d.Tensors); err != nil {
+		return nil, err
+	}
+	if err := d.checkTensors(file, "native tensor ", d.Native); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+func (d *Document) checkTensors(file, what string, tensors []DocTensor) error {
+	for i := range tensors {
+		t := &tensors[i]
+		where := what + strconv.Quote(t.Name)
+		if i > 0 && tensors[i-1].Name >= t.Name {
+			return ErrorAt(file, where, "tensors are not in strict name order")
 		}
 		if t.Path == "" {
-			return nil, ErrorAt(file, where, "missing path")
+			return ErrorAt(file, where, "missing path")
 		}
 		dt, ok := dtype.ByName(t.DType)
 		if !ok {
-			return nil, ErrorAt(file, where, "unknown dtype %q", t.DType)
+			return ErrorAt(file, where, "unknown dtype %q", t.DType)
 		}
 		if t.Shape == nil {
 			t.Shape = []int64{}
 		}
 		n, ok := Elements(t.Shape)
 		if !ok {
-			return nil, ErrorAt(file, where, "shape %s has a negative dimension or overflows", shapeString(t.Shape))
+			return ErrorAt(file, where, "shape %s has a negative dimension or overflows", shapeString(t.Shape))
 		}
 		size, ok := dt.ByteSize(n)
 		if !ok || size != t.Size {
-			return nil, ErrorAt(file, where, "size %d does not match %s %s", t.Size, t.DType, shapeString(t.Shape))
+			return ErrorAt(file, where, "size %d does not match %s %s", t.Size, t.DType, shapeString(t.Shape))
 		}
 		if (t.Source == "") != (t.Offset == nil) {
-			return nil, ErrorAt(file, where, "source and offset must come together")
+			return ErrorAt(file, where, "source and offset must come together")
 		}
 		if t.Offset != nil {
 			if *t.Offset < 0 {
-				return nil, ErrorAt(file, where, "negative offset %d", *t.Offset)
+				return ErrorAt(file, where, "negative offset %d", *t.Offset)
 			}
 			if !slices.Contains(d.Sources, t.Source) {
-				return nil, ErrorAt(file, where, "source %q is not in sources", t.Source)
+				return ErrorAt(file, where, "source %q is not in sources", t.Source)
 			}
 		}
 	}
-	return &d, nil
+	return nil
 }
 
 func cmpString(a, b string) int {

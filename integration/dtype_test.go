@@ -85,6 +85,17 @@ print(json.dumps(res))
 			t.Errorf("%s values %v, want %v", name, got.Values, w.values)
 		}
 	}
+	// The client reads such a mount as the checkpoint as stored (through
+	// index.json's "native" and .native/): tensorfs load gives the same
+	// hashes through it as from the file, integers and bool included.
+	for _, args := range [][]string{{}, {"--dtype", "f32"}, {"--dtype", "bf16"}} {
+		direct := runTensorfs(t, append(append([]string{"load", "--sha256", "--quiet"}, args...), src)...)
+		via := runTensorfs(t, append(append([]string{"load", "--sha256", "--quiet"}, args...), m.Dir)...)
+		if direct.code != 0 || via.code != 0 || via.stdout != direct.stdout || strings.Count(direct.stdout, "\n") != len(ts) {
+			t.Errorf("load --sha256 %v: through the --dtype f32 mount (exit %d)\n%s\ndirectly (exit %d)\n%s\nstderr: %s%s",
+				args, via.code, via.stdout, direct.code, direct.stdout, via.stderr, direct.stderr)
+		}
+	}
 	m.Unmount()
 }
 

@@ -499,6 +499,7 @@ func TestLoadCommand(t *testing.T) {
 		if r.stdout != converted {
 			t.Errorf("load --sha256 --dtype f32 MOUNT:\ngot:\n%s\nwant:\n%s\nstderr: %s", r.stdout, converted, r.stderr)
 		}
+		checkOneLineError(t, runTensorfs(t, "load", "--io", "mmap", m.Dir), 2, "--io applies to checkpoint files")
 		if _, err := exec.LookPath("sha256sum"); err == nil {
 			cmd := exec.Command("sha256sum", "-c", "--strict")
 			cmd.Dir = m.Dir

@@ -43,7 +43,7 @@ type Tensor struct {
 
 // Stats counts what a Sink did.
 type Stats struct {
-	Tensors     int64 // tensors uploaded
+	Tensors     int64 // tensors uploaded (detached or not)
 	Bytes       int64 // bytes copied to the device
 	AsyncCopies int64 // cudaMemcpyAsync from a pinned staging buffer
 	SyncCopies  int64 // cudaMemcpy of a chunk that was not a staging buffer
@@ -75,7 +75,7 @@ type Sink struct {
 	// Reclaim(i) before giving it to the next.
 	pending []bool
 
-	asyncCopies, syncCopies, waits, bytes atomic.Int64
+	uploaded, asyncCopies, syncCopies, waits, bytes atomic.Int64
 
 	mu       sync.Mutex
 	tensors  map[string]Tensor // GUARDED_BY(mu): uploaded
@@ -132,7 +132,8 @@ func NewSink(rt *Runtime, opts Options) (*Sink, error) {
 	return s, nil
 }
 
-// Buffers returns the pinned staging buffers (client.BufferProvider).
+// Buffers returns the pinned staging buffers (client.BufferProvider); none
+// after Free, so that a Stream into a freed sink fails.
 func (s *Sink) Buffers() [][]byte { return s.bufs }
 
 // Reclaim waits until the last copy queued from buffer i has completed
@@ -238,6 +239,7 @@ func (ts *tensorSink) End(err error) error {
 		return syncErr
 	}
 	s.tensors[ts.t.Name] = ts.t
+	s.uploaded.Add(1)
 	return nil
 }
 
@@ -264,11 +266,8 @@ func (s *Sink) Detach() map[string]Tensor {
 
 // Stats returns counters of what the sink did.
 func (s *Sink) Stats() Stats {
-	s.mu.Lock()
-	n := int64(len(s.tensors))
-	s.mu.Unlock()
 	return Stats{
-		Tensors:     n,
+		Tensors:     s.uploaded.Load(),
 		Bytes:       s.bytes.Load(),
 		AsyncCopies: s.asyncCopies.Load(),
 		SyncCopies:  s.syncCopies.Load(),

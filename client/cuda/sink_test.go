@@ -417,6 +417,9 @@ func TestSinkByHand(t *testing.T) {
 	if len(detached) != 1 || len(sink.Tensors()) != 0 {
 		t.Errorf("Detach: %v, left %v", detached, sink.Tensors())
 	}
+	if st := sink.Stats(); st.Tensors != 1 {
+		t.Errorf("Stats().Tensors = %d after detaching the one uploaded tensor, want 1", st.Tensors)
+	}
 	if err := sink.Free(); err != nil {
 		t.Fatal(err)
 	}
@@ -425,6 +428,9 @@ func TestSinkByHand(t *testing.T) {
 	}
 	if _, err := sink.Begin(client.TensorInfo{Name: "z"}, dtype.U8, 1); err == nil {
 		t.Errorf("Begin after Free: no error")
+	}
+	if len(sink.Buffers()) != 0 {
+		t.Errorf("Buffers after Free: %d", len(sink.Buffers()))
 	}
 	freedX := false
 	for _, c := range readCalls(t, logPath) {

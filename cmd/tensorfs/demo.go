@@ -121,7 +121,7 @@ func runDemo(args []string) error {
 		fmt.Printf("(or fusermount3 -u %s when tensorfs is not on your PATH)\n", mnt)
 		return nil
 	}
-	fmt.Printf("\n$ tensorfs umount %s\n", mnt)
+	fmt.Printf("\n# unmounting %s (what tensorfs umount does)\n", mnt)
 	if err := stop(); err != nil {
 		return err
 	}
@@ -162,14 +162,17 @@ func lastLine(path string) string {
 
 // showDemo prints a tour of the mounted demo checkpoint.
 func showDemo(mnt string) error {
-	fmt.Printf("\n$ ls -lR %s   # the stored tree (the hidden views are listed, not walked)\n", mnt)
+	// The demo reads the mount itself (the server is a subprocess): the
+	// lines starting "#" say what each part shows and which shell command
+	// shows the same.
+	fmt.Printf("\n# the tree under %s, like ls -laR (the hidden views are listed, not walked):\n", mnt)
 	if err := listTree(mnt, mnt); err != nil {
 		return err
 	}
 
 	const tensor = "model/layers.0/self_attn.q_proj.weight"
 	file := filepath.Join(mnt, tensor)
-	fmt.Printf("\n$ getfattr -d %s\n", file)
+	fmt.Printf("\n# the extended attributes of %s (getfattr -d shows them):\n", file)
 	names, err := listXattrs(file)
 	if err != nil {
 		return fmt.Errorf("demo: %v", err)
@@ -186,7 +189,7 @@ func showDemo(mnt string) error {
 	if err != nil {
 		return fmt.Errorf("demo: %v", err)
 	}
-	fmt.Printf("\n$ od -A d -t x1 %s | head -1   # stored BF16 bytes\n%s\n", file, hexLine(raw, 16))
+	fmt.Printf("\n# its first 16 bytes, stored BF16 (od -A d -t x1 FILE | head -1):\n%s\n", hexLine(raw, 16))
 	conv := filepath.Join(mnt, ".f32", tensor)
 	if data, err := os.ReadFile(conv); err == nil {
 		var vals []string
@@ -202,7 +205,7 @@ func showDemo(mnt string) error {
 	if err != nil {
 		return fmt.Errorf("demo: %v", err)
 	}
-	fmt.Printf("\n$ head -8 %s\n", filepath.Join(mnt, ".tensorfs", "index.json"))
+	fmt.Printf("\n# the first 8 lines of %s:\n", filepath.Join(mnt, ".tensorfs", "index.json"))
 	lines := strings.SplitAfter(string(idx), "\n")
 	fmt.Print(strings.Join(lines[:min(8, len(lines))], ""))
 
@@ -210,7 +213,7 @@ func showDemo(mnt string) error {
 	if err != nil {
 		return fmt.Errorf("demo: %v", err)
 	}
-	fmt.Printf("\n$ cat %s\n%s", filepath.Join(mnt, ".tensorfs", "stats.json"), stats)
+	fmt.Printf("\n# %s, the server's counters:\n%s", filepath.Join(mnt, ".tensorfs", "stats.json"), stats)
 	return nil
 }
 

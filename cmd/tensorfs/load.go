@@ -50,7 +50,7 @@ func runLoad(args []string) error {
 	f := newFlags("load", "[--dtype DT] [--sha256] [--parallel N] [--chunk SIZE] [--io MODE] SOURCE", loadAbout)
 	dtFlag := f.String("dtype", "", "convert float and quantized tensors to `DT` (f32, f16, bf16 or f64); others load as stored")
 	sha := f.Bool("sha256", false, "print the sha256 of every tensor, sha256sum style, in index order")
-	parallel := f.Int("parallel", 0, "tensors in flight, each with one chunk buffer (`N`; default 4, at most the number of CPUs)")
+	parallel := f.Int("parallel", 0, "tensors in flight, each with one chunk buffer (`N`; default 4, or the number of CPUs when fewer)")
 	chunkFlag := f.String("chunk", "8MiB", "chunk and buffer `SIZE` (bytes, or with a K, M, G, KiB, MiB, GiB suffix)")
 	ioFlag := f.String("io", "pread", "read checkpoint files with `MODE`: pread, mmap or direct (O_DIRECT, bypassing the page cache); not for a mount")
 	quiet := f.Bool("quiet", false, "no progress bar and no summary line")
@@ -73,7 +73,7 @@ func runLoad(args []string) error {
 		return usagef("load: --chunk: %s is more than 1 GiB", *chunkFlag)
 	}
 	if *parallel < 0 || *parallel > 1024 {
-		return usagef("load: --parallel: %d is not between 1 and 1024", *parallel)
+		return usagef("load: --parallel: %d is not between 1 and 1024 (or 0, the default)", *parallel)
 	}
 	mode, err := backing.ParseMode(*ioFlag)
 	if err != nil {
@@ -86,6 +86,9 @@ func runLoad(args []string) error {
 		return err
 	}
 	defer ck.Close()
+	if ck.IsMount() && f.isSet("io") {
+		return usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", source)
+	}
 	tensors := ck.Tensors()
 
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)

@@ -136,19 +136,29 @@ func (f *flags) parse(args []string, min, max int) error {
 		return errHelp
 	}
 	if err != nil {
-		return usagef("%s: %v (usage: tensorfs %s %s)", f.name, err, f.name, f.args)
+		return usagef("%s: %v (usage: %s)", f.name, err, f.synopsis())
 	}
 	n := f.NArg()
 	if n < min || (max >= 0 && n > max) {
-		return usagef("%s: wrong number of arguments (usage: tensorfs %s %s; see `tensorfs %s -h`)", f.name, f.name, f.args, f.name)
+		return usagef("%s: wrong number of arguments (usage: %s; see `tensorfs %s -h`)", f.name, f.synopsis(), f.name)
 	}
 	return nil
+}
+
+// synopsis is the usage line: "tensorfs NAME ARGS".
+func (f *flags) synopsis() string { return strings.TrimSpace("tensorfs " + f.name + " " + f.args) }
+
+// isSet reports whether flag name was given on the command line.
+func (f *flags) isSet(name string) bool {
+	set := false
+	f.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
 }
 
 // help writes the command's usage, description and every flag.
 func (f *flags) help(w io.Writer) {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "usage: tensorfs %s %s\n\n%s\n", f.name, f.args, strings.TrimSpace(f.about))
+	fmt.Fprintf(&b, "usage: %s\n\n%s\n", f.synopsis(), strings.TrimSpace(f.about))
 	n := 0
 	f.VisitAll(func(fl *flag.Flag) {
 		if n == 0 {

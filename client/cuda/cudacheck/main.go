@@ -45,7 +45,7 @@ func main() {
 		sizeFlag = flag.String("size", "1GiB", "size of the generated checkpoint")
 		dir      = flag.String("dir", os.TempDir(), "where to generate the checkpoint")
 		dtFlag   = flag.String("dtype", "", "convert tensors to this dtype (f32, f16, bf16, f64) while uploading")
-		parallel = flag.Int("parallel", 0, "tensors in flight (default 4, at most the number of CPUs)")
+		parallel = flag.Int("parallel", 0, "tensors in flight (default 4, or the number of CPUs when fewer)")
 		chunk    = flag.String("chunk", "8MiB", "pinned staging buffer size")
 		buffers  = flag.Int("buffers", 8, "pinned staging buffers")
 		streams  = flag.Int("streams", 2, "CUDA streams")
