@@ -228,7 +228,7 @@ func Parse(s string) (DType, error) {
 func ParseView(s string) (DType, error) {
 	d, err := Parse(s)
 	if err != nil {
-		return Invalid, err
+		return Invalid, fmt.Errorf("unknown dtype %q (want f32, f16, bf16 or f64)", s)
 	}
 	if !d.IsFloatView() {
 		return Invalid, fmt.Errorf("%s is not a view dtype (want f32, f16, bf16 or f64)", d)

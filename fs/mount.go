@@ -137,6 +137,9 @@ func Mount(mountpoint string, root *Root, mopts MountOptions) (*fuse.Server, err
 	}
 	maxWrite = max(pageSize, min(maxWrite, MaxRequestSize(splicing)))
 	maxWrite -= maxWrite % pageSize
+	if mopts.MaxWrite > 0 && maxWrite != mopts.MaxWrite {
+		logger.Printf("%s: requests of %d bytes asked for, %d used (a multiple of the page size, at most what this system allows: /proc/sys/fs/fuse/max_pages_limit and, when splicing, /proc/sys/fs/pipe-max-size)", mountpoint, mopts.MaxWrite, maxWrite)
+	}
 
 	timeout := root.opts.Timeout
 	opts := &gofs.Options{

@@ -3,6 +3,9 @@ package index
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/lazyweights/tensorfs/dtype"
 )
@@ -41,7 +44,7 @@ func (t *Tensor) NumElements() int64 {
 // Index is a parsed checkpoint.
 type Index struct {
 	Format   string         // "safetensors", "pytorch", "gguf", "numpy", ...
-	Sources  []string       // backing files, absolute or as given
+	Sources  []string       // backing files (absolute, from Load)
 	Metadata map[string]any // checkpoint's own metadata; JSON-encodable
 	Tensors  []Tensor       // sorted by Name; Path set by AssignPaths
 }
@@ -73,9 +76,44 @@ func (e *FormatError) Error() string {
 		loc = fmt.Sprintf(" (at byte %d)", e.Offset)
 	}
 	if e.File != "" {
-		return e.File + ": " + e.Msg + loc
+		return Printable(e.File + ": " + e.Msg + loc)
 	}
-	return e.Msg + loc
+	return Printable(e.Msg + loc)
+}
+
+// Printable returns s with what a terminal would not show as text
+// escaped, Go style: invalid UTF-8 as \xNN, control and other
+// non-printing characters (newlines, escape sequences, bidirectional
+// overrides) as \uNNNN or \UNNNNNNNN. Messages quote bytes taken from a
+// checkpoint, and a crafted file must not be able to write to the
+// user's terminal through them, nor split a message into two lines.
+func Printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || (r != ' ' && !unicode.IsPrint(r)) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case r == ' ' || unicode.IsPrint(r):
+			b.WriteString(s[i : i+n])
+		case r < 0x10000:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			fmt.Fprintf(&b, "\\U%08x", r)
+		}
+		i += n
+	}
+	return b.String()
 }
 
 func (e *FormatError) Unwrap() error { return ErrFormat }

@@ -51,7 +51,7 @@ type Opener func(path string) (File, error)
 // "metadata" object, then each shard's metadata keys that are not there
 // yet, shards in order (so for split GGUF the first part's values win);
 // a tensor name found twice is refused. At most MaxShards shards and
-// MaxTensors tensors.
+// MaxTensors tensors. The Sources of the result are absolute paths.
 func Load(path string, open Opener) (*Index, []File, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -73,6 +73,15 @@ func Load(path string, open Opener) (*Index, []File, error) {
 	if err != nil {
 		l.closeAll()
 		return nil, nil, err
+	}
+	// Sources name the backing files for other processes too (the
+	// user.tensorfs.source xattr, index.json): absolute, whatever the
+	// working directory they are read from. Messages above keep the path
+	// as the user gave it.
+	for i, s := range idx.Sources {
+		if abs, err := filepath.Abs(s); err == nil {
+			idx.Sources[i] = abs
+		}
 	}
 	return idx, l.files, nil
 }

@@ -104,8 +104,8 @@ func ldLoad(t *testing.T, path string, o *ldOpener) (*Index, error) {
 		t.Fatalf("%d files for %d sources", len(files), len(idx.Sources))
 	}
 	for i, f := range files {
-		if f.Name() != idx.Sources[i] {
-			t.Errorf("files[%d] is %s, Sources[%d] is %s", i, f.Name(), i, idx.Sources[i])
+		if abs, _ := filepath.Abs(f.Name()); abs != idx.Sources[i] {
+			t.Errorf("files[%d] is %s, Sources[%d] is %s, want %s", i, f.Name(), i, idx.Sources[i], abs)
 		}
 		f.(*ldFile).Close()
 	}
@@ -216,6 +216,20 @@ func TestLoadWeightMap(t *testing.T) {
 		}
 		if !strings.Contains(string(doc), `"total_size":36`) {
 			t.Errorf("document %s", doc)
+		}
+	}
+	// Given relative to the working directory, the sources are still
+	// absolute: another process reads them from elsewhere.
+	t.Chdir(filepath.Dir(dir))
+	for _, src := range []string{filepath.Base(dir), filepath.Join(filepath.Base(dir), "model-00002-of-00002.safetensors")} {
+		idx, err := ldLoad(t, src, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range idx.Sources {
+			if !filepath.IsAbs(s) || filepath.Dir(s) != dir {
+				t.Errorf("%s: source %q, want an absolute path in %s", src, s, dir)
+			}
 		}
 	}
 }

@@ -99,6 +99,65 @@ print(json.dumps({k: d[k] for k in ('format', 'sources', 'metadata', 'tensors')}
 
 	checkOneLineError(t, runTensorfs(t, "ls", filepath.Join(t.TempDir(), "missing")), 1, "missing")
 	checkOneLineError(t, runTensorfs(t, "ls"), 2, "usage")
+	checkOneLineError(t, runTensorfs(t, "ls", src, "--json"), 2, "--json after the arguments: flags come first")
+}
+
+// TestSourcesAbsolute: a SOURCE given relative to the working directory
+// is named by its absolute path wherever another process reads it (the
+// xattr, index.json, ls --json).
+func TestSourcesAbsolute(t *testing.T) {
+	src, _ := cliFixture(t)
+	dir, base := filepath.Split(src)
+	r := runTensorfsIn(t, dir, "ls", "--json", base)
+	if r.code != 0 || !strings.Contains(r.stdout, `"sources":["`+src+`"]`) {
+		t.Errorf("ls --json %s in %s: exit %d, %s", base, dir, r.code, r.stdout)
+	}
+	m := mountIn(t, dir, base)
+	got := runPy(t, `
+import json, os, sys
+d = json.load(open(os.path.join(sys.argv[1], '.tensorfs', 'index.json')))
+print(d['sources'][0], os.getxattr(os.path.join(sys.argv[1], 'ids'), 'user.tensorfs.source').decode())
+`, m.Dir)
+	if want := src + " " + src + "\n"; got != want {
+		t.Errorf("index.json source and xattr: %q, want %q", got, want)
+	}
+	// ls, cat and mount take checkpoints, and say so of a mount.
+	checkOneLineError(t, runTensorfs(t, "ls", m.Dir), 1, "a tensorfs mount, not a checkpoint")
+	m.Unmount()
+}
+
+// TestErrorsEscapeFileBytes: bytes a crafted file puts in a message (a
+// pickle global, a member name) cannot reach the terminal as control
+// characters: they are escaped, and the message stays one line.
+func TestErrorsEscapeFileBytes(t *testing.T) {
+	dir := t.TempDir()
+	pkl := []byte("\x80\x02cos\x1b[31mRED\x1b[0m\rX\nsystem\nq\x00.")
+	p := filepath.Join(dir, "esc.pt")
+	if err := os.WriteFile(p, hZip(t, hMember{"esc/data.pkl", pkl}, hMember{"esc/version", []byte("3\n")}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{{"ls", p}, {"load", p}, {"cat", p, "x"}} {
+		r := runTensorfs(t, cmd...)
+		checkOneLineError(t, r, 1, "esc.pt")
+		if strings.ContainsAny(r.stderr, "\x1b\r") || !strings.Contains(r.stderr, `\u001b[31mRED`) {
+			t.Errorf("%v: %q, want the escape bytes escaped", cmd, r.stderr)
+		}
+	}
+}
+
+// TestEmptyFlagValues: an empty value is a usage error, not the default.
+func TestEmptyFlagValues(t *testing.T) {
+	src, _ := cliFixture(t)
+	for _, args := range [][]string{
+		{"cat", "--dtype", "", src, "ids"},
+		{"load", "--io=", src},
+		{"load", "--dtype", "", src},
+		{"mount", "--backing", "", src, t.TempDir()},
+	} {
+		checkOneLineError(t, runTensorfs(t, args...), 2, "empty value")
+	}
+	checkOneLineError(t, runTensorfs(t, "cat", "--dtype", "i64", src, "ids"), 2, "I64 is not a view dtype")
+	checkOneLineError(t, runTensorfs(t, "cat", "--dtype", "f8", src, "ids"), 2, `unknown dtype "f8" (want f32, f16, bf16 or f64)`)
 }
 
 func writeTemp(t *testing.T, s string) string {

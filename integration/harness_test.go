@@ -170,7 +170,13 @@ func (s *syncBuffer) String() string {
 // when t ends (if the test has not done it).
 func mount(t testing.TB, src string, flags ...string) *Mount {
 	t.Helper()
-	m := startMount(t, src, flags...)
+	return mountIn(t, "", src, flags...)
+}
+
+// mountIn is mount with the server run in directory cwd ("": the test's).
+func mountIn(t testing.TB, cwd, src string, flags ...string) *Mount {
+	t.Helper()
+	m := startMountIn(t, cwd, src, flags...)
 	if err := m.waitReady(); err != nil {
 		t.Fatal(err)
 	}
@@ -179,6 +185,11 @@ func mount(t testing.TB, src string, flags ...string) *Mount {
 
 // startMount starts the server without waiting for readiness.
 func startMount(t testing.TB, src string, flags ...string) *Mount {
+	t.Helper()
+	return startMountIn(t, "", src, flags...)
+}
+
+func startMountIn(t testing.TB, cwd, src string, flags ...string) *Mount {
 	t.Helper()
 	needFUSE(t)
 	bin := tensorfsBinary(t)
@@ -189,6 +200,7 @@ func startMount(t testing.TB, src string, flags ...string) *Mount {
 	args := append(append([]string{"mount"}, flags...), src, dir)
 	m := &Mount{Dir: dir, Source: src, t: t, stderr: &syncBuffer{}, done: make(chan struct{})}
 	m.cmd = exec.Command(bin, args...)
+	m.cmd.Dir = cwd
 	m.cmd.Stdout = m.stderr
 	m.cmd.Stderr = m.stderr
 	if err := m.cmd.Start(); err != nil {
@@ -307,9 +319,16 @@ type result struct {
 // start or runs too long. stdin, when non-nil, is fed to it.
 func runCmd(t testing.TB, stdin io.Reader, name string, args ...string) result {
 	t.Helper()
+	return runCmdIn(t, "", stdin, name, args...)
+}
+
+// runCmdIn is runCmd in directory dir ("": the test's).
+func runCmdIn(t testing.TB, dir string, stdin io.Reader, name string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = &stdout, &stderr, stdin
 	err := cmd.Run()
@@ -332,6 +351,12 @@ func runCmd(t testing.TB, stdin io.Reader, name string, args ...string) result {
 func runTensorfs(t testing.TB, args ...string) result {
 	t.Helper()
 	return runCmd(t, nil, tensorfsBinary(t), args...)
+}
+
+// runTensorfsIn runs the tensorfs binary in directory dir.
+func runTensorfsIn(t testing.TB, dir string, args ...string) result {
+	t.Helper()
+	return runCmdIn(t, dir, nil, tensorfsBinary(t), args...)
 }
 
 // mustRun runs name args and fails t unless it exits 0; it returns stdout.

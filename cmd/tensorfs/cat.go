@@ -15,7 +15,8 @@ Writes the bytes of the tensor NAME of SOURCE to stdout, without mounting:
 exactly what the mounted file holds (row-major, little-endian, in the
 stored dtype), or converted with --dtype (what .f32/ etc. hold), or as a
 NumPy .npy file with --npy (what .npy/ holds). NAME is the tensor's name
-as "tensorfs ls" shows it, or its path in the mounted tree.`
+as "tensorfs ls" shows it, or its path in the mounted tree; when NAME is
+one tensor's name and another's path, the name wins.`
 
 // catChunk is how much cat reads and writes at a time.
 const catChunk = 1 << 20

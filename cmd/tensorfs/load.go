@@ -47,10 +47,10 @@ order (sorted by name), as sha256sum does, computed over the bytes loaded
 hashed as stored.`
 
 func runLoad(args []string) error {
-	f := newFlags("load", "[--dtype DT] [--sha256] [--parallel N] [--chunk SIZE] [--io MODE] SOURCE", loadAbout)
+	f := newFlags("load", "[--dtype DT] [--sha256] [--parallel N] [--chunk SIZE] [--io MODE] [--quiet] SOURCE", loadAbout)
 	dtFlag := f.String("dtype", "", "convert float and quantized tensors to `DT` (f32, f16, bf16 or f64); others load as stored")
 	sha := f.Bool("sha256", false, "print the sha256 of every tensor, sha256sum style, in index order")
-	parallel := f.Int("parallel", 0, "tensors in flight, each with one chunk buffer (`N`; default 4, or the number of CPUs when fewer)")
+	parallel := f.Int("parallel", 0, "tensors in flight, each with one chunk buffer (`N`, 1 to 1024; 0 or unset: 4, or the number of CPUs when fewer)")
 	chunkFlag := f.String("chunk", "8MiB", "chunk and buffer `SIZE` (bytes, or with a K, M, G, KiB, MiB, GiB suffix)")
 	ioFlag := f.String("io", "pread", "read checkpoint files with `MODE`: pread, mmap or direct (O_DIRECT, bypassing the page cache); not for a mount")
 	quiet := f.Bool("quiet", false, "no progress bar and no summary line")

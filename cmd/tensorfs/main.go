@@ -13,9 +13,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"runtime/debug"
 	"strings"
+	"syscall"
+
+	"github.com/lazyweights/tensorfs/index"
 )
 
 // command is one row of the dispatch table: a subcommand's name, the
@@ -100,14 +104,31 @@ func exitStatus(err error) int {
 		fmt.Fprintln(os.Stderr, "tensorfs: "+oneLine(ue.msg))
 		return 2
 	}
-	fmt.Fprintln(os.Stderr, "tensorfs: "+oneLine(err.Error()))
+	fmt.Fprintln(os.Stderr, "tensorfs: "+oneLine(describe(err)))
 	return 1
 }
 
-// oneLine folds a message onto one line.
+// describe is err's message, with a failed system call on a path said as
+// "PATH: what went wrong" (as for every other error naming a file), and a
+// dead FUSE mount (its server killed) said so, with the command that
+// clears it.
+func describe(err error) string {
+	pe, ok := err.(*iofs.PathError)
+	if !ok {
+		return err.Error()
+	}
+	msg := pe.Path + ": " + pe.Err.Error()
+	if errors.Is(pe.Err, syscall.ENOTCONN) || errors.Is(pe.Err, syscall.ECONNABORTED) {
+		msg += " (a dead FUSE mount: its server was killed; clear it with `tensorfs umount MOUNTPOINT`)"
+	}
+	return msg
+}
+
+// oneLine folds a message onto one line, escaping what a terminal would
+// not show as text (index.Printable).
 func oneLine(s string) string {
 	s = strings.TrimSpace(s)
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+	return index.Printable(strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " "))
 }
 
 // flags is a command's flag set with its help text.
@@ -138,7 +159,27 @@ func (f *flags) parse(args []string, min, max int) error {
 	if err != nil {
 		return usagef("%s: %v (usage: %s)", f.name, err, f.synopsis())
 	}
+	// An empty value (--dtype "") is a mistake, not a request for the
+	// default, except where empty means none (bench --mount "").
+	var empty string
+	f.Visit(func(fl *flag.Flag) {
+		if g, ok := fl.Value.(flag.Getter); ok && empty == "" && fl.Name != "mount" {
+			if v, ok := g.Get().(string); ok && v == "" {
+				empty = fl.Name
+			}
+		}
+	})
+	if empty != "" {
+		return usagef("%s: --%s: empty value (usage: %s)", f.name, empty, f.synopsis())
+	}
 	n := f.NArg()
+	if max >= 0 && n > max {
+		for _, a := range f.Args()[1:] {
+			if strings.HasPrefix(a, "-") && len(a) > 1 {
+				return usagef("%s: %s after the arguments: flags come first (usage: %s)", f.name, a, f.synopsis())
+			}
+		}
+	}
 	if n < min || (max >= 0 && n > max) {
 		return usagef("%s: wrong number of arguments (usage: %s; see `tensorfs %s -h`)", f.name, f.synopsis(), f.name)
 	}

@@ -63,6 +63,14 @@ func runMount(args []string) error {
 	if *maxWrite < 0 || *readahead < 0 || *maxBackground < 0 {
 		return usagef("mount: --max-write, --readahead-kb and --max-background cannot be negative")
 	}
+	switch {
+	case *maxWrite > 1<<30:
+		return usagef("mount: --max-write: %d is more than 1 GiB", *maxWrite)
+	case *readahead > 1<<20:
+		return usagef("mount: --readahead-kb: %d is more than 1 GiB", *readahead)
+	case *maxBackground > 1<<16-1:
+		return usagef("mount: --max-background: %d is more than the kernel's limit of 65535", *maxBackground)
+	}
 
 	if *cpuProfile != "" {
 		pf, err := os.Create(*cpuProfile)

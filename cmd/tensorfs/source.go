@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
+	"os"
+	"path/filepath"
 	"sort"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/index"
 )
 
@@ -20,6 +23,9 @@ type checkpoint struct {
 // reading files in the given backing mode; the parsers read them through
 // backing.ForParsing.
 func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
+	if _, err := os.Stat(filepath.Join(path, client.MountIndexPath)); err == nil {
+		return nil, fmt.Errorf("%s: a tensorfs mount, not a checkpoint: its index is %s (tensorfs load reads a mount)", path, filepath.Join(path, client.MountIndexPath))
+	}
 	open := func(p string) (index.File, error) {
 		src, err := backing.Open(p, backing.Options{Mode: mode})
 		if err != nil {
