@@ -137,7 +137,7 @@ func (r *Root) indexJSON(listed, native []listedTensor) ([]byte, error) {
 
 func (r *Root) docOf(l listedTensor) index.DocTensor {
 	f, t := l.f, l.f.t
-	d := index.DocTensor{Name: t.Name, Path: l.path, DType: f.dtype.Name(), Shape: t.Shape, Size: f.size}
+	d := index.DocTensor{Name: t.Name, NameHex: index.NameHex(t.Name), Path: l.path, DType: f.dtype.Name(), Shape: t.Shape, Size: f.size}
 	if d.Shape == nil {
 		d.Shape = []int64{}
 	}

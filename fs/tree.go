@@ -547,6 +547,18 @@ func (r *Root) buildView(name string, dt dtype.DType) (*entry, bool) {
 // (view.NPYSize says so without building the reader).
 func (r *Root) buildNPY() (*entry, bool) {
 	b := newBuilder(npyDir)
+	// "<path>.npy" can be a directory of the view too: tensors "q" and
+	// "q.npy/z" give the file q.npy and the directory q.npy/. As in the
+	// stored tree (rule 3 of the names rule), the file then gets a '%'
+	// appended: q.npy% (no stored path ends in ".npy%", so it is taken by
+	// nothing else).
+	dirs := map[string]bool{}
+	for i := range r.idx.Tensors {
+		p := tensorPath(&r.idx.Tensors[i])
+		for j := strings.IndexByte(p, '/'); j >= 0; j = nextSlashAfter(p, j) {
+			dirs[p[:j]] = true
+		}
+	}
 	for i := range r.idx.Tensors {
 		t := &r.idx.Tensors[i]
 		size, err := view.NPYSize(t, r.sources[t.Source])
@@ -555,7 +567,11 @@ func (r *Root) buildNPY() (*entry, bool) {
 		}
 		dt, _ := view.NPYDType(t)
 		f := fileData{kind: kindTensor, form: formNPY, t: t, dtype: dt, size: size}
-		if _, err := b.add(tensorPath(t)+npySuffix, f); err != nil {
+		p := tensorPath(t) + npySuffix
+		if dirs[p] {
+			p += "%"
+		}
+		if _, err := b.add(p, f); err != nil {
 			r.drop(t, "npy", err)
 		}
 	}
@@ -563,6 +579,15 @@ func (r *Root) buildNPY() (*entry, bool) {
 		return nil, false
 	}
 	return b.finish(), true
+}
+
+// nextSlashAfter returns the index of the next '/' in p after index j, or -1.
+func nextSlashAfter(p string, j int) int {
+	k := strings.IndexByte(p[j+1:], '/')
+	if k < 0 {
+		return -1
+	}
+	return j + 1 + k
 }
 
 func (r *Root) drop(t *index.Tensor, viewName string, err error) {

@@ -435,9 +435,19 @@ func TestHardNames(t *testing.T) {
 		{"dir/" + strings.Repeat("é", 200) + "/w", dtype.U8, []int64{11}},
 		{"pct%41", dtype.U8, []int64{12}},
 		{"", dtype.U8, []int64{13}},
+		{"bad\xffutf8", dtype.U8, []int64{14}},
+		{"bad\xfeutf8", dtype.U8, []int64{15}},
 	}
 	idx, src := fixture(t, specs)
 	r := newRoot(t, idx, src, Options{})
+	// index.json names every tensor exactly (name_hex for the names that
+	// are not UTF-8).
+	doc := parseIndex(t, r)
+	for i, d := range doc.Tensors {
+		if d.Name != idx.Tensors[i].Name || d.Path != idx.Tensors[i].Path {
+			t.Errorf("index.json tensor %d: %q at %q, want %q at %q", i, d.Name, d.Path, idx.Tensors[i].Name, idx.Tensors[i].Path)
+		}
+	}
 	for i := range idx.Tensors {
 		tt := &idx.Tensors[i]
 		e := r.lookupPath(tt.Path)
@@ -454,6 +464,34 @@ func TestHardNames(t *testing.T) {
 				t.Errorf("tensor %q: no .npy file", tt.Name)
 			}
 		}
+	}
+}
+
+// TestNPYFileAlsoDirectory: tensors "q" and "q.npy/z" make q.npy both a
+// file and a directory of the .npy view; the file is q.npy% (as rule 3 of
+// the names rule does in the stored tree) and nothing is left out.
+func TestNPYFileAlsoDirectory(t *testing.T) {
+	idx, src := fixture(t, []spec{
+		{"q", dtype.F32, []int64{2}},
+		{"q.npy/z", dtype.F32, []int64{3}},
+		{"q.npy/z.npy/w", dtype.U8, []int64{4}},
+	})
+	r := newRoot(t, idx, src, Options{})
+	for path, name := range map[string]string{
+		".npy/q.npy%":            "q",
+		".npy/q.npy/z.npy%":      "q.npy/z",
+		".npy/q.npy/z.npy/w.npy": "q.npy/z.npy/w",
+	} {
+		e := r.lookupPath(path)
+		if e == nil || e.isDir() || e.file.t.Name != name {
+			t.Errorf("%s: %+v, want the .npy file of %q", path, e, name)
+		}
+	}
+	if e := r.lookupPath(".npy/q.npy"); e == nil || !e.isDir() {
+		t.Errorf(".npy/q.npy is not the directory")
+	}
+	if r.dropped != 0 {
+		t.Errorf("%d tensors left out of a view", r.dropped)
 	}
 }
 

@@ -2,6 +2,7 @@ package index
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -42,13 +43,18 @@ type Document struct {
 // bytes. Offset is a pointer so that a contiguous tensor at offset 0 still
 // shows "offset": 0.
 type DocTensor struct {
-	Name   string  `json:"name"`
-	Path   string  `json:"path"`
-	DType  string  `json:"dtype"` // canonical spelling (dtype.DType.Name)
-	Shape  []int64 `json:"shape"` // [] for a scalar, never null
-	Size   int64   `json:"size"`  // bytes of the native view
-	Source string  `json:"source,omitempty"`
-	Offset *int64  `json:"offset,omitempty"`
+	Name string `json:"name"`
+	// NameHex is the name's bytes in hex, present only when the name is
+	// not valid UTF-8: JSON cannot carry such a name, and Name has
+	// U+FFFD in place of the invalid bytes. ParseDocument restores Name
+	// from it.
+	NameHex string  `json:"name_hex,omitempty"`
+	Path    string  `json:"path"`
+	DType   string  `json:"dtype"` // canonical spelling (dtype.DType.Name)
+	Shape   []int64 `json:"shape"` // [] for a scalar, never null
+	Size    int64   `json:"size"`  // bytes of the native view
+	Source  string  `json:"source,omitempty"`
+	Offset  *int64  `json:"offset,omitempty"`
 }
 
 // Document returns idx as an index.json document: tensors in name order,
@@ -69,11 +75,12 @@ func (idx *Index) Document() Document {
 	for i := range idx.Tensors {
 		t := &idx.Tensors[i]
 		dt := DocTensor{
-			Name:  t.Name,
-			Path:  t.Path,
-			DType: t.DType.Name(),
-			Shape: t.Shape,
-			Size:  t.Size,
+			Name:    t.Name,
+			NameHex: NameHex(t.Name),
+			Path:    t.Path,
+			DType:   t.DType.Name(),
+			Shape:   t.Shape,
+			Size:    t.Size,
 		}
 		if dt.Shape == nil {
 			dt.Shape = []int64{}
@@ -93,7 +100,8 @@ func (idx *Index) Document() Document {
 
 // JSON returns the document as compact JSON followed by a newline. Names
 // that are not valid UTF-8 are written with U+FFFD in place of the invalid
-// bytes (JSON cannot carry them); their paths are exact (see AssignPaths).
+// bytes (JSON cannot carry them), and exactly in name_hex; their paths are
+// exact (see AssignPaths).
 func (d Document) JSON() ([]byte, error) {
 	b, err := json.Marshal(d)
 	if err != nil {
@@ -147,9 +155,25 @@ func ParseDocument(data []byte) (*Document, error) {
 	return &d, nil
 }
 
+// NameHex returns what DocTensor.NameHex holds for a tensor called name:
+// its bytes in hex when it is not valid UTF-8, "" otherwise.
+func NameHex(name string) string {
+	if utf8.ValidString(name) {
+		return ""
+	}
+	return hex.EncodeToString([]byte(name))
+}
+
 func (d *Document) checkTensors(file, what string, tensors []DocTensor) error {
 	for i := range tensors {
 		t := &tensors[i]
+		if t.NameHex != "" {
+			b, err := hex.DecodeString(t.NameHex)
+			if err != nil || utf8.Valid(b) {
+				return ErrorAt(file, what+strconv.Quote(t.Name), "name_hex %q is not the hex of a name that is not UTF-8", t.NameHex)
+			}
+			t.Name = string(b)
+		}
 		where := what + strconv.Quote(t.Name)
 		if i > 0 && tensors[i-1].Name >= t.Name {
 			return ErrorAt(file, where, "tensors are not in strict name order")

@@ -59,6 +59,42 @@ func TestDocument(t *testing.T) {
 	}
 }
 
+// TestDocumentNamesNotUTF8: names that JSON cannot carry round-trip
+// exactly through name_hex (GGUF names are bytes).
+func TestDocumentNamesNotUTF8(t *testing.T) {
+	idx := &Index{Format: "gguf", Sources: []string{"/g"}, Tensors: []Tensor{
+		{Name: "a\xfe", DType: dtype.U8, Shape: []int64{1}, Offset: 0, Size: 1},
+		{Name: "a\xff", DType: dtype.U8, Shape: []int64{1}, Offset: 1, Size: 1},
+		{Name: "b", DType: dtype.U8, Shape: []int64{1}, Offset: 2, Size: 1},
+	}}
+	if err := AssignPaths(idx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := idx.Document().JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"name":"a\ufffd","name_hex":"61fe","path":"a%FE"`) || strings.Count(string(b), "name_hex") != 2 {
+		t.Errorf("document %s", b)
+	}
+	d, err := ParseDocument(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, dt := range d.Tensors {
+		if dt.Name != idx.Tensors[i].Name {
+			t.Errorf("tensor %d: name %q, want %q", i, dt.Name, idx.Tensors[i].Name)
+		}
+	}
+	tensor := func(s string) string {
+		return `{"format":"gguf","sources":["f"],"metadata":{},"tensors":[` + s + `]}`
+	}
+	for _, bad := range []string{`"zz"`, `"61"`, `"c3a9"`} {
+		_, err := ParseDocument([]byte(tensor(`{"name":"a","name_hex":` + bad + `,"path":"a","dtype":"U8","shape":[],"size":1}`)))
+		stCheckError(t, err, "is not the hex of a name that is not UTF-8")
+	}
+}
+
 func TestDocumentExtraFields(t *testing.T) {
 	// A mount's index.json may carry more than Document; readers ignore it.
 	ext := struct {

@@ -16,7 +16,10 @@ package index
 //   - Fortran-order arrays keep column-major Strides (the view layer
 //     gathers); C-order arrays are one contiguous range.
 //   - .npz: a zip of .npy members; each member is a tensor named after the
-//     member without ".npy" (other members are ignored). Members must be
+//     member without ".npy". A member without ".npy" is a tensor under its
+//     whole name when it starts with the .npy magic (numpy.load reads it
+//     as an array too); other members are ignored (numpy gives them as
+//     bytes). Members must be
 //     stored (np.savez): a compressed member (np.savez_compressed) refuses
 //     the whole file with one line saying so, and so does a member whose
 //     dtype is refused (the message names the member) — a mount never
@@ -326,6 +329,24 @@ func parseNPY(f File) (*Index, error) {
 		Tensors: []Tensor{npyTensor(ptBaseName(f.Name()), a, 0)}}, nil
 }
 
+// npzMemberIsNPY reports whether a member starts with the .npy magic. It
+// reads (inflates, for a compressed member) only those 6 bytes.
+func npzMemberIsNPY(zf *zip.File) bool {
+	if zf.UncompressedSize64 < uint64(len(npyMagic)) {
+		return false
+	}
+	r, err := zf.Open()
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	var head [len(npyMagic)]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return false
+	}
+	return string(head[:]) == npyMagic
+}
+
 func parseNPZ(f File) (*Index, error) {
 	file := f.Name()
 	zr, err := ptOpenZip(f)
@@ -341,14 +362,20 @@ func parseNPZ(f File) (*Index, error) {
 		}
 		name, ok := strings.CutSuffix(zf.Name, ".npy")
 		if !ok {
-			continue
+			// numpy.load serves a member without ".npy" as an array when
+			// it is one (it starts with the .npy magic), under its whole
+			// name; other members (bytes to numpy) are not tensors.
+			if !npzMemberIsNPY(zf) {
+				continue
+			}
+			name = zf.Name
 		}
 		where := "member " + zf.Name
 		if zf.Method != zip.Store {
 			return nil, &FormatError{File: file, Offset: -1, Msg: fmt.Sprintf("member %s is compressed (np.savez_compressed); tensorfs serves only stored members — re-save with np.savez", zf.Name)}
 		}
 		if seen[name] {
-			return nil, ErrorAt(file, where, "member appears twice in the archive")
+			return nil, ErrorAt(file, where, "another member is also array %s (a member appears twice, or as both %s and %s.npy)", strconv.Quote(name), name, name)
 		}
 		seen[name] = true
 		if len(ts) >= MaxTensors {

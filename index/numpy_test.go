@@ -380,13 +380,16 @@ func TestNPYHeaders(t *testing.T) {
 
 func TestNPZ(t *testing.T) {
 	arr := npyBuild("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 1, ptF32(2))
-	good := ptZip(t, ptMember{name: "b.npy", data: arr}, ptMember{name: "notes.txt", data: []byte("x")}, ptMember{name: "a/c.npy", data: arr})
+	good := ptZip(t, ptMember{name: "b.npy", data: arr}, ptMember{name: "notes.txt", data: []byte("x")}, ptMember{name: "a/c.npy", data: arr},
+		ptMember{name: "noext", data: arr}, ptMember{name: "info.json", data: []byte(`{"k": 1}`), deflate: true})
 	idx, err := ptParse("m.npz", good)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ptCheckIndex(t, idx, "m.npz", int64(len(good)))
-	if got := ptNames(idx); !reflect.DeepEqual(got, []string{"a/c", "b"}) {
+	// A member without ".npy" that is an array (numpy.load reads it as
+	// one) is served under its whole name; other members are not arrays.
+	if got := ptNames(idx); !reflect.DeepEqual(got, []string{"a/c", "b", "noext"}) {
 		t.Fatalf("%v", got)
 	}
 	for _, c := range []struct {
@@ -399,8 +402,11 @@ func TestNPZ(t *testing.T) {
 		{"bad member", []ptMember{{name: "w.npy", data: arr}, {name: "o.npy", data: npyBuild("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", 1, nil)}},
 			`object array (pickled Python objects); tensorfs never unpickles array data (member o.npy, at byte`},
 		{"truncated member", []ptMember{{name: "w.npy", data: arr[:len(arr)-1]}}, "array data of 8 bytes runs past the end (7 bytes left) (member w.npy"},
-		{"duplicate", []ptMember{{name: "w.npy", data: arr}, {name: "w.npy", data: arr}}, "member appears twice"},
-		{"no arrays", []ptMember{{name: "readme.npy.txt", data: arr}}, "zip archive has no .npy members"},
+		{"duplicate", []ptMember{{name: "w.npy", data: arr}, {name: "w.npy", data: arr}}, `another member is also array "w"`},
+		{"same array name", []ptMember{{name: "w.npy", data: arr}, {name: "w", data: arr}}, `another member is also array "w"`},
+		{"compressed without .npy", []ptMember{{name: "w.npy", data: arr}, {name: "x", data: arr, deflate: true}},
+			"m.npz: member x is compressed (np.savez_compressed)"},
+		{"no arrays", []ptMember{{name: "readme.npy.txt", data: []byte("\x93NUMP")}}, "zip archive has no .npy members"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := parseNPZ(ptMem("m.npz", ptZip(t, c.members...)))
