@@ -48,8 +48,9 @@ type Checkpoint struct {
 	path    string
 	format  string
 	sources []string
-	// metadata is the checkpoint's metadata as JSON values: built from
-	// idx.Metadata on first use (metaOnce) for a direct checkpoint.
+	// metadata is the checkpoint's metadata as JSON values: from
+	// index.json for a mount, built from idx.Metadata on first use
+	// (metaOnce) for a direct checkpoint.
 	metaOnce sync.Once
 	metadata map[string]any
 	tensors  []TensorInfo
@@ -230,7 +231,11 @@ func (c *Checkpoint) Sources() []string { return append([]string(nil), c.sources
 // map[string]any or nil. A GGUF float that is NaN or infinite is the
 // string "NaN", "+Inf" or "-Inf". The map is shared: do not modify it.
 func (c *Checkpoint) Metadata() map[string]any {
-	c.metaOnce.Do(func() { c.metadata = jsonValues(c.idx.Metadata) })
+	c.metaOnce.Do(func() {
+		if c.idx != nil { // a mount's metadata came as JSON values
+			c.metadata = jsonValues(c.idx.Metadata)
+		}
+	})
 	return c.metadata
 }
 

@@ -35,8 +35,7 @@ func openMount(mount string) (*Checkpoint, error) {
 		sources: doc.Sources,
 		mount:   mount,
 	}
-	c.metaOnce.Do(func() {}) // ParseDocument gave JSON values already
-	c.metadata = doc.Metadata
+	c.metadata = doc.Metadata // JSON values already (ParseDocument)
 	// A mount made with --dtype has a converted top level: the tensors as
 	// stored are under .native/, which "native" describes.
 	list := doc.Tensors

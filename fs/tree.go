@@ -555,8 +555,10 @@ func (r *Root) buildNPY() (*entry, bool) {
 	dirs := map[string]bool{}
 	for i := range r.idx.Tensors {
 		p := tensorPath(&r.idx.Tensors[i])
-		for j := strings.IndexByte(p, '/'); j >= 0; j = nextSlashAfter(p, j) {
-			dirs[p[:j]] = true
+		for j := 0; j < len(p); j++ {
+			if p[j] == '/' {
+				dirs[p[:j]] = true
+			}
 		}
 	}
 	for i := range r.idx.Tensors {
@@ -579,15 +581,6 @@ func (r *Root) buildNPY() (*entry, bool) {
 		return nil, false
 	}
 	return b.finish(), true
-}
-
-// nextSlashAfter returns the index of the next '/' in p after index j, or -1.
-func nextSlashAfter(p string, j int) int {
-	k := strings.IndexByte(p[j+1:], '/')
-	if k < 0 {
-		return -1
-	}
-	return j + 1 + k
 }
 
 func (r *Root) drop(t *index.Tensor, viewName string, err error) {
