@@ -3,7 +3,9 @@ package fs
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
@@ -15,30 +17,26 @@ type listedTensor struct {
 	f    *fileData
 }
 
-// collect returns every tensor file under e, at paths prefixed by prefix,
-// sorted by tensor name (then path).
-func (r *Root) collect(e *entry, prefix string) []listedTensor {
-	var out []listedTensor
-	var walk func(e *entry, prefix string)
-	walk = func(e *entry, prefix string) {
-		for _, c := range e.children() {
-			p := c.name
-			if prefix != "" {
-				p = prefix + "/" + c.name
-			}
-			if c.isDir() {
-				walk(c, p)
-			} else if c.file.kind == kindTensor {
-				out = append(out, listedTensor{path: p, f: &c.file})
-			}
+// listFiles returns the tensor files among items at their paths, under
+// prefix when it is not empty, sorted by tensor name (then path).
+func listFiles(items []buildItem, prefix string) []listedTensor {
+	out := make([]listedTensor, 0, len(items))
+	for i := range items {
+		e := items[i].e
+		if e.isDir() || e.file.kind != kindTensor {
+			continue
 		}
+		p := items[i].path
+		if prefix != "" {
+			p = prefix + "/" + p
+		}
+		out = append(out, listedTensor{path: p, f: &e.file})
 	}
-	walk(e, prefix)
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].f.t.Name != out[j].f.t.Name {
-			return out[i].f.t.Name < out[j].f.t.Name
+	slices.SortStableFunc(out, func(a, b listedTensor) int {
+		if c := strings.Compare(a.f.t.Name, b.f.t.Name); c != 0 {
+			return c
 		}
-		return out[i].path < out[j].path
+		return strings.Compare(a.path, b.path)
 	})
 	return out
 }

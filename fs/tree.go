@@ -181,91 +181,6 @@ type fileContents struct {
 	err  error
 }
 
-// builder assembles one directory tree; each directory's children are
-// kept in a map until finish sorts them.
-type builder struct {
-	root *entry
-	dirs map[*entry]map[string]*entry
-}
-
-func newBuilder(name string) *builder {
-	root := &entry{name: name, dir: &dirData{}}
-	return &builder{root: root, dirs: map[*entry]map[string]*entry{root: {}}}
-}
-
-// add puts a file described by f at the slash-separated path p, creating
-// directories, and returns its entry. It fails when a component is
-// unusable or p clashes with an existing file or directory.
-func (b *builder) add(p string, f fileData) (*entry, error) {
-	parts := strings.Split(p, "/")
-	for _, c := range parts {
-		if err := checkComponent(c); err != nil {
-			return nil, err
-		}
-	}
-	dir := b.root
-	for _, c := range parts[:len(parts)-1] {
-		m := b.dirs[dir]
-		next := m[c]
-		switch {
-		case next == nil:
-			next = &entry{name: c, dir: &dirData{}}
-			m[c] = next
-			b.dirs[next] = map[string]*entry{}
-			dir.dir.nsubdirs++
-		case !next.isDir():
-			return nil, fmt.Errorf("%q is both a file and a directory", c)
-		}
-		dir = next
-	}
-	last := parts[len(parts)-1]
-	m := b.dirs[dir]
-	if old := m[last]; old != nil {
-		if old.isDir() {
-			return nil, fmt.Errorf("%q is both a file and a directory", last)
-		}
-		return nil, fmt.Errorf("two files at the same path")
-	}
-	e := &entry{name: last, file: f}
-	m[last] = e
-	return e, nil
-}
-
-// addStatic puts a file of fixed bytes at p (see add).
-func (b *builder) addStatic(p string, data []byte) error {
-	e, err := b.add(p, fileData{kind: kindStatic, size: int64(len(data))})
-	if err == nil {
-		e.contents.Store(&fileContents{data: data})
-	}
-	return err
-}
-
-// attach puts an already finished entry (a file, or a subtree with its
-// children sorted) at the top of the tree.
-func (b *builder) attach(e *entry) {
-	b.dirs[b.root][e.name] = e
-	if e.isDir() {
-		b.root.dir.nsubdirs++
-	}
-}
-
-// empty reports whether nothing has been added.
-func (b *builder) empty() bool { return len(b.dirs[b.root]) == 0 }
-
-// finish sorts every directory's children and returns the root.
-func (b *builder) finish() *entry {
-	for d, m := range b.dirs {
-		ch := make([]*entry, 0, len(m))
-		for _, e := range m {
-			ch = append(ch, e)
-		}
-		sort.Slice(ch, func(i, j int) bool { return ch[i].name < ch[j].name })
-		d.dir.children = ch
-	}
-	b.dirs = nil
-	return b.root
-}
-
 // checkComponent reports why c cannot be one path component.
 func checkComponent(c string) error {
 	switch {
@@ -371,8 +286,9 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 		}
 	}
 
-	// The stored tree.
-	native, err := r.buildNative("")
+	// The stored tree. The views are built from its files, in its path
+	// order, so that their builds find their paths sorted already.
+	native, nativeFiles, err := r.buildNative("")
 	if err != nil {
 		return nil, err
 	}
@@ -384,26 +300,26 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 		for _, c := range native.children() {
 			top.attach(c) // children of the stored tree's root
 		}
-		listed = r.collect(native, "")
+		listed = listFiles(nativeFiles, "")
 	} else {
-		if v, ok := r.buildView("", opts.View); ok {
+		if v, files, ok := r.buildView("", opts.View, nativeFiles); ok {
 			for _, c := range v.children() {
 				top.attach(c)
 			}
-			listed = r.collect(v, "")
+			listed = listFiles(files, "")
 		}
 		if len(native.children()) > 0 {
 			native.name = nativeDir
 			top.attach(native)
-			stored = r.collect(native, nativeDir)
+			stored = listFiles(nativeFiles, nativeDir)
 		}
 	}
 	for _, fv := range floatViews {
-		if v, ok := r.buildView(fv.dir, fv.dt); ok {
+		if v, _, ok := r.buildView(fv.dir, fv.dt, nativeFiles); ok {
 			top.attach(v)
 		}
 	}
-	if v, ok := r.buildNPY(); ok {
+	if v, ok := r.buildNPY(nativeFiles); ok {
 		top.attach(v)
 	}
 
@@ -466,7 +382,8 @@ func checkTopLevel(p string) error {
 }
 
 // buildNative builds the stored tree: every tensor, in its stored dtype.
-func (r *Root) buildNative(name string) (*entry, error) {
+// It returns the tree's files in path order.
+func (r *Root) buildNative(name string) (*entry, []buildItem, error) {
 	b := newBuilder(name)
 	for i := range r.idx.Tensors {
 		t := &r.idx.Tensors[i]
@@ -479,10 +396,15 @@ func (r *Root) buildNative(name string) (*entry, error) {
 			_, err = b.add(p, f)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("fs: tensor %q (path %q): %v", t.Name, p, err)
+			return nil, nil, fmt.Errorf("fs: tensor %q (path %q): %v", t.Name, p, err)
 		}
 	}
-	return b.finish(), nil
+	root := b.finish()
+	if c := b.clashes(); len(c) > 0 {
+		t := c[0].e.file.t
+		return nil, nil, fmt.Errorf("fs: tensor %q (path %q): %v", t.Name, c[0].path, c[0].err)
+	}
+	return root, b.placed(), nil
 }
 
 // storedFile serves t as stored: directly from its source when it is one
@@ -523,54 +445,51 @@ func (r *Root) viewFile(t *index.Tensor, dt dtype.DType) (f fileData, ok bool, e
 	return fileData{kind: kindTensor, form: formConverted, t: t, dtype: dt, size: size}, true, nil
 }
 
-// buildView builds the tree of every tensor that has a view in dt. ok is
-// false when it would be empty.
-func (r *Root) buildView(name string, dt dtype.DType) (*entry, bool) {
+// buildView builds the tree of every stored file's tensor that has a view
+// in dt, and returns its files. ok is false when it would be empty.
+func (r *Root) buildView(name string, dt dtype.DType, stored []buildItem) (*entry, []buildItem, bool) {
 	b := newBuilder(name)
-	for i := range r.idx.Tensors {
-		t := &r.idx.Tensors[i]
+	for _, it := range stored {
+		t := it.e.file.t
 		f, ok, err := r.viewFile(t, dt)
 		if ok {
-			_, err = b.add(tensorPath(t), f)
+			_, err = b.add(it.path, f)
 		}
 		if err != nil {
 			r.drop(t, dt.String(), err)
 		}
 	}
 	if b.empty() {
-		return nil, false
+		return nil, nil, false
 	}
-	return b.finish(), true
+	root := b.finish()
+	for _, c := range b.clashes() {
+		r.drop(c.e.file.t, dt.String(), c.err)
+	}
+	return root, b.placed(), true
 }
 
 // buildNPY builds .npy/: <path>.npy for every tensor view.NewNPY accepts
-// (view.NPYSize says so without building the reader).
-func (r *Root) buildNPY() (*entry, bool) {
+// (view.NPYSize says so without building the reader), from the stored
+// tree's files.
+func (r *Root) buildNPY(stored []buildItem) (*entry, bool) {
 	b := newBuilder(npyDir)
-	// "<path>.npy" can be a directory of the view too: tensors "q" and
-	// "q.npy/z" give the file q.npy and the directory q.npy/. As in the
-	// stored tree (rule 3 of the names rule), the file then gets a '%'
-	// appended: q.npy% (no stored path ends in ".npy%", so it is taken by
-	// nothing else).
-	dirs := map[string]bool{}
-	for i := range r.idx.Tensors {
-		p := tensorPath(&r.idx.Tensors[i])
-		for j := 0; j < len(p); j++ {
-			if p[j] == '/' {
-				dirs[p[:j]] = true
-			}
-		}
-	}
-	for i := range r.idx.Tensors {
-		t := &r.idx.Tensors[i]
+	for _, it := range stored {
+		t := it.e.file.t
 		size, err := view.NPYSize(t, r.sources[t.Source])
 		if err != nil {
 			continue // no .npy form (complex32, a quantized type without dequantizer...)
 		}
 		dt, _ := view.NPYDType(t)
 		f := fileData{kind: kindTensor, form: formNPY, t: t, dtype: dt, size: size}
-		p := tensorPath(t) + npySuffix
-		if dirs[p] {
+		// "<path>.npy" can be a directory of the view too: tensors "q"
+		// and "q.npy/z" give the file q.npy and the directory q.npy/. As
+		// in the stored tree (rule 3 of the names rule), the file then
+		// gets a '%' appended: q.npy% (no stored path ends in ".npy%", so
+		// it is taken by nothing else). The stored tree says whether
+		// q.npy is a directory: a sibling of q's.
+		p := it.path + npySuffix
+		if c := it.parent.child(it.e.name + npySuffix); c != nil && c.isDir() {
 			p += "%"
 		}
 		if _, err := b.add(p, f); err != nil {
@@ -580,7 +499,11 @@ func (r *Root) buildNPY() (*entry, bool) {
 	if b.empty() {
 		return nil, false
 	}
-	return b.finish(), true
+	root := b.finish()
+	for _, c := range b.clashes() {
+		r.drop(c.e.file.t, "npy", c.err)
+	}
+	return root, true
 }
 
 func (r *Root) drop(t *index.Tensor, viewName string, err error) {
