@@ -14,8 +14,9 @@ import (
 // map and no prefix string per directory. A name 32,767 components deep
 // costs what its 32,767 directories do, not the square of its length.
 type builder struct {
-	root  *entry
-	items []buildItem
+	root    *entry
+	items   []buildItem
+	clashed []clash // after finish: the items left out
 }
 
 // buildItem is one file (or already finished subtree) to place.
@@ -24,13 +25,24 @@ type buildItem struct {
 	e    *entry
 	seq  int // order of add, so that the first of two equal paths wins
 	// After finish: the directory e was placed in, or nil when it was
-	// left out, and why (a clash with another path).
+	// left out (see clash).
 	parent *entry
-	err    error
 }
 
-func newBuilder(name string) *builder {
-	return &builder{root: &entry{name: name, dir: &dirData{}}}
+// clash is an item finish left out, and why.
+type clash struct {
+	buildItem
+	err error
+}
+
+// newBuilder returns a builder for a tree called name; sizeHint is how
+// many files it will likely get.
+func newBuilder(name string, sizeHint ...int) *builder {
+	b := &builder{root: &entry{name: name, dir: &dirData{}}}
+	if len(sizeHint) > 0 {
+		b.items = make([]buildItem, 0, sizeHint[0])
+	}
+	return b
 }
 
 // add puts a file described by f at the slash-separated path p, creating
@@ -66,6 +78,15 @@ func (b *builder) addStatic(p string, data []byte) error {
 	e, err := b.add(p, fileData{kind: kindStatic, size: int64(len(data))})
 	if err == nil {
 		e.contents.Store(&fileContents{data: data})
+	}
+	return err
+}
+
+// addVirtual puts a file whose bytes v makes on demand at p (see add).
+func (b *builder) addVirtual(p string, v virtualFile) error {
+	e, err := b.add(p, fileData{kind: kindVirtual, size: v.Size()})
+	if err == nil {
+		e.contents.Store(&fileContents{v: v})
 	}
 	return err
 }
@@ -115,7 +136,8 @@ func (b *builder) finish() *entry {
 	for i := range b.items {
 		it := &b.items[i]
 		rest, d := it.path, 0
-		for it.err == nil {
+		var err error
+		for {
 			j := strings.IndexByte(rest, '/')
 			if j < 0 {
 				break
@@ -129,7 +151,7 @@ func (b *builder) finish() *entry {
 			stack = stack[:d+1]
 			dir := stack[d]
 			if last := lastChild(dir); last != nil && last.name == c {
-				it.err = fmt.Errorf("%q is both a file and a directory", c)
+				err = fmt.Errorf("%q is both a file and a directory", c)
 				break
 			}
 			next := &entry{name: c, dir: &dirData{}}
@@ -137,22 +159,30 @@ func (b *builder) finish() *entry {
 			stack = append(stack, next)
 			d++
 		}
-		if it.err != nil {
+		if err != nil {
+			b.clashed = append(b.clashed, clash{*it, err})
 			continue
 		}
 		stack = stack[:d+1]
 		dir := stack[d]
 		if last := lastChild(dir); last != nil && last.name == it.e.name {
+			err = fmt.Errorf("two files at the same path")
 			if last.isDir() || it.e.isDir() {
-				it.err = fmt.Errorf("%q is both a file and a directory", it.e.name)
-			} else {
-				it.err = fmt.Errorf("two files at the same path")
+				err = fmt.Errorf("%q is both a file and a directory", it.e.name)
 			}
+			b.clashed = append(b.clashed, clash{*it, err})
 			continue
 		}
 		appendChild(dir, it.e)
 		it.parent = dir
 	}
+	// Children slices grew by appending: trim those with much spare
+	// room (the tree lives as long as the mount).
+	walkTree(b.root, func(e *entry) {
+		if d := e.dir; d != nil && cap(d.children)-len(d.children) > len(d.children)/8 {
+			d.children = slices.Clone(d.children)
+		}
+	})
 	return b.root
 }
 
@@ -173,7 +203,10 @@ func appendChild(d, c *entry) {
 
 // placed returns the items finish put in the tree, in path order.
 func (b *builder) placed() []buildItem {
-	out := make([]buildItem, 0, len(b.items))
+	if len(b.clashed) == 0 {
+		return b.items
+	}
+	out := make([]buildItem, 0, len(b.items)-len(b.clashed))
 	for _, it := range b.items {
 		if it.parent != nil {
 			out = append(out, it)
@@ -182,13 +215,5 @@ func (b *builder) placed() []buildItem {
 	return out
 }
 
-// clashes returns the items finish left out, in path order.
-func (b *builder) clashes() []buildItem {
-	var out []buildItem
-	for _, it := range b.items {
-		if it.parent == nil {
-			out = append(out, it)
-		}
-	}
-	return out
-}
+// clashes returns the items finish left out, in path order, and why.
+func (b *builder) clashes() []clash { return b.clashed }

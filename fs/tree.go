@@ -129,10 +129,30 @@ func (e *entry) child(name string) *entry {
 type fileKind uint8
 
 const (
-	kindTensor fileKind = iota + 1 // a tensor in some representation
-	kindStatic                     // bytes fixed at mount (index.json, metadata)
-	kindStats                      // stats.json: rendered at each open
+	kindTensor  fileKind = iota + 1 // a tensor in some representation
+	kindStatic                      // bytes fixed at mount (index.json, metadata)
+	kindStats                       // stats.json: rendered at each open
+	kindVirtual                     // bytes made on demand by a virtualFile
 )
+
+// virtualFile is a regular file whose bytes are made on demand (a file
+// assembled from ranges of others, a value rendered lazily): the way to
+// add a new kind of file to the tree without touching the FUSE glue. Put
+// one in a tree with builder.addVirtual. The tree is constant, so Size
+// is fixed when the file is added; ReadAt is called with off in [0,
+// Size) and a p no longer than what is left, concurrently, and must fill
+// p (a short count is EIO; an error is EIO but for an errno, which is
+// kept). Attributes and xattrs: see xattrser.
+type virtualFile interface {
+	Size() int64
+	ReadAt(p []byte, off int64) (int, error)
+}
+
+// xattrser is a virtualFile with extended attributes: name and value
+// pairs, in listing order. A virtualFile without it has none.
+type xattrser interface {
+	Xattrs() [][2]string
+}
 
 // fileData describes what a regular file serves, exactly (its size
 // included) from NewRoot on; the bytes themselves are the entry's
@@ -177,8 +197,17 @@ func (f tensorForm) String() string {
 // not be, which NewRoot's checks make impossible).
 type fileContents struct {
 	data []byte      // kindStatic
+	v    virtualFile // kindVirtual
 	r    view.Reader // tensors of every form but formDirect
 	err  error
+}
+
+// virtual returns the virtualFile of a kindVirtual file.
+func (e *entry) virtual() virtualFile {
+	if c := e.contents.Load(); c != nil {
+		return c.v
+	}
+	return nil
 }
 
 // checkComponent reports why c cannot be one path component.
@@ -197,19 +226,37 @@ func checkComponent(c string) error {
 }
 
 // numberInodes gives every entry its inode number: 1 for the root, then
-// depth-first in name order. The numbers depend only on the tree.
-func numberInodes(root *entry) uint64 {
-	next := uint64(1)
-	var walk func(e *entry)
-	walk = func(e *entry) {
-		e.ino = next
-		next++
-		for _, c := range e.children() {
-			walk(c)
+// depth-first in name order, and returns the entries by number (entry
+// ino is at ino-1). The numbers depend only on the tree. The walk keeps
+// its own stack: a tree can be tens of thousands of directories deep.
+func numberInodes(root *entry) []*entry {
+	n := 0
+	walkTree(root, func(*entry) { n++ })
+	all := make([]*entry, 0, n)
+	stack := []*entry{root}
+	for len(stack) > 0 {
+		e := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		all = append(all, e)
+		e.ino = uint64(len(all))
+		ch := e.children()
+		for i := len(ch) - 1; i >= 0; i-- {
+			stack = append(stack, ch[i])
 		}
 	}
-	walk(root)
-	return next - 1
+	return all
+}
+
+// walkTree calls fn for root and every entry under it, in no set order,
+// with a stack of its own (no recursion: trees can be deep).
+func walkTree(root *entry, fn func(*entry)) {
+	stack := []*entry{root}
+	for len(stack) > 0 {
+		e := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		fn(e)
+		stack = append(stack, e.children()...)
+	}
 }
 
 // Root is a mountable tensorfs tree: the constant tree built from one
@@ -224,8 +271,9 @@ type Root struct {
 
 	// Constant after NewRoot.
 	top      *entry
-	fds      []int  // per source: its descriptor to splice from, or -1
-	nodes    uint64 // entries in the tree
+	inodes   []*entry // by inode number - 1: the kernel's node IDs
+	fds      []int    // per source: its descriptor to splice from, or -1
+	nodes    uint64   // entries in the tree
 	mtime    time.Time
 	uid, gid uint32
 	files    uint64 // regular files
@@ -293,7 +341,7 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 		return nil, err
 	}
 
-	top := newBuilder("")
+	top := newBuilder("", len(native.children())+8)
 	var listed []listedTensor // what index.json describes: the top level
 	var stored []listedTensor // and, in a converted top level, .native/
 	if opts.View == dtype.Invalid {
@@ -330,8 +378,9 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 	top.attach(r.buildControl())
 
 	r.top = top.finish()
-	r.nodes = numberInodes(r.top)
-	r.countFiles(r.top)
+	r.inodes = numberInodes(r.top)
+	r.nodes = uint64(len(r.inodes))
+	r.countFiles()
 	for _, l := range listed {
 		r.bytes += l.f.size
 	}
@@ -353,11 +402,9 @@ func (r *Root) sourcesMtime() time.Time {
 	return newest
 }
 
-func (r *Root) countFiles(e *entry) {
-	for _, c := range e.children() {
-		if c.isDir() {
-			r.countFiles(c)
-		} else {
+func (r *Root) countFiles() {
+	for _, e := range r.inodes {
+		if !e.isDir() {
 			r.files++
 		}
 	}
@@ -384,7 +431,7 @@ func checkTopLevel(p string) error {
 // buildNative builds the stored tree: every tensor, in its stored dtype.
 // It returns the tree's files in path order.
 func (r *Root) buildNative(name string) (*entry, []buildItem, error) {
-	b := newBuilder(name)
+	b := newBuilder(name, len(r.idx.Tensors))
 	for i := range r.idx.Tensors {
 		t := &r.idx.Tensors[i]
 		p := tensorPath(t)
@@ -448,7 +495,7 @@ func (r *Root) viewFile(t *index.Tensor, dt dtype.DType) (f fileData, ok bool, e
 // buildView builds the tree of every stored file's tensor that has a view
 // in dt, and returns its files. ok is false when it would be empty.
 func (r *Root) buildView(name string, dt dtype.DType, stored []buildItem) (*entry, []buildItem, bool) {
-	b := newBuilder(name)
+	b := newBuilder(name, len(stored))
 	for _, it := range stored {
 		t := it.e.file.t
 		f, ok, err := r.viewFile(t, dt)
@@ -473,7 +520,7 @@ func (r *Root) buildView(name string, dt dtype.DType, stored []buildItem) (*entr
 // (view.NPYSize says so without building the reader), from the stored
 // tree's files.
 func (r *Root) buildNPY(stored []buildItem) (*entry, bool) {
-	b := newBuilder(npyDir)
+	b := newBuilder(npyDir, len(stored))
 	for _, it := range stored {
 		t := it.e.file.t
 		size, err := view.NPYSize(t, r.sources[t.Source])

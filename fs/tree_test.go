@@ -496,9 +496,8 @@ func TestNPYFileAlsoDirectory(t *testing.T) {
 }
 
 func getxattr(r *Root, e *entry, name string, size int) (string, syscall.Errno) {
-	n := &fileNode{root: r, e: e}
 	buf := make([]byte, size)
-	got, errno := n.Getxattr(nil, name, buf)
+	got, errno := r.getxattr(e, name, buf)
 	if errno != 0 {
 		return "", errno
 	}
@@ -510,7 +509,6 @@ func TestXattrs(t *testing.T) {
 	r := newRoot(t, idx, src, Options{})
 	tt := &idx.Tensors[0] // mask
 	e := r.lookupPath(tt.Path)
-	n := &fileNode{root: r, e: e}
 	want := map[string]string{
 		xattrName:   tt.Name,
 		xattrDType:  "BOOL",
@@ -521,12 +519,12 @@ func TestXattrs(t *testing.T) {
 	for name, val := range want {
 		// Size query: empty buffer gives the size (ERANGE, which go-fuse
 		// turns into the size reply).
-		sz, errno := n.Getxattr(nil, name, nil)
+		sz, errno := r.getxattr(e, name, nil)
 		if int(sz) != len(val) || (errno != 0 && errno != syscall.ERANGE) {
 			t.Errorf("%s size query: %d, %v", name, sz, errno)
 		}
 		if len(val) > 1 {
-			if _, errno := n.Getxattr(nil, name, make([]byte, len(val)-1)); errno != syscall.ERANGE {
+			if _, errno := r.getxattr(e, name, make([]byte, len(val)-1)); errno != syscall.ERANGE {
 				t.Errorf("%s with a short buffer: %v, want ERANGE", name, errno)
 			}
 		}
@@ -534,17 +532,17 @@ func TestXattrs(t *testing.T) {
 			t.Errorf("%s = %q (%v), want %q", name, got, errno, val)
 		}
 	}
-	if _, errno := n.Getxattr(nil, "user.other", make([]byte, 100)); errno != syscall.ENODATA {
+	if _, errno := r.getxattr(e, "user.other", make([]byte, 100)); errno != syscall.ENODATA {
 		t.Errorf("unknown xattr: %v", errno)
 	}
-	sz, _ := n.Listxattr(nil, nil)
+	sz, _ := r.listxattr(e, nil)
 	list := make([]byte, sz)
-	got, errno := n.Listxattr(nil, list)
+	got, errno := r.listxattr(e, list)
 	wantList := "user.tensorfs.name\x00user.tensorfs.dtype\x00user.tensorfs.shape\x00user.tensorfs.source\x00user.tensorfs.offset\x00"
 	if errno != 0 || string(list[:got]) != wantList {
 		t.Errorf("Listxattr = %q, %v", list[:got], errno)
 	}
-	if _, errno := n.Listxattr(nil, make([]byte, 3)); errno != syscall.ERANGE {
+	if _, errno := r.listxattr(e, make([]byte, 3)); errno != syscall.ERANGE {
 		t.Errorf("Listxattr short buffer: %v", errno)
 	}
 	// Scalar shape is [].
@@ -552,7 +550,7 @@ func TestXattrs(t *testing.T) {
 		t.Errorf("scalar shape %q", got)
 	}
 	// Non-tensor files have none.
-	if sz, _ := (&fileNode{root: r, e: r.lookupPath(".tensorfs/index.json")}).Listxattr(nil, nil); sz != 0 {
+	if sz, _ := r.listxattr(r.lookupPath(".tensorfs/index.json"), nil); sz != 0 {
 		t.Errorf("index.json lists %d bytes of xattrs", sz)
 	}
 }
@@ -615,17 +613,17 @@ func TestToErrno(t *testing.T) {
 func TestStatsJSON(t *testing.T) {
 	idx, src := fixture(t, basicSpecs)
 	r := newRoot(t, idx, src, Options{})
-	n := &fileNode{root: r, e: r.lookupPath(idx.Tensors[0].Path)}
+	e := r.lookupPath(idx.Tensors[0].Path)
 	dest := make([]byte, 100)
-	if _, errno := n.Read(nil, nil, dest, 0); errno != 0 {
+	if _, errno := r.readFile(e, nil, dest, 0); errno != 0 {
 		t.Fatal(errno)
 	}
-	fh, flags, errno := (&fileNode{root: r, e: r.lookupPath(".tensorfs/stats.json")}).Open(nil, syscall.O_RDONLY)
+	fh, flags, errno := r.open(r.lookupPath(".tensorfs/stats.json"), syscall.O_RDONLY)
 	if errno != 0 || flags&fuse.FOPEN_DIRECT_IO == 0 {
 		t.Fatalf("open stats.json: %v flags %x", errno, flags)
 	}
 	var s Stats
-	if err := json.Unmarshal(fh.(*statsHandle).data, &s); err != nil {
+	if err := json.Unmarshal(fh.data, &s); err != nil {
 		t.Fatal(err)
 	}
 	if s.Reads != 1 || s.Bytes != 5 || s.Tensors != len(idx.Tensors) || s.Opens != 1 || s.Files != r.Files() {
@@ -633,7 +631,7 @@ func TestStatsJSON(t *testing.T) {
 	}
 	// Opening for writing fails.
 	for _, fl := range []uint32{syscall.O_WRONLY, syscall.O_RDWR, syscall.O_RDONLY | syscall.O_TRUNC} {
-		if _, _, errno := n.Open(nil, fl); errno != syscall.EROFS {
+		if _, _, errno := r.open(e, fl); errno != syscall.EROFS {
 			t.Errorf("open flags %x: %v, want EROFS", fl, errno)
 		}
 	}
@@ -772,6 +770,16 @@ func TestBigTree(t *testing.T) {
 
 func BenchmarkNewRoot10k(b *testing.B) {
 	idx, src := bigIndex(10000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := NewRoot(idx, []backing.Source{src}, Options{Logger: quietLogger()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkNewRoot1M(b *testing.B) {
+	idx, src := bigIndex(1000000)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := NewRoot(idx, []backing.Source{src}, Options{Logger: quietLogger()}); err != nil {

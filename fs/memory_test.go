@@ -1,0 +1,81 @@
+package fs
+
+import (
+	"os/exec"
+	"runtime"
+	"testing"
+
+	"github.com/lazyweights/tensorfs/backing"
+)
+
+// heapInUse returns the live heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// TestTreeMemoryPerEntry bounds what the mounted tree keeps per file and
+// directory (every view's included), index.json's bytes apart: the entry
+// (64 bytes), its slot in its directory and in the inode table, and a
+// directory's own few. Nothing grows with what the kernel looks up: the
+// mount serves lookups from the tree's own inode numbers (raw.go).
+func TestTreeMemoryPerEntry(t *testing.T) {
+	n := 20000
+	if testing.Short() || raceEnabled {
+		n = 5000
+	}
+	idx, src := bigIndex(n)
+	before := heapInUse()
+	r, err := NewRoot(idx, []backing.Source{src}, Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := heapInUse()
+	tree := int64(after) - int64(before) - int64(len(r.indexDoc))
+	per := float64(tree) / float64(r.Nodes())
+	t.Logf("%d tensors: %d nodes, tree %d bytes (%.1f per node), index.json %d bytes", n, r.Nodes(), tree, per, len(r.indexDoc))
+	// 64 (entry) + 8 (inode table) + 8 (its directory's slot) = 80 per file,
+	// plus 32 per directory; the race detector's allocator pads objects.
+	limit := 120.0
+	if raceEnabled {
+		limit = 192
+	}
+	if per > limit {
+		t.Errorf("%.1f bytes per node, want at most %.0f", per, limit)
+	}
+	runtime.KeepAlive(r)
+}
+
+// TestMountMemoryPerLookup: the server keeps nothing per inode the
+// kernel looks up (go-fuse's node API kept about 430 bytes each, for as
+// long as the kernel held the inode). A walk of every file and directory
+// (find -ls, from a subprocess) leaves the server's heap where a walk of
+// the top level left it, give or take request buffers.
+func TestMountMemoryPerLookup(t *testing.T) {
+	n := 5000
+	if raceEnabled {
+		n = 1000
+	}
+	idx, src := bigIndex(n)
+	r := newRoot(t, idx, src, Options{})
+	dir := mountForTest(t, r)
+	find := func(args ...string) {
+		t.Helper()
+		out, err := exec.Command("find", append([]string{dir}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("find: %v\n%s", err, out)
+		}
+	}
+	find("-maxdepth", "1", "-ls")
+	before := heapInUse()
+	find("-ls")
+	after := heapInUse()
+	per := float64(int64(after)-int64(before)) / float64(r.Nodes())
+	t.Logf("%d nodes walked: heap %+d bytes (%.1f per node)", r.Nodes(), int64(after)-int64(before), per)
+	if per > 32 {
+		t.Errorf("%.1f bytes of server heap per node looked up, want at most 32", per)
+	}
+}
