@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
@@ -41,16 +42,9 @@ func listFiles(items []buildItem, prefix string) []listedTensor {
 	return out
 }
 
-// indexJSON renders .tensorfs/index.json: the index.Document of the
-// top-level tensors (format, sources, metadata, tensors in name order),
-// with "view" added after "format" when the top level is a converted view
-// (Options.View), and then "native" after "tensors": the stored tree under
-// .native/, described the same way (every tensor, integers included, at
-// paths starting ".native/"). Each tensor's dtype and size are those of its file, and
-// source and offset are present where the file is one contiguous range of
-// its source. It is indented with one tensor per line so that `head`
-// shows the top.
-func (r *Root) indexJSON(listed, native []listedTensor) ([]byte, error) {
+// indexHead renders index.json up to its first tensor line: the fields
+// before "tensors", and `  "tensors": [`.
+func (r *Root) indexHead() ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -94,43 +88,72 @@ func (r *Root) indexJSON(listed, native []listedTensor) ([]byte, error) {
 	if err := field("metadata", md, false); err != nil {
 		return nil, err
 	}
-	list := func(name string, items []listedTensor) error {
-		buf.WriteString("  ")
-		if err := enc.Encode(name); err != nil {
+	buf.WriteString(`  "tensors": [`)
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+// writeDoc writes docOf(l) as encoding/json would (HTML characters not
+// escaped), without reflection: a million tensors' lines are rendered at
+// mount.
+func (r *Root) writeDoc(buf *bytes.Buffer, l listedTensor) error {
+	d := r.docOf(l)
+	buf.WriteString(`{"name":`)
+	if err := writeJSONString(buf, d.Name); err != nil {
+		return err
+	}
+	if d.NameHex != "" {
+		buf.WriteString(`,"name_hex":`)
+		writeJSONString(buf, d.NameHex)
+	}
+	buf.WriteString(`,"path":`)
+	if err := writeJSONString(buf, d.Path); err != nil {
+		return err
+	}
+	buf.WriteString(`,"dtype":`)
+	writeJSONString(buf, d.DType)
+	buf.WriteString(`,"shape":[`)
+	var num [20]byte
+	for i, n := range d.Shape {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(strconv.AppendInt(num[:0], n, 10))
+	}
+	buf.WriteString(`],"size":`)
+	buf.Write(strconv.AppendInt(num[:0], d.Size, 10))
+	if d.Source != "" {
+		buf.WriteString(`,"source":`)
+		if err := writeJSONString(buf, d.Source); err != nil {
 			return err
 		}
-		buf.Truncate(buf.Len() - 1)
-		buf.WriteString(": [")
-		for i, l := range items {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			buf.WriteString("\n    ")
-			if err := enc.Encode(r.docOf(l)); err != nil {
+	}
+	if d.Offset != nil {
+		buf.WriteString(`,"offset":`)
+		buf.Write(strconv.AppendInt(num[:0], *d.Offset, 10))
+	}
+	buf.WriteByte('}')
+	return nil
+}
+
+// writeJSONString writes s as a JSON string, exactly as an
+// encoding/json Encoder with SetEscapeHTML(false) does: printable ASCII
+// without '"' or '\\' as it is, anything else through the Encoder.
+func writeJSONString(buf *bytes.Buffer, s string) error {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			enc := json.NewEncoder(buf)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(s); err != nil {
 				return err
 			}
-			buf.Truncate(buf.Len() - 1)
-		}
-		if len(items) > 0 {
-			buf.WriteString("\n  ")
-		}
-		buf.WriteString("]")
-		return nil
-	}
-	if err := list("tensors", listed); err != nil {
-		return nil, err
-	}
-	if r.opts.View != dtype.Invalid {
-		buf.WriteString(",\n")
-		if err := list("native", native); err != nil {
-			return nil, err
+			buf.Truncate(buf.Len() - 1) // Encode's newline
+			return nil
 		}
 	}
-	buf.WriteString("\n}\n")
-	// The buffer grew by doubling and the document is kept for the life
-	// of the mount: keep an exact-size copy (a 10,000-tensor index is
-	// 2 MiB, its buffer up to twice that).
-	return bytes.Clone(buf.Bytes()), nil
+	buf.WriteByte('"')
+	buf.WriteString(s)
+	buf.WriteByte('"')
+	return nil
 }
 
 func (r *Root) docOf(l listedTensor) index.DocTensor {

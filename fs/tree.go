@@ -276,10 +276,10 @@ type Root struct {
 	nodes    uint64   // entries in the tree
 	mtime    time.Time
 	uid, gid uint32
-	files    uint64 // regular files
-	bytes    int64  // bytes of the top-level tensors
-	dropped  int    // tensors left out of views (clashes, view errors)
-	indexDoc []byte
+	files    uint64     // regular files
+	bytes    int64      // bytes of the top-level tensors
+	dropped  int        // tensors left out of views (clashes, view errors)
+	index    *indexFile // .tensorfs/index.json
 
 	// Mutable.
 	stats stats
@@ -371,7 +371,7 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 		top.attach(v)
 	}
 
-	r.indexDoc, err = r.indexJSON(listed, stored)
+	r.index, err = r.newIndexFile(listed, stored)
 	if err != nil {
 		return nil, fmt.Errorf("fs: index.json: %v", err)
 	}
@@ -561,7 +561,7 @@ func (r *Root) drop(t *index.Tensor, viewName string, err error) {
 // buildControl builds .tensorfs/: index.json, metadata/<key>, stats.json.
 func (r *Root) buildControl() *entry {
 	b := newBuilder(controlDir)
-	b.addStatic("index.json", r.indexDoc)
+	b.addVirtual("index.json", r.index)
 	b.add("stats.json", fileData{kind: kindStats})
 	md := newBuilder(metadataDir)
 	for _, k := range sortedKeys(r.idx.Metadata) {

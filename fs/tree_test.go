@@ -321,18 +321,39 @@ func parseIndex(t *testing.T, r *Root) *index.Document {
 	if e == nil {
 		t.Fatal("no .tensorfs/index.json")
 	}
-	doc, err := index.ParseDocument(e.data())
+	data := readAll(t, r, e)
+	doc, err := index.ParseDocument(data)
 	if err != nil {
-		t.Fatalf("index.json: %v\n%s", err, e.data())
+		t.Fatalf("index.json: %v\n%s", err, data)
 	}
 	return doc
+}
+
+// readAll reads the whole regular file e as the mount would, in reads
+// of 64 KiB.
+func readAll(t testing.TB, r *Root, e *entry) []byte {
+	t.Helper()
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for off := int64(0); ; {
+		res, errno := r.read(e, buf, off)
+		if errno != 0 {
+			t.Fatalf("read %s at %d: %v", e.name, off, errno)
+		}
+		b, _ := res.Bytes(buf)
+		if len(b) == 0 {
+			return out
+		}
+		out = append(out, b...)
+		off += int64(len(b))
+	}
 }
 
 func docView(t *testing.T, r *Root) string {
 	var v struct {
 		View string `json:"view"`
 	}
-	if err := json.Unmarshal(r.lookupPath(".tensorfs/index.json").data(), &v); err != nil {
+	if err := json.Unmarshal(readAll(t, r, r.lookupPath(".tensorfs/index.json")), &v); err != nil {
 		t.Fatal(err)
 	}
 	return v.View
@@ -352,7 +373,7 @@ func TestIndexJSON(t *testing.T) {
 		t.Error(`"view" or "native" set without Options.View`)
 	}
 	// One tensor per line, so head shows the start.
-	data := r.lookupPath(".tensorfs/index.json").data()
+	data := readAll(t, r, r.lookupPath(".tensorfs/index.json"))
 	if lines := bytes.Count(data, []byte("\n")); lines < len(idx.Tensors)+5 {
 		t.Errorf("index.json has %d lines for %d tensors", lines, len(idx.Tensors))
 	}
@@ -708,7 +729,12 @@ func TestReads(t *testing.T) {
 		tt := &idx.Tensors[i]
 		checkReads(t, tt.Name, r, r.lookupPath(tt.Path), src.data[tt.Offset:tt.Offset+tt.Size])
 	}
-	checkReads(t, "index.json", r, r.lookupPath(".tensorfs/index.json"), r.indexDoc)
+	ij := r.lookupPath(".tensorfs/index.json")
+	want, err := r.indexJSON(r.index.lists[0], r.index.lists[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReads(t, "index.json", r, ij, want)
 
 	// A source that comes back short is EIO, not a short reply.
 	src.short = 3
@@ -784,6 +810,41 @@ func BenchmarkNewRoot1M(b *testing.B) {
 	for b.Loop() {
 		if _, err := NewRoot(idx, []backing.Source{src}, Options{Logger: quietLogger()}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestWriteDoc: index.json's lines, written without reflection, are
+// byte for byte what encoding/json writes, hard names included.
+func TestWriteDoc(t *testing.T) {
+	idx, src := fixture(t, []spec{
+		{"plain.weight", dtype.BF16, []int64{2, 3}},
+		{"quote\"back\\slash", dtype.F32, []int64{1}},
+		{"ctl\x01\n\t<&>", dtype.U8, []int64{}},
+		{"bad\xffutf8", dtype.U8, []int64{4}},
+		{"é\u2028\u2029", dtype.F16, []int64{1, 1, 1}},
+	})
+	idx.Sources[0] = "/ckpt/dir \"q\"/m.safetensors"
+	r := newRoot(t, idx, src, Options{})
+	for _, it := range listFiles(func() []buildItem {
+		var items []buildItem
+		for i := range idx.Tensors {
+			items = append(items, buildItem{path: idx.Tensors[i].Path, e: r.lookupPath(idx.Tensors[i].Path)})
+		}
+		return items
+	}(), ".native") {
+		var want, got bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(r.docOf(it)); err != nil {
+			t.Fatal(err)
+		}
+		want.Truncate(want.Len() - 1)
+		if err := r.writeDoc(&got, it); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("writeDoc:\n got %s\nwant %s", got.String(), want.String())
 		}
 	}
 }

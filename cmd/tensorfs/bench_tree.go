@@ -48,13 +48,18 @@ func (b *bench) runTree(n int, size int64, count int, jsonOut bool) error {
 	// of the caller's, for mounting by hand.
 	b.source = filepath.Join(b.dir, fmt.Sprintf("tree-%d-%d.safetensors", n, size))
 	b.logf("writing a sparse %s checkpoint of %d tensors to %s", loadHumanBytes(size), n, b.source)
-	total, header, err := benchGenerateSparse(b.source, n, size)
+	files, total, header, err := benchGenerateTree(b.source, n, size)
 	if !b.keep {
-		defer os.Remove(b.source)
+		defer func() {
+			for _, f := range files {
+				os.Remove(f)
+			}
+		}()
 	}
 	if err != nil {
 		return fmt.Errorf("bench: %v", err)
 	}
+	b.source = files[0]
 	rep := &benchTreeReport{Source: b.source, Tensors: n, Bytes: total, Header: header, MountFlags: b.mountFlags, Machine: benchMachineInfo()}
 	if rep.MountFlags == nil {
 		rep.MountFlags = []string{}
@@ -140,21 +145,62 @@ func benchWalk(root string, all bool) (int, error) {
 	return n, nil
 }
 
-// benchGenerateSparse writes a safetensors file of n BF16 tensors named
+// benchShardTensors is the most tensors the tree checkpoint puts in one
+// safetensors file: a header of 400,000 such entries is about 48 MB,
+// well under the format's 100 MB cap (index.MaxSafetensorsHeader).
+const benchShardTensors = 400_000
+
+// benchGenerateTree writes the tree checkpoint of n BF16 tensors named
 // like a Hugging Face model's (model.layers.L.<part>.weight, one flat
-// directory), each [rows, 4096], about size bytes in all: the header, then
-// a hole. It returns the file's size and the header's.
-func benchGenerateSparse(path string, n int, size int64) (int64, int64, error) {
-	const cols = 4096
-	rowBytes := int64(2 * cols)
-	rows := max(1, size/int64(n)/rowBytes)
-	tsize := rows * rowBytes
+// directory), each [rows, 4096], about size bytes in all, sparse. Up to
+// benchShardTensors tensors it is the one safetensors file path; beyond,
+// shards of at most that many (path with -00001-of-0000K before the
+// extension) and path + ".index.json", their weight map, as Hugging Face
+// shards a large model. It returns the files written, the one to mount
+// first, the bytes of the shards and of their headers.
+func benchGenerateTree(path string, n int, size int64) (files []string, total, header int64, err error) {
 	parts := []string{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "input_layernorm"}
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("model.layers.%d.%s.weight", i/len(parts), parts[i%len(parts)])
 	}
 	sort.Strings(names)
+	if n <= benchShardTensors {
+		total, header, err = benchGenerateSparse(path, names, size)
+		return []string{path}, total, header, err
+	}
+	shards := (n + benchShardTensors - 1) / benchShardTensors
+	base := strings.TrimSuffix(path, ".safetensors")
+	weightMap := make(map[string]string, n)
+	for k := 0; k < shards; k++ {
+		shard := fmt.Sprintf("%s-%05d-of-%05d.safetensors", base, k+1, shards)
+		files = append(files, shard)
+		part := names[k*benchShardTensors : min(n, (k+1)*benchShardTensors)]
+		t, h, err := benchGenerateSparse(shard, part, size*int64(len(part))/int64(n))
+		if err != nil {
+			return files, 0, 0, err
+		}
+		total, header = total+t, header+h
+		for _, name := range part {
+			weightMap[name] = filepath.Base(shard)
+		}
+	}
+	idx, err := json.Marshal(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap})
+	if err == nil {
+		err = os.WriteFile(path+".index.json", idx, 0o644)
+	}
+	return append([]string{path + ".index.json"}, files...), total, header, err
+}
+
+// benchGenerateSparse writes a safetensors file of the tensors names,
+// each [rows, 4096] BF16, about size bytes in all: the header, then a
+// hole. It returns the file's size and the header's.
+func benchGenerateSparse(path string, names []string, size int64) (int64, int64, error) {
+	const cols = 4096
+	n := len(names)
+	rowBytes := int64(2 * cols)
+	rows := max(1, size/int64(n)/rowBytes)
+	tsize := rows * rowBytes
 	header := map[string]any{"__metadata__": map[string]string{"format": "pt", "generator": "tensorfs bench --tree"}}
 	for i, name := range names {
 		off := int64(i) * tsize
