@@ -154,10 +154,12 @@ const benchShardTensors = 400_000
 // like a Hugging Face model's (model.layers.L.<part>.weight, one flat
 // directory), each [rows, 4096], about size bytes in all, sparse. Up to
 // benchShardTensors tensors it is the one safetensors file path; beyond,
-// shards of at most that many (path with -00001-of-0000K before the
-// extension) and path + ".index.json", their weight map, as Hugging Face
-// shards a large model. It returns the files written, the one to mount
-// first, the bytes of the shards and of their headers.
+// as Hugging Face shards a large model, a directory (path without
+// ".safetensors") of shards of at most that many tensors (1.safetensors,
+// 2.safetensors...: short names keep the weight map under its 64 MiB
+// cap) and their weight map, model.safetensors.index.json. It returns
+// the files written, the one to mount first and the directory last (the
+// order to remove them in), the bytes of the shards and of their headers.
 func benchGenerateTree(path string, n int, size int64) (files []string, total, header int64, err error) {
 	parts := []string{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "input_layernorm"}
 	names := make([]string, n)
@@ -169,27 +171,32 @@ func benchGenerateTree(path string, n int, size int64) (files []string, total, h
 		total, header, err = benchGenerateSparse(path, names, size)
 		return []string{path}, total, header, err
 	}
+	dir := strings.TrimSuffix(path, ".safetensors")
+	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+		return nil, 0, 0, err
+	}
+	index := filepath.Join(dir, "model.safetensors.index.json")
+	files = []string{index}
 	shards := (n + benchShardTensors - 1) / benchShardTensors
-	base := strings.TrimSuffix(path, ".safetensors")
 	weightMap := make(map[string]string, n)
 	for k := 0; k < shards; k++ {
-		shard := fmt.Sprintf("%s-%05d-of-%05d.safetensors", base, k+1, shards)
-		files = append(files, shard)
+		name := fmt.Sprintf("%d.safetensors", k+1)
+		files = append(files, filepath.Join(dir, name))
 		part := names[k*benchShardTensors : min(n, (k+1)*benchShardTensors)]
-		t, h, err := benchGenerateSparse(shard, part, size*int64(len(part))/int64(n))
+		t, h, err := benchGenerateSparse(files[len(files)-1], part, size*int64(len(part))/int64(n))
 		if err != nil {
-			return files, 0, 0, err
+			return append(files, dir), 0, 0, err
 		}
 		total, header = total+t, header+h
-		for _, name := range part {
-			weightMap[name] = filepath.Base(shard)
+		for _, p := range part {
+			weightMap[p] = name
 		}
 	}
 	idx, err := json.Marshal(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap})
 	if err == nil {
-		err = os.WriteFile(path+".index.json", idx, 0o644)
+		err = os.WriteFile(index, idx, 0o644)
 	}
-	return append([]string{path + ".index.json"}, files...), total, header, err
+	return append(files, dir), total, header, err
 }
 
 // benchGenerateSparse writes a safetensors file of the tensors names,
