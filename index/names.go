@@ -284,4 +284,3 @@ func (s dirSet) has(parts []string) bool {
 	}
 	return len(parts) > 0
 }
-
