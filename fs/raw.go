@@ -20,6 +20,11 @@ import (
 type rawFS struct {
 	fuse.RawFileSystem // fuse.NewDefaultRawFileSystem: ENOSYS for the rest
 	root               *Root
+	// server is set by Init, before any request: what a passthrough
+	// open registers its backing descriptor with (Server.RegisterBackingFd,
+	// then OpenOut.BackingID and FOPEN_PASSTHROUGH; one ID per inode, kept
+	// until its last RELEASE, as go-fuse's node API does).
+	server *fuse.Server
 
 	mu      sync.Mutex
 	handles map[uint64]*handle // open files with a handle; GUARDED_BY(mu)
@@ -36,6 +41,9 @@ func newRawFS(r *Root) *rawFS {
 var _ fuse.RawFileSystem = (*rawFS)(nil)
 
 func (fs *rawFS) String() string { return "tensorfs" }
+
+// Init is called by the server before it serves the first request.
+func (fs *rawFS) Init(s *fuse.Server) { fs.server = s }
 
 // node returns the entry of a kernel node ID, or nil.
 func (fs *rawFS) node(id uint64) *entry {
