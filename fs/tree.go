@@ -130,7 +130,7 @@ type fileKind uint8
 
 const (
 	kindTensor  fileKind = iota + 1 // a tensor in some representation
-	kindStatic                      // bytes fixed at mount (index.json, metadata)
+	kindStatic                      // bytes fixed at mount (metadata values)
 	kindStats                       // stats.json: rendered at each open
 	kindVirtual                     // bytes made on demand by a virtualFile
 )
