@@ -23,6 +23,7 @@ import (
 //     MaxInlineMetadata bytes is not read at all: the parser records where
 //     it lies as a *FileValue, and the mount serves its bytes on demand
 //     under .tensorfs/metadata/KEY.
+//
 //   - RenderMetadata renders the metadata object of index.json (and of
 //     `tensorfs ls --json`, and the client's Metadata) within
 //     MetadataJSONBudget bytes. A *FileValue, and any value that would take
