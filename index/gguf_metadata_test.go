@@ -163,3 +163,22 @@ func TestGGUFBigArrayCost(t *testing.T) {
 		t.Errorf("%.2f bytes allocated per file byte (want about 1)", ratio)
 	}
 }
+
+// TestGGUFSplitFileValueSource: a value left in the file by a part other
+// than the first of a split model points at that part's source once the
+// parts are merged.
+func TestGGUFSplitFileValueSource(t *testing.T) {
+	u16 := func(v uint16) []byte { return ggufLE32(uint32(v))[:2] }
+	big := bytes.Repeat([]byte{7}, MaxInlineMetadata+1)
+	dir := t.TempDir()
+	p1 := ldWrite(t, dir, "m-00001-of-00002.gguf", (&ggufBuild{kvs: []ggufKV{{"split.no", ggufTypeU16, u16(0)}, {"split.count", ggufTypeU16, u16(2)}}}).bytes())
+	p2 := ldWrite(t, dir, "m-00002-of-00002.gguf", (&ggufBuild{kvs: []ggufKV{{"split.no", ggufTypeU16, u16(1)}, {"split.count", ggufTypeU16, u16(2)}, {"big", ggufTypeArray, ggufArr(ggufTypeU8, uint64(len(big)), big)}}}).bytes())
+	idx, err := ldLoad(t, p1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fv, ok := idx.Metadata["big"].(*FileValue)
+	if !ok || fv.Source != 1 || idx.Sources[1] != p2 || fv.Size != int64(len(big)) {
+		t.Fatalf("big = %#v, sources %v", idx.Metadata["big"], idx.Sources)
+	}
+}
