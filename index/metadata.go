@@ -205,93 +205,235 @@ func elideInMemory(buf *bytes.Buffer, key string, v any) {
 	buf.WriteByte('}')
 }
 
-// jsonWriter renders values into buf and gives up once buf is over limit
-// bytes, so that a value with shared references (rendered once per
-// reference) costs at most the budget.
+// jsonWriter renders values into buf and gives up once the rendering is
+// over limit bytes, so that a value with shared references (rendered once
+// per reference) costs at most the limit. In counting mode (drop) what is
+// written is dropped as it is counted: memory stays small whatever the
+// size.
 type jsonWriter struct {
-	buf   bytes.Buffer
-	limit int // buf may not grow past this length
-	spent int // budget used by the values rendered so far
+	buf     bytes.Buffer
+	limit   int   // the rendering may not grow past this many bytes
+	spent   int   // RenderMetadata: budget used by the values so far
+	flushed int64 // bytes counted and dropped (drop)
+	drop    bool
 }
 
-func (w *jsonWriter) room() int { return w.limit - w.buf.Len() }
+// room is how many more bytes fit under the limit (< 0: over).
+func (w *jsonWriter) room() int64 { return int64(w.limit) - w.flushed - int64(w.buf.Len()) }
+
+// step drops what has been counted (drop mode) and reports whether the
+// rendering is still within the limit.
+func (w *jsonWriter) step() bool {
+	if w.drop && w.buf.Len() >= 64<<10 {
+		w.flushed += int64(w.buf.Len())
+		w.buf.Reset()
+	}
+	return w.room() >= 0
+}
 
 // value renders v; false when it did not fit (buf then holds a part of
 // it, for the caller to truncate).
 func (w *jsonWriter) value(v any, depth int) (bool, error) {
-	if w.room() < 0 {
+	if !w.step() {
 		return false, nil
 	}
 	if depth > MaxNesting {
 		return false, fmt.Errorf("nested more than %d deep", MaxNesting)
 	}
+	b := &w.buf
 	switch x := v.(type) {
 	case nil:
-		w.buf.WriteString("null")
+		b.WriteString("null")
 	case bool:
-		w.buf.WriteString(strconv.FormatBool(x))
+		b.WriteString(strconv.FormatBool(x))
 	case string:
-		if len(x)+2 > w.room() {
+		if int64(len(x))+2 > w.room() {
 			return false, nil
 		}
-		writeJSONString(&w.buf, x)
+		writeJSONString(b, x)
+	case json.Number:
+		if int64(len(x)) > w.room() {
+			return false, nil
+		}
+		if x == "" {
+			x = "0"
+		}
+		if !json.Valid([]byte(x)) {
+			return false, fmt.Errorf("invalid number literal %q", string(x))
+		}
+		b.WriteString(string(x))
 	case int64:
-		w.buf.WriteString(strconv.FormatInt(x, 10))
+		b.WriteString(strconv.FormatInt(x, 10))
 	case uint64:
-		w.buf.WriteString(strconv.FormatUint(x, 10))
+		b.WriteString(strconv.FormatUint(x, 10))
+	case float64:
+		return w.floats64([]float64{x}, false)
 	case []any:
-		w.buf.WriteByte('[')
+		b.WriteByte('[')
 		for i, e := range x {
 			if i > 0 {
-				w.buf.WriteByte(',')
+				b.WriteByte(',')
 			}
 			if ok, err := w.value(e, depth+1); !ok || err != nil {
 				return false, err
 			}
 		}
-		w.buf.WriteByte(']')
+		b.WriteByte(']')
 	case map[string]any:
 		keys := make([]string, 0, len(x))
 		for k := range x {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		w.buf.WriteByte('{')
+		b.WriteByte('{')
 		for i, k := range keys {
 			if i > 0 {
-				w.buf.WriteByte(',')
+				b.WriteByte(',')
 			}
-			writeJSONString(&w.buf, k)
-			w.buf.WriteByte(':')
-			if w.room() < 0 {
-				return false, nil
-			}
+			writeJSONString(b, k)
+			b.WriteByte(':')
 			if ok, err := w.value(x[k], depth+1); !ok || err != nil {
 				return false, err
 			}
 		}
-		w.buf.WriteByte('}')
+		b.WriteByte('}')
 	case *FileValue:
-		x.elision(&w.buf, "", false)
+		x.elision(b, "", false)
+	case Uint8s:
+		return jsonInts(w, x, func(d []byte, v uint8) []byte { return strconv.AppendUint(d, uint64(v), 10) })
+	case []uint16:
+		return jsonInts(w, x, func(d []byte, v uint16) []byte { return strconv.AppendUint(d, uint64(v), 10) })
+	case []uint32:
+		return jsonInts(w, x, func(d []byte, v uint32) []byte { return strconv.AppendUint(d, uint64(v), 10) })
+	case []uint64:
+		return jsonInts(w, x, func(d []byte, v uint64) []byte { return strconv.AppendUint(d, v, 10) })
+	case []int8:
+		return jsonInts(w, x, func(d []byte, v int8) []byte { return strconv.AppendInt(d, int64(v), 10) })
+	case []int16:
+		return jsonInts(w, x, func(d []byte, v int16) []byte { return strconv.AppendInt(d, int64(v), 10) })
+	case []int32:
+		return jsonInts(w, x, func(d []byte, v int32) []byte { return strconv.AppendInt(d, int64(v), 10) })
+	case []int64:
+		return jsonInts(w, x, func(d []byte, v int64) []byte { return strconv.AppendInt(d, v, 10) })
+	case []bool:
+		return jsonInts(w, x, strconv.AppendBool)
+	case []float64:
+		return w.floats64(x, true)
+	case []float32:
+		return jsonInts(w, x, func(d []byte, v float32) []byte { return appendJSONFloat(d, float64(v), 32) })
+	case []string:
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if ok, err := w.value(e, depth+1); !ok || err != nil {
+				return false, err
+			}
+		}
+		b.WriteByte(']')
 	default:
-		// Numbers, typed slices (at most MaxInlineMetadata file bytes
-		// each) and whatever else a parser keeps: encoding/json, after a
-		// cheap check that a slice cannot fit (every element takes at
-		// least two bytes).
-		if rv := reflect.ValueOf(v); (rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array) && rv.Len() > w.room()/2+1 {
+		// Whatever else a parser keeps: encoding/json, after a cheap
+		// check that a slice cannot fit (every element takes at least
+		// two bytes).
+		if rv := reflect.ValueOf(v); (rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array) && int64(rv.Len()) > w.room()/2+1 {
 			return false, nil
 		}
-		if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
-			return false, fmt.Errorf("unsupported value: %v", f)
-		}
-		enc := json.NewEncoder(&w.buf)
+		enc := json.NewEncoder(b)
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(v); err != nil {
 			return false, err
 		}
-		w.buf.Truncate(w.buf.Len() - 1) // Encode's newline
+		b.Truncate(b.Len() - 1) // Encode's newline
 	}
-	return w.room() >= 0, nil
+	return w.step(), nil
+}
+
+// floats64 renders x, as a JSON array when array.
+func (w *jsonWriter) floats64(x []float64, array bool) (bool, error) {
+	for _, f := range x {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return false, fmt.Errorf("unsupported value: %v", f)
+		}
+	}
+	if !array {
+		w.buf.Write(appendJSONFloat(nil, x[0], 64))
+		return w.step(), nil
+	}
+	return jsonInts(w, x, func(d []byte, v float64) []byte { return appendJSONFloat(d, v, 64) })
+}
+
+// jsonInts renders a slice of scalars as a JSON array, each element by
+// app, checking the limit as it goes (every element takes at least two
+// bytes, so a slice that cannot fit is refused at once).
+func jsonInts[T any](w *jsonWriter, x []T, app func([]byte, T) []byte) (bool, error) {
+	if int64(len(x)) > w.room()/2+1 {
+		return false, nil
+	}
+	var tmp [32]byte
+	w.buf.WriteByte('[')
+	for i, v := range x {
+		if i > 0 {
+			w.buf.WriteByte(',')
+		}
+		w.buf.Write(app(tmp[:0], v))
+		if i%4096 == 4095 && !w.step() {
+			return false, nil
+		}
+	}
+	w.buf.WriteByte(']')
+	return w.step(), nil
+}
+
+// appendJSONFloat formats f as encoding/json does for a float of bits
+// bits.
+func appendJSONFloat(b []byte, f float64, bits int) []byte {
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 {
+		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
+			format = 'e'
+		}
+	}
+	b = strconv.AppendFloat(b, f, format, -1, bits)
+	if format == 'e' {
+		// clean up e-09 to e-9
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// MetadataValueJSON returns the file a mount serves for an in-memory
+// metadata value that is not a string: v as JSON (as RenderMetadata
+// writes it) and a newline. It fails when v is over limit bytes so.
+func MetadataValueJSON(v any, limit int) ([]byte, error) {
+	w := &jsonWriter{limit: limit - 1}
+	ok, err := w.value(v, 0)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("more than %d bytes as JSON", limit)
+	}
+	w.buf.WriteByte('\n')
+	return w.buf.Bytes(), nil
+}
+
+// MetadataValueSize returns len(MetadataValueJSON(v, limit)) without
+// keeping what it renders: memory stays small whatever v's size.
+func MetadataValueSize(v any, limit int) (int64, error) {
+	w := &jsonWriter{limit: limit - 1, drop: true}
+	ok, err := w.value(v, 0)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("more than %d bytes as JSON", limit)
+	}
+	return w.flushed + int64(w.buf.Len()) + 1, nil
 }
 
 // writeJSONString writes s as encoding/json does with HTML escaping off.

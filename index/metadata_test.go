@@ -32,6 +32,9 @@ func TestRenderMetadataAsEncodingJSON(t *testing.T) {
 		{"esc": "a\"b\\c\n\r\t\b\f\x00\x1f<>&\u2028\u2029é\xff\xfe", "\xffkey": "v", "": "empty key"},
 		{"arrs": []any{Uint8s{1, 255}, []uint16{7}, []int8{-1}, []float32{1.5, 0.1}, []float64{2}, []bool{true}, []string{"x", "y"}, []any{}, Uint8s{}}},
 		{"nested": map[string]any{"b": []any{map[string]any{"c": "d"}}, "a": json.Number("12345678901234567890")}},
+		{"floats": []any{1e-7, 1e21, 1e20, -0.0, 123456789.0, 5e-324, math.MaxFloat64, []float32{1e-7, 1e21, 3.4e38, -1.5e-45, 0.3}, []float64{1e-10, 0.000001}}},
+		{"ints": []any{[]int32{math.MinInt32, 0}, []int64{math.MinInt64}, []uint32{math.MaxUint32}, []uint64{math.MaxUint64}, []int16{-3}}},
+		{"big": Uint8s(bytes.Repeat([]byte{200, 7}, 100_000)), "strs": []string{strings.Repeat("é", 70_000), "\x01"}},
 	}
 	for _, md := range tests {
 		got, err := RenderMetadata(md, MetadataJSONBudget)
@@ -43,7 +46,27 @@ func TestRenderMetadataAsEncodingJSON(t *testing.T) {
 			want = []byte("{}")
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("RenderMetadata:\n%s\nencoding/json:\n%s", got, want)
+			t.Errorf("RenderMetadata:\n%.2000s\nencoding/json:\n%.2000s", got, want)
+		}
+		// Each value's file: the same JSON and a newline; its size
+		// counted without keeping it.
+		for k, v := range md {
+			want := append(encodingJSON(t, map[string]any{"": v})[4:len(encodingJSON(t, map[string]any{"": v}))-1], '\n')
+			got, err := MetadataValueJSON(v, 1<<30)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("MetadataValueJSON(%q) = %.200q, %v; want %.200q", k, got, err, want)
+			}
+			if n, err := MetadataValueSize(v, 1<<30); err != nil || n != int64(len(want)) {
+				t.Errorf("MetadataValueSize(%q) = %d, %v; want %d", k, n, err, len(want))
+			}
+			if n := int64(len(want)); n > 10 {
+				if _, err := MetadataValueSize(v, int(n-1)); err == nil {
+					t.Errorf("MetadataValueSize(%q) with a limit of %d: no error", k, n-1)
+				}
+				if _, err := MetadataValueSize(v, int(n)); err != nil {
+					t.Errorf("MetadataValueSize(%q) with a limit of %d: %v", k, n, err)
+				}
+			}
 		}
 	}
 	if _, err := RenderMetadata(map[string]any{"nan": math.NaN()}, MetadataJSONBudget); err == nil {
