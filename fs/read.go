@@ -54,7 +54,7 @@ func (r *Root) read(e *entry, dest []byte, off int64) (fuse.ReadResult, syscall.
 	switch f.kind {
 	case kindStatic:
 		return fuse.ReadResultData(e.data()[off : off+int64(n)]), 0
-	case kindTensor:
+	case kindTensor, kindLazy:
 	default:
 		return nil, syscall.EIO
 	}

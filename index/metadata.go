@@ -262,6 +262,8 @@ func (w *jsonWriter) value(v any, depth int) (bool, error) {
 			return false, fmt.Errorf("invalid number literal %q", string(x))
 		}
 		b.WriteString(string(x))
+	case int:
+		b.WriteString(strconv.Itoa(x))
 	case int64:
 		b.WriteString(strconv.FormatInt(x, 10))
 	case uint64:
