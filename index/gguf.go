@@ -627,6 +627,29 @@ func (p *ggufParser) value(typ uint32, typAt int64, key string, depth int) (any,
 	return nil, p.errAt(typAt, "key "+ggufQuote(key), "gguf: unknown metadata value type %d (want 0..12)", typ)
 }
 
+// strings reads an array of n strings, or returns nil (and no error) as
+// soon as a string would end past byte end of the file, having allocated
+// no more than the strings before it.
+func (p *ggufParser) strings(n int64, end int64) ([]string, error) {
+	r := &p.r
+	out := make([]string, n)
+	for i := range out {
+		l, err := r.strLen(0, "string in array")
+		if err != nil {
+			return nil, err
+		}
+		if r.pos > end-l {
+			return nil, nil
+		}
+		b, err := r.next(l)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = string(b)
+	}
+	return out, nil
+}
+
 // ggufFloat is a float as JSON can hold it: the value, or a string for
 // NaN and infinities.
 func ggufFloat(f float64) any {
@@ -717,31 +740,36 @@ func (p *ggufParser) array(key string, depth int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if depth == 1 {
-		start := r.pos
-		if err := p.skipElems(et, n, key, depth); err != nil {
-			return nil, err
-		}
-		if size := r.pos - start; size > p.inline {
-			return &FileValue{Offset: start, Size: size, Type: "array", ElemType: ggufTypeName(et), Count: n}, nil
-		}
-		r.pos = start // small enough: read it
-	}
 	if n == 0 {
 		return ggufEmpty[et], nil
+	}
+	if depth == 1 {
+		start := r.pos
+		// n*ggufMinSize[et] <= the bytes left: no overflow
+		small := n*ggufMinSize[et] <= p.inline
+		if small && et == ggufTypeString {
+			// One pass: read, unless the strings turn out too long.
+			out, err := p.strings(n, start+p.inline)
+			if out != nil || err != nil {
+				return out, err
+			}
+			r.pos = start
+			small = false
+		}
+		if !small || et == ggufTypeArray {
+			if err := p.skipElems(et, n, key, depth); err != nil {
+				return nil, err
+			}
+			if size := r.pos - start; size > p.inline {
+				return &FileValue{Offset: start, Size: size, Type: "array", ElemType: ggufTypeName(et), Count: n}, nil
+			}
+			r.pos = start // small enough: read it
+		}
 	}
 	count := int(n)
 	switch et {
 	case ggufTypeString:
-		out := make([]string, count)
-		for i := range out {
-			s, err := r.str(0, "string in array")
-			if err != nil {
-				return nil, err
-			}
-			out[i] = s
-		}
-		return out, nil
+		return p.strings(n, math.MaxInt64)
 	case ggufTypeArray:
 		out := make([]any, count)
 		for i := range out {
