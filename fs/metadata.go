@@ -24,6 +24,11 @@ import (
 // hold, has no file (one log line); nor has a key whose file name would be
 // over 255 bytes. Both are still in index.json.
 
+// kindLazy is a file read from its contents.r, set when the file is added
+// (Root.read serves it as a view's tensor file). Its value is apart from
+// tree.go's kinds.
+const kindLazy fileKind = 0x80
+
 // maxMetadataFile bounds the JSON file of one in-memory metadata value. A
 // GGUF value held in memory is at most index.MaxInlineMetadata bytes of the
 // file, at most 6 times that as JSON; only shared references (pickles)

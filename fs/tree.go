@@ -131,7 +131,6 @@ const (
 	kindTensor fileKind = iota + 1 // a tensor in some representation
 	kindStatic                     // bytes fixed at mount (index.json, metadata)
 	kindStats                      // stats.json: rendered at each open
-	kindLazy                       // read from contents.r, set by NewRoot (metadata.go)
 )
 
 // fileData describes what a regular file serves, exactly (its size
@@ -177,7 +176,7 @@ func (f tensorForm) String() string {
 // not be, which NewRoot's checks make impossible).
 type fileContents struct {
 	data []byte      // kindStatic
-	r    view.Reader // tensors of every form but formDirect; kindLazy
+	r    view.Reader // tensors of every form but formDirect
 	err  error
 }
 
