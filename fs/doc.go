@@ -31,13 +31,10 @@
 //     to that dtype, the stored tree then being under .native/);
 //   - .tensorfs/index.json (the index.Document of the top level, rendered
 //     at mount; "view" is added when the top level is converted),
-//     .tensorfs/metadata/<key> (one file per top-level metadata key,
-//     served on demand, metadata.go: strings as they are, values left in
-//     the file (index.FileValue) as their bytes there, other values as
-//     JSON rendered on first read; names by MetadataFileName) and
-//     .tensorfs/stats.json (live counters, rendered at each open). The
-//     metadata in index.json is index.RenderMetadata's: within
-//     index.MetadataJSONBudget, large values elided;
+//     .tensorfs/metadata/<key> (one file per top-level metadata key:
+//     strings as they are, other values as JSON; names by
+//     MetadataFileName) and .tensorfs/stats.json (live counters, rendered
+//     at each open);
 //   - .f32/ .f16/ .bf16/ .f64/: the tree of tensors that view.Convertible
 //     accepts (a tensor already in that dtype is served as stored), and
 //     .npy/ with <path>.npy for each tensor view.NewNPY accepts. A view
