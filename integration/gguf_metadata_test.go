@@ -108,7 +108,7 @@ func TestHostileBigMetadata(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := map[string]any{index.ElidedKey: true, "type": "array", "element_type": "uint8",
+			want := map[string]any{"tensorfs.elided": true, "type": "array", "element_type": "uint8",
 				"count": json.Number(strconv.FormatInt(tc.n, 10)), "bytes": json.Number(strconv.FormatInt(tc.n, 10)),
 				"encoding": "gguf", "path": ".tensorfs/metadata/big"}
 			if !reflect.DeepEqual(doc.Metadata["big"], want) || len(data) > 2048 {
