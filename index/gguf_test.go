@@ -56,8 +56,11 @@ func ggufCheckInvariants(t testing.TB, idx *Index, name string, size int64) {
 			t.Fatalf("metadata %q: %+v outside file of %d", k, fv, size)
 		}
 	}
-	if _, err := RenderMetadata(idx.Metadata, 1<<10); err != nil {
-		t.Fatalf("RenderMetadata: %v", err)
+	for _, budget := range []int{1 << 10, MetadataJSONBudget} {
+		js, err := RenderMetadata(idx.Metadata, budget)
+		if err != nil || !json.Valid(js) {
+			t.Fatalf("RenderMetadata: %v: %.200s", err, js)
+		}
 	}
 	if !sort.SliceIsSorted(idx.Tensors, func(i, j int) bool { return idx.Tensors[i].Name < idx.Tensors[j].Name }) {
 		t.Fatalf("tensors not sorted by name")

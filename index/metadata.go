@@ -322,6 +322,11 @@ func (w *jsonWriter) value(v any, depth int) (bool, error) {
 	case []float64:
 		return w.floats64(x, true)
 	case []float32:
+		for _, f := range x {
+			if f != f || f > math.MaxFloat32 || f < -math.MaxFloat32 {
+				return false, fmt.Errorf("unsupported value: %v", f)
+			}
+		}
 		return jsonInts(w, x, func(d []byte, v float32) []byte { return appendJSONFloat(d, float64(v), 32) })
 	case []string:
 		b.WriteByte('[')

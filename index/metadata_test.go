@@ -35,6 +35,7 @@ func TestRenderMetadataAsEncodingJSON(t *testing.T) {
 		{"floats": []any{1e-7, 1e21, 1e20, -0.0, 123456789.0, 5e-324, math.MaxFloat64, []float32{1e-7, 1e21, 3.4e38, -1.5e-45, 0.3}, []float64{1e-10, 0.000001}}},
 		{"ints": []any{[]int32{math.MinInt32, 0}, []int64{math.MinInt64}, []uint32{math.MaxUint32}, []uint64{math.MaxUint64}, []int16{-3}}},
 		{"big": Uint8s(bytes.Repeat([]byte{200, 7}, 100_000)), "strs": []string{strings.Repeat("é", 70_000), "\x01"}},
+		ggufAllTypesWant(), // what the GGUF parser makes of every type
 	}
 	for _, md := range tests {
 		got, err := RenderMetadata(md, MetadataJSONBudget)
@@ -69,8 +70,10 @@ func TestRenderMetadataAsEncodingJSON(t *testing.T) {
 			}
 		}
 	}
-	if _, err := RenderMetadata(map[string]any{"nan": math.NaN()}, MetadataJSONBudget); err == nil {
-		t.Error("NaN rendered")
+	for _, bad := range []any{math.NaN(), math.Inf(-1), []float64{1, math.Inf(1)}, []float32{float32(math.NaN())}, []float32{float32(math.Inf(1))}, []any{math.NaN()}} {
+		if got, err := RenderMetadata(map[string]any{"bad": bad}, MetadataJSONBudget); err == nil {
+			t.Errorf("%v rendered: %s", bad, got)
+		}
 	}
 }
 
