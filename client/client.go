@@ -233,7 +233,8 @@ func (c *Checkpoint) Sources() []string { return append([]string(nil), c.sources
 // over index.MaxInlineMetadata bytes, or any value past
 // index.MetadataJSONBudget) is an elision object, a map with
 // "tensorfs.elided": true that says where a mount serves the whole value
-// (README: index.json). The map is shared: do not modify it.
+// (README, "Large metadata values"). The map is shared: do not modify
+// it.
 func (c *Checkpoint) Metadata() map[string]any {
 	c.metaOnce.Do(func() {
 		if c.idx != nil { // a mount's metadata came as JSON values
