@@ -173,3 +173,33 @@ func TestUint8sJSON(t *testing.T) {
 		t.Fatalf("%s %v", fv, err)
 	}
 }
+
+// FuzzRenderMetadata: for any strings (keys, values, inside arrays and
+// objects), RenderMetadata writes exactly what encoding/json writes, and
+// a value's file is that JSON and a newline.
+func FuzzRenderMetadata(f *testing.F) {
+	f.Add([]byte("plain"), int64(7))
+	f.Add([]byte("\x00\x1f\"\\<>&\u2028\u2029\xff\xfeé\t\n"), int64(-1))
+	f.Add([]byte("\xed\xa0\x80 surrogate, \xf4\x90\x80\x80 past U+10FFFF"), int64(1<<62))
+	f.Fuzz(func(t *testing.T, b []byte, n int64) {
+		s := string(b)
+		md := map[string]any{
+			s:     s,
+			"n":   n,
+			"arr": []any{s, n, float64(n) / 3, []string{s, ""}, map[string]any{s: []int64{n}}},
+			"u8":  Uint8s(b),
+			"f32": []float32{float32(n)},
+		}
+		got, err := RenderMetadata(md, MetadataJSONBudget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := encodingJSON(t, md); !bytes.Equal(got, want) {
+			t.Fatalf("RenderMetadata:\n%q\nencoding/json:\n%q", got, want)
+		}
+		file, err := MetadataValueJSON(md["arr"], 1<<20)
+		if want := append(encodingJSON(t, map[string]any{"": md["arr"]})[4:len(encodingJSON(t, map[string]any{"": md["arr"]}))-1], '\n'); err != nil || !bytes.Equal(file, want) {
+			t.Fatalf("MetadataValueJSON = %q, %v; want %q", file, err, want)
+		}
+	})
+}
