@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
@@ -593,52 +592,13 @@ func (r *Root) buildControl() *entry {
 	b := newBuilder(controlDir)
 	b.addStatic("index.json", r.indexDoc)
 	b.add("stats.json", fileData{kind: kindStats})
-	md := newBuilder(metadataDir)
-	for _, k := range sortedKeys(r.idx.Metadata) {
-		name := MetadataFileName(k)
-		if checkComponent(name) != nil {
-			continue // too long for a file name; still in index.json
-		}
-		data, err := metadataBytes(r.idx.Metadata[k])
-		if err != nil {
-			r.logger.Printf("metadata key %q left out of .tensorfs/metadata: %v", k, err)
-			continue
-		}
-		md.addStatic(name, data)
-	}
-	b.attach(md.finish())
+	b.attach(r.buildMetadata()) // metadata.go
 	return b.finish()
 }
 
 // MetadataFileName maps a metadata key to its file name under
-// .tensorfs/metadata/ by percent-escaping: '%', '/', NUL, bytes that are
-// not valid UTF-8 and a leading '.' become %XX (upper-case hex); the empty
-// key is "%". The mapping is reversible and distinct keys get distinct
-// names. A key whose name is over 255 bytes has no file (it is still in
-// index.json).
-func MetadataFileName(key string) string {
-	if key == "" {
-		return "%"
-	}
-	var sb strings.Builder
-	for i := 0; i < len(key); {
-		c := key[i]
-		if c == '%' || c == '/' || c == 0 || (i == 0 && c == '.') {
-			fmt.Fprintf(&sb, "%%%02X", c)
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(key[i:])
-		if r == utf8.RuneError && n <= 1 {
-			fmt.Fprintf(&sb, "%%%02X", c)
-			i++
-			continue
-		}
-		sb.WriteString(key[i : i+n])
-		i += n
-	}
-	return sb.String()
-}
+// .tensorfs/metadata/: index.MetadataFileName.
+func MetadataFileName(key string) string { return index.MetadataFileName(key) }
 
 // lookupPath walks a slash-separated path from the top of the tree, for
 // tests and tools; "" is the top.
