@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -68,6 +69,12 @@ type Options struct {
 	// Keep it for a checkpoint that is also read directly (not through the
 	// mount). See cache.go.
 	KeepBackingCache bool
+
+	// NoPassthrough serves every file through the server. By default a
+	// file that is a whole backing file byte for byte (see
+	// passthrough.go) is handed to the kernel to read itself (FUSE
+	// passthrough: Linux 6.9+, root).
+	NoPassthrough bool
 
 	// DirectIO opens tensor files with FOPEN_DIRECT_IO: every read(2) goes
 	// to the server as it is (no readahead, no page cache of the mount,
@@ -330,6 +337,10 @@ type Root struct {
 	// cache counts served bytes to drop the backing files' cached copy;
 	// nil with Options.KeepBackingCache (cache.go).
 	cache *cacheDrop
+
+	// passthrough: per tensor entry, the descriptor it is served from by
+	// FUSE passthrough, or -1; decided on first open (passthrough.go).
+	passthrough sync.Map
 
 	// Mutable.
 	stats stats

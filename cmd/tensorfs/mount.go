@@ -42,6 +42,7 @@ func runMount(args []string) error {
 	noSplice := f.Bool("no-splice", false, "copy every read through the server instead of splicing from the checkpoint file")
 	directIO := f.Bool("direct-io", false, "open tensor files with FUSE direct I/O: each read(2) goes to the server as it is, with no readahead and no second copy of the checkpoint in the page cache; faster for large reads, much slower for small ones (mmap keeps working on Linux 6.6+; older kernels ignore the flag)")
 	keepCache := f.Bool("keep-backing-cache", false, "keep the checkpoint file's pages in the page cache after serving them; by default each 2 MiB of it is dropped once served, as the mount's own page cache then holds those bytes (keep it when the checkpoint is also read directly, not through the mount)")
+	noPassthrough := f.Bool("no-passthrough", false, "serve every file through the server; by default a file that is a whole checkpoint file byte for byte (a .npy source's .npy/ file) is read by the kernel from that file directly (FUSE passthrough: Linux 6.9+, root)")
 	debugFlag := f.Bool("debug", false, "log every FUSE request and reply to stderr")
 	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of the server (go tool pprof format) to `FILE` when it exits")
 	memProfile := f.String("memprofile", "", "write a heap profile of the server (go tool pprof format) to `FILE` when it exits")
@@ -107,7 +108,7 @@ func runMount(args []string) error {
 	}
 	defer ckpt.close()
 	logger := log.New(os.Stderr, "tensorfs: ", 0)
-	root, err := fs.NewRoot(ckpt.idx, ckpt.sources, fs.Options{View: view, NoSplice: *noSplice, DirectIO: *directIO, KeepBackingCache: *keepCache, Logger: logger})
+	root, err := fs.NewRoot(ckpt.idx, ckpt.sources, fs.Options{View: view, NoSplice: *noSplice, DirectIO: *directIO, KeepBackingCache: *keepCache, NoPassthrough: *noPassthrough, Logger: logger})
 	if err != nil {
 		return fmt.Errorf("%s: %v", source, err)
 	}
