@@ -36,7 +36,7 @@ func runMount(args []string) error {
 	dtFlag := f.String("dtype", "", "make the top level the converted view in `DT` (f32, f16, bf16 or f64); tensors that cannot be converted are left out of it and the stored tree moves to .native/")
 	modeFlag := f.String("backing", "mmap", "how to read the checkpoint, `MODE`: mmap (fastest for local files), pread (network filesystems, where page faults stall) or direct (O_DIRECT, bypasses the page cache)")
 	allowOther := f.Bool("allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
-	maxWrite := f.Int("max-write", 0, "largest read request the kernel sends, in `BYTES` (0: 1 MiB, or 1 MiB - 8 KiB when splicing from the checkpoint file; more needs root to raise /proc/sys/fs/fuse/max_pages_limit and, for splicing, /proc/sys/fs/pipe-max-size)")
+	maxWrite := f.Int("max-write", 0, "largest read request the kernel sends, in `BYTES` (0: the most this system allows up to 2 MiB: 1 MiB, or 1 MiB - 8 KiB when splicing from the checkpoint file, unless root raised /proc/sys/fs/fuse/max_pages_limit and, for splicing, /proc/sys/fs/pipe-max-size; kernels with FUSE large folios cache in folios of the largest power of two pages within it)")
 	readahead := f.Int("readahead-kb", 0, "kernel readahead window of the mount in `KB` (0: two requests of --max-write, 2032 with splicing; the kernel's own default is 128); setting it needs root, others keep the kernel's")
 	maxBackground := f.Int("max-background", 0, "asynchronous (readahead) requests the kernel may have in flight, `N` (0: go-fuse's default, 12)")
 	noSplice := f.Bool("no-splice", false, "copy every read through the server instead of splicing from the checkpoint file")

@@ -182,6 +182,10 @@ type RunResult struct {
 	ServerHWM  int64      `json:"server_vmhwm"`    // largest VmHWM of its servers (counts mapped checkpoint pages)
 	ServerAnon int64      `json:"server_rss_anon"` // largest RssAnon of its servers at the end of their measurements
 	Cache      []CacheRow `json:"cache,omitempty"` // page cache growth (the cache phase)
+	// MountLargeFolios is the fraction of a sample of the mount's cached
+	// pages (after the repeat read) in large folios; -1 when it cannot
+	// be read (not root), 0 on kernels whose FUSE uses small pages only.
+	MountLargeFolios float64 `json:"mount_large_folios"`
 }
 
 // Row is one measurement: tensorfs beside its baseline.
@@ -368,6 +372,7 @@ func (b *harness) oneRun(run, count int, fds []int, tensors []tensor) (RunResult
 			}
 			row("repeat_read", "repeat read, same mount", "direct read", direct, again, 0.7)
 			row("repeat_read_null", "repeat read, same mount", "zero-work FUSE", nullAgain, again, 0.9)
+			r.MountLargeFolios = mountLargeFolios(s.mnt, tensors)
 			if !b.phases["view"] {
 				return nil
 			}

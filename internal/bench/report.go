@@ -69,7 +69,11 @@ func (rep *Report) Print(w io.Writer) {
 		for _, ms := range r.ReadyMS {
 			ready = append(ready, fmt.Sprintf("%.0f ms", ms))
 		}
-		fmt.Fprintf(bw, "\nrun %d of %d (mounts ready in %s; server RssAnon %s; load average %.1f, then %.1f)\n", i+1, len(rep.Runs), strings.Join(ready, ", "), humanBytes(r.ServerAnon), r.Load[0], r.Load[1])
+		folios := ""
+		if r.MountLargeFolios >= 0 {
+			folios = fmt.Sprintf("; mount's cache %.0f%% in large folios", 100*r.MountLargeFolios)
+		}
+		fmt.Fprintf(bw, "\nrun %d of %d (mounts ready in %s; server RssAnon %s%s; load average %.1f, then %.1f)\n", i+1, len(rep.Runs), strings.Join(ready, ", "), humanBytes(r.ServerAnon), folios, r.Load[0], r.Load[1])
 		table(bw, r.Rows)
 		cacheTable(bw, r.Cache)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -187,4 +188,19 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// mountLargeFolios returns largeFolios of the tensors' files in the mount
+// at mnt (opened only to be mapped: their pages are cached already).
+func mountLargeFolios(mnt string, ts []tensor) float64 {
+	var fds []int
+	for _, t := range ts {
+		fd, err := unix.Open(filepath.Join(mnt, t.path), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		defer unix.Close(fd)
+		fds = append(fds, fd)
+	}
+	return largeFolios(fds)
 }
