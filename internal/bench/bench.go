@@ -43,6 +43,23 @@ whole tensors (or reads) from a shared queue:
                 beside: the same ranges of a mapping of the checkpoint.
                 Then, on another fresh mount, the random reads copied out
                 of mappings (sparse access: embedding rows, slices).
+  cache         the page cache that reading adds, per byte read: the
+                checkpoint's pages are dropped (posix_fadvise), then
+                every tensor file of a fresh mount is read with read(2),
+                and every .npy/ file of another mapped and copied out
+                (NumPy's mmap_mode="r"). One copy of each byte is 1.00;
+                the mount's cache plus the checkpoint's is 2.00. As root
+                it is counted in a private memory cgroup (this process
+                and its server only); otherwise from /proc/meminfo, which
+                counts the whole machine.
+
+The first and repeat reads are also measured on a zero-work FUSE server
+(every READ answered from one buffer of zeros, with the same request
+size, readahead and caching) mounted beside: its figures are what FUSE
+itself allows on this machine, and the ratio to them how close tensorfs
+comes. Each run's header says how much of the mount's page cache sits in
+large folios after the repeat read (root only): 0% where the kernel's
+FUSE caches 4 KiB pages.
 
 Only tensors that are one contiguous range of a checkpoint file take part.
 The CPU columns are the seconds of CPU the reading process and the server
