@@ -2,6 +2,8 @@ package integration
 
 import (
 	"bytes"
+	"compress/gzip"
+	"io"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -28,6 +30,33 @@ func kernelAtLeast(major, minor int) bool {
 	return ma > major || ma == major && mi >= minor
 }
 
+// kernelConfig returns the value of a kernel build option from
+// /proc/config.gz ("y", "m", "n" when not set), or "" when unknown.
+func kernelConfig(name string) string {
+	f, err := os.Open("/proc/config.gz")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return ""
+	}
+	data, err := io.ReadAll(io.LimitReader(zr, 16<<20))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, name+"="); ok {
+			return v
+		}
+		if line == "# "+name+" is not set" {
+			return "n"
+		}
+	}
+	return ""
+}
+
 // TestPassthrough mounts a .npy checkpoint, whose .npy/ file is the
 // checkpoint byte for byte: as root on Linux 6.9+, reading it goes to the
 // backing file through FUSE passthrough, so the server answers no READ;
@@ -43,7 +72,7 @@ func TestPassthrough(t *testing.T) {
 	if err := os.WriteFile(src, npy, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	exact := os.Geteuid() == 0 && kernelAtLeast(6, 9)
+	exact := os.Geteuid() == 0 && kernelAtLeast(6, 9) && kernelConfig("CONFIG_FUSE_PASSTHROUGH") != "n"
 	for _, c := range []struct {
 		flags []string
 		pass  bool
