@@ -3,8 +3,8 @@ package integration
 import (
 	"bytes"
 	"compress/gzip"
-	"io"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
