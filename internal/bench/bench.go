@@ -24,8 +24,10 @@ Without SOURCE it first writes a safetensors checkpoint of --size bytes
 
 The mount is served by another process ("tensorfs mount", with the flags
 given in --mount): a process must never read its own mount. The checkpoint
-file is read once before anything is timed, so every figure compares reads
-from the page cache. Each run measures, with --readers readers taking
+file is read into the page cache before anything is timed, and again
+before each mount and each direct read (a mount drops the checkpoint's
+pages it has served, see "cache"), so every figure compares reads from
+the page cache. Each run measures, with --readers readers taking
 whole tensors (or reads) from a shared queue:
 
   first read    every tensor file of a fresh mount read once, start to
