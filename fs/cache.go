@@ -2,6 +2,7 @@ package fs
 
 import (
 	"io"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -54,11 +55,25 @@ type cacheDrop struct {
 	failed  atomic.Uint64  // drops that returned an error
 }
 
-// chunkCounts is one source's chunks.
+// chunkCounts is one source's chunks. Its memory is one 16-byte range
+// per run of adjacent tensors (one for a safetensors file) and 8 bytes of
+// counter per 2 MiB of the file, which stay unresident (zero pages never
+// touched) but for the chunks read.
 type chunkCounts struct {
-	drop    backing.CacheDropper
-	covered []uint32        // per chunk: bytes of it that tensors cover. Constant.
-	served  []atomic.Uint64 // per chunk: bytes served from it so far
+	drop   backing.CacheDropper
+	ranges [][2]int64      // the tensors' bytes, merged and sorted. Constant.
+	served []atomic.Uint64 // per chunk: bytes served from it so far
+}
+
+// covered returns the bytes of chunk i that tensors cover.
+func (cc *chunkCounts) covered(i int) int64 {
+	start, end := int64(i)*cacheChunk, int64(i+1)*cacheChunk
+	k := sort.Search(len(cc.ranges), func(k int) bool { return cc.ranges[k][1] > start })
+	var n int64
+	for ; k < len(cc.ranges) && cc.ranges[k][0] < end; k++ {
+		n += min(end, cc.ranges[k][1]) - max(start, cc.ranges[k][0])
+	}
+	return n
 }
 
 // newCacheDrop prepares the counters of every source that can drop its
@@ -83,11 +98,8 @@ func newCacheDrop(idx *index.Index, sources []backing.Source, keep bool) *cacheD
 			continue
 		}
 		n := (src.Size() + cacheChunk - 1) / cacheChunk
-		cc := &chunkCounts{drop: d, covered: make([]uint32, n), served: make([]atomic.Uint64, n)}
-		for _, r := range mergeRanges(ranges[s]) {
-			cc.add(r[0], min(r[1], src.Size())-r[0], func(i int, k int64) { cc.covered[i] += uint32(k) })
-		}
-		c.srcs[s] = cc
+		merged := mergeRanges(ranges[s])
+		c.srcs[s] = &chunkCounts{drop: d, ranges: slices.Clip(merged), served: make([]atomic.Uint64, n)}
 		some = true
 	}
 	if !some {
@@ -137,12 +149,9 @@ func (c *cacheDrop) served(s int, off, n int64) {
 		return
 	}
 	cc.add(off, n, func(i int, k int64) {
-		cov := uint64(cc.covered[i])
-		if cov == 0 {
-			return
-		}
 		now := cc.served[i].Add(uint64(k))
-		if now/cov == (now-uint64(k))/cov {
+		cov := uint64(cc.covered(i))
+		if cov == 0 || now/cov == (now-uint64(k))/cov {
 			return
 		}
 		if err := cc.drop.DropCache(int64(i)*cacheChunk, cacheChunk); err != nil {

@@ -53,9 +53,10 @@ func TestCacheDrop(t *testing.T) {
 	if c == nil {
 		t.Fatal("newCacheDrop: nil for a source that can drop")
 	}
-	wantCovered := []uint32{2*mib - 4096, 2*mib - 8, mib + 100}
-	if got := c.srcs[0].covered; !reflect.DeepEqual(got, wantCovered) {
-		t.Fatalf("covered = %v, want %v", got, wantCovered)
+	for i, want := range []int64{2*mib - 4096, 2*mib - 8, mib + 100} {
+		if got := c.srcs[0].covered(i); got != want {
+			t.Fatalf("covered(%d) = %d, want %d", i, got, want)
+		}
 	}
 	steps := []struct {
 		off, n int64
