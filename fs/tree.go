@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -58,6 +59,21 @@ type Options struct {
 	// NoSplice never hands the kernel a backing file descriptor to splice
 	// from; every read is copied through a buffer.
 	NoSplice bool
+
+	// KeepBackingCache keeps the backing files' pages in the page cache
+	// after serving them. By default a 2 MiB-aligned chunk of a backing
+	// file is dropped from the page cache (posix_fadvise DONTNEED) once
+	// every tensor byte in it has been served, since the mount's own page
+	// cache then holds those bytes: one copy in memory instead of two.
+	// Keep it for a checkpoint that is also read directly (not through the
+	// mount). See cache.go.
+	KeepBackingCache bool
+
+	// NoPassthrough serves every file through the server. By default a
+	// file that is a whole backing file byte for byte (see
+	// passthrough.go) is handed to the kernel to read itself (FUSE
+	// passthrough: Linux 6.9+, root).
+	NoPassthrough bool
 
 	// DirectIO opens tensor files with FOPEN_DIRECT_IO: every read(2) goes
 	// to the server as it is (no readahead, no page cache of the mount,
@@ -317,6 +333,14 @@ type Root struct {
 	dropped  int    // tensors left out of views (clashes, view errors)
 	indexDoc []byte
 
+	// cache counts served bytes to drop the backing files' cached copy;
+	// nil with Options.KeepBackingCache (cache.go).
+	cache *cacheDrop
+
+	// passthrough: per tensor entry, the descriptor it is served from by
+	// FUSE passthrough, or -1; decided on first open (passthrough.go).
+	passthrough sync.Map
+
 	// Mutable.
 	stats stats
 	// directIO: Options.DirectIO, once Mount has seen that the kernel
@@ -369,6 +393,8 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 			r.fds[i] = spliceFd(src)
 		}
 	}
+
+	r.cache = newCacheDrop(idx, sources, opts.KeepBackingCache) // cache.go
 
 	// The stored tree.
 	native, err := r.buildNative("")
