@@ -68,6 +68,9 @@ func TestExportEveryFile(t *testing.T) {
 	var pyArgs []string
 	exported := 0
 	for i, p := range sources {
+		if raceEnabled && i%5 != 0 {
+			continue // a sample under the race detector, which is slow at byte loops
+		}
 		idx, srcs, ok := loadSource(t, p)
 		if !ok {
 			continue
@@ -92,7 +95,7 @@ func TestExportEveryFile(t *testing.T) {
 			}
 		}
 	}
-	if exported < 150 {
+	if exported < 150 && !raceEnabled {
 		t.Fatalf("only %d of %d shared files exported", exported, len(sources))
 	}
 	if raceEnabled {
