@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Export and convert figures for docs/BENCHMARKS.md ("Safetensors export").
 #
-#   docs/scripts/export_bench.sh TENSORFS CKPT WORKDIR [ROUNDS]
+#   docs/scripts/export_bench.sh TENSORFS CKPT WORKDIR [ROUNDS [read|convert]]
 #
 # 1. Reads through a mount (root, source file in the page cache): all the
 #    tensor files (cat M/layers.* > /dev/null) against the export
@@ -11,7 +11,7 @@
 # 2. `tensorfs convert` against `cp` + `sync` of the source in WORKDIR,
 #    interleaved, ROUNDS times, with peak RSS from /usr/bin/time.
 set -euo pipefail
-bin=$1 ckpt=$2 work=$3 rounds=${4:-3}
+bin=$1 ckpt=$2 work=$3 rounds=${4:-3} only=${5:-}
 mnt=$work/mnt
 mkdir -p "$mnt"
 now() { date +%s.%N; }
@@ -25,6 +25,7 @@ mountit() {
 }
 umountit() { "$bin" umount "$mnt"; wait; }
 for r in $(seq "$rounds"); do
+	[ "$only" = convert ] && break
 	for view in "" .bf16; do
 		mountit
 		s=$(now); cat "$mnt/$view"/layers.* > /dev/null; e=$(now)
@@ -41,6 +42,7 @@ for r in $(seq "$rounds"); do
 done
 out=$work/out.safetensors
 for r in $(seq "$rounds"); do
+	[ "$only" = read ] && break
 	rm -f "$out"
 	s=$(now); /usr/bin/time -f %M -o "$work/cp.rss" cp "$ckpt" "$out"; sync "$out"; e=$(now)
 	cp_rate=$(rate "$size" "$s" "$e")
