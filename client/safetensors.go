@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -84,7 +85,8 @@ type SafetensorsOptions struct {
 	// dtype.Invalid writes the tensors as stored.
 	DType dtype.DType
 	// Parallel is the number of chunks read at once (default: GOMAXPROCS,
-	// at most 4). The memory held is 2×Parallel chunks.
+	// at most 4). The memory held is 2×Parallel chunks (one more where
+	// the kernel cannot copy_file_range to the output).
 	Parallel int
 	// ChunkSize is the size of each read (default 4 MiB).
 	ChunkSize int
@@ -95,7 +97,8 @@ type SafetensorsOptions struct {
 
 // WriteSafetensors writes the checkpoint as one safetensors file to w:
 // exactly the bytes of Safetensors(opts.DType), in order, with bounded
-// memory (2×Parallel chunks of ChunkSize, whatever the checkpoint's size).
+// memory (2×Parallel+1 chunks of ChunkSize, whatever the checkpoint's
+// size).
 // Chunks are read Parallel at a time and written in order. When w is an
 // *os.File and a tensor is stored contiguously in a source file with a
 // descriptor, its bytes are copied by the kernel (copy_file_range), not
@@ -142,6 +145,9 @@ func writeExport(ctx context.Context, w io.Writer, out *os.File, ra SafetensorsF
 	order := make(chan *chunk, nbuf)
 	work := make(chan *chunk, nbuf)
 	stop := make(chan struct{})
+	// noCopy: the kernel cannot copy_file_range to out (another
+	// filesystem on an old kernel...); every range is read from then on.
+	var noCopy atomic.Bool
 	// The producer cuts the file into chunks, in order.
 	go func() {
 		defer close(order)
@@ -150,7 +156,7 @@ func writeExport(ctx context.Context, w io.Writer, out *os.File, ra SafetensorsF
 			ch := &chunk{off: off, done: make(chan struct{})}
 			end := min(size, off+int64(opts.ChunkSize))
 			if x != nil && out != nil {
-				if segEnd, src, at, ok := x.Segment(off); ok && canCopy(src) {
+				if segEnd, src, at, ok := x.Segment(off); ok && canCopy(src) && !noCopy.Load() {
 					ch.src, ch.srcOff, ch.n = src, at, segEnd-off
 					close(ch.done)
 					select {
@@ -195,6 +201,7 @@ func writeExport(ctx context.Context, w io.Writer, out *os.File, ra SafetensorsF
 	}
 	var written int64
 	var err error
+	var spare []byte // copyByReading's buffer, once copy_file_range fails
 	for ch := range order {
 		if err == nil {
 			err = context.Cause(ctx)
@@ -207,12 +214,23 @@ func writeExport(ctx context.Context, w io.Writer, out *os.File, ra SafetensorsF
 		case ch.err != nil:
 			err = fmt.Errorf("reading the export at byte %d: %w", ch.off, ch.err)
 		case ch.buf == nil:
-			err = copyRange(ctx, out, w, ch.src, ch.srcOff, ch.n, func(k int64) {
+			progress := func(k int64) {
 				written += k
 				if opts.Progress != nil {
 					opts.Progress(written, size)
 				}
-			})
+			}
+			var done int64
+			done, err = copyRange(ctx, out, ch.src, ch.srcOff, ch.n, progress)
+			if errors.Is(err, errNoCopy) {
+				// The pool's buffers may all be in chunks queued behind
+				// this one: the fallback has a buffer of its own.
+				noCopy.Store(true)
+				if spare == nil {
+					spare = make([]byte, opts.ChunkSize)
+				}
+				err = copyByReading(ctx, w, spare, ch.src, ch.srcOff+done, ch.n-done, progress)
+			}
 		default:
 			var k int
 			k, err = w.Write(ch.buf[:ch.n])
@@ -243,34 +261,39 @@ func canCopy(src backing.Source) bool {
 // cancellation are seen often.
 const copyStep = 64 << 20
 
+// errNoCopy is copyRange's error when the kernel cannot copy_file_range
+// between the two files.
+var errNoCopy = errors.New("copy_file_range not supported here")
+
 // copyRange copies [off, off+n) of src to out at its current offset with
-// copy_file_range, falling back to reading and writing through w when the
-// kernel cannot (different filesystems on old kernels, ...).
-func copyRange(ctx context.Context, out *os.File, w io.Writer, src backing.Source, off, n int64, progress func(int64)) error {
+// copy_file_range and returns the bytes copied; errNoCopy when the kernel
+// cannot (different filesystems on old kernels, ...).
+func copyRange(ctx context.Context, out *os.File, src backing.Source, off, n int64, progress func(int64)) (int64, error) {
 	fd, _ := src.(backing.FdSource).Fd()
-	for n > 0 {
+	var done int64
+	for n > done {
 		if err := context.Cause(ctx); err != nil {
-			return err
+			return done, err
 		}
-		k, err := unix.CopyFileRange(int(fd), &off, int(out.Fd()), nil, int(min(n, copyStep)), 0)
+		at := off + done
+		k, err := unix.CopyFileRange(int(fd), &at, int(out.Fd()), nil, int(min(n-done, copyStep)), 0)
 		if err != nil || k == 0 {
 			if k == 0 && err == nil {
-				return fmt.Errorf("copying from %s at byte %d: %w", src.Name(), off, io.ErrUnexpectedEOF)
+				return done, fmt.Errorf("copying from %s at byte %d: %w", src.Name(), off+done, io.ErrUnexpectedEOF)
 			}
 			if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
-				return copyByReading(ctx, w, src, off, n, progress)
+				return done, errNoCopy
 			}
-			return fmt.Errorf("copying from %s at byte %d: %w", src.Name(), off, err)
+			return done, fmt.Errorf("copying from %s at byte %d: %w", src.Name(), off+done, err)
 		}
-		n -= int64(k)
+		done += int64(k)
 		progress(int64(k))
 	}
-	return nil
+	return done, nil
 }
 
-// copyByReading is copyRange through a buffer.
-func copyByReading(ctx context.Context, w io.Writer, src backing.Source, off, n int64, progress func(int64)) error {
-	buf := make([]byte, min(n, 4<<20))
+// copyByReading copies [off, off+n) of src to w through buf.
+func copyByReading(ctx context.Context, w io.Writer, buf []byte, src backing.Source, off, n int64, progress func(int64)) error {
 	for n > 0 {
 		if err := context.Cause(ctx); err != nil {
 			return err
