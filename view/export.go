@@ -178,6 +178,9 @@ func layoutExport(idx *index.Index, srcs []backing.Source, to dtype.DType) (*Exp
 			return nil, err
 		}
 		name := t.Name
+		if name == "__metadata__" {
+			return nil, fmt.Errorf("view: export: a tensor named __metadata__ cannot be in a safetensors file (the name is the header's metadata key)")
+		}
 		if !utf8.ValidString(name) {
 			name = t.Path // reversible, valid UTF-8 (index.AssignPaths)
 			renamed = true

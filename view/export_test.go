@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/lazyweights/tensorfs/backing"
@@ -197,6 +198,10 @@ func TestExportOrderAligned(t *testing.T) {
 	}
 	if _, err := NewExport(idx, srcs, dtype.I32); err == nil {
 		t.Error("export in I32 accepted")
+	}
+	idx.Tensors[0].Name = "__metadata__"
+	if _, err := ExportSize(idx, srcs, dtype.Invalid); err == nil || !strings.Contains(err.Error(), "__metadata__") {
+		t.Errorf("a tensor named __metadata__: %v", err)
 	}
 }
 
