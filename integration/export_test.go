@@ -203,7 +203,7 @@ func TestExportFormats(t *testing.T) {
 		{"gguf/quantized/ollama-ggml-q4_k.gguf", false},
 		{"generated/npz_plain.npz", true},
 		{"generated/torch_mixed_zip.pt", true},
-		{"safetensors/candle/test.safetensors", true},
+		{"safetensors/candle/mel_filters.safetensors", true},
 	}
 	out := t.TempDir()
 	var args []string
