@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"github.com/lazyweights/tensorfs/internal/pickle"
+	"strings"
 	"testing"
 )
 
@@ -18,13 +19,20 @@ func ptRunPickle(p []byte) (any, ptStream, error) {
 	return v, st, nil
 }
 
-// ptWalkPickle runs p and walks what it builds (storages are not served).
+// ptWalkPickle runs p and walks what it builds; every storage is served
+// from byte 0 of a file large enough.
 func ptWalkPickle(p []byte) (*Index, error) {
 	v, st, err := ptRunPickle(p)
 	if err != nil {
 		return nil, err
 	}
-	w := newPtWalker(st, func(*torchStorage) (int64, int64, string) { return 0, 0, "no storage here" })
+	w := newPtWalker(st, func(s *torchStorage) (int64, int64, string) {
+		n, ok := ptMul(s.numel, ptElemSize(s))
+		if !ok {
+			return 0, 0, "storage too big"
+		}
+		return 0, n, ""
+	})
 	return ptFinish(w, v, "pytorch")
 }
 
@@ -45,7 +53,9 @@ func TestPickleTruncatedEverywhere(t *testing.T) {
 }
 
 // TestPickleWalkBounds: self-containing containers and exponentially
-// shared references finish quickly; nesting is capped.
+// shared references finish quickly; nesting is capped; each budget of
+// the walk (results, name bytes, metadata bytes) refuses its bomb and
+// names its limit, and a file below them is served.
 func TestPickleWalkBounds(t *testing.T) {
 	walk := ptWalkPickle
 	// A list that holds itself, and a dict that holds itself.
@@ -65,6 +75,31 @@ func TestPickleWalkBounds(t *testing.T) {
 	}
 	_, err := walk(append(p, '.'))
 	ptErrContains(t, err, "p.pkl: its values, counted once per path, number more than a 202-byte pickle allows (pickle.MaxResults: 66344; shared references multiply)")
+	// The budgets, one bomb each, and the same shapes just below them.
+	w4 := ptRebuild(ptTS{"", "FloatStorage", "0", 4, 0, []int64{4}, []int64{1}, nil}, false)
+	fan := func(v []byte, n int) []byte { return ptCat(v, bytes.Repeat([]byte{'2', pickle.OpTUPLE2}, n)) }
+	for _, c := range []struct {
+		name, want string
+		pickle     []byte
+	}{
+		{"tensor 2^19 times", "(pickle.MaxNameBytes: ", ptCat(fan(w4, 19), []byte{'.'})},
+		{"tensor 2^19 times under a 60 KiB key", "(pickle.MaxNameBytes: ", ptCat([]byte{'}'}, ptPkStr(strings.Repeat("k", 60<<10)), fan(w4, 19), []byte("s."))},
+		{"None 2^19 times", "(pickle.MaxResults: ", ptCat(fan([]byte{'N'}, 19), []byte{'.'})},
+		{"1 MiB string 10,000 times", "(pickle.MaxMetaBytes: ", ptCat([]byte("]("), ptPkStr(strings.Repeat("m", 1<<20)), bytes.Repeat([]byte{'2'}, 9999), []byte("e."))},
+		{"2,000 dicts sharing a 4 MiB key", "(pickle.MaxMetaBytes: ", ptCat([]byte("](}"), ptPkStr(strings.Repeat("k", 4<<20)), []byte("q\x00K\x01s"), bytes.Repeat([]byte("}h\x00K\x01s"), 1999), []byte("e."))},
+	} {
+		_, err := walk(c.pickle)
+		ptErrContains(t, err, "p.pkl: ", c.want, "shared references multiply")
+	}
+	for _, ok := range [][]byte{
+		ptCat(fan([]byte{'N'}, 15), []byte{'.'}),
+		ptCat(fan(w4, 12), []byte{'.'}),
+		ptCat([]byte("]("), ptPkStr(strings.Repeat("m", 1<<20)), bytes.Repeat([]byte{'2'}, 3), []byte("e.")),
+	} {
+		if _, err := walk(ok); err != nil {
+			t.Errorf("below the budgets: %v", err)
+		}
+	}
 	// Nesting deeper than MaxNesting.
 	p = []byte("N")
 	for i := 0; i < MaxNesting+2; i++ {
@@ -90,6 +125,10 @@ func FuzzUnpickle(f *testing.F) {
 	f.Add(ptTensorPickle(true, ptTS{"a", "HalfStorage", "k", 8, 1, []int64{3}, []int64{2}, ptPkTuple(ptPkStr("v"), ptPkInt(2), ptPkInt(4))}))
 	f.Add([]byte("(lp0\nI1\naS'x'\np1\na(dp2\nV\\u00e9\np3\nF1.5\nsa."))
 	f.Add([]byte("\x80\x04\x95i\x00\x00\x00\x00\x00\x00\x00\x8c\x15numpy.core.multiarray\x94\x8c\x06scalar\x94\x93\x94\x8c\x05numpy\x94\x8c\x05dtype\x94\x93\x94\x8c\x02f8\x94\x89\x88\x87\x94R\x94(K\x03\x8c\x01<\x94NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00t\x94bC\x08\x00\x00\x00\x00\x00\x00\xd0?\x94\x86\x94R\x94."))
+	// Shared-reference fan-out: one tensor, and None, reached by 2^20 paths.
+	w4 := ptRebuild(ptTS{"", "FloatStorage", "0", 4, 0, []int64{4}, []int64{1}, nil}, false)
+	f.Add(ptCat(w4, bytes.Repeat([]byte{'2', pickle.OpTUPLE2}, 20), []byte{'.'}))
+	f.Add(ptCat([]byte("]q\x00("), bytes.Repeat([]byte("h\x00"), 8), []byte("e"), bytes.Repeat([]byte{'2', pickle.OpTUPLE2}, 20), []byte{'.'}))
 	for _, b := range ptSeedFiles("pytorch/gopickle/*proto[0-9].pt", "generated/torch_mixed_legacy.pt") {
 		f.Add(b)
 	}

@@ -163,7 +163,7 @@ func (c *ptChildren) add(key string, v any) {
 
 // budgetErr is a budget error located at the value being walked.
 func (w *ptWalker) budgetErr(err error) error {
-	return ErrorAt(w.file, ptWhere(pickle.Clip(w.name())), "%v", err)
+	return ErrorAt(w.file, "at "+strconv.Quote(pickle.Clip(w.name())), "%v", err)
 }
 
 // meta charges n bytes of metadata.
@@ -430,6 +430,9 @@ func (w *ptWalker) tensor(t *torchTensor) error {
 	}
 	name := w.names.take(w.name())
 	where := ptWhere(name)
+	if len(name) > MaxNameLength { // the #N suffix made it longer
+		return ErrorAt(w.file, "", "a tensor name is %d bytes long (at most %d)", len(name), MaxNameLength)
+	}
 	es := t.dt.ElemSize()
 	if !t.dt.Valid() || es <= 0 {
 		return ErrorAt(w.file, where, "dtype %s is not supported", t.dtName)
