@@ -60,6 +60,11 @@ func TestTorchNeverDrops(t *testing.T) {
 			[]string{"d/w", "d/w#1"}},
 		{"key holding a slash", ptCat(p2, dict(ptPkStr("a/b"), tensor("0"), ptPkStr("a"), dict(ptPkStr("b"), tensor("1")))),
 			[]string{"a/b", "a/b#1"}},
+		{"tensor attribute holding a tensor", ptCat(p2, dict(ptPkStr("p"), ptCat(ptPkGlobal("torch._utils", "_rebuild_parameter_with_state"),
+			ptPkTuple(tensor("0"), []byte{pickle.OpNEWFALSE}, ptCat(ptPkGlobal("collections", "OrderedDict"), []byte(")R")), dict(ptPkStr("extra"), tensor("1"))), []byte{'R'}))),
+			[]string{"p", "p#state/extra"}},
+		{"NEWOBJ_EX keyword arguments", ptCat(p2, dict(ptPkStr("o"), ptCat(obj, []byte{')'}, dict(ptPkStr("w"), tensor("0")), []byte{pickle.OpNEWOBJ_EX}))),
+			[]string{"o/w"}},
 		{"set of tensors", ptCat(p2, dict(ptPkStr("s"), ptCat([]byte{pickle.OpEMPTY_SET, '('}, tensor("0"), tensor("1"), []byte{pickle.OpADDITEMS}))),
 			[]string{"s/0", "s/1"}},
 	} {

@@ -100,6 +100,7 @@ type torchTensor struct {
 	offset  int64 // in elements
 	shape   []int64
 	strides []int64 // in elements, as torch has them (may be negative)
+	state   []any   // Python attributes (__dict__) set on the tensor, if any
 }
 
 func (t *torchTensor) String() string { return fmt.Sprintf("tensor(%s%v)", t.dtName, t.shape) }
@@ -165,6 +166,9 @@ func (e *torchEnv) Call(m *pickle.Machine, fn any, args pickle.Tuple, off int64)
 		if len(args) == 0 {
 			return nil, m.Errorf(off, "%s without arguments", g.Name)
 		}
+		if g.Name == "_rebuild_parameter_with_state" && len(args) > 3 {
+			return torchWithState(fn, args, args[0], args[3]), nil
+		}
 		return args[0], nil
 	case "torch._tensor._rebuild_from_type_v2", "torch._tensor._rebuild_from_type":
 		// (func, new_type, args, state): the tensor is func(*args).
@@ -180,7 +184,11 @@ func (e *torchEnv) Call(m *pickle.Machine, fn any, args pickle.Tuple, off int64)
 		}
 		e.depth++
 		defer func() { e.depth-- }()
-		return e.Call(m, args[0], inner, off)
+		v, err := e.Call(m, args[0], inner, off)
+		if err != nil || len(args) < 4 {
+			return v, err
+		}
+		return torchWithState(fn, args, v, args[3]), nil
 	case "torch.Size":
 		if len(args) == 0 {
 			return pickle.Tuple{}, nil
@@ -214,6 +222,24 @@ func (e *torchEnv) Call(m *pickle.Machine, fn any, args pickle.Tuple, off int64)
 		return &pickle.Refused{What: what + " (torch._utils." + g.Name + ")", Off: off}, nil
 	}
 	return e.PlainEnv.Call(m, fn, args, off)
+}
+
+// torchWithState gives tensor t the Python attributes state (a
+// Parameter's or tensor subclass's __dict__) so that the walk serves the
+// tensors among them. Anything but a tensor stays the opaque call
+// fn(*args), walked whole.
+func torchWithState(fn any, args pickle.Tuple, t, state any) any {
+	if pickle.Empty(state) {
+		return t
+	}
+	switch x := t.(type) {
+	case *torchTensor:
+		x.state = append(x.state, state)
+		return x
+	case *pickle.Refused:
+		return x
+	}
+	return &pickle.Object{Class: fn, Args: args}
 }
 
 func (e *torchEnv) NewObj(m *pickle.Machine, cls any, args pickle.Tuple, kwargs any, off int64) (any, error) {

@@ -185,7 +185,10 @@ func (w *ptWalker) walk(v any, depth int) (any, bool, error) {
 	}
 	switch x := v.(type) {
 	case *torchTensor:
-		return nil, false, w.tensor(x)
+		if err := w.tensor(x); err != nil {
+			return nil, false, err
+		}
+		return nil, false, w.tensorState(x, depth)
 	case *torchStorage:
 		n := x.numel
 		return nil, false, w.tensor(&torchTensor{storage: x, dt: x.typ.dt, dtName: x.typ.name, shape: []int64{n}, strides: []int64{1}})
@@ -228,6 +231,31 @@ func (w *ptWalker) walk(v any, depth int) (any, bool, error) {
 		return nil, false, err
 	}
 	return leaf, true, nil
+}
+
+// tensorState walks the Python attributes of tensor t for tensors only,
+// as NAME#state beside the tensor NAME.
+func (w *ptWalker) tensorState(t *torchTensor, depth int) error {
+	for _, st := range t.state {
+		if len(w.path) == 0 {
+			if _, _, err := w.child(st, w.base+"#state", depth); err != nil {
+				return err
+			}
+			continue
+		}
+		last, oldLen := w.path[len(w.path)-1], w.pathLen
+		w.path = w.path[:len(w.path)-1]
+		w.pathLen -= len(last)
+		if len(w.path) > 0 {
+			w.pathLen--
+		}
+		_, _, err := w.child(st, last+"#state", depth)
+		w.path, w.pathLen = append(w.path, last), oldLen
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // mapping walks named children; the metadata is a map of the children
@@ -294,6 +322,16 @@ func (w *ptWalker) object(o *pickle.Object, depth int) (any, bool, error) {
 	var rest []any // non-dict state, walked for tensors only
 	if o.Items != nil {
 		addDict(o.Items)
+	}
+	switch k := o.Kwargs.(type) {
+	case nil:
+	case *pickle.Dict:
+		addDict(k)
+	default:
+		rest = append(rest, k)
+	}
+	if _, ok := o.Class.(*pickle.Global); !ok && o.Class != nil {
+		rest = append(rest, o.Class) // a callable value: walked for tensors
 	}
 	for _, st := range o.State {
 		switch s := st.(type) {

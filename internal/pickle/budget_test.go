@@ -89,6 +89,18 @@ func TestBuildKeepsState(t *testing.T) {
 	errContains(t, err, "pickle BUILD gives state 1 to a list, which holds none (at byte 9)")
 }
 
+// TestNotCallable: REDUCE and NEWOBJ of plain data fail, as in Python.
+func TestNotCallable(t *testing.T) {
+	for _, c := range []struct{ pkl, want string }{
+		{"}(K\x01K\x02u)R.", "pickle calls a dict, which is not callable (at byte 8)"},
+		{"(K\x01t)R.", "pickle calls a tuple, which is not callable"},
+		{"X\x01\x00\x00\x00a)\x81.", "pickle NEWOBJ of a str, which is not a class"},
+	} {
+		_, err := pkRun([]byte(c.pkl))
+		errContains(t, err, c.want)
+	}
+}
+
 // FuzzMachine runs any bytes through the plain machine: an *Error or a
 // value, never a panic.
 func FuzzMachine(f *testing.F) {

@@ -25,6 +25,9 @@ func (PlainEnv) Global(m *Machine, module, name string, off int64) (any, error) 
 func (PlainEnv) Call(m *Machine, fn any, args Tuple, off int64) (any, error) {
 	g, ok := fn.(*Global)
 	if !ok {
+		if plainData(fn) {
+			return nil, m.Errorf(off, "pickle calls a %s, which is not callable", TypeName(fn))
+		}
 		return &Object{Class: fn, Args: args}, nil
 	}
 	arg0 := func() any {
@@ -144,6 +147,9 @@ func (PlainEnv) Call(m *Machine, fn any, args Tuple, off int64) (any, error) {
 // NewObj interprets cls.__new__(cls, *args): the containers get their
 // empty value (SETITEMS/APPENDS fill them), anything else is opaque.
 func (e PlainEnv) NewObj(m *Machine, cls any, args Tuple, kwargs any, off int64) (any, error) {
+	if plainData(cls) {
+		return nil, m.Errorf(off, "pickle NEWOBJ of a %s, which is not a class", TypeName(cls))
+	}
 	if g, ok := cls.(*Global); ok {
 		switch g.Module + "." + g.Name {
 		case "collections.OrderedDict", "builtins.dict", "collections.defaultdict", "collections.Counter":
@@ -189,6 +195,18 @@ func (PlainEnv) Build(m *Machine, obj, state any, off int64) error {
 // Persistent refuses every persistent id: plain data has none.
 func (PlainEnv) Persistent(m *Machine, pid any, off int64) (any, error) {
 	return &Refused{What: "persistent id " + Repr(pid, 60), Off: off}, nil
+}
+
+// plainData reports whether v is a plain data value (None, a number, a
+// str, bytes or a container), which Python cannot call: a pickle that
+// calls one fails there, and keeping it as an opaque class would hide
+// what it holds.
+func plainData(v any) bool {
+	switch v.(type) {
+	case nil, bool, int64, *big.Int, float64, string, Bytes, Tuple, *List, *Set, *Dict, Complex, Large:
+		return true
+	}
+	return false
 }
 
 // Empty reports whether v is false in Python's sense for the plain types:
