@@ -7,10 +7,12 @@ package index
 // little-endian element count and its raw little-endian bytes); TorchScript
 // archives (torch.jit.save) are served through their data.pkl.
 //
-// The pickles are read by the restricted unpickler in pickle.go: nothing
-// is imported or executed, and a file naming a dangerous global (os.system
-// ...) is refused. The tree walk (torch_tree.go) names tensors by their
-// keys joined with "/".
+// The pickles are read by the restricted unpickler of internal/pickle
+// (pickle.go here locates its errors in the file): nothing is imported or
+// executed, and a file naming a dangerous global (os.system ...) is
+// refused. torch_pickle.go is the Env that interprets what torch names;
+// the tree walk (torch_tree.go) names tensors by their keys joined with
+// "/", never drops one, and charges every path to the pickle's budgets.
 //
 // Decisions:
 //   - Storages of a zip file must be stored members (not deflated): their
