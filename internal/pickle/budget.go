@@ -102,7 +102,7 @@ func (b *Budget) Results(n int64) error {
 
 // NameBytes charges n bytes of names.
 func (b *Budget) NameBytes(n int64) error {
-	return b.take(&b.nameBytes, n, "its tensor names take", "pickle.MaxNameBytes", MaxNameBytes)
+	return b.take(&b.nameBytes, n, "the names built from its values take", "pickle.MaxNameBytes", MaxNameBytes)
 }
 
 // MetaBytes charges n bytes of metadata.
