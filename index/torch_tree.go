@@ -55,7 +55,6 @@ type ptWalker struct {
 	span      ptSpan
 	bigEndian bool
 	tensors   []Tensor
-	names     ptUniq // whole tensor names taken
 	budget    *pickle.Budget
 	onPath    map[any]bool
 	path      []string // components of the value being walked
@@ -104,7 +103,7 @@ func ptBaseName(file string) string {
 	return b
 }
 
-// ptKeyName is a dict key as a name component (before ptUniq makes it
+// ptKeyName is a dict key as a name component (before ptDistinct makes it
 // distinct).
 func ptKeyName(k any) string {
 	switch x := k.(type) {
@@ -151,14 +150,54 @@ type ptChild struct {
 	val any
 }
 
-// ptChildren names a container's entries distinctly, in order.
+// ptChildren are a container's entries, named distinctly by done.
 type ptChildren struct {
-	list  []ptChild
-	names ptUniq
+	list []ptChild
 }
 
 func (c *ptChildren) add(key string, v any) {
-	c.list = append(c.list, ptChild{c.names.take(key), v})
+	c.list = append(c.list, ptChild{key, v})
+}
+
+// done makes the names distinct (ptDistinct) and returns the entries.
+func (c *ptChildren) done() []ptChild {
+	names := make([]string, len(c.list))
+	for i := range c.list {
+		names[i] = c.list[i].key
+	}
+	if ptDistinct(names) {
+		for i := range c.list {
+			c.list[i].key = names[i]
+		}
+	}
+	return c.list
+}
+
+// ptDistinct makes names distinct in place, in order: a name an earlier
+// one already took gets the first free suffix #1, #2, ... It reports
+// whether it changed any. Names that are already distinct (the usual
+// case) cost one sort of their indexes, no set.
+func ptDistinct(names []string) bool {
+	if len(names) < 2 {
+		return false
+	}
+	idx := make([]int32, len(names))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int { return strings.Compare(names[a], names[b]) })
+	dup := false
+	for i := 1; i < len(idx) && !dup; i++ {
+		dup = names[idx[i]] == names[idx[i-1]]
+	}
+	if !dup {
+		return false
+	}
+	var u ptUniq
+	for i := range names {
+		names[i] = u.take(names[i])
+	}
+	return true
 }
 
 // budgetErr is a budget error located at the value being walked.
@@ -207,7 +246,7 @@ func (w *ptWalker) walk(v any, depth int) (any, bool, error) {
 		for i := range x.Keys {
 			children.add(ptKeyName(x.Keys[i]), x.Vals[i])
 		}
-		meta, has, err := w.mapping(children.list, depth)
+		meta, has, err := w.mapping(children.done(), depth)
 		if err != nil {
 			return nil, false, err
 		}
@@ -363,9 +402,10 @@ func (w *ptWalker) object(o *pickle.Object, depth int) (any, bool, error) {
 		}
 		children.add(strconv.Itoa(i), a)
 	}
+	list := children.done()
 	if !hasDict {
 		// No named state: walk for tensors, describe the object by repr.
-		for _, c := range children.list {
+		for _, c := range list {
 			if _, _, err := w.child(c.val, c.key, depth); err != nil {
 				return nil, false, err
 			}
@@ -378,7 +418,7 @@ func (w *ptWalker) object(o *pickle.Object, depth int) (any, bool, error) {
 		s := pickle.Repr(o, 200)
 		return s, true, w.meta(len(s))
 	}
-	meta, has, err := w.mapping(children.list, depth)
+	meta, has, err := w.mapping(list, depth)
 	if err != nil {
 		return nil, false, err
 	}
@@ -466,11 +506,8 @@ func (w *ptWalker) tensor(t *torchTensor) error {
 	if err := w.budget.NameBytes(int64(nl)); err != nil {
 		return ErrorAt(w.file, "", "%v", err)
 	}
-	name := w.names.take(w.name())
+	name := w.name()
 	where := ptWhere(name)
-	if len(name) > MaxNameLength { // the #N suffix made it longer
-		return ErrorAt(w.file, "", "a tensor name is %d bytes long (at most %d)", len(name), MaxNameLength)
-	}
 	es := t.dt.ElemSize()
 	if !t.dt.Valid() || es <= 0 {
 		return ErrorAt(w.file, where, "dtype %s is not supported", t.dtName)
@@ -529,6 +566,18 @@ func ptFinish(w *ptWalker, root any, format string) (*Index, error) {
 		}
 	}
 	ts := w.tensors
+	names := make([]string, len(ts))
+	for i := range ts {
+		names[i] = ts[i].Name
+	}
+	if ptDistinct(names) { // whole names, in walk order
+		for i := range ts {
+			if len(names[i]) > MaxNameLength {
+				return nil, ErrorAt(file, "", "a tensor name is %d bytes long (at most %d)", len(names[i]), MaxNameLength)
+			}
+			ts[i].Name = names[i]
+		}
+	}
 	if name, dup := ptSortTensors(ts); dup {
 		return nil, ErrorAt(file, ptWhere(name), "two tensors have this name")
 	}
