@@ -3,9 +3,10 @@ package index
 import (
 	"bytes"
 	"encoding/binary"
-	"github.com/lazyweights/tensorfs/internal/pickle"
 	"strings"
 	"testing"
+
+	"github.com/lazyweights/tensorfs/internal/pickle"
 )
 
 // ptRunPickle runs pickle bytes p (a stream at byte 0 of file "p.pkl")

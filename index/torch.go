@@ -36,11 +36,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/lazyweights/tensorfs/internal/pickle"
 	"io"
 	"math"
 	"math/big"
 	"strings"
+
+	"github.com/lazyweights/tensorfs/internal/pickle"
 )
 
 var ptZipMagic = []byte("PK\x03\x04")

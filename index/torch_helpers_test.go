@@ -7,13 +7,13 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"github.com/lazyweights/tensorfs/internal/pickle"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/internal/pickle"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 

@@ -2,11 +2,11 @@ package index
 
 import (
 	"fmt"
-	"github.com/lazyweights/tensorfs/internal/pickle"
 	"strconv"
 	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/internal/pickle"
 )
 
 // What torch's pickles name, interpreted without calling anything.

@@ -3,7 +3,6 @@ package index
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/lazyweights/tensorfs/internal/pickle"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/internal/pickle"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 

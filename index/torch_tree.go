@@ -2,7 +2,6 @@ package index
 
 import (
 	"encoding/json"
-	"github.com/lazyweights/tensorfs/internal/pickle"
 	"math"
 	"math/big"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/internal/pickle"
 )
 
 // The tree walk: from the value a torch pickle builds to tensors (named by
