@@ -3,6 +3,7 @@ package index
 import (
 	"bytes"
 	"encoding/binary"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -89,8 +90,21 @@ func TestPickleWalkBounds(t *testing.T) {
 		{"1 MiB string 10,000 times", "(pickle.MaxMetaBytes: ", ptCat([]byte("]("), ptPkStr(strings.Repeat("m", 1<<20)), bytes.Repeat([]byte{'2'}, 9999), []byte("e."))},
 		{"2,000 dicts sharing a 4 MiB key", "(pickle.MaxMetaBytes: ", ptCat([]byte("](}"), ptPkStr(strings.Repeat("k", 4<<20)), []byte("q\x00K\x01s"), bytes.Repeat([]byte("}h\x00K\x01s"), 1999), []byte("e."))},
 	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
 		_, err := walk(c.pickle)
+		runtime.ReadMemStats(&after)
 		ptErrContains(t, err, "p.pkl: ", c.want, "shared references multiply")
+		// Cost follows the file: the budgets' floors (a few tens of MB at
+		// most) plus a small multiple of the pickle, whatever the fan-out.
+		bound := uint64(48<<20 + 8*len(c.pickle))
+		if raceEnabled {
+			bound *= 4
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > bound {
+			t.Errorf("%s: allocated %d bytes for a %d-byte pickle (bound %d)", c.name, alloc, len(c.pickle), bound)
+		}
 	}
 	for _, ok := range [][]byte{
 		ptCat(fan([]byte{'N'}, 15), []byte{'.'}),
