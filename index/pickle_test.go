@@ -99,7 +99,7 @@ func TestPickleWalkBounds(t *testing.T) {
 		// Cost follows the file: the budgets' floors (a few tens of MB at
 		// most) plus a small multiple of the pickle, whatever the fan-out.
 		bound := uint64(48<<20 + 8*len(c.pickle))
-		if raceEnabled {
+		if ptRaceEnabled {
 			bound *= 4
 		}
 		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > bound {
@@ -175,7 +175,7 @@ func FuzzUnpickle(f *testing.F) {
 // TestPickleLargeValues: a compressed data.pkl past pickle.MaxPickle is
 // refused.
 func TestPickleLargeValues(t *testing.T) {
-	if raceEnabled {
+	if ptRaceEnabled {
 		t.Skip("inflates 64 MiB: 15 s under -race; the normal pass runs it")
 	}
 	big := append(append(append([]byte{pickle.OpPROTO, 2}, binary.LittleEndian.AppendUint64([]byte{pickle.OpBINBYTES8}, pickle.MaxPickle)...), make([]byte, pickle.MaxPickle)...), '.')

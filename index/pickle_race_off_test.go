@@ -2,4 +2,4 @@
 
 package index
 
-const raceEnabled = false
+const ptRaceEnabled = false
