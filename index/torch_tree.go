@@ -59,6 +59,7 @@ type ptWalker struct {
 	onPath    map[any]bool
 	path      []string // components of the value being walked
 	pathLen   int      // len(strings.Join(path, "/"))
+	bigs      map[*big.Int]string
 }
 
 func newPtWalker(st ptStream, span ptSpan) *ptWalker {
@@ -103,16 +104,16 @@ func ptBaseName(file string) string {
 	return b
 }
 
-// ptKeyName is a dict key as a name component (before ptDistinct makes it
+// keyName is a dict key as a name component (before ptDistinct makes it
 // distinct).
-func ptKeyName(k any) string {
+func (w *ptWalker) keyName(k any) string {
 	switch x := k.(type) {
 	case string:
 		return x
 	case int64:
 		return strconv.FormatInt(x, 10)
 	case *big.Int:
-		return x.String()
+		return w.bigString(x)
 	case *torchTensor:
 		return x.storage.key
 	case *torchStorage:
@@ -244,7 +245,7 @@ func (w *ptWalker) walk(v any, depth int) (any, bool, error) {
 	case *pickle.Dict:
 		var children ptChildren
 		for i := range x.Keys {
-			children.add(ptKeyName(x.Keys[i]), x.Vals[i])
+			children.add(w.keyName(x.Keys[i]), x.Vals[i])
 		}
 		meta, has, err := w.mapping(children.done(), depth)
 		if err != nil {
@@ -264,6 +265,13 @@ func (w *ptWalker) walk(v any, depth int) (any, bool, error) {
 		return w.sequence(x.Items, depth)
 	case *pickle.Object:
 		return w.object(x, depth)
+	}
+	if b, ok := v.(*big.Int); ok {
+		s := w.bigString(b)
+		if err := w.meta(len(s)); err != nil {
+			return nil, false, err
+		}
+		return json.Number(s), true, nil
 	}
 	leaf, n := ptMetaLeaf(v)
 	if err := w.meta(n); err != nil {
@@ -355,7 +363,7 @@ func (w *ptWalker) object(o *pickle.Object, depth int) (any, bool, error) {
 	var children ptChildren
 	addDict := func(d *pickle.Dict) {
 		for i := range d.Keys {
-			children.add(ptKeyName(d.Keys[i]), d.Vals[i])
+			children.add(w.keyName(d.Keys[i]), d.Vals[i])
 		}
 	}
 	var rest []any // non-dict state, walked for tensors only
@@ -442,6 +450,20 @@ func (w *ptWalker) object(o *pickle.Object, depth int) (any, bool, error) {
 func ptDictOrNone(v any) bool {
 	_, ok := v.(*pickle.Dict)
 	return ok || v == nil
+}
+
+// bigString is b in decimal, converted once per value: a 64 KiB integer
+// takes about 12 ms to print, and a shared one is reached by many paths.
+func (w *ptWalker) bigString(b *big.Int) string {
+	if s, ok := w.bigs[b]; ok {
+		return s
+	}
+	if w.bigs == nil {
+		w.bigs = map[*big.Int]string{}
+	}
+	s := b.String()
+	w.bigs[b] = s
+	return s
 }
 
 // ptMetaLeaf is a non-container value as JSON-encodable metadata, and

@@ -180,6 +180,10 @@ func reprTo(b *strings.Builder, v any, max, depth int) {
 	case int64:
 		b.WriteString(strconv.FormatInt(o, 10))
 	case *big.Int:
+		if o.BitLen() > 4*max+64 { // more digits than fit: printing costs
+			fmt.Fprintf(b, "<int of %d bits>", o.BitLen())
+			break
+		}
 		b.WriteString(o.String())
 	case float64:
 		b.WriteString(floatRepr(o))
