@@ -13,6 +13,10 @@ const (
 	MaxNesting = 256     // MARKs open at once
 	MaxLine    = 1 << 16 // bytes of one text-opcode line (protocol 0)
 	MaxLong    = 1 << 16 // bytes of one LONG1/LONG4 integer
+	// MaxIntDigits caps a decimal integer (INT, LONG): Python's own
+	// limit (sys.int_info.default_max_str_digits), as decimal parsing
+	// takes time quadratic in the digits.
+	MaxIntDigits = 4300
 	// MaxPickle caps a pickle that has to be held in memory (a
 	// compressed data.pkl member: torch never writes one).
 	MaxPickle = 64 << 20

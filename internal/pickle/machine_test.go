@@ -219,6 +219,7 @@ func TestPickleHostile(t *testing.T) {
 		{"OBJ without class", "(o.", "OBJ without a class"},
 		{"STACK_GLOBAL non-strings", "K\x01K\x02\x93.", "STACK_GLOBAL wants two strings"},
 		{"bad INT", "I12x\n.", `pickle integer "12x" is not a decimal number`},
+		{"INT of 4,301 digits", "I" + strings.Repeat("9", 4301) + "\n.", "pickle integer of 4301 digits (at most 4300"},
 		{"bad FLOAT", "Fabc\n.", "FLOAT"},
 		{"unquoted STRING", "Sabc\n.", "not a quoted string"},
 		{"bad escape STRING", "S'a\\x4'\n.", "not a quoted string"},

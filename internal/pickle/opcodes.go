@@ -145,7 +145,10 @@ func (m *Machine) parseInt(s string, off int64) (any, error) {
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return n, nil
 	}
-	if len(s) > 0 && len(s) <= 4*MaxLong {
+	if d := len(strings.TrimLeft(s, "+-")); d > MaxIntDigits {
+		return nil, m.errAt(off, "pickle integer of %d digits (at most %d, as Python reads them)", d, MaxIntDigits)
+	}
+	if len(s) > 0 {
 		if b, ok := new(big.Int).SetString(s, 10); ok {
 			return b, nil
 		}
