@@ -197,8 +197,14 @@ func (e *torchEnv) Call(m *pickle.Machine, fn any, args pickle.Tuple, off int64)
 		if !ok {
 			return nil, m.Errorf(off, "torch.Size of a %s", pickle.TypeName(args[0]))
 		}
+		if err := m.Charge(len(items), off); err != nil {
+			return nil, err
+		}
 		return append(pickle.Tuple{}, items...), nil
 	case "torch.device":
+		if err := m.Charge(len(args), off); err != nil {
+			return nil, err
+		}
 		var parts []string
 		for _, a := range args {
 			switch x := a.(type) {
