@@ -2,6 +2,7 @@ package index
 
 import (
 	"encoding/json"
+	"hash/maphash"
 	"math"
 	"math/big"
 	"path/filepath"
@@ -177,28 +178,33 @@ func (c *ptChildren) done() []ptChild {
 // ptDistinct makes names distinct in place, in order: a name an earlier
 // one already took gets the first free suffix #1, #2, ... It reports
 // whether it changed any. Names that are already distinct (the usual
-// case) cost one sort of their indexes, no set.
+// case) cost one set of 64-bit hashes, not of the names.
 func ptDistinct(names []string) bool {
 	if len(names) < 2 {
 		return false
 	}
-	idx := make([]int32, len(names))
-	for i := range idx {
-		idx[i] = int32(i)
+	seed := maphash.MakeSeed()
+	seen := make(map[uint64]struct{}, len(names))
+	clash := false
+	for _, n := range names {
+		h := maphash.String(seed, n)
+		if _, ok := seen[h]; ok {
+			clash = true // a repeated name, or (rarely) two names that hash alike
+			break
+		}
+		seen[h] = struct{}{}
 	}
-	slices.SortFunc(idx, func(a, b int32) int { return strings.Compare(names[a], names[b]) })
-	dup := false
-	for i := 1; i < len(idx) && !dup; i++ {
-		dup = names[idx[i]] == names[idx[i-1]]
-	}
-	if !dup {
+	if !clash {
 		return false
 	}
 	var u ptUniq
+	changed := false
 	for i := range names {
-		names[i] = u.take(names[i])
+		n := u.take(names[i])
+		changed = changed || n != names[i]
+		names[i] = n
 	}
-	return true
+	return changed
 }
 
 // budgetErr is a budget error located at the value being walked.
