@@ -53,7 +53,7 @@ const (
 	// MetaBytesFloor and MetaBytesPerByte bound the bytes of metadata a
 	// client renders (strings, keys and reprs, counted as stored).
 	MetaBytesFloor   = 1 << 20
-	MetaBytesPerByte = 4
+	MetaBytesPerByte = 8
 )
 
 func scaled(floor, per, n int64) int64 {
