@@ -97,6 +97,17 @@ func (b *builder) attach(e *entry) {
 	b.items = append(b.items, buildItem{path: e.name, e: e, seq: len(b.items)})
 }
 
+// attached returns the entry added or attached at the top level under
+// name (before finish), or nil.
+func (b *builder) attached(name string) *entry {
+	for i := range b.items {
+		if b.items[i].path == name {
+			return b.items[i].e
+		}
+	}
+	return nil
+}
+
 // empty reports whether nothing has been added.
 func (b *builder) empty() bool { return len(b.items) == 0 }
 

@@ -2,7 +2,7 @@
 // sources) as a read-only FUSE filesystem. It is the only package that
 // imports go-fuse; the semantics live in plain data built once by NewRoot
 // (the tree and every file's exact size), so they are tested without
-// mounting, and the go-fuse nodes only look things up in it.
+// mounting, and the FUSE glue (raw.go) only looks things up in it.
 //
 // # Tree
 //
@@ -62,7 +62,12 @@
 //     accepts (a tensor already in that dtype is served as stored), and
 //     .npy/ with <path>.npy for each tensor view.NewNPY accepts. A view
 //     that would be empty is left out; a tensor whose view path would
-//     clash or be too long is left out of that view with a log line.
+//     clash or be too long is left out of that view with a log line;
+//   - .safetensors/ (export.go): model.safetensors, the tree as one
+//     safetensors file (view.Export in the tree's dtype), and beside it
+//     Options.ExportFiles (a Hugging Face directory's config and
+//     tokenizer files); likewise in .native/ and in each float view's
+//     directory. The export is sized at NewRoot and built on first read.
 //
 // Every tensor file has the extended attributes user.tensorfs.name (the
 // exact name), user.tensorfs.dtype (of the bytes this file serves: the
@@ -109,6 +114,26 @@
 // mapped shared (FUSE_DIRECT_IO_ALLOW_MMAP), so mmap keeps working. The
 // measurements behind these choices are in docs/BENCHMARKS.md.
 //
+// One copy in memory (cache.go): a byte read through the mount sits in
+// the FUSE file's page cache; the server read it from the backing file,
+// whose page cache holds it too. Unless Options.KeepBackingCache, the
+// server counts the bytes it has served from each 2 MiB-aligned chunk of
+// a backing file and drops the chunk from the page cache
+// (backing.CacheDropper: madvise and posix_fadvise DONTNEED) once every
+// tensor byte in it has been served, after the reply was written (a
+// spliced page still in the pipe cannot be dropped). Direct-I/O mounts,
+// whose only copy is the backing file's, drop nothing.
+// Stats.BackingDropped counts the bytes dropped.
+//
+// Passthrough (passthrough.go): a file that is a whole backing file byte
+// for byte (a .npy source's .npy/ file) is opened with FUSE passthrough
+// where the kernel allows it (Linux 6.9+, root), so the kernel reads the
+// backing file itself; Options.NoPassthrough turns it off.
+//
+// MountNull serves a tree of zero-filled files from one buffer with the
+// same request size, readahead and caching as Mount: the yardstick of
+// tensorfs bench.
+//
 // # Errors
 //
 // An error becomes an errno in exactly one function, toErrno: an errno
@@ -117,7 +142,7 @@
 // is EIO. A panic in a request is logged, counted in stats.json and
 // answered EIO (go-fuse's PanicHandler); the server keeps serving.
 // Writes of every kind fail: the mount is "ro" (MS_RDONLY), so the kernel
-// answers EROFS itself, and the nodes answer EROFS should a request get
+// answers EROFS itself, and the server answers EROFS should a request get
 // through.
 //
 // # Mounting and stale mounts

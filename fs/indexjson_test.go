@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
 )
 
 // indexJSON renders the whole document in one go, as NewRoot did before
@@ -47,11 +48,11 @@ func (r *Root) indexJSON(listed, native []listedTensor) ([]byte, error) {
 	if err := field("sources", sources, false); err != nil {
 		return nil, err
 	}
-	md := r.idx.Metadata
-	if md == nil {
-		md = map[string]any{}
+	md, err := index.RenderMetadata(r.idx.Metadata, index.MetadataJSONBudget)
+	if err != nil {
+		return nil, err
 	}
-	if err := field("metadata", md, false); err != nil {
+	if err := field("metadata", json.RawMessage(md), false); err != nil {
 		return nil, err
 	}
 	list := func(name string, items []listedTensor) error {

@@ -56,6 +56,9 @@ func (r *Root) open(e *entry, flags uint32) (*handle, uint32, syscall.Errno) {
 			return nil, 0, toErrno(err)
 		}
 	}
+	if fd := r.passthroughFd(e); fd >= 0 {
+		return &handle{passthrough: true, fd: fd}, fuse.FOPEN_KEEP_CACHE, 0 // passthrough.go
+	}
 	if f.kind == kindTensor && r.directIO.Load() {
 		return nil, fuse.FOPEN_DIRECT_IO, 0
 	}

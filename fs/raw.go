@@ -20,19 +20,25 @@ import (
 type rawFS struct {
 	fuse.RawFileSystem // fuse.NewDefaultRawFileSystem: ENOSYS for the rest
 	root               *Root
-	// server is set by Init, before any request: what a passthrough
-	// open registers its backing descriptor with (Server.RegisterBackingFd,
-	// then OpenOut.BackingID and FOPEN_PASSTHROUGH; one ID per inode, kept
-	// until its last RELEASE, as go-fuse's node API does).
-	server *fuse.Server
+	// backer is set by Init (the *fuse.Server), before any request: what
+	// a passthrough open registers its backing descriptor with
+	// (passthrough.go). nil: no passthrough.
+	backer  backingServer
+	backing backingIDs
 
 	mu      sync.Mutex
 	handles map[uint64]*handle // open files with a handle; GUARDED_BY(mu)
 	nextFh  uint64             // GUARDED_BY(mu)
 }
 
-// handle is an open file's own state: today only stats.json's snapshot.
-type handle struct{ data []byte }
+// handle is an open file's own state: stats.json's snapshot, or the
+// descriptor of a file served by passthrough (passthrough.go).
+type handle struct {
+	data        []byte
+	passthrough bool
+	fd          int    // with passthrough: the backing file
+	ino         uint64 // with passthrough: the inode whose backing ID it holds
+}
 
 func newRawFS(r *Root) *rawFS {
 	return &rawFS{RawFileSystem: fuse.NewDefaultRawFileSystem(), root: r, handles: map[uint64]*handle{}}
@@ -43,7 +49,7 @@ var _ fuse.RawFileSystem = (*rawFS)(nil)
 func (fs *rawFS) String() string { return "tensorfs" }
 
 // Init is called by the server before it serves the first request.
-func (fs *rawFS) Init(s *fuse.Server) { fs.server = s }
+func (fs *rawFS) Init(s *fuse.Server) { fs.backer = s }
 
 // node returns the entry of a kernel node ID, or nil.
 func (fs *rawFS) node(id uint64) *entry {
@@ -148,6 +154,15 @@ func (fs *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 		return fuse.Status(errno)
 	}
 	out.OpenFlags = flags
+	if h != nil && h.passthrough {
+		id, ok := fs.backing.acquire(fs.backer, e.ino, h.fd)
+		if !ok {
+			return fuse.OK // served by the server after all
+		}
+		h.ino = e.ino
+		out.BackingID = id
+		out.OpenFlags = (out.OpenFlags | fuse.FOPEN_PASSTHROUGH) &^ fuse.FOPEN_KEEP_CACHE
+	}
 	if h != nil {
 		fs.mu.Lock()
 		fs.nextFh++
@@ -169,10 +184,15 @@ func (fs *rawFS) handle(fh uint64) *handle {
 }
 
 func (fs *rawFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
-	if in.Fh != 0 {
-		fs.mu.Lock()
-		delete(fs.handles, in.Fh)
-		fs.mu.Unlock()
+	if in.Fh == 0 {
+		return
+	}
+	fs.mu.Lock()
+	h := fs.handles[in.Fh]
+	delete(fs.handles, in.Fh)
+	fs.mu.Unlock()
+	if h != nil && h.passthrough {
+		fs.backing.release(fs.backer, h.ino)
 	}
 }
 

@@ -11,7 +11,7 @@
 //	format       recognised by                           parser
 //	gguf         "GGUF" magic                            gguf.go
 //	numpy        "\x93NUMPY" magic                       numpy.go
-//	pytorch      zip whose first member is torch's       torch.go, pickle*.go
+//	pytorch      zip whose first member is torch's       torch*.go, pickle.go
 //	             (archive/data.pkl...), or the legacy
 //	             pickle with torch's magic number
 //	npz          zip whose first member is an .npy       numpy.go
@@ -24,6 +24,9 @@
 // parts), merges their indexes, sorts tensors by name, checks every tensor
 // against its file and assigns paths (names.go). Document (json.go) is the
 // .tensorfs/index.json form of an Index, and ParseDocument reads it back.
+// Metadata values are held in memory up to MaxInlineMetadata bytes each
+// (GGUF: larger ones stay in the file as *FileValue) and rendered within
+// MetadataJSONBudget, larger ones as elision objects (metadata.go).
 //
 // # Invariants
 //
