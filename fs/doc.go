@@ -37,7 +37,9 @@
 // a virtualFile (Size and ReadAt, optionally Xattrs) put in with
 // builder.addVirtual, and it is served, listed, stat'ed and read with no
 // change to raw.go. Per-open state goes in a handle (Root.open returns
-// it; raw.go keeps it by file handle number until RELEASE).
+// it; raw.go keeps it by file handle number until RELEASE): stats.json's
+// snapshot, or the descriptor of a file served by FUSE passthrough, for
+// which raw.go registers one backing ID per inode (passthrough.go).
 //
 // A file served through a view.Reader (a converted or .npy view, a
 // strided or big-endian stored tensor) gets its reader on its first open
