@@ -333,7 +333,7 @@ func (c *Checkpoint) openTensor(t TensorInfo, to dtype.DType) (*TensorReader, er
 	}
 	r := &TensorReader{ck: c, info: t, dtype: to}
 	if c.mount != "" {
-		f, err := os.Open(c.mountPath(t, to))
+		f, err := backing.OpenRegular(c.mountPath(t, to), 0)
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) && !native(t, to) {
 				err = fmt.Errorf("%w: no %s view of %s", ErrNotConvertible, to, t.DType)

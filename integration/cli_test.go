@@ -99,7 +99,6 @@ print(json.dumps({k: d[k] for k in ('format', 'sources', 'metadata', 'tensors')}
 
 	checkOneLineError(t, runTensorfs(t, "ls", filepath.Join(t.TempDir(), "missing")), 1, "missing")
 	checkOneLineError(t, runTensorfs(t, "ls"), 2, "usage")
-	checkOneLineError(t, runTensorfs(t, "ls", src, "--json"), 2, "--json after the arguments: flags come first")
 }
 
 // TestSourcesAbsolute: a SOURCE given relative to the working directory

@@ -36,6 +36,11 @@ type hostileFile struct {
 	data  []byte            // the file, or
 	dir   map[string][]byte // a sharded directory: relative path -> bytes
 	want  string            // a fragment the error must contain ("" for none)
+	// special files made in the directory (special_test.go): relative
+	// path -> symbolic link target, or "" for a named pipe; source is the
+	// path inside the directory given as SOURCE ("": the directory).
+	special map[string]string
+	source  string
 }
 
 // --- little builders ---
@@ -472,6 +477,7 @@ func hostileCorpus(t *testing.T) []hostileFile {
 			add("truncated", fmt.Sprintf("cut-%s-%04d.%s", strings.Split(v.ext, ".")[0], n, v.ext), b, "")
 		}
 	}
+	c = append(c, hSpecialCorpus()...)
 	sort.Slice(c, func(i, j int) bool { return c[i].name < c[j].name })
 	return c
 }
@@ -629,7 +635,7 @@ func TestHostileCorpus(t *testing.T) {
 		} else if err := os.WriteFile(p, h.data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		paths[i] = p
+		paths[i] = hMakeSpecial(t, p, h)
 	}
 	// The good files the corpus is made from list fine.
 	var good []string

@@ -149,9 +149,12 @@ func newFlags(name, args, about string) *flags {
 }
 
 // parse parses args and checks the number of operands is in [min, max]
-// (max < 0: no limit). -h prints the help and returns errHelp.
+// (max < 0: no limit). Flags may come before, between or after the
+// operands (tensorfs ls FILE --json), as with rclone and restic; "--" ends
+// the flags, so an operand that starts with "-" goes after it. -h prints
+// the help and returns errHelp.
 func (f *flags) parse(args []string, min, max int) error {
-	err := f.Parse(args)
+	err := f.Parse(f.interleaved(args))
 	if errors.Is(err, flag.ErrHelp) {
 		f.help(os.Stdout)
 		return errHelp
@@ -173,17 +176,46 @@ func (f *flags) parse(args []string, min, max int) error {
 		return usagef("%s: --%s: empty value (usage: %s)", f.name, empty, f.synopsis())
 	}
 	n := f.NArg()
-	if max >= 0 && n > max {
-		for _, a := range f.Args()[1:] {
-			if strings.HasPrefix(a, "-") && len(a) > 1 {
-				return usagef("%s: %s after the arguments: flags come first (usage: %s)", f.name, a, f.synopsis())
-			}
-		}
-	}
 	if n < min || (max >= 0 && n > max) {
 		return usagef("%s: wrong number of arguments (usage: %s; see `tensorfs %s -h`)", f.name, f.synopsis(), f.name)
 	}
 	return nil
+}
+
+// interleaved returns args with the flags first, then "--" and the
+// operands, each in the order given, so that the standard flag package
+// (which stops at the first operand) parses flags given after operands.
+// A flag that takes a value as the next argument ("--dtype f32") keeps
+// it; "-" alone is an operand; everything after "--" is an operand.
+func (f *flags) interleaved(args []string) []string {
+	var flagArgs, operands []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			operands = append(operands, args[i+1:]...)
+			i = len(args)
+		case len(a) > 1 && a[0] == '-':
+			flagArgs = append(flagArgs, a)
+			name := strings.TrimLeft(a, "-")
+			if strings.Contains(name, "=") {
+				continue
+			}
+			if fl := f.Lookup(name); fl != nil && !isBoolFlag(fl) && i+1 < len(args) {
+				i++
+				flagArgs = append(flagArgs, args[i])
+			}
+		default:
+			operands = append(operands, a)
+		}
+	}
+	return append(append(flagArgs, "--"), operands...)
+}
+
+// isBoolFlag reports whether fl takes no value (--json, not --json=true).
+func isBoolFlag(fl *flag.Flag) bool {
+	b, ok := fl.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // synopsis is the usage line: "tensorfs NAME ARGS".
