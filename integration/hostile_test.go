@@ -324,7 +324,7 @@ func hostileCorpus(t *testing.T) []hostileFile {
 	add("negative offset", "st-negative-offset.safetensors", st(`"w":{"dtype":"U8","shape":[16],"data_offsets":[-16,0]}`), "found -16")
 	add("negative offset", "st-negative-dim.safetensors", st(`"w":{"dtype":"U8","shape":[-16],"data_offsets":[0,16]}`), "found -16")
 	add("misaligned offset", "st-reversed-offsets.safetensors", st(`"w":{"dtype":"U8","shape":[0],"data_offsets":[16,0]}`), "end before they begin")
-	add("overlap", "st-overlap.safetensors", st(`"a":{"dtype":"U8","shape":[10],"data_offsets":[0,10]},"b":{"dtype":"U8","shape":[10],"data_offsets":[6,16]}`), "overlaps")
+	add("overlap", "st-overlap.safetensors", st(`"a":{"dtype":"U8","shape":[10],"data_offsets":[0,10]},"b":{"dtype":"U8","shape":[10],"data_offsets":[6,16]}`), "overlap")
 	add("overlap", "st-gap.safetensors", st(`"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[12,16]}`), "belong to no tensor")
 	add("duplicate name", "st-duplicate.safetensors", st(`"w":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"w":{"dtype":"U8","shape":[8],"data_offsets":[8,16]}`), "duplicate key")
 	add("unknown dtype", "st-dtype.safetensors", st(`"w":{"dtype":"F128","shape":[1],"data_offsets":[0,16]}`), "unknown dtype")

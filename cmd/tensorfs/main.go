@@ -15,10 +15,13 @@ import (
 	"io"
 	iofs "io/fs"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"syscall"
 
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
 )
 
@@ -117,11 +120,55 @@ func describe(err error) string {
 	if !ok {
 		return err.Error()
 	}
+	return describePath(pe)
+}
+
+// describePath is the message of a failed system call on a path; for a
+// dead FUSE mount it names the mount point and the command that clears
+// it.
+func describePath(pe *iofs.PathError) string {
 	msg := pe.Path + ": " + pe.Err.Error()
 	if errors.Is(pe.Err, syscall.ENOTCONN) || errors.Is(pe.Err, syscall.ECONNABORTED) {
-		msg += " (a dead FUSE mount: its server was killed; clear it with `tensorfs umount MOUNTPOINT`)"
+		mp := "MOUNTPOINT"
+		if m, ok := mountAbove(pe.Path); ok {
+			mp = m
+		}
+		msg += fmt.Sprintf(" (%s is a dead FUSE mount: its server was killed; clear it with `tensorfs umount %s`)", mp, mp)
 	}
 	return msg
+}
+
+// mountAbove returns the FUSE mount point that path is in (path itself or
+// its nearest ancestor that is one), as the user wrote it where possible.
+func mountAbove(path string) (string, bool) {
+	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
+		if m, ok := fs.FindMount(p); ok && m.FUSE {
+			return p, true
+		}
+		if p == filepath.Dir(p) || p == "." {
+			return "", false
+		}
+	}
+}
+
+// unwrapPath returns the system error of a *PathError (its path is in the
+// message already), or err.
+func unwrapPath(err error) error {
+	var pe *iofs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// parseMode parses the value of the backing-mode flag --name of command
+// cmd (backing.ParseMode), as a usage error naming the flag.
+func parseMode(cmd, name, value string) (backing.Mode, error) {
+	mode, err := backing.ParseMode(value)
+	if err != nil {
+		return 0, usagef("%s: --%s: unknown mode %q (want mmap, pread or direct)", cmd, name, value)
+	}
+	return mode, nil
 }
 
 // oneLine folds a message onto one line, escaping what a terminal would
