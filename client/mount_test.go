@@ -190,7 +190,7 @@ func testOpenMount(t *testing.T, view bool) {
 	if _, err := c.OpenTensor("ids", dtype.F32); !errors.Is(err, ErrNotConvertible) {
 		t.Errorf("ids as F32: %v, want ErrNotConvertible", err)
 	}
-	if !c.Convertible(w, dtype.F32) || c.Convertible(ts[1], dtype.F32) || c.Convertible(w, dtype.BF16) {
+	if !c.Convertible(w.Name, dtype.F32) || c.Convertible(ts[1].Name, dtype.F32) || c.Convertible(w.Name, dtype.BF16) {
 		t.Errorf("Convertible wrong on a mount")
 	}
 }

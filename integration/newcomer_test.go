@@ -250,3 +250,29 @@ func TestMountMessages(t *testing.T) {
 	r = runTensorfs(t, "load", "--io", "foo", src)
 	checkOneLineError(t, r, 2, `load: --io: unknown mode "foo"`)
 }
+
+// TestHelpInvocation: help suggests commands as the binary was run: by
+// its path for a built binary, "go run ./cmd/tensorfs" where go run built
+// it (in the go tool's go-build temporary directory).
+func TestHelpInvocation(t *testing.T) {
+	bin := tensorfsBinary(t)
+	r := runTensorfs(t, "help")
+	if !strings.Contains(r.stdout, "\n  "+bin+" demo ") || strings.Contains(r.stdout, "go run") {
+		t.Errorf("help of %s suggests:\n%s", bin, r.stdout)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gorun := filepath.Join(t.TempDir(), "go-build1234", "b001", "exe", "tensorfs")
+	if err := os.MkdirAll(filepath.Dir(gorun), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gorun, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = runCmd(t, nil, gorun, "help")
+	if !strings.Contains(r.stdout, "\n  go run ./cmd/tensorfs demo ") {
+		t.Errorf("help of a go run binary suggests:\n%s", r.stdout)
+	}
+}

@@ -247,7 +247,7 @@ func newLoadBar(ck *client.Checkpoint, tensors []client.TensorInfo, to dtype.DTy
 
 // loadDeliveredSize is the bytes Stream delivers for t converted to to.
 func loadDeliveredSize(ck *client.Checkpoint, t client.TensorInfo, to dtype.DType) int64 {
-	if to == dtype.Invalid || to == t.DType || !ck.Convertible(t, to) {
+	if to == dtype.Invalid || to == t.DType || !ck.Convertible(t.Name, to) {
 		return t.Size
 	}
 	n, ok := to.ByteSize(t.NumElements())

@@ -352,15 +352,32 @@ commands:
 	for _, c := range commands {
 		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
 	}
+	prog := invocation()
+	fmt.Fprintf(&b, `
+Run "%[1]s COMMAND -h" for a command's flags. First steps:
+  %[1]s demo                                # see a mount in action
+  %[1]s mount model.safetensors /mnt/model  # serve until Ctrl-C or umount
+`, prog)
 	b.WriteString(`
-Run "tensorfs COMMAND -h" for a command's flags. First steps:
-  go run ./cmd/tensorfs demo                      # see a mount in action
-  tensorfs mount model.safetensors /mnt/model      # serve until Ctrl-C
-
 Errors are one line on stderr starting "tensorfs: "; the exit status is 0
 on success, 1 on an error, 2 on a usage error.
 `)
 	w.Write(b.Bytes())
+}
+
+// invocation is how the user ran this binary, for the commands that help
+// suggests: "go run ./cmd/tensorfs" when go run built it (in the go
+// tool's temporary directory), the path typed when there was one
+// ("./tensorfs"), its name otherwise (found on PATH).
+func invocation() string {
+	if exe, err := os.Executable(); err == nil && strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return "go run ./cmd/tensorfs"
+	}
+	arg0 := os.Args[0]
+	if strings.ContainsAny(arg0, " \t'\"\\$") || arg0 == "" {
+		return "tensorfs"
+	}
+	return arg0
 }
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3";
