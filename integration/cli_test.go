@@ -228,9 +228,9 @@ func TestHelp(t *testing.T) {
 	section, _, _ := strings.Cut(r.stdout[strings.Index(r.stdout, "commands:\n")+1:], "\n\n")
 	listed := regexp.MustCompile(`(?m)^  ([a-z]+) +\S`).FindAllStringSubmatch(section, -1)
 	flags := map[string][]string{
-		"mount":   {"--dtype", "--backing", "--allow-other", "--max-write", "--readahead-kb", "--max-background", "--no-splice", "--direct-io", "--debug", "--cpuprofile", "--memprofile"},
+		"mount":   {"--dtype", "--backing", "--allow-non-empty", "--allow-other", "--max-write", "--readahead-kb", "--max-background", "--no-splice", "--direct-io", "--debug", "--cpuprofile", "--memprofile"},
 		"bench":   {"--size", "--readers", "--block", "--count", "--mount", "--phases", "--json", "--dir", "--tree", "--tree-tensors", "--tree-size"},
-		"umount":  {},
+		"umount":  {"--force"},
 		"ls":      {"--json"},
 		"cat":     {"--dtype", "--npy"},
 		"demo":    {"--keep"},

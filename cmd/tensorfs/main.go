@@ -129,11 +129,11 @@ func describe(err error) string {
 func describePath(pe *iofs.PathError) string {
 	msg := pe.Path + ": " + pe.Err.Error()
 	if errors.Is(pe.Err, syscall.ENOTCONN) || errors.Is(pe.Err, syscall.ECONNABORTED) {
-		mp := "MOUNTPOINT"
-		if m, ok := mountAbove(pe.Path); ok {
-			mp = m
+		if mp, ok := mountAbove(pe.Path); ok {
+			msg += fmt.Sprintf(" (%s is a dead FUSE mount: its server was killed; clear it with `tensorfs umount %s`)", mp, mp)
+		} else {
+			msg += " (a dead FUSE mount: its server was killed; clear it with `tensorfs umount` on its mount point)"
 		}
-		msg += fmt.Sprintf(" (%s is a dead FUSE mount: its server was killed; clear it with `tensorfs umount %s`)", mp, mp)
 	}
 	return msg
 }

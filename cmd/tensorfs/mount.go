@@ -25,8 +25,9 @@ Parses and validates SOURCE completely, then mounts it read-only at
 MOUNTPOINT and serves it in the foreground until the mount is unmounted
 (tensorfs umount, fusermount3 -u, umount) or the process gets SIGINT,
 SIGTERM or SIGHUP, which unmount cleanly and exit 0. A SOURCE that fails
-validation mounts nothing and exits 1. The mount is ready when
-MOUNTPOINT/.tensorfs/index.json exists.
+validation mounts nothing and exits 1. MOUNTPOINT must be an empty
+directory (its files would be hidden) unless --allow-non-empty. The mount
+is ready when MOUNTPOINT/.tensorfs/index.json exists.
 
 SOURCE is a checkpoint file (safetensors, PyTorch, GGUF, .npy, .npz; the
 format is detected from the content) or a directory holding a sharded
