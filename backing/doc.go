@@ -36,6 +36,11 @@
 //     Pread sources; the Direct source says ok == false).
 //   - Adviser: access-pattern hints, madvise on the mapping or
 //     posix_fadvise on the descriptor.
+//   - CacheDropper: drop the page cache of a range already copied out
+//     (and cached elsewhere: by the FUSE mount that served it), unmapping
+//     it from this process first where it is mapped (Mmap and Pread
+//     sources; Direct has no cache to drop). Only clean pages nobody else
+//     maps go; reads are never affected, only whether they hit the cache.
 //
 // Nothing outside this package may assume a mapping exists.
 //

@@ -229,7 +229,12 @@ func (c *Checkpoint) Sources() []string { return append([]string(nil), c.sources
 // same whether the checkpoint is opened directly or through a mount:
 // values are string, bool, json.Number (integers stay exact), []any,
 // map[string]any or nil. A GGUF float that is NaN or infinite is the
-// string "NaN", "+Inf" or "-Inf". The map is shared: do not modify it.
+// string "NaN", "+Inf" or "-Inf". A large value (a GGUF string or array
+// over index.MaxInlineMetadata bytes, or any value past
+// index.MetadataJSONBudget) is an elision object, a map with
+// "tensorfs.elided": true that says where a mount serves the whole value
+// (README, "Large metadata values"). The map is shared: do not modify
+// it.
 func (c *Checkpoint) Metadata() map[string]any {
 	c.metaOnce.Do(func() {
 		if c.idx != nil { // a mount's metadata came as JSON values
@@ -239,14 +244,15 @@ func (c *Checkpoint) Metadata() map[string]any {
 	return c.metadata
 }
 
-// jsonValues returns m as encoding/json decodes its JSON encoding with
-// UseNumber. An index's metadata always encodes (a mount serves it as
-// JSON); m itself is the fallback should it not.
+// jsonValues returns m as encoding/json decodes what a mount's index.json
+// holds for it (index.RenderMetadata: large values are elision objects)
+// with UseNumber. An index's metadata always renders (a mount serves it
+// as JSON); m itself is the fallback should it not.
 func jsonValues(m map[string]any) map[string]any {
 	if m == nil {
 		return map[string]any{}
 	}
-	b, err := json.Marshal(m)
+	b, err := index.RenderMetadata(m, index.MetadataJSONBudget)
 	if err != nil {
 		return m
 	}

@@ -84,6 +84,26 @@
 // mapped shared (FUSE_DIRECT_IO_ALLOW_MMAP), so mmap keeps working. The
 // measurements behind these choices are in docs/BENCHMARKS.md.
 //
+// One copy in memory (cache.go): a byte read through the mount sits in
+// the FUSE file's page cache; the server read it from the backing file,
+// whose page cache holds it too. Unless Options.KeepBackingCache, the
+// server counts the bytes it has served from each 2 MiB-aligned chunk of
+// a backing file and drops the chunk from the page cache
+// (backing.CacheDropper: madvise and posix_fadvise DONTNEED) once every
+// tensor byte in it has been served, after the reply was written (a
+// spliced page still in the pipe cannot be dropped). Direct-I/O mounts,
+// whose only copy is the backing file's, drop nothing.
+// Stats.BackingDropped counts the bytes dropped.
+//
+// Passthrough (passthrough.go): a file that is a whole backing file byte
+// for byte (a .npy source's .npy/ file) is opened with FUSE passthrough
+// where the kernel allows it (Linux 6.9+, root), so the kernel reads the
+// backing file itself; Options.NoPassthrough turns it off.
+//
+// MountNull serves a tree of zero-filled files from one buffer with the
+// same request size, readahead and caching as Mount: the yardstick of
+// tensorfs bench.
+//
 // # Errors
 //
 // An error becomes an errno in exactly one function, toErrno: an errno

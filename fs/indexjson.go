@@ -89,11 +89,11 @@ func (r *Root) indexJSON(listed, native []listedTensor) ([]byte, error) {
 	if err := field("sources", sources, false); err != nil {
 		return nil, err
 	}
-	md := r.idx.Metadata
-	if md == nil {
-		md = map[string]any{}
+	md, err := index.RenderMetadata(r.idx.Metadata, index.MetadataJSONBudget)
+	if err != nil {
+		return nil, err
 	}
-	if err := field("metadata", md, false); err != nil {
+	if err := field("metadata", json.RawMessage(md), false); err != nil {
 		return nil, err
 	}
 	list := func(name string, items []listedTensor) error {
@@ -146,21 +146,6 @@ func (r *Root) docOf(l listedTensor) index.DocTensor {
 		d.Source, d.Offset = r.idx.Sources[t.Source], &off
 	}
 	return d
-}
-
-// metadataBytes is a metadata value as a file: a string as it is,
-// anything else as JSON with a final newline.
-func metadataBytes(v any) ([]byte, error) {
-	if s, ok := v.(string); ok {
-		return []byte(s), nil
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 func sortedKeys(m map[string]any) []string {

@@ -117,13 +117,26 @@ const (
 // a whole window around it). See docs/BENCHMARKS.md.
 const DefaultReadAheadRequests = 2
 
-// MaxReadSize returns the default MaxWrite: 1 MiB, or with splicing the
-// largest multiple of the page size whose reply (16-byte header + data)
-// plus the page go-fuse keeps free fits the largest pipe
-// (/proc/sys/fs/pipe-max-size): 1 MiB - 8 KiB on a default system.
+// MaxReadSize returns the default MaxWrite: the largest request this
+// system allows (MaxRequestSize), up to 2 MiB. On a default system that
+// is 1 MiB (max_pages_limit of 256 pages), or with splicing the largest
+// multiple of the page size whose reply (16-byte header + data) plus the
+// page go-fuse keeps free fits the largest pipe
+// (/proc/sys/fs/pipe-max-size): 1 MiB - 8 KiB.
+//
+// Up to 2 MiB, for FUSE large folios: kernels that cache FUSE files in
+// large folios size them by the largest power of two pages within
+// max_write, max_read (go-fuse sets both to MaxWrite) and max_pages, so
+// a root who raises max_pages_limit to 512 (and pipe-max-size to 4 MiB
+// for splicing) gets 2 MiB requests and 2 MiB folios, as ext4 caches the
+// backing file, with no flag. See docs/BENCHMARKS.md.
 func MaxReadSize(splicing bool) int {
-	return min(MaxRequestSize(splicing), defaultPages*pageSize)
+	return min(MaxRequestSize(splicing), maxFolioPages*pageSize)
 }
+
+// maxFolioPages is the largest folio the page cache uses, in pages: a
+// PMD (2 MiB).
+const maxFolioPages = 512
 
 // MaxRequestSize returns the largest MaxWrite this system allows: the
 // kernel's max_pages_limit (/proc/sys/fs/fuse/max_pages_limit, 256 pages

@@ -167,6 +167,9 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 			return nil, 0, toErrno(err)
 		}
 	}
+	if fd := n.root.passthroughFd(n.e); fd >= 0 {
+		return &passthroughHandle{fd: fd}, fuse.FOPEN_KEEP_CACHE, 0 // passthrough.go
+	}
 	if n.e.file.kind == kindTensor && n.root.directIO.Load() {
 		return nil, fuse.FOPEN_DIRECT_IO, 0
 	}

@@ -55,6 +55,7 @@ func (r *Root) read(e *entry, dest []byte, off int64) (fuse.ReadResult, syscall.
 	case kindStatic:
 		return fuse.ReadResultData(e.data()[off : off+int64(n)]), 0
 	case kindTensor:
+	case kindLazy: // metadata.go: read from contents.r, as a tensor's view
 	default:
 		return nil, syscall.EIO
 	}
@@ -69,9 +70,12 @@ func (r *Root) read(e *entry, dest []byte, off int64) (fuse.ReadResult, syscall.
 			if err := checkExtent(fd, at+int64(n)); err != nil {
 				return nil, toErrno(err)
 			}
-			return fuse.ReadResultFd(uintptr(fd), at, n), 0
+			return r.fdResult(f.t.Source, fd, at, n), 0 // cache.go
 		}
 		got, err = r.sources[f.t.Source].ReadAt(dest[:n], at)
+		if got == n && r.cacheActive(f.t.Source) {
+			r.cache.served(f.t.Source, at, int64(n)) // cache.go
+		}
 	} else {
 		var v view.Reader
 		if v, err = r.reader(e); err == nil {
@@ -102,7 +106,7 @@ func (r *Root) reader(e *entry) (view.Reader, error) {
 	if f.kind != kindTensor {
 		return nil, fmt.Errorf("not a tensor file")
 	}
-	src := r.sources[f.t.Source]
+	src := r.viewSource(f.t.Source) // counts served bytes: cache.go
 	var v view.Reader
 	var err error
 	switch f.form {

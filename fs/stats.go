@@ -18,28 +18,32 @@ type stats struct {
 
 // Stats is a snapshot of a mounted tree's counters.
 type Stats struct {
-	Reads   uint64  `json:"reads"`    // READ requests answered with data or EOF
-	Bytes   uint64  `json:"bytes"`    // bytes returned by them
-	Errors  uint64  `json:"errors"`   // requests that failed with an I/O error
-	Panics  uint64  `json:"panics"`   // requests that panicked (answered EIO)
-	Opens   uint64  `json:"opens"`    // files opened
-	Tensors int     `json:"tensors"`  // tensors in the index
-	Files   uint64  `json:"files"`    // regular files in the tree
-	Dropped int     `json:"dropped"`  // tensors left out of a view (see the log)
-	Uptime  float64 `json:"uptime_s"` // seconds since the tree was built
+	Reads   uint64 `json:"reads"`   // READ requests answered with data or EOF
+	Bytes   uint64 `json:"bytes"`   // bytes returned by them
+	Errors  uint64 `json:"errors"`  // requests that failed with an I/O error
+	Panics  uint64 `json:"panics"`  // requests that panicked (answered EIO)
+	Opens   uint64 `json:"opens"`   // files opened
+	Tensors int    `json:"tensors"` // tensors in the index
+	Files   uint64 `json:"files"`   // regular files in the tree
+	Dropped int    `json:"dropped"` // tensors left out of a view (see the log)
+	// BackingDropped is the bytes of backing-file chunks dropped from the
+	// page cache once served (see Options.KeepBackingCache).
+	BackingDropped uint64  `json:"backing_dropped_bytes"`
+	Uptime         float64 `json:"uptime_s"` // seconds since the tree was built
 }
 
 func (s *stats) snapshot(r *Root) Stats {
 	return Stats{
-		Reads:   s.reads.Load(),
-		Bytes:   s.bytes.Load(),
-		Errors:  s.errors.Load(),
-		Panics:  s.panics.Load(),
-		Opens:   s.opens.Load(),
-		Tensors: len(r.idx.Tensors),
-		Files:   r.files,
-		Dropped: r.dropped,
-		Uptime:  time.Since(s.start).Seconds(),
+		Reads:          s.reads.Load(),
+		Bytes:          s.bytes.Load(),
+		Errors:         s.errors.Load(),
+		Panics:         s.panics.Load(),
+		Opens:          s.opens.Load(),
+		Tensors:        len(r.idx.Tensors),
+		Files:          r.files,
+		Dropped:        r.dropped,
+		BackingDropped: r.cache.droppedBytes(),
+		Uptime:         time.Since(s.start).Seconds(),
 	}
 }
 

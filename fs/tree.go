@@ -7,10 +7,10 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
@@ -59,6 +59,21 @@ type Options struct {
 	// NoSplice never hands the kernel a backing file descriptor to splice
 	// from; every read is copied through a buffer.
 	NoSplice bool
+
+	// KeepBackingCache keeps the backing files' pages in the page cache
+	// after serving them. By default a 2 MiB-aligned chunk of a backing
+	// file is dropped from the page cache (posix_fadvise DONTNEED) once
+	// every tensor byte in it has been served, since the mount's own page
+	// cache then holds those bytes: one copy in memory instead of two.
+	// Keep it for a checkpoint that is also read directly (not through the
+	// mount). See cache.go.
+	KeepBackingCache bool
+
+	// NoPassthrough serves every file through the server. By default a
+	// file that is a whole backing file byte for byte (see
+	// passthrough.go) is handed to the kernel to read itself (FUSE
+	// passthrough: Linux 6.9+, root).
+	NoPassthrough bool
 
 	// DirectIO opens tensor files with FOPEN_DIRECT_IO: every read(2) goes
 	// to the server as it is (no readahead, no page cache of the mount,
@@ -318,6 +333,14 @@ type Root struct {
 	dropped  int    // tensors left out of views (clashes, view errors)
 	indexDoc []byte
 
+	// cache counts served bytes to drop the backing files' cached copy;
+	// nil with Options.KeepBackingCache (cache.go).
+	cache *cacheDrop
+
+	// passthrough: per tensor entry, the descriptor it is served from by
+	// FUSE passthrough, or -1; decided on first open (passthrough.go).
+	passthrough sync.Map
+
 	// Mutable.
 	stats stats
 	// directIO: Options.DirectIO, once Mount has seen that the kernel
@@ -370,6 +393,8 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 			r.fds[i] = spliceFd(src)
 		}
 	}
+
+	r.cache = newCacheDrop(idx, sources, opts.KeepBackingCache) // cache.go
 
 	// The stored tree.
 	native, err := r.buildNative("")
@@ -593,52 +618,13 @@ func (r *Root) buildControl() *entry {
 	b := newBuilder(controlDir)
 	b.addStatic("index.json", r.indexDoc)
 	b.add("stats.json", fileData{kind: kindStats})
-	md := newBuilder(metadataDir)
-	for _, k := range sortedKeys(r.idx.Metadata) {
-		name := MetadataFileName(k)
-		if checkComponent(name) != nil {
-			continue // too long for a file name; still in index.json
-		}
-		data, err := metadataBytes(r.idx.Metadata[k])
-		if err != nil {
-			r.logger.Printf("metadata key %q left out of .tensorfs/metadata: %v", k, err)
-			continue
-		}
-		md.addStatic(name, data)
-	}
-	b.attach(md.finish())
+	b.attach(r.buildMetadata()) // metadata.go
 	return b.finish()
 }
 
 // MetadataFileName maps a metadata key to its file name under
-// .tensorfs/metadata/ by percent-escaping: '%', '/', NUL, bytes that are
-// not valid UTF-8 and a leading '.' become %XX (upper-case hex); the empty
-// key is "%". The mapping is reversible and distinct keys get distinct
-// names. A key whose name is over 255 bytes has no file (it is still in
-// index.json).
-func MetadataFileName(key string) string {
-	if key == "" {
-		return "%"
-	}
-	var sb strings.Builder
-	for i := 0; i < len(key); {
-		c := key[i]
-		if c == '%' || c == '/' || c == 0 || (i == 0 && c == '.') {
-			fmt.Fprintf(&sb, "%%%02X", c)
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(key[i:])
-		if r == utf8.RuneError && n <= 1 {
-			fmt.Fprintf(&sb, "%%%02X", c)
-			i++
-			continue
-		}
-		sb.WriteString(key[i : i+n])
-		i += n
-	}
-	return sb.String()
-}
+// .tensorfs/metadata/: index.MetadataFileName.
+func MetadataFileName(key string) string { return index.MetadataFileName(key) }
 
 // lookupPath walks a slash-separated path from the top of the tree, for
 // tests and tools; "" is the top.

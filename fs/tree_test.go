@@ -357,10 +357,10 @@ func TestIndexJSON(t *testing.T) {
 		t.Errorf("index.json has %d lines for %d tensors", lines, len(idx.Tensors))
 	}
 	// Metadata files.
-	if got := string(r.lookupPath(".tensorfs/metadata/format").data()); got != "pt" {
+	if got := readPath(t, r, ".tensorfs/metadata/format"); got != "pt" {
 		t.Errorf("metadata/format = %q", got)
 	}
-	if got := string(r.lookupPath(".tensorfs/metadata/n").data()); got != "3\n" {
+	if got := readPath(t, r, ".tensorfs/metadata/n"); got != "3\n" {
 		t.Errorf("metadata/n = %q", got)
 	}
 }

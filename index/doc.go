@@ -24,6 +24,9 @@
 // parts), merges their indexes, sorts tensors by name, checks every tensor
 // against its file and assigns paths (names.go). Document (json.go) is the
 // .tensorfs/index.json form of an Index, and ParseDocument reads it back.
+// Metadata values are held in memory up to MaxInlineMetadata bytes each
+// (GGUF: larger ones stay in the file as *FileValue) and rendered within
+// MetadataJSONBudget, larger ones as elision objects (metadata.go).
 //
 // # Invariants
 //

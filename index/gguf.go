@@ -20,11 +20,18 @@ package index
 // Metadata: every key/value of the file, nothing added. Integers become
 // uint64 (u8..u64) or int64 (i8..i64), floats float64 (f32 widened
 // exactly), bools bool, strings string. Arrays become typed slices:
-// []uint16 for u8 and u16 (a []uint8 would JSON-encode as base64), []int8,
-// []int16, []int32, []int64, []uint32, []uint64, []float32, []float64,
-// []bool, []string, and []any for arrays of arrays. JSON has no NaN or
-// infinity, so a non-finite float is stored as the string "NaN", "+Inf" or
-// "-Inf" (a float array holding one becomes []any).
+// Uint8s for u8 (one byte per element, rendered as JSON numbers), []uint16,
+// []int8, []int16, []int32, []int64, []uint32, []uint64, []float32,
+// []float64, []bool, []string, and []any for arrays of arrays. JSON has no
+// NaN or infinity, so a non-finite float is stored as the string "NaN",
+// "+Inf" or "-Inf" (a float array holding one becomes []any). A string or
+// array whose encoding is over MaxInlineMetadata bytes is a *FileValue:
+// only its place in the file is kept (an array of strings or arrays is
+// walked once to find its end, without allocating), so a large value costs
+// no memory at all; see metadata.go.
+//
+// split.count (the number of parts of a split model) is refused over
+// MaxShards here, before anything is sized from it.
 
 import (
 	"fmt"
@@ -87,15 +94,15 @@ func sniffGGUF(head []byte) bool { return len(head) >= 4 && string(head[:4]) == 
 // GGUFSplitInfo reports the split.no (0-based) and split.count keys of a
 // part of a split GGUF model (`*-00001-of-0000N.gguf`), and false when idx
 // is not GGUF or the keys are missing, not integers, or inconsistent
-// (count < 1 or over 2^31-1, no outside [0, count)). A count over
-// MaxShards is reported as it is, for the loader to refuse.
+// (count < 1 or over MaxShards, no outside [0, count)). The parser refuses
+// a file whose split.count is over MaxShards, so a count is never larger.
 func GGUFSplitInfo(idx *Index) (no, count int, ok bool) {
 	if idx == nil || idx.Format != "gguf" {
 		return 0, 0, false
 	}
 	n, ok1 := ggufInt(idx.Metadata["split.no"])
 	c, ok2 := ggufInt(idx.Metadata["split.count"])
-	if !ok1 || !ok2 || c < 1 || c > math.MaxInt32 || n < 0 || n >= c {
+	if !ok1 || !ok2 || c < 1 || c > MaxShards || n < 0 || n >= c {
 		return 0, 0, false
 	}
 	return int(n), int(c), true
@@ -239,22 +246,41 @@ func ggufLE64(b []byte) uint64 {
 
 // str reads a string of at most maxLen bytes (0: bounded by the file only).
 func (r *ggufReader) str(maxLen int64, what string) (string, error) {
-	at := r.pos
-	n, err := r.u64()
+	n, err := r.strLen(maxLen, what)
 	if err != nil {
 		return "", err
 	}
-	if n > uint64(r.left()) {
-		return "", &FormatError{File: r.name, Offset: at, Where: r.where(), Msg: fmt.Sprintf("gguf: %s length %d runs past the end of the file (%d bytes left)", what, n, r.left())}
-	}
-	if maxLen > 0 && n > uint64(maxLen) {
-		return "", &FormatError{File: r.name, Offset: at, Where: r.where(), Msg: fmt.Sprintf("gguf: %s length %d is over the limit of %d bytes", what, n, maxLen)}
-	}
-	b, err := r.next(int64(n))
+	b, err := r.next(n)
 	if err != nil {
 		return "", err
 	}
 	return string(b), nil
+}
+
+// strLen reads a string's length, checked against maxLen (0: no limit)
+// and the bytes left.
+func (r *ggufReader) strLen(maxLen int64, what string) (int64, error) {
+	at := r.pos
+	n, err := r.u64()
+	if err != nil {
+		return 0, err
+	}
+	if n > uint64(r.left()) {
+		return 0, &FormatError{File: r.name, Offset: at, Where: r.where(), Msg: fmt.Sprintf("gguf: %s length %d runs past the end of the file (%d bytes left)", what, n, r.left())}
+	}
+	if maxLen > 0 && n > uint64(maxLen) {
+		return 0, &FormatError{File: r.name, Offset: at, Where: r.where(), Msg: fmt.Sprintf("gguf: %s length %d is over the limit of %d bytes", what, n, maxLen)}
+	}
+	return int64(n), nil
+}
+
+// skip moves past n bytes without reading them.
+func (r *ggufReader) skip(n int64) error {
+	if n < 0 || n > r.left() {
+		return Errorf(r.name, r.pos, "gguf: file truncated in %s: %d bytes needed, %d left (file is %d bytes)", r.context(), n, r.left(), r.size)
+	}
+	r.pos += n
+	return nil
 }
 
 // ggufTensorInfo is a tensor info as read, before validation.
@@ -270,10 +296,16 @@ type ggufTensorInfo struct {
 type ggufParser struct {
 	r    ggufReader
 	name string
+	// inline is the largest string or array value read into memory, in
+	// bytes of the file (MaxInlineMetadata; tests use less)
+	inline int64
 }
 
-func parseGGUF(f File) (*Index, error) {
-	p := &ggufParser{name: f.Name()}
+func parseGGUF(f File) (*Index, error) { return parseGGUFInline(f, MaxInlineMetadata) }
+
+// parseGGUFInline parses with a given MaxInlineMetadata.
+func parseGGUFInline(f File, inline int64) (*Index, error) {
+	p := &ggufParser{name: f.Name(), inline: inline}
 	p.r = ggufReader{f: f, name: f.Name(), size: f.Size(), raw: make([]byte, min(ggufBufSize, max(f.Size(), 0)))}
 	return p.parse()
 }
@@ -329,6 +361,7 @@ func (p *ggufParser) parse() (*Index, error) {
 	}
 
 	md := make(map[string]any, min(nKV, 1024))
+	splitCountAt := int64(-1)
 	for i := uint64(0); i < nKV; i++ {
 		r.at("metadata entry", i)
 		at := r.pos
@@ -345,11 +378,29 @@ func (p *ggufParser) parse() (*Index, error) {
 		if err != nil {
 			return nil, err
 		}
+		if key == "split.count" {
+			splitCountAt = r.pos
+		}
 		v, err := p.value(typ, typAt, key, 0)
 		if err != nil {
 			return nil, err
 		}
 		md[key] = v
+	}
+
+	// split.count sizes the loader's list of parts: refused here, before
+	// anything is allocated from it, when over the limit.
+	if v, ok := md["split.count"]; ok {
+		over := false
+		switch x := v.(type) {
+		case uint64:
+			over = x > MaxShards
+		case int64:
+			over = x > MaxShards
+		}
+		if over {
+			return nil, p.errAt(splitCountAt, `key "split.count"`, "gguf: split.count %v is over the limit of %d parts of a split model", v, MaxShards)
+		}
 	}
 
 	alignment := uint64(ggufDefaultAlignment)
@@ -557,11 +608,46 @@ func (p *ggufParser) value(typ uint32, typAt int64, key string, depth int) (any,
 		}
 		return ggufFloat(math.Float64frombits(v)), nil
 	case ggufTypeString:
-		return r.str(0, "string value")
+		n, err := r.strLen(0, "string value")
+		if err != nil {
+			return nil, err
+		}
+		if n > p.inline {
+			fv := &FileValue{Offset: r.pos, Size: n, Type: "string"}
+			return fv, r.skip(n)
+		}
+		b, err := r.next(n)
+		if err != nil {
+			return nil, err
+		}
+		return string(b), nil
 	case ggufTypeArray:
 		return p.array(key, depth+1)
 	}
 	return nil, p.errAt(typAt, "key "+ggufQuote(key), "gguf: unknown metadata value type %d (want 0..12)", typ)
+}
+
+// strings reads an array of n strings, or returns nil (and no error) as
+// soon as a string would end past byte end of the file, having allocated
+// no more than the strings before it.
+func (p *ggufParser) strings(n int64, end int64) ([]string, error) {
+	r := &p.r
+	out := make([]string, n)
+	for i := range out {
+		l, err := r.strLen(0, "string in array")
+		if err != nil {
+			return nil, err
+		}
+		if r.pos > end-l {
+			return nil, nil
+		}
+		b, err := r.next(l)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = string(b)
+	}
+	return out, nil
 }
 
 // ggufFloat is a float as JSON can hold it: the value, or a string for
@@ -578,42 +664,112 @@ func ggufFloat(f float64) any {
 	return f
 }
 
-// array reads an array value (element type, count, elements).
-func (p *ggufParser) array(key string, depth int) (any, error) {
+// ggufEmpty holds an empty array of each element type, boxed once: a file
+// of empty arrays costs no allocation per array.
+var ggufEmpty = [ggufNumTypes]any{
+	ggufTypeU8: Uint8s{}, ggufTypeI8: []int8{}, ggufTypeU16: []uint16{}, ggufTypeI16: []int16{},
+	ggufTypeU32: []uint32{}, ggufTypeI32: []int32{}, ggufTypeF32: []float32{}, ggufTypeBool: []bool{},
+	ggufTypeString: []string{}, ggufTypeArray: []any{}, ggufTypeU64: []uint64{}, ggufTypeI64: []int64{},
+	ggufTypeF64: []float64{},
+}
+
+// arrayHead reads an array's element type and count, checked against the
+// bytes left.
+func (p *ggufParser) arrayHead(key string, depth int) (et uint32, n int64, err error) {
 	r := &p.r
-	where := "key " + ggufQuote(key)
 	at := r.pos
 	if depth > MaxNesting {
-		return nil, p.errAt(at, where, "gguf: arrays nested more than %d deep", MaxNesting)
+		return 0, 0, p.errAt(at, "key "+ggufQuote(key), "gguf: arrays nested more than %d deep", MaxNesting)
 	}
-	et, err := r.u32()
-	if err != nil {
-		return nil, err
+	if et, err = r.u32(); err != nil {
+		return 0, 0, err
 	}
 	if et >= ggufNumTypes {
-		return nil, p.errAt(at, where, "gguf: unknown array element type %d (want 0..12)", et)
+		return 0, 0, p.errAt(at, "key "+ggufQuote(key), "gguf: unknown array element type %d (want 0..12)", et)
 	}
 	nAt := r.pos
-	n, err := r.u64()
+	count, err := r.u64()
+	if err != nil {
+		return 0, 0, err
+	}
+	minSize := ggufMinSize[et]
+	if count > uint64(r.left()/minSize) {
+		return 0, 0, p.errAt(nAt, "key "+ggufQuote(key), "gguf: array of %d %s needs at least %d bytes each and the file has %d left", count, ggufTypeName(et), minSize, r.left())
+	}
+	return et, int64(count), nil
+}
+
+// skipElems moves past n elements of type et, checking every length and
+// count on the way, allocating nothing.
+func (p *ggufParser) skipElems(et uint32, n int64, key string, depth int) error {
+	r := &p.r
+	switch et {
+	case ggufTypeString:
+		for i := int64(0); i < n; i++ {
+			l, err := r.strLen(0, "string in array")
+			if err != nil {
+				return err
+			}
+			if err := r.skip(l); err != nil {
+				return err
+			}
+		}
+		return nil
+	case ggufTypeArray:
+		for i := int64(0); i < n; i++ {
+			et, m, err := p.arrayHead(key, depth+1)
+			if err != nil {
+				return err
+			}
+			if err := p.skipElems(et, m, key, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return r.skip(n * ggufMinSize[et]) // no overflow: checked against the bytes left
+}
+
+// array reads an array value (element type, count, elements). At the top
+// (depth 1), an array whose elements take more than p.inline bytes is a
+// *FileValue: an array of fixed-size elements is sized from its count, one
+// of strings or arrays is walked to its end first.
+func (p *ggufParser) array(key string, depth int) (any, error) {
+	r := &p.r
+	et, n, err := p.arrayHead(key, depth)
 	if err != nil {
 		return nil, err
 	}
-	minSize := ggufMinSize[et]
-	if n > uint64(r.left()/minSize) {
-		return nil, p.errAt(nAt, where, "gguf: array of %d %s needs at least %d bytes each and the file has %d left", n, ggufTypeName(et), minSize, r.left())
+	if n == 0 {
+		return ggufEmpty[et], nil
+	}
+	if depth == 1 {
+		start := r.pos
+		// n*ggufMinSize[et] <= the bytes left: no overflow
+		small := n*ggufMinSize[et] <= p.inline
+		if small && et == ggufTypeString {
+			// One pass: read, unless the strings turn out too long.
+			out, err := p.strings(n, start+p.inline)
+			if out != nil || err != nil {
+				return out, err
+			}
+			r.pos = start
+			small = false
+		}
+		if !small || et == ggufTypeArray {
+			if err := p.skipElems(et, n, key, depth); err != nil {
+				return nil, err
+			}
+			if size := r.pos - start; size > p.inline {
+				return &FileValue{Offset: start, Size: size, Type: "array", ElemType: ggufTypeName(et), Count: n}, nil
+			}
+			r.pos = start // small enough: read it
+		}
 	}
 	count := int(n)
 	switch et {
 	case ggufTypeString:
-		out := make([]string, count)
-		for i := range out {
-			s, err := r.str(0, "string in array")
-			if err != nil {
-				return nil, err
-			}
-			out[i] = s
-		}
-		return out, nil
+		return p.strings(n, math.MaxInt64)
 	case ggufTypeArray:
 		out := make([]any, count)
 		for i := range out {
@@ -625,9 +781,11 @@ func (p *ggufParser) array(key string, depth int) (any, error) {
 		}
 		return out, nil
 	}
+	minSize := ggufMinSize[et]
 	// Fixed-size elements: read in chunks of the buffer.
 	size := int(minSize)
 	var (
+		u8s  Uint8s
 		u16s []uint16
 		i8s  []int8
 		i16s []int16
@@ -640,7 +798,9 @@ func (p *ggufParser) array(key string, depth int) (any, error) {
 		bs   []bool
 	)
 	switch et {
-	case ggufTypeU8, ggufTypeU16:
+	case ggufTypeU8:
+		u8s = make(Uint8s, count)
+	case ggufTypeU16:
 		u16s = make([]uint16, count)
 	case ggufTypeI8:
 		i8s = make([]int8, count)
@@ -673,7 +833,7 @@ func (p *ggufParser) array(key string, depth int) (any, error) {
 			j := done + i
 			switch et {
 			case ggufTypeU8:
-				u16s[j] = uint16(e[0])
+				u8s[j] = e[0]
 			case ggufTypeI8:
 				i8s[j] = int8(e[0])
 			case ggufTypeBool:
@@ -709,7 +869,9 @@ func (p *ggufParser) array(key string, depth int) (any, error) {
 		done += k
 	}
 	switch et {
-	case ggufTypeU8, ggufTypeU16:
+	case ggufTypeU8:
+		return u8s, nil
+	case ggufTypeU16:
 		return u16s, nil
 	case ggufTypeI8:
 		return i8s, nil

@@ -160,7 +160,7 @@ func ggufAllTypesWant() map[string]any {
 		"f64":         -2.5,
 		"f32.nan":     "NaN",
 		"f64.inf":     "-Inf",
-		"arr.u8":      []uint16{1, 2, 255},
+		"arr.u8":      Uint8s{1, 2, 255},
 		"arr.i8":      []int8{-1, 7},
 		"arr.u16":     []uint16{1, 65535},
 		"arr.i16":     []int16{-2},
@@ -174,7 +174,7 @@ func ggufAllTypesWant() map[string]any {
 		"arr.i64":     []int64{-2},
 		"arr.f64":     []float64{0.25},
 		"arr.empty":   []int32{},
-		"arr.nested":  []any{[]string{"x"}, []any{[]uint16{9}}},
+		"arr.nested":  []any{[]string{"x"}, []any{Uint8s{9}}},
 	}
 }
 

@@ -51,6 +51,17 @@ func ggufCheckInvariants(t testing.TB, idx *Index, name string, size int64) {
 	if _, err := json.Marshal(idx.Metadata); err != nil {
 		t.Fatalf("metadata not JSON-encodable: %v", err)
 	}
+	for k, v := range idx.Metadata {
+		if fv, ok := v.(*FileValue); ok && (fv.Source != 0 || fv.Offset < 0 || fv.Size < 0 || fv.Offset+fv.Size > size) {
+			t.Fatalf("metadata %q: %+v outside file of %d", k, fv, size)
+		}
+	}
+	for _, budget := range []int{1 << 10, MetadataJSONBudget} {
+		js, err := RenderMetadata(idx.Metadata, budget)
+		if err != nil || !json.Valid(js) {
+			t.Fatalf("RenderMetadata: %v: %.200s", err, js)
+		}
+	}
 	if !sort.SliceIsSorted(idx.Tensors, func(i, j int) bool { return idx.Tensors[i].Name < idx.Tensors[j].Name }) {
 		t.Fatalf("tensors not sorted by name")
 	}
@@ -161,7 +172,7 @@ func TestGGUFNesting(t *testing.T) {
 	for d := 1; d < MaxNesting; d++ {
 		v = v.([]any)[0]
 	}
-	if !reflect.DeepEqual(v, []uint16{1}) {
+	if !reflect.DeepEqual(v, Uint8s{1}) {
 		t.Fatalf("innermost %#v", v)
 	}
 	bad := &ggufBuild{kvs: []ggufKV{{"deep", ggufTypeArray, ggufNest(MaxNesting + 1)}}}
@@ -254,6 +265,11 @@ func TestGGUFHostile(t *testing.T) {
 		{"overlap", (&ggufBuild{tensors: []ggufTI{{"a", []uint64{16}, 0, 0}, {"b", []uint64{4}, 0, 32}}, data: make([]byte, 96)}).bytes(), []string{"overlaps tensor"}, -1},
 		{"same offset", (&ggufBuild{tensors: []ggufTI{{"a", []uint64{4}, 0, 0}, {"b", []uint64{4}, 0, 0}}, data: make([]byte, 32)}).bytes(), []string{"overlaps tensor"}, -1},
 		{"duplicate tensor", (&ggufBuild{tensors: []ggufTI{{"a", []uint64{4}, 0, 0}, {"a", []uint64{4}, 0, 32}}, data: make([]byte, 64)}).bytes(), []string{"duplicate tensor name", `tensor "a"`}, -1},
+		{"split.count 2^31-1", kv(ggufKV{"split.no", ggufTypeU16, []byte{0, 0}}, ggufKV{"split.count", ggufTypeI32, ggufLE32(math.MaxInt32)}), []string{"split.count 2147483647 is over the limit of 100000 parts", `key "split.count"`}, kv0 + 8 + 8 + 4 + 2 + 8 + 11 + 4},
+		{"split.count MaxShards+1", kv(ggufKV{"split.count", ggufTypeU32, ggufLE32(MaxShards + 1)}), []string{"split.count 100001 is over the limit"}, kv0 + 8 + 11 + 4},
+		{"split.count 2^64-1", kv(ggufKV{"split.count", ggufTypeU64, ggufLE64b(math.MaxUint64)}), []string{"split.count 18446744073709551615 is over the limit"}, kv0 + 8 + 11 + 4},
+		{"array of u8 2^34 past file", kv(ggufKV{"k", ggufTypeArray, ggufArr(ggufTypeU8, 1<<34, make([]byte, 64))}), []string{"array of 17179869184 uint8"}, kv0Type + 8},
+		{"string array 2^40 walked past file", kv(ggufKV{"k", ggufTypeArray, ggufArr(ggufTypeString, 2, ggufStr("ok"), ggufLE64b(1<<40))}), []string{"string in array length 1099511627776"}, kv0Type + 4 + 12 + 10},
 		{"big alignment data past end", (&ggufBuild{kvs: []ggufKV{{"general.alignment", ggufTypeU32, ggufLE32(1 << 30)}}, tensors: []ggufTI{{"a", []uint64{4}, 0, 0}}, data: make([]byte, 16)}).bytes(), []string{"past the end"}, -1},
 	}
 	for _, tc := range tests {
@@ -347,8 +363,7 @@ func TestGGUFSplitInfo(t *testing.T) {
 	}{
 		{"part 2 of 3", []ggufKV{{"split.no", ggufTypeU16, u16(1)}, {"split.count", ggufTypeU16, u16(3)}, {"split.tensors.count", ggufTypeI32, ggufLE32(7)}}, 1, 3, true},
 		{"single", []ggufKV{{"split.no", ggufTypeU16, u16(0)}, {"split.count", ggufTypeU16, u16(1)}}, 0, 1, true},
-		{"count over MaxShards", []ggufKV{{"split.no", ggufTypeU32, ggufLE32(0)}, {"split.count", ggufTypeU32, ggufLE32(MaxShards + 1)}}, 0, MaxShards + 1, true},
-		{"count 2^32", []ggufKV{{"split.no", ggufTypeU16, u16(0)}, {"split.count", ggufTypeU64, ggufLE64b(1 << 32)}}, 0, 0, false},
+		{"count MaxShards", []ggufKV{{"split.no", ggufTypeU32, ggufLE32(0)}, {"split.count", ggufTypeU32, ggufLE32(MaxShards)}}, 0, MaxShards, true},
 		{"i32 keys", []ggufKV{{"split.no", ggufTypeI32, ggufLE32(0)}, {"split.count", ggufTypeI32, ggufLE32(2)}}, 0, 2, true},
 		{"not split", nil, 0, 0, false},
 		{"no count", []ggufKV{{"split.no", ggufTypeU16, u16(0)}}, 0, 0, false},
@@ -577,15 +592,23 @@ func FuzzGGUF(f *testing.F) {
 			}
 		}
 	}
+	// Large values, split counts and sparse lengths (inline limit 8 in
+	// the fuzz function makes every long value a FileValue).
+	f.Add((&ggufBuild{kvs: []ggufKV{{"big", ggufTypeArray, ggufArr(ggufTypeU8, 40, make([]byte, 40))}, {"after", ggufTypeU8, []byte{7}}}}).bytes())
+	f.Add((&ggufBuild{kvs: []ggufKV{{"strs", ggufTypeArray, ggufArr(ggufTypeString, 3, ggufStr("abcdef"), ggufStr(""), ggufStr("xyz"))}, {"s", ggufTypeString, ggufStr("a long string value")}}}).bytes())
+	f.Add((&ggufBuild{kvs: []ggufKV{{"split.no", ggufTypeU16, []byte{0, 0}}, {"split.count", ggufTypeU32, ggufLE32(math.MaxInt32)}}}).bytes())
+	f.Add((&ggufBuild{kvs: []ggufKV{{"sparse", ggufTypeArray, ggufArr(ggufTypeU8, 1<<34)}}}).bytes())
 	f.Fuzz(func(t *testing.T, b []byte) {
-		idx, err := parseGGUF(ggufFile("fuzz.gguf", b))
-		if err != nil {
-			if strings.ContainsAny(err.Error(), "\n\r") || !errors.Is(err, ErrFormat) {
-				t.Fatalf("bad error %q", err)
+		for _, inline := range []int64{MaxInlineMetadata, 8} {
+			idx, err := parseGGUFInline(ggufFile("fuzz.gguf", b), inline)
+			if err != nil {
+				if strings.ContainsAny(err.Error(), "\n\r") || !errors.Is(err, ErrFormat) {
+					t.Fatalf("bad error %q", err)
+				}
+				return
 			}
-			return
+			ggufCheckInvariants(t, idx, "fuzz.gguf", int64(len(b)))
 		}
-		ggufCheckInvariants(t, idx, "fuzz.gguf", int64(len(b)))
 	})
 }
 

@@ -102,8 +102,24 @@ func (idx *Index) Document() Document {
 // that are not valid UTF-8 are written with U+FFFD in place of the invalid
 // bytes (JSON cannot carry them), and exactly in name_hex; their paths are
 // exact (see AssignPaths).
+//
+// Metadata is rendered by RenderMetadata within MetadataJSONBudget: a
+// value left in its file (*FileValue) or past the budget is an elision
+// object.
 func (d Document) JSON() ([]byte, error) {
-	b, err := json.Marshal(d)
+	md, err := RenderMetadata(d.Metadata, MetadataJSONBudget)
+	if err != nil {
+		return nil, fmt.Errorf("index: encoding index.json: %w", err)
+	}
+	out := struct { // Document, in its order, with metadata rendered
+		Format   string          `json:"format"`
+		View     string          `json:"view,omitempty"`
+		Sources  []string        `json:"sources"`
+		Metadata json.RawMessage `json:"metadata"`
+		Tensors  []DocTensor     `json:"tensors"`
+		Native   []DocTensor     `json:"native,omitempty"`
+	}{d.Format, d.View, d.Sources, md, d.Tensors, d.Native}
+	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, fmt.Errorf("index: encoding index.json: %w", err)
 	}

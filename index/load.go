@@ -598,7 +598,7 @@ func (l *loader) merge(parts []part, meta map[string]any) (*Index, error) {
 		if len(parts) > 1 || meta != nil {
 			for k, v := range p.idx.Metadata {
 				if _, ok := out.Metadata[k]; !ok {
-					out.Metadata[k] = v
+					out.Metadata[k] = withSource(v, base)
 				}
 			}
 		}

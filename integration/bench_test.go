@@ -39,7 +39,16 @@ func TestBenchCommand(t *testing.T) {
 		}
 	}
 
-	// --json with a mount flag passed through, and a chosen subset.
+	// Every figure beside the zero-work FUSE server, and the page cache.
+	for _, want := range []string{"zero-work FUSE", "page cache growth, fresh mount", "read(2) of every tensor", "mmap of every .npy/ file"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("no %q in:\n%s", want, r.stdout)
+		}
+	}
+
+	// --json with a mount flag passed through, and a chosen subset: the
+	// first and repeat reads, each beside a direct read and the
+	// zero-work server.
 	r = runTensorfs(t, "bench", "--size", "16MiB", "--phases", "read", "--mount", "--readahead-kb 128", "--json")
 	if r.code != 0 {
 		t.Fatalf("tensorfs bench --json: exit %d\n%s", r.code, r.stderr)
@@ -57,7 +66,7 @@ func TestBenchCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("bench --json: %v\n%s", err, r.stdout)
 	}
-	if strings.Join(rep.MountFlags, " ") != "--readahead-kb 128" || len(rep.Runs) != 1 || len(rep.Runs[0].Rows) != 2 {
+	if strings.Join(rep.MountFlags, " ") != "--readahead-kb 128" || len(rep.Runs) != 1 || len(rep.Runs[0].Rows) != 4 {
 		t.Fatalf("bench --json: %+v", rep)
 	}
 	for _, row := range rep.Runs[0].Rows {

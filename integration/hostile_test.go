@@ -360,6 +360,14 @@ func hostileCorpus(t *testing.T) []hostileFile {
 	for i := 0; i < 100000; i++ {
 		deep = append(deep, hCat(hLE32(hGArray), hLE64(1))...)
 	}
+	// A split.count that would size the list of parts (main: a fatal
+	// out-of-memory from a 200-byte file), and array lengths that a
+	// sparse file could back but this one does not.
+	splitNo := hGKV("split.no", hGU32, hLE32(0))
+	add("huge split.count", "gguf-split-00001-of-2147483647.gguf", hGGUF(1, 2, hCat(splitNo, hGKV("split.count", hGU32, hLE32(1<<31-1))), ti, sixteen), "split.count 2147483647 is over the limit of 100000 parts")
+	add("huge split.count", "gguf-split-u64-00001-of-99999999999.gguf", hGGUF(1, 2, hCat(splitNo, hGKV("split.count", hGU64, hLE64(99999999999))), ti, sixteen), "split.count 99999999999 is over the limit")
+	add("sparse declared length", "gguf-u8-array-2-34.gguf", hGGUF(0, 1, hGKV("big", hGArray, hCat(hLE32(0), hLE64(1<<34), sixteen)), nil, nil), "array of 17179869184 uint8")
+	add("sparse declared length", "gguf-string-array-walk.gguf", hGGUF(0, 2, hCat(hGKV("big", hGArray, hCat(hLE32(hGString), hLE64(2), hGStr("x"), hLE64(1<<40))), arch), nil, nil), "string in array length 1099511627776")
 	add("deep nesting", "gguf-deep-arrays.gguf", hGGUF(0, 1, hGKV("k", hGArray, hCat(deep, hLE32(hGU32), hLE64(0))), nil, nil), "nested more than 256")
 
 	// NumPy.

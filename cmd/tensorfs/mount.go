@@ -42,11 +42,13 @@ func runMount(args []string) error {
 	modeFlag := f.String("backing", "mmap", "how to read the checkpoint, `MODE`: mmap (fastest for local files), pread (network filesystems, where page faults stall) or direct (O_DIRECT, bypasses the page cache)")
 	allowNonEmpty := f.Bool("allow-non-empty", false, "mount on a directory that is not empty (its files are hidden while mounted)")
 	allowOther := f.Bool("allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
-	maxWrite := f.Int("max-write", 0, "largest read request the kernel sends, in `BYTES` (0: 1 MiB, or 1 MiB - 8 KiB when splicing from the checkpoint file; more needs root to raise /proc/sys/fs/fuse/max_pages_limit and, for splicing, /proc/sys/fs/pipe-max-size)")
+	maxWrite := f.Int("max-write", 0, "largest read request the kernel sends, in `BYTES` (0: the most this system allows up to 2 MiB: 1 MiB, or 1 MiB - 8 KiB when splicing from the checkpoint file, unless root raised /proc/sys/fs/fuse/max_pages_limit and, for splicing, /proc/sys/fs/pipe-max-size; kernels with FUSE large folios cache in folios of the largest power of two pages within it)")
 	readahead := f.Int("readahead-kb", 0, "kernel readahead window of the mount in `KB` (0: two requests of --max-write, 2032 with splicing; the kernel's own default is 128); setting it needs root, others keep the kernel's")
 	maxBackground := f.Int("max-background", 0, "asynchronous (readahead) requests the kernel may have in flight, `N` (0: go-fuse's default, 12)")
 	noSplice := f.Bool("no-splice", false, "copy every read through the server instead of splicing from the checkpoint file")
 	directIO := f.Bool("direct-io", false, "open tensor files with FUSE direct I/O: each read(2) goes to the server as it is, with no readahead and no second copy of the checkpoint in the page cache; faster for large reads, much slower for small ones (mmap keeps working on Linux 6.6+; older kernels ignore the flag)")
+	keepCache := f.Bool("keep-backing-cache", false, "keep the checkpoint file's pages in the page cache after serving them; by default each 2 MiB of it is dropped once served, as the mount's own page cache then holds those bytes (keep it when the checkpoint is also read directly, not through the mount)")
+	noPassthrough := f.Bool("no-passthrough", false, "serve every file through the server; by default a file that is a whole checkpoint file byte for byte (a .npy source's .npy/ file) is read by the kernel from that file directly (FUSE passthrough: Linux 6.9+, root)")
 	debugFlag := f.Bool("debug", false, "log every FUSE request and reply to stderr")
 	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of the server (go tool pprof format) to `FILE` when it exits")
 	memProfile := f.String("memprofile", "", "write a heap profile of the server (go tool pprof format) to `FILE` when it exits")
@@ -112,7 +114,7 @@ func runMount(args []string) error {
 	}
 	defer ckpt.close()
 	logger := log.New(os.Stderr, "tensorfs: ", 0)
-	root, err := fs.NewRoot(ckpt.idx, ckpt.sources, fs.Options{View: view, NoSplice: *noSplice, DirectIO: *directIO, Logger: logger})
+	root, err := fs.NewRoot(ckpt.idx, ckpt.sources, fs.Options{View: view, NoSplice: *noSplice, DirectIO: *directIO, KeepBackingCache: *keepCache, NoPassthrough: *noPassthrough, Logger: logger})
 	if err != nil {
 		return fmt.Errorf("%s: %v", source, err)
 	}

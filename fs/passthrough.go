@@ -1,0 +1,93 @@
+package fs
+
+import (
+	"bytes"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+)
+
+// FUSE passthrough.
+//
+// A file of the tree that is, byte for byte, a whole backing file from
+// offset 0 to its end can be handed to the kernel to read itself (FUSE
+// passthrough, Linux 6.9 and later, and only for a server with
+// CAP_SYS_ADMIN, i.e. root): reads and mmap of it then go straight to the
+// backing file, its page cache is the only copy, and the server sees no
+// READ requests for it. The kernel reads the backing file at the same
+// offset as the FUSE file, so only a file that starts at offset 0 of its
+// backing file and has its size qualifies:
+//
+//   - a stored tensor that is a whole source (Offset 0, Size the file's);
+//   - the .npy/ file of a tensor whose source is a .npy file this view
+//     reproduces exactly (the same header, then the data unconverted), as
+//     np.save writes it.
+//
+// Open answers such a file with a passthroughHandle; go-fuse asks the
+// kernel for a backing ID (FUSE_DEV_IOC_BACKING_OPEN) and opens the file
+// with FOPEN_PASSTHROUGH. Where the kernel refuses (too old, not root),
+// go-fuse stops trying for the mount and the file is served as usual:
+// Read ignores the handle. Options.NoPassthrough turns it off; so does
+// direct I/O (Options.DirectIO), which has its own contract.
+
+// passthroughHandle is the open file of a file served by passthrough.
+type passthroughHandle struct{ fd int }
+
+var _ = (gofs.FilePassthroughFder)((*passthroughHandle)(nil))
+
+// PassthroughFd gives go-fuse the backing file's descriptor.
+func (h *passthroughHandle) PassthroughFd() (int, bool) { return h.fd, true }
+
+// passthroughFd returns the descriptor of the backing file that tensor
+// file e is exactly, or -1. The answer is worked out on the file's first
+// open (a .npy file's header is compared) and kept.
+func (r *Root) passthroughFd(e *entry) int {
+	if r.opts.NoPassthrough || e.file.kind != kindTensor || r.directIO.Load() {
+		return -1
+	}
+	if v, ok := r.passthrough.Load(e); ok {
+		return v.(int)
+	}
+	fd := r.exactSource(e)
+	r.passthrough.Store(e, fd)
+	return fd
+}
+
+// exactSource returns the descriptor of e's source when e is that whole
+// file byte for byte, or -1.
+func (r *Root) exactSource(e *entry) int {
+	f := &e.file
+	src := r.sources[f.t.Source]
+	fd := spliceFd(src)
+	if fd < 0 || src.Size() != f.size || f.size == 0 {
+		return -1
+	}
+	switch f.form {
+	case formDirect:
+		if f.t.Offset == 0 {
+			return fd
+		}
+	case formNPY:
+		// The view's header, then the stored bytes unconverted, must be
+		// the file's: same dtype, contiguous little-endian data right
+		// after a header of the same length and bytes.
+		hl := f.t.Offset
+		if f.dtype != f.t.DType || !f.t.Contiguous() || hl <= 0 || hl > 1<<20 || hl+f.t.Size != f.size {
+			return -1
+		}
+		v, err := r.reader(e)
+		if err != nil {
+			return -1
+		}
+		ours, theirs := make([]byte, hl), make([]byte, hl)
+		if n, _ := v.ReadAt(ours, 0); int64(n) != hl {
+			return -1
+		}
+		if n, _ := src.ReadAt(theirs, 0); int64(n) != hl {
+			return -1
+		}
+		if bytes.Equal(ours, theirs) {
+			return fd
+		}
+	}
+	return -1
+}

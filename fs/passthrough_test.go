@@ -1,0 +1,101 @@
+package fs
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/index"
+)
+
+// npyFile is a version 1.0 .npy file as np.save writes it: the header
+// dict padded with spaces so that the data starts at a multiple of 64.
+func npyFile(dict string, data []byte) []byte {
+	for (10+len(dict)+1)%64 != 0 {
+		dict += " "
+	}
+	dict += "\n"
+	h := append([]byte("\x93NUMPY\x01\x00"), byte(len(dict)), byte(len(dict)>>8))
+	return append(append(h, dict...), data...)
+}
+
+// passRoot mounts (without mounting) the .npy file data through real
+// sources, as the CLI does.
+func passRoot(t *testing.T, data []byte, opts Options) *Root {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "w.npy")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx, files, err := index.Load(p, func(p string) (index.File, error) {
+		src, err := backing.Open(p, backing.Options{})
+		if err != nil {
+			return nil, err
+		}
+		return backing.ForParsing(src), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sources []backing.Source
+	for _, f := range files {
+		src := backing.Unwrap(f.(backing.Source))
+		t.Cleanup(func() { src.Close() })
+		sources = append(sources, src)
+	}
+	if opts.Logger == nil {
+		opts.Logger = quietLogger()
+	}
+	r, err := NewRoot(idx, sources, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestPassthroughFd checks which files are a whole backing file byte for
+// byte: the .npy/ file of a .npy checkpoint np.save wrote, and nothing
+// else (not the stored tensor, which starts after the header; not a .npy
+// whose header this view would write differently; not with
+// NoPassthrough).
+func TestPassthroughFd(t *testing.T) {
+	data := make([]byte, 4*48)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	exact := npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (48,), }", data)
+	// The same array with a header padded differently: the view's own
+	// header would not match it.
+	odd := npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (48,), }"+strings.Repeat(" ", 64), data)
+	for _, c := range []struct {
+		name    string
+		file    []byte
+		opts    Options
+		wantNPY bool
+	}{
+		{"np.save", exact, Options{}, true},
+		{"other header", odd, Options{}, false},
+		{"NoPassthrough", exact, Options{NoPassthrough: true}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := passRoot(t, c.file, c.opts)
+			files := map[string]*entry{}
+			tensorFiles(r.top, "", files)
+			stored, npy := files["/w"], files["/.npy/w.npy"]
+			if stored == nil || npy == nil {
+				t.Fatalf("no /w or /.npy/w.npy in %v", files)
+			}
+			if fd := r.passthroughFd(stored); fd >= 0 {
+				t.Errorf("stored tensor at offset %d: passthrough fd %d", stored.file.t.Offset, fd)
+			}
+			if fd := r.passthroughFd(npy); (fd >= 0) != c.wantNPY {
+				t.Errorf(".npy/w.npy: passthrough fd %d, want passthrough %v", fd, c.wantNPY)
+			}
+			if f64 := files["/.f64/w"]; f64 != nil && r.passthroughFd(f64) >= 0 {
+				t.Errorf(".f64/w (converted): passthrough")
+			}
+		})
+	}
+}

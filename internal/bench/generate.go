@@ -1,0 +1,139 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"sort"
+
+	"github.com/lazyweights/tensorfs/dtype"
+)
+
+// Generate writes a safetensors checkpoint of about size bytes:
+// tensors of size/64 (1 MiB to 64 MiB), BF16 and F16 alternately, of
+// weight-like values (normal, standard deviation 0.02), the file synced
+// so that writeback does not run during the measurements.
+func Generate(path string, size int64) error {
+	const mib = 1 << 20
+	tsize := max(mib, min(64*mib, size/64/mib*mib))
+	n := max(1, int(size/tsize))
+	const cols = 4096
+	rows := tsize / 2 / cols
+	suffixes := []string{"self_attn.q_proj", "self_attn.o_proj", "mlp.up_proj", "mlp.down_proj"}
+	type ent struct {
+		name string
+		dt   dtype.DType
+	}
+	ents := make([]ent, n)
+	for i := range ents {
+		dt := dtype.BF16
+		if i%2 == 1 {
+			dt = dtype.F16
+		}
+		ents[i] = ent{fmt.Sprintf("model.layers.%d.%s.weight", i/len(suffixes), suffixes[i%len(suffixes)]), dt}
+	}
+	sort.Slice(ents, func(i, j int) bool { return ents[i].name < ents[j].name })
+	header := map[string]any{"__metadata__": map[string]string{"format": "pt", "generator": "tensorfs bench"}}
+	for i, e := range ents {
+		off := int64(i) * tsize
+		header[e.name] = map[string]any{"dtype": e.dt.String(), "shape": []int64{rows, cols}, "data_offsets": []int64{off, off + tsize}}
+	}
+	h, err := json.Marshal(header)
+	if err != nil {
+		return err
+	}
+	for len(h)%8 != 0 {
+		h = append(h, ' ')
+	}
+	blocks := map[dtype.DType][]byte{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	f64 := make([]byte, 8*(mib/2))
+	for i := 0; i < mib/2; i++ {
+		binary.LittleEndian.PutUint64(f64[8*i:], math.Float64bits(rng.NormFloat64()*0.02))
+	}
+	for _, dt := range []dtype.DType{dtype.BF16, dtype.F16} {
+		c, ok := dtype.ConverterFor(dtype.F64, dt)
+		if !ok {
+			return fmt.Errorf("no converter to %s", dt)
+		}
+		blk := make([]byte, mib)
+		c(blk, f64)
+		blocks[dt] = blk
+	}
+
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 4*mib)
+	var hl [8]byte
+	binary.LittleEndian.PutUint64(hl[:], uint64(len(h)))
+	w.Write(hl[:])
+	w.Write(h)
+	for _, e := range ents {
+		blk := blocks[e.dt]
+		for done := int64(0); done < tsize; done += mib {
+			if _, err := w.Write(blk); err != nil {
+				f.Close()
+				return err
+			}
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// generateSparse writes a safetensors file of n BF16 tensors named
+// like a Hugging Face model's (model.layers.L.<part>.weight, one flat
+// directory), each [rows, 4096], about size bytes in all: the header, then
+// a hole. It returns the file's size and the header's.
+func generateSparse(path string, n int, size int64) (int64, int64, error) {
+	const cols = 4096
+	rowBytes := int64(2 * cols)
+	rows := max(1, size/int64(n)/rowBytes)
+	tsize := rows * rowBytes
+	parts := []string{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "input_layernorm"}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("model.layers.%d.%s.weight", i/len(parts), parts[i%len(parts)])
+	}
+	sort.Strings(names)
+	header := map[string]any{"__metadata__": map[string]string{"format": "pt", "generator": "tensorfs bench --tree"}}
+	for i, name := range names {
+		off := int64(i) * tsize
+		header[name] = map[string]any{"dtype": "BF16", "shape": []int64{rows, cols}, "data_offsets": []int64{off, off + tsize}}
+	}
+	h, err := json.Marshal(header)
+	if err != nil {
+		return 0, 0, err
+	}
+	for len(h)%8 != 0 {
+		h = append(h, ' ')
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	var hl [8]byte
+	binary.LittleEndian.PutUint64(hl[:], uint64(len(h)))
+	total := 8 + int64(len(h)) + int64(n)*tsize
+	_, err = f.Write(append(hl[:], h...))
+	if err == nil {
+		err = f.Truncate(total)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return total, 8 + int64(len(h)), err
+}

@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// median returns, for every row name, the median of each figure
+// over the runs.
+func median(runs []RunResult) []Row {
+	var out []Row
+	for i, first := range runs[0].Rows {
+		col := func(get func(Row) float64) float64 {
+			var v []float64
+			for _, r := range runs {
+				if i < len(r.Rows) {
+					v = append(v, get(r.Rows[i]))
+				}
+			}
+			sort.Float64s(v)
+			if len(v)%2 == 1 {
+				return v[len(v)/2]
+			}
+			return (v[len(v)/2-1] + v[len(v)/2]) / 2
+		}
+		m := first
+		m.BaselineGBps = col(func(r Row) float64 { return r.BaselineGBps })
+		m.GBps = col(func(r Row) float64 { return r.GBps })
+		m.Ratio = col(func(r Row) float64 { return r.Ratio })
+		m.Seconds = col(func(r Row) float64 { return r.Seconds })
+		m.ReaderCPU = col(func(r Row) float64 { return r.ReaderCPU })
+		m.ServerCPU = col(func(r Row) float64 { return r.ServerCPU })
+		m.Requests = uint64(col(func(r Row) float64 { return float64(r.Requests) }))
+		m.RequestKiB = col(func(r Row) float64 { return r.RequestKiB })
+		out = append(out, m)
+	}
+	return out
+}
+
+// Print writes the report as tables.
+func (rep *Report) Print(w io.Writer) {
+	bw := bufio.NewWriter(w)
+	defer bw.Flush()
+	origin := ""
+	if rep.Generated {
+		origin = ", generated"
+	}
+	fmt.Fprintf(bw, "checkpoint: %s: %d tensors, %s (%s)%s", rep.Source, rep.Tensors, humanBytes(rep.Bytes), rep.DTypes, origin)
+	if rep.Skipped > 0 {
+		fmt.Fprintf(bw, "; %d non-contiguous tensors left out", rep.Skipped)
+	}
+	folios := ""
+	if rep.LargeFolios >= 0 {
+		folios = fmt.Sprintf(", %.0f%% of it in large folios", 100*rep.LargeFolios)
+	}
+	fmt.Fprintf(bw, "\nreaders: %d, %s reads; page cache: %.0f%% of the checkpoint resident%s\n", rep.Readers, humanBytes(int64(rep.Block)), 100*rep.Resident, folios)
+	mf := strings.Join(rep.MountFlags, " ")
+	if mf == "" {
+		mf = "(defaults)"
+	}
+	fmt.Fprintf(bw, "mount flags: %s\n", mf)
+	m := rep.Machine
+	fmt.Fprintf(bw, "machine: %d CPUs (%s), %s memory, Linux %s, %s\n", m.CPUs, m.CPU, humanBytes(m.Memory), m.Kernel, m.Go)
+	for i, r := range rep.Runs {
+		var ready []string
+		for _, ms := range r.ReadyMS {
+			ready = append(ready, fmt.Sprintf("%.0f ms", ms))
+		}
+		folios := ""
+		if r.MountLargeFolios >= 0 {
+			folios = fmt.Sprintf("; mount's cache %.0f%% in large folios", 100*r.MountLargeFolios)
+		}
+		fmt.Fprintf(bw, "\nrun %d of %d (mounts ready in %s; server RssAnon %s%s; load average %.1f, then %.1f)\n", i+1, len(rep.Runs), strings.Join(ready, ", "), humanBytes(r.ServerAnon), folios, r.Load[0], r.Load[1])
+		table(bw, r.Rows)
+		cacheTable(bw, r.Cache)
+	}
+	if len(rep.Median) > 0 {
+		fmt.Fprintf(bw, "\nmedian of %d runs\n", len(rep.Runs))
+		table(bw, rep.Median)
+	}
+}
+
+func table(w io.Writer, rows []Row) {
+	fmt.Fprintf(w, "  %-34s %-18s %9s %9s %7s %7s %8s %8s %9s %7s\n", "measurement", "baseline", "base GB/s", "GB/s", "ratio", "target", "rdr CPU", "srv CPU", "requests", "KiB/req")
+	for _, r := range rows {
+		target := ""
+		if r.Target > 0 {
+			target = fmt.Sprintf(">=%.2f", r.Target)
+		}
+		reqSize := "-"
+		if r.Requests > 0 {
+			reqSize = fmt.Sprintf("%.0f", r.RequestKiB)
+		}
+		fmt.Fprintf(w, "  %-34s %-18s %9.2f %9.2f %7.2f %7s %7.2fs %7.2fs %9d %7s\n", r.Label, r.Baseline, r.BaselineGBps, r.GBps, r.Ratio, target, r.ReaderCPU, r.ServerCPU, r.Requests, reqSize)
+	}
+}
+
+// cacheTable prints the page cache growth rows, if any.
+func cacheTable(w io.Writer, rows []CacheRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  %-34s %12s %12s %9s %7s  %s\n", "page cache growth, fresh mount", "read", "cache grew", "per byte", "target", "counted by")
+	for _, r := range rows {
+		fmt.Fprintf(w, "  %-34s %12s %12s %9.2f %7s  %s\n", r.Label, humanBytes(r.Bytes), humanBytes(r.Growth), r.PerByte, fmt.Sprintf("<=%.2f", r.Target), r.Meter)
+	}
+}
