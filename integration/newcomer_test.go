@@ -230,18 +230,20 @@ func TestLFSPointer(t *testing.T) {
 // an unknown mode says so once.
 func TestMountMessages(t *testing.T) {
 	src, _ := cliFixture(t) // I64, BF16, F32, U8 and F64 tensors
+	// The line comes after the mount is ready: read it once the server
+	// has exited.
 	m := mount(t, src, "--dtype", "f32")
+	m.Unmount()
 	if want := "(3 tensors as F32; 2 others of 5 only as stored, under .native/)"; !strings.Contains(m.Stderr(), want) {
 		t.Errorf("--dtype f32 mount says %q, want %q", m.Stderr(), want)
 	}
-	m.Unmount()
 	one := filepath.Join(t.TempDir(), "one.safetensors")
 	writeSafetensors(t, one, []stTensor{{Name: "x", DType: "U8", Shape: []int64{1}, Data: []byte{1}}}, nil)
 	m = mount(t, one)
+	m.Unmount()
 	if !strings.Contains(m.Stderr(), "(1 tensor)") {
 		t.Errorf("one-tensor mount says %q, want \"(1 tensor)\"", m.Stderr())
 	}
-	m.Unmount()
 	r := runTensorfs(t, "mount", "--backing", "foo", src, t.TempDir())
 	checkOneLineError(t, r, 2, `mount: --backing: unknown mode "foo" (want mmap, pread or direct)`)
 	if strings.Contains(r.stderr, "backing: backing") {

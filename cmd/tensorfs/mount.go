@@ -185,7 +185,7 @@ func runMount(args []string) error {
 // checkEmpty refuses a mount point that holds files: mounting on it would
 // hide them (SPEC: unless --allow-non-empty).
 func checkEmpty(mountpoint string) error {
-	d, err := os.Open(mountpoint)
+	d, err := os.OpenFile(mountpoint, os.O_RDONLY|syscall.O_DIRECTORY, 0) // never a pipe swapped in
 	if err != nil {
 		return fmt.Errorf("mount point %s: %v", mountpoint, unwrapPath(err))
 	}
