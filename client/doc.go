@@ -71,6 +71,14 @@
 // tensors without one (integers, bool, complex) are delivered as stored,
 // and Sink.Begin is told the dtype of the bytes it will receive.
 //
+// # Safetensors
+//
+// Safetensors(dt) is the checkpoint as one safetensors file, the bytes a
+// mount serves as .safetensors/model.safetensors (computed from the index
+// for a checkpoint opened directly, the mount's file otherwise), and
+// WriteSafetensors writes it to an io.Writer in bounded memory (2 x
+// Parallel chunks), which `tensorfs convert` uses.
+//
 // Package client never imports the FUSE layer; it builds on index,
 // backing, dtype and view. The cgo GPU sink lives in client/cuda.
 package client

@@ -39,7 +39,12 @@
 //     accepts (a tensor already in that dtype is served as stored), and
 //     .npy/ with <path>.npy for each tensor view.NewNPY accepts. A view
 //     that would be empty is left out; a tensor whose view path would
-//     clash or be too long is left out of that view with a log line.
+//     clash or be too long is left out of that view with a log line;
+//   - .safetensors/ (export.go): model.safetensors, the tree as one
+//     safetensors file (view.Export in the tree's dtype), and beside it
+//     Options.ExportFiles (a Hugging Face directory's config and
+//     tokenizer files); likewise in .native/ and in each float view's
+//     directory. The export is sized at NewRoot and built on first read.
 //
 // Every tensor file has the extended attributes user.tensorfs.name (the
 // exact name), user.tensorfs.dtype (of the bytes this file serves: the

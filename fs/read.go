@@ -54,6 +54,8 @@ func (r *Root) read(e *entry, dest []byte, off int64) (fuse.ReadResult, syscall.
 	switch f.kind {
 	case kindStatic:
 		return fuse.ReadResultData(e.data()[off : off+int64(n)]), 0
+	case kindExport:
+		return r.readExport(e, dest[:n], off) // export.go
 	case kindTensor:
 	case kindLazy: // metadata.go: read from contents.r, as a tensor's view
 	default:

@@ -90,6 +90,10 @@ type Options struct {
 
 	// UID and GID own every file; nil means the serving process's.
 	UID, GID *uint32
+
+	// ExportFiles go beside model.safetensors in every .safetensors/
+	// directory (see export.go and ModelDirFiles).
+	ExportFiles []ExportFile
 }
 
 // entry is one node of the constant tree: a directory (dir != nil) or a
@@ -431,6 +435,7 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 	if v, ok := r.buildNPY(); ok {
 		top.attach(v)
 	}
+	r.addExports(top) // .safetensors/ in each tree (export.go)
 
 	r.indexDoc, err = r.indexJSON(listed, stored)
 	if err != nil {

@@ -11,7 +11,7 @@
 //	format       recognised by                           parser
 //	gguf         "GGUF" magic                            gguf.go
 //	numpy        "\x93NUMPY" magic                       numpy.go
-//	pytorch      zip whose first member is torch's       torch.go, pickle*.go
+//	pytorch      zip whose first member is torch's       torch*.go, pickle.go
 //	             (archive/data.pkl...), or the legacy
 //	             pickle with torch's magic number
 //	npz          zip whose first member is an .npy       numpy.go

@@ -3,214 +3,39 @@ package index
 import (
 	"bytes"
 	"encoding/binary"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/lazyweights/tensorfs/internal/pickle"
 )
 
-func pkRun(b []byte) (any, error) {
-	m := newPklMachine("p.pkl", bytes.NewReader(b), int64(len(b)), 0, "", pklPlainEnv{})
-	return m.run()
-}
-
-func pkLen8(op byte, s string) string {
-	return string(binary.LittleEndian.AppendUint64([]byte{op}, uint64(len(s)))) + s
-}
-
-// TestPickleOpcodes runs one small pickle per opcode (protocols 0-5,
-// Python 2 forms) and compares the Python-like repr of the result.
-func TestPickleOpcodes(t *testing.T) {
-	np025 := "\x80\x02cnumpy.core.multiarray\nscalar\nq\x00cnumpy\ndtype\nq\x01X\x02\x00\x00\x00f8q\x02\x89\x88\x87q\x03Rq\x04(K\x03X\x01\x00\x00\x00<q\x05NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tq\x06bc_codecs\nencode\nq\x07X\t\x00\x00\x00\x00\x00\x00\x00\x00\x00\xc3\x90?q\x08X\x06\x00\x00\x00latin1q\t\x86q\nRq\x0b\x86q\x0cRq\r."
-	for _, c := range []struct{ name, pkl, want string }{
-		{"INT true", "I01\n.", "True"},
-		{"INT false", "I00\n.", "False"},
-		{"INT", "I42\n.", "42"},
-		{"INT negative", "I-7\n.", "-7"},
-		{"INT big", "I123456789012345678901234567890\n.", "123456789012345678901234567890"},
-		{"LONG", "L5L\n.", "5"},
-		{"LONG big negative", "L-99999999999999999999999L\n.", "-99999999999999999999999"},
-		{"FLOAT", "F1.5\n.", "1.5"},
-		{"FLOAT nan", "Fnan\n.", "nan"},
-		{"FLOAT -inf", "F-inf\n.", "-inf"},
-		{"STRING escapes", "S'ab\\'c\\x41\\n\\101'\n.", `"ab'cA\nA"`},
-		{"STRING double quotes", "S\"q\"\n.", `"q"`},
-		{"UNICODE raw escape", "Vh\\u00e9llo \\U0001F600\n.", `"héllo 😀"`},
-		{"NONE", "N.", "None"},
-		{"TUPLE", "(I1\nI2\nt.", "(1, 2)"},
-		{"LIST APPEND PUT", "(lp0\nI1\naI2\na.", "[1, 2]"},
-		{"DICT SETITEM", "(dp0\nS'a'\np1\nI1\ns.", `{"a": 1}`},
-		{"DICT", "(K\x01K\x02d.", "{1: 2}"},
-		{"LIST", "(K\x01K\x02l.", "[1, 2]"},
-		{"POP", "I1\nI2\n0.", "1"},
-		{"POP to mark", "I1\n(0.", "1"},
-		{"POP_MARK", "I1\n(I2\nI3\n1.", "1"},
-		{"DUP", "(I1\n2t.", "(1, 1)"},
-		{"PUT GET", "I5\np3\n0g3\n.", "5"},
-		{"BINPUT BINGET", "K\x05q\x07\x30h\x07.", "5"},
-		{"LONG_BINPUT LONG_BINGET", "K\x05r\x00\x01\x00\x00\x30j\x00\x01\x00\x00.", "5"},
-		{"MEMOIZE", "K\x07\x94\x30h\x00.", "7"},
-		{"BININT1", "K\x05.", "5"},
-		{"BININT2", "M\x00\x01.", "256"},
-		{"BININT", "J\xff\xff\xff\xff.", "-1"},
-		{"LONG1", "\x8a\x01\xff.", "-1"},
-		{"LONG1 empty", "\x8a\x00.", "0"},
-		{"LONG1 big", "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.", "18446744073709551616"},
-		{"LONG4", "\x8b\x02\x00\x00\x00\x00\x01.", "256"},
-		{"BINFLOAT", "G?\xf8\x00\x00\x00\x00\x00\x00.", "1.5"},
-		{"SHORT_BINSTRING", "U\x02hi.", `"hi"`},
-		{"SHORT_BINSTRING latin1", "U\x02h\xe9.", `"hé"`},
-		{"BINSTRING", "T\x02\x00\x00\x00hi.", `"hi"`},
-		{"BINUNICODE", "X\x02\x00\x00\x00hi.", `"hi"`},
-		{"SHORT_BINUNICODE", "\x8c\x02hi.", `"hi"`},
-		{"BINUNICODE8", pkLen8(0x8d, "hi") + ".", `"hi"`},
-		{"BINBYTES", "B\x02\x00\x00\x00hi.", `b"hi"`},
-		{"SHORT_BINBYTES", "C\x02hi.", `b"hi"`},
-		{"BINBYTES8", pkLen8(0x8e, "hi") + ".", `b"hi"`},
-		{"BYTEARRAY8", "\x80\x05\x95\r\x00\x00\x00\x00\x00\x00\x00\x96\x02\x00\x00\x00\x00\x00\x00\x00xy\x94.", `b"xy"`},
-		{"EMPTY_TUPLE", ").", "()"},
-		{"TUPLE1", "K\x01\x85.", "(1,)"},
-		{"TUPLE2", "K\x01K\x02\x86.", "(1, 2)"},
-		{"TUPLE3", "K\x01K\x02K\x03\x87.", "(1, 2, 3)"},
-		{"EMPTY_LIST APPENDS", "](K\x01K\x02e.", "[1, 2]"},
-		{"APPEND", "]K\x01a.", "[1]"},
-		{"EMPTY_DICT SETITEMS", "}(K\x01K\x02K\x03K\x04u.", "{1: 2, 3: 4}"},
-		{"SETITEM overwrite", "}K\x01K\x02sK\x01K\x03s.", "{1: 3}"},
-		{"EMPTY_SET ADDITEMS", "\x8f(K\x01K\x02\x90.", "{1, 2}"},
-		{"FROZENSET", "(K\x01\x91.", "{1}"},
-		{"NEWTRUE", "\x88.", "True"},
-		{"NEWFALSE", "\x89.", "False"},
-		{"PROTO FRAME", "\x80\x04\x95\x02\x00\x00\x00\x00\x00\x00\x00K\x07.", "7"},
-		{"GLOBAL REDUCE OrderedDict", "\x80\x02ccollections\nOrderedDict\nq\x00)Rq\x01X\x01\x00\x00\x00aq\x02K\x01s.", `{"a": 1}`},
-		{"STACK_GLOBAL", "\x8c\x0bcollections\x8c\x0bOrderedDict\x93)R.", "{}"},
-		{"NEWOBJ", "c__main__\nFoo\n)\x81}(X\x01\x00\x00\x00aK\x01ub.", "__main__.Foo()"},
-		{"NEWOBJ_EX", "c__main__\nFoo\n(K\x01t}\x92.", "__main__.Foo(1,)"},
-		{"OBJ", "(c__main__\nFoo\nK\x01o.", "__main__.Foo(1,)"},
-		{"INST", "(K\x01i__main__\nFoo\n.", "__main__.Foo(1,)"},
-		{"BUILD on dict", "}}(K\x01K\x02ub.", "{}"},
-		{"PERSID plain", "Pkey\n.", `persistent id "key"`},
-		{"BINPERSID plain", "K\x01Q.", "persistent id 1"},
-		{"py2 set", "\x80\x02c__builtin__\nset\nq\x00]q\x01(K\x01K\x02e\x85q\x02Rq\x03.", "{1, 2}"},
-		{"py2 frozenset", "\x80\x02c__builtin__\nfrozenset\nq\x00]q\x01K\x03a\x85q\x02Rq\x03.", "{3}"},
-		{"complex", "\x80\x02c__builtin__\ncomplex\nq\x00G?\xf0\x00\x00\x00\x00\x00\x00G@\x00\x00\x00\x00\x00\x00\x00\x86q\x01Rq\x02.", "(1.0+2j)"},
-		{"py3 bytes via _codecs", "\x80\x02c_codecs\nencode\nq\x00X\x03\x00\x00\x00\xc3\xa9aq\x01X\x06\x00\x00\x00latin1q\x02\x86q\x03Rq\x04.", `b"\xe9a"`},
-		{"numpy float64 scalar", np025, "0.25"},
-		{"numpy scalar protocol 4", "\x80\x04\x95i\x00\x00\x00\x00\x00\x00\x00\x8c\x15numpy.core.multiarray\x94\x8c\x06scalar\x94\x93\x94\x8c\x05numpy\x94\x8c\x05dtype\x94\x93\x94\x8c\x02f8\x94\x89\x88\x87\x94R\x94(K\x03\x8c\x01<\x94NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00t\x94bC\x08\x00\x00\x00\x00\x00\x00\xd0?\x94\x86\x94R\x94.", "0.25"},
-		{"numpy int64 scalar", strings.Replace(strings.Replace(np025, "f8", "i8", 1), "X\t\x00\x00\x00\x00\x00\x00\x00\x00\x00\xc3\x90?", "X\x10\x00\x00\x00\xc3\xbd\xc3\xbf\xc3\xbf\xc3\xbf\xc3\xbf\xc3\xbf\xc3\xbf\xc3\xbf", 1), "-3"},
-		{"unknown class is opaque", "cargparse\nNamespace\n)R}(X\x02\x00\x00\x00lrG?\xb9\x99\x99\x99\x99\x99\x9aub.", "argparse.Namespace()"},
-		{"recursive list", "]q\x00h\x00a.", "[[[[[[[[[[[[[[[[[..."},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			v, err := pkRun([]byte(c.pkl))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := pklRepr(v, 200)
-			if strings.HasSuffix(c.want, "...") {
-				if !strings.HasPrefix(got, strings.TrimSuffix(c.want, "...")) {
-					t.Fatalf("got %s, want %s", got, c.want)
-				}
-				return
-			}
-			if got != c.want {
-				t.Fatalf("got %s, want %s", got, c.want)
-			}
-		})
+// ptRunPickle runs pickle bytes p (a stream at byte 0 of file "p.pkl")
+// with torch's environment.
+func ptRunPickle(p []byte) (any, ptStream, error) {
+	st := ptStream{file: "p.pkl", size: int64(len(p))}
+	v, err := st.machine(bytes.NewReader(p), newTorchEnv()).Run()
+	if err != nil {
+		return nil, st, st.err(err)
 	}
+	return v, st, nil
 }
 
-// TestPickleRefusesGlobals: dangerous globals refuse the file at the byte
-// they are named, whichever opcode names them; nothing is resolved.
-func TestPickleRefusesGlobals(t *testing.T) {
-	for _, c := range []struct{ pkl, want string }{
-		{"cposix\nsystem\n.", "refused global posix.system (at byte 0)"},
-		{"K\x01cos\nsystem\n.", "refused global os.system (at byte 2)"},
-		{"cnt\nsystem\n.", "refused global nt.system"},
-		{"csubprocess\nPopen\n.", "refused global subprocess.Popen"},
-		{"c__builtin__\neval\n.", "refused global __builtin__.eval: a builtin"},
-		{"cbuiltins\nexec\n.", "refused global builtins.exec"},
-		{"cbuiltins\ngetattr\n.", "refused global builtins.getattr"},
-		{"cbuiltins\n__import__\n.", "refused global builtins.__import__"},
-		{"c__builtin__\napply\n.", "refused global __builtin__.apply"},
-		{"cbuiltins\nopen\n.", "refused global builtins.open"},
-		{"csys\nmodules\n.", "refused global sys.modules"},
-		{"cshutil\nrmtree\n.", "refused global shutil.rmtree"},
-		{"cimportlib.machinery\nSourceFileLoader\n.", "refused global importlib.machinery.SourceFileLoader"},
-		{"ccopyreg\n_reconstructor\n.", "refused global copyreg._reconstructor"},
-		{"ccopy_reg\n_reconstructor\n.", "refused global copy_reg._reconstructor"},
-		{"c_pickle\nloads\n.", "refused global _pickle.loads"},
-		{"cwebbrowser\nopen\n.", "refused global webbrowser.open"},
-		{"csocket\nsocket\n.", "refused global socket.socket"},
-		{"cpty\nspawn\n.", "refused global pty.spawn"},
-		{"crunpy\nrun_path\n.", "refused global runpy.run_path"},
-		{"ccode\nInteractiveInterpreter\n.", "refused global code.InteractiveInterpreter"},
-		{"ctorch\nload\n.", "refused global torch.load"},
-		{"cpathlib\nPath.write_text\n.", "refused global pathlib.Path.write_text"},
-		{"ctypes\nFunctionType\n.", "refused global types.FunctionType"},
-		{"cfunctools\npartial\n.", "refused global functools.partial"},
-		{"ccollections\nOrderedDict.__init__.__globals__\n.", "refused global collections.OrderedDict.__init__.__globals__: it reaches a dunder"},
-		{"\x8c\x05posix\x8c\x06system\x93.", "refused global posix.system (at byte 15)"},
-		{"(ios\nsystem\n.", "refused global os.system (at byte 1)"},
-		{"\x80\x02}(X\x01\x00\x00\x00ecposix\nsystem\nX\x02\x00\x00\x00id\x85Ru.", "refused global posix.system (at byte 10)"},
-	} {
-		_, err := pkRun([]byte(c.pkl))
-		ptErrContains(t, err, "p.pkl: "+c.want)
+// ptWalkPickle runs p and walks what it builds; every storage is served
+// from byte 0 of a file large enough.
+func ptWalkPickle(p []byte) (*Index, error) {
+	v, st, err := ptRunPickle(p)
+	if err != nil {
+		return nil, err
 	}
-	// Harmless globals resolve to opaque values.
-	for _, ok := range []string{"ctorch._utils\n_rebuild_tensor_v2\n.", "cargparse\nNamespace\n.", "c__torch__\nFoo\n.", "cnumpy\ndtype\n.", "c__builtin__\nset\n.",
-		"cpathlib\nPosixPath\n.", "ctypes\nSimpleNamespace\n."} {
-		if _, err := pkRun([]byte(ok)); err != nil {
-			t.Errorf("%q: %v", ok, err)
+	w := newPtWalker(st, func(s *torchStorage) (int64, int64, string) {
+		n, ok := ptMul(s.numel, ptElemSize(s))
+		if !ok {
+			return 0, 0, "storage too big"
 		}
-	}
-}
-
-// TestPickleHostile: malformed pickles give one-line errors at a byte
-// offset, never a panic or a large allocation.
-func TestPickleHostile(t *testing.T) {
-	for _, c := range []struct{ name, pkl, want string }{
-		{"empty", "", "pickle is truncated (at byte 0)"},
-		{"no STOP", "K\x01", "pickle is truncated (at byte 2)"},
-		{"truncated arg", "K", "truncated"},
-		{"huge BINUNICODE", "X\xff\xff\xff\x7f", "pickle string of 2147483647 bytes runs past the end of the data (0 bytes left)"},
-		{"huge BINBYTES8", "\x8e\xff\xff\xff\xff\xff\xff\xff\xff", "runs past the end of the data"},
-		{"negative BINSTRING", "T\xff\xff\xff\xff", "negative length"},
-		{"huge LONG4", "\x8b\xff\xff\xff\x7f", "pickle integer of 2147483647 bytes"},
-		{"STOP on empty stack", ".", "STOP with an empty stack"},
-		{"POP on empty", "0.", "no MARK to pop to"},
-		{"TUPLE without mark", "K\x01t.", "no MARK"},
-		{"TUPLE2 underflow", "K\x01\x86.", "stack underflow"},
-		{"pop across mark", "K\x01(R.", "stack underflow"},
-		{"deep marks", strings.Repeat("(", MaxNesting+1), "nests MARKs deeper than"},
-		{"missing memo", "g5\n.", "memo has no entry 5"},
-		{"bad memo index", "gx\n.", "memo index"},
-		{"EXT1", "\x82\x01.", "refused pickle opcode EXT1"},
-		{"EXT2", "\x83\x01\x00.", "refused pickle opcode EXT2"},
-		{"EXT4", "\x84\x01\x00\x00\x00.", "refused pickle opcode EXT4"},
-		{"NEXT_BUFFER", "\x97.", "out-of-band buffer"},
-		{"READONLY_BUFFER", "\x98.", "out-of-band buffer"},
-		{"protocol 6", "\x80\x06.", "pickle protocol 6 is newer than 5"},
-		{"unknown opcode", "\xff.", "unknown pickle opcode 0xff (at byte 0)"},
-		{"APPEND to int", "K\x01K\x02a.", "APPEND to a int"},
-		{"SETITEM on int", "K\x01K\x02K\x03s.", "SETITEM on a int"},
-		{"SETITEMS odd", "}(K\x01u.", "odd number"},
-		{"DICT odd", "(K\x01d.", "odd number"},
-		{"ADDITEMS on list", "](K\x01\x90.", "ADDITEMS on a list"},
-		{"REDUCE args not tuple", "cargparse\nNamespace\nK\x01R.", "REDUCE wants an argument tuple, got int"},
-		{"NEWOBJ args not tuple", "cargparse\nNamespace\nK\x01\x81.", "NEWOBJ wants an argument tuple"},
-		{"OBJ without class", "(o.", "OBJ without a class"},
-		{"STACK_GLOBAL non-strings", "K\x01K\x02\x93.", "STACK_GLOBAL wants two strings"},
-		{"bad INT", "I12x\n.", `pickle integer "12x" is not a decimal number`},
-		{"bad FLOAT", "Fabc\n.", "FLOAT"},
-		{"unquoted STRING", "Sabc\n.", "not a quoted string"},
-		{"bad escape STRING", "S'a\\x4'\n.", "not a quoted string"},
-		{"long line", "I" + strings.Repeat("1", pklMaxLine+1) + "\n.", "longer than"},
-		{"empty GLOBAL", "c\n\n.", "refused global .: malformed name"},
-		{"stack cap", strings.Repeat("N", pklMaxStack+1), "stack holds more than"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := pkRun([]byte(c.pkl))
-			ptErrContains(t, err, "p.pkl: ", c.want)
-		})
-	}
+		return 0, n, ""
+	})
+	return ptFinish(w, v, "pytorch")
 }
 
 // TestPickleTruncatedEverywhere cuts valid pickles at every byte.
@@ -220,8 +45,7 @@ func TestPickleTruncatedEverywhere(t *testing.T) {
 		[]byte("\x80\x04\x95i\x00\x00\x00\x00\x00\x00\x00\x8c\x15numpy.core.multiarray\x94\x8c\x06scalar\x94\x93\x94\x8c\x05numpy\x94\x8c\x05dtype\x94\x93\x94\x8c\x02f8\x94\x89\x88\x87\x94R\x94(K\x03\x8c\x01<\x94NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00t\x94bC\x08\x00\x00\x00\x00\x00\x00\xd0?\x94\x86\x94R\x94."),
 	} {
 		for n := 0; n < len(p); n++ {
-			m := newPklMachine("p.pkl", bytes.NewReader(p[:n]), int64(n), 0, "", newTorchEnv("p.pkl"))
-			if _, err := m.run(); err == nil {
+			if _, _, err := ptRunPickle(p[:n]); err == nil {
 				t.Fatalf("pickle cut at %d of %d parsed", n, len(p))
 			} else if _, ok := err.(*FormatError); !ok {
 				t.Fatalf("cut at %d: %T %v", n, err, err)
@@ -231,18 +55,11 @@ func TestPickleTruncatedEverywhere(t *testing.T) {
 }
 
 // TestPickleWalkBounds: self-containing containers and exponentially
-// shared references finish quickly; nesting is capped.
+// shared references finish quickly; nesting is capped; each budget of
+// the walk (results, name bytes, metadata bytes) refuses its bomb and
+// names its limit, and a file below them is served.
 func TestPickleWalkBounds(t *testing.T) {
-	walk := func(p []byte) (*Index, error) {
-		m := newPklMachine("p.pkl", bytes.NewReader(p), int64(len(p)), 0, "", newTorchEnv("p.pkl"))
-		v, err := m.run()
-		if err != nil {
-			return nil, err
-		}
-		w := &ptWalker{file: "p.pkl", base: "p", maxVisits: ptMaxVisits(int64(len(p))), onPath: map[any]bool{},
-			span: func(*torchStorage) (int64, int64, string) { return 0, 0, "no storage here" }}
-		return ptFinish("p.pkl", w, v, "pytorch")
-	}
+	walk := ptWalkPickle
 	// A list that holds itself, and a dict that holds itself.
 	for _, p := range []string{"]q\x00h\x00a.", "}q\x00X\x01\x00\x00\x00ah\x00s."} {
 		idx, err := walk([]byte(p))
@@ -256,14 +73,52 @@ func TestPickleWalkBounds(t *testing.T) {
 	// (x, x) nested 100 deep: 2^100 paths.
 	p := []byte("N")
 	for i := 0; i < 100; i++ {
-		p = append(p, '2', pkTUPLE2)
+		p = append(p, '2', pickle.OpTUPLE2)
 	}
 	_, err := walk(append(p, '.'))
-	ptErrContains(t, err, "shared references expand to more than")
+	ptErrContains(t, err, "p.pkl: its values, counted once per path, number more than a 202-byte pickle allows (pickle.MaxResults: 66344; shared references multiply)")
+	// The budgets, one bomb each, and the same shapes just below them.
+	w4 := ptRebuild(ptTS{"", "FloatStorage", "0", 4, 0, []int64{4}, []int64{1}, nil}, false)
+	fan := func(v []byte, n int) []byte { return ptCat(v, bytes.Repeat([]byte{'2', pickle.OpTUPLE2}, n)) }
+	for _, c := range []struct {
+		name, want string
+		pickle     []byte
+	}{
+		{"tensor 2^19 times", "(pickle.MaxNameBytes: ", ptCat(fan(w4, 19), []byte{'.'})},
+		{"tensor 2^19 times under a 60 KiB key", "(pickle.MaxNameBytes: ", ptCat([]byte{'}'}, ptPkStr(strings.Repeat("k", 60<<10)), fan(w4, 19), []byte("s."))},
+		{"None 2^19 times", "(pickle.MaxResults: ", ptCat(fan([]byte{'N'}, 19), []byte{'.'})},
+		{"1 MiB string 10,000 times", "(pickle.MaxMetaBytes: ", ptCat([]byte("]("), ptPkStr(strings.Repeat("m", 1<<20)), bytes.Repeat([]byte{'2'}, 9999), []byte("e."))},
+		{"2,000 dicts sharing a 4 MiB key", "(pickle.MaxMetaBytes: ", ptCat([]byte("](}"), ptPkStr(strings.Repeat("k", 4<<20)), []byte("q\x00K\x01s"), bytes.Repeat([]byte("}h\x00K\x01s"), 1999), []byte("e."))},
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err := walk(c.pickle)
+		runtime.ReadMemStats(&after)
+		ptErrContains(t, err, "p.pkl: ", c.want, "shared references multiply")
+		// Cost follows the file: the budgets' floors (a few tens of MB at
+		// most) plus a small multiple of the pickle, whatever the fan-out.
+		bound := uint64(48<<20 + 8*len(c.pickle))
+		if ptRaceEnabled {
+			bound *= 4
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > bound {
+			t.Errorf("%s: allocated %d bytes for a %d-byte pickle (bound %d)", c.name, alloc, len(c.pickle), bound)
+		}
+	}
+	for _, ok := range [][]byte{
+		ptCat(fan([]byte{'N'}, 15), []byte{'.'}),
+		ptCat(fan(w4, 12), []byte{'.'}),
+		ptCat([]byte("]("), ptPkStr(strings.Repeat("m", 1<<20)), bytes.Repeat([]byte{'2'}, 3), []byte("e.")),
+	} {
+		if _, err := walk(ok); err != nil {
+			t.Errorf("below the budgets: %v", err)
+		}
+	}
 	// Nesting deeper than MaxNesting.
 	p = []byte("N")
 	for i := 0; i < MaxNesting+2; i++ {
-		p = append(p, pkTUPLE1)
+		p = append(p, pickle.OpTUPLE1)
 	}
 	_, err = walk(append(p, '.'))
 	ptErrContains(t, err, "nest deeper than")
@@ -285,52 +140,45 @@ func FuzzUnpickle(f *testing.F) {
 	f.Add(ptTensorPickle(true, ptTS{"a", "HalfStorage", "k", 8, 1, []int64{3}, []int64{2}, ptPkTuple(ptPkStr("v"), ptPkInt(2), ptPkInt(4))}))
 	f.Add([]byte("(lp0\nI1\naS'x'\np1\na(dp2\nV\\u00e9\np3\nF1.5\nsa."))
 	f.Add([]byte("\x80\x04\x95i\x00\x00\x00\x00\x00\x00\x00\x8c\x15numpy.core.multiarray\x94\x8c\x06scalar\x94\x93\x94\x8c\x05numpy\x94\x8c\x05dtype\x94\x93\x94\x8c\x02f8\x94\x89\x88\x87\x94R\x94(K\x03\x8c\x01<\x94NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00t\x94bC\x08\x00\x00\x00\x00\x00\x00\xd0?\x94\x86\x94R\x94."))
+	// Shared-reference fan-out: one tensor, and None, reached by 2^20 paths.
+	w4 := ptRebuild(ptTS{"", "FloatStorage", "0", 4, 0, []int64{4}, []int64{1}, nil}, false)
+	f.Add(ptCat(w4, bytes.Repeat([]byte{'2', pickle.OpTUPLE2}, 20), []byte{'.'}))
+	f.Add(ptCat([]byte("]q\x00("), bytes.Repeat([]byte("h\x00"), 8), []byte("e"), bytes.Repeat([]byte{'2', pickle.OpTUPLE2}, 20), []byte{'.'}))
 	for _, b := range ptSeedFiles("pytorch/gopickle/*proto[0-9].pt", "generated/torch_mixed_legacy.pt") {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		env := newTorchEnv("f.pkl")
-		m := newPklMachine("f.pkl", bytes.NewReader(b), int64(len(b)), 0, "", env)
-		v, err := m.run()
+		st := ptStream{file: "f.pkl", size: int64(len(b))}
+		v, err := st.machine(bytes.NewReader(b), newTorchEnv()).Run()
 		if err != nil {
+			err = st.err(err)
 			if _, ok := err.(*FormatError); !ok {
 				t.Fatalf("%T %v", err, err)
 			}
 			return
 		}
 		size := int64(len(b))
-		w := &ptWalker{file: "f.pkl", base: "f", maxVisits: ptMaxVisits(size), onPath: map[any]bool{},
-			span: func(st *torchStorage) (int64, int64, string) {
-				n, ok := ptMul(st.numel, ptElemSize(st))
-				if !ok || n > size {
-					return 0, 0, "storage too big"
-				}
-				return 0, n, ""
-			}}
-		idx, err := ptFinish("f.pkl", w, v, "pytorch")
+		w := newPtWalker(st, func(st *torchStorage) (int64, int64, string) {
+			n, ok := ptMul(st.numel, ptElemSize(st))
+			if !ok || n > size {
+				return 0, 0, "storage too big"
+			}
+			return 0, n, ""
+		})
+		idx, err := ptFinish(w, v, "pytorch")
 		if err == nil {
 			ptCheckIndex(t, idx, "f.pkl", size)
 		}
 	})
 }
 
-// TestPickleLargeValues: a str/bytes value past pklMaxValue is skipped,
-// not kept; a compressed data.pkl past pklMaxPickle is refused.
+// TestPickleLargeValues: a compressed data.pkl past pickle.MaxPickle is
+// refused.
 func TestPickleLargeValues(t *testing.T) {
-	n := pklMaxValue + 1
-	p := append(binary.LittleEndian.AppendUint64([]byte{pkBINBYTES8}, uint64(n)), make([]byte, n)...)
-	v, err := pkRun(append(p, '.'))
-	if err != nil {
-		t.Fatal(err)
+	if ptRaceEnabled {
+		t.Skip("inflates 64 MiB: 15 s under -race; the normal pass runs it")
 	}
-	if got := pklRepr(v, 100); got != "<16777217-byte bytes>" {
-		t.Fatalf("got %s", got)
-	}
-	p = append(binary.LittleEndian.AppendUint32([]byte{'X'}, uint32(n)), make([]byte, n-1)...)
-	_, err = pkRun(p)
-	ptErrContains(t, err, "pickle string of 16777217 bytes runs past the end of the data (16777216 bytes left)")
-
-	big := append(append(append([]byte{pkPROTO, 2}, binary.LittleEndian.AppendUint64([]byte{pkBINBYTES8}, pklMaxPickle)...), make([]byte, pklMaxPickle)...), '.')
-	_, err = parseTorch(ptMem("m.pt", ptZip(t, ptMember{name: "a/data.pkl", data: big, deflate: true})))
+	big := append(append(append([]byte{pickle.OpPROTO, 2}, binary.LittleEndian.AppendUint64([]byte{pickle.OpBINBYTES8}, pickle.MaxPickle)...), make([]byte, pickle.MaxPickle)...), '.')
+	_, err := parseTorch(ptMem("m.pt", ptZip(t, ptMember{name: "a/data.pkl", data: big, deflate: true})))
 	ptErrContains(t, err, "m.pt: compressed pickle larger than 67108864 bytes")
 }

@@ -7,10 +7,12 @@ package index
 // little-endian element count and its raw little-endian bytes); TorchScript
 // archives (torch.jit.save) are served through their data.pkl.
 //
-// The pickles are read by the restricted unpickler in pickle.go: nothing
-// is imported or executed, and a file naming a dangerous global (os.system
-// ...) is refused. The tree walk (torch_tree.go) names tensors by their
-// keys joined with "/".
+// The pickles are read by the restricted unpickler of internal/pickle
+// (pickle.go here locates its errors in the file): nothing is imported or
+// executed, and a file naming a dangerous global (os.system ...) is
+// refused. torch_pickle.go is the Env that interprets what torch names;
+// the tree walk (torch_tree.go) names tensors by their keys joined with
+// "/", never drops one, and charges every path to the pickle's budgets.
 //
 // Decisions:
 //   - Storages of a zip file must be stored members (not deflated): their
@@ -38,6 +40,8 @@ import (
 	"math"
 	"math/big"
 	"strings"
+
+	"github.com/lazyweights/tensorfs/internal/pickle"
 )
 
 var ptZipMagic = []byte("PK\x03\x04")
@@ -93,17 +97,17 @@ var ptLegacyMagic, _ = new(big.Int).SetString("1950a86a20f9469cfc6c", 16)
 // >= 2) or the text LONG "119547037146038801333356L" (protocols 0, 1).
 func ptSniffLegacy(head []byte) bool {
 	i := 0
-	if len(head) >= 2 && head[0] == pkPROTO {
+	if len(head) >= 2 && head[0] == pickle.OpPROTO {
 		i = 2
 	}
-	if len(head) >= i+9 && head[i] == pkFRAME {
+	if len(head) >= i+9 && head[i] == pickle.OpFRAME {
 		i += 9
 	}
-	if len(head) >= i+12 && head[i] == pkLONG1 && head[i+1] == 10 {
-		b, ok := pklDecodeLong(head[i+2 : i+12]).(*big.Int)
+	if len(head) >= i+12 && head[i] == pickle.OpLONG1 && head[i+1] == 10 {
+		b, ok := pickle.DecodeLong(head[i+2 : i+12]).(*big.Int)
 		return ok && b.Cmp(ptLegacyMagic) == 0
 	}
-	if len(head) > i && head[i] == pkLONG {
+	if len(head) > i && head[i] == pickle.OpLONG {
 		s := string(head[i+1:])
 		want := ptLegacyMagic.String()
 		return strings.HasPrefix(s, want+"L\n") || strings.HasPrefix(s, want+"\n")
@@ -194,8 +198,8 @@ func parseTorchZip(f File) (*Index, error) {
 
 	// Read data.pkl: straight from the file when stored, through the
 	// decompressor (bounded) otherwise.
-	var m *pklMachine
-	env := newTorchEnv(file)
+	var r io.Reader
+	st := ptStream{file: file, base: -1, where: "member " + pkl.Name}
 	if pkl.Method == zip.Store {
 		off, err := pkl.DataOffset()
 		if err != nil {
@@ -205,26 +209,27 @@ func parseTorchZip(f File) (*Index, error) {
 		if pkl.UncompressedSize64 > math.MaxInt64 || pkl.CompressedSize64 != pkl.UncompressedSize64 || off > f.Size() || n > f.Size()-off {
 			return nil, Errorf(file, off, "member %s (%d bytes) runs past the end of the file", pkl.Name, pkl.UncompressedSize64)
 		}
-		m = newPklMachine(file, io.NewSectionReader(f, off, n), n, off, "", env)
+		st.base, st.size = off, n
+		r = io.NewSectionReader(f, off, n)
 	} else {
 		rc, err := pkl.Open()
 		if err != nil {
 			return nil, ErrorAt(file, "member "+pkl.Name, "cannot open: %v", err)
 		}
-		data, err := io.ReadAll(io.LimitReader(rc, pklMaxPickle+1))
+		data, err := io.ReadAll(io.LimitReader(rc, pickle.MaxPickle+1))
 		rc.Close()
 		if err != nil {
 			return nil, ErrorAt(file, "member "+pkl.Name, "cannot decompress: %v", err)
 		}
-		if len(data) > pklMaxPickle {
-			return nil, ErrorAt(file, "member "+pkl.Name, "compressed pickle larger than %d bytes (torch.save stores data.pkl uncompressed)", pklMaxPickle)
+		if len(data) > pickle.MaxPickle {
+			return nil, ErrorAt(file, "member "+pkl.Name, "compressed pickle larger than %d bytes (torch.save stores data.pkl uncompressed)", pickle.MaxPickle)
 		}
-		m = newPklMachine(file, bytes.NewReader(data), int64(len(data)), -1, "member "+pkl.Name, env)
+		st.size = int64(len(data))
+		r = bytes.NewReader(data)
 	}
-	env.m = m
-	root0, err := m.run()
+	root0, err := st.machine(r, newTorchEnv()).Run()
 	if err != nil {
-		return nil, err
+		return nil, st.err(err)
 	}
 
 	type span struct{ off, size int64 }
@@ -266,9 +271,9 @@ func parseTorchZip(f File) (*Index, error) {
 		spans[st] = span{off, need}
 		return off, need, ""
 	}
-	w := &ptWalker{file: file, base: ptBaseName(file), span: spanOf, bigEndian: bigEndian,
-		maxVisits: ptMaxVisits(int64(pkl.UncompressedSize64)), onPath: map[any]bool{}}
-	return ptFinish(file, w, root0, "pytorch")
+	w := newPtWalker(st, spanOf)
+	w.bigEndian = bigEndian
+	return ptFinish(w, root0, "pytorch")
 }
 
 // ptViewSpan locates a legacy storage view inside its root storage.
@@ -307,57 +312,57 @@ const ptLegacyProtocol = 1001
 func parseTorchLegacy(f File) (*Index, error) {
 	file := f.Name()
 	size := f.Size()
-	m := newPklMachine(file, io.NewSectionReader(f, 0, size), size, 0, "", pklPlainEnv{})
-	magic, err := m.run()
+	st := ptStream{file: file, base: 0, size: size}
+	m := st.machine(io.NewSectionReader(f, 0, size), pickle.PlainEnv{})
+	magic, err := m.Run()
 	if err != nil {
-		return nil, err
+		return nil, st.err(err)
 	}
 	if b, ok := magic.(*big.Int); !ok || b.Cmp(ptLegacyMagic) != 0 {
 		return nil, Errorf(file, 0, "not a PyTorch checkpoint (no zip header and no legacy magic number)")
 	}
-	at := m.pos
-	proto, err := m.run()
+	at := m.Pos()
+	proto, err := m.Run()
 	if err != nil {
-		return nil, err
+		return nil, st.err(err)
 	}
 	if p, ok := proto.(int64); !ok || p != ptLegacyProtocol {
-		return nil, Errorf(file, at, "legacy PyTorch protocol version %s (want %d)", pklRepr(proto, 40), ptLegacyProtocol)
+		return nil, Errorf(file, at, "legacy PyTorch protocol version %s (want %d)", pickle.Repr(proto, 40), ptLegacyProtocol)
 	}
-	at = m.pos
-	sysInfo, err := m.run()
+	at = m.Pos()
+	sysInfo, err := m.Run()
 	if err != nil {
-		return nil, err
+		return nil, st.err(err)
 	}
-	if _, ok := sysInfo.(*pklDict); !ok {
-		return nil, Errorf(file, at, "legacy sys_info is a %s, not a dict", pklTypeName(sysInfo))
+	if _, ok := sysInfo.(*pickle.Dict); !ok {
+		return nil, Errorf(file, at, "legacy sys_info is a %s, not a dict", pickle.TypeName(sysInfo))
 	}
-	mainAt := m.pos
-	env := newTorchEnv(file)
-	env.m = m
-	m.env = env
-	root, err := m.run()
+	mainAt := m.Pos()
+	env := newTorchEnv()
+	m.SetEnv(env)
+	root, err := m.Run()
 	if err != nil {
-		return nil, err
+		return nil, st.err(err)
 	}
-	at = m.pos
-	m.env = pklPlainEnv{}
-	keysV, err := m.run()
+	at = m.Pos()
+	m.SetEnv(pickle.PlainEnv{})
+	keysV, err := m.Run()
 	if err != nil {
-		return nil, err
+		return nil, st.err(err)
 	}
-	keys, ok := pklItems(keysV)
+	keys, ok := pickle.Items(keysV)
 	if !ok {
-		return nil, Errorf(file, at, "legacy storage key list is a %s, not a list", pklTypeName(keysV))
+		return nil, Errorf(file, at, "legacy storage key list is a %s, not a list", pickle.TypeName(keysV))
 	}
 
 	// The storages follow, in the order of the key list.
 	type span struct{ off, size int64 }
 	spans := map[*torchStorage]span{}
-	pos := m.pos
+	pos := m.Pos()
 	for _, kv := range keys {
 		key, ok := torchKey(kv)
 		if !ok {
-			return nil, Errorf(file, at, "legacy storage key %s is not a string", pklRepr(kv, 40))
+			return nil, Errorf(file, at, "legacy storage key %s is not a string", pickle.Repr(kv, 40))
 		}
 		st := env.storages[key]
 		if st == nil {
@@ -399,7 +404,7 @@ func parseTorchLegacy(f File) (*Index, error) {
 		}
 		return sp.off, sp.size, ""
 	}
-	w := &ptWalker{file: file, base: ptBaseName(file), span: spanOf,
-		maxVisits: ptMaxVisits(at - mainAt), onPath: map[any]bool{}}
-	return ptFinish(file, w, root, "pytorch")
+	w := newPtWalker(st, spanOf)
+	w.budget = pickle.NewBudget(at - mainAt)
+	return ptFinish(w, root, "pytorch")
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/internal/pickle"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
@@ -191,7 +192,7 @@ func ptPkInt(n int64) []byte {
 	if n >= -1<<31 && n < 1<<31 {
 		return binary.LittleEndian.AppendUint32([]byte{'J'}, uint32(int32(n)))
 	}
-	return binary.LittleEndian.AppendUint64([]byte{pkLONG1, 8}, uint64(n))
+	return binary.LittleEndian.AppendUint64([]byte{pickle.OpLONG1, 8}, uint64(n))
 }
 
 func ptPkGlobal(mod, name string) []byte { return []byte("c" + mod + "\n" + name + "\n") }
@@ -244,13 +245,13 @@ func ptRebuild(s ptTS, legacy bool) []byte {
 	}
 	return ptCat(ptPkGlobal("torch._utils", "_rebuild_tensor_v2"),
 		ptPkTuple(ptCat(ptPkTuple(pid...), []byte{'Q'}), ptPkInt(s.offset), ptPkInts(s.shape...), ptPkInts(s.strides...),
-			[]byte{pkNEWFALSE}, ptCat(ptPkGlobal("collections", "OrderedDict"), []byte(")R"))),
+			[]byte{pickle.OpNEWFALSE}, ptCat(ptPkGlobal("collections", "OrderedDict"), []byte(")R"))),
 		[]byte{'R'})
 }
 
 // ptTensorPickle pickles {name: tensor, ...} (protocol 2).
 func ptTensorPickle(legacy bool, ts ...ptTS) []byte {
-	b := []byte{pkPROTO, 2, '}', '('}
+	b := []byte{pickle.OpPROTO, 2, '}', '('}
 	for _, s := range ts {
 		b = append(b, ptPkStr(s.name)...)
 		b = append(b, ptRebuild(s, legacy)...)
@@ -298,10 +299,10 @@ func ptF32(n int) []byte {
 // ptLegacyFile builds a legacy torch file from its main pickle and its
 // storages (key, element count, bytes), in order.
 func ptLegacyFile(main []byte, storages ...ptLegacyStorage) []byte {
-	magic := ptCat([]byte{pkPROTO, 2, pkLONG1, 10}, []byte{0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19}, []byte{'.'})
-	proto := []byte{pkPROTO, 2, 'M', 0xe9, 0x03, '.'}
-	sys := []byte{pkPROTO, 2, '}', '.'}
-	keys := []byte{pkPROTO, 2, ']', '('}
+	magic := ptCat([]byte{pickle.OpPROTO, 2, pickle.OpLONG1, 10}, []byte{0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19}, []byte{'.'})
+	proto := []byte{pickle.OpPROTO, 2, 'M', 0xe9, 0x03, '.'}
+	sys := []byte{pickle.OpPROTO, 2, '}', '.'}
+	keys := []byte{pickle.OpPROTO, 2, ']', '('}
 	for _, s := range storages {
 		keys = append(keys, ptPkStr(s.key)...)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/internal/pickle"
 )
 
 // What torch's pickles name, interpreted without calling anything.
@@ -99,6 +100,7 @@ type torchTensor struct {
 	offset  int64 // in elements
 	shape   []int64
 	strides []int64 // in elements, as torch has them (may be negative)
+	state   []any   // Python attributes (__dict__) set on the tensor, if any
 }
 
 func (t *torchTensor) String() string { return fmt.Sprintf("tensor(%s%v)", t.dtName, t.shape) }
@@ -118,18 +120,17 @@ var torchRefusals = map[string]string{
 
 // torchEnv interprets torch's pickles (data.pkl, legacy main pickle).
 type torchEnv struct {
-	file     string
-	m        *pklMachine              // the machine running, for error offsets
+	pickle.PlainEnv
 	storages map[string]*torchStorage // root storages by key
 	views    map[string]*torchStorage // legacy storage views by view key
 	depth    int                      // nesting of _rebuild_from_type calls
 }
 
-func newTorchEnv(file string) *torchEnv {
-	return &torchEnv{file: file, storages: map[string]*torchStorage{}, views: map[string]*torchStorage{}}
+func newTorchEnv() *torchEnv {
+	return &torchEnv{storages: map[string]*torchStorage{}, views: map[string]*torchStorage{}}
 }
 
-func (e *torchEnv) global(module, name string, off int64) (any, error) {
+func (e *torchEnv) Global(m *pickle.Machine, module, name string, off int64) (any, error) {
 	switch module {
 	case "torch", "torch.cuda", "torch.storage":
 		if dt, ok := torchStorageDTypes[name]; ok {
@@ -144,69 +145,66 @@ func (e *torchEnv) global(module, name string, off int64) (any, error) {
 			return &torchDType{name: name, dt: dt}, nil
 		}
 	}
-	return &pklGlobal{module, name}, nil
+	return &pickle.Global{Module: module, Name: name}, nil
 }
 
-// errAt is an error at pickle offset off (the machine maps it to the file).
-func (e *torchEnv) errAt(off int64, format string, args ...any) error {
-	if e.m != nil {
-		return e.m.errAt(off, format, args...)
-	}
-	return Errorf(e.file, off, format, args...)
-}
-
-// refused is a pklRefused at pickle offset off, located in the file.
-func (e *torchEnv) refused(what string, off int64) *pklRefused {
-	if e.m == nil || e.m.base < 0 {
-		return &pklRefused{what: what, off: -1}
-	}
-	return &pklRefused{what: what, off: e.m.base + off}
-}
-
-func (e *torchEnv) call(fn any, args pklTuple, off int64) (any, error) {
-	g, ok := fn.(*pklGlobal)
+func (e *torchEnv) Call(m *pickle.Machine, fn any, args pickle.Tuple, off int64) (any, error) {
+	g, ok := fn.(*pickle.Global)
 	if !ok {
-		return pklGenericCall(fn, args), nil
+		return e.PlainEnv.Call(m, fn, args, off)
 	}
-	switch g.module + "." + g.name {
+	switch g.Module + "." + g.Name {
 	case "torch._utils._rebuild_tensor", "torch._utils._rebuild_tensor_v2":
-		return e.rebuild(g.name, args, nil, off)
+		return e.rebuild(m, g.Name, args, nil, off)
 	case "torch._utils._rebuild_tensor_v3":
 		if len(args) < 7 {
-			return nil, e.errAt(off, "%s wants 7 arguments, got %d", g.name, len(args))
+			return nil, m.Errorf(off, "%s wants 7 arguments, got %d", g.Name, len(args))
 		}
-		return e.rebuild(g.name, args, args[6], off)
+		return e.rebuild(m, g.Name, args, args[6], off)
 	case "torch._utils._rebuild_parameter", "torch._utils._rebuild_parameter_with_state",
 		"torch.nn.parameter.Parameter", "torch.nn.Parameter", "torch.nn.parameter.Buffer":
 		if len(args) == 0 {
-			return nil, e.errAt(off, "%s without arguments", g.name)
+			return nil, m.Errorf(off, "%s without arguments", g.Name)
+		}
+		if g.Name == "_rebuild_parameter_with_state" && len(args) > 3 {
+			return torchWithState(fn, args, args[0], args[3]), nil
 		}
 		return args[0], nil
 	case "torch._tensor._rebuild_from_type_v2", "torch._tensor._rebuild_from_type":
 		// (func, new_type, args, state): the tensor is func(*args).
 		if len(args) < 3 {
-			return nil, e.errAt(off, "%s wants 3 or 4 arguments, got %d", g.name, len(args))
+			return nil, m.Errorf(off, "%s wants 3 or 4 arguments, got %d", g.Name, len(args))
 		}
-		inner, ok := args[2].(pklTuple)
+		inner, ok := args[2].(pickle.Tuple)
 		if !ok {
-			return nil, e.errAt(off, "%s: arguments are a %s, not a tuple", g.name, pklTypeName(args[2]))
+			return nil, m.Errorf(off, "%s: arguments are a %s, not a tuple", g.Name, pickle.TypeName(args[2]))
 		}
 		if e.depth >= MaxNesting {
-			return nil, e.errAt(off, "%s nests deeper than %d", g.name, MaxNesting)
+			return nil, m.Errorf(off, "%s nests deeper than %d", g.Name, MaxNesting)
 		}
 		e.depth++
 		defer func() { e.depth-- }()
-		return e.call(args[0], inner, off)
+		v, err := e.Call(m, args[0], inner, off)
+		if err != nil || len(args) < 4 {
+			return v, err
+		}
+		return torchWithState(fn, args, v, args[3]), nil
 	case "torch.Size":
 		if len(args) == 0 {
-			return pklTuple{}, nil
+			return pickle.Tuple{}, nil
 		}
-		items, ok := pklItems(args[0])
+		items, ok := pickle.Items(args[0])
 		if !ok {
-			return nil, e.errAt(off, "torch.Size of a %s", pklTypeName(args[0]))
+			return nil, m.Errorf(off, "torch.Size of a %s", pickle.TypeName(args[0]))
 		}
-		return append(pklTuple{}, items...), nil
+		if err := m.Charge(len(items), off); err != nil {
+			return nil, err
+		}
+		return append(pickle.Tuple{}, items...), nil
 	case "torch.device":
+		if err := m.Charge(len(args), off); err != nil {
+			return nil, err
+		}
 		var parts []string
 		for _, a := range args {
 			switch x := a.(type) {
@@ -218,40 +216,58 @@ func (e *torchEnv) call(fn any, args pklTuple, off int64) (any, error) {
 		}
 		return torchDevice(strings.Join(parts, ":")), nil
 	case "torch.storage._load_from_bytes":
-		return e.refused("a storage pickled as bytes (saved with pickle, not torch.save)", off), nil
+		return &pickle.Refused{What: "a storage pickled as bytes (saved with pickle, not torch.save)", Off: off}, nil
 	case "torch.nn.parameter.UninitializedParameter", "torch.nn.parameter.UninitializedBuffer":
-		return e.refused("an uninitialized (lazy) parameter", off), nil
+		return &pickle.Refused{What: "an uninitialized (lazy) parameter", Off: off}, nil
 	}
-	if g.module == "torch._utils" && strings.HasPrefix(g.name, "_rebuild_") {
-		what, ok := torchRefusals[g.name]
+	if g.Module == "torch._utils" && strings.HasPrefix(g.Name, "_rebuild_") {
+		what, ok := torchRefusals[g.Name]
 		if !ok {
-			what = "a tensor rebuilt by torch._utils." + g.name
+			what = "a tensor rebuilt by torch._utils." + g.Name
 		}
-		return e.refused(what+" (torch._utils."+g.name+")", off), nil
+		return &pickle.Refused{What: what + " (torch._utils." + g.Name + ")", Off: off}, nil
 	}
-	return pklGenericCall(fn, args), nil
+	return e.PlainEnv.Call(m, fn, args, off)
 }
 
-func (e *torchEnv) newobj(cls any, args pklTuple, kwargs any, off int64) (any, error) {
-	if g, ok := cls.(*pklGlobal); ok {
-		switch g.module + "." + g.name {
+// torchWithState gives tensor t the Python attributes state (a
+// Parameter's or tensor subclass's __dict__) so that the walk serves the
+// tensors among them. Anything but a tensor stays the opaque call
+// fn(*args), walked whole.
+func torchWithState(fn any, args pickle.Tuple, t, state any) any {
+	if pickle.Empty(state) {
+		return t
+	}
+	switch x := t.(type) {
+	case *torchTensor:
+		x.state = append(x.state, state)
+		return x
+	case *pickle.Refused:
+		return x
+	}
+	return &pickle.Object{Class: fn, Args: args}
+}
+
+func (e *torchEnv) NewObj(m *pickle.Machine, cls any, args pickle.Tuple, kwargs any, off int64) (any, error) {
+	if g, ok := cls.(*pickle.Global); ok {
+		switch g.Module + "." + g.Name {
 		case "torch.nn.parameter.Parameter", "torch.nn.Parameter", "torch.nn.parameter.Buffer":
 			if len(args) > 0 {
 				return args[0], nil
 			}
 		case "torch.Size":
-			return e.call(cls, args, off)
+			return e.Call(m, cls, args, off)
 		}
 	}
-	return pklNewObj(cls, args, kwargs), nil
+	return e.PlainEnv.NewObj(m, cls, args, kwargs, off)
 }
 
 // persistent resolves ('storage', type, key, location, numel) (zip) and
 // ('storage', type, root_key, location, numel, view_metadata) (legacy).
-func (e *torchEnv) persistent(pid any, off int64) (any, error) {
-	t, ok := pid.(pklTuple)
+func (e *torchEnv) Persistent(m *pickle.Machine, pid any, off int64) (any, error) {
+	t, ok := pid.(pickle.Tuple)
 	if !ok || len(t) == 0 {
-		return nil, e.errAt(off, "unsupported persistent id %s", pklRepr(pid, 60))
+		return nil, m.Errorf(off, "unsupported persistent id %s", pickle.Repr(pid, 60))
 	}
 	kind, _ := t[0].(string)
 	switch kind {
@@ -262,19 +278,19 @@ func (e *torchEnv) persistent(pid any, off int64) (any, error) {
 		}
 	case "storage":
 		if len(t) < 5 {
-			return nil, e.errAt(off, "storage persistent id has %d fields, want 5 or 6", len(t))
+			return nil, m.Errorf(off, "storage persistent id has %d fields, want 5 or 6", len(t))
 		}
 		typ, ok := t[1].(*torchStorageType)
 		if !ok {
-			return nil, e.errAt(off, "storage persistent id names %s, not a torch storage class", pklRepr(t[1], 60))
+			return nil, m.Errorf(off, "storage persistent id names %s, not a torch storage class", pickle.Repr(t[1], 60))
 		}
 		key, ok := torchKey(t[2])
 		if !ok {
-			return nil, e.errAt(off, "storage key %s is not a string", pklRepr(t[2], 60))
+			return nil, m.Errorf(off, "storage key %s is not a string", pickle.Repr(t[2], 60))
 		}
-		numel, ok := pklInt(t[4])
+		numel, ok := pickle.Int(t[4])
 		if !ok || numel < 0 {
-			return nil, e.errAt(off, "storage %q has size %s", key, pklRepr(t[4], 40))
+			return nil, m.Errorf(off, "storage %q has size %s", key, pickle.Repr(t[4], 40))
 		}
 		loc, _ := t[3].(string)
 		st := e.storages[key]
@@ -282,25 +298,25 @@ func (e *torchEnv) persistent(pid any, off int64) (any, error) {
 			st = &torchStorage{key: key, typ: typ, numel: numel, location: loc}
 			e.storages[key] = st
 		} else if st.typ.name != typ.name || st.numel != numel {
-			return nil, e.errAt(off, "storage %q is declared twice, as %s[%d] and %s[%d]", key, st.typ, st.numel, typ, numel)
+			return nil, m.Errorf(off, "storage %q is declared twice, as %s[%d] and %s[%d]", key, st.typ, st.numel, typ, numel)
 		}
 		if len(t) < 6 || t[5] == nil {
 			return st, nil
 		}
 		// Legacy storage view: (view_key, offset, view_size) in elements.
-		vm, ok := t[5].(pklTuple)
+		vm, ok := t[5].(pickle.Tuple)
 		if !ok || len(vm) != 3 {
-			return nil, e.errAt(off, "storage %q has view metadata %s", key, pklRepr(t[5], 60))
+			return nil, m.Errorf(off, "storage %q has view metadata %s", key, pickle.Repr(t[5], 60))
 		}
 		vkey, ok1 := torchKey(vm[0])
-		voff, ok2 := pklInt(vm[1])
-		vsize, ok3 := pklInt(vm[2])
+		voff, ok2 := pickle.Int(vm[1])
+		vsize, ok3 := pickle.Int(vm[2])
 		if !ok1 || !ok2 || !ok3 || voff < 0 || vsize < 0 {
-			return nil, e.errAt(off, "storage %q has view metadata %s", key, pklRepr(t[5], 60))
+			return nil, m.Errorf(off, "storage %q has view metadata %s", key, pickle.Repr(t[5], 60))
 		}
 		if v := e.views[vkey]; v != nil {
 			if v.root != st || v.viewOff != voff || v.numel != vsize {
-				return nil, e.errAt(off, "storage view %q is declared twice differently", vkey)
+				return nil, m.Errorf(off, "storage view %q is declared twice differently", vkey)
 			}
 			return v, nil
 		}
@@ -308,7 +324,7 @@ func (e *torchEnv) persistent(pid any, off int64) (any, error) {
 		e.views[vkey] = v
 		return v, nil
 	}
-	return nil, e.errAt(off, "unsupported persistent id %s", pklRepr(pid, 60))
+	return nil, m.Errorf(off, "unsupported persistent id %s", pickle.Repr(pid, 60))
 }
 
 func torchKey(v any) (string, bool) {
@@ -323,71 +339,71 @@ func torchKey(v any) (string, bool) {
 
 // rebuild interprets _rebuild_tensor(storage, storage_offset, size, stride,
 // ...) and its v2/v3 forms. dtArg is v3's dtype argument, else nil.
-func (e *torchEnv) rebuild(fn string, args pklTuple, dtArg any, off int64) (any, error) {
+func (e *torchEnv) rebuild(m *pickle.Machine, fn string, args pickle.Tuple, dtArg any, off int64) (any, error) {
 	if len(args) < 4 {
-		return nil, e.errAt(off, "%s wants at least 4 arguments, got %d", fn, len(args))
+		return nil, m.Errorf(off, "%s wants at least 4 arguments, got %d", fn, len(args))
 	}
 	var st *torchStorage
 	switch s := args[0].(type) {
 	case *torchStorage:
 		st = s
-	case *pklRefused:
+	case *pickle.Refused:
 		return s, nil
 	default:
-		return nil, e.errAt(off, "%s: first argument is a %s, not a storage", fn, pklTypeName(args[0]))
+		return nil, m.Errorf(off, "%s: first argument is a %s, not a storage", fn, pickle.TypeName(args[0]))
 	}
 	t := &torchTensor{storage: st, dt: st.typ.dt, dtName: st.typ.name}
 	if st.typ.dt == dtype.Invalid {
-		return e.refused("a tensor of storage class "+st.typ.String(), off), nil
+		return &pickle.Refused{What: "a tensor of storage class " + st.typ.String(), Off: off}, nil
 	}
 	if dtArg != nil {
 		d, ok := dtArg.(*torchDType)
 		if !ok {
-			return nil, e.errAt(off, "%s: dtype argument is %s", fn, pklRepr(dtArg, 60))
+			return nil, m.Errorf(off, "%s: dtype argument is %s", fn, pickle.Repr(dtArg, 60))
 		}
 		if d.dt == dtype.Invalid {
-			return e.refused("a tensor of dtype "+d.String(), off), nil
+			return &pickle.Refused{What: "a tensor of dtype " + d.String(), Off: off}, nil
 		}
 		t.dt, t.dtName = d.dt, d.name
 	}
 	var ok bool
-	if t.offset, ok = pklInt(args[1]); !ok || t.offset < 0 {
-		return nil, e.errAt(off, "%s: storage offset %s", fn, pklRepr(args[1], 40))
+	if t.offset, ok = pickle.Int(args[1]); !ok || t.offset < 0 {
+		return nil, m.Errorf(off, "%s: storage offset %s", fn, pickle.Repr(args[1], 40))
 	}
 	var err error
-	if t.shape, err = e.ints(fn, "size", args[2], off); err != nil {
+	if t.shape, err = e.ints(m, fn, "size", args[2], off); err != nil {
 		return nil, err
 	}
-	if t.strides, err = e.ints(fn, "stride", args[3], off); err != nil {
+	if t.strides, err = e.ints(m, fn, "stride", args[3], off); err != nil {
 		return nil, err
 	}
 	if len(t.shape) > MaxDims {
-		return nil, e.errAt(off, "%s: %d dimensions (at most %d)", fn, len(t.shape), MaxDims)
+		return nil, m.Errorf(off, "%s: %d dimensions (at most %d)", fn, len(t.shape), MaxDims)
 	}
 	if len(t.strides) != len(t.shape) {
-		return nil, e.errAt(off, "%s: %d strides for %d dimensions", fn, len(t.strides), len(t.shape))
+		return nil, m.Errorf(off, "%s: %d strides for %d dimensions", fn, len(t.strides), len(t.shape))
 	}
 	for _, d := range t.shape {
 		if d < 0 {
-			return nil, e.errAt(off, "%s: negative dimension in size %v", fn, t.shape)
+			return nil, m.Errorf(off, "%s: negative dimension in size %v", fn, t.shape)
 		}
 	}
 	return t, nil
 }
 
-func (e *torchEnv) ints(fn, what string, v any, off int64) ([]int64, error) {
-	items, ok := pklItems(v)
+func (e *torchEnv) ints(m *pickle.Machine, fn, what string, v any, off int64) ([]int64, error) {
+	items, ok := pickle.Items(v)
 	if !ok {
-		return nil, e.errAt(off, "%s: %s is a %s, not a tuple", fn, what, pklTypeName(v))
+		return nil, m.Errorf(off, "%s: %s is a %s, not a tuple", fn, what, pickle.TypeName(v))
 	}
 	if len(items) > MaxDims {
-		return nil, e.errAt(off, "%s: %s has %d entries (at most %d)", fn, what, len(items), MaxDims)
+		return nil, m.Errorf(off, "%s: %s has %d entries (at most %d)", fn, what, len(items), MaxDims)
 	}
 	out := make([]int64, len(items))
 	for i, x := range items {
-		n, ok := pklInt(x)
+		n, ok := pickle.Int(x)
 		if !ok {
-			return nil, e.errAt(off, "%s: %s holds %s", fn, what, pklRepr(x, 40))
+			return nil, m.Errorf(off, "%s: %s holds %s", fn, what, pickle.Repr(x, 40))
 		}
 		out[i] = n
 	}

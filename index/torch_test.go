@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/internal/pickle"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
@@ -74,22 +75,22 @@ func TestTorchZipVariants(t *testing.T) {
 		members []ptMember
 		check   func(t *testing.T, idx *Index)
 	}{
-		{"big-endian", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pkPROTO, 2}, rb(f32), []byte("."))}, data0, {name: "a/byteorder", data: []byte("big")}},
+		{"big-endian", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2}, rb(f32), []byte("."))}, data0, {name: "a/byteorder", data: []byte("big")}},
 			func(t *testing.T, idx *Index) {
 				if !idx.Tensors[0].BigEndian || idx.Tensors[0].Name != "m" {
 					t.Fatalf("%+v", idx.Tensors[0])
 				}
 			}},
-		{"deflated data.pkl", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pkPROTO, 2}, rb(f32), []byte(".")), deflate: true}, data0},
+		{"deflated data.pkl", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2}, rb(f32), []byte(".")), deflate: true}, data0},
 			func(t *testing.T, idx *Index) {
 				if idx.Tensors[0].Size != 16 {
 					t.Fatalf("%+v", idx.Tensors[0])
 				}
 			}},
-		{"v3 float8 from untyped storage", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pkPROTO, 2},
+		{"v3 float8 from untyped storage", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2},
 			ptPkGlobal("torch._utils", "_rebuild_tensor_v3"),
 			ptPkTuple(ptCat(ptPkTuple(ptPkStr("storage"), ptPkGlobal("torch", "UntypedStorage"), ptPkStr("0"), ptPkStr("cpu"), ptPkInt(16)), []byte{'Q'}),
-				ptPkInt(2), ptPkInts(2, 3), ptPkInts(3, 1), []byte{pkNEWFALSE}, []byte("}"), ptPkGlobal("torch", "float8_e4m3fn")),
+				ptPkInt(2), ptPkInts(2, 3), ptPkInts(3, 1), []byte{pickle.OpNEWFALSE}, []byte("}"), ptPkGlobal("torch", "float8_e4m3fn")),
 			[]byte("R."))}, data0},
 			func(t *testing.T, idx *Index) {
 				tn := idx.Tensors[0]
@@ -97,28 +98,28 @@ func TestTorchZipVariants(t *testing.T) {
 					t.Fatalf("%+v", tn)
 				}
 			}},
-		{"rebuild_from_type_v2 and parameters", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pkPROTO, 2, '}', '('},
+		{"rebuild_from_type_v2 and parameters", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2, '}', '('},
 			ptPkStr("sub"), ptPkGlobal("torch._tensor", "_rebuild_from_type_v2"),
 			ptPkTuple(ptPkGlobal("torch._utils", "_rebuild_tensor_v2"), ptPkGlobal("torch", "Tensor"),
 				ptPkTuple(ptCat(ptPkTuple(ptPkStr("storage"), ptPkGlobal("torch", "FloatStorage"), ptPkStr("0"), ptPkStr("cpu"), ptPkInt(4)), []byte{'Q'}),
-					ptPkInt(0), ptPkInts(4), ptPkInts(1), []byte{pkNEWFALSE}, []byte("}")),
+					ptPkInt(0), ptPkInts(4), ptPkInts(1), []byte{pickle.OpNEWFALSE}, []byte("}")),
 				[]byte("}")), []byte("R"),
-			ptPkStr("param"), ptPkGlobal("torch._utils", "_rebuild_parameter"), ptPkTuple(rb(f32), []byte{pkNEWTRUE}, []byte("}")), []byte("R"),
-			ptPkStr("newparam"), ptPkGlobal("torch.nn.parameter", "Parameter"), ptPkTuple(rb(f32)), []byte{pkNEWOBJ},
+			ptPkStr("param"), ptPkGlobal("torch._utils", "_rebuild_parameter"), ptPkTuple(rb(f32), []byte{pickle.OpNEWTRUE}, []byte("}")), []byte("R"),
+			ptPkStr("newparam"), ptPkGlobal("torch.nn.parameter", "Parameter"), ptPkTuple(rb(f32)), []byte{pickle.OpNEWOBJ},
 			[]byte("u."))}, data0},
 			func(t *testing.T, idx *Index) {
 				if got := ptNames(idx); !reflect.DeepEqual(got, []string{"newparam", "param", "sub"}) {
 					t.Fatalf("%v", got)
 				}
 			}},
-		{"bare storage", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pkPROTO, 2},
+		{"bare storage", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2},
 			ptPkTuple(ptPkStr("storage"), ptPkGlobal("torch", "IntStorage"), ptPkStr("0"), ptPkStr("cpu"), ptPkInt(3)), []byte("Q."))}, data0},
 			func(t *testing.T, idx *Index) {
 				if tn := idx.Tensors[0]; tn.Name != "m" || tn.DType != dtype.I32 || !reflect.DeepEqual(tn.Shape, []int64{3}) {
 					t.Fatalf("%+v", tn)
 				}
 			}},
-		{"tensor inside an opaque call", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pkPROTO, 2, '}'},
+		{"tensor inside an opaque call", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2, '}'},
 			ptPkStr("obj"), ptPkGlobal("mylib", "Thing"), ptPkTuple(ptPkStr("x"), rb(f32)), []byte("Rs."))}, data0},
 			func(t *testing.T, idx *Index) {
 				if got := ptNames(idx); !reflect.DeepEqual(got, []string{"obj/1"}) {
@@ -128,7 +129,7 @@ func TestTorchZipVariants(t *testing.T) {
 					t.Fatalf("metadata %v", idx.Metadata)
 				}
 			}},
-		{"list subclass and dict subclass", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pkPROTO, 2, '}', '('},
+		{"list subclass and dict subclass", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2, '}', '('},
 			ptPkStr("l"), ptPkGlobal("mylib", "L"), []byte(")\x81("), rb(f32), []byte("e"),
 			ptPkStr("d"), ptPkGlobal("mylib", "D"), []byte(")\x81"), ptPkStr("k"), rb(f32), []byte("s"), []byte("}"), ptPkStr("n"), ptPkInt(3), []byte("sb"),
 			[]byte("u."))}, data0},
@@ -140,8 +141,8 @@ func TestTorchZipVariants(t *testing.T) {
 					t.Fatalf("metadata %v", idx.Metadata)
 				}
 			}},
-		{"keys of every kind", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pkPROTO, 2, '}', '('},
-			ptPkInt(7), rb(f32), []byte{pkNEWTRUE}, rb(f32), []byte{'N'}, rb(f32), ptPkInts(1, 2), rb(f32), []byte("u."))}, data0},
+		{"keys of every kind", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2, '}', '('},
+			ptPkInt(7), rb(f32), []byte{pickle.OpNEWTRUE}, rb(f32), []byte{'N'}, rb(f32), ptPkInts(1, 2), rb(f32), []byte("u."))}, data0},
 			func(t *testing.T, idx *Index) {
 				if got := ptNames(idx); !reflect.DeepEqual(got, []string{"(1, 2)", "7", "None", "True"}) {
 					t.Fatalf("%v", got)
@@ -199,25 +200,22 @@ func TestTorchZipBad(t *testing.T) {
 			`a tensor of storage class torch.QInt8Storage is not supported (tensor "q", at byte `},
 		{"byteorder", one(ts("w", 4, 0, []int64{4}, []int64{1}), ptF32(4), ptMember{name: "r/byteorder", data: []byte("middle")}), `byteorder record says "middle"`},
 		{"no data.pkl", []ptMember{{name: "r/version", data: []byte("3")}}, "zip archive has no data.pkl"},
-		{"duplicate names", []ptMember{{name: "r/data.pkl", data: ptCat([]byte{pkPROTO, 2, '}', '('},
-			ptPkStr("1"), ptRebuild(ts("", 4, 0, []int64{4}, []int64{1}), false), ptPkInt(1), ptRebuild(ts("", 4, 0, []int64{4}, []int64{1}), false), []byte("u."))},
-			{name: "r/data/0", data: ptF32(4)}}, `two tensors have this name (tensor "1")`},
 		{"storage declared twice", []ptMember{{name: "r/data.pkl", data: ptTensorPickle(false, ts("a", 4, 0, []int64{4}, []int64{1}), ptTS{"b", "LongStorage", "0", 2, 0, []int64{2}, []int64{1}, nil})},
 			{name: "r/data/0", data: ptF32(4)}}, `storage "0" is declared twice`},
-		{"storage not a storage", []ptMember{{name: "r/data.pkl", data: ptCat([]byte{pkPROTO, 2}, ptPkGlobal("torch._utils", "_rebuild_tensor_v2"),
+		{"storage not a storage", []ptMember{{name: "r/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2}, ptPkGlobal("torch._utils", "_rebuild_tensor_v2"),
 			ptPkTuple(ptPkInt(1), ptPkInt(0), ptPkInts(1), ptPkInts(1)), []byte("R."))}}, "first argument is a int, not a storage (at byte 101)"},
 		{"unknown persistent id", []ptMember{{name: "r/data.pkl", data: []byte("\x80\x02X\x01\x00\x00\x00xQ.")}}, `unsupported persistent id "x"`},
 		{"malicious", []ptMember{{name: "r/data.pkl", data: []byte("\x80\x02cposix\nsystem\nX\x02\x00\x00\x00id\x85R.")}}, "refused global posix.system"},
 		{"truncated pickle", []ptMember{{name: "r/data.pkl", data: []byte("\x80\x02}(X\x01")}}, "pickle argument of 4 bytes runs past the end of the data (1 bytes left) (at byte"},
 		{"pickle without STOP", []ptMember{{name: "r/data.pkl", data: []byte("\x80\x02}")}}, "pickle is truncated (at byte"},
 		{"deflated truncated pickle", []ptMember{{name: "r/data.pkl", data: []byte("\x80\x02}("), deflate: true}}, "(member r/data.pkl, at byte 4)"},
-		{"meta tensor", []ptMember{{name: "r/data.pkl", data: ptCat([]byte{pkPROTO, 2, '}'}, ptPkStr("m"),
+		{"meta tensor", []ptMember{{name: "r/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2, '}'}, ptPkStr("m"),
 			ptPkGlobal("torch._utils", "_rebuild_meta_tensor_no_storage"), ptPkTuple(ptPkGlobal("torch", "float32"), ptPkInts(2), ptPkInts(1)), []byte("Rs."))}},
 			`a meta tensor (it has no data) (torch._utils._rebuild_meta_tensor_no_storage) is not supported (tensor "m", at byte `},
-		{"v3 unsupported dtype", []ptMember{{name: "r/data.pkl", data: ptCat([]byte{pkPROTO, 2},
+		{"v3 unsupported dtype", []ptMember{{name: "r/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2},
 			ptPkGlobal("torch._utils", "_rebuild_tensor_v3"),
 			ptPkTuple(ptCat(ptPkTuple(ptPkStr("storage"), ptPkGlobal("torch", "UntypedStorage"), ptPkStr("0"), ptPkStr("cpu"), ptPkInt(4)), []byte{'Q'}),
-				ptPkInt(0), ptPkInts(4), ptPkInts(1), []byte{pkNEWFALSE}, []byte("}"), ptPkGlobal("torch", "float8_e4m3fnuz")), []byte("R."))},
+				ptPkInt(0), ptPkInts(4), ptPkInts(1), []byte{pickle.OpNEWFALSE}, []byte("}"), ptPkGlobal("torch", "float8_e4m3fnuz")), []byte("R."))},
 			{name: "r/data/0", data: ptF32(1)}}, `a tensor of dtype torch.float8_e4m3fnuz is not supported (tensor "m", at byte `},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -298,7 +296,7 @@ func TestTorchLegacy(t *testing.T) {
 func TestTorchLegacyBad(t *testing.T) {
 	good := ptTensorPickle(true, ptTS{"w", "FloatStorage", "1", 4, 0, []int64{4}, []int64{1}, nil})
 	st := ptLegacyStorage{"1", 4, ptF32(4)}
-	magic := ptCat([]byte{pkPROTO, 2, pkLONG1, 10}, []byte{0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19}, []byte{'.'})
+	magic := ptCat([]byte{pickle.OpPROTO, 2, pickle.OpLONG1, 10}, []byte{0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19}, []byte{'.'})
 	for _, c := range []struct {
 		name string
 		file []byte

@@ -2,6 +2,7 @@ package index
 
 import (
 	"encoding/json"
+	"hash/maphash"
 	"math"
 	"math/big"
 	"path/filepath"
@@ -10,49 +11,86 @@ import (
 	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/internal/pickle"
 )
 
 // The tree walk: from the value a torch pickle builds to tensors (named by
 // their keys joined with "/") and metadata (the non-tensor values, nested
 // like the checkpoint).
 //
-// Naming: dict entries by key (str as is, int in decimal, True/False/None,
-// anything else by a Python-like repr); list, tuple and set elements by
-// index; an opaque object (nn.Module, argparse.Namespace, a TorchScript
-// module) by the entries of its dict state and of any SETITEM(S)/APPEND(S)
-// on it, and its constructor arguments by index; a bare tensor (or one
-// storage) by the source file's base name without its extension.
+// Naming: dict entries by key (str as is, int in decimal, a tensor or
+// storage by its storage key, True/False/None and anything else by a
+// Python-like repr); list, tuple and set elements by index; an opaque
+// object (nn.Module, argparse.Namespace, a TorchScript module, an old
+// optimizer) by the entries of its dict state and of any SETITEM(S)/
+// APPEND(S) on it, and its constructor arguments by index; a bare tensor
+// (or one storage) by the source file's base name without its extension.
+//
+// Nothing is dropped: within one container, an entry whose name is
+// already taken (two tensor keys sharing a storage, the str "1" and the
+// int 1, a key the pickle sets twice, an object attribute "0" beside its
+// first constructor argument) is named NAME#1, then NAME#2..., the first
+// free one, in the pickle's order. The same applies to whole tensor
+// names (a key holding "/" can spell another path). Python keys a dict
+// of tensors by identity, so such keys are distinct there too. A key is a
+// name, not an entry: a tensor used as a key (an old optimizer's state,
+// {param: {"exp_avg": ...}}) is served where it is a value (the model,
+// the optimizer's param_groups), not under its key.
 //
 // Shared references (tied weights) give one tensor per name. A container
-// that holds itself is walked once per path (the repeated edge is skipped),
-// and the whole walk visits at most ptMaxVisits(pickle size) values, so
-// shared references cannot blow up exponentially.
+// that holds itself is walked once per path (the repeated edge is
+// skipped). Every path costs: the walk charges a pickle.Budget of the
+// pickle's size for each result (tensor or metadata value), each byte of
+// a tensor name and each byte of metadata, so a few bytes that share one
+// value 2^19 times are refused with the limit named, in time and memory
+// that follow the file.
 
 // ptSpan locates a storage's bytes: the file range [off, off+size) holding
 // its elements, or a message saying why it cannot be served.
 type ptSpan func(st *torchStorage) (off, size int64, msg string)
 
 type ptWalker struct {
+	st        ptStream
 	file      string
 	base      string // name of a bare tensor
 	span      ptSpan
 	bigEndian bool
 	tensors   []Tensor
-	visits    int
-	maxVisits int
+	budget    *pickle.Budget
 	onPath    map[any]bool
 	path      []string // components of the value being walked
+	pathLen   int      // len(strings.Join(path, "/"))
+	bigs      map[*big.Int]string
 }
 
-// ptMaxVisits is the walk budget for a pickle of n bytes: every value
-// costs at least one byte, so a tree needs at most n visits; more means
-// shared references expanding.
-func ptMaxVisits(n int64) int {
-	const floor = 1 << 20
-	if n > (1<<40) || 4*n+floor > math.MaxInt32 {
-		return math.MaxInt32
+func newPtWalker(st ptStream, span ptSpan) *ptWalker {
+	return &ptWalker{st: st, file: st.file, base: ptBaseName(st.file), span: span,
+		budget: pickle.NewBudget(st.size), onPath: map[any]bool{}}
+}
+
+// ptUniq hands out distinct names: a name already taken gets the first
+// free suffix #1, #2, ...
+type ptUniq struct {
+	taken map[string]bool
+	next  map[string]int // first suffix worth trying, per name
+}
+
+func (u *ptUniq) take(name string) string {
+	if u.taken == nil {
+		u.taken, u.next = map[string]bool{}, map[string]int{}
 	}
-	return int(4*n + floor)
+	if !u.taken[name] {
+		u.taken[name] = true
+		return name
+	}
+	for n := u.next[name] + 1; ; n++ {
+		c := name + "#" + strconv.Itoa(n)
+		if !u.taken[c] {
+			u.taken[c] = true
+			u.next[name] = n
+			return c
+		}
+	}
 }
 
 // ptBaseName is a file's base name without its extension.
@@ -67,17 +105,22 @@ func ptBaseName(file string) string {
 	return b
 }
 
-// ptKeyName is a dict key as a name component.
-func ptKeyName(k any) string {
+// keyName is a dict key as a name component (before ptDistinct makes it
+// distinct).
+func (w *ptWalker) keyName(k any) string {
 	switch x := k.(type) {
 	case string:
 		return x
 	case int64:
 		return strconv.FormatInt(x, 10)
 	case *big.Int:
-		return x.String()
+		return w.bigString(x)
+	case *torchTensor:
+		return x.storage.key
+	case *torchStorage:
+		return x.key
 	}
-	return pklRepr(k, 200)
+	return pickle.Repr(k, 200)
 }
 
 func ptWhere(name string) string { return "tensor " + strconv.Quote(name) }
@@ -91,9 +134,15 @@ func (w *ptWalker) name() string {
 
 // child walks v as the entry key of the value being walked.
 func (w *ptWalker) child(v any, key string, depth int) (any, bool, error) {
+	old := w.pathLen
+	if len(w.path) > 0 {
+		w.pathLen++
+	}
+	w.pathLen += len(key)
 	w.path = append(w.path, key)
 	m, has, err := w.walk(v, depth+1)
 	w.path = w.path[:len(w.path)-1]
+	w.pathLen = old
 	return m, has, err
 }
 
@@ -103,25 +152,95 @@ type ptChild struct {
 	val any
 }
 
+// ptChildren are a container's entries, named distinctly by done.
+type ptChildren struct {
+	list []ptChild
+}
+
+func (c *ptChildren) add(key string, v any) {
+	c.list = append(c.list, ptChild{key, v})
+}
+
+// done makes the names distinct (ptDistinct) and returns the entries.
+func (c *ptChildren) done() []ptChild {
+	names := make([]string, len(c.list))
+	for i := range c.list {
+		names[i] = c.list[i].key
+	}
+	if ptDistinct(names) {
+		for i := range c.list {
+			c.list[i].key = names[i]
+		}
+	}
+	return c.list
+}
+
+// ptDistinct makes names distinct in place, in order: a name an earlier
+// one already took gets the first free suffix #1, #2, ... It reports
+// whether it changed any. Names that are already distinct (the usual
+// case) cost one set of 64-bit hashes, not of the names.
+func ptDistinct(names []string) bool {
+	if len(names) < 2 {
+		return false
+	}
+	seed := maphash.MakeSeed()
+	seen := make(map[uint64]struct{}, len(names))
+	clash := false
+	for _, n := range names {
+		h := maphash.String(seed, n)
+		if _, ok := seen[h]; ok {
+			clash = true // a repeated name, or (rarely) two names that hash alike
+			break
+		}
+		seen[h] = struct{}{}
+	}
+	if !clash {
+		return false
+	}
+	var u ptUniq
+	changed := false
+	for i := range names {
+		n := u.take(names[i])
+		changed = changed || n != names[i]
+		names[i] = n
+	}
+	return changed
+}
+
+// budgetErr is a budget error located at the value being walked.
+func (w *ptWalker) budgetErr(err error) error {
+	return ErrorAt(w.file, "at "+strconv.Quote(pickle.Clip(w.name())), "%v", err)
+}
+
+// meta charges n bytes of metadata.
+func (w *ptWalker) meta(n int) error {
+	if err := w.budget.MetaBytes(int64(n)); err != nil {
+		return w.budgetErr(err)
+	}
+	return nil
+}
+
 // walk visits v at path; it returns v's metadata (JSON-encodable) and
 // whether there is any.
 func (w *ptWalker) walk(v any, depth int) (any, bool, error) {
-	w.visits++
-	if w.visits > w.maxVisits {
-		return nil, false, ErrorAt(w.file, "", "pickle's shared references expand to more than %d values", w.maxVisits)
+	if err := w.budget.Results(1); err != nil {
+		return nil, false, w.budgetErr(err)
 	}
 	if depth > MaxNesting {
 		return nil, false, ErrorAt(w.file, ptWhere(w.name()), "containers nest deeper than %d", MaxNesting)
 	}
 	switch x := v.(type) {
 	case *torchTensor:
-		return nil, false, w.tensor(x, w.name())
+		if err := w.tensor(x); err != nil {
+			return nil, false, err
+		}
+		return nil, false, w.tensorState(x, depth)
 	case *torchStorage:
 		n := x.numel
-		return nil, false, w.tensor(&torchTensor{storage: x, dt: x.typ.dt, dtName: x.typ.name, shape: []int64{n}, strides: []int64{1}}, w.name())
-	case *pklRefused:
-		return nil, false, &FormatError{File: w.file, Offset: x.off, Where: ptWhere(w.name()), Msg: x.what + " is not supported"}
-	case *pklDict, *pklList, *pklSet, *pklObject:
+		return nil, false, w.tensor(&torchTensor{storage: x, dt: x.typ.dt, dtName: x.typ.name, shape: []int64{n}, strides: []int64{1}})
+	case *pickle.Refused:
+		return nil, false, &FormatError{File: w.file, Offset: w.st.fileOff(x.Off), Where: ptWhere(w.name()), Msg: x.What + " is not supported"}
+	case *pickle.Dict, *pickle.List, *pickle.Set, *pickle.Object:
 		if w.onPath[v] {
 			return "<recursive reference>", true, nil
 		}
@@ -129,31 +248,67 @@ func (w *ptWalker) walk(v any, depth int) (any, bool, error) {
 		defer delete(w.onPath, v)
 	}
 	switch x := v.(type) {
-	case *pklDict:
-		children := make([]ptChild, len(x.keys))
-		for i := range x.keys {
-			children[i] = ptChild{ptKeyName(x.keys[i]), x.vals[i]}
+	case *pickle.Dict:
+		var children ptChildren
+		for i := range x.Keys {
+			children.add(w.keyName(x.Keys[i]), x.Vals[i])
 		}
-		meta, has, err := w.mapping(children, depth)
+		meta, has, err := w.mapping(children.done(), depth)
 		if err != nil {
 			return nil, false, err
 		}
-		if x.attrs != nil { // attributes of a dict subclass: tensors only
-			if _, _, err := w.walk(x.attrs, depth+1); err != nil {
+		for _, a := range x.Attrs { // attributes of a dict subclass: tensors only
+			if _, _, err := w.walk(a, depth+1); err != nil {
 				return nil, false, err
 			}
 		}
 		return meta, has, nil
-	case pklTuple:
+	case pickle.Tuple:
 		return w.sequence(x, depth)
-	case *pklList:
-		return w.sequence(x.items, depth)
-	case *pklSet:
-		return w.sequence(x.items, depth)
-	case *pklObject:
+	case *pickle.List:
+		return w.sequence(x.Items, depth)
+	case *pickle.Set:
+		return w.sequence(x.Items, depth)
+	case *pickle.Object:
 		return w.object(x, depth)
 	}
-	return ptMetaLeaf(v), true, nil
+	if b, ok := v.(*big.Int); ok {
+		s := w.bigString(b)
+		if err := w.meta(len(s)); err != nil {
+			return nil, false, err
+		}
+		return json.Number(s), true, nil
+	}
+	leaf, n := ptMetaLeaf(v)
+	if err := w.meta(n); err != nil {
+		return nil, false, err
+	}
+	return leaf, true, nil
+}
+
+// tensorState walks the Python attributes of tensor t for tensors only,
+// as NAME#state beside the tensor NAME.
+func (w *ptWalker) tensorState(t *torchTensor, depth int) error {
+	for _, st := range t.state {
+		if len(w.path) == 0 {
+			if _, _, err := w.child(st, w.base+"#state", depth); err != nil {
+				return err
+			}
+			continue
+		}
+		last, oldLen := w.path[len(w.path)-1], w.pathLen
+		w.path = w.path[:len(w.path)-1]
+		w.pathLen -= len(last)
+		if len(w.path) > 0 {
+			w.pathLen--
+		}
+		_, _, err := w.child(st, last+"#state", depth)
+		w.path, w.pathLen = append(w.path, last), oldLen
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // mapping walks named children; the metadata is a map of the children
@@ -167,6 +322,9 @@ func (w *ptWalker) mapping(children []ptChild, depth int) (any, bool, error) {
 			return nil, false, err
 		}
 		if has {
+			if err := w.meta(len(c.key)); err != nil {
+				return nil, false, err
+			}
 			meta[c.key] = m
 		}
 	}
@@ -204,51 +362,64 @@ func (w *ptWalker) sequence(items []any, depth int) (any, bool, error) {
 	return meta, true, nil
 }
 
-// object walks an opaque object: its dict entries (state and SETITEMS),
+// object walks an opaque object: its dict entries (states and SETITEMS),
 // list entries (APPENDS) and constructor arguments, all at the object's
-// own level.
-func (w *ptWalker) object(o *pklObject, depth int) (any, bool, error) {
-	var children []ptChild
-	addDict := func(d *pklDict) {
-		for i := range d.keys {
-			children = append(children, ptChild{ptKeyName(d.keys[i]), d.vals[i]})
+// own level, named distinctly.
+func (w *ptWalker) object(o *pickle.Object, depth int) (any, bool, error) {
+	var children ptChildren
+	addDict := func(d *pickle.Dict) {
+		for i := range d.Keys {
+			children.add(w.keyName(d.Keys[i]), d.Vals[i])
 		}
 	}
 	var rest []any // non-dict state, walked for tensors only
-	if o.items != nil {
-		addDict(o.items)
+	if o.Items != nil {
+		addDict(o.Items)
 	}
-	switch s := o.state.(type) {
+	switch k := o.Kwargs.(type) {
 	case nil:
-	case *pklDict:
-		addDict(s)
-	case pklTuple:
-		// (dict state, slots state) as object.__reduce_ex__ writes it.
-		if len(s) == 2 && ptDictOrNone(s[0]) && ptDictOrNone(s[1]) {
-			for _, x := range s {
-				if d, ok := x.(*pklDict); ok {
-					addDict(d)
+	case *pickle.Dict:
+		addDict(k)
+	default:
+		rest = append(rest, k)
+	}
+	if _, ok := o.Class.(*pickle.Global); !ok && o.Class != nil {
+		rest = append(rest, o.Class) // a callable value: walked for tensors
+	}
+	for _, st := range o.State {
+		switch s := st.(type) {
+		case nil:
+		case *pickle.Dict:
+			addDict(s)
+		case pickle.Tuple:
+			// (dict state, slots state) as object.__reduce_ex__ writes it.
+			if len(s) == 2 && ptDictOrNone(s[0]) && ptDictOrNone(s[1]) {
+				for _, x := range s {
+					if d, ok := x.(*pickle.Dict); ok {
+						addDict(d)
+					}
 				}
+			} else {
+				rest = append(rest, s)
 			}
-		} else {
+		default:
 			rest = append(rest, s)
 		}
-	default:
-		rest = append(rest, s)
 	}
-	for i, x := range o.list {
-		children = append(children, ptChild{strconv.Itoa(i), x})
+	for i, x := range o.List {
+		children.add(strconv.Itoa(i), x)
 	}
-	hasDict := len(children) > 0
-	for i, a := range o.args {
-		if _, ok := a.(*pklGlobal); ok {
+	hasDict := len(children.list) > 0
+	for i, a := range o.Args {
+		if _, ok := a.(*pickle.Global); ok {
 			continue
 		}
-		children = append(children, ptChild{strconv.Itoa(i), a})
+		children.add(strconv.Itoa(i), a)
 	}
+	list := children.done()
 	if !hasDict {
 		// No named state: walk for tensors, describe the object by repr.
-		for _, c := range children {
+		for _, c := range list {
 			if _, _, err := w.child(c.val, c.key, depth); err != nil {
 				return nil, false, err
 			}
@@ -258,9 +429,10 @@ func (w *ptWalker) object(o *pklObject, depth int) (any, bool, error) {
 				return nil, false, err
 			}
 		}
-		return pklRepr(o, 200), true, nil
+		s := pickle.Repr(o, 200)
+		return s, true, w.meta(len(s))
 	}
-	meta, has, err := w.mapping(children, depth)
+	meta, has, err := w.mapping(list, depth)
 	if err != nil {
 		return nil, false, err
 	}
@@ -271,38 +443,62 @@ func (w *ptWalker) object(o *pklObject, depth int) (any, bool, error) {
 	}
 	if m, ok := meta.(map[string]any); ok && has {
 		if _, taken := m["__class__"]; !taken {
-			m["__class__"] = pklRepr(o.class, 200)
+			s := pickle.Repr(o.Class, 200)
+			if err := w.meta(len(s)); err != nil {
+				return nil, false, err
+			}
+			m["__class__"] = s
 		}
 	}
 	return meta, has, nil
 }
 
 func ptDictOrNone(v any) bool {
-	_, ok := v.(*pklDict)
+	_, ok := v.(*pickle.Dict)
 	return ok || v == nil
 }
 
-// ptMetaLeaf is a non-container value as JSON-encodable metadata.
-func ptMetaLeaf(v any) any {
+// bigString is b in decimal, converted once per value: a 64 KiB integer
+// takes about 12 ms to print, and a shared one is reached by many paths.
+func (w *ptWalker) bigString(b *big.Int) string {
+	if s, ok := w.bigs[b]; ok {
+		return s
+	}
+	if w.bigs == nil {
+		w.bigs = map[*big.Int]string{}
+	}
+	s := b.String()
+	w.bigs[b] = s
+	return s
+}
+
+// ptMetaLeaf is a non-container value as JSON-encodable metadata, and
+// the bytes it renders to (roughly: strings as stored).
+func ptMetaLeaf(v any) (any, int) {
 	switch x := v.(type) {
-	case nil, bool, string, int64:
-		return x
+	case nil, bool, int64:
+		return x, 8
+	case string:
+		return x, len(x)
 	case float64:
 		switch {
 		case math.IsNaN(x):
-			return "NaN"
+			return "NaN", 8
 		case math.IsInf(x, 1):
-			return "Infinity"
+			return "Infinity", 8
 		case math.IsInf(x, -1):
-			return "-Infinity"
+			return "-Infinity", 8
 		}
-		return x
+		return x, 8
 	case *big.Int:
-		return json.Number(x.String())
-	case *pklGlobal:
-		return x.module + "." + x.name
+		s := x.String()
+		return json.Number(s), len(s)
+	case *pickle.Global:
+		s := x.Module + "." + x.Name
+		return s, len(s)
 	}
-	return pklRepr(v, 200)
+	s := pickle.Repr(v, 200)
+	return s, len(s)
 }
 
 // ptRowMajor reports whether strides are the row-major contiguous strides
@@ -323,14 +519,23 @@ func ptRowMajor(shape, strides []int64) bool {
 }
 
 // tensor checks t against its storage and the file, and records it.
-func (w *ptWalker) tensor(t *torchTensor, name string) error {
-	where := ptWhere(name)
+func (w *ptWalker) tensor(t *torchTensor) error {
 	if len(w.tensors) >= MaxTensors {
-		return ErrorAt(w.file, where, "more than %d tensors", MaxTensors)
+		return ErrorAt(w.file, "", "more than %d tensors", MaxTensors)
 	}
-	if len(name) > MaxNameLength {
-		return ErrorAt(w.file, "", "a tensor name is %d bytes long (at most %d)", len(name), MaxNameLength)
+	// Check the name's length and budget before building it.
+	nl := w.pathLen
+	if len(w.path) == 0 {
+		nl = len(w.base)
 	}
+	if nl > MaxNameLength {
+		return ErrorAt(w.file, "", "a tensor name is %d bytes long (at most %d)", nl, MaxNameLength)
+	}
+	if err := w.budget.NameBytes(int64(nl)); err != nil {
+		return ErrorAt(w.file, "", "%v", err)
+	}
+	name := w.name()
+	where := ptWhere(name)
 	es := t.dt.ElemSize()
 	if !t.dt.Valid() || es <= 0 {
 		return ErrorAt(w.file, where, "dtype %s is not supported", t.dtName)
@@ -373,9 +578,9 @@ func (w *ptWalker) tensor(t *torchTensor, name string) error {
 	return nil
 }
 
-// ptFinish sorts the walk's tensors, refuses duplicate names and returns
-// the Index.
-func ptFinish(file string, w *ptWalker, root any, format string) (*Index, error) {
+// ptFinish walks root, sorts the tensors and returns the Index.
+func ptFinish(w *ptWalker, root any, format string) (*Index, error) {
+	file := w.file
 	meta, has, err := w.walk(root, 0)
 	if err != nil {
 		return nil, err
@@ -389,6 +594,18 @@ func ptFinish(file string, w *ptWalker, root any, format string) (*Index, error)
 		}
 	}
 	ts := w.tensors
+	names := make([]string, len(ts))
+	for i := range ts {
+		names[i] = ts[i].Name
+	}
+	if ptDistinct(names) { // whole names, in walk order
+		for i := range ts {
+			if len(names[i]) > MaxNameLength {
+				return nil, ErrorAt(file, "", "a tensor name is %d bytes long (at most %d)", len(names[i]), MaxNameLength)
+			}
+			ts[i].Name = names[i]
+		}
+	}
 	if name, dup := ptSortTensors(ts); dup {
 		return nil, ErrorAt(file, ptWhere(name), "two tensors have this name")
 	}

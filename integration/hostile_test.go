@@ -241,6 +241,12 @@ func hPkTensor(storage, key string, numel, offset int64, shape, strides []int64,
 		[]byte{'R'})
 }
 
+// hPkFanout pickles v, then n times (x, x) of the value before: one
+// value reached by 2^n paths, in 2n bytes more.
+func hPkFanout(v []byte, n int) []byte {
+	return hCat(v, bytes.Repeat([]byte{'2', 0x86}, n))
+}
+
 // hPkDict pickles {k: v, ...} from raw pickled keys and values.
 func hPkDict(kv ...[]byte) []byte {
 	return hCat([]byte{0x80, 2, '}', '('}, hCat(kv...), []byte("u."))
@@ -421,8 +427,6 @@ func hostileCorpus(t *testing.T) []hostileFile {
 	add("negative offset", "pt-negative-offset.pt", hTorchZip(t, hPkDict(hPkStr("w"), hPkTensor("FloatStorage", "0", 4, -2, []int64{2}, []int64{1}, false)), hMember{"0", f32x4}), "storage offset -2")
 	add("overlap", "pt-storage-twice.pt", hTorchZip(t, hPkDict(hPkStr("a"), hPkTensor("FloatStorage", "0", 4, 0, []int64{4}, []int64{1}, false),
 		hPkStr("b"), hPkTensor("LongStorage", "0", 2, 0, []int64{2}, []int64{1}, false)), hMember{"0", f32x4}), "declared twice")
-	add("duplicate name", "pt-duplicate.pt", hTorchZip(t, hPkDict(hPkInt(1), hPkTensor("FloatStorage", "0", 4, 0, []int64{4}, []int64{1}, false),
-		hPkStr("1"), hPkTensor("FloatStorage", "0", 4, 0, []int64{4}, []int64{1}, false)), hMember{"0", f32x4}), "two tensors have this name")
 	add("duplicate name", "pt-duplicate-member.pt", hZip(t, hMember{"archive/data.pkl", hTorchValidPickle()}, hMember{"archive/data/0", f32x4}, hMember{"archive/data/0", f32x4}), "appears twice")
 	add("unknown dtype", "pt-storage-class.pt", hTorchZip(t, hPkDict(hPkStr("w"), hPkTensor("QInt8Storage", "0", 4, 0, []int64{4}, []int64{1}, false)), hMember{"0", f32x4}), "QInt8Storage is not supported")
 	add("unknown type code", "pt-opcode.pt", hTorchZip(t, []byte("\x80\x02\xff.")), "unknown pickle opcode")
@@ -431,6 +435,18 @@ func hostileCorpus(t *testing.T) []hostileFile {
 	add("deep nesting", "pt-deep-marks.pt", hTorchZip(t, hCat([]byte{0x80, 2}, bytes.Repeat([]byte{'('}, 100000), []byte{'.'})), "deeper than 256")
 	add("deep nesting", "pt-deep-lists.pt", hTorchZip(t, hCat([]byte{0x80, 2}, bytes.Repeat([]byte{']'}, 50000), bytes.Repeat([]byte{'a'}, 49999), []byte{'.'})), "deeper than 256")
 	add("deep nesting", "pt-deep-dicts.pt", hTorchZip(t, hCat([]byte{0x80, 2}, bytes.Repeat(hCat([]byte{'}'}, hPkStr("k")), 20000), bytes.Repeat([]byte{'}', 's'}, 1), bytes.Repeat([]byte{'s'}, 19999), []byte{'.'})), "deeper than 256")
+	// Shared references: a few bytes standing for 2^19 paths, or for one
+	// big value many times. Refused by the walk's budgets, which follow the
+	// pickle's size (internal/pickle/budget.go), naming the limit.
+	w4 := hPkTensor("FloatStorage", "0", 4, 0, []int64{4}, []int64{1}, false)
+	add("shared-reference fan-out", "pt-fanout-tensor.pt", hTorchZip(t, hCat([]byte{0x80, 2}, hPkFanout(w4, 19), []byte{'.'}), hMember{"0", f32x4}), "shared references multiply")
+	add("shared-reference fan-out", "pt-fanout-long-key.pt", hTorchZip(t, hPkDict(hPkStr(strings.Repeat("k", 60<<10)), hPkFanout(w4, 19)), hMember{"0", f32x4}), "pickle.MaxNameBytes")
+	add("shared-reference fan-out", "pt-fanout-meta-string.pt", hTorchZip(t, hCat([]byte{0x80, 2, ']', '('}, hPkStr(strings.Repeat("m", 1<<20)),
+		bytes.Repeat([]byte{'2'}, 9999), []byte("e."))), "pickle.MaxMetaBytes")
+	add("shared-reference fan-out", "pt-shared-key.pt", hTorchZip(t, hCat([]byte{0x80, 2, ']', '(', '}'}, hPkStr(strings.Repeat("k", 15<<20)), []byte("q\x00K\x01s"),
+		bytes.Repeat([]byte("}h\x00K\x01s"), 1999), []byte("e."))), "pickle.MaxMetaBytes")
+	add("shared-reference fan-out", "pt-copy-list.pt", hTorchZip(t, hCat([]byte{0x80, 2}, hPkGlobal("builtins", "list"), []byte("q\x01]q\x00("),
+		bytes.Repeat([]byte{'N'}, 100_000), []byte("e0"), bytes.Repeat([]byte("h\x01h\x00\x85R0"), 100_000), []byte("N."))), "pickle.MaxWork")
 	pt := hTorchZip(t, hTorchValidPickle(), hMember{"0", f32x4})
 	add("length past the file", "pt-member-size.pt", hPatchCentral(pt, "archive/data/0", func(h []byte) {
 		binary.LittleEndian.PutUint32(h[20:], 0x7ffffff0)

@@ -30,6 +30,17 @@
 // 64 bytes, then the tensor in its own dtype where NumPy has one, else in
 // float32 (NPYDType).
 //
+// NewExport(idx, srcs, to) is the whole checkpoint as one safetensors
+// file (export.go): the header computed once (exact names, the dtype and
+// shape ExportForm gives each tensor, data_offsets with no holes,
+// __metadata__ with the source's string metadata and where it came
+// from), the data ordered widest element first, then by name, so each
+// tensor is naturally aligned, and served by range through the Readers
+// New builds (stored bytes, gathered strided tensors, conversions,
+// dequantization). ExportSize sizes it without building readers; Segment
+// says which ranges are plain ranges of a backing file (to splice or
+// copy_file_range). Same index and sources, same bytes.
+//
 // Size(t, src, to) and NPYSize(t, src) return the size of the reader New
 // or NewNPY would return, or the error they would fail with, without
 // building it or allocating: New is Size's checks followed by construction

@@ -113,8 +113,14 @@ func runMount(args []string) error {
 		return err
 	}
 	defer ckpt.close()
+	// A model directory's config and tokenizer files, for .safetensors/.
+	exportFiles, err := fs.ModelDirFiles(source, ckpt.idx)
+	if err != nil {
+		return err
+	}
+	defer fs.CloseExportFiles(exportFiles)
 	logger := log.New(os.Stderr, "tensorfs: ", 0)
-	root, err := fs.NewRoot(ckpt.idx, ckpt.sources, fs.Options{View: view, NoSplice: *noSplice, DirectIO: *directIO, KeepBackingCache: *keepCache, NoPassthrough: *noPassthrough, Logger: logger})
+	root, err := fs.NewRoot(ckpt.idx, ckpt.sources, fs.Options{View: view, NoSplice: *noSplice, DirectIO: *directIO, KeepBackingCache: *keepCache, NoPassthrough: *noPassthrough, Logger: logger, ExportFiles: exportFiles})
 	if err != nil {
 		return fmt.Errorf("%s: %v", source, err)
 	}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+
+	"github.com/lazyweights/tensorfs/client"
+	"github.com/lazyweights/tensorfs/dtype"
+)
+
+const convertAbout = `
+Writes SOURCE as one safetensors file OUT: exactly the bytes a mount of
+SOURCE serves as .safetensors/model.safetensors (with --dtype, the
+converted view's .DT/.safetensors/model.safetensors). Every tensor is under
+its exact name, in its stored dtype where safetensors has one, as F32 for
+GGUF quantized types; with --dtype, float and quantized tensors are
+converted to DT and the others kept as stored.
+
+Memory stays bounded (a few chunk buffers, whatever the checkpoint's
+size). OUT is written to a temporary file in its directory, synced and
+renamed into place, so OUT is either absent or complete: an existing OUT
+is refused without --force, and an interrupted convert (SIGINT, SIGTERM)
+leaves nothing behind. On a terminal a progress bar shows bytes, rate and
+time left; a summary line follows (bytes, time, throughput, peak memory).`
+
+func runConvert(args []string) error {
+	f := newFlags("convert", "[--dtype DT] [--force] [--quiet] SOURCE OUT", convertAbout)
+	dtFlag := f.String("dtype", "", "convert float and quantized tensors to `DT` (f32, f16, bf16 or f64); others are written as stored")
+	force := f.Bool("force", false, "overwrite OUT if it exists")
+	quiet := f.Bool("quiet", false, "no progress bar and no summary line")
+	if err := f.parse(args, 2, 2); err != nil {
+		return err
+	}
+	var to dtype.DType
+	if *dtFlag != "" {
+		dt, err := dtype.ParseView(*dtFlag)
+		if err != nil {
+			return usagef("convert: --dtype: %v", err)
+		}
+		to = dt
+	}
+	source, out := f.Arg(0), f.Arg(1)
+	if st, err := os.Stat(out); err == nil {
+		if st.IsDir() {
+			return fmt.Errorf("%s: is a directory (OUT is the file to write)", out)
+		}
+		if !*force {
+			return fmt.Errorf("%s: already exists (use --force to overwrite it)", out)
+		}
+	}
+
+	ck, err := client.Open(source)
+	if err != nil {
+		return err
+	}
+	defer ck.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	tmp, err := newTempOut(out)
+	if err != nil {
+		return err
+	}
+	defer tmp.discard() // nothing after a successful commit
+
+	var bar *progressbar.ProgressBar
+	opts := client.SafetensorsOptions{DType: to}
+	if !*quiet && term.IsTerminal(int(os.Stderr.Fd())) {
+		opts.Progress = func(done, total int64) {
+			if bar == nil {
+				bar = progressbar.NewOptions64(total,
+					progressbar.OptionSetWriter(os.Stderr),
+					progressbar.OptionSetDescription(filepath.Base(out)),
+					progressbar.OptionShowBytes(true),
+					progressbar.OptionSetPredictTime(true),
+					progressbar.OptionSetElapsedTime(true),
+					progressbar.OptionSetWidth(30),
+					progressbar.OptionThrottle(100*time.Millisecond),
+					progressbar.OptionUseANSICodes(true),
+				)
+			}
+			bar.Set64(done)
+		}
+	}
+	mem := startLoadMemSampler(10 * time.Millisecond)
+	start := time.Now()
+	n, err := ck.WriteSafetensors(ctx, tmp.f, opts)
+	if err == nil {
+		err = tmp.commit(*force)
+	}
+	elapsed := time.Since(start)
+	peakAnon, hwm := mem.stop()
+	if bar != nil {
+		bar.Finish()
+		bar.Clear()
+		fmt.Fprint(os.Stderr, "\r")
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: interrupted after %d bytes; nothing written", out, n)
+		}
+		return fmt.Errorf("%s: %w", out, err)
+	}
+	if !*quiet {
+		fmt.Fprintf(os.Stderr, "wrote %s: %d bytes (%s) in %.3f s, %.2f GB/s, peak memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
+			out, n, loadHumanBytes(n), elapsed.Seconds(), float64(n)/elapsed.Seconds()/1e9, loadHumanBytes(peakAnon), loadHumanBytes(hwm))
+	}
+	return nil
+}
+
+// tempOut is the file convert writes before it becomes OUT: an unnamed
+// O_TMPFILE in OUT's directory where the filesystem has them (nothing is
+// left behind even if the process is killed), else a hidden temporary
+// file there, removed on every failure.
+type tempOut struct {
+	f     *os.File
+	out   string
+	name  string // the named temporary file; "" for O_TMPFILE
+	fd    int    // the O_TMPFILE descriptor, or -1
+	final bool   // committed: leave everything
+}
+
+func newTempOut(out string) (*tempOut, error) {
+	dir := filepath.Dir(out)
+	if fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644); err == nil {
+		return &tempOut{f: os.NewFile(uintptr(fd), out), out: out, fd: fd}, nil
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(out)+".tensorfs-*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return &tempOut{f: f, out: out, name: f.Name(), fd: -1}, nil
+}
+
+// commit syncs the file and gives it OUT's name: without force only if
+// OUT does not exist (link fails then), with force replacing it.
+func (t *tempOut) commit(force bool) error {
+	if err := t.f.Sync(); err != nil {
+		return err
+	}
+	if t.fd >= 0 {
+		proc := "/proc/self/fd/" + strconv.Itoa(t.fd)
+		target := t.out
+		if force {
+			target = filepath.Join(filepath.Dir(t.out), fmt.Sprintf(".%s.tensorfs-%d.tmp", filepath.Base(t.out), os.Getpid()))
+			os.Remove(target)
+		}
+		if err := unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, target, unix.AT_SYMLINK_FOLLOW); err != nil {
+			return linkError(t.out, err)
+		}
+		if force {
+			if err := os.Rename(target, t.out); err != nil {
+				os.Remove(target)
+				return err
+			}
+		}
+	} else if force {
+		if err := os.Rename(t.name, t.out); err != nil {
+			return err
+		}
+	} else {
+		if err := os.Link(t.name, t.out); err != nil {
+			return linkError(t.out, err)
+		}
+		os.Remove(t.name)
+	}
+	t.final = true
+	t.f.Close()
+	syncDir(filepath.Dir(t.out))
+	return nil
+}
+
+func linkError(out string, err error) error {
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("appeared while converting; not overwritten (use --force)")
+	}
+	return fmt.Errorf("cannot create it: %w", err)
+}
+
+// discard removes the temporary file unless it was committed.
+func (t *tempOut) discard() {
+	if t.final {
+		return
+	}
+	t.f.Close()
+	if t.name != "" {
+		os.Remove(t.name)
+	}
+}
+
+// syncDir makes a rename or link in dir durable.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}

@@ -1,0 +1,127 @@
+package fs
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/view"
+)
+
+// readEntry reads a whole file of the tree through Root.read in pieces of
+// step bytes, as the kernel would.
+func readEntry(t *testing.T, r *Root, e *entry, step int) []byte {
+	t.Helper()
+	var out []byte
+	buf := make([]byte, step)
+	for off := int64(0); off < e.file.size; {
+		res, errno := r.read(e, buf, off)
+		if errno != 0 {
+			t.Fatalf("%s: read at %d: %v", e.name, off, errno)
+		}
+		b, _ := res.Bytes(buf)
+		if len(b) == 0 {
+			t.Fatalf("%s: empty read at %d of %d", e.name, off, e.file.size)
+		}
+		out = append(out, b...)
+		off += int64(len(b))
+	}
+	return out
+}
+
+// TestExportTree: .safetensors/ sits in the top level and in each view
+// (and .native/ with a converted top level), holding the export of that
+// tree in its dtype and the model directory's other files; reads at any
+// step give view.Export's bytes.
+func TestExportTree(t *testing.T) {
+	idx, src := fixture(t, basicSpecs)
+	extra := &memSource{name: "config.json", data: []byte(`{"model_type": "llama"}`)}
+	files := []ExportFile{{Name: "config.json", Src: extra}, {Name: "tokenizer.json", Src: &memSource{data: []byte("{}")}}}
+	for _, view0 := range []dtype.DType{dtype.Invalid, dtype.F16} {
+		r := newRoot(t, idx, src, Options{View: view0, ExportFiles: files})
+		dirs := map[string]dtype.DType{".safetensors": view0, ".f32/.safetensors": dtype.F32, ".f16/.safetensors": dtype.F16, ".bf16/.safetensors": dtype.BF16, ".f64/.safetensors": dtype.F64}
+		if view0 != dtype.Invalid {
+			dirs[".native/.safetensors"] = dtype.Invalid
+		}
+		for dir, dt := range dirs {
+			d := r.lookupPath(dir)
+			if d == nil || !d.isDir() {
+				t.Fatalf("view %v: no %s/", view0, dir)
+			}
+			if got := strings.Join(names(d), ","); got != "config.json,model.safetensors,tokenizer.json" {
+				t.Errorf("%s/: %s", dir, got)
+			}
+			x, err := view.NewExport(idx, []backing.Source{src}, dt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([]byte, x.Size())
+			x.ReadAt(want, 0)
+			e := d.child("model.safetensors")
+			for _, step := range []int{7, 4096} {
+				if got := readEntry(t, r, e, step); !bytes.Equal(got, want) {
+					t.Errorf("%s/model.safetensors (reads of %d) differs from the export", dir, step)
+				}
+			}
+			if got := readEntry(t, r, d.child("config.json"), 5); !bytes.Equal(got, extra.data) {
+				t.Errorf("%s/config.json = %q", dir, got)
+			}
+		}
+		// The views' directories count .safetensors as a subdirectory.
+		if d := r.lookupPath(".f32"); d.dir.nsubdirs != 2 { // model/, .safetensors/
+			t.Errorf(".f32 has %d subdirectories", d.dir.nsubdirs)
+		}
+	}
+}
+
+// TestModelDirFiles: a model directory's other regular files go beside
+// model.safetensors; its checkpoint files, weight maps and
+// subdirectories do not.
+func TestModelDirFiles(t *testing.T) {
+	dir := t.TempDir()
+	st := filepath.Join(dir, "model-00001-of-00001.safetensors")
+	write := func(name string, data []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A minimal safetensors file (the source) and a stray checkpoint.
+	hdr := []byte(`{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`)
+	for len(hdr)%8 != 0 {
+		hdr = append(hdr, ' ')
+	}
+	stBytes := append(append([]byte{byte(len(hdr)), 0, 0, 0, 0, 0, 0, 0}, hdr...), 0, 0, 128, 63)
+	write(filepath.Base(st), stBytes)
+	write("stray.safetensors", stBytes)
+	write("model.safetensors.index.json", []byte(`{"weight_map":{"w":"model-00001-of-00001.safetensors"}}`))
+	write("config.json", []byte(`{}`))
+	write("tokenizer.model", []byte("spm"))
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	os.Symlink("config.json", filepath.Join(dir, "link.json"))
+	os.Symlink("missing", filepath.Join(dir, "dangling"))
+	idx := &index.Index{Sources: []string{st}}
+	for _, source := range []string{dir, filepath.Join(dir, "model.safetensors.index.json"), st} {
+		files, err := ModelDirFiles(source, idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range files {
+			got = append(got, f.Name)
+		}
+		CloseExportFiles(files)
+		want := []string{"config.json", "link.json", "tokenizer.model"}
+		if source == st {
+			want = nil
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("ModelDirFiles(%s) = %v, want %v", filepath.Base(source), got, want)
+		}
+	}
+}
