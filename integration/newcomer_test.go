@@ -81,6 +81,7 @@ func TestDeadMountMessages(t *testing.T) {
 		{"ls", m.Path("w")},
 		{"cat", m.Dir, "w"},
 		{"load", m.Path(".tensorfs/index.json")},
+		{"convert", m.Dir, filepath.Join(t.TempDir(), "out.safetensors")},
 	} {
 		r := runTensorfs(t, args...)
 		checkOneLineError(t, r, 1, "dead tensorfs mount", "tensorfs umount "+m.Dir+"`")

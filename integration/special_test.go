@@ -79,7 +79,7 @@ func hMakeSpecial(t *testing.T, p string, h hostileFile) string {
 	return filepath.Join(p, h.source)
 }
 
-// TestSpecialFilesClient runs cat and load (the Go client) on the special
+// TestSpecialFilesClient runs cat, load and convert (the Go client) on the special
 // files of the corpus, and load on a directory that looks like a mount
 // but whose index is a named pipe: each must exit 1 with one line, within
 // the hostile deadline.
@@ -98,8 +98,9 @@ func TestSpecialFilesClient(t *testing.T) {
 		}
 		os.MkdirAll(filepath.Join(p, ".tensorfs"), 0o755)
 		src := hMakeSpecial(t, p, h)
-		for _, args := range [][]string{{"load", "--quiet", src}, {"cat", src, "w"}} {
-			if h.name == "special-fake-mount" && args[0] == "cat" {
+		out := filepath.Join(dir, h.name+".out.safetensors")
+		for _, args := range [][]string{{"load", "--quiet", src}, {"cat", src, "w"}, {"convert", src, out}} {
+			if h.name == "special-fake-mount" && args[0] != "load" {
 				continue
 			}
 			r := hRun(t, "", 0, args...)
