@@ -355,7 +355,8 @@ commands:
 	}
 	prog := invocation()
 	fmt.Fprintf(&b, `
-Run "%[1]s COMMAND -h" for a command's flags. First steps:
+Run "%[1]s COMMAND -h" for a command's flags; flags may come before or
+after the arguments, and "--" ends them. First steps:
   %[1]s demo                                # see a mount in action
   %[1]s mount model.safetensors /mnt/model  # serve until Ctrl-C or umount
 `, prog)
