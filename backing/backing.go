@@ -198,10 +198,10 @@ type file struct {
 	closed bool // GUARDED_BY(mu)
 }
 
-// openFile opens path with extra open flags and checks it is a regular
-// file.
+// openFile opens path with extra open flags; it must be a regular file
+// (OpenRegular: special files are refused without blocking).
 func openFile(path string, flags int) (*file, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|flags, 0)
+	f, err := OpenRegular(path, flags)
 	if err != nil {
 		return nil, err
 	}
@@ -209,14 +209,6 @@ func openFile(path string, flags int) (*file, error) {
 	if err != nil {
 		f.Close()
 		return nil, err
-	}
-	if st.IsDir() {
-		f.Close()
-		return nil, fmt.Errorf("backing: %s: is a directory", path)
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("backing: %s: not a regular file (%v)", path, st.Mode().Type())
 	}
 	return &file{name: path, f: f, fd: int(f.Fd()), size: st.Size()}, nil
 }

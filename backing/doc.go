@@ -13,6 +13,12 @@
 //
 // # Invariants
 //
+//   - Only regular files are opened (OpenRegular, which Open uses): a
+//     path that is, or links to, a named pipe, a device, a socket or a
+//     directory is refused with ErrNotRegular before it is opened, and
+//     the open itself is O_NONBLOCK (cleared after an fstat confirms a
+//     regular file), so no open ever blocks or has a device's side
+//     effect.
 //   - Reads are clamped first: off < 0 is an error, off >= Size() gives
 //     0, io.EOF, a read running past Size() gives the bytes up to Size()
 //     and io.EOF. A read never touches memory outside the file's range.

@@ -296,10 +296,27 @@ var ErrNoTensor = errors.New("client: no such tensor")
 // without a dequantizer).
 var ErrNotConvertible = errors.New("client: tensor has no view in that dtype")
 
-// Convertible reports whether t can be read converted to dtype to. Every
-// tensor "converts" to dtype.Invalid and to its own dtype (both mean its
-// native bytes).
-func (c *Checkpoint) Convertible(t TensorInfo, to dtype.DType) bool {
+// AsStored, given where a dtype is asked for (OpenTensor, Convertible,
+// StreamOptions.DType), means the tensor's bytes as stored in the
+// checkpoint, unconverted. It is dtype.Invalid under a name that says
+// what it means here.
+const AsStored = dtype.Invalid
+
+// Convertible reports whether the tensor called name can be read
+// converted to dtype to: always for AsStored and for its own dtype (both
+// mean its stored bytes); for F64, F32, F16 and BF16 when it has a view in
+// that dtype (floats and quantized types, not integers or bool). It is
+// false for a name the checkpoint does not have. Like OpenTensor and
+// ReadFloat32, it takes the tensor's name.
+func (c *Checkpoint) Convertible(name string, to dtype.DType) bool {
+	i, ok := c.byName[name]
+	if !ok {
+		return false
+	}
+	return c.convertible(c.tensors[i], to)
+}
+
+func (c *Checkpoint) convertible(t TensorInfo, to dtype.DType) bool {
 	if native(t, to) {
 		return true
 	}
@@ -313,10 +330,10 @@ func (c *Checkpoint) Convertible(t TensorInfo, to dtype.DType) bool {
 	return view.Convertible(&c.idx.Tensors[t.Index], to)
 }
 
-func native(t TensorInfo, to dtype.DType) bool { return to == dtype.Invalid || to == t.DType }
+func native(t TensorInfo, to dtype.DType) bool { return to == AsStored || to == t.DType }
 
 // OpenTensor returns a reader of the tensor called name, converted to to
-// (dtype.Invalid or the stored dtype: the native bytes). Close it when
+// (AsStored or the stored dtype: the native bytes). Close it when
 // done; for a checkpoint opened directly Close releases nothing, for a
 // mount it closes the tensor's file.
 func (c *Checkpoint) OpenTensor(name string, to dtype.DType) (*TensorReader, error) {
@@ -339,7 +356,7 @@ func (c *Checkpoint) openTensor(t TensorInfo, to dtype.DType) (*TensorReader, er
 	}
 	r := &TensorReader{ck: c, info: t, dtype: to}
 	if c.mount != "" {
-		f, err := os.Open(c.mountPath(t, to))
+		f, err := backing.OpenRegular(c.mountPath(t, to), 0)
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) && !native(t, to) {
 				err = fmt.Errorf("%w: no %s view of %s", ErrNotConvertible, to, t.DType)

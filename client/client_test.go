@@ -139,7 +139,7 @@ func TestOpenTensorErrors(t *testing.T) {
 		}
 	}
 	ti, _ := c.Tensor("b.one")
-	if !c.Convertible(ti, dtype.Invalid) || !c.Convertible(ti, dtype.U8) || c.Convertible(ti, dtype.F32) {
+	if !c.Convertible(ti.Name, AsStored) || !c.Convertible(ti.Name, dtype.U8) || c.Convertible(ti.Name, dtype.F32) || c.Convertible("missing", AsStored) {
 		t.Errorf("Convertible wrong for U8")
 	}
 	// A read error is a one-line *TensorError naming the tensor.

@@ -23,10 +23,19 @@
 //
 // # Reading one tensor
 //
+// Every method about one tensor takes its name, as Tensors lists it:
+// Tensor, Convertible, OpenTensor and ReadFloat32. Where a dtype is asked
+// for, AsStored means the bytes as stored, unconverted.
+//
+// ReadFloat32 is the common case in one call: the tensor's values as a
+// []float32, converted where it is not F32, refused (ErrTooLarge) past
+// MaxReadValues bytes so that one call cannot take unbounded memory.
+//
 // OpenTensor returns a TensorReader, an io.ReaderAt, io.Reader and
 // io.Seeker over the tensor's bytes in row-major order, little-endian,
-// either as stored (dtype.Invalid) or converted to F64, F32, F16 or BF16
-// (round to nearest even; NaN and Inf kept). Reads at any offset return
+// either as stored (AsStored) or converted to F64, F32, F16 or BF16
+// (round to nearest even; NaN and Inf kept); Convertible says beforehand
+// whether a tensor has a view in a dtype. Reads at any offset return
 // exactly the bytes a read of the whole tensor would have there.
 //
 // # Streaming a checkpoint

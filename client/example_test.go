@@ -159,3 +159,26 @@ func ExampleCheckpoint_Stream() {
 	// 7f7746b005589f4b  weight
 	// buffers: 8 bytes
 }
+
+// Read a tensor's values as float32 in one call (converted from F16
+// here), and check what can be converted. Tensors are named by name in
+// every method: Tensor, OpenTensor, Convertible, ReadFloat32.
+func ExampleCheckpoint_ReadFloat32() {
+	path := exampleCheckpoint()
+	defer os.RemoveAll(filepath.Dir(path))
+	ck, err := client.Open(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ck.Close()
+
+	w, err := ck.ReadFloat32("weight")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(w)
+	fmt.Println(ck.Convertible("step", dtype.F32), ck.Convertible("step", client.AsStored))
+	// Output:
+	// [1 2 -3 0.5]
+	// false true
+}

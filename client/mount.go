@@ -2,11 +2,12 @@ package client
 
 import (
 	"errors"
-	"os"
+	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
 )
@@ -16,7 +17,14 @@ import (
 // tensor files.
 func openMount(mount string) (*Checkpoint, error) {
 	ipath := filepath.Join(mount, MountIndexPath)
-	data, err := os.ReadFile(ipath)
+	// Not os.ReadFile: a directory that only looks like a mount may hold
+	// a named pipe there, which must not hang Open.
+	f, err := backing.OpenRegular(ipath, 0)
+	if err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(f)
+	f.Close()
 	if err != nil {
 		return nil, err
 	}

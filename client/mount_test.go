@@ -190,8 +190,20 @@ func testOpenMount(t *testing.T, view bool) {
 	if _, err := c.OpenTensor("ids", dtype.F32); !errors.Is(err, ErrNotConvertible) {
 		t.Errorf("ids as F32: %v, want ErrNotConvertible", err)
 	}
-	if !c.Convertible(w, dtype.F32) || c.Convertible(ts[1], dtype.F32) || c.Convertible(w, dtype.BF16) {
+	if !c.Convertible(w.Name, dtype.F32) || c.Convertible(ts[1].Name, dtype.F32) || c.Convertible(w.Name, dtype.BF16) {
 		t.Errorf("Convertible wrong on a mount")
+	}
+	vals, err := c.ReadFloat32("w")
+	if err != nil || len(vals)*4 != len(m.f32["w"]) {
+		t.Fatalf("ReadFloat32(w) on a mount: %d values, %v", len(vals), err)
+	}
+	for i, v := range vals {
+		if math.Float32bits(v) != binary.LittleEndian.Uint32(m.f32["w"][4*i:]) {
+			t.Errorf("ReadFloat32(w)[%d] = %v, want the .f32 file's value", i, v)
+		}
+	}
+	if _, err := c.ReadFloat32("ids"); !errors.Is(err, ErrNotConvertible) {
+		t.Errorf("ReadFloat32(ids) on a mount: %v, want ErrNotConvertible", err)
 	}
 }
 

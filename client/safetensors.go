@@ -33,13 +33,13 @@ const ExportPath = ".safetensors/model.safetensors"
 
 // Safetensors returns the checkpoint as one safetensors file, in view
 // dtype to (F64, F32, F16, BF16: every tensor with a view in it
-// converted, the others as stored) or, with dtype.Invalid, as stored
+// converted, the others as stored) or, with AsStored, as stored
 // (quantized GGUF tensors as F32). For a checkpoint opened directly it is
 // computed from the index (view.Export) and read by range, holding no
 // more memory than its header; for a mount it is the mount's
 // .safetensors/model.safetensors file. Either way the bytes are the same.
 func (c *Checkpoint) Safetensors(to dtype.DType) (SafetensorsFile, error) {
-	if to != dtype.Invalid && !to.IsFloatView() {
+	if to != AsStored && !to.IsFloatView() {
 		return nil, fmt.Errorf("%s: %w: %s is not a view dtype (want F64, F32, F16 or BF16)", c.path, ErrNotConvertible, to)
 	}
 	if c.closed {
@@ -47,10 +47,10 @@ func (c *Checkpoint) Safetensors(to dtype.DType) (SafetensorsFile, error) {
 	}
 	if c.mount != "" {
 		dir := filepath.Join(c.mount, c.nativeDir)
-		if to != dtype.Invalid {
+		if to != AsStored {
 			dir = filepath.Join(c.mount, "."+strings.ToLower(to.Name()))
 		}
-		f, err := os.Open(filepath.Join(dir, filepath.FromSlash(ExportPath)))
+		f, err := backing.OpenRegular(filepath.Join(dir, filepath.FromSlash(ExportPath)), 0)
 		if err != nil {
 			return nil, err
 		}

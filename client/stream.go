@@ -70,7 +70,7 @@ type StreamOptions struct {
 	ChunkSize int
 	// DType converts every tensor that has a view in it (F64, F32, F16,
 	// BF16). Tensors without one (integers, bool, complex) are delivered
-	// in their stored dtype; Sink.Begin says which. dtype.Invalid
+	// in their stored dtype; Sink.Begin says which. AsStored
 	// delivers every tensor as stored. Any other dtype is refused
 	// (ErrNotConvertible) before anything is read.
 	DType dtype.DType
@@ -183,8 +183,8 @@ func (c *Checkpoint) streamOne(ctx context.Context, sink Sink, pool *pool, t Ten
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
-	if to != dtype.Invalid && !c.Convertible(t, to) {
-		to = dtype.Invalid
+	if to != AsStored && !c.convertible(t, to) {
+		to = AsStored
 	}
 	r, err := c.openTensor(t, to)
 	if err != nil {

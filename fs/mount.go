@@ -48,6 +48,56 @@ type MountOptions struct {
 
 	// Logger receives diagnostics; nil means the Root's logger.
 	Logger *log.Logger
+
+	// Source names what is mounted (the checkpoint's path) in the mount
+	// table: the source field of /proc/self/mountinfo, as mount(8) and
+	// df show it. "" means "tensorfs". Commas, backslashes and control
+	// characters are replaced by '?' (they would break the option
+	// string that fusermount3 parses).
+	Source string
+}
+
+// FSType is the file system type of a tensorfs mount in
+// /proc/self/mountinfo: FUSE with subtype "tensorfs".
+const FSType = "fuse.tensorfs"
+
+// mountSource returns the mount table's source field for source.
+func mountSource(source string) string {
+	if source == "" {
+		return "tensorfs"
+	}
+	return strings.Map(func(r rune) rune {
+		if r == ',' || r == '\\' || r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, source)
+}
+
+// MountInfo is what the mount table says of one mount point.
+type MountInfo struct {
+	Dir    string // the mount point, absolute, links resolved
+	FSType string // "fuse.tensorfs" (FSType), "fuse.sshfs", "ext4"...
+	Source string // what is mounted: for tensorfs, the checkpoint's path
+	FUSE   bool   // a FUSE file system
+	Dead   bool   // a FUSE mount whose server has gone (killed)
+}
+
+// Tensorfs reports whether the mount is a tensorfs mount.
+func (m MountInfo) Tensorfs() bool { return m.FSType == FSType }
+
+// FindMount returns the topmost mount whose mount point is path, from
+// /proc/self/mountinfo; ok is false when path is not a mount point. It
+// works on a dead mount (for FUSE it asks statfs whether the server is
+// there) and never reads inside the mount.
+func FindMount(path string) (m MountInfo, ok bool) {
+	e, ok := findMount(path)
+	if !ok {
+		return MountInfo{}, false
+	}
+	m = MountInfo{Dir: e.dir, FSType: e.fstype, Source: e.source, FUSE: isFUSE(e)}
+	m.Dead = m.FUSE && deadMount(e.dir)
+	return m, true
 }
 
 const (
@@ -151,7 +201,7 @@ func Mount(mountpoint string, root *Root, mopts MountOptions) (*fuse.Server, err
 		MaxBackground: mopts.MaxBackground,
 		MaxWrite:      maxWrite,
 		MaxReadAhead:  maxWrite,
-		FsName:        "tensorfs",
+		FsName:        mountSource(mopts.Source),
 		Name:          "tensorfs",
 		Debug:         mopts.Debug,
 		Logger:        logger,
@@ -331,7 +381,11 @@ func CheckMountpoint(path string) error {
 		if deadMount(path) {
 			return fmt.Errorf("%s is a dead FUSE mount (transport endpoint is not connected: its server was killed); clear it with `tensorfs umount %s`", path, path)
 		}
-		return fmt.Errorf("%s is already a live %s mount (of %s); unmount it first with `tensorfs umount %s`", path, m.fstype, m.source, path)
+		what := m.fstype + " mount"
+		if m.fstype == FSType {
+			what = "tensorfs mount"
+		}
+		return fmt.Errorf("%s is already a live %s of %s; unmount it first with `tensorfs umount %s`", path, what, m.source, path)
 	}
 	return nil
 }

@@ -2,7 +2,10 @@ package index
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"strconv"
+	"strings"
 )
 
 // File is what parsers read: a random-access file of known size.
@@ -60,10 +63,38 @@ func ParseFile(f File) (*Index, error) {
 	}
 	head = head[:n]
 	fm, ok := Detect(head)
+	if !ok && IsLFSPointer(head) {
+		return nil, &FormatError{File: f.Name(), Offset: -1, Msg: describeLFSPointer(f)}
+	}
 	if !ok {
 		return nil, &FormatError{File: f.Name(), Offset: -1, Msg: "not a checkpoint tensorfs knows (want safetensors, PyTorch, GGUF, .npy or .npz)" + describeHead(head)}
 	}
 	return fm.Parse(f)
+}
+
+// lfsPrefix begins every Git LFS pointer file
+// (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md).
+const lfsPrefix = "version https://git-lfs.github.com/spec/"
+
+// IsLFSPointer reports whether head, the start of a file, is a Git LFS
+// pointer: the small text file git leaves in place of a large file that
+// was not downloaded (a Hugging Face repository cloned without git-lfs).
+func IsLFSPointer(head []byte) bool { return bytes.HasPrefix(head, []byte(lfsPrefix)) }
+
+// describeLFSPointer is the message for a Git LFS pointer file f: what it
+// is, the size of the real file where the pointer says, and what to run.
+func describeLFSPointer(f File) string {
+	buf := make([]byte, min(f.Size(), 1024))
+	n, _ := f.ReadAt(buf, 0)
+	size := ""
+	for _, line := range strings.Split(string(buf[:n]), "\n") {
+		if v, ok := strings.CutPrefix(line, "size "); ok {
+			if b, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && b >= 0 {
+				size = fmt.Sprintf(" of a %d-byte file", b)
+			}
+		}
+	}
+	return "a Git LFS pointer" + size + ", not the checkpoint itself: the file was not downloaded; run `git lfs pull` in its repository (or download the file directly)"
 }
 
 func describeHead(head []byte) string {

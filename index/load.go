@@ -65,7 +65,7 @@ func Load(path string, open Opener) (*Index, []File, error) {
 	case st.Mode().IsRegular():
 		idx, err = l.file(path)
 	default:
-		err = ErrorAt(path, "", "not a regular file or a directory")
+		err = ErrorAt(path, "", "not a regular file or a directory (%s); tensorfs reads only regular files", fileType(st.Mode()))
 	}
 	if err == nil {
 		err = finish(idx, l.files)
@@ -84,6 +84,21 @@ func Load(path string, open Opener) (*Index, []File, error) {
 		}
 	}
 	return idx, l.files, nil
+}
+
+// fileType names the type of a file that is not regular, in words.
+func fileType(m os.FileMode) string {
+	switch t := m.Type(); {
+	case t&os.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case t&os.ModeCharDevice != 0:
+		return "a character device"
+	case t&os.ModeDevice != 0:
+		return "a block device"
+	case t&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "a special file"
 }
 
 // loader holds the files opened so far, so that all are closed on error.
@@ -146,6 +161,13 @@ func sniff(f File) (*Format, error) {
 		return nil, nil
 	}
 	return fm, nil
+}
+
+// isLFSPointerFile reports whether f is a Git LFS pointer (IsLFSPointer).
+func isLFSPointerFile(f File) bool {
+	head := make([]byte, len(lfsPrefix))
+	n, _ := f.ReadAt(head, 0)
+	return IsLFSPointer(head[:n])
 }
 
 // file loads a SOURCE that is a file.
@@ -273,6 +295,7 @@ func (l *loader) dir(dir string) (*Index, error) {
 		return l.weightMap(dir, filepath.Join(dir, m))
 	}
 	var parts []part
+	lfs := "" // the first Git LFS pointer among the files
 	for _, p := range files {
 		f, err := l.openFile(p)
 		if err != nil {
@@ -283,6 +306,9 @@ func (l *loader) dir(dir string) (*Index, error) {
 			return nil, err
 		}
 		if fm == nil {
+			if lfs == "" && isLFSPointerFile(f) {
+				lfs = p
+			}
 			l.release(f)
 			continue
 		}
@@ -297,6 +323,9 @@ func (l *loader) dir(dir string) (*Index, error) {
 			return nil, ErrorAt(dir, "", "mixes checkpoint formats: %s is %s, %s is %s", display(filepath.Base(parts[0].path)), parts[0].idx.Format, display(filepath.Base(p)), idx.Format)
 		}
 		parts = append(parts, part{path: p, f: f, idx: idx})
+	}
+	if len(parts) == 0 && lfs != "" {
+		return nil, ErrorAt(dir, "", "no checkpoint in the directory: %s is a Git LFS pointer, not the file itself (not downloaded); run `git lfs pull` in the repository (or download the files directly)", display(filepath.Base(lfs)))
 	}
 	if len(parts) == 0 {
 		return nil, ErrorAt(dir, "", "no checkpoint in the directory (%d files looked at; want a *.index.json weight map or safetensors, PyTorch, GGUF, .npy or .npz files)", len(files))

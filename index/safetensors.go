@@ -377,7 +377,7 @@ func checkSafetensorsLayout(file string, entries []stEntry, dataStart, dataLen i
 	slices.SortFunc(entries, func(a, b stEntry) int {
 		return cmp.Or(cmp.Compare(a.begin, b.begin), cmp.Compare(a.end, b.end), cmp.Compare(a.name, b.name))
 	})
-	var pos uint64
+	var pos, prevBegin uint64
 	prev := ""
 	for i := range entries {
 		e := &entries[i]
@@ -386,21 +386,30 @@ func checkSafetensorsLayout(file string, entries []stEntry, dataStart, dataLen i
 			var msg string
 			switch {
 			case i == 0:
-				msg = fmt.Sprintf("the data section starts with %d bytes that belong to no tensor (first tensor at data offset %d)", e.begin, e.begin)
+				msg = fmt.Sprintf("the data section starts with %s that belong to no tensor (first tensor at data offset %d)", nBytes(e.begin), e.begin)
 			case e.begin > pos:
-				msg = fmt.Sprintf("%d bytes between tensor %s (ends at data offset %d) and this tensor (begins at %d) belong to no tensor", e.begin-pos, strconv.Quote(prev), pos, e.begin)
+				msg = fmt.Sprintf("%s between tensor %s (ends at data offset %d) and this tensor (begins at %d) belong to no tensor", nBytes(e.begin-pos), strconv.Quote(prev), pos, e.begin)
 			default:
-				msg = fmt.Sprintf("data overlaps tensor %s (which ends at data offset %d; this tensor begins at %d)", strconv.Quote(prev), pos, e.begin)
+				msg = fmt.Sprintf("tensors %s and %s overlap: their data_offsets are [%d,%d] and [%d,%d], %s in both", strconv.Quote(prev), strconv.Quote(e.name), prevBegin, pos, e.begin, e.end, nBytes(min(pos, e.end)-e.begin))
 			}
 			return &FormatError{File: file, Offset: e.at, Where: where, Msg: "safetensors: " + msg}
 		}
 		pos = e.end
+		prevBegin = e.begin
 		prev = e.name
 	}
 	if pos != uint64(dataLen) {
 		return Errorf(file, dataStart+int64(pos),
-			"safetensors: %d bytes after the last tensor's data belong to no tensor (the data section is %d bytes, tensors end at data offset %d)",
-			uint64(dataLen)-pos, dataLen, pos)
+			"safetensors: %s after the last tensor's data belong to no tensor (the data section is %s, tensors end at data offset %d)",
+			nBytes(uint64(dataLen)-pos), nBytes(uint64(dataLen)), pos)
 	}
 	return nil
+}
+
+// nBytes is "1 byte", "2 bytes".
+func nBytes(n uint64) string {
+	if n == 1 {
+		return "1 byte"
+	}
+	return strconv.FormatUint(n, 10) + " bytes"
 }

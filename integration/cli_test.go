@@ -99,7 +99,6 @@ print(json.dumps({k: d[k] for k in ('format', 'sources', 'metadata', 'tensors')}
 
 	checkOneLineError(t, runTensorfs(t, "ls", filepath.Join(t.TempDir(), "missing")), 1, "missing")
 	checkOneLineError(t, runTensorfs(t, "ls"), 2, "usage")
-	checkOneLineError(t, runTensorfs(t, "ls", src, "--json"), 2, "--json after the arguments: flags come first")
 }
 
 // TestSourcesAbsolute: a SOURCE given relative to the working directory
@@ -229,9 +228,9 @@ func TestHelp(t *testing.T) {
 	section, _, _ := strings.Cut(r.stdout[strings.Index(r.stdout, "commands:\n")+1:], "\n\n")
 	listed := regexp.MustCompile(`(?m)^  ([a-z]+) +\S`).FindAllStringSubmatch(section, -1)
 	flags := map[string][]string{
-		"mount":   {"--dtype", "--backing", "--allow-other", "--max-write", "--readahead-kb", "--max-background", "--no-splice", "--direct-io", "--debug", "--cpuprofile", "--memprofile"},
+		"mount":   {"--dtype", "--backing", "--allow-non-empty", "--allow-other", "--max-write", "--readahead-kb", "--max-background", "--no-splice", "--direct-io", "--debug", "--cpuprofile", "--memprofile"},
 		"bench":   {"--size", "--readers", "--block", "--count", "--mount", "--phases", "--json", "--dir", "--tree", "--tree-tensors", "--tree-size"},
-		"umount":  {},
+		"umount":  {"--force"},
 		"ls":      {"--json"},
 		"cat":     {"--dtype", "--npy"},
 		"demo":    {"--keep"},

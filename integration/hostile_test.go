@@ -36,6 +36,11 @@ type hostileFile struct {
 	data  []byte            // the file, or
 	dir   map[string][]byte // a sharded directory: relative path -> bytes
 	want  string            // a fragment the error must contain ("" for none)
+	// special files made in the directory (special_test.go): relative
+	// path -> symbolic link target, or "" for a named pipe; source is the
+	// path inside the directory given as SOURCE ("": the directory).
+	special map[string]string
+	source  string
 }
 
 // --- little builders ---
@@ -325,7 +330,7 @@ func hostileCorpus(t *testing.T) []hostileFile {
 	add("negative offset", "st-negative-offset.safetensors", st(`"w":{"dtype":"U8","shape":[16],"data_offsets":[-16,0]}`), "found -16")
 	add("negative offset", "st-negative-dim.safetensors", st(`"w":{"dtype":"U8","shape":[-16],"data_offsets":[0,16]}`), "found -16")
 	add("misaligned offset", "st-reversed-offsets.safetensors", st(`"w":{"dtype":"U8","shape":[0],"data_offsets":[16,0]}`), "end before they begin")
-	add("overlap", "st-overlap.safetensors", st(`"a":{"dtype":"U8","shape":[10],"data_offsets":[0,10]},"b":{"dtype":"U8","shape":[10],"data_offsets":[6,16]}`), "overlaps")
+	add("overlap", "st-overlap.safetensors", st(`"a":{"dtype":"U8","shape":[10],"data_offsets":[0,10]},"b":{"dtype":"U8","shape":[10],"data_offsets":[6,16]}`), "overlap")
 	add("overlap", "st-gap.safetensors", st(`"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[12,16]}`), "belong to no tensor")
 	add("duplicate name", "st-duplicate.safetensors", st(`"w":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"w":{"dtype":"U8","shape":[8],"data_offsets":[8,16]}`), "duplicate key")
 	add("unknown dtype", "st-dtype.safetensors", st(`"w":{"dtype":"F128","shape":[1],"data_offsets":[0,16]}`), "unknown dtype")
@@ -496,6 +501,7 @@ func hostileCorpus(t *testing.T) []hostileFile {
 			add("truncated", fmt.Sprintf("cut-%s-%04d.%s", strings.Split(v.ext, ".")[0], n, v.ext), b, "")
 		}
 	}
+	c = append(c, hSpecialCorpus()...)
 	sort.Slice(c, func(i, j int) bool { return c[i].name < c[j].name })
 	return c
 }
@@ -653,7 +659,7 @@ func TestHostileCorpus(t *testing.T) {
 		} else if err := os.WriteFile(p, h.data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		paths[i] = p
+		paths[i] = hMakeSpecial(t, p, h)
 	}
 	// The good files the corpus is made from list fine.
 	var good []string

@@ -194,7 +194,7 @@ func TestStaleMount(t *testing.T) {
 		t.Fatal("still mounted after tensorfs umount")
 	}
 	r = runTensorfs(t, "umount", m.Dir)
-	checkOneLineError(t, r, 1, "not mounted")
+	checkOneLineError(t, r, 1, "nothing is mounted there")
 
 	// The directory is usable again.
 	m2 := startMount(t, src)

@@ -60,6 +60,9 @@ func runConvert(args []string) error {
 		}
 	}
 
+	if err := checkDeadMount(source); err != nil {
+		return err
+	}
 	ck, err := client.Open(source)
 	if err != nil {
 		return err

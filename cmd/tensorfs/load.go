@@ -75,11 +75,14 @@ func runLoad(args []string) error {
 	if *parallel < 0 || *parallel > 1024 {
 		return usagef("load: --parallel: %d is not between 1 and 1024 (or 0, the default)", *parallel)
 	}
-	mode, err := backing.ParseMode(*ioFlag)
+	mode, err := parseMode("load", "io", *ioFlag)
 	if err != nil {
-		return usagef("load: --io: %v", err)
+		return err
 	}
 	source := f.Arg(0)
+	if err := checkDeadMount(source); err != nil {
+		return err
+	}
 
 	ck, err := client.OpenWith(source, client.Options{Backing: &backing.Options{Mode: mode}})
 	if err != nil {
@@ -117,14 +120,14 @@ func runLoad(args []string) error {
 	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			return fmt.Errorf("%s: interrupted after %d of %d tensors", source, sink.tensors.Load(), len(tensors))
+			return fmt.Errorf("%s: interrupted after %d of %s", source, sink.tensors.Load(), plural(len(tensors), "tensor"))
 		}
 		return err
 	}
 	if !*quiet {
 		n := sink.bytes.Load()
-		fmt.Fprintf(os.Stderr, "loaded %d tensors: %d bytes (%s) in %.3f s, %.2f GB/s, peak memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
-			sink.tensors.Load(), n, loadHumanBytes(n), elapsed.Seconds(), float64(n)/elapsed.Seconds()/1e9, loadHumanBytes(peakAnon), loadHumanBytes(hwm))
+		fmt.Fprintf(os.Stderr, "loaded %s: %s (%s) in %.3f s, %.2f GB/s, peak memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
+			plural(int(sink.tensors.Load()), "tensor"), plural(int(n), "byte"), loadHumanBytes(n), elapsed.Seconds(), float64(n)/elapsed.Seconds()/1e9, loadHumanBytes(peakAnon), loadHumanBytes(hwm))
 	}
 	return nil
 }
@@ -244,7 +247,7 @@ func newLoadBar(ck *client.Checkpoint, tensors []client.TensorInfo, to dtype.DTy
 
 // loadDeliveredSize is the bytes Stream delivers for t converted to to.
 func loadDeliveredSize(ck *client.Checkpoint, t client.TensorInfo, to dtype.DType) int64 {
-	if to == dtype.Invalid || to == t.DType || !ck.Convertible(t, to) {
+	if to == dtype.Invalid || to == t.DType || !ck.Convertible(t.Name, to) {
 		return t.Size
 	}
 	n, ok := to.ByteSize(t.NumElements())

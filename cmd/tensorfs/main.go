@@ -15,10 +15,13 @@ import (
 	"io"
 	iofs "io/fs"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"syscall"
 
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
 )
 
@@ -118,11 +121,55 @@ func describe(err error) string {
 	if !ok {
 		return err.Error()
 	}
+	return describePath(pe)
+}
+
+// describePath is the message of a failed system call on a path; for a
+// dead FUSE mount it names the mount point and the command that clears
+// it.
+func describePath(pe *iofs.PathError) string {
 	msg := pe.Path + ": " + pe.Err.Error()
 	if errors.Is(pe.Err, syscall.ENOTCONN) || errors.Is(pe.Err, syscall.ECONNABORTED) {
-		msg += " (a dead FUSE mount: its server was killed; clear it with `tensorfs umount MOUNTPOINT`)"
+		if mp, ok := mountAbove(pe.Path); ok {
+			msg += fmt.Sprintf(" (%s is a dead FUSE mount: its server was killed; clear it with `tensorfs umount %s`)", mp, mp)
+		} else {
+			msg += " (a dead FUSE mount: its server was killed; clear it with `tensorfs umount` on its mount point)"
+		}
 	}
 	return msg
+}
+
+// mountAbove returns the FUSE mount point that path is in (path itself or
+// its nearest ancestor that is one), as the user wrote it where possible.
+func mountAbove(path string) (string, bool) {
+	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
+		if m, ok := fs.FindMount(p); ok && m.FUSE {
+			return p, true
+		}
+		if p == filepath.Dir(p) || p == "." {
+			return "", false
+		}
+	}
+}
+
+// unwrapPath returns the system error of a *PathError (its path is in the
+// message already), or err.
+func unwrapPath(err error) error {
+	var pe *iofs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// parseMode parses the value of the backing-mode flag --name of command
+// cmd (backing.ParseMode), as a usage error naming the flag.
+func parseMode(cmd, name, value string) (backing.Mode, error) {
+	mode, err := backing.ParseMode(value)
+	if err != nil {
+		return 0, usagef("%s: --%s: unknown mode %q (want mmap, pread or direct)", cmd, name, value)
+	}
+	return mode, nil
 }
 
 // oneLine folds a message onto one line, escaping what a terminal would
@@ -150,9 +197,12 @@ func newFlags(name, args, about string) *flags {
 }
 
 // parse parses args and checks the number of operands is in [min, max]
-// (max < 0: no limit). -h prints the help and returns errHelp.
+// (max < 0: no limit). Flags may come before, between or after the
+// operands (tensorfs ls FILE --json), as with rclone and restic; "--" ends
+// the flags, so an operand that starts with "-" goes after it. -h prints
+// the help and returns errHelp.
 func (f *flags) parse(args []string, min, max int) error {
-	err := f.Parse(args)
+	err := f.Parse(f.interleaved(args))
 	if errors.Is(err, flag.ErrHelp) {
 		f.help(os.Stdout)
 		return errHelp
@@ -174,17 +224,46 @@ func (f *flags) parse(args []string, min, max int) error {
 		return usagef("%s: --%s: empty value (usage: %s)", f.name, empty, f.synopsis())
 	}
 	n := f.NArg()
-	if max >= 0 && n > max {
-		for _, a := range f.Args()[1:] {
-			if strings.HasPrefix(a, "-") && len(a) > 1 {
-				return usagef("%s: %s after the arguments: flags come first (usage: %s)", f.name, a, f.synopsis())
-			}
-		}
-	}
 	if n < min || (max >= 0 && n > max) {
 		return usagef("%s: wrong number of arguments (usage: %s; see `tensorfs %s -h`)", f.name, f.synopsis(), f.name)
 	}
 	return nil
+}
+
+// interleaved returns args with the flags first, then "--" and the
+// operands, each in the order given, so that the standard flag package
+// (which stops at the first operand) parses flags given after operands.
+// A flag that takes a value as the next argument ("--dtype f32") keeps
+// it; "-" alone is an operand; everything after "--" is an operand.
+func (f *flags) interleaved(args []string) []string {
+	var flagArgs, operands []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			operands = append(operands, args[i+1:]...)
+			i = len(args)
+		case len(a) > 1 && a[0] == '-':
+			flagArgs = append(flagArgs, a)
+			name := strings.TrimLeft(a, "-")
+			if strings.Contains(name, "=") {
+				continue
+			}
+			if fl := f.Lookup(name); fl != nil && !isBoolFlag(fl) && i+1 < len(args) {
+				i++
+				flagArgs = append(flagArgs, args[i])
+			}
+		default:
+			operands = append(operands, a)
+		}
+	}
+	return append(append(flagArgs, "--"), operands...)
+}
+
+// isBoolFlag reports whether fl takes no value (--json, not --json=true).
+func isBoolFlag(fl *flag.Flag) bool {
+	b, ok := fl.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // synopsis is the usage line: "tensorfs NAME ARGS".
@@ -274,15 +353,33 @@ commands:
 	for _, c := range commands {
 		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
 	}
+	prog := invocation()
+	fmt.Fprintf(&b, `
+Run "%[1]s COMMAND -h" for a command's flags; flags may come before or
+after the arguments, and "--" ends them. First steps:
+  %[1]s demo                                # see a mount in action
+  %[1]s mount model.safetensors /mnt/model  # serve until Ctrl-C or umount
+`, prog)
 	b.WriteString(`
-Run "tensorfs COMMAND -h" for a command's flags. First steps:
-  go run ./cmd/tensorfs demo                      # see a mount in action
-  tensorfs mount model.safetensors /mnt/model      # serve until Ctrl-C
-
 Errors are one line on stderr starting "tensorfs: "; the exit status is 0
 on success, 1 on an error, 2 on a usage error.
 `)
 	w.Write(b.Bytes())
+}
+
+// invocation is how the user ran this binary, for the commands that help
+// suggests: "go run ./cmd/tensorfs" when go run built it (in the go
+// tool's temporary directory), the path typed when there was one
+// ("./tensorfs"), its name otherwise (found on PATH).
+func invocation() string {
+	if exe, err := os.Executable(); err == nil && strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return "go run ./cmd/tensorfs"
+	}
+	arg0 := os.Args[0]
+	if strings.ContainsAny(arg0, " \t'\"\\$") || arg0 == "" {
+		return "tensorfs"
+	}
+	return arg0
 }
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3";

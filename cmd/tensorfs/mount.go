@@ -2,18 +2,22 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"strconv"
 	"syscall"
 	"time"
 
-	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/fs"
+	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/view"
 )
 
 const mountAbout = `
@@ -21,8 +25,9 @@ Parses and validates SOURCE completely, then mounts it read-only at
 MOUNTPOINT and serves it in the foreground until the mount is unmounted
 (tensorfs umount, fusermount3 -u, umount) or the process gets SIGINT,
 SIGTERM or SIGHUP, which unmount cleanly and exit 0. A SOURCE that fails
-validation mounts nothing and exits 1. The mount is ready when
-MOUNTPOINT/.tensorfs/index.json exists.
+validation mounts nothing and exits 1. MOUNTPOINT must be an empty
+directory (its files would be hidden) unless --allow-non-empty. The mount
+is ready when MOUNTPOINT/.tensorfs/index.json exists.
 
 SOURCE is a checkpoint file (safetensors, PyTorch, GGUF, .npy, .npz; the
 format is detected from the content) or a directory holding a sharded
@@ -35,6 +40,7 @@ func runMount(args []string) error {
 	f := newFlags("mount", "[flags] SOURCE MOUNTPOINT", mountAbout)
 	dtFlag := f.String("dtype", "", "make the top level the converted view in `DT` (f32, f16, bf16 or f64); tensors that cannot be converted are left out of it and the stored tree moves to .native/")
 	modeFlag := f.String("backing", "mmap", "how to read the checkpoint, `MODE`: mmap (fastest for local files), pread (network filesystems, where page faults stall) or direct (O_DIRECT, bypasses the page cache)")
+	allowNonEmpty := f.Bool("allow-non-empty", false, "mount on a directory that is not empty (its files are hidden while mounted)")
 	allowOther := f.Bool("allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
 	maxWrite := f.Int("max-write", 0, "largest read request the kernel sends, in `BYTES` (0: the most this system allows up to 2 MiB: 1 MiB, or 1 MiB - 8 KiB when splicing from the checkpoint file, unless root raised /proc/sys/fs/fuse/max_pages_limit and, for splicing, /proc/sys/fs/pipe-max-size; kernels with FUSE large folios cache in folios of the largest power of two pages within it)")
 	readahead := f.Int("readahead-kb", 0, "kernel readahead window of the mount in `KB` (0: two requests of --max-write, 2032 with splicing; the kernel's own default is 128); setting it needs root, others keep the kernel's")
@@ -58,9 +64,9 @@ func runMount(args []string) error {
 		}
 		view = dt
 	}
-	mode, err := backing.ParseMode(*modeFlag)
+	mode, err := parseMode("mount", "backing", *modeFlag)
 	if err != nil {
-		return usagef("mount: --backing: %v", err)
+		return err
 	}
 	if *maxWrite < 0 || *readahead < 0 || *maxBackground < 0 {
 		return usagef("mount: --max-write, --readahead-kb and --max-background cannot be negative")
@@ -121,6 +127,11 @@ func runMount(args []string) error {
 	if err := fs.CheckMountpoint(mountpoint); err != nil {
 		return err
 	}
+	if !*allowNonEmpty {
+		if err := checkEmpty(mountpoint); err != nil {
+			return err
+		}
+	}
 	// Parsing left garbage (headers, JSON); give it back before serving
 	// for hours.
 	debug.FreeOSMemory()
@@ -143,11 +154,12 @@ func runMount(args []string) error {
 		MaxBackground: *maxBackground,
 		Debug:         *debugFlag,
 		Logger:        logger,
+		Source:        absPath(source),
 	})
 	if err != nil {
 		return err
 	}
-	logger.Printf("serving %s at %s (%d tensors); stop with Ctrl-C or `tensorfs umount %s`", source, mountpoint, len(ckpt.idx.Tensors), mountpoint)
+	logger.Printf("serving %s at %s (%s); stop with Ctrl-C or `tensorfs umount %s`", source, mountpoint, servedCount(ckpt, view), mountpoint)
 
 	served := make(chan struct{})
 	go func() {
@@ -174,4 +186,58 @@ func runMount(args []string) error {
 	case <-time.After(5 * time.Second):
 	}
 	return nil
+}
+
+// checkEmpty refuses a mount point that holds files: mounting on it would
+// hide them (SPEC: unless --allow-non-empty).
+func checkEmpty(mountpoint string) error {
+	d, err := os.OpenFile(mountpoint, os.O_RDONLY|syscall.O_DIRECTORY, 0) // never a pipe swapped in
+	if err != nil {
+		return fmt.Errorf("mount point %s: %v", mountpoint, unwrapPath(err))
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(1)
+	if len(names) == 0 {
+		if err == nil || err == io.EOF {
+			return nil
+		}
+		return fmt.Errorf("mount point %s: %v", mountpoint, unwrapPath(err))
+	}
+	return fmt.Errorf("mount point %s is not empty (it holds %s): mounting would hide its files; use an empty directory, or --allow-non-empty", mountpoint, index.Printable(strconv.Quote(names[0])))
+}
+
+// servedCount says how many tensors the top level of the mount serves:
+// all of them, or with --dtype those that have a view in it.
+func servedCount(ckpt *checkpoint, to dtype.DType) string {
+	n := len(ckpt.idx.Tensors)
+	if to == dtype.Invalid {
+		return plural(n, "tensor")
+	}
+	conv := 0
+	for i := range ckpt.idx.Tensors {
+		if t := &ckpt.idx.Tensors[i]; t.DType == to || view.Convertible(t, to) {
+			conv++
+		}
+	}
+	s := plural(conv, "tensor") + " as " + to.Name()
+	if conv < n {
+		s += fmt.Sprintf("; %s of %d only as stored, under .native/", plural(n-conv, "other"), n)
+	}
+	return s
+}
+
+// plural is "1 tensor", "2 tensors".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// absPath is path made absolute (as it is when that fails).
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }

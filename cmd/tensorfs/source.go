@@ -10,6 +10,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/client"
+	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
 )
 
@@ -23,6 +24,9 @@ type checkpoint struct {
 // reading files in the given backing mode; the parsers read them through
 // backing.ForParsing.
 func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
+	if err := checkDeadMount(path); err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(filepath.Join(path, client.MountIndexPath)); err == nil {
 		return nil, fmt.Errorf("%s: a tensorfs mount, not a checkpoint: its index is %s (tensorfs load reads a mount)", path, filepath.Join(path, client.MountIndexPath))
 	}
@@ -37,7 +41,7 @@ func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 	if err != nil {
 		var pe *iofs.PathError
 		if errors.As(err, &pe) && !errors.As(err, new(*index.FormatError)) {
-			return nil, fmt.Errorf("%s: %v", pe.Path, pe.Err)
+			return nil, errors.New(describePath(pe))
 		}
 		return nil, err
 	}
@@ -55,6 +59,28 @@ func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 		c.sources[i] = backing.Unwrap(src)
 	}
 	return c, nil
+}
+
+// checkDeadMount refuses a SOURCE that is, or is inside, a FUSE mount
+// whose server was killed: the kernel may still answer stat from its
+// cache (so it looks like a live mount), but every read fails.
+func checkDeadMount(path string) error {
+	mp, ok := mountAbove(path)
+	if !ok {
+		return nil
+	}
+	if m, _ := fs.FindMount(mp); m.Dead {
+		what := "a dead FUSE mount"
+		if m.Tensorfs() {
+			what = "a dead tensorfs mount (of " + m.Source + ")"
+		}
+		in := ""
+		if filepath.Clean(mp) != filepath.Clean(path) {
+			in = " is inside " + mp + ", which"
+		}
+		return fmt.Errorf("%s%s is %s: its server was killed, nothing can be read there; clear it with `tensorfs umount %s` (and mount again)", path, in, what, mp)
+	}
+	return nil
 }
 
 func (c *checkpoint) close() {

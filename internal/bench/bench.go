@@ -284,7 +284,7 @@ func (b *harness) runReads(idx *index.Index, source string, generated bool, coun
 
 	fds := make([]int, len(sources))
 	for i, s := range sources {
-		fd, err := unix.Open(s, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(s, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0) // never blocks on a file swapped for a pipe since validation
 		if err != nil {
 			return nil, fmt.Errorf("bench: %s: %v", s, err)
 		}

@@ -218,7 +218,7 @@ func baselines(rt *cuda.Runtime, ck *client.Checkpoint, device int, total int64,
 	t0 := time.Now()
 	var off int64
 	for _, t := range ck.Tensors() {
-		r, err := ck.OpenTensor(t.Name, dtype.Invalid)
+		r, err := ck.OpenTensor(t.Name, client.AsStored)
 		if err != nil {
 			rt.FreeHost(stage)
 			return 0, 0, err
