@@ -2,7 +2,7 @@
 // sources) as a read-only FUSE filesystem. It is the only package that
 // imports go-fuse; the semantics live in plain data built once by NewRoot
 // (the tree and every file's exact size), so they are tested without
-// mounting, and the go-fuse nodes only look things up in it.
+// mounting, and the FUSE glue (raw.go) only looks things up in it.
 //
 // # Tree
 //
@@ -14,8 +14,32 @@
 // every time stamp is the newest backing file's mtime. Each directory's
 // children are sorted by name and found by binary search; inode numbers
 // are assigned depth-first in name order, so they depend only on the
-// index. go-fuse inodes are created on lookup, not up front, so memory is
-// one 64-byte entry per file plus what the kernel currently holds.
+// index.
+//
+// Each tree is built in time and memory linear in the bytes of its paths
+// (build.go): the paths are sorted once, component by component, and the
+// directories made in one pass with a stack of the open ones; nothing is
+// kept per prefix, so a name 32,767 components deep costs its 32,767
+// directories, not their square. Memory is one 64-byte entry per file and
+// directory of every view, a slot in its directory and one in the inode
+// table (about 90 bytes in all), and nothing more per inode the kernel
+// looks up: the mount is served through go-fuse's raw API (raw.go), the
+// kernel's node ID of an entry being its inode number, an index into the
+// inode table, so there is no go-fuse Inode, identity map or lookup count,
+// and FORGET is a no-op. .tensorfs/index.json is rendered on demand
+// (indexFile), not kept.
+//
+// # Adding a directory or a kind of file
+//
+// The tree is data, the FUSE glue generic: a new directory is a builder
+// (newBuilder, add/addStatic/addVirtual, finish) attached to the top or
+// to another builder in NewRoot (see buildControl); a new kind of file is
+// a virtualFile (Size and ReadAt, optionally Xattrs) put in with
+// builder.addVirtual, and it is served, listed, stat'ed and read with no
+// change to raw.go. Per-open state goes in a handle (Root.open returns
+// it; raw.go keeps it by file handle number until RELEASE): stats.json's
+// snapshot, or the descriptor of a file served by FUSE passthrough, for
+// which raw.go registers one backing ID per inode (passthrough.go).
 //
 // A file served through a view.Reader (a converted or .npy view, a
 // strided or big-endian stored tensor) gets its reader on its first open
@@ -29,8 +53,9 @@
 //
 //   - the tensors in their stored dtype (or, with Options.View, converted
 //     to that dtype, the stored tree then being under .native/);
-//   - .tensorfs/index.json (the index.Document of the top level, rendered
-//     at mount; "view" is added when the top level is converted),
+//   - .tensorfs/index.json (the index.Document of the top level, sized
+//     at mount, its bytes made on each read; "view" is added when the
+//     top level is converted),
 //     .tensorfs/metadata/<key> (one file per top-level metadata key:
 //     strings as they are, other values as JSON; names by
 //     MetadataFileName) and .tensorfs/stats.json (live counters, rendered
@@ -74,7 +99,9 @@
 // # Caching
 //
 // The tree never changes, so the kernel is told so: entry, attribute and
-// negative-lookup timeouts of Options.Timeout (DefaultTimeout, an hour),
+// negative-lookup timeouts of Options.Timeout (DefaultTimeout, an hour; a
+// missing name is answered as a negative entry, node ID 0, which the
+// kernel keeps for that long),
 // FOPEN_KEEP_CACHE on every file (pages stay cached across opens) and
 // FOPEN_CACHE_DIR on directories. stats.json is the exception: it is
 // opened with FOPEN_DIRECT_IO and reads a snapshot taken at open.
@@ -117,7 +144,7 @@
 // is EIO. A panic in a request is logged, counted in stats.json and
 // answered EIO (go-fuse's PanicHandler); the server keeps serving.
 // Writes of every kind fail: the mount is "ro" (MS_RDONLY), so the kernel
-// answers EROFS itself, and the nodes answer EROFS should a request get
+// answers EROFS itself, and the server answers EROFS should a request get
 // through.
 //
 // # Mounting and stale mounts

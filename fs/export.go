@@ -162,14 +162,13 @@ func (r *Root) addExports(top *builder) {
 	if e := r.exportEntry(r.opts.View); e != nil {
 		top.attach(e)
 	}
-	m := top.dirs[top.root]
-	if d := m[nativeDir]; d != nil && d.isDir() {
+	if d := top.attached(nativeDir); d != nil && d.isDir() {
 		if e := r.exportEntry(dtype.Invalid); e != nil {
 			insertChild(d, e)
 		}
 	}
 	for _, fv := range floatViews {
-		if d := m[fv.dir]; d != nil && d.isDir() {
+		if d := top.attached(fv.dir); d != nil && d.isDir() {
 			if e := r.exportEntry(fv.dt); e != nil {
 				insertChild(d, e)
 			}

@@ -3,7 +3,10 @@ package fs
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
@@ -15,44 +18,33 @@ type listedTensor struct {
 	f    *fileData
 }
 
-// collect returns every tensor file under e, at paths prefixed by prefix,
-// sorted by tensor name (then path).
-func (r *Root) collect(e *entry, prefix string) []listedTensor {
-	var out []listedTensor
-	var walk func(e *entry, prefix string)
-	walk = func(e *entry, prefix string) {
-		for _, c := range e.children() {
-			p := c.name
-			if prefix != "" {
-				p = prefix + "/" + c.name
-			}
-			if c.isDir() {
-				walk(c, p)
-			} else if c.file.kind == kindTensor {
-				out = append(out, listedTensor{path: p, f: &c.file})
-			}
+// listFiles returns the tensor files among items at their paths, under
+// prefix when it is not empty, sorted by tensor name (then path).
+func listFiles(items []buildItem, prefix string) []listedTensor {
+	out := make([]listedTensor, 0, len(items))
+	for i := range items {
+		e := items[i].e
+		if e.isDir() || e.file.kind != kindTensor {
+			continue
 		}
+		p := items[i].path
+		if prefix != "" {
+			p = prefix + "/" + p
+		}
+		out = append(out, listedTensor{path: p, f: &e.file})
 	}
-	walk(e, prefix)
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].f.t.Name != out[j].f.t.Name {
-			return out[i].f.t.Name < out[j].f.t.Name
+	slices.SortStableFunc(out, func(a, b listedTensor) int {
+		if c := strings.Compare(a.f.t.Name, b.f.t.Name); c != 0 {
+			return c
 		}
-		return out[i].path < out[j].path
+		return strings.Compare(a.path, b.path)
 	})
 	return out
 }
 
-// indexJSON renders .tensorfs/index.json: the index.Document of the
-// top-level tensors (format, sources, metadata, tensors in name order),
-// with "view" added after "format" when the top level is a converted view
-// (Options.View), and then "native" after "tensors": the stored tree under
-// .native/, described the same way (every tensor, integers included, at
-// paths starting ".native/"). Each tensor's dtype and size are those of its file, and
-// source and offset are present where the file is one contiguous range of
-// its source. It is indented with one tensor per line so that `head`
-// shows the top.
-func (r *Root) indexJSON(listed, native []listedTensor) ([]byte, error) {
+// indexHead renders index.json up to its first tensor line: the fields
+// before "tensors", and `  "tensors": [`.
+func (r *Root) indexHead() ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -96,43 +88,72 @@ func (r *Root) indexJSON(listed, native []listedTensor) ([]byte, error) {
 	if err := field("metadata", json.RawMessage(md), false); err != nil {
 		return nil, err
 	}
-	list := func(name string, items []listedTensor) error {
-		buf.WriteString("  ")
-		if err := enc.Encode(name); err != nil {
+	buf.WriteString(`  "tensors": [`)
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+// writeDoc writes docOf(l) as encoding/json would (HTML characters not
+// escaped), without reflection: a million tensors' lines are rendered at
+// mount.
+func (r *Root) writeDoc(buf *bytes.Buffer, l listedTensor) error {
+	d := r.docOf(l)
+	buf.WriteString(`{"name":`)
+	if err := writeJSONString(buf, d.Name); err != nil {
+		return err
+	}
+	if d.NameHex != "" {
+		buf.WriteString(`,"name_hex":`)
+		writeJSONString(buf, d.NameHex)
+	}
+	buf.WriteString(`,"path":`)
+	if err := writeJSONString(buf, d.Path); err != nil {
+		return err
+	}
+	buf.WriteString(`,"dtype":`)
+	writeJSONString(buf, d.DType)
+	buf.WriteString(`,"shape":[`)
+	var num [20]byte
+	for i, n := range d.Shape {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(strconv.AppendInt(num[:0], n, 10))
+	}
+	buf.WriteString(`],"size":`)
+	buf.Write(strconv.AppendInt(num[:0], d.Size, 10))
+	if d.Source != "" {
+		buf.WriteString(`,"source":`)
+		if err := writeJSONString(buf, d.Source); err != nil {
 			return err
 		}
-		buf.Truncate(buf.Len() - 1)
-		buf.WriteString(": [")
-		for i, l := range items {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			buf.WriteString("\n    ")
-			if err := enc.Encode(r.docOf(l)); err != nil {
+	}
+	if d.Offset != nil {
+		buf.WriteString(`,"offset":`)
+		buf.Write(strconv.AppendInt(num[:0], *d.Offset, 10))
+	}
+	buf.WriteByte('}')
+	return nil
+}
+
+// writeJSONString writes s as a JSON string, exactly as an
+// encoding/json Encoder with SetEscapeHTML(false) does: printable ASCII
+// without '"' or '\\' as it is, anything else through the Encoder.
+func writeJSONString(buf *bytes.Buffer, s string) error {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			enc := json.NewEncoder(buf)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(s); err != nil {
 				return err
 			}
-			buf.Truncate(buf.Len() - 1)
-		}
-		if len(items) > 0 {
-			buf.WriteString("\n  ")
-		}
-		buf.WriteString("]")
-		return nil
-	}
-	if err := list("tensors", listed); err != nil {
-		return nil, err
-	}
-	if r.opts.View != dtype.Invalid {
-		buf.WriteString(",\n")
-		if err := list("native", native); err != nil {
-			return nil, err
+			buf.Truncate(buf.Len() - 1) // Encode's newline
+			return nil
 		}
 	}
-	buf.WriteString("\n}\n")
-	// The buffer grew by doubling and the document is kept for the life
-	// of the mount: keep an exact-size copy (a 10,000-tensor index is
-	// 2 MiB, its buffer up to twice that).
-	return bytes.Clone(buf.Bytes()), nil
+	buf.WriteByte('"')
+	buf.WriteString(s)
+	buf.WriteByte('"')
+	return nil
 }
 
 func (r *Root) docOf(l listedTensor) index.DocTensor {

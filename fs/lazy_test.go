@@ -152,8 +152,7 @@ func TestLazyReaderError(t *testing.T) {
 	r, _ := lazyFixture(t, Options{Logger: log.New(&logs, "", 0)})
 	e := r.lookupPath(".f64/model/embed")
 	e.file.size += 8
-	n := &fileNode{root: r, e: e}
-	if _, _, errno := n.Open(nil, syscall.O_RDONLY); errno != syscall.EIO {
+	if _, _, errno := r.open(e, syscall.O_RDONLY); errno != syscall.EIO {
 		t.Errorf("open: %v, want EIO", errno)
 	}
 	for range 3 {

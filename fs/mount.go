@@ -14,7 +14,6 @@ import (
 	"strings"
 	"syscall"
 
-	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/hanwen/go-fuse/v2/splice"
 	"golang.org/x/sys/unix"
@@ -166,20 +165,12 @@ func kernelMaxPages() int {
 
 // splices reports whether any file of the tree is served by splicing.
 func (r *Root) splices() bool {
-	var walk func(e *entry) bool
-	walk = func(e *entry) bool {
-		for _, c := range e.children() {
-			if c.isDir() {
-				if walk(c) {
-					return true
-				}
-			} else if c.file.form == formDirect && r.fds[c.file.t.Source] >= 0 {
-				return true
-			}
+	for _, e := range r.inodes {
+		if !e.isDir() && e.file.kind == kindTensor && e.file.form == formDirect && r.fds[e.file.t.Source] >= 0 {
+			return true
 		}
-		return false
 	}
-	return walk(r.top)
+	return false
 }
 
 // Mount checks mountpoint (CheckMountpoint), mounts root there read-only
@@ -204,40 +195,33 @@ func Mount(mountpoint string, root *Root, mopts MountOptions) (*fuse.Server, err
 		logger.Printf("%s: requests of %d bytes asked for, %d used (a multiple of the page size, at most what this system allows: /proc/sys/fs/fuse/max_pages_limit and, when splicing, /proc/sys/fs/pipe-max-size)", mountpoint, mopts.MaxWrite, maxWrite)
 	}
 
-	timeout := root.opts.Timeout
-	opts := &gofs.Options{
-		MountOptions: fuse.MountOptions{
-			AllowOther:    mopts.AllowOther,
-			Options:       []string{"ro"},
-			MaxBackground: mopts.MaxBackground,
-			MaxWrite:      maxWrite,
-			MaxReadAhead:  maxWrite,
-			FsName:        mountSource(mopts.Source),
-			Name:          "tensorfs",
-			Debug:         mopts.Debug,
-			Logger:        logger,
-			// As root, mount(2) directly (falling back to fusermount3).
-			DirectMount:      os.Geteuid() == 0,
-			DirectMountFlags: syscall.MS_RDONLY | syscall.MS_NOSUID | syscall.MS_NODEV,
-			DisableSplice:    !splicing,
-			// With direct I/O, mmap of a tensor file needs the kernel's
-			// consent (Linux 6.6+); go-fuse passes it on where offered.
-			ExtraCapabilities: directIOCaps(root.opts.DirectIO),
-			PanicHandler: func(v any) fuse.Status {
-				root.stats.panics.Add(1)
-				logger.Printf("panic while serving a request (answered EIO): %v", v)
-				return fuse.EIO
-			},
+	mo := &fuse.MountOptions{
+		AllowOther:    mopts.AllowOther,
+		Options:       []string{"ro"},
+		MaxBackground: mopts.MaxBackground,
+		MaxWrite:      maxWrite,
+		MaxReadAhead:  maxWrite,
+		FsName:        mountSource(mopts.Source),
+		Name:          "tensorfs",
+		Debug:         mopts.Debug,
+		Logger:        logger,
+		// As root, mount(2) directly (falling back to fusermount3).
+		DirectMount:      os.Geteuid() == 0,
+		DirectMountFlags: syscall.MS_RDONLY | syscall.MS_NOSUID | syscall.MS_NODEV,
+		DisableSplice:    !splicing,
+		// With direct I/O, mmap of a tensor file needs the kernel's
+		// consent (Linux 6.6+); go-fuse passes it on where offered.
+		ExtraCapabilities: directIOCaps(root.opts.DirectIO),
+		PanicHandler: func(v any) fuse.Status {
+			root.stats.panics.Add(1)
+			logger.Printf("panic while serving a request (answered EIO): %v", v)
+			return fuse.EIO
 		},
-		EntryTimeout:    &timeout,
-		AttrTimeout:     &timeout,
-		NegativeTimeout: &timeout,
-		RootStableAttr:  &gofs.StableAttr{Ino: 1},
-		Logger:          logger,
 	}
 	abs := resolveMountpoint(mountpoint) // before mounting: never stat our own mount
-	top := &dirNode{root: root, e: root.top}
-	server, err := fuse.NewServer(gofs.NewNodeFS(top, opts), mountpoint, &opts.MountOptions)
+	// Entry, attribute and negative-entry timeouts (Options.Timeout) are
+	// set by rawFS in every reply.
+	server, err := fuse.NewServer(newRawFS(root), mountpoint, mo)
 	if err != nil {
 		return nil, fmt.Errorf("cannot mount at %s: %v", mountpoint, strings.TrimSpace(err.Error()))
 	}

@@ -2,8 +2,10 @@ package fs
 
 import (
 	"bytes"
+	"sync"
+	"syscall"
 
-	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // FUSE passthrough.
@@ -22,20 +24,74 @@ import (
 //     reproduces exactly (the same header, then the data unconverted), as
 //     np.save writes it.
 //
-// Open answers such a file with a passthroughHandle; go-fuse asks the
-// kernel for a backing ID (FUSE_DEV_IOC_BACKING_OPEN) and opens the file
-// with FOPEN_PASSTHROUGH. Where the kernel refuses (too old, not root),
-// go-fuse stops trying for the mount and the file is served as usual:
-// Read ignores the handle. Options.NoPassthrough turns it off; so does
-// direct I/O (Options.DirectIO), which has its own contract.
+// Root.open answers such a file with a handle carrying the descriptor;
+// rawFS.Open asks the kernel for a backing ID (Server.RegisterBackingFd,
+// FUSE_DEV_IOC_BACKING_OPEN) and opens the file with FOPEN_PASSTHROUGH.
+// Where the kernel refuses (too old, not root), passthrough stops for the
+// mount and the file is served as usual. Options.NoPassthrough turns it
+// off; so does direct I/O (Options.DirectIO), which has its own contract.
 
-// passthroughHandle is the open file of a file served by passthrough.
-type passthroughHandle struct{ fd int }
+// backingIDs are the backing IDs of the files open by passthrough, per
+// inode: the kernel binds an inode to its backing file on its first
+// passthrough open, so every open of it gives the same ID, released
+// (Server.UnregisterBackingFd) with its last open, as go-fuse's node API
+// does.
+type backingIDs struct {
+	mu       sync.Mutex
+	ids      map[uint64]*backingRef // by inode; GUARDED_BY(mu)
+	disabled bool                   // the kernel refused once; GUARDED_BY(mu)
+}
 
-var _ = (gofs.FilePassthroughFder)((*passthroughHandle)(nil))
+type backingRef struct {
+	id   int32
+	refs int
+}
 
-// PassthroughFd gives go-fuse the backing file's descriptor.
-func (h *passthroughHandle) PassthroughFd() (int, bool) { return h.fd, true }
+// backingServer is what registers backing files: *fuse.Server.
+type backingServer interface {
+	RegisterBackingFd(*fuse.BackingMap) (int32, syscall.Errno)
+	UnregisterBackingFd(int32) syscall.Errno
+}
+
+// acquire returns the backing ID of inode ino, whose file is fd,
+// registering it on the inode's first open; ok is false when passthrough
+// is not available (the file is then served by the server).
+func (b *backingIDs) acquire(s backingServer, ino uint64, fd int) (id int32, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.disabled || s == nil {
+		return 0, false
+	}
+	if ref := b.ids[ino]; ref != nil {
+		ref.refs++
+		return ref.id, true
+	}
+	id, errno := s.RegisterBackingFd(&fuse.BackingMap{Fd: int32(fd)})
+	if errno != 0 {
+		b.disabled = true // not root, or a kernel without passthrough
+		return 0, false
+	}
+	if b.ids == nil {
+		b.ids = map[uint64]*backingRef{}
+	}
+	b.ids[ino] = &backingRef{id: id, refs: 1}
+	return id, true
+}
+
+// release drops one open of inode ino, unregistering its backing ID with
+// the last.
+func (b *backingIDs) release(s backingServer, ino uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ref := b.ids[ino]
+	if ref == nil {
+		return
+	}
+	if ref.refs--; ref.refs == 0 {
+		s.UnregisterBackingFd(ref.id)
+		delete(b.ids, ino)
+	}
+}
 
 // passthroughFd returns the descriptor of the backing file that tensor
 // file e is exactly, or -1. The answer is worked out on the file's first

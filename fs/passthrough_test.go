@@ -4,8 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
 )
@@ -97,5 +99,68 @@ func TestPassthroughFd(t *testing.T) {
 				t.Errorf(".f64/w (converted): passthrough")
 			}
 		})
+	}
+}
+
+// fakeBacker records backing IDs as go-fuse's server would register them.
+type fakeBacker struct {
+	next       int32
+	registered map[int32]int32 // id -> fd
+	refuse     bool
+}
+
+func (f *fakeBacker) RegisterBackingFd(m *fuse.BackingMap) (int32, syscall.Errno) {
+	if f.refuse {
+		return 0, syscall.EPERM
+	}
+	f.next++
+	f.registered[f.next] = m.Fd
+	return f.next, 0
+}
+
+func (f *fakeBacker) UnregisterBackingFd(id int32) syscall.Errno {
+	delete(f.registered, id)
+	return 0
+}
+
+// TestPassthroughOpen: rawFS opens a passthrough file with its backing
+// ID (one per inode, whatever the number of opens, released with the
+// last) and without FOPEN_KEEP_CACHE; where the kernel refuses, the file
+// is opened as usual, and passthrough is not tried again.
+func TestPassthroughOpen(t *testing.T) {
+	data := make([]byte, 4*48)
+	r := passRoot(t, npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (48,), }", data), Options{})
+	files := map[string]*entry{}
+	tensorFiles(r.top, "", files)
+	npy := files["/.npy/w.npy"]
+	fs := newRawFS(r)
+	fb := &fakeBacker{registered: map[int32]int32{}}
+	fs.backer = fb
+	open := func() fuse.OpenOut {
+		var out fuse.OpenOut
+		if st := fs.Open(nil, &fuse.OpenIn{InHeader: fuse.InHeader{NodeId: npy.ino}}, &out); st != fuse.OK {
+			t.Fatalf("open: %v", st)
+		}
+		return out
+	}
+	a, b := open(), open()
+	if a.BackingID == 0 || a.BackingID != b.BackingID || a.OpenFlags&fuse.FOPEN_PASSTHROUGH == 0 || a.OpenFlags&fuse.FOPEN_KEEP_CACHE != 0 || len(fb.registered) != 1 {
+		t.Fatalf("opens %+v, %+v; registered %v", a, b, fb.registered)
+	}
+	fs.Release(nil, &fuse.ReleaseIn{Fh: a.Fh})
+	if len(fb.registered) != 1 {
+		t.Errorf("backing ID released with one open left")
+	}
+	fs.Release(nil, &fuse.ReleaseIn{Fh: b.Fh})
+	if len(fb.registered) != 0 || len(fs.handles) != 0 {
+		t.Errorf("after the last release: registered %v, %d handles", fb.registered, len(fs.handles))
+	}
+	fb.refuse = true
+	if c := open(); c.BackingID != 0 || c.OpenFlags&fuse.FOPEN_PASSTHROUGH != 0 || c.Fh != 0 {
+		t.Errorf("refused passthrough: open %+v", c)
+	}
+	fb.refuse = false
+	if c := open(); c.BackingID != 0 {
+		t.Errorf("passthrough tried again after a refusal")
 	}
 }

@@ -54,6 +54,15 @@ func (r *Root) read(e *entry, dest []byte, off int64) (fuse.ReadResult, syscall.
 	switch f.kind {
 	case kindStatic:
 		return fuse.ReadResultData(e.data()[off : off+int64(n)]), 0
+	case kindVirtual:
+		got, err := e.virtual().ReadAt(dest[:n], off)
+		if got == n {
+			return fuse.ReadResultData(dest[:n]), 0
+		}
+		if err == nil {
+			err = fmt.Errorf("short read: %d of %d bytes", got, n)
+		}
+		return nil, toErrno(err)
 	case kindExport:
 		return r.readExport(e, dest[:n], off) // export.go
 	case kindTensor:

@@ -148,10 +148,30 @@ func (e *entry) child(name string) *entry {
 type fileKind uint8
 
 const (
-	kindTensor fileKind = iota + 1 // a tensor in some representation
-	kindStatic                     // bytes fixed at mount (index.json, metadata)
-	kindStats                      // stats.json: rendered at each open
+	kindTensor  fileKind = iota + 1 // a tensor in some representation
+	kindStatic                      // bytes fixed at mount (metadata values)
+	kindStats                       // stats.json: rendered at each open
+	kindVirtual                     // bytes made on demand by a virtualFile
 )
+
+// virtualFile is a regular file whose bytes are made on demand (a file
+// assembled from ranges of others, a value rendered lazily): the way to
+// add a new kind of file to the tree without touching the FUSE glue. Put
+// one in a tree with builder.addVirtual. The tree is constant, so Size
+// is fixed when the file is added; ReadAt is called with off in [0,
+// Size) and a p no longer than what is left, concurrently, and must fill
+// p (a short count is EIO; an error is EIO but for an errno, which is
+// kept). Attributes and xattrs: see xattrser.
+type virtualFile interface {
+	Size() int64
+	ReadAt(p []byte, off int64) (int, error)
+}
+
+// xattrser is a virtualFile with extended attributes: name and value
+// pairs, in listing order. A virtualFile without it has none.
+type xattrser interface {
+	Xattrs() [][2]string
+}
 
 // fileData describes what a regular file serves, exactly (its size
 // included) from NewRoot on; the bytes themselves are the entry's
@@ -196,93 +216,17 @@ func (f tensorForm) String() string {
 // not be, which NewRoot's checks make impossible).
 type fileContents struct {
 	data []byte      // kindStatic
+	v    virtualFile // kindVirtual
 	r    view.Reader // tensors of every form but formDirect
 	err  error
 }
 
-// builder assembles one directory tree; each directory's children are
-// kept in a map until finish sorts them.
-type builder struct {
-	root *entry
-	dirs map[*entry]map[string]*entry
-}
-
-func newBuilder(name string) *builder {
-	root := &entry{name: name, dir: &dirData{}}
-	return &builder{root: root, dirs: map[*entry]map[string]*entry{root: {}}}
-}
-
-// add puts a file described by f at the slash-separated path p, creating
-// directories, and returns its entry. It fails when a component is
-// unusable or p clashes with an existing file or directory.
-func (b *builder) add(p string, f fileData) (*entry, error) {
-	parts := strings.Split(p, "/")
-	for _, c := range parts {
-		if err := checkComponent(c); err != nil {
-			return nil, err
-		}
+// virtual returns the virtualFile of a kindVirtual file.
+func (e *entry) virtual() virtualFile {
+	if c := e.contents.Load(); c != nil {
+		return c.v
 	}
-	dir := b.root
-	for _, c := range parts[:len(parts)-1] {
-		m := b.dirs[dir]
-		next := m[c]
-		switch {
-		case next == nil:
-			next = &entry{name: c, dir: &dirData{}}
-			m[c] = next
-			b.dirs[next] = map[string]*entry{}
-			dir.dir.nsubdirs++
-		case !next.isDir():
-			return nil, fmt.Errorf("%q is both a file and a directory", c)
-		}
-		dir = next
-	}
-	last := parts[len(parts)-1]
-	m := b.dirs[dir]
-	if old := m[last]; old != nil {
-		if old.isDir() {
-			return nil, fmt.Errorf("%q is both a file and a directory", last)
-		}
-		return nil, fmt.Errorf("two files at the same path")
-	}
-	e := &entry{name: last, file: f}
-	m[last] = e
-	return e, nil
-}
-
-// addStatic puts a file of fixed bytes at p (see add).
-func (b *builder) addStatic(p string, data []byte) error {
-	e, err := b.add(p, fileData{kind: kindStatic, size: int64(len(data))})
-	if err == nil {
-		e.contents.Store(&fileContents{data: data})
-	}
-	return err
-}
-
-// attach puts an already finished entry (a file, or a subtree with its
-// children sorted) at the top of the tree.
-func (b *builder) attach(e *entry) {
-	b.dirs[b.root][e.name] = e
-	if e.isDir() {
-		b.root.dir.nsubdirs++
-	}
-}
-
-// empty reports whether nothing has been added.
-func (b *builder) empty() bool { return len(b.dirs[b.root]) == 0 }
-
-// finish sorts every directory's children and returns the root.
-func (b *builder) finish() *entry {
-	for d, m := range b.dirs {
-		ch := make([]*entry, 0, len(m))
-		for _, e := range m {
-			ch = append(ch, e)
-		}
-		sort.Slice(ch, func(i, j int) bool { return ch[i].name < ch[j].name })
-		d.dir.children = ch
-	}
-	b.dirs = nil
-	return b.root
+	return nil
 }
 
 // checkComponent reports why c cannot be one path component.
@@ -301,19 +245,37 @@ func checkComponent(c string) error {
 }
 
 // numberInodes gives every entry its inode number: 1 for the root, then
-// depth-first in name order. The numbers depend only on the tree.
-func numberInodes(root *entry) uint64 {
-	next := uint64(1)
-	var walk func(e *entry)
-	walk = func(e *entry) {
-		e.ino = next
-		next++
-		for _, c := range e.children() {
-			walk(c)
+// depth-first in name order, and returns the entries by number (entry
+// ino is at ino-1). The numbers depend only on the tree. The walk keeps
+// its own stack: a tree can be tens of thousands of directories deep.
+func numberInodes(root *entry) []*entry {
+	n := 0
+	walkTree(root, func(*entry) { n++ })
+	all := make([]*entry, 0, n)
+	stack := []*entry{root}
+	for len(stack) > 0 {
+		e := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		all = append(all, e)
+		e.ino = uint64(len(all))
+		ch := e.children()
+		for i := len(ch) - 1; i >= 0; i-- {
+			stack = append(stack, ch[i])
 		}
 	}
-	walk(root)
-	return next - 1
+	return all
+}
+
+// walkTree calls fn for root and every entry under it, in no set order,
+// with a stack of its own (no recursion: trees can be deep).
+func walkTree(root *entry, fn func(*entry)) {
+	stack := []*entry{root}
+	for len(stack) > 0 {
+		e := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		fn(e)
+		stack = append(stack, e.children()...)
+	}
 }
 
 // Root is a mountable tensorfs tree: the constant tree built from one
@@ -328,14 +290,15 @@ type Root struct {
 
 	// Constant after NewRoot.
 	top      *entry
-	fds      []int  // per source: its descriptor to splice from, or -1
-	nodes    uint64 // entries in the tree
+	inodes   []*entry // by inode number - 1: the kernel's node IDs
+	fds      []int    // per source: its descriptor to splice from, or -1
+	nodes    uint64   // entries in the tree
 	mtime    time.Time
 	uid, gid uint32
-	files    uint64 // regular files
-	bytes    int64  // bytes of the top-level tensors
-	dropped  int    // tensors left out of views (clashes, view errors)
-	indexDoc []byte
+	files    uint64     // regular files
+	bytes    int64      // bytes of the top-level tensors
+	dropped  int        // tensors left out of views (clashes, view errors)
+	index    *indexFile // .tensorfs/index.json
 
 	// cache counts served bytes to drop the backing files' cached copy;
 	// nil with Options.KeepBackingCache (cache.go).
@@ -400,52 +363,54 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 
 	r.cache = newCacheDrop(idx, sources, opts.KeepBackingCache) // cache.go
 
-	// The stored tree.
-	native, err := r.buildNative("")
+	// The stored tree. The views are built from its files, in its path
+	// order, so that their builds find their paths sorted already.
+	native, nativeFiles, err := r.buildNative("")
 	if err != nil {
 		return nil, err
 	}
 
-	top := newBuilder("")
+	top := newBuilder("", len(native.children())+8)
 	var listed []listedTensor // what index.json describes: the top level
 	var stored []listedTensor // and, in a converted top level, .native/
 	if opts.View == dtype.Invalid {
 		for _, c := range native.children() {
 			top.attach(c) // children of the stored tree's root
 		}
-		listed = r.collect(native, "")
+		listed = listFiles(nativeFiles, "")
 	} else {
-		if v, ok := r.buildView("", opts.View); ok {
+		if v, files, ok := r.buildView("", opts.View, nativeFiles); ok {
 			for _, c := range v.children() {
 				top.attach(c)
 			}
-			listed = r.collect(v, "")
+			listed = listFiles(files, "")
 		}
 		if len(native.children()) > 0 {
 			native.name = nativeDir
 			top.attach(native)
-			stored = r.collect(native, nativeDir)
+			stored = listFiles(nativeFiles, nativeDir)
 		}
 	}
 	for _, fv := range floatViews {
-		if v, ok := r.buildView(fv.dir, fv.dt); ok {
+		if v, _, ok := r.buildView(fv.dir, fv.dt, nativeFiles); ok {
 			top.attach(v)
 		}
 	}
-	if v, ok := r.buildNPY(); ok {
+	if v, ok := r.buildNPY(nativeFiles); ok {
 		top.attach(v)
 	}
 	r.addExports(top) // .safetensors/ in each tree (export.go)
 
-	r.indexDoc, err = r.indexJSON(listed, stored)
+	r.index, err = r.newIndexFile(listed, stored)
 	if err != nil {
 		return nil, fmt.Errorf("fs: index.json: %v", err)
 	}
 	top.attach(r.buildControl())
 
 	r.top = top.finish()
-	r.nodes = numberInodes(r.top)
-	r.countFiles(r.top)
+	r.inodes = numberInodes(r.top)
+	r.nodes = uint64(len(r.inodes))
+	r.countFiles()
 	for _, l := range listed {
 		r.bytes += l.f.size
 	}
@@ -467,11 +432,9 @@ func (r *Root) sourcesMtime() time.Time {
 	return newest
 }
 
-func (r *Root) countFiles(e *entry) {
-	for _, c := range e.children() {
-		if c.isDir() {
-			r.countFiles(c)
-		} else {
+func (r *Root) countFiles() {
+	for _, e := range r.inodes {
+		if !e.isDir() {
 			r.files++
 		}
 	}
@@ -496,8 +459,9 @@ func checkTopLevel(p string) error {
 }
 
 // buildNative builds the stored tree: every tensor, in its stored dtype.
-func (r *Root) buildNative(name string) (*entry, error) {
-	b := newBuilder(name)
+// It returns the tree's files in path order.
+func (r *Root) buildNative(name string) (*entry, []buildItem, error) {
+	b := newBuilder(name, len(r.idx.Tensors))
 	for i := range r.idx.Tensors {
 		t := &r.idx.Tensors[i]
 		p := tensorPath(t)
@@ -509,10 +473,15 @@ func (r *Root) buildNative(name string) (*entry, error) {
 			_, err = b.add(p, f)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("fs: tensor %q (path %q): %v", t.Name, p, err)
+			return nil, nil, fmt.Errorf("fs: tensor %q (path %q): %v", t.Name, p, err)
 		}
 	}
-	return b.finish(), nil
+	root := b.finish()
+	if c := b.clashes(); len(c) > 0 {
+		t := c[0].e.file.t
+		return nil, nil, fmt.Errorf("fs: tensor %q (path %q): %v", t.Name, c[0].path, c[0].err)
+	}
+	return root, b.placed(), nil
 }
 
 // storedFile serves t as stored: directly from its source when it is one
@@ -553,54 +522,51 @@ func (r *Root) viewFile(t *index.Tensor, dt dtype.DType) (f fileData, ok bool, e
 	return fileData{kind: kindTensor, form: formConverted, t: t, dtype: dt, size: size}, true, nil
 }
 
-// buildView builds the tree of every tensor that has a view in dt. ok is
-// false when it would be empty.
-func (r *Root) buildView(name string, dt dtype.DType) (*entry, bool) {
-	b := newBuilder(name)
-	for i := range r.idx.Tensors {
-		t := &r.idx.Tensors[i]
+// buildView builds the tree of every stored file's tensor that has a view
+// in dt, and returns its files. ok is false when it would be empty.
+func (r *Root) buildView(name string, dt dtype.DType, stored []buildItem) (*entry, []buildItem, bool) {
+	b := newBuilder(name, len(stored))
+	for _, it := range stored {
+		t := it.e.file.t
 		f, ok, err := r.viewFile(t, dt)
 		if ok {
-			_, err = b.add(tensorPath(t), f)
+			_, err = b.add(it.path, f)
 		}
 		if err != nil {
 			r.drop(t, dt.String(), err)
 		}
 	}
 	if b.empty() {
-		return nil, false
+		return nil, nil, false
 	}
-	return b.finish(), true
+	root := b.finish()
+	for _, c := range b.clashes() {
+		r.drop(c.e.file.t, dt.String(), c.err)
+	}
+	return root, b.placed(), true
 }
 
 // buildNPY builds .npy/: <path>.npy for every tensor view.NewNPY accepts
-// (view.NPYSize says so without building the reader).
-func (r *Root) buildNPY() (*entry, bool) {
-	b := newBuilder(npyDir)
-	// "<path>.npy" can be a directory of the view too: tensors "q" and
-	// "q.npy/z" give the file q.npy and the directory q.npy/. As in the
-	// stored tree (rule 3 of the names rule), the file then gets a '%'
-	// appended: q.npy% (no stored path ends in ".npy%", so it is taken by
-	// nothing else).
-	dirs := map[string]bool{}
-	for i := range r.idx.Tensors {
-		p := tensorPath(&r.idx.Tensors[i])
-		for j := 0; j < len(p); j++ {
-			if p[j] == '/' {
-				dirs[p[:j]] = true
-			}
-		}
-	}
-	for i := range r.idx.Tensors {
-		t := &r.idx.Tensors[i]
+// (view.NPYSize says so without building the reader), from the stored
+// tree's files.
+func (r *Root) buildNPY(stored []buildItem) (*entry, bool) {
+	b := newBuilder(npyDir, len(stored))
+	for _, it := range stored {
+		t := it.e.file.t
 		size, err := view.NPYSize(t, r.sources[t.Source])
 		if err != nil {
 			continue // no .npy form (complex32, a quantized type without dequantizer...)
 		}
 		dt, _ := view.NPYDType(t)
 		f := fileData{kind: kindTensor, form: formNPY, t: t, dtype: dt, size: size}
-		p := tensorPath(t) + npySuffix
-		if dirs[p] {
+		// "<path>.npy" can be a directory of the view too: tensors "q"
+		// and "q.npy/z" give the file q.npy and the directory q.npy/. As
+		// in the stored tree (rule 3 of the names rule), the file then
+		// gets a '%' appended: q.npy% (no stored path ends in ".npy%", so
+		// it is taken by nothing else). The stored tree says whether
+		// q.npy is a directory: a sibling of q's.
+		p := it.path + npySuffix
+		if c := it.parent.child(it.e.name + npySuffix); c != nil && c.isDir() {
 			p += "%"
 		}
 		if _, err := b.add(p, f); err != nil {
@@ -610,7 +576,11 @@ func (r *Root) buildNPY() (*entry, bool) {
 	if b.empty() {
 		return nil, false
 	}
-	return b.finish(), true
+	root := b.finish()
+	for _, c := range b.clashes() {
+		r.drop(c.e.file.t, "npy", c.err)
+	}
+	return root, true
 }
 
 func (r *Root) drop(t *index.Tensor, viewName string, err error) {
@@ -621,7 +591,7 @@ func (r *Root) drop(t *index.Tensor, viewName string, err error) {
 // buildControl builds .tensorfs/: index.json, metadata/<key>, stats.json.
 func (r *Root) buildControl() *entry {
 	b := newBuilder(controlDir)
-	b.addStatic("index.json", r.indexDoc)
+	b.addVirtual("index.json", r.index)
 	b.add("stats.json", fileData{kind: kindStats})
 	b.attach(r.buildMetadata()) // metadata.go
 	return b.finish()

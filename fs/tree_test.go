@@ -321,18 +321,39 @@ func parseIndex(t *testing.T, r *Root) *index.Document {
 	if e == nil {
 		t.Fatal("no .tensorfs/index.json")
 	}
-	doc, err := index.ParseDocument(e.data())
+	data := readAll(t, r, e)
+	doc, err := index.ParseDocument(data)
 	if err != nil {
-		t.Fatalf("index.json: %v\n%s", err, e.data())
+		t.Fatalf("index.json: %v\n%s", err, data)
 	}
 	return doc
+}
+
+// readAll reads the whole regular file e as the mount would, in reads
+// of 64 KiB.
+func readAll(t testing.TB, r *Root, e *entry) []byte {
+	t.Helper()
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for off := int64(0); ; {
+		res, errno := r.read(e, buf, off)
+		if errno != 0 {
+			t.Fatalf("read %s at %d: %v", e.name, off, errno)
+		}
+		b, _ := res.Bytes(buf)
+		if len(b) == 0 {
+			return out
+		}
+		out = append(out, b...)
+		off += int64(len(b))
+	}
 }
 
 func docView(t *testing.T, r *Root) string {
 	var v struct {
 		View string `json:"view"`
 	}
-	if err := json.Unmarshal(r.lookupPath(".tensorfs/index.json").data(), &v); err != nil {
+	if err := json.Unmarshal(readAll(t, r, r.lookupPath(".tensorfs/index.json")), &v); err != nil {
 		t.Fatal(err)
 	}
 	return v.View
@@ -352,7 +373,7 @@ func TestIndexJSON(t *testing.T) {
 		t.Error(`"view" or "native" set without Options.View`)
 	}
 	// One tensor per line, so head shows the start.
-	data := r.lookupPath(".tensorfs/index.json").data()
+	data := readAll(t, r, r.lookupPath(".tensorfs/index.json"))
 	if lines := bytes.Count(data, []byte("\n")); lines < len(idx.Tensors)+5 {
 		t.Errorf("index.json has %d lines for %d tensors", lines, len(idx.Tensors))
 	}
@@ -496,9 +517,8 @@ func TestNPYFileAlsoDirectory(t *testing.T) {
 }
 
 func getxattr(r *Root, e *entry, name string, size int) (string, syscall.Errno) {
-	n := &fileNode{root: r, e: e}
 	buf := make([]byte, size)
-	got, errno := n.Getxattr(nil, name, buf)
+	got, errno := r.getxattr(e, name, buf)
 	if errno != 0 {
 		return "", errno
 	}
@@ -510,7 +530,6 @@ func TestXattrs(t *testing.T) {
 	r := newRoot(t, idx, src, Options{})
 	tt := &idx.Tensors[0] // mask
 	e := r.lookupPath(tt.Path)
-	n := &fileNode{root: r, e: e}
 	want := map[string]string{
 		xattrName:   tt.Name,
 		xattrDType:  "BOOL",
@@ -521,12 +540,12 @@ func TestXattrs(t *testing.T) {
 	for name, val := range want {
 		// Size query: empty buffer gives the size (ERANGE, which go-fuse
 		// turns into the size reply).
-		sz, errno := n.Getxattr(nil, name, nil)
+		sz, errno := r.getxattr(e, name, nil)
 		if int(sz) != len(val) || (errno != 0 && errno != syscall.ERANGE) {
 			t.Errorf("%s size query: %d, %v", name, sz, errno)
 		}
 		if len(val) > 1 {
-			if _, errno := n.Getxattr(nil, name, make([]byte, len(val)-1)); errno != syscall.ERANGE {
+			if _, errno := r.getxattr(e, name, make([]byte, len(val)-1)); errno != syscall.ERANGE {
 				t.Errorf("%s with a short buffer: %v, want ERANGE", name, errno)
 			}
 		}
@@ -534,17 +553,17 @@ func TestXattrs(t *testing.T) {
 			t.Errorf("%s = %q (%v), want %q", name, got, errno, val)
 		}
 	}
-	if _, errno := n.Getxattr(nil, "user.other", make([]byte, 100)); errno != syscall.ENODATA {
+	if _, errno := r.getxattr(e, "user.other", make([]byte, 100)); errno != syscall.ENODATA {
 		t.Errorf("unknown xattr: %v", errno)
 	}
-	sz, _ := n.Listxattr(nil, nil)
+	sz, _ := r.listxattr(e, nil)
 	list := make([]byte, sz)
-	got, errno := n.Listxattr(nil, list)
+	got, errno := r.listxattr(e, list)
 	wantList := "user.tensorfs.name\x00user.tensorfs.dtype\x00user.tensorfs.shape\x00user.tensorfs.source\x00user.tensorfs.offset\x00"
 	if errno != 0 || string(list[:got]) != wantList {
 		t.Errorf("Listxattr = %q, %v", list[:got], errno)
 	}
-	if _, errno := n.Listxattr(nil, make([]byte, 3)); errno != syscall.ERANGE {
+	if _, errno := r.listxattr(e, make([]byte, 3)); errno != syscall.ERANGE {
 		t.Errorf("Listxattr short buffer: %v", errno)
 	}
 	// Scalar shape is [].
@@ -552,7 +571,7 @@ func TestXattrs(t *testing.T) {
 		t.Errorf("scalar shape %q", got)
 	}
 	// Non-tensor files have none.
-	if sz, _ := (&fileNode{root: r, e: r.lookupPath(".tensorfs/index.json")}).Listxattr(nil, nil); sz != 0 {
+	if sz, _ := r.listxattr(r.lookupPath(".tensorfs/index.json"), nil); sz != 0 {
 		t.Errorf("index.json lists %d bytes of xattrs", sz)
 	}
 }
@@ -615,17 +634,17 @@ func TestToErrno(t *testing.T) {
 func TestStatsJSON(t *testing.T) {
 	idx, src := fixture(t, basicSpecs)
 	r := newRoot(t, idx, src, Options{})
-	n := &fileNode{root: r, e: r.lookupPath(idx.Tensors[0].Path)}
+	e := r.lookupPath(idx.Tensors[0].Path)
 	dest := make([]byte, 100)
-	if _, errno := n.Read(nil, nil, dest, 0); errno != 0 {
+	if _, errno := r.readFile(e, nil, dest, 0); errno != 0 {
 		t.Fatal(errno)
 	}
-	fh, flags, errno := (&fileNode{root: r, e: r.lookupPath(".tensorfs/stats.json")}).Open(nil, syscall.O_RDONLY)
+	fh, flags, errno := r.open(r.lookupPath(".tensorfs/stats.json"), syscall.O_RDONLY)
 	if errno != 0 || flags&fuse.FOPEN_DIRECT_IO == 0 {
 		t.Fatalf("open stats.json: %v flags %x", errno, flags)
 	}
 	var s Stats
-	if err := json.Unmarshal(fh.(*statsHandle).data, &s); err != nil {
+	if err := json.Unmarshal(fh.data, &s); err != nil {
 		t.Fatal(err)
 	}
 	if s.Reads != 1 || s.Bytes != 5 || s.Tensors != len(idx.Tensors) || s.Opens != 1 || s.Files != r.Files() {
@@ -633,7 +652,7 @@ func TestStatsJSON(t *testing.T) {
 	}
 	// Opening for writing fails.
 	for _, fl := range []uint32{syscall.O_WRONLY, syscall.O_RDWR, syscall.O_RDONLY | syscall.O_TRUNC} {
-		if _, _, errno := n.Open(nil, fl); errno != syscall.EROFS {
+		if _, _, errno := r.open(e, fl); errno != syscall.EROFS {
 			t.Errorf("open flags %x: %v, want EROFS", fl, errno)
 		}
 	}
@@ -710,7 +729,12 @@ func TestReads(t *testing.T) {
 		tt := &idx.Tensors[i]
 		checkReads(t, tt.Name, r, r.lookupPath(tt.Path), src.data[tt.Offset:tt.Offset+tt.Size])
 	}
-	checkReads(t, "index.json", r, r.lookupPath(".tensorfs/index.json"), r.indexDoc)
+	ij := r.lookupPath(".tensorfs/index.json")
+	want, err := r.indexJSON(r.index.lists[0], r.index.lists[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReads(t, "index.json", r, ij, want)
 
 	// A source that comes back short is EIO, not a short reply.
 	src.short = 3
@@ -776,6 +800,51 @@ func BenchmarkNewRoot10k(b *testing.B) {
 	for b.Loop() {
 		if _, err := NewRoot(idx, []backing.Source{src}, Options{Logger: quietLogger()}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkNewRoot1M(b *testing.B) {
+	idx, src := bigIndex(1000000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := NewRoot(idx, []backing.Source{src}, Options{Logger: quietLogger()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestWriteDoc: index.json's lines, written without reflection, are
+// byte for byte what encoding/json writes, hard names included.
+func TestWriteDoc(t *testing.T) {
+	idx, src := fixture(t, []spec{
+		{"plain.weight", dtype.BF16, []int64{2, 3}},
+		{"quote\"back\\slash", dtype.F32, []int64{1}},
+		{"ctl\x01\n\t<&>", dtype.U8, []int64{}},
+		{"bad\xffutf8", dtype.U8, []int64{4}},
+		{"é\u2028\u2029", dtype.F16, []int64{1, 1, 1}},
+	})
+	idx.Sources[0] = "/ckpt/dir \"q\"/m.safetensors"
+	r := newRoot(t, idx, src, Options{})
+	for _, it := range listFiles(func() []buildItem {
+		var items []buildItem
+		for i := range idx.Tensors {
+			items = append(items, buildItem{path: idx.Tensors[i].Path, e: r.lookupPath(idx.Tensors[i].Path)})
+		}
+		return items
+	}(), ".native") {
+		var want, got bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(r.docOf(it)); err != nil {
+			t.Fatal(err)
+		}
+		want.Truncate(want.Len() - 1)
+		if err := r.writeDoc(&got, it); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("writeDoc:\n got %s\nwant %s", got.String(), want.String())
 		}
 	}
 }

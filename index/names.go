@@ -211,31 +211,22 @@ func unhex(c byte) int {
 // a SHA-256 collision between cut components.
 func AssignPaths(idx *Index) error {
 	enc := make([][]string, len(idx.Tensors))
-	dirs := map[string]struct{}{}
+	dirs := dirSet{}
 	for i := range idx.Tensors {
 		parts := encodeName(idx.Tensors[i].Name)
 		enc[i] = parts
-		if len(parts) > 1 {
-			var b strings.Builder
-			for _, p := range parts[:len(parts)-1] {
-				if b.Len() > 0 {
-					b.WriteByte('/')
-				}
-				b.WriteString(p)
-				dirs[b.String()] = struct{}{}
-			}
-		}
+		dirs.add(parts[:len(parts)-1])
 	}
 	// Step 3: files that are also directories.
 	for i, parts := range enc {
-		if _, isDir := dirs[strings.Join(parts, "/")]; isDir {
+		if dirs.has(parts) {
 			parts[len(parts)-1] += "%"
 		}
 		enc[i] = parts
 	}
 	// Step 4, then check that the cut kept paths apart.
 	paths := make(map[string]int, len(idx.Tensors))
-	cutDirs := map[string]struct{}{}
+	cutDirs := dirSet{}
 	for i, parts := range enc {
 		p := joinCut(parts)
 		if j, dup := paths[p]; dup {
@@ -244,12 +235,11 @@ func AssignPaths(idx *Index) error {
 		}
 		paths[p] = i
 		idx.Tensors[i].Path = p
-		for k := strings.IndexByte(p, '/'); k >= 0; k = nextSlash(p, k) {
-			cutDirs[p[:k]] = struct{}{}
-		}
+		cut := strings.Split(p, "/")
+		cutDirs.add(cut[:len(cut)-1])
 	}
 	for p, i := range paths {
-		if _, clash := cutDirs[p]; clash {
+		if cutDirs.has(strings.Split(p, "/")) {
 			return ErrorAt("", "tensor "+strconv.Quote(idx.Tensors[i].Name),
 				"path %q is also a directory after cutting long components", p)
 		}
@@ -257,10 +247,40 @@ func AssignPaths(idx *Index) error {
 	return nil
 }
 
-func nextSlash(p string, k int) int {
-	j := strings.IndexByte(p[k+1:], '/')
-	if j < 0 {
-		return -1
+// dirSet is a set of directories, each a (parent, component) pair: a
+// path's directories are added and looked up in time linear in its
+// length, where a set of prefix strings hashes every prefix whole (the
+// square of the depth: minutes for names 32,767 components deep).
+type dirSet map[dirKey]int
+
+type dirKey struct {
+	parent int // 0 for the top
+	name   string
+}
+
+// add puts every directory of the path parts (all of them directories).
+func (s dirSet) add(parts []string) {
+	id := 0
+	for _, c := range parts {
+		k := dirKey{id, c}
+		next, ok := s[k]
+		if !ok {
+			next = len(s) + 1
+			s[k] = next
+		}
+		id = next
 	}
-	return k + 1 + j
+}
+
+// has reports whether the path parts is a directory of s.
+func (s dirSet) has(parts []string) bool {
+	id := 0
+	for _, c := range parts {
+		next, ok := s[dirKey{id, c}]
+		if !ok {
+			return false
+		}
+		id = next
+	}
+	return len(parts) > 0
 }

@@ -8,7 +8,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
 )
@@ -94,21 +96,69 @@ func Generate(path string, size int64) error {
 	return f.Close()
 }
 
-// generateSparse writes a safetensors file of n BF16 tensors named
-// like a Hugging Face model's (model.layers.L.<part>.weight, one flat
-// directory), each [rows, 4096], about size bytes in all: the header, then
-// a hole. It returns the file's size and the header's.
-func generateSparse(path string, n int, size int64) (int64, int64, error) {
-	const cols = 4096
-	rowBytes := int64(2 * cols)
-	rows := max(1, size/int64(n)/rowBytes)
-	tsize := rows * rowBytes
+// shardTensors is the most tensors the tree checkpoint puts in one
+// safetensors file: a header of 400,000 such entries is about 48 MB,
+// well under the format's 100 MB cap (index.MaxSafetensorsHeader).
+const shardTensors = 400_000
+
+// generateTree writes the tree checkpoint of n BF16 tensors named like a
+// Hugging Face model's (model.layers.L.<part>.weight, one flat
+// directory), each [rows, 4096], about size bytes in all, sparse. Up to
+// shardTensors tensors it is the one safetensors file path; beyond, as
+// Hugging Face shards a large model, a directory (path without
+// ".safetensors") of shards of at most that many tensors (1.safetensors,
+// 2.safetensors...: short names keep the weight map under its 64 MiB
+// cap) and their weight map, model.safetensors.index.json. It returns
+// the files written, the one to mount first and the directory last (the
+// order to remove them in), the bytes of the shards and of their headers.
+func generateTree(path string, n int, size int64) (files []string, total, header int64, err error) {
 	parts := []string{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "input_layernorm"}
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("model.layers.%d.%s.weight", i/len(parts), parts[i%len(parts)])
 	}
 	sort.Strings(names)
+	if n <= shardTensors {
+		total, header, err = generateSparse(path, names, size)
+		return []string{path}, total, header, err
+	}
+	dir := strings.TrimSuffix(path, ".safetensors")
+	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+		return nil, 0, 0, err
+	}
+	index := filepath.Join(dir, "model.safetensors.index.json")
+	files = []string{index}
+	shards := (n + shardTensors - 1) / shardTensors
+	weightMap := make(map[string]string, n)
+	for k := 0; k < shards; k++ {
+		name := fmt.Sprintf("%d.safetensors", k+1)
+		files = append(files, filepath.Join(dir, name))
+		part := names[k*shardTensors : min(n, (k+1)*shardTensors)]
+		t, h, err := generateSparse(files[len(files)-1], part, size*int64(len(part))/int64(n))
+		if err != nil {
+			return append(files, dir), 0, 0, err
+		}
+		total, header = total+t, header+h
+		for _, p := range part {
+			weightMap[p] = name
+		}
+	}
+	idx, err := json.Marshal(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap})
+	if err == nil {
+		err = os.WriteFile(index, idx, 0o644)
+	}
+	return append(files, dir), total, header, err
+}
+
+// generateSparse writes a safetensors file of the tensors names, each
+// [rows, 4096] BF16, about size bytes in all: the header, then a hole.
+// It returns the file's size and the header's.
+func generateSparse(path string, names []string, size int64) (int64, int64, error) {
+	const cols = 4096
+	n := len(names)
+	rowBytes := int64(2 * cols)
+	rows := max(1, size/int64(n)/rowBytes)
+	tsize := rows * rowBytes
 	header := map[string]any{"__metadata__": map[string]string{"format": "pt", "generator": "tensorfs bench --tree"}}
 	for i, name := range names {
 		off := int64(i) * tsize

@@ -46,13 +46,18 @@ func (b *harness) runTree(n int, size int64, count int) (*TreeReport, error) {
 	// of the caller's, for mounting by hand.
 	b.source = filepath.Join(b.dir, fmt.Sprintf("tree-%d-%d.safetensors", n, size))
 	b.logf("writing a sparse %s checkpoint of %d tensors to %s", humanBytes(size), n, b.source)
-	total, header, err := generateSparse(b.source, n, size)
+	files, total, header, err := generateTree(b.source, n, size)
 	if !b.keep {
-		defer os.Remove(b.source)
+		defer func() {
+			for _, f := range files {
+				os.Remove(f)
+			}
+		}()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bench: %v", err)
 	}
+	b.source = files[0]
 	rep := &TreeReport{Source: b.source, Tensors: n, Bytes: total, Header: header, MountFlags: b.mountFlags, Machine: machineInfo()}
 	if rep.MountFlags == nil {
 		rep.MountFlags = []string{}

@@ -1,0 +1,132 @@
+package fs
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/lazyweights/tensorfs/dtype"
+)
+
+// indexFile is .tensorfs/index.json: the index.Document of the top-level
+// tensors (format, sources, metadata, tensors in name order), with "view"
+// added after "format" when the top level is a converted view
+// (Options.View), and then "native" after "tensors": the stored tree under
+// .native/, described the same way (every tensor, integers included, at
+// paths starting ".native/"). Each tensor's dtype and size are those of
+// its file, and source and offset are present where the file is one
+// contiguous range of its source. It is indented with one tensor per line
+// so that `head` shows the top.
+//
+// It is served as a virtualFile, its bytes made on demand rather than kept for the life of the
+// mount (about 150 bytes a tensor: 150 MB for a million tensors). NewRoot
+// renders the document once to learn its size and where every
+// indexMarkEvery-th unit starts; a read renders from the mark before it
+// to its end. A unit is the head (up to the first tensor line), one
+// tensor line, the text between the two lists, or the tail. What is kept
+// is the head, a pointer and path per tensor, and a mark per
+// indexMarkEvery lines.
+type indexFile struct {
+	r          *Root
+	head, mid  []byte
+	tail       []byte
+	lists      [2][]listedTensor // "tensors", and "native" with a view
+	marks      []int64           // marks[k]: offset of unit k*indexMarkEvery
+	size       int64
+	units      int
+	renderPool sync.Pool // *bytes.Buffer
+}
+
+// indexMarkEvery is how many units apart the marks are: a read renders
+// at most this many units before its offset.
+const indexMarkEvery = 64
+
+// newIndexFile renders the document once for its size and marks.
+func (r *Root) newIndexFile(listed, native []listedTensor) (*indexFile, error) {
+	f := &indexFile{r: r, lists: [2][]listedTensor{listed, native}}
+	var err error
+	if f.head, err = r.indexHead(); err != nil {
+		return nil, err
+	}
+	close := func(n int) string {
+		if n > 0 {
+			return "\n  ]"
+		}
+		return "]"
+	}
+	if r.opts.View != dtype.Invalid {
+		f.mid = []byte(close(len(listed)) + ",\n  \"native\": [")
+		f.tail = []byte(close(len(native)) + "\n}\n")
+	} else {
+		f.mid = []byte(close(len(listed)) + "\n}\n")
+	}
+	f.units = len(listed) + len(native) + 3
+	f.marks = make([]int64, 0, f.units/indexMarkEvery+1)
+	var buf bytes.Buffer
+	for u := 0; u < f.units; u++ {
+		if u%indexMarkEvery == 0 {
+			f.marks = append(f.marks, f.size)
+		}
+		buf.Reset()
+		if err := f.unit(&buf, u); err != nil {
+			return nil, err
+		}
+		f.size += int64(buf.Len())
+	}
+	return f, nil
+}
+
+// unit writes unit u of the document.
+func (f *indexFile) unit(buf *bytes.Buffer, u int) error {
+	n0 := len(f.lists[0])
+	switch {
+	case u == 0:
+		buf.Write(f.head)
+	case u <= n0:
+		return f.line(buf, f.lists[0], u-1)
+	case u == n0+1:
+		buf.Write(f.mid)
+	case u < f.units-1:
+		return f.line(buf, f.lists[1], u-n0-2)
+	default:
+		buf.Write(f.tail)
+	}
+	return nil
+}
+
+// line writes tensor line i of list, with its separator.
+func (f *indexFile) line(buf *bytes.Buffer, list []listedTensor, i int) error {
+	if i > 0 {
+		buf.WriteByte(',')
+	}
+	buf.WriteString("\n    ")
+	return f.r.writeDoc(buf, list[i])
+}
+
+func (f *indexFile) Size() int64 { return f.size }
+
+// ReadAt renders from the last mark at or before off until p is full.
+func (f *indexFile) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off >= f.size {
+		return 0, fmt.Errorf("index.json: read at %d of %d bytes", off, f.size)
+	}
+	k := sort.Search(len(f.marks), func(i int) bool { return f.marks[i] > off }) - 1
+	start := f.marks[k]
+	buf, _ := f.renderPool.Get().(*bytes.Buffer)
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	defer f.renderPool.Put(buf)
+	buf.Reset()
+	end := min(off+int64(len(p)), f.size)
+	for u := k * indexMarkEvery; start+int64(buf.Len()) < end && u < f.units; u++ {
+		if err := f.unit(buf, u); err != nil {
+			return 0, err
+		}
+	}
+	if start+int64(buf.Len()) < end {
+		return 0, fmt.Errorf("index.json: rendered %d bytes of %d", start+int64(buf.Len()), f.size)
+	}
+	return copy(p, buf.Bytes()[off-start:end-start]), nil
+}

@@ -1,0 +1,124 @@
+package fs
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
+)
+
+// indexJSON renders the whole document in one go, as NewRoot did before
+// index.json was served on demand: the reference indexFile must match.
+func (r *Root) indexJSON(listed, native []listedTensor) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	field := func(name string, v any, last bool) error {
+		buf.WriteString("  ")
+		if err := enc.Encode(name); err != nil {
+			return err
+		}
+		buf.Truncate(buf.Len() - 1) // Encode's newline
+		buf.WriteString(": ")
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		buf.Truncate(buf.Len() - 1)
+		if !last {
+			buf.WriteByte(',')
+		}
+		buf.WriteByte('\n')
+		return nil
+	}
+	buf.WriteString("{\n")
+	if err := field("format", r.idx.Format, false); err != nil {
+		return nil, err
+	}
+	if r.opts.View != dtype.Invalid {
+		if err := field("view", r.opts.View.String(), false); err != nil {
+			return nil, err
+		}
+	}
+	sources := r.idx.Sources
+	if sources == nil {
+		sources = []string{}
+	}
+	if err := field("sources", sources, false); err != nil {
+		return nil, err
+	}
+	md, err := index.RenderMetadata(r.idx.Metadata, index.MetadataJSONBudget)
+	if err != nil {
+		return nil, err
+	}
+	if err := field("metadata", json.RawMessage(md), false); err != nil {
+		return nil, err
+	}
+	list := func(name string, items []listedTensor) error {
+		buf.WriteString("  ")
+		if err := enc.Encode(name); err != nil {
+			return err
+		}
+		buf.Truncate(buf.Len() - 1)
+		buf.WriteString(": [")
+		for i, l := range items {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			buf.WriteString("\n    ")
+			if err := r.writeDoc(&buf, l); err != nil {
+				return err
+			}
+		}
+		if len(items) > 0 {
+			buf.WriteString("\n  ")
+		}
+		buf.WriteString("]")
+		return nil
+	}
+	if err := list("tensors", listed); err != nil {
+		return nil, err
+	}
+	if r.opts.View != dtype.Invalid {
+		buf.WriteString(",\n")
+		if err := list("native", native); err != nil {
+			return nil, err
+		}
+	}
+	buf.WriteString("\n}\n")
+	// The buffer grew by doubling and the document is kept for the life
+	// of the mount: keep an exact-size copy (a 10,000-tensor index is
+	// 2 MiB, its buffer up to twice that).
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+// TestIndexFile: index.json read through the indexFile, whole and in
+// pieces of every size around the marks, is the reference rendering.
+func TestIndexFile(t *testing.T) {
+	idx, src := bigIndex(500)
+	for _, opts := range []Options{{}, {View: dtype.F32}} {
+		r := newRoot(t, idx, src, opts)
+		e := r.lookupPath(".tensorfs/index.json")
+		f, _ := e.virtual().(*indexFile)
+		if f == nil {
+			t.Fatal("index.json is not an indexFile")
+		}
+		want, err := r.indexJSON(f.lists[0], f.lists[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, r, e); !bytes.Equal(got, want) {
+			t.Fatalf("view %v: index.json differs from the reference (%d vs %d bytes)", opts.View, len(got), len(want))
+		}
+		for _, size := range []int{1, 7, 4096, 100000} {
+			for off := 0; off < len(want); off += len(want)/13 + 1 {
+				p := make([]byte, size)
+				n, err := f.ReadAt(p[:min(size, len(want)-off)], int64(off))
+				if err != nil || !bytes.Equal(p[:n], want[off:off+n]) || n != min(size, len(want)-off) {
+					t.Fatalf("ReadAt(%d bytes at %d) = %d, %v", size, off, n, err)
+				}
+			}
+		}
+	}
+}
