@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/backing/remote/dial"
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/view"
@@ -89,6 +90,9 @@ type Options struct {
 	// stays bounded); backing.Direct bypasses the page cache. It does not
 	// apply to a mount.
 	Backing *backing.Options
+	// Remote configures a remote path (s3://, http://, https://; see
+	// package backing/remote/dial). nil means the defaults.
+	Remote *dial.Options
 }
 
 // Open opens path: a checkpoint file, a directory holding a sharded
@@ -99,6 +103,9 @@ func Open(path string) (*Checkpoint, error) { return OpenWith(path, Options{}) }
 
 // OpenWith is Open with options.
 func OpenWith(path string, opts Options) (*Checkpoint, error) {
+	if dial.IsRemote(path) {
+		return openRemote(path, opts)
+	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		if _, err := os.Stat(filepath.Join(path, MountIndexPath)); err == nil {
 			return openMount(path)

@@ -33,6 +33,7 @@ converted views .f32/ .f16/ .bf16/ .f64/ and .npy/.`
 
 func runMount(args []string) error {
 	f := newFlags("mount", "[flags] SOURCE MOUNTPOINT", mountAbout)
+	addRemoteFlags(f)
 	dtFlag := f.String("dtype", "", "make the top level the converted view in `DT` (f32, f16, bf16 or f64); tensors that cannot be converted are left out of it and the stored tree moves to .native/")
 	modeFlag := f.String("backing", "mmap", "how to read the checkpoint, `MODE`: mmap (fastest for local files), pread (network filesystems, where page faults stall) or direct (O_DIRECT, bypasses the page cache)")
 	allowOther := f.Bool("allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")

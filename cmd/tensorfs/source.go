@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/backing/remote/dial"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/index"
 )
@@ -23,6 +24,9 @@ type checkpoint struct {
 // reading files in the given backing mode; the parsers read them through
 // backing.ForParsing.
 func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
+	if dial.IsRemote(path) {
+		return loadRemote(path)
+	}
 	if _, err := os.Stat(filepath.Join(path, client.MountIndexPath)); err == nil {
 		return nil, fmt.Errorf("%s: a tensorfs mount, not a checkpoint: its index is %s (tensorfs load reads a mount)", path, filepath.Join(path, client.MountIndexPath))
 	}
