@@ -36,11 +36,11 @@ type memCache struct {
 	capacity int64
 
 	mu    sync.Mutex
-	used  int64              // GUARDED_BY(mu): bytes of cached parts' buffers
-	parts map[partKey]*part  // GUARDED_BY(mu)
-	lru   list.List          // GUARDED_BY(mu): of *part, front = least recently used
-	hits  int64              // GUARDED_BY(mu)
-	miss  int64              // GUARDED_BY(mu)
+	used  int64             // GUARDED_BY(mu): bytes of cached parts' buffers
+	parts map[partKey]*part // GUARDED_BY(mu)
+	lru   list.List         // GUARDED_BY(mu): of *part, front = least recently used
+	hits  int64             // GUARDED_BY(mu)
+	miss  int64             // GUARDED_BY(mu)
 }
 
 func newMemCache(capacity, partSize int64) *memCache {
