@@ -19,21 +19,23 @@ type Tree struct {
 // Key is the object key of a tree path.
 func Key(p string) string { return strings.TrimPrefix(p, "/") }
 
-// Path is the tree path of a key (a prefix's trailing '/' dropped).
-func Path(key string) string { return "/" + strings.TrimSuffix(key, "/") }
+// Path is the tree path of a key. A key ending in '/' is a prefix, and
+// its path ends in '/' too.
+func Path(key string) string { return "/" + key }
 
-// IsDir reports whether p is a prefix (true) or an object.
+// IsDir reports whether p is a prefix (true) or an object. A path ending
+// in '/' is only looked up as a prefix.
 func (t Tree) IsDir(p string) (bool, error) {
 	k := Key(p)
-	if k == "" {
-		return true, t.C.checkPrefix(t.ctx(), "")
+	if k == "" || strings.HasSuffix(k, "/") {
+		return true, t.C.checkPrefix(t.ctx(), k)
 	}
 	return t.C.Stat(t.ctx(), k)
 }
 
 // Files lists the objects directly under the prefix p, as tree paths.
 func (t Tree) Files(p string) ([]string, error) {
-	k := Key(p)
+	k := strings.TrimSuffix(Key(p), "/")
 	if k != "" {
 		k += "/"
 	}
@@ -43,6 +45,9 @@ func (t Tree) Files(p string) ([]string, error) {
 	}
 	out := make([]string, 0, len(ents))
 	for _, e := range ents {
+		if path.Clean(e.Name) != e.Name || e.Name == "." || e.Name == ".." {
+			continue // not reachable by a clean path
+		}
 		out = append(out, path.Join(p, e.Name))
 	}
 	return out, nil

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lazyweights/tensorfs/backing/remote"
@@ -44,7 +45,7 @@ func addRemoteFlags(f *flags) {
 		partSize:  f.String("part-size", "8MiB", "remote: fetch and cache in parts of `SIZE`"),
 		parallel:  f.Int("remote-parallel", remote.DefaultParallel, "remote: at most `N` GETs in flight"),
 		memCache:  f.String("cache-mem", "128MiB", "remote: keep at most `SIZE` of parts in memory"),
-		readahead: f.String("readahead", "32MiB", "remote: fetch up to `SIZE` ahead of a sequential reader (0: none)"),
+		readahead: f.String("remote-readahead", "32MiB", "remote: fetch up to `SIZE` ahead of a sequential reader (0: none)"),
 		cacheDir:  f.String("cache-dir", "", "remote: keep fetched parts in `DIR` on disk, keyed by the object's ETag, so that the next open starts warm"),
 		cacheSize: f.String("cache-size", "10GiB", "remote: at most `SIZE` in --cache-dir"),
 		timeout:   f.Duration("remote-timeout", remote.DefaultTimeout, "remote: a read that cannot be served within `D`, retries included, fails (EIO); opening waits at most 10s or D if less"),
@@ -60,6 +61,9 @@ func remoteOptions() (dial.Options, error) {
 		return o, nil
 	}
 	size := func(name, v string) (int64, error) {
+		if strings.TrimSpace(v) == "0" {
+			return 0, nil
+		}
 		n, err := loadParseSize(v)
 		if err != nil {
 			return 0, usagef("--%s: %v", name, err)
@@ -80,7 +84,7 @@ func remoteOptions() (dial.Options, error) {
 	if o.Remote.MemCache, err = size("cache-mem", *rf.memCache); err != nil {
 		return o, err
 	}
-	if o.Remote.Readahead, err = size("readahead", *rf.readahead); err != nil {
+	if o.Remote.Readahead, err = size("remote-readahead", *rf.readahead); err != nil {
 		return o, err
 	}
 	if o.Remote.Readahead == 0 {
