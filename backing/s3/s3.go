@@ -162,8 +162,11 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, p []byte)
 	}
 	rng := fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)
 	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &obj.Key, Range: &rng}
-	if obj.ETag != "" {
+	switch {
+	case obj.ETag != "":
 		in.IfMatch = aws.String(obj.ETag)
+	case !obj.LastModified.IsZero():
+		in.IfUnmodifiedSince = aws.Time(obj.LastModified)
 	}
 	if obj.Version != "" {
 		in.VersionId = aws.String(obj.Version)
