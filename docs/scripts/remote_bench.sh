@@ -16,7 +16,7 @@
 # concurrent loads of the object (aggregate and per-load throughput).
 # Needs: go (builds tensorfs), curl, python3, fusermount3. Run from the
 # repository root. Everything stays on 127.0.0.1; the directory is removed.
-set -euo pipefail
+set -uo pipefail
 GIB=${1:-2}
 N=${2:-16}
 REPS=${3:-3}
@@ -32,7 +32,7 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-go build -o "$work/tensorfs" ./cmd/tensorfs
+go build -o "$work/tensorfs" ./cmd/tensorfs || exit 1
 s3curl=(curl -sS --fail --aws-sigv4 aws:amz:us-east-1:s3 --user "$AK:$SK" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD")
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 mkdir -p "$work/data/bench"
@@ -40,22 +40,23 @@ ROOT_ACCESS_KEY=$AK ROOT_SECRET_KEY=$SK "$vgw" --port 127.0.0.1:$port posix "$wo
 pid=$!
 ep=http://127.0.0.1:$port
 until curl -s -o /dev/null "$ep"; do sleep 0.1; done
-python3 docs/scripts/st_ckpt.py "$work/ckpt.safetensors" $((GIB * 32))
-"${s3curl[@]}" -T "$work/ckpt.safetensors" "$ep/bench/ckpt.safetensors" >/dev/null
+python3 docs/scripts/st_ckpt.py "$work/ckpt.safetensors" $((GIB * 32)) --sparse
+"${s3curl[@]}" -T "$work/ckpt.safetensors" "$ep/bench/ckpt.safetensors" >/dev/null || exit 1
+size=$(stat -c %s "$work/ckpt.safetensors")
 rm "$work/ckpt.safetensors"
-size=$(curl -sS --fail -I --aws-sigv4 aws:amz:us-east-1:s3 --user "$AK:$SK" "$ep/bench/ckpt.safetensors" | tr -d '\r' | awk 'tolower($1)=="content-length:"{print $2}')
 export AWS_ACCESS_KEY_ID=$AK AWS_SECRET_ACCESS_KEY=$SK AWS_REGION=us-east-1 AWS_ENDPOINT_URL=$ep AWS_EC2_METADATA_DISABLED=true
 now() { date +%s.%N; }
 gbs() { python3 -c "print('%.2f' % ($1 / ($3 - $2) / 1e9))"; }
 
 baseline() {
-	local per=$(((size + N - 1) / N)) i
+	local per=$(((size + N - 1) / N)) i pids=()
 	for ((i = 0; i < N; i++)); do
 		local a=$((i * per)) b=$(((i + 1) * per - 1))
-		((b >= size)) && b=$((size - 1))
+		if ((b >= size)); then b=$((size - 1)); fi
 		"${s3curl[@]}" -r "$a-$b" -o /dev/null "$ep/bench/ckpt.safetensors" &
+		pids+=($!)
 	done
-	wait
+	wait "${pids[@]}"
 }
 
 echo "object: $size bytes; N=$N parallel ranged GETs; $(nproc) CPUs; load: $(uptime | sed 's/.*load average: //')"
@@ -89,7 +90,11 @@ fusermount3 -u "$work/mnt3"
 echo "mount first read: $(gbs "$size" "$t2" "$t3") GB/s; disk cache warm: $(gbs "$size" "$t4" "$t5") GB/s; baseline $(gbs "$size" "$t0" "$t1") GB/s"
 
 t0=$(now)
-for ((k = 0; k < K; k++)); do "$work/tensorfs" load --quiet s3://bench/ckpt.safetensors & done
-wait
+pids=()
+for ((k = 0; k < K; k++)); do
+	"$work/tensorfs" load --quiet s3://bench/ckpt.safetensors &
+	pids+=($!)
+done
+wait "${pids[@]}"
 t1=$(now)
 echo "$K concurrent loads: aggregate $(gbs $((size * K)) "$t0" "$t1") GB/s, per load $(gbs "$size" "$t0" "$t1") GB/s"
