@@ -38,6 +38,7 @@ type stream struct {
 	end    int64
 	window int64
 	used   uint64
+	limit  int64 // readahead stops here (the end of a Prefetch range); 0: the object's end
 }
 
 var (
@@ -274,10 +275,20 @@ func (s *Source) readahead(off, n int64) {
 	st.end = max(st.end, off+n)
 	st.used = s.tick
 	from, to := off+n, min(off+n+st.window, s.obj.Size)
+	if st.limit > 0 {
+		to = min(to, st.limit)
+	}
 	s.mu.Unlock()
-	if s.closed.Load() || s.changedErr() != nil {
+	s.prefetch(from, to)
+}
+
+// prefetch starts fetching the parts of [from, to) that are not cached,
+// as far as the memory budget allows.
+func (s *Source) prefetch(from, to int64) {
+	if s.closed.Load() || s.changedErr() != nil || from >= to {
 		return
 	}
+	ps := s.c.opts.PartSize
 	for i := from / ps; i*ps < to; i++ {
 		pt, fresh := s.c.mem.acquire(partKey{s.id, i}, s.partLen(i), true)
 		if pt == nil || !fresh {
@@ -286,6 +297,29 @@ func (s *Source) readahead(off, n int64) {
 		s.inflight.Add(1)
 		go s.fetch(pt, true)
 	}
+}
+
+// Prefetch says that [off, off+n) is about to be read from start to end
+// (a loader streaming one tensor): the first Readahead bytes of it are
+// fetched now, and reads that go through it sequentially get the full
+// readahead window at once, up to its end.
+func (s *Source) Prefetch(off, n int64) {
+	ra := s.c.opts.Readahead
+	if ra <= 0 || n <= 0 || off < 0 || off >= s.obj.Size {
+		return
+	}
+	end := min(off+n, s.obj.Size)
+	s.mu.Lock()
+	s.tick++
+	oldest := &s.streams[0]
+	for i := range s.streams {
+		if s.streams[i].used < oldest.used {
+			oldest = &s.streams[i]
+		}
+	}
+	*oldest = stream{end: off, window: ra, used: s.tick, limit: end}
+	s.mu.Unlock()
+	s.prefetch(off, min(off+ra, end))
 }
 
 // CacheStats returns the client's in-memory cache hits and misses (reads
