@@ -20,6 +20,7 @@ type part struct {
 
 	// GUARDED_BY(memCache.mu)
 	pins   int           // readers and the fetch holding it
+	read   bool          // a reader has copied from it (prefetches may evict it)
 	elem   *list.Element // position in the LRU list when ready and unpinned
 	cached bool          // counted in memCache.used (not an overflow buffer)
 }
@@ -39,6 +40,7 @@ type memCache struct {
 	used  int64             // GUARDED_BY(mu): bytes of cached parts' buffers
 	parts map[partKey]*part // GUARDED_BY(mu)
 	lru   list.List         // GUARDED_BY(mu): of *part, front = least recently used
+	spare [][]byte          // GUARDED_BY(mu): overflow buffers to reuse (at most maxSpare)
 	hits  int64             // GUARDED_BY(mu)
 	miss  int64             // GUARDED_BY(mu)
 }
@@ -58,6 +60,7 @@ func (m *memCache) acquire(key partKey, length int64, prefetch bool) (p *part, f
 			return nil, false
 		}
 		m.hits++
+		p.read = true
 		if p.elem != nil {
 			m.lru.Remove(p.elem)
 			p.elem = nil
@@ -72,7 +75,7 @@ func (m *memCache) acquire(key partKey, length int64, prefetch bool) (p *part, f
 	if !prefetch {
 		m.miss++
 	}
-	p = &part{key: key, buf: buf[:length], done: make(chan struct{}), pins: 1, cached: cached}
+	p = &part{key: key, buf: buf[:length], done: make(chan struct{}), pins: 1, cached: cached, read: !prefetch}
 	m.parts[key] = p
 	return p, true
 }
@@ -85,8 +88,13 @@ func (m *memCache) buffer(prefetch bool) (buf []byte, cached bool) {
 		m.used += m.partSize
 		return make([]byte, m.partSize), true
 	}
-	if e := m.lru.Front(); e != nil {
+	// A prefetch evicts only parts that have been read: never another
+	// prefetch's parts that nobody has used yet (that would thrash).
+	for e := m.lru.Front(); e != nil; e = e.Next() {
 		old := e.Value.(*part)
+		if prefetch && !old.read {
+			continue
+		}
 		m.lru.Remove(e)
 		old.elem = nil
 		delete(m.parts, old.key)
@@ -95,8 +103,17 @@ func (m *memCache) buffer(prefetch bool) (buf []byte, cached bool) {
 	if prefetch {
 		return nil, false
 	}
+	if n := len(m.spare); n > 0 {
+		buf := m.spare[n-1]
+		m.spare = m.spare[:n-1]
+		return buf, false
+	}
 	return make([]byte, m.partSize), false
 }
+
+// maxSpare bounds the overflow buffers kept for reuse, so that a burst of
+// readers does not leave the garbage collector a heap of part buffers.
+const maxSpare = 4
 
 // peek returns key's part pinned when it is ready, without fetching.
 func (m *memCache) peek(key partKey) *part {
@@ -138,7 +155,11 @@ func (m *memCache) release(p *part) {
 		return
 	}
 	if p.err != nil || !p.cached {
+		overflow := !p.cached
 		m.forget(p)
+		if overflow && len(m.spare) < maxSpare {
+			m.spare = append(m.spare, p.buf[:cap(p.buf)])
+		}
 		return
 	}
 	p.elem = m.lru.PushBack(p)
