@@ -88,14 +88,22 @@ func (m *memCache) buffer(prefetch bool) (buf []byte, cached bool) {
 		m.used += m.partSize
 		return make([]byte, m.partSize), true
 	}
-	// A prefetch evicts only parts that have been read: never another
-	// prefetch's parts that nobody has used yet (that would thrash).
+	// Parts already read go first. A prefetch never evicts another
+	// prefetch's parts that nobody has used yet (that would thrash); a
+	// reader does only when nothing else is left.
+	victim := (*list.Element)(nil)
 	for e := m.lru.Front(); e != nil; e = e.Next() {
-		old := e.Value.(*part)
-		if prefetch && !old.read {
-			continue
+		if e.Value.(*part).read {
+			victim = e
+			break
 		}
-		m.lru.Remove(e)
+	}
+	if victim == nil && !prefetch {
+		victim = m.lru.Front()
+	}
+	if victim != nil {
+		old := victim.Value.(*part)
+		m.lru.Remove(victim)
 		old.elem = nil
 		delete(m.parts, old.key)
 		return old.buf[:cap(old.buf)], true

@@ -271,6 +271,16 @@ func (s *Source) readahead(off, n int64) {
 		s.mu.Unlock()
 		return
 	}
+	// Streams share the memory cache: each gets at most its share of
+	// half of it, so that readahead never evicts what a reader is about
+	// to use.
+	active := int64(0)
+	for i := range s.streams {
+		if s.streams[i].used != 0 && s.tick-s.streams[i].used < 64 {
+			active++
+		}
+	}
+	ra = min(ra, max(ps, s.c.opts.MemCache/2/max(active, 1)))
 	st.window = min(max(2*st.window, ps), ra)
 	st.end = max(st.end, off+n)
 	st.used = s.tick
