@@ -65,6 +65,9 @@ type Checkpoint struct {
 	// cache keeps them), so the resident set does not grow with the
 	// checkpoint.
 	dropMapped bool
+	// remote: the files are remote sources (s3://, http(s)://), read
+	// with DefaultParallel tensors in flight whatever the CPUs.
+	remote bool
 
 	// Mount access; "" for a direct checkpoint.
 	mount string

@@ -18,7 +18,12 @@ func openRemote(path string, opts Options) (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	return FromIndex(path, idx, srcs)
+	c, err := FromIndex(path, idx, srcs)
+	if err != nil {
+		return nil, err
+	}
+	c.remote = true
+	return c, nil
 }
 
 // prefetcher is implemented by sources that fetch ahead on request (a
