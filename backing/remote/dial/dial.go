@@ -91,7 +91,10 @@ func newStore(ctx context.Context, source string, opts Options) (remote.Store, s
 	}
 	u, err := url.Parse(source)
 	if err != nil {
-		return nil, "", fmt.Errorf("bad URL: %v", err)
+		// Not err itself: it quotes the URL, whose query may be a
+		// presigned signature.
+		scheme, _, _ := strings.Cut(source, "://")
+		return nil, "", fmt.Errorf("%s:// URL: not a valid URL", strings.ToLower(scheme))
 	}
 	st, key, err := httpsrc.New(u)
 	if err != nil {
