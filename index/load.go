@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -52,8 +53,25 @@ type Opener func(path string) (File, error)
 // a tensor name found twice is refused. At most MaxShards shards and
 // MaxTensors tensors. The Sources of the result are absolute paths.
 func Load(path string, open Opener) (*Index, []File, error) {
-	idx, files, err := load(path, osTree{}, open)
+	st, err := os.Stat(path)
 	if err != nil {
+		return nil, nil, err
+	}
+	l := &loader{open: open}
+	var idx *Index
+	switch {
+	case st.IsDir():
+		idx, err = l.dir(path)
+	case st.Mode().IsRegular():
+		idx, err = l.file(path)
+	default:
+		err = ErrorAt(path, "", "not a regular file or a directory")
+	}
+	if err == nil {
+		err = finish(idx, l.files)
+	}
+	if err != nil {
+		l.closeAll()
 		return nil, nil, err
 	}
 	// Sources name the backing files for other processes too (the
@@ -65,36 +83,13 @@ func Load(path string, open Opener) (*Index, []File, error) {
 			idx.Sources[i] = abs
 		}
 	}
-	return idx, files, nil
-}
-
-// load is Load over tree (see LoadTree).
-func load(path string, tree Tree, open Opener) (*Index, []File, error) {
-	isDir, err := tree.IsDir(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	l := &loader{open: open, tree: tree}
-	var idx *Index
-	if isDir {
-		idx, err = l.dir(path)
-	} else {
-		idx, err = l.file(path)
-	}
-	if err == nil {
-		err = finish(idx, l.files)
-	}
-	if err != nil {
-		l.closeAll()
-		return nil, nil, err
-	}
 	return idx, l.files, nil
 }
 
 // loader holds the files opened so far, so that all are closed on error.
 type loader struct {
 	open  Opener
-	tree  Tree
+	tree  Tree // where dir lists files; nil: the local filesystem
 	files []File // checkpoint files, files[i] for the merged Sources[i] once merged
 	spare []File // opened, not (yet) part of the result
 }
@@ -250,7 +245,11 @@ func orderGGUFSplit(parts []part) ([]part, error) {
 
 // dir loads a SOURCE that is a directory.
 func (l *loader) dir(dir string) (*Index, error) {
-	files, err := l.tree.Files(dir)
+	tree := l.tree
+	if tree == nil {
+		tree = osTree{}
+	}
+	files, err := tree.Files(dir)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ type Displayer interface {
 // of the result are the opened files' Name()s, and a *FormatError that
 // names a tree path names tree.Display(path) instead.
 func LoadTree(path string, tree Tree, open Opener) (*Index, []File, error) {
-	idx, files, err := load(path, tree, open)
+	idx, files, err := loadTree(path, tree, open)
 	if err != nil {
 		if d, ok := tree.(Displayer); ok {
 			var fe *FormatError
@@ -45,6 +45,29 @@ func LoadTree(path string, tree Tree, open Opener) (*Index, []File, error) {
 		idx.Sources[i] = files[i].Name()
 	}
 	return idx, files, nil
+}
+
+// loadTree is Load's body over tree, without making Sources absolute.
+func loadTree(path string, tree Tree, open Opener) (*Index, []File, error) {
+	isDir, err := tree.IsDir(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := &loader{open: open, tree: tree}
+	var idx *Index
+	if isDir {
+		idx, err = l.dir(path)
+	} else {
+		idx, err = l.file(path)
+	}
+	if err == nil {
+		err = finish(idx, l.files)
+	}
+	if err != nil {
+		l.closeAll()
+		return nil, nil, err
+	}
+	return idx, l.files, nil
 }
 
 // osTree is the local filesystem.

@@ -24,11 +24,11 @@ type checkpoint struct {
 // reading files in the given backing mode; the parsers read them through
 // backing.ForParsing.
 func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
-	if dial.IsRemote(path) {
-		return loadRemote(path)
-	}
 	if _, err := os.Stat(filepath.Join(path, client.MountIndexPath)); err == nil {
 		return nil, fmt.Errorf("%s: a tensorfs mount, not a checkpoint: its index is %s (tensorfs load reads a mount)", path, filepath.Join(path, client.MountIndexPath))
+	}
+	if dial.IsRemote(path) {
+		return loadRemote(path)
 	}
 	open := func(p string) (index.File, error) {
 		src, err := backing.Open(p, backing.Options{Mode: mode})
