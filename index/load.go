@@ -89,7 +89,7 @@ func Load(path string, open Opener) (*Index, []File, error) {
 // loader holds the files opened so far, so that all are closed on error.
 type loader struct {
 	open  Opener
-	tree  Tree // where dir lists files; nil: the local filesystem
+	tree  Tree   // where dir lists files; nil: the local filesystem
 	files []File // checkpoint files, files[i] for the merged Sources[i] once merged
 	spare []File // opened, not (yet) part of the result
 }
