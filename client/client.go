@@ -65,8 +65,7 @@ type Checkpoint struct {
 	// cache keeps them), so the resident set does not grow with the
 	// checkpoint.
 	dropMapped bool
-	// remote: the files are remote sources (s3://, http(s)://), read
-	// with DefaultParallel tensors in flight whatever the CPUs.
+	// remote: the files are remote sources (s3://, http(s)://).
 	remote bool
 
 	// Mount access; "" for a direct checkpoint.

@@ -120,9 +120,6 @@ func (c *Checkpoint) Stream(ctx context.Context, sink Sink, opts StreamOptions) 
 	if opts.DType != dtype.Invalid && !opts.DType.IsFloatView() {
 		return fmt.Errorf("%s: %w: %s is not a view dtype (want F64, F32, F16 or BF16)", c.path, ErrNotConvertible, opts.DType)
 	}
-	if opts.Parallel <= 0 && c.remote {
-		opts.Parallel = DefaultParallel // waiting on the network, not copying: not bound by CPUs
-	}
 	opts = opts.withDefaults()
 	var sel []TensorInfo
 	for _, t := range c.tensors {
