@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/backing/remote/dial"
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/view"
@@ -64,6 +65,8 @@ type Checkpoint struct {
 	// cache keeps them), so the resident set does not grow with the
 	// checkpoint.
 	dropMapped bool
+	// remote: the files are remote sources (s3://, http(s)://).
+	remote bool
 
 	// Mount access; "" for a direct checkpoint.
 	mount string
@@ -89,6 +92,9 @@ type Options struct {
 	// stays bounded); backing.Direct bypasses the page cache. It does not
 	// apply to a mount.
 	Backing *backing.Options
+	// Remote configures a remote path (s3://, http://, https://; see
+	// package backing/remote/dial). nil means the defaults.
+	Remote *dial.Options
 }
 
 // Open opens path: a checkpoint file, a directory holding a sharded
@@ -99,6 +105,9 @@ func Open(path string) (*Checkpoint, error) { return OpenWith(path, Options{}) }
 
 // OpenWith is Open with options.
 func OpenWith(path string, opts Options) (*Checkpoint, error) {
+	if dial.IsRemote(path) {
+		return openRemote(path, opts)
+	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		if _, err := os.Stat(filepath.Join(path, MountIndexPath)); err == nil {
 			return openMount(path)

@@ -191,6 +191,7 @@ func (c *Checkpoint) streamOne(ctx context.Context, sink Sink, pool *pool, t Ten
 		return err
 	}
 	defer r.Close()
+	c.prefetch(t)
 	size := r.Size()
 	ts, err := sink.Begin(t, r.DType(), size)
 	if err != nil {

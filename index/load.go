@@ -104,6 +104,7 @@ func fileType(m os.FileMode) string {
 // loader holds the files opened so far, so that all are closed on error.
 type loader struct {
 	open  Opener
+	tree  Tree   // where dir lists files; nil: the local filesystem
 	files []File // checkpoint files, files[i] for the merged Sources[i] once merged
 	spare []File // opened, not (yet) part of the result
 }
@@ -266,26 +267,19 @@ func orderGGUFSplit(parts []part) ([]part, error) {
 
 // dir loads a SOURCE that is a directory.
 func (l *loader) dir(dir string) (*Index, error) {
-	ents, err := os.ReadDir(dir)
+	tree := l.tree
+	if tree == nil {
+		tree = osTree{}
+	}
+	files, err := tree.Files(dir)
 	if err != nil {
 		return nil, err
 	}
-	var files, maps []string
-	for _, e := range ents {
-		if e.IsDir() {
-			continue
+	var maps []string
+	for _, p := range files {
+		if name := filepath.Base(p); strings.HasSuffix(name, ".index.json") {
+			maps = append(maps, name)
 		}
-		p := filepath.Join(dir, e.Name())
-		if e.Type()&os.ModeSymlink != 0 || !e.Type().IsRegular() {
-			st, err := os.Stat(p)
-			if err != nil || !st.Mode().IsRegular() {
-				continue // a dangling link, a subdirectory, a device...
-			}
-		}
-		if strings.HasSuffix(e.Name(), ".index.json") {
-			maps = append(maps, e.Name())
-		}
-		files = append(files, p)
 	}
 	if len(maps) > 0 {
 		m, err := chooseWeightMap(dir, maps)

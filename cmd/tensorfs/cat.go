@@ -23,6 +23,7 @@ const catChunk = 1 << 20
 
 func runCat(args []string) error {
 	f := newFlags("cat", "[--dtype DT | --npy] SOURCE NAME", catAbout)
+	addRemoteFlags(f)
 	dtFlag := f.String("dtype", "", "convert to `DT` (f32, f16, bf16 or f64) as the .f32/ .f16/ .bf16/ .f64/ views do")
 	npy := f.Bool("npy", false, "write a NumPy .npy file (the tensor's dtype where NumPy has it, float32 otherwise)")
 	if err := f.parse(args, 2, 2); err != nil {

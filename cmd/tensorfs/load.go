@@ -48,6 +48,7 @@ hashed as stored.`
 
 func runLoad(args []string) error {
 	f := newFlags("load", "[--dtype DT] [--sha256] [--parallel N] [--chunk SIZE] [--io MODE] [--quiet] SOURCE", loadAbout)
+	addRemoteFlags(f)
 	dtFlag := f.String("dtype", "", "convert float and quantized tensors to `DT` (f32, f16, bf16 or f64); others load as stored")
 	sha := f.Bool("sha256", false, "print the sha256 of every tensor, sha256sum style, in index order")
 	parallel := f.Int("parallel", 0, "tensors in flight, each with one chunk buffer (`N`, 1 to 1024; 0 or unset: 4, or the number of CPUs when fewer)")
@@ -84,7 +85,11 @@ func runLoad(args []string) error {
 		return err
 	}
 
-	ck, err := client.OpenWith(source, client.Options{Backing: &backing.Options{Mode: mode}})
+	ro, err := remoteOptions()
+	if err != nil {
+		return err
+	}
+	ck, err := client.OpenWith(source, client.Options{Backing: &backing.Options{Mode: mode}, Remote: &ro})
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ as .tensorfs/index.json.`
 
 func runLs(args []string) error {
 	f := newFlags("ls", "[--json] SOURCE", lsAbout)
+	addRemoteFlags(f)
 	asJSON := f.Bool("json", false, "print the index document (format, sources, metadata, tensors) as JSON")
 	if err := f.parse(args, 1, 1); err != nil {
 		return err

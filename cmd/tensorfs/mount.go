@@ -38,6 +38,7 @@ converted views .f32/ .f16/ .bf16/ .f64/ and .npy/.`
 
 func runMount(args []string) error {
 	f := newFlags("mount", "[flags] SOURCE MOUNTPOINT", mountAbout)
+	addRemoteFlags(f)
 	dtFlag := f.String("dtype", "", "make the top level the converted view in `DT` (f32, f16, bf16 or f64); tensors that cannot be converted are left out of it and the stored tree moves to .native/")
 	modeFlag := f.String("backing", "mmap", "how to read the checkpoint, `MODE`: mmap (fastest for local files), pread (network filesystems, where page faults stall) or direct (O_DIRECT, bypasses the page cache)")
 	allowNonEmpty := f.Bool("allow-non-empty", false, "mount on a directory that is not empty (its files are hidden while mounted)")

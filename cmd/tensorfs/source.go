@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/backing/remote/dial"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
@@ -29,6 +30,9 @@ func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 	}
 	if _, err := os.Stat(filepath.Join(path, client.MountIndexPath)); err == nil {
 		return nil, fmt.Errorf("%s: a tensorfs mount, not a checkpoint: its index is %s (tensorfs load reads a mount)", path, filepath.Join(path, client.MountIndexPath))
+	}
+	if dial.IsRemote(path) {
+		return loadRemote(path)
 	}
 	open := func(p string) (index.File, error) {
 		src, err := backing.Open(p, backing.Options{Mode: mode})

@@ -1,0 +1,249 @@
+package httpsrc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lazyweights/tensorfs/backing/remote"
+)
+
+// Store is one HTTP(S) server.
+type Store struct {
+	base   url.URL // scheme, host, user info; no path
+	query  string  // raw query of the URL given, kept for every request
+	client *http.Client
+	token  string // bearer token for huggingface.co hosts, or ""
+}
+
+var _ remote.Store = (*Store)(nil)
+
+// New returns a Store for the server of u (http or https). Key is the
+// URL path of the file u names.
+func New(u *url.URL) (store *Store, key string, err error) {
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, "", fmt.Errorf("%s: not an http(s) URL", redact(u))
+	}
+	if u.Host == "" {
+		return nil, "", fmt.Errorf("%s: no host", redact(u))
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 64
+	tr.MaxIdleConnsPerHost = 64
+	tr.ResponseHeaderTimeout = 30 * time.Second
+	tr.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	tr.DisableCompression = true // byte ranges of the file, not of a gzip of it
+	s := &Store{base: url.URL{Scheme: u.Scheme, Host: u.Host, User: u.User}, query: u.RawQuery, client: &http.Client{Transport: tr}}
+	if isHuggingFace(u.Hostname()) {
+		s.token = os.Getenv("HF_TOKEN")
+	}
+	return s, strings.TrimPrefix(u.EscapedPath(), "/"), nil
+}
+
+// isHuggingFace reports whether host is huggingface.co or a subdomain.
+func isHuggingFace(host string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	return host == "huggingface.co" || strings.HasSuffix(host, ".huggingface.co")
+}
+
+// URL is the file's URL, without user info or query (they may hold
+// secrets).
+func (s *Store) URL(key string) string {
+	u := url.URL{Scheme: s.base.Scheme, Host: s.base.Host}
+	return u.String() + "/" + key
+}
+
+// redact is u for messages: without user info and query.
+func redact(u *url.URL) string {
+	c := *u
+	c.User, c.RawQuery, c.ForceQuery, c.Fragment = nil, "", false, ""
+	return c.String()
+}
+
+func (s *Store) request(ctx context.Context, method, key string) (*http.Request, error) {
+	u := s.base
+	u.RawPath = "/" + key
+	p, err := url.PathUnescape(key)
+	if err != nil {
+		return nil, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "bad URL path: " + err.Error()}
+	}
+	u.Path = "/" + p
+	u.RawQuery = s.query
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+	if err != nil {
+		return nil, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: err.Error()}
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	req.Header.Set("Accept-Encoding", "identity")
+	return req, nil
+}
+
+// do sends req; a transport error is an *remote.Error.
+func (s *Store) do(req *http.Request, key string) (*http.Response, error) {
+	resp, err := s.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its message repeats the URL, with the query
+		}
+		kind := remote.Invalid
+		if remote.NetworkError(err) {
+			kind = remote.Transient
+		}
+		return nil, &remote.Error{URL: s.URL(key), Kind: kind, Msg: err.Error(), Err: err}
+	}
+	return resp, nil
+}
+
+// statusError is the error of an unexpected response.
+func (s *Store) statusError(key string, resp *http.Response) error {
+	msg := http.StatusText(resp.StatusCode)
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		msg += " (check the credentials)"
+	}
+	return &remote.Error{URL: s.URL(key), Kind: remote.StatusKind(resp.StatusCode), Status: resp.StatusCode, Msg: msg}
+}
+
+// Open GETs the first len(head) bytes of key (HEAD with an empty head).
+func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Object, int, error) {
+	method := http.MethodGet
+	if len(head) == 0 {
+		method = http.MethodHead
+	}
+	req, err := s.request(ctx, method, key)
+	if err != nil {
+		return remote.Object{}, 0, err
+	}
+	if len(head) > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=0-%d", len(head)-1))
+	}
+	resp, err := s.do(req, key)
+	if err != nil {
+		return remote.Object{}, 0, err
+	}
+	defer drain(resp)
+	obj := remote.Object{Key: key, ETag: resp.Header.Get("ETag")}
+	if lm, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil {
+		obj.LastModified = lm
+	}
+	switch resp.StatusCode {
+	case http.StatusRequestedRangeNotSatisfiable:
+		if total, ok := totalOf(resp.Header.Get("Content-Range")); ok && total == 0 {
+			return obj, 0, nil // an empty file
+		}
+		return remote.Object{}, 0, s.statusError(key, resp)
+	case http.StatusOK:
+		if resp.ContentLength < 0 {
+			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "the server gives no size (Content-Length)"}
+		}
+		obj.Size = resp.ContentLength
+		if method == http.MethodHead {
+			return obj, 0, nil
+		}
+		if obj.Size > int64(len(head)) {
+			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "the server does not support Range requests"}
+		}
+	case http.StatusPartialContent:
+		total, ok := totalOf(resp.Header.Get("Content-Range"))
+		if !ok {
+			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "bad Content-Range " + strconv.Quote(resp.Header.Get("Content-Range"))}
+		}
+		obj.Size = total
+	default:
+		return remote.Object{}, 0, s.statusError(key, resp)
+	}
+	n := min(int64(len(head)), obj.Size)
+	if _, err := io.ReadFull(resp.Body, head[:n]); err != nil {
+		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Transient, Msg: "reading the response: " + err.Error(), Err: err}
+	}
+	return obj, int(n), nil
+}
+
+// totalOf parses the total of "bytes A-B/TOTAL" or "bytes */TOTAL".
+func totalOf(cr string) (int64, bool) {
+	i := strings.LastIndexByte(cr, '/')
+	if i < 0 || !strings.HasPrefix(cr, "bytes ") {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(cr[i+1:], 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// strongETag reports whether an ETag can be used with If-Match.
+func strongETag(e string) bool { return e != "" && !strings.HasPrefix(e, "W/") }
+
+// Get reads obj's bytes at off into p, pinned to obj's version.
+func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	req, err := s.request(ctx, http.MethodGet, obj.Key)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1))
+	switch {
+	case strongETag(obj.ETag):
+		req.Header.Set("If-Match", obj.ETag)
+	case !obj.LastModified.IsZero():
+		req.Header.Set("If-Unmodified-Since", obj.LastModified.UTC().Format(http.TimeFormat))
+	}
+	resp, err := s.do(req, obj.Key)
+	if err != nil {
+		return err
+	}
+	defer drain(resp)
+	changed := func(format string, args ...any) error {
+		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Changed, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch resp.StatusCode {
+	case http.StatusPartialContent:
+	case http.StatusPreconditionFailed:
+		return changed("the file changed (HTTP 412 Precondition Failed)")
+	case http.StatusOK:
+		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Status: 200, Msg: "the server ignored the Range request"}
+	default:
+		return s.statusError(obj.Key, resp)
+	}
+	if e := resp.Header.Get("ETag"); obj.ETag != "" && e != "" && e != obj.ETag {
+		return changed("ETag %s, was %s", e, obj.ETag)
+	}
+	if lm, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil && !obj.LastModified.IsZero() && !lm.Equal(obj.LastModified) {
+		return changed("Last-Modified %s, was %s", lm.UTC().Format(time.RFC3339), obj.LastModified.UTC().Format(time.RFC3339))
+	}
+	if total, ok := totalOf(resp.Header.Get("Content-Range")); !ok || total != obj.Size {
+		if ok {
+			return changed("%d bytes, was %d", total, obj.Size)
+		}
+		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Msg: "bad Content-Range " + strconv.Quote(resp.Header.Get("Content-Range"))}
+	}
+	if resp.ContentLength >= 0 && resp.ContentLength != int64(len(p)) {
+		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for %d bytes at %d, the server sent %d", len(p), off, resp.ContentLength)}
+	}
+	if _, err := io.ReadFull(resp.Body, p); err != nil {
+		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Transient, Msg: "reading the response: " + err.Error(), Err: err}
+	}
+	return nil
+}
+
+// List is not possible over HTTP.
+func (s *Store) List(ctx context.Context, prefix string) ([]remote.Entry, bool, error) {
+	return nil, false, &remote.Error{URL: s.URL(prefix), Kind: remote.Invalid, Msg: "an HTTP server cannot be listed: give the checkpoint file, or its *.index.json weight map"}
+}
+
+// drain reads a little of what is left of the body, so that the
+// connection can be reused, and closes it.
+func drain(resp *http.Response) {
+	io.CopyN(io.Discard, resp.Body, 64<<10)
+	resp.Body.Close()
+}

@@ -1,0 +1,234 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Options configure a Client. Zero fields take the defaults.
+type Options struct {
+	// PartSize is the unit of fetching and caching (default 8 MiB).
+	PartSize int64
+	// Parallel is the most GETs in flight at once, all sources of the
+	// Client together (default 16).
+	Parallel int
+	// MemCache bounds the bytes of parts held in memory, all sources
+	// together (default 128 MiB; at least 2 parts). Reads beyond it (more
+	// concurrent readers than parts) use buffers that are not kept.
+	MemCache int64
+	// Readahead is the most bytes fetched ahead of a sequential reader
+	// (default 32 MiB); the window starts at one part and doubles.
+	Readahead int64
+	// CacheDir, when set, keeps fetched parts on disk keyed by the
+	// object's identity (Object.Identity), up to CacheSize bytes
+	// (default 10 GiB), so that a second open of the same version starts
+	// warm. A changed object has another identity: never served from it.
+	CacheDir  string
+	CacheSize int64
+	// Timeout bounds one read, retries included (default 30 s): a store
+	// that stays away fails the read with an error wrapping
+	// backing.ErrFault after it. The same source serves again once the
+	// store is back.
+	Timeout time.Duration
+	// OpenTimeout bounds opening, listing and the first read, retries
+	// included (default 10 s, and never more than Timeout): an
+	// unreachable store is an error in seconds.
+	OpenTimeout time.Duration
+	// Logf logs the one line said when an object changes under an open
+	// source (default log.Printf).
+	Logf func(format string, args ...any)
+}
+
+// Defaults.
+const (
+	DefaultPartSize    = 8 << 20
+	DefaultParallel    = 16
+	DefaultMemCache    = 128 << 20
+	DefaultReadahead   = 32 << 20
+	DefaultCacheSize   = 10 << 30
+	DefaultTimeout     = 30 * time.Second
+	DefaultOpenTimeout = 10 * time.Second
+	// MaxPartSize bounds PartSize.
+	MaxPartSize = 256 << 20
+)
+
+func (o Options) withDefaults() (Options, error) {
+	if o.PartSize == 0 {
+		o.PartSize = DefaultPartSize
+	}
+	if o.PartSize < 4<<10 || o.PartSize > MaxPartSize {
+		return o, fmt.Errorf("remote: part size %d is not between 4 KiB and %d MiB", o.PartSize, MaxPartSize>>20)
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = DefaultParallel
+	}
+	if o.Parallel > 1024 {
+		return o, fmt.Errorf("remote: %d parallel requests is over 1024", o.Parallel)
+	}
+	if o.MemCache == 0 {
+		o.MemCache = DefaultMemCache
+	}
+	if o.MemCache < 2*o.PartSize {
+		o.MemCache = 2 * o.PartSize
+	}
+	if o.Readahead == 0 {
+		o.Readahead = DefaultReadahead
+	}
+	if o.Readahead < 0 {
+		o.Readahead = 0
+	}
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.OpenTimeout <= 0 {
+		o.OpenTimeout = DefaultOpenTimeout
+	}
+	if o.OpenTimeout > o.Timeout {
+		o.OpenTimeout = o.Timeout
+	}
+	if o.Logf == nil {
+		o.Logf = log.Printf
+	}
+	return o, nil
+}
+
+// Client reads objects of one Store: it opens Sources, and holds what
+// they share (the in-memory part cache, the disk cache, the limit on
+// GETs in flight). Safe for concurrent use.
+type Client struct {
+	store Store
+	opts  Options
+	sem   chan struct{} // one token per GET in flight
+	mem   *memCache
+	disk  *diskCache // nil without CacheDir
+}
+
+// New returns a Client of store.
+func New(store Store, opts Options) (*Client, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{store: store, opts: opts, sem: make(chan struct{}, opts.Parallel)}
+	c.mem = newMemCache(opts.MemCache, opts.PartSize)
+	if opts.CacheDir != "" {
+		d, err := openDiskCache(opts.CacheDir, opts.CacheSize)
+		if err != nil {
+			return nil, err
+		}
+		c.disk = d
+	}
+	return c, nil
+}
+
+// Options returns the options in force (defaults filled in).
+func (c *Client) Options() Options { return c.opts }
+
+// URL names key in messages.
+func (c *Client) URL(key string) string { return c.store.URL(key) }
+
+// retry runs op until it succeeds, fails with an error that is not
+// Transient, or the deadline of ctx passes; between tries it waits with
+// exponential backoff and full jitter (from 50 ms, at most 2 s). The
+// error after the deadline is the last try's.
+func retry(ctx context.Context, op func(ctx context.Context) error) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := op(ctx)
+		if err == nil || KindOf(err) != Transient {
+			return err
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		d := time.Duration(rand.Int64N(int64(wait))) + wait/4
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		if wait < 2*time.Second {
+			wait *= 2
+		}
+	}
+}
+
+// Stat says what key is: an object (isDir false), or a prefix with
+// objects under it (isDir true). A key ending in '/' (or "") is a prefix.
+func (c *Client) Stat(ctx context.Context, key string) (isDir bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.OpenTimeout)
+	defer cancel()
+	if key == "" || strings.HasSuffix(key, "/") {
+		return true, c.checkPrefix(ctx, key)
+	}
+	var head [1]byte // a GET, not a HEAD: its error says what is missing
+	err = retry(ctx, func(ctx context.Context) error {
+		_, _, err := c.store.Open(ctx, key, head[:])
+		return err
+	})
+	if err == nil {
+		return false, nil
+	}
+	if KindOf(err) == Transient {
+		return false, gaveUp(err, c.opts.OpenTimeout)
+	}
+	if KindOf(err) != NotFound {
+		return false, err
+	}
+	if perr := c.checkPrefix(ctx, key+"/"); perr == nil {
+		return true, nil
+	}
+	return false, err
+}
+
+// checkPrefix fails with a NotFound *Error when nothing is under prefix.
+func (c *Client) checkPrefix(ctx context.Context, prefix string) error {
+	var any bool
+	err := retry(ctx, func(ctx context.Context) error {
+		var err error
+		_, any, err = c.store.List(ctx, prefix)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !any {
+		return &Error{URL: c.store.URL(prefix), Kind: NotFound, Msg: "no objects under this prefix"}
+	}
+	return nil
+}
+
+// List returns the objects directly under prefix (see Store.List).
+func (c *Client) List(ctx context.Context, prefix string) ([]Entry, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.OpenTimeout)
+	defer cancel()
+	var ents []Entry
+	err := retry(ctx, func(ctx context.Context) error {
+		var err error
+		ents, _, err = c.store.List(ctx, prefix)
+		return err
+	})
+	return ents, err
+}
+
+// errorsAsStore returns err's *Error, if any.
+func errorsAsStore(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// gaveUp says that a transient error lasted the whole deadline.
+func gaveUp(err error, d time.Duration) error {
+	return fmt.Errorf("%w (still failing after %v of retries)", err, d)
+}

@@ -1,0 +1,63 @@
+// Package remote reads objects of an object store or HTTP server with
+// ranged GETs, as backing.Sources.
+//
+// A Client wraps one Store (backing/s3, backing/httpsrc) and holds what
+// its Sources share: the in-memory part cache, the optional disk cache
+// and the limit on GETs in flight. Client.Open validates an object with
+// one GET of its first part (kept: parsing usually needs nothing else)
+// and returns a Source.
+//
+// # Reading
+//
+// An object is read in parts of Options.PartSize (8 MiB). A ReadAt
+// fetches the parts it needs that are not cached, in parallel (at most
+// Options.Parallel GETs in flight, all sources together), and copies
+// from them. A reader whose reads follow one another (up to eight
+// sequential streams per source are tracked) gets readahead: the window
+// after its read is prefetched, from one part doubling to
+// Options.Readahead. Parsers read through ForParsing, which fetches
+// small reads as 256 KiB blocks instead of whole parts (a zip's local
+// headers, scattered through a large .pt).
+//
+// # Memory
+//
+// Parts live in one cache of Options.MemCache bytes per Client, evicted
+// least recently used first, with buffers reused. A part being read or
+// fetched is pinned. When every part is pinned (more concurrent readers
+// than parts), reads use buffers that are dropped after use and
+// prefetches are skipped: memory grows with concurrent readers, never
+// with the object's size.
+//
+// # Disk cache
+//
+// With Options.CacheDir, fetched parts are also written to disk, named by
+// a hash of the store, the object's identity (key, size, ETag, version
+// id, modification time) and the part size, within Options.CacheSize
+// bytes (least recently used evicted). A second open of the same version
+// reads them instead of the store: a warm start. A changed object has
+// another identity, so its old parts are never served; an object with no
+// validator at all is not cached on disk.
+//
+// # Invariants
+//
+//   - Every GET after Open is pinned to the version Open validated
+//     (If-Match on the ETag, or the version id; If-Unmodified-Since where
+//     there is no ETag) and its answer's validators are checked. Once an
+//     object is seen to have changed, every read of its Source fails
+//     with an error wrapping backing.ErrFault (EIO through FUSE), cached
+//     parts included, and one line is logged: never a mix of versions.
+//   - Transient failures (5xx, 429, 503 SlowDown, refused or reset
+//     connections, timeouts) are retried with exponential backoff and
+//     full jitter within a deadline: Options.Timeout per read,
+//     Options.OpenTimeout for opening and listing. A store that stays
+//     away fails reads in bounded time; the same Source serves again once
+//     it is back (failed parts are not cached).
+//   - Errors are *Error: the URL, the HTTP status and store code, a
+//     message; never credentials or a presigned query.
+//   - io.ReaderAt semantics over the object as opened: Size is fixed;
+//     reads are clamped; safe for concurrent use; reads after Close fail
+//     with an error wrapping os.ErrClosed.
+//
+// Tree presents a Client as a tree of paths for index.LoadTree, so that
+// a prefix holding a sharded checkpoint loads as a directory does.
+package remote

@@ -1,0 +1,211 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lazyweights/tensorfs/backing"
+)
+
+// memStore is an object in memory, for testing the cache and retry
+// logic without a server (backing/s3's tests run against a real one).
+type memStore struct {
+	data []byte
+	etag string
+	gets atomic.Int64
+	fail func(off int64) error // error of a Get at off, or nil
+
+	mu    sync.Mutex
+	tried map[int64]bool // offsets asked for once
+}
+
+func (m *memStore) URL(key string) string { return "mem://" + key }
+
+func (m *memStore) Open(ctx context.Context, key string, head []byte) (Object, int, error) {
+	if key != "obj" {
+		return Object{}, 0, &Error{URL: m.URL(key), Kind: NotFound, Status: 404}
+	}
+	return Object{Key: key, Size: int64(len(m.data)), ETag: m.etag}, copy(head, m.data), nil
+}
+
+func (m *memStore) Get(ctx context.Context, obj Object, off int64, p []byte) error {
+	m.gets.Add(1)
+	if m.fail != nil {
+		if err := m.fail(off); err != nil {
+			return err
+		}
+	}
+	if obj.ETag != m.etag {
+		return &Error{URL: m.URL(obj.Key), Kind: Changed, Status: 412}
+	}
+	copy(p, m.data[off:])
+	return nil
+}
+
+func (m *memStore) List(ctx context.Context, prefix string) ([]Entry, bool, error) {
+	return []Entry{{Name: "obj", Size: int64(len(m.data))}}, true, nil
+}
+
+func newTest(t *testing.T, size int, opts Options) (*memStore, *Source) {
+	t.Helper()
+	data := make([]byte, size)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	st := &memStore{data: data, etag: `"v1"`}
+	c, err := New(st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Open(context.Background(), "obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return st, s
+}
+
+func TestConcurrentReadsTinyCache(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"readahead", Options{PartSize: 4096, MemCache: 8192, Parallel: 3, Readahead: 16384}},
+		{"no readahead", Options{PartSize: 4096, MemCache: 8192, Parallel: 2, Readahead: -1}},
+		{"large cache", Options{PartSize: 4096, MemCache: 1 << 20}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, s := newTest(t, 100000, tc.opts)
+			var wg sync.WaitGroup
+			for g := 0; g < 8; g++ {
+				wg.Add(1)
+				go func(g int) {
+					defer wg.Done()
+					r := rand.New(rand.NewPCG(uint64(g), 9))
+					for i := 0; i < 100; i++ {
+						off, n := r.Int64N(100010), r.IntN(20000)
+						if g < 2 { // sequential readers
+							off, n = int64(i*1000), 1000
+						}
+						buf := make([]byte, n)
+						got, err := s.ReadAt(buf, off)
+						lo := min(off, 100000)
+						want := min(int64(n), 100000-lo)
+						if int64(got) != want || !bytes.Equal(buf[:got], st.data[lo:lo+want]) || (int64(n) > want) != (err == io.EOF) {
+							t.Errorf("ReadAt(%d, %d) = %d, %v; want %d", n, off, got, err, want)
+							return
+						}
+					}
+				}(g)
+			}
+			wg.Wait()
+		})
+	}
+}
+
+func TestChangedIsSticky(t *testing.T) {
+	var logged atomic.Int32
+	st, s := newTest(t, 50000, Options{PartSize: 4096, Readahead: -1, Logf: func(string, ...any) { logged.Add(1) }})
+	st.etag = `"v2"`
+	for _, off := range []int64{20000, 30000, 0} {
+		_, err := s.ReadAt(make([]byte, 10), off)
+		if !errors.Is(err, backing.ErrFault) || KindOf(err) != Changed {
+			t.Fatalf("read at %d after a change: %v", off, err)
+		}
+	}
+	if logged.Load() != 1 {
+		t.Fatalf("%d log lines, want 1", logged.Load())
+	}
+}
+
+func TestRetriesThenDeadline(t *testing.T) {
+	transient := &Error{URL: "mem://obj", Kind: Transient, Status: 503, Code: "SlowDown"}
+	st, s := newTest(t, 50000, Options{PartSize: 4096, Readahead: -1, Timeout: 300 * time.Millisecond})
+	st.fail = func(off int64) error { // the first try at each offset
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if st.tried == nil {
+			st.tried = map[int64]bool{}
+		}
+		if !st.tried[off] {
+			st.tried[off] = true
+			return transient
+		}
+		return nil
+	}
+	buf := make([]byte, 30000)
+	if _, err := s.ReadAt(buf, 10000); err != nil || !bytes.Equal(buf, st.data[10000:40000]) {
+		t.Fatalf("read through first tries failing: %v", err)
+	}
+	st.fail = func(int64) error { return transient }
+	_, err := s.ReadAt(buf[:10], 45000)
+	if !errors.Is(err, backing.ErrFault) || KindOf(err) != Transient {
+		t.Fatalf("read with the store gone: %v", err)
+	}
+	st.fail = nil
+	if _, err := s.ReadAt(buf[:10], 45000); err != nil {
+		t.Fatalf("read with the store back: %v", err)
+	}
+	for _, tc := range []struct {
+		err  error
+		kind Kind
+	}{
+		{io.ErrUnexpectedEOF, Transient},
+		{context.DeadlineExceeded, Transient},
+		{errors.New("x"), Invalid},
+		{&Error{Kind: Denied}, Denied},
+	} {
+		if k := KindOf(tc.err); k != tc.kind {
+			t.Errorf("KindOf(%v) = %v, want %v", tc.err, k, tc.kind)
+		}
+	}
+}
+
+func TestClosedAndBounds(t *testing.T) {
+	_, s := newTest(t, 1000, Options{PartSize: 4096})
+	if _, err := s.ReadAt(make([]byte, 1), -1); err == nil {
+		t.Fatal("negative offset read")
+	}
+	if n, err := s.ReadAt(make([]byte, 1), 1000); n != 0 || err != io.EOF {
+		t.Fatalf("read at the end: %d, %v", n, err)
+	}
+	s.Close()
+	if _, err := s.ReadAt(make([]byte, 1), 0); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("read after Close: %v", err)
+	}
+}
+
+func TestDiskCache(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{PartSize: 4096, Readahead: -1, CacheDir: dir, CacheSize: 40000}
+	st, s := newTest(t, 30000, opts)
+	buf := make([]byte, 30000)
+	s.ReadAt(buf, 0)
+	cold := st.gets.Load()
+	c2, _ := New(st, opts)
+	s2, err := c2.Open(context.Background(), "obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if _, err := s2.ReadAt(buf, 0); err != nil || !bytes.Equal(buf, st.data) {
+		t.Fatalf("warm read: %v", err)
+	}
+	if st.gets.Load() != cold {
+		t.Fatalf("warm read sent %d GETs", st.gets.Load()-cold)
+	}
+	// The budget holds: 40000 bytes of 4096-byte parts.
+	c3, _ := New(st, Options{PartSize: 4096, CacheDir: dir, CacheSize: 10000})
+	if c3.disk.used > 10000 {
+		t.Fatalf("disk cache holds %d bytes over its budget", c3.disk.used)
+	}
+}

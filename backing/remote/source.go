@@ -1,0 +1,337 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/lazyweights/tensorfs/backing"
+)
+
+// Source is one object read with ranged GETs: a backing.Source. Every
+// GET is pinned to the version validated at Open; once the object is
+// seen to have changed, every read fails (never a mix of versions) and
+// one line is logged.
+type Source struct {
+	c      *Client
+	id     uint64
+	obj    Object
+	url    string
+	diskID string // "" when the disk cache does not apply
+
+	mu      sync.Mutex
+	streams [8]stream // GUARDED_BY(mu): recent sequential readers
+	tick    uint64    // GUARDED_BY(mu)
+
+	changed    atomic.Pointer[error] // the error that showed the object changed
+	changeOnce sync.Once
+	closed     atomic.Bool
+	inflight   sync.WaitGroup // prefetches
+}
+
+// stream is one sequential reader: where its last read ended and how
+// far ahead to fetch.
+type stream struct {
+	end    int64
+	window int64
+	used   uint64
+	limit  int64 // readahead stops here (the end of a Prefetch range); 0: the object's end
+}
+
+var (
+	_ backing.Source = (*Source)(nil)
+	_ backing.Source = (*parseView)(nil)
+
+	sourceIDs atomic.Uint64
+)
+
+// Open validates the object at key (one GET of its first part, which is
+// kept) and returns it as a Source.
+func (c *Client) Open(ctx context.Context, key string) (*Source, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.OpenTimeout)
+	defer cancel()
+	s := &Source{c: c, id: sourceIDs.Add(1), url: c.store.URL(key)}
+	p, _ := c.mem.acquire(partKey{s.id, 0}, c.opts.PartSize, false)
+	var n int
+	err := retry(ctx, func(ctx context.Context) error {
+		var err error
+		s.obj, n, err = c.store.Open(ctx, key, p.buf)
+		return err
+	})
+	if err != nil {
+		c.mem.finish(p, err)
+		c.mem.release(p)
+		return nil, err
+	}
+	s.obj.Key = key
+	p.buf = p.buf[:n]
+	full := n == int(min(s.obj.Size, c.opts.PartSize))
+	if id, ok := s.obj.Identity(); ok && c.disk != nil {
+		s.diskID = c.disk.key(c.store.URL(""), id, c.opts.PartSize)
+		if full {
+			c.disk.put(s.diskID, 0, p.buf)
+		}
+	}
+	c.mem.finish(p, nil)
+	c.mem.release(p)
+	if !full {
+		c.mem.drop(s.id) // a short first read: fetch part 0 again when needed
+	}
+	return s, nil
+}
+
+// Object returns the identity validated at Open.
+func (s *Source) Object() Object { return s.obj }
+
+// Size is the object's size at Open.
+func (s *Source) Size() int64 { return s.obj.Size }
+
+// Name is the object's URL.
+func (s *Source) Name() string { return s.url }
+
+// Close forgets the source's cached parts; reads after it fail.
+func (s *Source) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.inflight.Wait()
+	s.c.mem.drop(s.id)
+	return nil
+}
+
+// fault is the error of a read that could not be served.
+func (s *Source) fault(off, n int64, err error) error {
+	return &backing.FaultError{Name: s.url, Off: off, Len: n, Size: s.obj.Size, Now: -1, Err: err}
+}
+
+// ReadAt reads len(p) bytes at off (io.ReaderAt semantics over the
+// object as opened), fetching the parts it needs in parallel and
+// starting readahead for a sequential reader.
+func (s *Source) ReadAt(p []byte, off int64) (int, error) {
+	if s.closed.Load() {
+		return 0, fmt.Errorf("remote: %s: %w", s.url, os.ErrClosed)
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("remote: %s: read at negative offset %d", s.url, off)
+	}
+	size := s.obj.Size
+	if off >= size {
+		return 0, io.EOF
+	}
+	want := int64(len(p))
+	eof := false
+	if want > size-off {
+		want, eof = size-off, true
+	}
+	if err := s.changedErr(); err != nil {
+		return 0, s.fault(off, want, err)
+	}
+	s.readahead(off, want)
+	ps := s.c.opts.PartSize
+	done := int64(0)
+	for done < want {
+		// Up to Parallel parts at once.
+		first := (off + done) / ps
+		last := (off + want - 1) / ps
+		if last-first >= int64(s.c.opts.Parallel) {
+			last = first + int64(s.c.opts.Parallel) - 1
+		}
+		parts := make([]*part, 0, last-first+1)
+		for i := first; i <= last; i++ {
+			parts = append(parts, s.part(i))
+		}
+		var ferr error
+		for _, pt := range parts {
+			<-pt.done
+			if ferr == nil && pt.err != nil {
+				ferr = pt.err
+			}
+			if ferr == nil {
+				start := pt.key.idx * ps
+				from := off + done - start
+				done += int64(copy(p[done:want], pt.buf[from:]))
+			}
+			s.c.mem.release(pt)
+		}
+		if ferr != nil {
+			if err := s.changedErr(); err != nil {
+				ferr = err
+			}
+			return int(done), s.fault(off, want, ferr)
+		}
+	}
+	if eof {
+		return int(want), io.EOF
+	}
+	return int(want), nil
+}
+
+// partLen is the length of part i.
+func (s *Source) partLen(i int64) int64 {
+	ps := s.c.opts.PartSize
+	return min(ps, s.obj.Size-i*ps)
+}
+
+// part returns part i pinned, starting its fetch when it is not cached.
+func (s *Source) part(i int64) *part {
+	pt, fresh := s.c.mem.acquire(partKey{s.id, i}, s.partLen(i), false)
+	if fresh {
+		s.inflight.Add(1)
+		go s.fetch(pt, false)
+	}
+	return pt
+}
+
+// fetch fills a fresh part: from the disk cache, else with a pinned GET
+// (retried until the Timeout).
+func (s *Source) fetch(pt *part, prefetch bool) {
+	defer s.inflight.Done()
+	i := pt.key.idx
+	if s.diskID != "" && s.c.disk.get(s.diskID, i, pt.buf) {
+		s.c.mem.finish(pt, nil)
+		if prefetch {
+			s.c.mem.release(pt)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.c.opts.Timeout)
+	defer cancel()
+	err := s.get(ctx, i*s.c.opts.PartSize, pt.buf)
+	if err == nil && s.diskID != "" {
+		s.c.disk.put(s.diskID, i, pt.buf)
+	}
+	s.c.mem.finish(pt, err)
+	if prefetch {
+		s.c.mem.release(pt)
+	}
+}
+
+// get fills p with the bytes at off: one GET at a time per token,
+// retried until ctx's deadline.
+func (s *Source) get(ctx context.Context, off int64, p []byte) error {
+	select {
+	case s.c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return &Error{URL: s.url, Kind: Transient, Msg: "timed out waiting for a connection", Err: ctx.Err()}
+	}
+	defer func() { <-s.c.sem }()
+	if err := s.changedErr(); err != nil {
+		return err
+	}
+	err := retry(ctx, func(ctx context.Context) error { return s.c.store.Get(ctx, s.obj, off, p) })
+	if err != nil && KindOf(err) == Changed {
+		s.markChanged(err)
+	}
+	return err
+}
+
+// markChanged records that the object changed, and logs it once.
+func (s *Source) markChanged(err error) {
+	s.changeOnce.Do(func() {
+		s.changed.Store(&err)
+		s.c.opts.Logf("tensorfs: %s: the object changed after it was opened (%v); its reads fail with EIO, remount to serve the new version", s.url, err)
+	})
+}
+
+func (s *Source) changedErr() error {
+	if e := s.changed.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// readahead notes a read of [off, off+n) and, when it continues a
+// sequential reader, prefetches the window after it, doubling the
+// window (from one part up to Readahead) with each sequential read.
+func (s *Source) readahead(off, n int64) {
+	ra := s.c.opts.Readahead
+	if ra <= 0 {
+		return
+	}
+	ps := s.c.opts.PartSize
+	s.mu.Lock()
+	s.tick++
+	var st *stream
+	oldest := &s.streams[0]
+	for i := range s.streams {
+		c := &s.streams[i]
+		if c.used != 0 && off >= c.end-ps && off <= c.end+ps {
+			st = c
+			break
+		}
+		if c.used < oldest.used {
+			oldest = c
+		}
+	}
+	if st == nil {
+		*oldest = stream{end: off + n, used: s.tick}
+		s.mu.Unlock()
+		return
+	}
+	// Streams share the memory cache: each gets at most its share of
+	// half of it, so that readahead never evicts what a reader is about
+	// to use.
+	active := int64(0)
+	for i := range s.streams {
+		if s.streams[i].used != 0 && s.tick-s.streams[i].used < 64 {
+			active++
+		}
+	}
+	ra = min(ra, max(ps, s.c.opts.MemCache/2/max(active, 1)))
+	st.window = min(max(2*st.window, ps), ra)
+	st.end = max(st.end, off+n)
+	st.used = s.tick
+	from, to := off+n, min(off+n+st.window, s.obj.Size)
+	if st.limit > 0 {
+		to = min(to, st.limit)
+	}
+	s.mu.Unlock()
+	s.prefetch(from, to)
+}
+
+// prefetch starts fetching the parts of [from, to) that are not cached,
+// as far as the memory budget allows.
+func (s *Source) prefetch(from, to int64) {
+	if s.closed.Load() || s.changedErr() != nil || from >= to {
+		return
+	}
+	ps := s.c.opts.PartSize
+	for i := from / ps; i*ps < to; i++ {
+		pt, fresh := s.c.mem.acquire(partKey{s.id, i}, s.partLen(i), true)
+		if pt == nil || !fresh {
+			continue // cached, being fetched, or no room
+		}
+		s.inflight.Add(1)
+		go s.fetch(pt, true)
+	}
+}
+
+// Prefetch says that [off, off+n) is about to be read from start to end
+// (a loader streaming one tensor): the first Readahead bytes of it are
+// fetched now, and reads that go through it sequentially get the full
+// readahead window at once, up to its end.
+func (s *Source) Prefetch(off, n int64) {
+	ra := s.c.opts.Readahead
+	if ra <= 0 || n <= 0 || off < 0 || off >= s.obj.Size {
+		return
+	}
+	end := min(off+n, s.obj.Size)
+	s.mu.Lock()
+	s.tick++
+	oldest := &s.streams[0]
+	for i := range s.streams {
+		if s.streams[i].used < oldest.used {
+			oldest = &s.streams[i]
+		}
+	}
+	*oldest = stream{end: off, window: ra, used: s.tick, limit: end}
+	s.mu.Unlock()
+	s.prefetch(off, min(off+ra, end))
+}
+
+// CacheStats returns the client's in-memory cache hits and misses (reads
+// of parts, not prefetches).
+func (c *Client) CacheStats() (hits, misses int64) { return c.mem.stats() }

@@ -1,0 +1,177 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+)
+
+// Store is one object store bucket or HTTP server: what a Client reads
+// from. backing/s3 and backing/httpsrc implement it. Keys are the
+// store's own ('/'-separated object keys, URL paths). Implementations
+// return errors as *Error so that the Client knows which to retry.
+type Store interface {
+	// URL names key in messages (s3://bucket/key, https://host/path). It
+	// never holds a secret.
+	URL(key string) string
+	// Open reads the start of the object at key, unpinned, into head
+	// (as much of it as the object has) and returns the object's
+	// identity and the number of bytes read. A missing object is an
+	// *Error of kind NotFound.
+	Open(ctx context.Context, key string, head []byte) (Object, int, error)
+	// Get fills p with the bytes of obj at off, pinned to obj's version
+	// (If-Match on the ETag, or the version id): a changed object is an
+	// *Error of kind Changed, never other bytes. off+len(p) <= obj.Size.
+	Get(ctx context.Context, obj Object, off int64, p []byte) error
+	// List returns the objects directly under prefix (a key ending in '/',
+	// or "" for the whole bucket): their keys relative to prefix, without
+	// '/', and sizes, and whether anything (objects or deeper prefixes) is
+	// under prefix at all. Stores that cannot list return an *Error of
+	// kind Invalid.
+	List(ctx context.Context, prefix string) (entries []Entry, any bool, err error)
+}
+
+// Object is the identity of one version of an object, as validated at
+// open.
+type Object struct {
+	Key          string
+	Size         int64
+	ETag         string    // "" when the server gave none
+	Version      string    // S3 version id, "" when unversioned
+	LastModified time.Time // zero when unknown
+}
+
+// Identity is what distinguishes this version of the object from any
+// other: the disk cache is keyed by it. ok is false when the server gave
+// no validator (no ETag, version or modification time), so that nothing
+// about the object may be cached across opens.
+func (o Object) Identity() (id string, ok bool) {
+	if o.ETag == "" && o.Version == "" && o.LastModified.IsZero() {
+		return "", false
+	}
+	return fmt.Sprintf("%s\x00%d\x00%s\x00%s\x00%d", o.Key, o.Size, o.ETag, o.Version, o.LastModified.UnixNano()), true
+}
+
+// Entry is one object found by List.
+type Entry struct {
+	Name string // relative to the listed prefix
+	Size int64
+}
+
+// Kind says what a failed request means for the caller.
+type Kind uint8
+
+const (
+	// Transient: 5xx, 429, 503 SlowDown, a reset or refused connection,
+	// a timeout. Retried with backoff until the deadline.
+	Transient Kind = iota
+	// NotFound: no such bucket, object or prefix.
+	NotFound
+	// Denied: bad or missing credentials, no permission.
+	Denied
+	// Changed: the object is no longer the version validated at open.
+	Changed
+	// Invalid: anything else that retrying will not fix.
+	Invalid
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Transient:
+		return "transient"
+	case NotFound:
+		return "not found"
+	case Denied:
+		return "access denied"
+	case Changed:
+		return "changed"
+	case Invalid:
+		return "invalid"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Error is a failed request to a store.
+type Error struct {
+	URL    string // the object, bucket or prefix
+	Kind   Kind
+	Status int    // HTTP status, 0 when there was no response
+	Code   string // the store's error code (NoSuchKey, SlowDown), if any
+	Msg    string // what went wrong, one line, no secrets
+	Err    error  // underlying error, or nil
+}
+
+func (e *Error) Error() string {
+	msg := e.Msg
+	if msg == "" && e.Err != nil {
+		msg = e.Err.Error()
+	}
+	s := e.URL + ": "
+	if e.Status != 0 {
+		s += fmt.Sprintf("HTTP %d", e.Status)
+		if e.Code != "" {
+			s += " " + e.Code
+		}
+		if msg != "" {
+			s += ": "
+		}
+	} else if e.Code != "" {
+		s += e.Code + ": "
+	}
+	return s + msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// KindOf returns the kind of a store's error: the Kind of an *Error in
+// its chain, Transient for network failures and timeouts, Invalid for
+// anything else.
+func KindOf(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	if NetworkError(err) {
+		return Transient
+	}
+	return Invalid
+}
+
+// NetworkError reports whether err is a failure of the connection (refused,
+// reset, cut short, timed out) rather than an answer from the server:
+// worth retrying.
+func NetworkError(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, net.ErrClosed), errors.As(err, &ne):
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op)
+}
+
+// StatusKind classifies an HTTP error status.
+func StatusKind(status int) Kind {
+	switch {
+	case status == 404:
+		return NotFound
+	case status == 401 || status == 403:
+		return Denied
+	case status == 412:
+		return Changed
+	case status == 408 || status == 429 || status >= 500:
+		return Transient
+	}
+	return Invalid
+}

@@ -1,0 +1,284 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/lazyweights/tensorfs/backing/remote"
+)
+
+// Options configure New.
+type Options struct {
+	// NoSign sends requests without credentials (--no-sign-request).
+	NoSign bool
+	// Conns is the most idle connections kept to the endpoint (default
+	// 64): at least the Client's Parallel.
+	Conns int
+}
+
+// Store is one bucket.
+type Store struct {
+	client *s3.Client
+	bucket string
+}
+
+var _ remote.Store = (*Store)(nil)
+
+// New loads the AWS configuration and returns a Store of bucket.
+func New(ctx context.Context, bucket string, opts Options) (*Store, error) {
+	if bucket == "" {
+		return nil, errors.New("s3://: no bucket named")
+	}
+	conns := opts.Conns
+	if conns <= 0 {
+		conns = 64
+	}
+	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+		t.MaxIdleConns = conns
+		t.MaxIdleConnsPerHost = conns
+		t.ResponseHeaderTimeout = 30 * time.Second
+	}).WithDialerOptions(func(d *net.Dialer) {
+		d.Timeout = 5 * time.Second
+	})
+	cfg, err := config.LoadDefaultConfig(ctx,
+		config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
+		config.WithHTTPClient(httpClient),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("s3://%s: AWS configuration: %v", bucket, err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		if o.BaseEndpoint != nil && *o.BaseEndpoint != "" {
+			o.UsePathStyle = true
+		}
+		if opts.NoSign {
+			o.Credentials = aws.AnonymousCredentials{}
+		}
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.DisableLogOutputChecksumValidationSkipped = true
+	})
+	return &Store{client: client, bucket: bucket}, nil
+}
+
+// URL is s3://bucket/key.
+func (s *Store) URL(key string) string { return "s3://" + s.bucket + "/" + key }
+
+// Open reads the first len(head) bytes of key (one GET), or with an
+// empty head only its metadata (HEAD).
+func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Object, int, error) {
+	if len(head) == 0 {
+		out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
+		if err != nil {
+			return remote.Object{}, 0, s.error(key, err)
+		}
+		obj := remote.Object{Key: key, Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag), Version: aws.ToString(out.VersionId)}
+		if out.LastModified != nil {
+			obj.LastModified = *out.LastModified
+		}
+		return obj, 0, nil
+	}
+	rng := fmt.Sprintf("bytes=0-%d", len(head)-1)
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: &rng})
+	if err != nil {
+		var re *awshttp.ResponseError
+		if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusRequestedRangeNotSatisfiable {
+			return s.Open(ctx, key, nil) // an empty object
+		}
+		return remote.Object{}, 0, s.error(key, err)
+	}
+	defer out.Body.Close()
+	obj := remote.Object{Key: key, ETag: aws.ToString(out.ETag), Version: aws.ToString(out.VersionId)}
+	if out.LastModified != nil {
+		obj.LastModified = *out.LastModified
+	}
+	n := aws.ToInt64(out.ContentLength)
+	obj.Size = n
+	if cr := aws.ToString(out.ContentRange); cr != "" {
+		total, ok := totalOf(cr)
+		if !ok {
+			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "bad Content-Range " + strconv.Quote(cr)}
+		}
+		obj.Size = total
+	}
+	if n > int64(len(head)) || n > obj.Size {
+		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for %d bytes, the server sent %d", len(head), n)}
+	}
+	if _, err := io.ReadFull(out.Body, head[:n]); err != nil {
+		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Transient, Msg: "reading the response: " + err.Error(), Err: err}
+	}
+	return obj, int(n), nil
+}
+
+// totalOf parses the total size of "bytes A-B/TOTAL".
+func totalOf(cr string) (int64, bool) {
+	i := strings.LastIndexByte(cr, '/')
+	if i < 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(cr[i+1:], 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// Get reads obj's bytes at off into p, pinned by If-Match on the ETag
+// and by the version id when the object has one.
+func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	rng := fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &obj.Key, Range: &rng}
+	switch {
+	case obj.ETag != "":
+		in.IfMatch = aws.String(obj.ETag)
+	case !obj.LastModified.IsZero():
+		in.IfUnmodifiedSince = aws.Time(obj.LastModified)
+	}
+	if obj.Version != "" {
+		in.VersionId = aws.String(obj.Version)
+	}
+	out, err := s.client.GetObject(ctx, in)
+	if err != nil {
+		return s.error(obj.Key, err)
+	}
+	defer out.Body.Close()
+	if e := aws.ToString(out.ETag); obj.ETag != "" && e != "" && e != obj.ETag {
+		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Changed, Msg: fmt.Sprintf("ETag %s, was %s", e, obj.ETag)}
+	}
+	if cr := aws.ToString(out.ContentRange); cr != "" {
+		if total, ok := totalOf(cr); ok && total != obj.Size {
+			return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Changed, Msg: fmt.Sprintf("%d bytes, was %d", total, obj.Size)}
+		}
+	}
+	if n := aws.ToInt64(out.ContentLength); n != int64(len(p)) {
+		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for %d bytes at %d, the server sent %d", len(p), off, n)}
+	}
+	if _, err := io.ReadFull(out.Body, p); err != nil {
+		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Transient, Msg: "reading the response: " + err.Error(), Err: err}
+	}
+	return nil
+}
+
+// maxList bounds the objects listed under one prefix.
+const maxList = 100000
+
+// List lists the objects directly under prefix (delimiter '/').
+func (s *Store) List(ctx context.Context, prefix string) ([]remote.Entry, bool, error) {
+	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix, Delimiter: aws.String("/")}
+	var out []remote.Entry
+	any := false
+	for {
+		page, err := s.client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return nil, false, s.error(prefix, err)
+		}
+		if len(page.CommonPrefixes) > 0 {
+			any = true
+		}
+		for _, o := range page.Contents {
+			any = true
+			name := strings.TrimPrefix(aws.ToString(o.Key), prefix)
+			if name == "" || strings.Contains(name, "/") {
+				continue
+			}
+			if len(out) >= maxList {
+				return nil, false, &remote.Error{URL: s.URL(prefix), Kind: remote.Invalid, Msg: fmt.Sprintf("more than %d objects under the prefix", maxList)}
+			}
+			out = append(out, remote.Entry{Name: name, Size: aws.ToInt64(o.Size)})
+		}
+		if !aws.ToBool(page.IsTruncated) || page.NextContinuationToken == nil {
+			return out, any, nil
+		}
+		in.ContinuationToken = page.NextContinuationToken
+	}
+}
+
+// error turns an SDK error into a *remote.Error: the status, the S3
+// error code and message, never the request's credentials.
+func (s *Store) error(key string, err error) error {
+	e := &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Err: err}
+	var re *awshttp.ResponseError
+	var send *smithyhttp.RequestSendError
+	switch {
+	case errors.As(err, &send) || remote.NetworkError(err):
+		e.Kind = remote.Transient // no answer: refused, reset, timed out
+	case errors.As(err, &re) && re.HTTPStatusCode() != 0:
+		e.Status = re.HTTPStatusCode()
+		e.Kind = remote.StatusKind(e.Status)
+	}
+	var ae smithy.APIError
+	if e.Status != 0 && errors.As(err, &ae) {
+		e.Code = ae.ErrorCode()
+		e.Msg = ae.ErrorMessage()
+		if e.Msg == http.StatusText(e.Status) || e.Msg == e.Code {
+			e.Msg = "" // a HEAD's answer: no body, no message
+		}
+		switch e.Code {
+		case "NoSuchBucket":
+			e.URL = "s3://" + s.bucket
+			e.Kind = remote.NotFound
+		case "NoSuchKey", "NotFound":
+			e.Kind = remote.NotFound
+		case "SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout":
+			e.Kind = remote.Transient
+		case "PreconditionFailed":
+			e.Kind = remote.Changed
+		case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken", "InvalidToken":
+			e.Kind = remote.Denied
+		}
+	}
+	if e.Msg == "" {
+		e.Msg = describe(err, e.Status)
+	}
+	if e.Kind == remote.Changed && e.Msg == "" {
+		e.Msg = "the object changed (If-Match failed)"
+	}
+	return e
+}
+
+// describe is the cause of an error without a useful S3 message: the
+// innermost error of the operation (a refused connection, a timeout),
+// or the status.
+func describe(err error, status int) string {
+	if status == http.StatusNotFound {
+		return "not found"
+	}
+	if status == http.StatusForbidden {
+		return "access denied (check the credentials)"
+	}
+	if status == http.StatusPreconditionFailed {
+		return "the object changed (If-Match failed)"
+	}
+	var oe *smithy.OperationError
+	if errors.As(err, &oe) && oe.Err != nil {
+		err = oe.Err
+	}
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			break
+		}
+		if _, ok := u.(*awshttp.ResponseError); ok {
+			break
+		}
+		err = u
+	}
+	return err.Error()
+}

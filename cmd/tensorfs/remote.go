@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lazyweights/tensorfs/backing/remote"
+	"github.com/lazyweights/tensorfs/backing/remote/dial"
+)
+
+// remoteHelp is said in the help of every command that takes a SOURCE.
+const remoteHelp = `
+SOURCE may be remote: s3://BUCKET/KEY, s3://BUCKET/PREFIX/ (a sharded
+checkpoint under a prefix), or an http:// or https:// URL, read with
+ranged GETs of --part-size parts, only the ranges that are needed. S3
+credentials, region and endpoint come from the standard AWS configuration
+(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION,
+AWS_PROFILE, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, ~/.aws/config);
+HF_TOKEN is sent to huggingface.co only.`
+
+// remoteFlags are the flags for a remote SOURCE, shared by every command
+// that takes one. They are read by loadRemote and remoteOptions.
+type remoteFlags struct {
+	noSign    *bool
+	partSize  *string
+	parallel  *int
+	memCache  *string
+	readahead *string
+	cacheDir  *string
+	cacheSize *string
+	timeout   *time.Duration
+}
+
+// remoteOpts is the remote flags of the command being run (set by
+// addRemoteFlags; one command runs per process).
+var remoteOpts *remoteFlags
+
+// addRemoteFlags adds the remote SOURCE flags to f.
+func addRemoteFlags(f *flags) {
+	f.about += "\n" + remoteHelp
+	remoteOpts = &remoteFlags{
+		noSign:    f.Bool("no-sign-request", false, "remote: send S3 requests without credentials (public buckets)"),
+		partSize:  f.String("part-size", "8MiB", "remote: fetch and cache in parts of `SIZE`"),
+		parallel:  f.Int("remote-parallel", remote.DefaultParallel, "remote: at most `N` GETs in flight"),
+		memCache:  f.String("cache-mem", "128MiB", "remote: keep at most `SIZE` of parts in memory"),
+		readahead: f.String("remote-readahead", "32MiB", "remote: fetch up to `SIZE` ahead of a sequential reader (0: none)"),
+		cacheDir:  f.String("cache-dir", "", "remote: keep fetched parts in `DIR` on disk, keyed by the object's ETag, so that the next open starts warm"),
+		cacheSize: f.String("cache-size", "10GiB", "remote: at most `SIZE` in --cache-dir"),
+		timeout:   f.Duration("remote-timeout", remote.DefaultTimeout, "remote: a read that cannot be served within `D`, retries included, fails (EIO); opening waits at most 10s or D if less"),
+	}
+}
+
+// remoteOptions turns the remote flags into dial.Options; a bad value is
+// a usage error.
+func remoteOptions() (dial.Options, error) {
+	var o dial.Options
+	rf := remoteOpts
+	if rf == nil {
+		return o, nil
+	}
+	size := func(name, v string) (int64, error) {
+		if strings.TrimSpace(v) == "0" {
+			return 0, nil
+		}
+		n, err := loadParseSize(v)
+		if err != nil {
+			return 0, usagef("--%s: %v", name, err)
+		}
+		return n, nil
+	}
+	var err error
+	if o.Remote.PartSize, err = size("part-size", *rf.partSize); err != nil {
+		return o, err
+	}
+	if o.Remote.PartSize < 4<<10 || o.Remote.PartSize > remote.MaxPartSize {
+		return o, usagef("--part-size: %s is not between 4KiB and %dMiB", *rf.partSize, remote.MaxPartSize>>20)
+	}
+	if *rf.parallel < 1 || *rf.parallel > 1024 {
+		return o, usagef("--remote-parallel: %d is not between 1 and 1024", *rf.parallel)
+	}
+	o.Remote.Parallel = *rf.parallel
+	if o.Remote.MemCache, err = size("cache-mem", *rf.memCache); err != nil {
+		return o, err
+	}
+	if o.Remote.Readahead, err = size("remote-readahead", *rf.readahead); err != nil {
+		return o, err
+	}
+	if o.Remote.Readahead == 0 {
+		o.Remote.Readahead = -1
+	}
+	o.Remote.CacheDir = *rf.cacheDir
+	if o.Remote.CacheSize, err = size("cache-size", *rf.cacheSize); err != nil {
+		return o, err
+	}
+	if *rf.timeout <= 0 {
+		return o, usagef("--remote-timeout: %v is not positive", *rf.timeout)
+	}
+	o.Remote.Timeout = *rf.timeout
+	o.NoSign = *rf.noSign
+	return o, nil
+}
+
+// loadRemote loads a remote SOURCE (see dial.Load).
+func loadRemote(source string) (*checkpoint, error) {
+	opts, err := remoteOptions()
+	if err != nil {
+		return nil, err
+	}
+	idx, srcs, _, err := dial.Load(context.Background(), source, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%v", err)
+	}
+	return &checkpoint{idx: idx, sources: srcs}, nil
+}
