@@ -251,6 +251,25 @@ func TestRemoteS3Prefix(t *testing.T) {
 			}
 		}
 	}
+	// convert of the prefix writes the bytes convert writes from the local
+	// directory (the remote flags apply to convert too).
+	out := t.TempDir()
+	for _, c := range []struct{ src, out string }{{local, "local.safetensors"}, {"s3://models/llama/", "remote.safetensors"}} {
+		if r := runEnv(t, env, "convert", "--quiet", "--dtype", "bf16", "--part-size", "8KiB", c.src, filepath.Join(out, c.out)); r.code != 0 {
+			t.Fatalf("tensorfs convert %s: exit %d: %s", c.src, r.code, r.stderr)
+		}
+	}
+	lc, err := os.ReadFile(filepath.Join(out, "local.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := os.ReadFile(filepath.Join(out, "remote.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(lc, rc) {
+		t.Fatalf("convert of s3://models/llama/: %d bytes differ from the local directory's %d", len(rc), len(lc))
+	}
 	// Through a mount: every tensor file and its .f16 view.
 	m := mountEnv(t, env, "s3://models/llama/", "--part-size", "8KiB", "--cache-mem", "64KiB")
 	lm := mount(t, local)

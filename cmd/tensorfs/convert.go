@@ -36,6 +36,7 @@ time left; a summary line follows (bytes, time, throughput, peak memory).`
 
 func runConvert(args []string) error {
 	f := newFlags("convert", "[--dtype DT] [--force] [--quiet] SOURCE OUT", convertAbout)
+	addRemoteFlags(f)
 	dtFlag := f.String("dtype", "", "convert float and quantized tensors to `DT` (f32, f16, bf16 or f64); others are written as stored")
 	force := f.Bool("force", false, "overwrite OUT if it exists")
 	quiet := f.Bool("quiet", false, "no progress bar and no summary line")
@@ -63,7 +64,11 @@ func runConvert(args []string) error {
 	if err := checkDeadMount(source); err != nil {
 		return err
 	}
-	ck, err := client.Open(source)
+	ro, err := remoteOptions()
+	if err != nil {
+		return err
+	}
+	ck, err := client.OpenWith(source, client.Options{Remote: &ro})
 	if err != nil {
 		return err
 	}
