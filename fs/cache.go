@@ -34,11 +34,12 @@ import (
 // covered bytes, so a chunk read again after its drop is dropped again.
 // Chunks that are partly header or padding count only their tensor bytes.
 //
-// When bytes are counted as served: a read copied out of the source
-// (ReadAt, views) once the copy is done; a spliced read (the kernel moves
-// the backing file's pages) once go-fuse has written the reply to the
-// kernel (ReadResult.Done), since a page still held by the pipe cannot
-// be dropped.
+// When bytes are counted as served (tensor files, views and the
+// safetensors exports alike): a read copied out of the source (ReadAt,
+// views, an export's copied and converted segments) once the copy is
+// done; a spliced read (the kernel moves the backing file's pages) once
+// go-fuse has written the reply to the kernel (ReadResult.Done), since a
+// page still held by the pipe cannot be dropped.
 //
 // It is off with Options.KeepBackingCache, for direct-I/O mounts (the
 // backing file's pages are then the only copy), and for sources that have

@@ -1,6 +1,10 @@
 package fs
 
 import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -9,6 +13,7 @@ import (
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/view"
 )
 
 // dropSource is a memSource that records DropCache calls.
@@ -122,6 +127,164 @@ func TestReadsCountServed(t *testing.T) {
 		}
 		if len(src.drops) != 1 || src.drops[0] != [2]int64{0, cacheChunk} {
 			t.Errorf("reading every file under %q: drops %v, want the one chunk once", only, src.drops)
+		}
+	}
+}
+
+// readCounted reads a whole file of the tree through Root.read in pieces
+// of step bytes and ends each reply (Done), as go-fuse does once it has
+// written it, so that spliced reads count too. It reports a failed read
+// with t.Errorf (it runs in goroutines too) and returns nil.
+func readCounted(t *testing.T, r *Root, e *entry, step int) []byte {
+	t.Helper()
+	var out []byte
+	buf := make([]byte, step)
+	for off := int64(0); off < e.file.size; {
+		res, errno := r.read(e, buf, off)
+		if errno != 0 {
+			t.Errorf("%s: read at %d: %v", e.name, off, errno)
+			return nil
+		}
+		b, st := res.Bytes(make([]byte, step))
+		if !st.Ok() || len(b) == 0 {
+			t.Errorf("%s: read at %d of %d: %d bytes, %v", e.name, off, e.file.size, len(b), st)
+			return nil
+		}
+		out = append(out, b...)
+		off += int64(len(b))
+		res.Done()
+	}
+	return out
+}
+
+// TestExportReadsCountServed reads the safetensors exports of a tree over
+// a real file (spliced segments, copied segments, conversions) and checks
+// that their bytes are the export's and that they count as served like
+// the tensor files' reads: reading the stored export, or a view's, counts
+// every tensor byte once; reading the tensor files and then the export
+// counts them twice (each drop is a hint: the bytes stay exact); nothing
+// counts with KeepBackingCache.
+func TestExportReadsCountServed(t *testing.T) {
+	idx, mem := fixture(t, []spec{{"w", dtype.F32, []int64{3000}}, {"h", dtype.BF16, []int64{5000}}, {"b", dtype.U8, []int64{13}}})
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	if err := os.WriteFile(path, mem.data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx.Sources = []string{path}
+	var tensorBytes uint64
+	for _, tt := range idx.Tensors {
+		tensorBytes += uint64(tt.Size)
+	}
+	for _, mode := range []backing.Mode{backing.Mmap, backing.Pread} {
+		for _, noSplice := range []bool{false, true} {
+			for _, dir := range []string{".safetensors", ".f16/.safetensors", ".f32/.safetensors"} {
+				for _, order := range []string{"export only", "tensors, then export", "both at once"} {
+					what := fmt.Sprintf("%v/nosplice=%v/%s/%s", mode, noSplice, dir, order)
+					src, err := backing.Open(path, backing.Options{Mode: mode})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, ok := src.(backing.CacheDropper); !ok {
+						t.Fatalf("%s: a %v source cannot drop its cache", what, mode)
+					}
+					r := newRoot(t, idx, src, Options{NoSplice: noSplice})
+					x, err := view.NewExport(idx, []backing.Source{mem}, exportDType(dir))
+					if err != nil {
+						t.Fatal(err)
+					}
+					wantBytes := make([]byte, x.Size())
+					x.ReadAt(wantBytes, 0)
+					// The tensor files, read before or while the export
+					// is: their drops must not change a byte of it.
+					want := tensorBytes
+					var wg sync.WaitGroup
+					if order != "export only" {
+						want *= 2
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							for i := range idx.Tensors {
+								tt := &idx.Tensors[i]
+								if got := readCounted(t, r, r.lookupPath(tt.Path), 1000); !bytes.Equal(got, mem.data[tt.Offset:tt.Offset+tt.Size]) {
+									t.Errorf("%s: %s differs from the file", what, tt.Name)
+								}
+							}
+						}()
+						if order != "both at once" {
+							wg.Wait()
+						}
+					}
+					if got := readCounted(t, r, r.lookupPath(dir+"/model.safetensors"), 1000); !bytes.Equal(got, wantBytes) {
+						t.Errorf("%s: the export's bytes differ from view.Export's", what)
+					}
+					wg.Wait()
+					if got := r.cache.srcs[0].served[0].Load(); got != want {
+						t.Errorf("%s: %d bytes counted as served, want %d", what, got, want)
+					}
+					if got, cov := r.cache.droppedBytes(), want; got != cov {
+						t.Errorf("%s: %d bytes dropped, want %d (the chunk once per full read)", what, got, cov)
+					}
+					src.Close()
+				}
+			}
+		}
+	}
+	src, err := backing.Open(path, backing.Options{Mode: backing.Pread})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	r := newRoot(t, idx, src, Options{KeepBackingCache: true})
+	readCounted(t, r, r.lookupPath(".safetensors/model.safetensors"), 1000)
+	if r.cache != nil {
+		t.Errorf("KeepBackingCache: counters made")
+	}
+}
+
+// exportDType is the dtype of the export in directory dir of a tree
+// in the stored dtypes.
+func exportDType(dir string) dtype.DType {
+	switch dir {
+	case ".f16/.safetensors":
+		return dtype.F16
+	case ".f32/.safetensors":
+		return dtype.F32
+	}
+	return dtype.Invalid
+}
+
+// TestExportReadNoAlloc checks that reads of the export, spliced and
+// copied, with served bytes counted, allocate nothing but the reply.
+func TestExportReadNoAlloc(t *testing.T) {
+	idx, mem := fixture(t, []spec{{"w", dtype.BF16, []int64{1 << 16}}})
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	if err := os.WriteFile(path, mem.data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx.Sources = []string{path}
+	src, err := backing.Open(path, backing.Options{Mode: backing.Pread})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	r := newRoot(t, idx, src, Options{})
+	dest := make([]byte, 32<<10)
+	for _, p := range []string{".safetensors/model.safetensors", ".f32/.safetensors/model.safetensors"} {
+		e := r.lookupPath(p)
+		off := e.file.size - int64(len(dest)) // inside the tensor: spliced, or converted
+		if res, errno := r.read(e, dest, off); errno != 0 {
+			t.Fatalf("%s: %v", p, errno)
+		} else {
+			res.Done() // builds the export
+		}
+		allocs := testing.AllocsPerRun(100, func() {
+			res, _ := r.read(e, dest, off)
+			res.Done()
+		})
+		// The race detector's sync.Pool drops a share of what is put
+		// back, so a spliced reply is sometimes allocated anew.
+		if allocs > 1 && !raceEnabled {
+			t.Errorf("%s: %v allocations per read", p, allocs)
 		}
 	}
 }

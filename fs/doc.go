@@ -124,7 +124,8 @@
 // (backing.CacheDropper: madvise and posix_fadvise DONTNEED) once every
 // tensor byte in it has been served, after the reply was written (a
 // spliced page still in the pipe cannot be dropped). Direct-I/O mounts,
-// whose only copy is the backing file's, drop nothing.
+// whose only copy is the backing file's, drop nothing. The safetensors
+// exports' reads count too (export.go).
 // Stats.BackingDropped counts the bytes dropped.
 //
 // Passthrough (passthrough.go): a file that is a whole backing file byte

@@ -30,7 +30,10 @@ import (
 // built on its first read. Reads of a range that lies inside one tensor
 // stored contiguously in a source with a descriptor are spliced from it,
 // as the tensor's own file is; everything else is read with
-// view.Export.ReadAt into go-fuse's buffer.
+// view.Export.ReadAt into go-fuse's buffer. Either way the bytes read
+// from a source count as served, as the tensor files' do (cache.go): the
+// export is built over viewSource's wrappers, and a splice is answered
+// with fdResult.
 
 // kindExport is a file of a .safetensors/ directory: the export, or a
 // file beside it (fileContents.r set at NewRoot).
@@ -208,7 +211,11 @@ func (r *Root) exportReader(e *entry) (view.Reader, error) {
 	if c := e.contents.Load(); c != nil {
 		return c.r, c.err
 	}
-	x, err := view.NewExport(r.idx, r.sources, e.file.dtype)
+	srcs := make([]backing.Source, len(r.sources))
+	for i := range srcs {
+		srcs[i] = r.viewSource(i) // counts served bytes: cache.go
+	}
+	x, err := view.NewExport(r.idx, srcs, e.file.dtype)
 	c := &fileContents{err: err}
 	if err == nil && x.Size() != e.file.size {
 		err = fmt.Errorf("export of %d bytes for a file of %d", x.Size(), e.file.size)
@@ -225,6 +232,17 @@ func (r *Root) exportReader(e *entry) (view.Reader, error) {
 	return c.r, c.err
 }
 
+// exportFd returns the descriptor to splice a segment of the export from,
+// src being the source Export.Segment named: for a source wrapped to count
+// served bytes (viewSource), its index and the descriptor NewRoot took;
+// else -1 and src's own descriptor (or -1 when it has none).
+func (r *Root) exportFd(src backing.Source) (s, fd int) {
+	if w, ok := src.(*servedSource); ok {
+		return w.s, r.fds[w.s]
+	}
+	return -1, spliceFd(src)
+}
+
 // readExport serves [off, off+len(dest)) of an export file (clamped by
 // read): spliced from the source when the range lies inside one tensor
 // stored contiguously there, else copied into dest.
@@ -236,11 +254,14 @@ func (r *Root) readExport(e *entry, dest []byte, off int64) (fuse.ReadResult, sy
 	n := len(dest)
 	if x, ok := v.(*view.Export); ok && !r.opts.NoSplice {
 		if end, src, at, ok := x.Segment(off); ok && end >= off+int64(n) {
-			if fd := spliceFd(src); fd >= 0 {
+			if s, fd := r.exportFd(src); fd >= 0 {
 				if err := checkExtent(fd, at+int64(n)); err != nil {
 					return nil, toErrno(err)
 				}
-				return fuse.ReadResultFd(uintptr(fd), at, n), 0
+				if s < 0 {
+					return fuse.ReadResultFd(uintptr(fd), at, n), 0
+				}
+				return r.fdResult(s, fd, at, n), 0 // counted once sent: cache.go
 			}
 		}
 	}

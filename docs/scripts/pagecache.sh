@@ -2,7 +2,10 @@
 # docs/scripts/pagecache.sh TENSORFS SOURCE [mount flags...]: the page cache
 # that reading through a mount adds, per byte read, the way a user reads:
 # `cat` of every stored tensor file, then NumPy np.load(mmap_mode="r") of
-# every .npy/ file, summed (each on a fresh mount, after dropping SOURCE's
+# every .npy/ file, summed; then the safetensors export (`cat`, and a
+# NumPy memmap of it with every page touched, as safetensors' safe_open
+# maps it), the .f32/ view's export, and every tensor file then the
+# export on one mount (each on a fresh mount, after dropping SOURCE's
 # pages with dd iflag=nocache). Counted in a private memory cgroup that
 # this script, the server and the readers share, so other work on the
 # machine does not count. Root; cgroup v1 memory controller or v2.
@@ -42,3 +45,11 @@ for p in sorted(pathlib.Path(sys.argv[1], \".npy\").rglob(\"*.npy\")):
     np.add.reduce(a.reshape(-1).view(np.uint8), dtype=np.uint64)
     n += a.nbytes
 print(n)" "$mnt"' measure "$@"
+LABEL="cat of .safetensors/model.safetensors" READER='cat "$mnt/.safetensors/model.safetensors" | wc -c' measure "$@"
+LABEL="memmap of .safetensors/model.safetensors, every page" READER='"$py" -c "
+import numpy as np, sys
+a = np.memmap(sys.argv[1], mode=\"r\")
+np.add.reduce(a[::4096], dtype=np.uint64)
+print(a.size)" "$mnt/.safetensors/model.safetensors"' measure "$@"
+LABEL="cat of .f32/.safetensors/model.safetensors" READER='cat "$mnt/.f32/.safetensors/model.safetensors" | wc -c' measure "$@"
+LABEL="cat of every tensor file, then the export, one mount" READER='echo $(($(find "$mnt" -path "$mnt/.*" -prune -o -type f -print0 | xargs -0 cat | wc -c) + $(cat "$mnt/.safetensors/model.safetensors" | wc -c)))' measure "$@"

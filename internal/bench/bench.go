@@ -48,9 +48,13 @@ whole tensors (or reads) from a shared queue:
   cache         the page cache that reading adds, per byte read: the
                 checkpoint's pages are dropped (posix_fadvise), then
                 every tensor file of a fresh mount is read with read(2),
-                and every .npy/ file of another mapped and copied out
-                (NumPy's mmap_mode="r"). One copy of each byte is 1.00;
-                the mount's cache plus the checkpoint's is 2.00. As root
+                every .npy/ file of another mapped and copied out
+                (NumPy's mmap_mode="r"), and the safetensors export
+                (.safetensors/model.safetensors) read, then mapped, and
+                the .f32/ view's export read, each on its own mount. One
+                copy of each byte is 1.00; the mount's cache plus the
+                checkpoint's is 2.00 (1.50 for the .f32/ export, whose
+                bytes are twice the stored ones). As root
                 it is counted in a private memory cgroup (this process
                 and its server only); otherwise from /proc/meminfo, which
                 counts the whole machine.

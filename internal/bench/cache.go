@@ -24,9 +24,14 @@ type CacheRow struct {
 	Meter   string  `json:"meter"`        // what counted it
 }
 
-// cachePhase measures page cache growth for read(2) of every tensor file
-// and for a copy out of a shared mapping of every .npy/ file (NumPy's
-// mmap_mode="r"), each on a fresh mount after dropping the checkpoint's
+// exportPath is the safetensors export of a mount's top level.
+const exportPath = ".safetensors/model.safetensors"
+
+// cachePhase measures page cache growth for read(2) of every tensor file,
+// for a copy out of a shared mapping of every .npy/ file (NumPy's
+// mmap_mode="r"), for read(2) and a shared mapping of the safetensors
+// export (a loader's safe_open), and for read(2) of the .f32/ view's
+// export, each on a fresh mount after dropping the checkpoint's
 // pages from the cache (posix_fadvise DONTNEED on its files: clean pages
 // nobody maps go, so the mount's reads bring the bytes in anew and the
 // growth counts both copies, if there are two).
@@ -44,6 +49,9 @@ func (b *harness) cachePhase(fds []int, ts []tensor) ([]CacheRow, error) {
 	}{
 		{"cache_read", "read(2) of every tensor", func(mnt string) readJob { return b.fileJob(mnt, "", ts) }, len(ts)},
 		{"cache_npy_mmap", "mmap of every .npy/ file", func(mnt string) readJob { return b.npyMmapJob(mnt, npy) }, len(npy)},
+		{"cache_export_read", "read(2) of the safetensors export", func(mnt string) readJob { return wholeFileJob(mnt, exportPath, false) }, 1},
+		{"cache_export_mmap", "mmap of the safetensors export", func(mnt string) readJob { return wholeFileJob(mnt, exportPath, true) }, 1},
+		{"cache_f32_export_read", "read(2) of the .f32/ export", func(mnt string) readJob { return wholeFileJob(mnt, filepath.Join(".f32", exportPath), false) }, 1},
 	} {
 		for _, fd := range fds {
 			unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
@@ -103,5 +111,49 @@ func (b *harness) npyMmapJob(mnt string, ts []tensor) readJob {
 		}
 		defer unix.Munmap(m)
 		return copyOut(buf, m), nil
+	}
+}
+
+// wholeFileJob reads the file rel of the mount whole, with read(2) or
+// copied out of a shared mapping (safetensors' safe_open maps the file);
+// it has one job.
+func wholeFileJob(mnt, rel string, mmap bool) readJob {
+	return func(w, j int, buf []byte) (int64, error) {
+		p := filepath.Join(mnt, rel)
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %v", p, err)
+		}
+		defer unix.Close(fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Size == 0 {
+			return 0, err
+		}
+		if mmap {
+			m, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+			if err != nil {
+				return 0, fmt.Errorf("mmap %s: %v", p, err)
+			}
+			defer unix.Munmap(m)
+			return copyOut(buf, m), nil
+		}
+		var done int64
+		for {
+			n, err := unix.Read(fd, buf)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return done, fmt.Errorf("reading %s: %v", p, err)
+			}
+			if n == 0 {
+				break
+			}
+			done += int64(n)
+		}
+		if done != st.Size {
+			return done, fmt.Errorf("%s: read %d bytes, want %d", p, done, st.Size)
+		}
+		return done, nil
 	}
 }
