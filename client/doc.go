@@ -64,6 +64,11 @@
 //     whose one-line message names the checkpoint, the tensor, the
 //     operation and the byte offset. Cancelling the context stops the
 //     stream between chunks and Stream returns the context's cause.
+//   - Remote sources: when a tensor starts, Stream tells its source which
+//     bytes are about to be read (Prefetch), and the source of the next
+//     tensor too, so that GETs for the next tensor overlap the reading of
+//     this one; the memory that costs is the source's part cache, bounded
+//     by its own budget (backing/remote).
 //
 // # Conversion
 //

@@ -167,6 +167,11 @@ func (c *Checkpoint) Stream(ctx context.Context, sink Sink, opts StreamOptions) 
 					fail(err)
 					return
 				}
+				if i+1 < int64(len(sel)) {
+					// A source that fetches ahead starts on the next
+					// tensor now, so that its GETs overlap this one's.
+					c.prefetch(sel[i+1])
+				}
 				if err := c.streamOne(ctx, sink, pool, sel[i], opts.DType); err != nil {
 					fail(err)
 					return

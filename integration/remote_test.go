@@ -352,6 +352,9 @@ func TestRemoteHTTP(t *testing.T) {
 	if err == nil || !errors.Is(err, syscall.EIO) {
 		t.Fatalf("read after the file changed: %v, want EIO", err)
 	}
+	// The server's stderr reaches the test through a pipe: complete only
+	// once the server has exited.
+	m.Unmount()
 	if s := m.Stderr(); strings.Count(s, "changed after it was opened") != 1 {
 		t.Fatalf("server log: %q", s)
 	}
@@ -404,6 +407,9 @@ func TestRemoteS3Faults(t *testing.T) {
 	if _, err := os.ReadFile(m.Path("layers.0.w2")); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("read after the object changed: %v, want EIO", err)
 	}
+	// The server's stderr reaches the test through a pipe: complete only
+	// once the server has exited.
+	m.Unmount()
 	if s := m.Stderr(); strings.Count(s, "changed after it was opened") != 1 {
 		t.Fatalf("server log: %q", s)
 	}

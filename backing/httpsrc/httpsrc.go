@@ -183,15 +183,16 @@ func totalOf(cr string) (int64, bool) {
 func strongETag(e string) bool { return e != "" && !strings.HasPrefix(e, "W/") }
 
 // Get reads obj's bytes at off into p, pinned to obj's version.
-func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, p []byte) error {
-	if len(p) == 0 {
+func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]byte, filled func(i int)) error {
+	want := remote.BufsLen(bufs)
+	if want == 0 {
 		return nil
 	}
 	req, err := s.request(ctx, http.MethodGet, obj.Key)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1))
+	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+want-1))
 	switch {
 	case strongETag(obj.ETag):
 		req.Header.Set("If-Match", obj.ETag)
@@ -227,10 +228,10 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, p []byte)
 		}
 		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Msg: "bad Content-Range " + strconv.Quote(resp.Header.Get("Content-Range"))}
 	}
-	if resp.ContentLength >= 0 && resp.ContentLength != int64(len(p)) {
-		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for %d bytes at %d, the server sent %d", len(p), off, resp.ContentLength)}
+	if resp.ContentLength >= 0 && resp.ContentLength != want {
+		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for %d bytes at %d, the server sent %d", want, off, resp.ContentLength)}
 	}
-	if _, err := io.ReadFull(resp.Body, p); err != nil {
+	if err := remote.ReadBufs(resp.Body, bufs, filled); err != nil {
 		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Transient, Msg: "reading the response: " + err.Error(), Err: err}
 	}
 	return nil

@@ -12,10 +12,16 @@
 // An object is read in parts of Options.PartSize (8 MiB). A ReadAt
 // fetches the parts it needs that are not cached, in parallel (at most
 // Options.Parallel GETs in flight, all sources together), and copies
-// from them. A reader whose reads follow one another (up to eight
-// sequential streams per source are tracked) gets readahead: the window
-// after its read is prefetched, from one part doubling to
-// Options.Readahead. Parsers read through ForParsing, which fetches
+// from them. Consecutive parts missing together (a read or a prefetch
+// that spans several) are fetched with one GET of up to 32 MiB that
+// fills them in order and publishes each as it is full; a GET cut off
+// midway is retried from its first part not yet filled. Stores read
+// response bodies straight into the part buffers (ReadBufs). A reader
+// whose reads follow one another (up to eight sequential streams per
+// source are tracked) gets readahead: the window after its read is
+// prefetched, from one part doubling to Options.Readahead; a window that
+// slides waits until half of it is missing, so that it is fetched in few
+// GETs. Parsers read through ForParsing, which fetches
 // small reads as 256 KiB blocks instead of whole parts (a zip's local
 // headers, scattered through a large .pt).
 //

@@ -147,6 +147,22 @@ func (m *memCache) peek(key partKey) *part {
 	return p
 }
 
+// missing counts the parts first..last of source src that are neither
+// cached nor being fetched, and says whether part first is one of them.
+func (m *memCache) missing(src uint64, first, last int64) (n int64, firstMissing bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := first; i <= last; i++ {
+		if m.parts[partKey{src, i}] == nil {
+			n++
+			if i == first {
+				firstMissing = true
+			}
+		}
+	}
+	return n, firstMissing
+}
+
 // finish publishes a fresh part's bytes or error. A failed part is
 // forgotten, so that the next read fetches it again.
 func (m *memCache) finish(p *part, err error) {

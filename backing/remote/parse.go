@@ -92,7 +92,7 @@ func (v *parseView) block(i int64) ([]byte, error) {
 	b = make([]byte, min(parseBlock, s.obj.Size-i*parseBlock))
 	ctx, cancel := context.WithTimeout(context.Background(), s.c.opts.OpenTimeout)
 	defer cancel()
-	if err := s.get(ctx, i*parseBlock, b); err != nil {
+	if err := s.get(ctx, i*parseBlock, [][]byte{b}, nil); err != nil {
 		return nil, err
 	}
 	v.mu.Lock()

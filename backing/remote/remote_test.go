@@ -22,6 +22,9 @@ type memStore struct {
 	etag string
 	gets atomic.Int64
 	fail func(off int64) error // error of a Get at off, or nil
+	// cut, when set, is how many buffers a Get at off fills before its
+	// connection is reset (a transient error), or -1 for all of them.
+	cut func(off int64) int
 
 	mu    sync.Mutex
 	tried map[int64]bool // offsets asked for once
@@ -36,7 +39,7 @@ func (m *memStore) Open(ctx context.Context, key string, head []byte) (Object, i
 	return Object{Key: key, Size: int64(len(m.data)), ETag: m.etag}, copy(head, m.data), nil
 }
 
-func (m *memStore) Get(ctx context.Context, obj Object, off int64, p []byte) error {
+func (m *memStore) Get(ctx context.Context, obj Object, off int64, bufs [][]byte, filled func(int)) error {
 	m.gets.Add(1)
 	if m.fail != nil {
 		if err := m.fail(off); err != nil {
@@ -46,8 +49,15 @@ func (m *memStore) Get(ctx context.Context, obj Object, off int64, p []byte) err
 	if obj.ETag != m.etag {
 		return &Error{URL: m.URL(obj.Key), Kind: Changed, Status: 412}
 	}
-	copy(p, m.data[off:])
-	return nil
+	if m.cut != nil {
+		if k := m.cut(off); k >= 0 && k < len(bufs) {
+			if err := ReadBufs(bytes.NewReader(m.data[off:]), bufs[:k], filled); err != nil {
+				return err
+			}
+			return &Error{URL: m.URL(obj.Key), Kind: Transient, Msg: "connection reset"}
+		}
+	}
+	return ReadBufs(bytes.NewReader(m.data[off:off+BufsLen(bufs)]), bufs, filled)
 }
 
 func (m *memStore) List(ctx context.Context, prefix string) ([]Entry, bool, error) {
@@ -207,5 +217,60 @@ func TestDiskCache(t *testing.T) {
 	c3, _ := New(st, Options{PartSize: 4096, CacheDir: dir, CacheSize: 10000})
 	if c3.disk.used > 10000 {
 		t.Fatalf("disk cache holds %d bytes over its budget", c3.disk.used)
+	}
+}
+
+// TestRunGets checks the GETs that fill several parts: a sequential
+// reader costs about one GET per half readahead window, not one per
+// part, and a GET cut off midway is resumed from its first part not yet
+// filled (the parts it did fill are served, never fetched twice).
+func TestRunGets(t *testing.T) {
+	const part = 4 << 10
+	opts := Options{PartSize: part, Readahead: 8 * part, MemCache: 32 * part, Parallel: 4}
+	for _, tc := range []struct {
+		name    string
+		cut     bool
+		maxGets int64
+	}{
+		{"sequential", false, 64 / 2},
+		{"cut midway", true, 64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, s := newTest(t, 64*part, opts)
+			var cuts atomic.Int64
+			resumed := map[int64]bool{}
+			var mu sync.Mutex
+			if tc.cut {
+				st.cut = func(off int64) int {
+					mu.Lock()
+					defer mu.Unlock()
+					if resumed[off] {
+						return -1
+					}
+					resumed[off+part] = true // the retry goes through
+					cuts.Add(1)
+					return 1 // one part, then a reset
+				}
+			}
+			got := make([]byte, 64*part)
+			for off := 0; off < len(got); off += part {
+				if n, err := s.ReadAt(got[off:off+part], int64(off)); n != part || err != nil {
+					t.Fatalf("ReadAt(%d, %d) = %d, %v", part, off, n, err)
+				}
+			}
+			if !bytes.Equal(got, st.data) {
+				t.Fatal("bytes differ")
+			}
+			t.Logf("%d GETs, %d cut", st.gets.Load(), cuts.Load())
+			if g := st.gets.Load(); g > tc.maxGets {
+				t.Errorf("%d GETs for 64 parts read in order, want at most %d", g, tc.maxGets)
+			}
+			if tc.cut && cuts.Load() == 0 {
+				t.Error("no GET was cut")
+			}
+			if _, miss := s.c.CacheStats(); tc.cut && miss > 8 {
+				t.Errorf("%d reads missed the cache", miss)
+			}
+		})
 	}
 }

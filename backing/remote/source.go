@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -140,9 +141,18 @@ func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 			last = first + int64(s.c.opts.Parallel) - 1
 		}
 		parts := make([]*part, 0, last-first+1)
+		var run []*part // consecutive parts to fetch, one GET
 		for i := first; i <= last; i++ {
-			parts = append(parts, s.part(i))
+			pt, fresh := s.c.mem.acquire(partKey{s.id, i}, s.partLen(i), false)
+			parts = append(parts, pt)
+			if fresh {
+				run = append(run, pt)
+			} else {
+				s.startFetch(run, false)
+				run = nil
+			}
 		}
+		s.startFetch(run, false)
 		var ferr error
 		for _, pt := range parts {
 			<-pt.done
@@ -175,43 +185,87 @@ func (s *Source) partLen(i int64) int64 {
 	return min(ps, s.obj.Size-i*ps)
 }
 
-// part returns part i pinned, starting its fetch when it is not cached.
-func (s *Source) part(i int64) *part {
-	pt, fresh := s.c.mem.acquire(partKey{s.id, i}, s.partLen(i), false)
-	if fresh {
+// maxRun bounds the bytes of one GET that fills consecutive parts: long
+// enough that a sequential reader costs the store few requests, short
+// enough that a reader waits for its first part little longer than for
+// one part alone (the parts are published as they arrive).
+const maxRun = 32 << 20
+
+// startFetch fetches the fresh consecutive parts pts (pinned, being
+// filled) in the background: GETs of up to maxRun bytes, each filling
+// several parts. With prefetch, the fetch's pin is released when a part
+// is ready.
+func (s *Source) startFetch(pts []*part, prefetch bool) {
+	per := max(1, int(maxRun/s.c.opts.PartSize))
+	for len(pts) > 0 {
+		n := min(per, len(pts))
 		s.inflight.Add(1)
-		go s.fetch(pt, false)
+		go s.fetch(pts[:n], prefetch)
+		pts = pts[n:]
 	}
-	return pt
 }
 
-// fetch fills a fresh part: from the disk cache, else with a pinned GET
-// (retried until the Timeout).
-func (s *Source) fetch(pt *part, prefetch bool) {
+// fetch fills fresh consecutive parts: from the disk cache those it
+// holds, the others with pinned GETs (one per run of consecutive parts,
+// retried until the Timeout), publishing each part as it is filled.
+func (s *Source) fetch(pts []*part, prefetch bool) {
 	defer s.inflight.Done()
-	i := pt.key.idx
-	if s.diskID != "" && s.c.disk.get(s.diskID, i, pt.buf) {
-		s.c.mem.finish(pt, nil)
+	ready := func(pt *part, err error) {
+		if err == nil && s.diskID != "" {
+			s.c.disk.put(s.diskID, pt.key.idx, pt.buf)
+		}
+		s.c.mem.finish(pt, err)
 		if prefetch {
 			s.c.mem.release(pt)
 		}
-		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.c.opts.Timeout)
-	defer cancel()
-	err := s.get(ctx, i*s.c.opts.PartSize, pt.buf)
-	if err == nil && s.diskID != "" {
-		s.c.disk.put(s.diskID, i, pt.buf)
-	}
-	s.c.mem.finish(pt, err)
-	if prefetch {
-		s.c.mem.release(pt)
+	var run []*part
+	for i, pt := range pts {
+		if s.diskID != "" && s.c.disk.get(s.diskID, pt.key.idx, pt.buf) {
+			s.c.mem.finish(pt, nil)
+			if prefetch {
+				s.c.mem.release(pt)
+			}
+		} else {
+			run = append(run, pt)
+			if i < len(pts)-1 {
+				continue
+			}
+		}
+		if len(run) > 0 {
+			s.fetchRun(run, ready)
+			run = nil
+		}
 	}
 }
 
-// get fills p with the bytes at off: one GET at a time per token,
-// retried until ctx's deadline.
-func (s *Source) get(ctx context.Context, off int64, p []byte) error {
+// fetchRun fills consecutive parts with one GET (retried from the first
+// part not yet filled), calling ready for each part: as it is filled,
+// or with the error that stopped the fetch.
+func (s *Source) fetchRun(run []*part, ready func(*part, error)) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.c.opts.Timeout)
+	defer cancel()
+	bufs := make([][]byte, len(run))
+	for i, pt := range run {
+		bufs[i] = pt.buf
+	}
+	n := 0
+	err := s.get(ctx, run[0].key.idx*s.c.opts.PartSize, bufs, func(i int) {
+		ready(run[i], nil)
+		n = i + 1
+	})
+	for _, pt := range run[n:] {
+		if err == nil { // cannot happen: a GET that returns nil filled every part
+			err = errors.New("internal error: a part was not filled")
+		}
+		ready(pt, err)
+	}
+}
+
+// get fills bufs with the bytes from off on: one GET at a time per token,
+// retried until ctx's deadline, each try from the first buffer not yet
+// filled. filled(i), when not nil, is called as bufs[i] is full.
+func (s *Source) get(ctx context.Context, off int64, bufs [][]byte, filled func(i int)) error {
 	select {
 	case s.c.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -221,7 +275,16 @@ func (s *Source) get(ctx context.Context, off int64, p []byte) error {
 	if err := s.changedErr(); err != nil {
 		return err
 	}
-	err := retry(ctx, func(ctx context.Context) error { return s.c.store.Get(ctx, s.obj, off, p) })
+	k := 0 // buffers filled by earlier tries
+	err := retry(ctx, func(ctx context.Context) error {
+		base := k
+		return s.c.store.Get(ctx, s.obj, off+BufsLen(bufs[:base]), bufs[base:], func(i int) {
+			k = base + i + 1
+			if filled != nil {
+				filled(base + i)
+			}
+		})
+	})
 	if err != nil && KindOf(err) == Changed {
 		s.markChanged(err)
 	}
@@ -285,10 +348,26 @@ func (s *Source) readahead(off, n int64) {
 	st.end = max(st.end, off+n)
 	st.used = s.tick
 	from, to := off+n, min(off+n+st.window, s.obj.Size)
+	end := s.obj.Size
 	if st.limit > 0 {
-		to = min(to, st.limit)
+		to, end = min(to, st.limit), min(end, st.limit)
 	}
+	window := st.window
 	s.mu.Unlock()
+	if from >= to {
+		return
+	}
+	// A window that slides a part at a time would cost one GET per
+	// part: wait until half of it is missing, then fetch that half with
+	// one GET, unless the next part is missing (the reader would wait)
+	// or the window reaches the end.
+	if to < end && window >= 2*ps {
+		first, last := from/ps, (to-1)/ps
+		missing, next := s.c.mem.missing(s.id, first, last)
+		if !next && missing*ps < window/2 {
+			return
+		}
+	}
 	s.prefetch(from, to)
 }
 
@@ -299,14 +378,18 @@ func (s *Source) prefetch(from, to int64) {
 		return
 	}
 	ps := s.c.opts.PartSize
+	var run []*part
 	for i := from / ps; i*ps < to; i++ {
 		pt, fresh := s.c.mem.acquire(partKey{s.id, i}, s.partLen(i), true)
 		if pt == nil || !fresh {
-			continue // cached, being fetched, or no room
+			// Cached, being fetched, or no room.
+			s.startFetch(run, true)
+			run = nil
+			continue
 		}
-		s.inflight.Add(1)
-		go s.fetch(pt, true)
+		run = append(run, pt)
 	}
+	s.startFetch(run, true)
 }
 
 // Prefetch says that [off, off+n) is about to be read from start to end

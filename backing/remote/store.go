@@ -23,10 +23,15 @@ type Store interface {
 	// identity and the number of bytes read. A missing object is an
 	// *Error of kind NotFound.
 	Open(ctx context.Context, key string, head []byte) (Object, int, error)
-	// Get fills p with the bytes of obj at off, pinned to obj's version
+	// Get fills bufs, in order, with the bytes of obj from off on (one
+	// ranged GET of their total length), pinned to obj's version
 	// (If-Match on the ETag, or the version id): a changed object is an
-	// *Error of kind Changed, never other bytes. off+len(p) <= obj.Size.
-	Get(ctx context.Context, obj Object, off int64, p []byte) error
+	// *Error of kind Changed, never other bytes. It calls filled(i), when
+	// filled is not nil, as soon as bufs[i] is full, before reading on, so
+	// that a caller can use the first buffers of a long GET while the rest
+	// arrive; ReadBufs does this from a response body. off plus the total
+	// length is at most obj.Size; bufs are not empty.
+	Get(ctx context.Context, obj Object, off int64, bufs [][]byte, filled func(i int)) error
 	// List returns the objects directly under prefix (a key ending in '/',
 	// or "" for the whole bucket): their keys relative to prefix, without
 	// '/', and sizes, and whether anything (objects or deeper prefixes) is
@@ -174,4 +179,31 @@ func StatusKind(status int) Kind {
 		return Transient
 	}
 	return Invalid
+}
+
+// BufsLen is the total length of bufs.
+func BufsLen(bufs [][]byte) int64 {
+	n := int64(0)
+	for _, b := range bufs {
+		n += int64(len(b))
+	}
+	return n
+}
+
+// ReadBufs fills bufs in order from body, straight into each buffer (no
+// intermediate copy), and calls filled(i) (when not nil) as each is full.
+// A short body is io.ErrUnexpectedEOF.
+func ReadBufs(body io.Reader, bufs [][]byte, filled func(i int)) error {
+	for i, b := range bufs {
+		if _, err := io.ReadFull(body, b); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		if filled != nil {
+			filled(i)
+		}
+	}
+	return nil
 }

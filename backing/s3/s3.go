@@ -137,13 +137,14 @@ func totalOf(cr string) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-// Get reads obj's bytes at off into p, pinned by If-Match on the ETag
-// and by the version id when the object has one.
-func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, p []byte) error {
-	if len(p) == 0 {
+// Get reads obj's bytes at off into bufs (one ranged GET), pinned by
+// If-Match on the ETag and by the version id when the object has one.
+func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]byte, filled func(i int)) error {
+	want := remote.BufsLen(bufs)
+	if want == 0 {
 		return nil
 	}
-	rng := fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)
+	rng := fmt.Sprintf("bytes=%d-%d", off, off+want-1)
 	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &obj.Key, Range: &rng}
 	switch {
 	case obj.ETag != "":
@@ -167,10 +168,10 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, p []byte)
 			return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Changed, Msg: fmt.Sprintf("%d bytes, was %d", total, obj.Size)}
 		}
 	}
-	if n := aws.ToInt64(out.ContentLength); n != int64(len(p)) {
-		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for %d bytes at %d, the server sent %d", len(p), off, n)}
+	if n := aws.ToInt64(out.ContentLength); n != want {
+		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for %d bytes at %d, the server sent %d", want, off, n)}
 	}
-	if _, err := io.ReadFull(out.Body, p); err != nil {
+	if err := remote.ReadBufs(out.Body, bufs, filled); err != nil {
 		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Transient, Msg: "reading the response: " + err.Error(), Err: err}
 	}
 	return nil

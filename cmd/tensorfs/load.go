@@ -11,6 +11,7 @@ import (
 	"hash"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +56,7 @@ func runLoad(args []string) error {
 	chunkFlag := f.String("chunk", "8MiB", "chunk and buffer `SIZE` (bytes, or with a K, M, G, KiB, MiB, GiB suffix)")
 	ioFlag := f.String("io", "pread", "read checkpoint files with `MODE`: pread, mmap or direct (O_DIRECT, bypassing the page cache); not for a mount")
 	quiet := f.Bool("quiet", false, "no progress bar and no summary line")
+	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of the load, opening included (go tool pprof format), to `FILE`")
 	if err := f.parse(args, 1, 1); err != nil {
 		return err
 	}
@@ -88,6 +90,20 @@ func runLoad(args []string) error {
 	ro, err := remoteOptions()
 	if err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		pf, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("load: --cpuprofile: %v", err)
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			pf.Close()
+			return fmt.Errorf("load: --cpuprofile: %v", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			pf.Close()
+		}()
 	}
 	ck, err := client.OpenWith(source, client.Options{Backing: &backing.Options{Mode: mode}, Remote: &ro})
 	if err != nil {
