@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/dtype"
 )
@@ -55,6 +56,11 @@ func runConvert(args []string) error {
 	if st, err := os.Stat(out); err == nil {
 		if st.IsDir() {
 			return fmt.Errorf("%s: is a directory (OUT is the file to write)", out)
+		}
+		if !st.Mode().IsRegular() {
+			// --force renames over OUT: it would replace a device
+			// node (/dev/null) or a named pipe with a regular file.
+			return fmt.Errorf("%s: not a regular file (%s); convert writes a new regular file and replaces only one", out, backing.DescribeType(st.Mode()))
 		}
 		if !*force {
 			return fmt.Errorf("%s: already exists (use --force to overwrite it)", out)
