@@ -381,3 +381,16 @@ func TestConvertSpecialOut(t *testing.T) {
 		}
 	}
 }
+
+// TestConvertOutDirMissing: an OUT in a directory that does not exist is
+// one line naming OUT as given, not the temporary file convert would have
+// made beside it.
+func TestConvertOutDirMissing(t *testing.T) {
+	src, _ := cliFixture(t)
+	out := filepath.Join(t.TempDir(), "missing", "out.safetensors")
+	r := runTensorfs(t, "convert", "--quiet", src, out)
+	checkOneLineError(t, r, 1, out+": ", "no such file or directory")
+	if strings.Contains(r.stderr, ".tmp") {
+		t.Errorf("the error names the temporary file: %q", r.stderr)
+	}
+}

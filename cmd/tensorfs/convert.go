@@ -152,7 +152,8 @@ func newTempOut(out string) (*tempOut, error) {
 	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(out)+".tensorfs-*.tmp")
 	if err != nil {
-		return nil, err
+		// Name OUT, not the temporary file the user never asked for.
+		return nil, fmt.Errorf("%s: cannot create it in %s: %v", out, dir, unwrapPath(err))
 	}
 	if err := f.Chmod(0o644); err != nil {
 		f.Close()
