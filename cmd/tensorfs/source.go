@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/backing/remote/dial"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/fs"
@@ -19,6 +20,7 @@ import (
 type checkpoint struct {
 	idx     *index.Index
 	sources []backing.Source // sources[i] reads idx.Sources[i]
+	remote  *remote.Client   // a remote SOURCE's client, else nil
 }
 
 // loadCheckpoint parses and validates SOURCE completely (index.Load),
