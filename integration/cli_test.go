@@ -293,3 +293,25 @@ func TestDemo(t *testing.T) {
 		t.Errorf("demo left %s behind", filepath.Dir(mnt[1]))
 	}
 }
+
+// TestRemoteFlagsUsage: a bad value of a remote flag is a usage error
+// naming the command and the flag for every command that takes one,
+// whether SOURCE is remote or local (where it would otherwise be ignored
+// by some commands and refused by others).
+func TestRemoteFlagsUsage(t *testing.T) {
+	src, _ := cliFixture(t)
+	out := filepath.Join(t.TempDir(), "out.safetensors")
+	for _, args := range [][]string{
+		{"ls", src},
+		{"cat", src, "ids"},
+		{"load", "--quiet", src},
+		{"convert", "--quiet", src, out},
+		{"mount", src, filepath.Join(t.TempDir(), "none")}, // refused before the mount point is looked at
+	} {
+		r := runTensorfs(t, append([]string{args[0], "--part-size", "0"}, args[1:]...)...)
+		checkOneLineError(t, r, 2, "tensorfs: "+args[0]+": --part-size: ")
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("convert wrote OUT despite the usage error")
+	}
+}

@@ -26,6 +26,7 @@ HF_TOKEN is sent to huggingface.co only.`
 // remoteFlags are the flags for a remote SOURCE, shared by every command
 // that takes one. They are read by loadRemote and remoteOptions.
 type remoteFlags struct {
+	cmd       string // the command's name, for messages
 	noSign    *bool
 	partSize  *string
 	parallel  *int
@@ -44,6 +45,7 @@ var remoteOpts *remoteFlags
 func addRemoteFlags(f *flags) {
 	f.about += "\n" + remoteHelp
 	remoteOpts = &remoteFlags{
+		cmd:       f.name,
 		noSign:    f.Bool("no-sign-request", false, "remote: send S3 requests without credentials (public buckets)"),
 		partSize:  f.String("part-size", "8MiB", "remote: fetch and cache in parts of `SIZE`"),
 		parallel:  f.Int("remote-parallel", remote.DefaultParallel, "remote: at most `N` GETs in flight"),
@@ -69,7 +71,7 @@ func remoteOptions() (dial.Options, error) {
 		}
 		n, err := loadParseSize(v)
 		if err != nil {
-			return 0, usagef("--%s: %v", name, err)
+			return 0, usagef("%s: --%s: %v", rf.cmd, name, err)
 		}
 		return n, nil
 	}
@@ -78,10 +80,10 @@ func remoteOptions() (dial.Options, error) {
 		return o, err
 	}
 	if o.Remote.PartSize < 4<<10 || o.Remote.PartSize > remote.MaxPartSize {
-		return o, usagef("--part-size: %s is not between 4KiB and %dMiB", *rf.partSize, remote.MaxPartSize>>20)
+		return o, usagef("%s: --part-size: %s is not between 4KiB and %dMiB", rf.cmd, *rf.partSize, remote.MaxPartSize>>20)
 	}
 	if *rf.parallel < 1 || *rf.parallel > 1024 {
-		return o, usagef("--remote-parallel: %d is not between 1 and 1024", *rf.parallel)
+		return o, usagef("%s: --remote-parallel: %d is not between 1 and 1024", rf.cmd, *rf.parallel)
 	}
 	o.Remote.Parallel = *rf.parallel
 	if o.Remote.MemCache, err = size("cache-mem", *rf.memCache); err != nil {
@@ -98,7 +100,7 @@ func remoteOptions() (dial.Options, error) {
 		return o, err
 	}
 	if *rf.timeout <= 0 {
-		return o, usagef("--remote-timeout: %v is not positive", *rf.timeout)
+		return o, usagef("%s: --remote-timeout: %v is not positive", rf.cmd, *rf.timeout)
 	}
 	o.Remote.Timeout = *rf.timeout
 	o.NoSign = *rf.noSign

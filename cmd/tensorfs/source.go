@@ -27,6 +27,11 @@ type checkpoint struct {
 // reading files in the given backing mode; the parsers read them through
 // backing.ForParsing.
 func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
+	// The remote flags are checked for a local SOURCE too, as load and
+	// convert check them: a bad value is a usage error either way.
+	if _, err := remoteOptions(); err != nil {
+		return nil, err
+	}
 	if err := checkDeadMount(path); err != nil {
 		return nil, err
 	}
