@@ -315,3 +315,12 @@ func TestRemoteFlagsUsage(t *testing.T) {
 		t.Error("convert wrote OUT despite the usage error")
 	}
 }
+
+// TestBenchRemoteSource: bench measures a local file's reads beside the
+// mount's, so a remote SOURCE is a usage error saying so, at once (no
+// request is made), not a "no such file" from the measurement.
+func TestBenchRemoteSource(t *testing.T) {
+	for _, src := range []string{"s3://bucket/model.safetensors", "https://127.0.0.1:1/model.safetensors"} {
+		checkOneLineError(t, runTensorfs(t, "bench", "--phases", "read", src), 2, "bench: ", src, "local")
+	}
+}
