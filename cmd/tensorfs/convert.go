@@ -31,8 +31,9 @@ converted to DT and the others kept as stored.
 Memory stays bounded (a few chunk buffers, whatever the checkpoint's
 size). OUT is written to a temporary file in its directory, synced and
 renamed into place, so OUT is either absent or complete: an existing OUT
-is refused without --force, and an interrupted convert (SIGINT, SIGTERM)
-leaves nothing behind. On a terminal a progress bar shows bytes, rate and
+is refused without --force (one that is not a regular file, such as
+/dev/null, always), and an interrupted convert (SIGINT, SIGTERM) leaves
+nothing behind. SOURCE may also be a tensorfs mount point. On a terminal a progress bar shows bytes, rate and
 time left; a summary line follows (bytes, time, throughput, peak memory).`
 
 func runConvert(args []string) error {
