@@ -293,3 +293,34 @@ func TestDemo(t *testing.T) {
 		t.Errorf("demo left %s behind", filepath.Dir(mnt[1]))
 	}
 }
+
+// TestRemoteFlagsUsage: a bad value of a remote flag is a usage error
+// naming the command and the flag for every command that takes one,
+// whether SOURCE is remote or local (where it would otherwise be ignored
+// by some commands and refused by others).
+func TestRemoteFlagsUsage(t *testing.T) {
+	src, _ := cliFixture(t)
+	out := filepath.Join(t.TempDir(), "out.safetensors")
+	for _, args := range [][]string{
+		{"ls", src},
+		{"cat", src, "ids"},
+		{"load", "--quiet", src},
+		{"convert", "--quiet", src, out},
+		{"mount", src, filepath.Join(t.TempDir(), "none")}, // refused before the mount point is looked at
+	} {
+		r := runTensorfs(t, append([]string{args[0], "--part-size", "0"}, args[1:]...)...)
+		checkOneLineError(t, r, 2, "tensorfs: "+args[0]+": --part-size: ")
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("convert wrote OUT despite the usage error")
+	}
+}
+
+// TestBenchRemoteSource: bench measures a local file's reads beside the
+// mount's, so a remote SOURCE is a usage error saying so, at once (no
+// request is made), not a "no such file" from the measurement.
+func TestBenchRemoteSource(t *testing.T) {
+	for _, src := range []string{"s3://bucket/model.safetensors", "https://127.0.0.1:1/model.safetensors"} {
+		checkOneLineError(t, runTensorfs(t, "bench", "--phases", "read", src), 2, "bench: ", src, "local")
+	}
+}

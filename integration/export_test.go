@@ -354,3 +354,43 @@ func hasFileOpenIn(pid int, dir string) bool {
 	}
 	return false
 }
+
+// TestConvertSpecialOut: an OUT that exists and is not a regular file (a
+// named pipe, a device such as /dev/null) is refused even with --force,
+// in one line, and left as it is: the rename that --force does would
+// replace the device node with a regular file.
+func TestConvertSpecialOut(t *testing.T) {
+	src, _ := cliFixture(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "pipe")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outs := map[string]os.FileMode{fifo: os.ModeNamedPipe}
+	if os.Geteuid() == 0 {
+		null := filepath.Join(dir, "null")
+		if err := syscall.Mknod(null, syscall.S_IFCHR|0o644, 1<<8|3); err != nil { // /dev/null's major 1, minor 3
+			t.Fatal(err)
+		}
+		outs[null] = os.ModeDevice | os.ModeCharDevice
+	}
+	for out, mode := range outs {
+		checkOneLineError(t, runTensorfs(t, "convert", "--force", "--quiet", src, out), 1, out, "not a regular file")
+		if st, err := os.Lstat(out); err != nil || st.Mode().Type() != mode {
+			t.Errorf("%s after convert --force: %v %v, want type %v", out, st.Mode(), err, mode)
+		}
+	}
+}
+
+// TestConvertOutDirMissing: an OUT in a directory that does not exist is
+// one line naming OUT as given, not the temporary file convert would have
+// made beside it.
+func TestConvertOutDirMissing(t *testing.T) {
+	src, _ := cliFixture(t)
+	out := filepath.Join(t.TempDir(), "missing", "out.safetensors")
+	r := runTensorfs(t, "convert", "--quiet", src, out)
+	checkOneLineError(t, r, 1, out+": ", "no such file or directory")
+	if strings.Contains(r.stderr, ".tmp") {
+		t.Errorf("the error names the temporary file: %q", r.stderr)
+	}
+}

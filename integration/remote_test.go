@@ -238,7 +238,7 @@ func TestRemoteS3Prefix(t *testing.T) {
 	srv := s3test.Start(t)
 	srv.Bucket(t, "models")
 	uploadTree(t, srv, "models", local)
-	for _, rel := range []string{"a/b/model-00001-of-00003.safetensors", "a/b/model-00002-of-00003.safetensors", "a/b/model-00003-of-00003.safetensors", "a/b/model.safetensors.index.json"} {
+	for _, rel := range []string{"a/b/model-00001-of-00003.safetensors", "a/b/model-00002-of-00003.safetensors", "a/b/model-00003-of-00003.safetensors", "a/b/model.safetensors.index.json", "a/b/config.json"} {
 		srv.PutFile(t, "models", "llama/"+strings.TrimPrefix(rel, "a/b/"), filepath.Join(local, filepath.Base(rel)))
 	}
 	env := srv.Env()
@@ -270,10 +270,13 @@ func TestRemoteS3Prefix(t *testing.T) {
 	if !bytes.Equal(lc, rc) {
 		t.Fatalf("convert of s3://models/llama/: %d bytes differ from the local directory's %d", len(rc), len(lc))
 	}
-	// Through a mount: every tensor file and its .f16 view.
+	// Through a mount: every tensor file and its .f16 view, and the
+	// export with the prefix's other objects (config.json) beside it, as
+	// a local directory's files are.
 	m := mountEnv(t, env, "s3://models/llama/", "--part-size", "8KiB", "--cache-mem", "64KiB")
 	lm := mount(t, local)
-	for _, rel := range []string{"layers.0.w0", "layers.1.w3", "layers.2.w2", ".f16/layers.2.w1", ".npy/layers.0.w1.npy"} {
+	for _, rel := range []string{"layers.0.w0", "layers.1.w3", "layers.2.w2", ".f16/layers.2.w1", ".npy/layers.0.w1.npy",
+		".safetensors/model.safetensors", ".safetensors/config.json", ".bf16/.safetensors/config.json"} {
 		want, err := os.ReadFile(lm.Path(rel))
 		if err != nil {
 			t.Fatal(err)

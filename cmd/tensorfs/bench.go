@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/backing/remote/dial"
 	"github.com/lazyweights/tensorfs/internal/bench"
 )
 
@@ -126,6 +127,9 @@ func runBench(args []string) error {
 	generated := false
 	if f.NArg() == 1 {
 		source = f.Arg(0)
+		if dial.IsRemote(source) {
+			return usagef("bench: %s: not a local checkpoint: bench compares reads through a mount with direct reads of the same local file (time a remote SOURCE with tensorfs load)", source)
+		}
 	} else {
 		// In a --dir of the caller's, the checkpoint is kept for the
 		// next run with the same --size.

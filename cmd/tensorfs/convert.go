@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/dtype"
 )
@@ -30,8 +31,9 @@ converted to DT and the others kept as stored.
 Memory stays bounded (a few chunk buffers, whatever the checkpoint's
 size). OUT is written to a temporary file in its directory, synced and
 renamed into place, so OUT is either absent or complete: an existing OUT
-is refused without --force, and an interrupted convert (SIGINT, SIGTERM)
-leaves nothing behind. On a terminal a progress bar shows bytes, rate and
+is refused without --force (one that is not a regular file, such as
+/dev/null, always), and an interrupted convert (SIGINT, SIGTERM) leaves
+nothing behind. SOURCE may also be a tensorfs mount point. On a terminal a progress bar shows bytes, rate and
 time left; a summary line follows (bytes, time, throughput, peak memory).`
 
 func runConvert(args []string) error {
@@ -55,6 +57,11 @@ func runConvert(args []string) error {
 	if st, err := os.Stat(out); err == nil {
 		if st.IsDir() {
 			return fmt.Errorf("%s: is a directory (OUT is the file to write)", out)
+		}
+		if !st.Mode().IsRegular() {
+			// --force renames over OUT: it would replace a device
+			// node (/dev/null) or a named pipe with a regular file.
+			return fmt.Errorf("%s: not a regular file (%s); convert writes a new regular file and replaces only one", out, backing.DescribeType(st.Mode()))
 		}
 		if !*force {
 			return fmt.Errorf("%s: already exists (use --force to overwrite it)", out)
@@ -146,7 +153,8 @@ func newTempOut(out string) (*tempOut, error) {
 	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(out)+".tensorfs-*.tmp")
 	if err != nil {
-		return nil, err
+		// Name OUT, not the temporary file the user never asked for.
+		return nil, fmt.Errorf("%s: cannot create it in %s: %v", out, dir, unwrapPath(err))
 	}
 	if err := f.Chmod(0o644); err != nil {
 		f.Close()

@@ -43,7 +43,7 @@ var commands = []command{
 	{"ls", "list a checkpoint's tensors without mounting", runLs},
 	{"cat", "write one tensor's bytes to stdout without mounting", runCat},
 	{"load", "pull every tensor through the Go client with bounded memory", runLoad},
-	{"convert", "write a checkpoint as one safetensors file (convert.go)", runConvert},
+	{"convert", "write a checkpoint as one safetensors file", runConvert},
 	{"bench", "measure reads through a mount beside direct reads of the same bytes", runBench},
 	{"demo", "mount a small generated checkpoint and show around it", runDemo},
 	{"help", "explain the commands, or one command's flags", nil},

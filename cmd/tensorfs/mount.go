@@ -116,6 +116,9 @@ func runMount(args []string) error {
 	defer ckpt.close()
 	// A model directory's config and tokenizer files, for .safetensors/.
 	exportFiles, err := fs.ModelDirFiles(source, ckpt.idx)
+	if err == nil && ckpt.remote != nil {
+		exportFiles, err = remoteModelDirFiles(ckpt.remote, source, ckpt.idx)
+	}
 	if err != nil {
 		return err
 	}

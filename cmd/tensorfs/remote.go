@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/backing/remote/dial"
+	"github.com/lazyweights/tensorfs/fs"
+	"github.com/lazyweights/tensorfs/index"
 )
 
 // remoteHelp is said in the help of every command that takes a SOURCE.
@@ -23,6 +26,7 @@ HF_TOKEN is sent to huggingface.co only.`
 // remoteFlags are the flags for a remote SOURCE, shared by every command
 // that takes one. They are read by loadRemote and remoteOptions.
 type remoteFlags struct {
+	cmd       string // the command's name, for messages
 	noSign    *bool
 	partSize  *string
 	parallel  *int
@@ -41,6 +45,7 @@ var remoteOpts *remoteFlags
 func addRemoteFlags(f *flags) {
 	f.about += "\n" + remoteHelp
 	remoteOpts = &remoteFlags{
+		cmd:       f.name,
 		noSign:    f.Bool("no-sign-request", false, "remote: send S3 requests without credentials (public buckets)"),
 		partSize:  f.String("part-size", "8MiB", "remote: fetch and cache in parts of `SIZE`"),
 		parallel:  f.Int("remote-parallel", remote.DefaultParallel, "remote: at most `N` GETs in flight"),
@@ -66,7 +71,7 @@ func remoteOptions() (dial.Options, error) {
 		}
 		n, err := loadParseSize(v)
 		if err != nil {
-			return 0, usagef("--%s: %v", name, err)
+			return 0, usagef("%s: --%s: %v", rf.cmd, name, err)
 		}
 		return n, nil
 	}
@@ -75,10 +80,10 @@ func remoteOptions() (dial.Options, error) {
 		return o, err
 	}
 	if o.Remote.PartSize < 4<<10 || o.Remote.PartSize > remote.MaxPartSize {
-		return o, usagef("--part-size: %s is not between 4KiB and %dMiB", *rf.partSize, remote.MaxPartSize>>20)
+		return o, usagef("%s: --part-size: %s is not between 4KiB and %dMiB", rf.cmd, *rf.partSize, remote.MaxPartSize>>20)
 	}
 	if *rf.parallel < 1 || *rf.parallel > 1024 {
-		return o, usagef("--remote-parallel: %d is not between 1 and 1024", *rf.parallel)
+		return o, usagef("%s: --remote-parallel: %d is not between 1 and 1024", rf.cmd, *rf.parallel)
 	}
 	o.Remote.Parallel = *rf.parallel
 	if o.Remote.MemCache, err = size("cache-mem", *rf.memCache); err != nil {
@@ -95,7 +100,7 @@ func remoteOptions() (dial.Options, error) {
 		return o, err
 	}
 	if *rf.timeout <= 0 {
-		return o, usagef("--remote-timeout: %v is not positive", *rf.timeout)
+		return o, usagef("%s: --remote-timeout: %v is not positive", rf.cmd, *rf.timeout)
 	}
 	o.Remote.Timeout = *rf.timeout
 	o.NoSign = *rf.noSign
@@ -108,9 +113,74 @@ func loadRemote(source string) (*checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	idx, srcs, _, err := dial.Load(context.Background(), source, opts)
+	idx, srcs, c, err := dial.Load(context.Background(), source, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%v", err)
 	}
-	return &checkpoint{idx: idx, sources: srcs}, nil
+	return &checkpoint{idx: idx, sources: srcs, remote: c}, nil
 }
+
+// remoteModelDirFiles is fs.ModelDirFiles for a remote SOURCE read by c:
+// when it is an S3 prefix (or a *.index.json weight map, whose prefix it
+// stands for), the objects directly under that prefix that are neither
+// idx's sources, nor weight maps, nor checkpoints by content (config.json,
+// tokenizer files...), opened, to go beside model.safetensors; nil for
+// one object or an HTTP(S) URL, which cannot be listed.
+func remoteModelDirFiles(c *remote.Client, source string, idx *index.Index) ([]fs.ExportFile, error) {
+	if c == nil || !strings.HasPrefix(strings.ToLower(source), "s3://") {
+		return nil, nil
+	}
+	ctx := context.Background()
+	_, key, _ := strings.Cut(source[len("s3://"):], "/")
+	prefix := key
+	switch {
+	case strings.HasSuffix(key, ".index.json"):
+		prefix = path.Dir(key)
+		if prefix == "." {
+			prefix = ""
+		}
+	case key != "" && !strings.HasSuffix(key, "/"):
+		if isDir, err := c.Stat(ctx, key); err != nil || !isDir {
+			return nil, nil // one object
+		}
+	}
+	if prefix = strings.TrimSuffix(prefix, "/"); prefix != "" {
+		prefix += "/"
+	}
+	ents, err := c.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	isSource := map[string]bool{}
+	for _, s := range idx.Sources {
+		isSource[s] = true
+	}
+	var out []fs.ExportFile
+	for _, e := range ents {
+		name := e.Name
+		if name == "" || strings.Contains(name, "/") || strings.HasSuffix(name, ".index.json") || name == "model.safetensors" || isSource[c.URL(prefix+name)] {
+			continue
+		}
+		if len(out) >= maxRemoteExportFiles {
+			fs.CloseExportFiles(out)
+			return nil, fmt.Errorf("%s: more than %d objects beside the checkpoint", source, maxRemoteExportFiles)
+		}
+		src, err := c.Open(ctx, prefix+name)
+		if err != nil {
+			fs.CloseExportFiles(out)
+			return nil, err
+		}
+		head := make([]byte, index.SniffLen)
+		n, _ := src.ReadAt(head, 0)
+		if _, ok := index.Detect(head[:n]); ok || isSource[src.Name()] {
+			src.Close() // a checkpoint the index does not use
+			continue
+		}
+		out = append(out, fs.ExportFile{Name: name, Src: src})
+	}
+	return out, nil
+}
+
+// maxRemoteExportFiles caps the objects taken from a remote model
+// directory, as fs.ModelDirFiles caps a local one's files.
+const maxRemoteExportFiles = 4096

@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/backing/remote/dial"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/fs"
@@ -19,12 +20,18 @@ import (
 type checkpoint struct {
 	idx     *index.Index
 	sources []backing.Source // sources[i] reads idx.Sources[i]
+	remote  *remote.Client   // a remote SOURCE's client, else nil
 }
 
 // loadCheckpoint parses and validates SOURCE completely (index.Load),
 // reading files in the given backing mode; the parsers read them through
 // backing.ForParsing.
 func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
+	// The remote flags are checked for a local SOURCE too, as load and
+	// convert check them: a bad value is a usage error either way.
+	if _, err := remoteOptions(); err != nil {
+		return nil, err
+	}
 	if err := checkDeadMount(path); err != nil {
 		return nil, err
 	}

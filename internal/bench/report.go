@@ -48,9 +48,9 @@ func (rep *Report) Print(w io.Writer) {
 	if rep.Generated {
 		origin = ", generated"
 	}
-	fmt.Fprintf(bw, "checkpoint: %s: %d tensors, %s (%s)%s", rep.Source, rep.Tensors, humanBytes(rep.Bytes), rep.DTypes, origin)
+	fmt.Fprintf(bw, "checkpoint: %s: %s, %s (%s)%s", rep.Source, countOf(rep.Tensors, "tensor"), humanBytes(rep.Bytes), rep.DTypes, origin)
 	if rep.Skipped > 0 {
-		fmt.Fprintf(bw, "; %d non-contiguous tensors left out", rep.Skipped)
+		fmt.Fprintf(bw, "; %s left out", countOf(rep.Skipped, "non-contiguous tensor"))
 	}
 	folios := ""
 	if rep.LargeFolios >= 0 {
@@ -107,4 +107,12 @@ func cacheTable(w io.Writer, rows []CacheRow) {
 	for _, r := range rows {
 		fmt.Fprintf(w, "  %-34s %12s %12s %9.2f %7s  %s\n", r.Label, humanBytes(r.Bytes), humanBytes(r.Growth), r.PerByte, fmt.Sprintf("<=%.2f", r.Target), r.Meter)
 	}
+}
+
+// countOf is "1 tensor", "2 tensors": n and noun, plural unless n is 1.
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
