@@ -434,6 +434,7 @@ func TestRemoteS3Errors(t *testing.T) {
 	}{
 		{"bad secret", []string{"AWS_SECRET_ACCESS_KEY=wrong-secret-value"}, "s3://bkt/x.safetensors", "s3://bkt/x.safetensors: HTTP 403 SignatureDoesNotMatch"},
 		{"anonymous", nil, "s3://bkt/x.safetensors --no-sign-request", "HTTP 403 AccessDenied"},
+		{"no credentials", []string{"AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY="}, "s3://bkt/x.safetensors", "s3://bkt: no AWS credentials found"},
 		{"missing object", nil, "s3://bkt/nope.safetensors", "s3://bkt/nope.safetensors: HTTP 404 NoSuchKey"},
 		{"missing bucket", nil, "s3://nobucket/x", "s3://nobucket: HTTP 404 NoSuchBucket"},
 		{"empty prefix", nil, "s3://bkt/empty/", "s3://bkt/empty/: no objects under this prefix"},

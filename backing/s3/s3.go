@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/lazyweights/tensorfs/backing/remote"
@@ -57,9 +58,21 @@ func New(ctx context.Context, bucket string, opts Options) (*Store, error) {
 	cfg, err := config.LoadDefaultConfig(ctx,
 		config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
 		config.WithHTTPClient(httpClient),
+		// The SDK logs warnings (an IMDS fallback, say) to stderr on its
+		// own; every problem reaches the user as the one error line.
+		config.WithLogger(logging.Nop{}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("s3://%s: AWS configuration: %v", bucket, err)
+	}
+	if !opts.NoSign {
+		// Resolve the credentials once here (the SDK caches them): with
+		// none in the environment, the shared files or an instance role,
+		// the SDK's own error names only its last provider (often EC2
+		// IMDS), which does not say what is missing.
+		if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+			return nil, fmt.Errorf("s3://%s: no AWS credentials found (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE; for a public bucket use --no-sign-request): %v", bucket, err)
+		}
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
