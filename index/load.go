@@ -12,6 +12,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/lazyweights/tensorfs/backing"
 )
 
 // Opener opens one backing file by path. backing.Open provides it.
@@ -65,7 +67,7 @@ func Load(path string, open Opener) (*Index, []File, error) {
 	case st.Mode().IsRegular():
 		idx, err = l.file(path)
 	default:
-		err = ErrorAt(path, "", "not a regular file or a directory (%s); tensorfs reads only regular files", fileType(st.Mode()))
+		err = ErrorAt(path, "", "not a regular file or a directory (%s); tensorfs reads only regular files", backing.DescribeType(st.Mode()))
 	}
 	if err == nil {
 		err = finish(idx, l.files)
@@ -84,21 +86,6 @@ func Load(path string, open Opener) (*Index, []File, error) {
 		}
 	}
 	return idx, l.files, nil
-}
-
-// fileType names the type of a file that is not regular, in words.
-func fileType(m os.FileMode) string {
-	switch t := m.Type(); {
-	case t&os.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case t&os.ModeCharDevice != 0:
-		return "a character device"
-	case t&os.ModeDevice != 0:
-		return "a block device"
-	case t&os.ModeSocket != 0:
-		return "a socket"
-	}
-	return "a special file"
 }
 
 // loader holds the files opened so far, so that all are closed on error.

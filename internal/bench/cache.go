@@ -137,23 +137,6 @@ func wholeFileJob(mnt, rel string, mmap bool) readJob {
 			defer unix.Munmap(m)
 			return copyOut(buf, m), nil
 		}
-		var done int64
-		for {
-			n, err := unix.Read(fd, buf)
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				return done, fmt.Errorf("reading %s: %v", p, err)
-			}
-			if n == 0 {
-				break
-			}
-			done += int64(n)
-		}
-		if done != st.Size {
-			return done, fmt.Errorf("%s: read %d bytes, want %d", p, done, st.Size)
-		}
-		return done, nil
+		return readAll(fd, buf, p, st.Size)
 	}
 }

@@ -151,24 +151,7 @@ func (b *harness) fileJob(mnt, prefix string, ts []tensor) readJob {
 			return 0, fmt.Errorf("%s: %v", p, err)
 		}
 		defer unix.Close(fd)
-		var done int64
-		for {
-			n, err := unix.Read(fd, buf)
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				return done, fmt.Errorf("reading %s: %v", p, err)
-			}
-			if n == 0 {
-				break
-			}
-			done += int64(n)
-		}
-		if done != t.size {
-			return done, fmt.Errorf("%s: read %d bytes, want %d", p, done, t.size)
-		}
-		return done, nil
+		return readAll(fd, buf, p, t.size)
 	}
 }
 
@@ -405,4 +388,27 @@ func copyOut(buf, src []byte) int64 {
 		n += int64(k)
 	}
 	return n
+}
+
+// readAll reads fd to its end with read(2) into buf, over and over, and
+// checks that it held want bytes; p names it in errors.
+func readAll(fd int, buf []byte, p string, want int64) (int64, error) {
+	var done int64
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return done, fmt.Errorf("reading %s: %v", p, err)
+		}
+		if n == 0 {
+			break
+		}
+		done += int64(n)
+	}
+	if done != want {
+		return done, fmt.Errorf("%s: read %d bytes, want %d", p, done, want)
+	}
+	return done, nil
 }
