@@ -82,15 +82,23 @@ static fstream* streams[1024];
 static int nstreams;
 static int next_id = 1;
 static int devices = 1;
+static size_t device_mem = (size_t)64 << 30; // $FAKE_CUDART_MEM: bytes of "device memory"
+static size_t device_used;
 
-static void logline(const char* fmt, ...) {
+static void init_env(void) {
 	if (!log_opened) {
 		log_opened = 1;
 		const char* p = getenv("FAKE_CUDART_LOG");
 		if (p && *p) logfile = fopen(p, "a");
 		const char* d = getenv("FAKE_CUDART_DEVICES");
 		if (d && *d) devices = atoi(d);
+		const char* m = getenv("FAKE_CUDART_MEM");
+		if (m && *m) device_mem = (size_t)strtoull(m, NULL, 10);
 	}
+}
+
+static void logline(const char* fmt, ...) {
+	init_env();
 	if (!logfile) return;
 	va_list ap;
 	va_start(ap, fmt);
@@ -209,8 +217,16 @@ cudaError_t cudaDriverGetVersion(int* v) { *v = 12040; return cudaSuccess; }
 static cudaError_t do_alloc(void** p, size_t n, int host, const char* name) {
 	ENTER();
 	CHECK_STICKY();
+	init_env();
+	if (!host && n > device_mem - device_used) {
+		logline("%s n=%zu -> out of device memory (%zu of %zu used)", name, n, device_used, device_mem);
+		LEAVE(cudaErrorMemoryAllocation);
+	}
 	alloc* a = calloc(1, sizeof *a);
-	char* m = malloc(n ? n : 1);
+	// Pinned memory is page-aligned, as cudaHostAlloc's is (O_DIRECT
+	// reads go straight into it).
+	char* m = NULL;
+	if (posix_memalign((void**)&m, 4096, n ? n : 1) != 0) m = NULL;
 	if (!a || !m) {
 		free(a);
 		free(m);
@@ -221,6 +237,7 @@ static cudaError_t do_alloc(void** p, size_t n, int host, const char* name) {
 	a->p = m;
 	a->n = n;
 	a->host = host;
+	if (!host) device_used += n;
 	a->next = allocs;
 	allocs = a;
 	*p = m;
@@ -244,6 +261,7 @@ static cudaError_t do_free(void* p, int host, const char* name) {
 		alloc* a = *ap;
 		if (a->p == p && a->host == host) {
 			*ap = a->next;
+			if (!host) device_used -= a->n;
 			free(a->p);
 			free(a);
 			LEAVE(sticky);
@@ -255,6 +273,15 @@ static cudaError_t do_free(void* p, int host, const char* name) {
 
 cudaError_t cudaFree(void* p) { return do_free(p, 0, "cudaFree"); }
 cudaError_t cudaFreeHost(void* p) { return do_free(p, 1, "cudaFreeHost"); }
+
+cudaError_t cudaMemGetInfo(size_t* freeb, size_t* total) {
+	ENTER();
+	CHECK_STICKY();
+	logline("cudaMemGetInfo");
+	*freeb = device_mem - device_used;
+	*total = device_mem;
+	LEAVE(cudaSuccess);
+}
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, int kind) {
 	ENTER();

@@ -1,0 +1,433 @@
+package cuda
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lazyweights/tensorfs/client"
+	"github.com/lazyweights/tensorfs/dtype"
+)
+
+// ErrNoDevice is wrapped by the error of an upload to a device ordinal
+// the machine does not have.
+var ErrNoDevice = errors.New("no such CUDA device")
+
+// ErrDeviceFull is wrapped by the error of an upload that does not fit in
+// the device's free memory; it is returned before anything is copied.
+var ErrDeviceFull = errors.New("not enough free device memory")
+
+// DeviceAlign is the alignment of every tensor's offset in an Upload's
+// allocation (cudaMalloc's own alignment, and what CUDA IPC consumers and
+// vectorised kernels expect).
+const DeviceAlign = 256
+
+// UploadOptions configure Upload. A zero field is chosen from the machine
+// (see Defaults).
+type UploadOptions struct {
+	Device    int
+	DType     dtype.DType                  // convert as client.StreamOptions.DType does
+	Filter    func(client.TensorInfo) bool // when set, selects the tensors
+	Workers   int                          // goroutines filling the pinned buffers
+	Buffers   int                          // pinned staging buffers
+	Streams   int                          // CUDA streams the copies are spread over (at most 64)
+	ChunkSize int                          // bytes per staging buffer (rounded down to 4 KiB)
+	Read      client.ReadPath              // page cache or O_DIRECT, per file (default: by residency)
+	Progress  func(n int64)                // called with the bytes of every chunk queued
+}
+
+// Defaults returns o with every zero field chosen from the machine's CPUs:
+// a worker per CPU (2 to 32), half as many streams (2 to 8), two pinned
+// buffers per worker (so a worker always has one to fill while the copy
+// from its last is in flight) and 16 MiB chunks, with at most 1 GiB of
+// pinned memory in all.
+func (o UploadOptions) Defaults() UploadOptions {
+	if o.Workers <= 0 {
+		o.Workers = min(max(runtime.GOMAXPROCS(0), 2), 32)
+	}
+	if o.Streams <= 0 {
+		o.Streams = min(max(o.Workers/2, 2), 8)
+	}
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = 16 << 20
+	}
+	if o.ChunkSize >= 4096 {
+		o.ChunkSize &^= 4095
+	}
+	if o.Buffers <= 0 {
+		o.Buffers = max(2*o.Workers, o.Streams)
+		if limit := (1 << 30) / o.ChunkSize; o.Buffers > limit {
+			o.Buffers = max(limit, 2)
+		}
+	}
+	return o
+}
+
+// Upload is a checkpoint in device memory: every tensor at a 256-byte
+// aligned offset of one allocation, so that a consumer (or a CUDA IPC
+// handle) needs one pointer for the whole checkpoint.
+type Upload struct {
+	rt  *Runtime
+	dev int
+
+	Device  int
+	Base    DevicePtr // the allocation; 0 when every tensor is empty
+	Bytes   int64     // its size
+	Tensors []Tensor  // in index order; Ptr = Base + Offset
+	Stats   UploadStats
+
+	mu    sync.Mutex
+	freed bool // GUARDED_BY(mu)
+}
+
+// UploadStats says what an Upload did.
+type UploadStats struct {
+	Bytes       int64         // tensor bytes copied to the device
+	Elapsed     time.Duration // from the first read to the last copy completed
+	Fill        client.FillStats
+	Workers     int
+	Buffers     int
+	Streams     int
+	ChunkSize   int
+	PinnedBytes int64 // staging memory held during the upload
+	Copies      int64 // cudaMemcpyAsync calls
+	Waits       int64 // buffer refills that waited for a copy
+}
+
+// GBps is the upload's rate in 10^9 bytes a second.
+func (s UploadStats) GBps() float64 {
+	if s.Elapsed <= 0 {
+		return 0
+	}
+	return float64(s.Bytes) / s.Elapsed.Seconds() / 1e9
+}
+
+// UploadCheckpoint copies the tensors of ck (selected and converted per
+// opts) into one allocation on device opts.Device. It checks the device
+// and its free memory first, then fills pinned staging buffers from
+// opts.Workers goroutines (client.Checkpoint.Fill: chunks of a tensor in
+// parallel, small tensors read together by file range, cold files with
+// O_DIRECT) and queues each buffer's copies on one of opts.Streams
+// streams. The host memory it holds is the staging buffers, whatever the
+// checkpoint's size; they are freed before it returns. On an error or a
+// cancelled ctx everything is freed.
+func UploadCheckpoint(ctx context.Context, rt *Runtime, ck *client.Checkpoint, opts UploadOptions) (*Upload, error) {
+	opts = opts.Defaults()
+	if opts.Streams > 64 {
+		return nil, fmt.Errorf("cuda: %d streams (at most 64)", opts.Streams)
+	}
+	if err := checkDevice(rt, opts.Device); err != nil {
+		return nil, err
+	}
+	fopts := client.FillOptions{DType: opts.DType, Filter: opts.Filter, Workers: opts.Workers, Read: opts.Read, Progress: opts.Progress}
+	plan, err := ck.PlanFill(fopts)
+	if err != nil {
+		return nil, err
+	}
+	u := &Upload{rt: rt, dev: opts.Device, Device: opts.Device}
+	offsets := make([]int64, len(plan))
+	var total int64
+	for k, ft := range plan {
+		offsets[k] = total
+		total += (ft.Size + DeviceAlign - 1) &^ (DeviceAlign - 1)
+	}
+	if free, all, ok, err := rt.MemInfo(opts.Device); err != nil {
+		return nil, err
+	} else if ok && total > free {
+		return nil, fmt.Errorf("%s: %w: it needs %s on cuda:%d, which has %s free of %s", ck.Path(), ErrDeviceFull, humanBytes(total), opts.Device, humanBytes(free), humanBytes(all))
+	}
+	base, err := rt.Malloc(opts.Device, total)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s of device memory on cuda:%d: %w", ck.Path(), humanBytes(total), opts.Device, err)
+	}
+	u.Base, u.Bytes = base, total
+	for k, ft := range plan {
+		t := Tensor{Name: ft.Info.Name, DType: ft.DType, Shape: ft.Info.Shape, Size: ft.Size, Offset: offsets[k]}
+		if ft.Size > 0 {
+			t.Ptr = base + DevicePtr(offsets[k])
+		}
+		u.Tensors = append(u.Tensors, t)
+	}
+
+	st, err := newStaging(rt, opts, u)
+	if err != nil {
+		u.Free()
+		return nil, err
+	}
+	start := time.Now()
+	fs, err := ck.Fill(ctx, plan, st, fopts)
+	// Wait for every copy queued, also after an error: the staging
+	// buffers are freed next.
+	if serr := rt.Synchronize(opts.Device); err == nil && serr != nil {
+		err = serr
+	}
+	elapsed := time.Since(start)
+	u.Stats = UploadStats{
+		Bytes: fs.Bytes, Elapsed: elapsed, Fill: fs,
+		Workers: opts.Workers, Buffers: opts.Buffers, Streams: opts.Streams, ChunkSize: opts.ChunkSize,
+		PinnedBytes: int64(opts.Buffers) * int64(opts.ChunkSize),
+		Copies:      st.copies.Load(), Waits: st.waits.Load(),
+	}
+	if ferr := st.free(); err == nil && ferr != nil {
+		err = ferr
+	}
+	if err != nil {
+		u.Free()
+		return nil, err
+	}
+	return u, nil
+}
+
+// checkDevice fails unless dev is a device of the machine.
+func checkDevice(rt *Runtime, dev int) error {
+	n, err := rt.DeviceCount()
+	if err != nil {
+		return fmt.Errorf("cuda: no usable CUDA device: %w", err)
+	}
+	if dev < 0 || dev >= n {
+		return fmt.Errorf("cuda: %w: device %d (the machine has %s)", ErrNoDevice, dev, plural(n, "CUDA device"))
+	}
+	return nil
+}
+
+// Free frees the device memory. Calling it again does nothing.
+func (u *Upload) Free() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.freed {
+		return nil
+	}
+	u.freed = true
+	return u.rt.Free(u.Base)
+}
+
+// VerifyStats says what Verify compared.
+type VerifyStats struct {
+	Tensors int
+	Bytes   int64
+	Elapsed time.Duration
+}
+
+// Verify copies every tensor back from the device and compares its
+// sha256 with that of the bytes ck delivers on the host (read again,
+// converted as uploaded), from workers goroutines (0: one per CPU). A
+// mismatch is an error naming the tensor and both digests.
+func (u *Upload) Verify(ctx context.Context, ck *client.Checkpoint, workers, chunk int) (VerifyStats, error) {
+	if workers <= 0 {
+		workers = min(max(runtime.GOMAXPROCS(0), 2), 32)
+	}
+	if chunk <= 0 {
+		chunk = 16 << 20
+	}
+	workers = min(workers, max(len(u.Tensors), 1))
+	start := time.Now()
+	var (
+		next     atomic.Int64
+		bytes    atomic.Int64
+		errOnce  sync.Once
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err })
+		cancel(err)
+	}
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pinned, err := u.rt.HostAlloc(u.dev, chunk)
+			if err != nil {
+				fail(err)
+				return
+			}
+			defer u.rt.FreeHost(pinned)
+			host := make([]byte, chunk)
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(u.Tensors)) {
+					return
+				}
+				if err := context.Cause(ctx); err != nil {
+					fail(err)
+					return
+				}
+				if err := u.verifyOne(ck, &u.Tensors[i], pinned, host); err != nil {
+					fail(err)
+					return
+				}
+				bytes.Add(u.Tensors[i].Size)
+			}
+		}()
+	}
+	wg.Wait()
+	return VerifyStats{Tensors: len(u.Tensors), Bytes: bytes.Load(), Elapsed: time.Since(start)}, firstErr
+}
+
+func (u *Upload) verifyOne(ck *client.Checkpoint, t *Tensor, pinned, host []byte) error {
+	r, err := ck.OpenTensor(t.Name, t.DType)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if r.Size() != t.Size {
+		return fmt.Errorf("%s: tensor %q: %d bytes on the host, %d on cuda:%d", ck.Path(), t.Name, r.Size(), t.Size, u.dev)
+	}
+	hd, hh := sha256.New(), sha256.New()
+	for off := int64(0); off < t.Size; {
+		n := min(int64(len(pinned)), t.Size-off)
+		if err := u.rt.CopyToHost(pinned[:n], t.Ptr+DevicePtr(off)); err != nil {
+			return fmt.Errorf("%s: tensor %q: copying it back from cuda:%d: %w", ck.Path(), t.Name, u.dev, err)
+		}
+		if _, err := r.ReadAt(host[:n], off); err != nil {
+			return err
+		}
+		hd.Write(pinned[:n])
+		hh.Write(host[:n])
+		off += n
+	}
+	var d, h [32]byte
+	hd.Sum(d[:0])
+	hh.Sum(h[:0])
+	if d != h {
+		return fmt.Errorf("%s: tensor %q: sha256 on cuda:%d is %x, the host's is %x", ck.Path(), t.Name, u.dev, d, h)
+	}
+	return nil
+}
+
+// staging is the FillSink of an Upload: pinned buffers, one event per
+// buffer recorded after the copies from it, and the streams.
+type staging struct {
+	rt      *Runtime
+	u       *Upload
+	bufs    [][]byte
+	streams []stream
+	events  []event
+	// pending[i]: a copy from bufs[i] may be in flight. Only the
+	// goroutine holding buffer i touches it (Fill, then Reclaim by the
+	// next holder, ordered by the pool's channel).
+	pending []bool
+
+	copies, waits atomic.Int64
+}
+
+var _ client.FillSink = (*staging)(nil)
+
+func newStaging(rt *Runtime, opts UploadOptions, u *Upload) (*staging, error) {
+	s := &staging{rt: rt, u: u, pending: make([]bool, opts.Buffers)}
+	fail := func(err error) (*staging, error) {
+		s.free()
+		return nil, err
+	}
+	for range opts.Streams {
+		st, err := rt.newStream(opts.Device)
+		if err != nil {
+			return fail(err)
+		}
+		s.streams = append(s.streams, st)
+	}
+	for range opts.Buffers {
+		ev, err := rt.newEvent(opts.Device)
+		if err != nil {
+			return fail(err)
+		}
+		s.events = append(s.events, ev)
+		b, err := rt.HostAlloc(opts.Device, opts.ChunkSize)
+		if err != nil {
+			return fail(fmt.Errorf("%d pinned staging buffers of %s: %w", opts.Buffers, humanBytes(int64(opts.ChunkSize)), err))
+		}
+		s.bufs = append(s.bufs, b)
+	}
+	return s, nil
+}
+
+func (s *staging) Buffers() [][]byte { return s.bufs }
+
+func (s *staging) Reclaim(i int) error {
+	if !s.pending[i] {
+		return nil
+	}
+	s.waits.Add(1)
+	if err := s.rt.syncEvent(s.events[i]); err != nil {
+		return err
+	}
+	s.pending[i] = false
+	return nil
+}
+
+// Fill queues the copy of every segment of buffer i to its tensor's place
+// on the device, on stream i mod Streams, and records buffer i's event.
+func (s *staging) Fill(i int, buf []byte, segs []client.Segment) error {
+	dst := make([]DevicePtr, 0, len(segs))
+	src := make([][]byte, 0, len(segs))
+	for _, sg := range segs {
+		t := &s.u.Tensors[sg.Tensor]
+		if sg.Off < 0 || int64(sg.N) > t.Size-sg.Off || sg.BufOff < 0 || sg.BufOff+sg.N > len(buf) {
+			return fmt.Errorf("cuda: segment [%d, %d) outside tensor %q (%d bytes) or its buffer", sg.Off, sg.Off+int64(sg.N), t.Name, t.Size)
+		}
+		if sg.N == 0 {
+			continue
+		}
+		dst = append(dst, t.Ptr+DevicePtr(sg.Off))
+		src = append(src, buf[sg.BufOff:sg.BufOff+sg.N])
+	}
+	if err := s.rt.copyMany(dst, src, s.streams[i%len(s.streams)], s.events[i]); err != nil {
+		return err
+	}
+	s.pending[i] = true
+	s.copies.Add(int64(len(dst)))
+	return nil
+}
+
+// free waits for the device and frees the buffers, events and streams.
+func (s *staging) free() error {
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	if len(s.streams) > 0 {
+		keep(s.rt.Synchronize(s.u.dev))
+	}
+	for _, b := range s.bufs {
+		keep(s.rt.FreeHost(b))
+	}
+	s.bufs = nil
+	for _, e := range s.events {
+		keep(s.rt.destroyEvent(e))
+	}
+	s.events = nil
+	for _, st := range s.streams {
+		keep(s.rt.destroyStream(st))
+	}
+	s.streams = nil
+	return first
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.2f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
