@@ -255,6 +255,9 @@ type numpyDType struct {
 
 func (d *numpyDType) String() string { return "dtype('" + d.descr + "')" }
 
+// PyType names the Python type.
+func (d *numpyDType) PyType() string { return "numpy.dtype" }
+
 func (d *numpyDType) setState(state any) {
 	// (version, byteorder, subdescr, names, fields, elsize, alignment, flags)
 	if t, ok := state.(Tuple); ok && len(t) > 1 {

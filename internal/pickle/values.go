@@ -130,8 +130,23 @@ func TypeName(v any) string {
 		return o.Module + "." + o.Name
 	case *Object:
 		return Repr(o.Class, 60) + " object"
+	case Large:
+		if o.Bytes {
+			return "bytes"
+		}
+		return "str"
+	case *Refused:
+		return o.What
+	case PyTyper:
+		return o.PyType()
 	}
-	return fmt.Sprintf("%T", v)
+	return "object" // a client's value without PyType: never a Go type name
+}
+
+// PyTyper is implemented by the values a client's Env builds (a torch
+// tensor, a numpy dtype) to name their Python type in messages.
+type PyTyper interface {
+	PyType() string
 }
 
 // Repr is a bounded, Python-like repr of v (for dict keys that are not
