@@ -207,3 +207,126 @@ func TestTorch03Checkpoints(t *testing.T) {
 	}
 	t.Logf("%d tensors match torch in %d files", n, len(idxs))
 }
+
+// ptNumpyScript saves, with torch.save, checkpoints holding numpy arrays
+// beside torch tensors: zip and legacy, pickle protocols 2 (torch.save's
+// default: the bytes are _codecs.encode(str, "latin1")), 3 and 4; arrays
+// of every numeric dtype, big-endian, Fortran order, 0-d, empty, object
+// arrays; and the same pickled as numpy 2 does (numpy._core.multiarray).
+// It loads each file with torch and prints, per file, each tensor and
+// array that tensorfs must serve: [dtype, shape, sha256 of the row-major
+// little-endian bytes]. An array in a protocol-2 file is expected only
+// when its bytes are all ASCII (its Latin-1 str is then the same bytes).
+const ptNumpyScript = `
+import sys, os, json, hashlib, types, warnings
+warnings.filterwarnings("ignore")
+import numpy as np
+import torch
+
+out = sys.argv[1]
+rng = np.random.default_rng(5)
+arrays = {
+    "f32": (rng.standard_normal((2, 3)) * 10).astype(np.float32),
+    "f64_fortran": np.asfortranarray(rng.standard_normal((3, 4))),
+    "i32_big": np.arange(-3, 5, dtype=">i4").reshape(2, 4),
+    "u16": np.arange(6, dtype=np.uint16) * 300,
+    "i64_scalar": np.array(-7, dtype=np.int64),
+    "bool": np.array([True, False, True]),
+    "c64": np.array([1 + 2j, -3.5j], dtype=np.complex64),
+    "f16": np.arange(5, dtype=np.float16) / 3,
+    "empty": np.zeros((0, 4), dtype=np.float32),
+    "ascii_u8": np.array([[1, 2, 3], [65, 66, 127]], dtype=np.uint8),
+    "i8": np.array([-1, 5, -128], dtype=np.int8),
+}
+ckpt = {"np": arrays, "objects": np.array([1, "two", 3.0], dtype=object),
+        "rng": np.random.RandomState(3).get_state(), "t": torch.arange(4.0)}
+
+# numpy 2 pickles name numpy._core.multiarray._reconstruct.
+core = types.ModuleType("numpy._core")
+mult = types.ModuleType("numpy._core.multiarray")
+def _reconstruct(*a):
+    return np.core.multiarray._reconstruct(*a)
+_reconstruct.__module__, _reconstruct.__qualname__ = "numpy._core.multiarray", "_reconstruct"
+mult._reconstruct = _reconstruct
+core.multiarray = mult
+sys.modules["numpy._core"], sys.modules["numpy._core.multiarray"] = core, mult
+class NP2:
+    def __init__(self, a): self.a = a
+    def __reduce_ex__(self, proto):
+        f, args, state = self.a.__reduce__()
+        return (_reconstruct, args, state)
+
+made = {}
+for name, proto, kw in (("np_zip_p2.pt", 2, {}), ("np_zip_p3.pt", 3, {}), ("np_zip_p4.pt", 4, {}),
+                        ("np_legacy_p2.pt", 2, {"_use_new_zipfile_serialization": False}),
+                        ("np_legacy_p4.pt", 4, {"_use_new_zipfile_serialization": False})):
+    p = os.path.join(out, name)
+    torch.save(ckpt, p, pickle_protocol=proto, **kw)
+    made[p] = proto
+for name, kw in (("np2_zip_p4.pt", {}), ("np2_legacy_p3.pt", {"_use_new_zipfile_serialization": False})):
+    p = os.path.join(out, name)
+    torch.save({"a": NP2(arrays["f32"]), "b": NP2(arrays["f64_fortran"]), "c": NP2(arrays["i32_big"])}, p,
+               pickle_protocol=4 if "p4" in name else 3, **kw)
+    made[p] = 4
+
+def le(a):
+    a = np.ascontiguousarray(a)
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    return a.tobytes()
+
+def flat(v, path, res, proto):
+    name = "/".join(path)
+    if isinstance(v, torch.Tensor):
+        res[name] = [str(v.dtype)[6:], list(v.shape), hashlib.sha256(v.numpy().tobytes()).hexdigest()]
+    elif isinstance(v, np.ndarray) and v.dtype != object:
+        if proto >= 3 or all(b < 0x80 for b in v.tobytes("A")):
+            res[name] = [v.dtype.name, list(v.shape), hashlib.sha256(le(v)).hexdigest()]
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            flat(x, path + [str(k)], res, proto)
+    elif isinstance(v, (list, tuple)) or (isinstance(v, np.ndarray) and v.dtype == object):
+        for i, x in enumerate(v):
+            flat(x, path + [str(i)], res, proto)
+
+result = {}
+for p, proto in made.items():
+    res = {}
+    flat(torch.load(p), [], res, proto)
+    result[p] = res
+print(json.dumps(result))
+`
+
+// TestTorchNumpyArrays: numpy arrays saved with torch.save are tensors
+// under their keys, byte-exact with what torch.load gives, wherever their
+// bytes are a range of the file (protocol >= 3, or an all-ASCII Latin-1
+// str in protocol 2; numpy 1 and numpy 2 pickles; zip and legacy). A
+// protocol-2 array whose Latin-1 str is UTF-8 in the pickle stays in the
+// metadata as a line saying it is not served and why; an object array is
+// its elements. Before, every array was only a repr in the metadata.
+func TestTorchNumpyArrays(t *testing.T) {
+	ref := ptRunRef(t, ptNumpyScript, "torch", "numpy")
+	if len(ref) != 7 {
+		t.Fatalf("python made %d files, want 7", len(ref))
+	}
+	idxs, n := ptCompareRef(t, ref)
+	for p, idx := range idxs {
+		base := filepath.Base(p)
+		if base == "np_zip_p4.pt" || base == "np_legacy_p4.pt" {
+			if len(idx.Tensors) != 13 { // 11 arrays, the RNG state's key array, t
+				t.Errorf("%s: %d tensors, want 13: %v", base, len(idx.Tensors), ptNames(idx))
+			}
+			if got, _ := idx.Metadata["objects"].([]any); !reflect.DeepEqual(got, []any{int64(1), "two", 3.0}) {
+				t.Errorf("%s: object array metadata %#v", base, idx.Metadata["objects"])
+			}
+		}
+		if base == "np_zip_p2.pt" || base == "np_legacy_p2.pt" {
+			np, _ := idx.Metadata["np"].(map[string]any)
+			s, _ := np["f32"].(string)
+			if want := "numpy.ndarray f4[2 3] not served: its bytes are a Latin-1 str, which the pickle holds as UTF-8 (protocol 2, torch.save's default), not a range of the file; re-save with torch.save(..., pickle_protocol=4)"; s != want {
+				t.Errorf("%s: metadata np/f32 = %q, want %q", base, s, want)
+			}
+		}
+	}
+	t.Logf("%d tensors and arrays match torch.load in %d files", n, len(idxs))
+}
