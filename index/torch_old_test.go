@@ -9,6 +9,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/lazyweights/tensorfs/internal/pickle"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
@@ -329,4 +330,51 @@ func TestTorchNumpyArrays(t *testing.T) {
 		}
 	}
 	t.Logf("%d tensors and arrays match torch.load in %d files", n, len(idxs))
+}
+
+// ptPkArray is a numpy array as ndarray.__reduce__ pickles it:
+// _reconstruct(ndarray, (0,), b"b") then BUILD (1, shape, dtype, fortran,
+// data), data the pickled raw data.
+func ptPkArray(descr, order string, shape []int64, data []byte) []byte {
+	dt := ptCat(ptPkGlobal("numpy", "dtype"), ptPkTuple(ptPkStr(descr), []byte{pickle.OpNEWFALSE}, []byte{pickle.OpNEWTRUE}), []byte{'R'},
+		ptPkTuple(ptPkInt(3), ptPkStr(order), []byte{'N', 'N', 'N'}, ptPkInt(-1), ptPkInt(-1), ptPkInt(0)), []byte{'b'})
+	return ptCat(ptPkGlobal("numpy.core.multiarray", "_reconstruct"),
+		ptPkTuple(ptPkGlobal("numpy", "ndarray"), ptPkTuple(ptPkInt(0)), []byte{'C', 1, 'b'}), []byte{'R'},
+		ptPkTuple(ptPkInt(1), ptPkInts(shape...), dt, []byte{pickle.OpNEWFALSE}, data), []byte{'b'})
+}
+
+// TestTorchNumpyArraysBad: an inline numpy array that cannot be what it
+// says is refused with one line naming its key; the others are served.
+func TestTorchNumpyArraysBad(t *testing.T) {
+	short := func(n int) []byte { return append([]byte{'C', byte(n)}, make([]byte, n)...) }
+	for _, c := range []struct {
+		name string
+		arr  []byte
+		want string
+	}{
+		{"short data", ptPkArray("f4", "<", []int64{2, 3}, short(8)), `m.pt: numpy array: f4[2 3] needs 24 bytes, its data has 8 (tensor "a")`},
+		{"string array", ptPkArray("U3", "<", []int64{2}, short(24)), `m.pt: numpy array: dtype "<U3" is a string array; it has no tensor dtype (tensor "a")`},
+		{"record array", ptPkArray("V8", "|", []int64{2}, short(16)), `m.pt: numpy array: dtype "|V8" is a void/record array; it has no tensor dtype (tensor "a")`},
+		{"data not bytes", ptPkArray("f4", "<", []int64{1}, ptPkInt(5)), `m.pt: numpy array: data is int, not bytes (tensor "a")`},
+		{"negative dim", ptPkArray("f4", "<", []int64{-1}, short(4)), `m.pt: numpy array: shape (-1,) is not a tuple of sizes (tensor "a")`},
+	} {
+		p := ptCat([]byte{pickle.OpPROTO, 2, '}'}, ptPkStr("a"), c.arr, []byte{'s', '.'})
+		b := ptZip(t, ptMember{name: "r/data.pkl", data: p})
+		_, err := ptParse("m.pt", b)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: got %v, want %s", c.name, err, c.want)
+		}
+	}
+	// A good one: served from its range of the file.
+	data := []byte{1, 0, 2, 0, 3, 0}
+	p := ptCat([]byte{pickle.OpPROTO, 2, '}'}, ptPkStr("a"), ptPkArray("u2", ">", []int64{3}, append([]byte{'C', 6}, data...)), []byte{'s', '.'})
+	b := ptZip(t, ptMember{name: "r/data.pkl", data: p})
+	idx, err := ptParse("m.pt", b)
+	if err != nil || len(idx.Tensors) != 1 {
+		t.Fatalf("good array: %v %v", idx, err)
+	}
+	tn := idx.Tensors[0]
+	if got := ptGather(t, b, tn); tn.Name != "a" || !tn.BigEndian || !reflect.DeepEqual(got, []byte{0, 1, 0, 2, 0, 3}) {
+		t.Errorf("good array: %+v gathers %v", tn, got)
+	}
 }
