@@ -501,3 +501,28 @@ func (c *Checkpoint) fillReaders(ranged map[int]bool, path ReadPath) ([]fillRead
 	}
 	return readers, reports, closeAll, nil
 }
+
+// Mapping returns the mapping of the checkpoint file that holds t's
+// native bytes, and their offset in it, when that file is mapped
+// (opened with backing.Mmap) and t is one contiguous range of it: for a
+// caller that reads the bytes in place, such as a GPU upload that
+// registers the mapping for DMA. ok is false otherwise (a mount, a remote
+// or pread source, a strided tensor). The mapping is valid until Close.
+func (c *Checkpoint) Mapping(t TensorInfo) (file []byte, off int64, ok bool) {
+	if c.mount != "" || c.files == nil || c.idx == nil || t.Index < 0 || t.Index >= len(c.idx.Tensors) {
+		return nil, 0, false
+	}
+	it := &c.idx.Tensors[t.Index]
+	if !it.Contiguous() {
+		return nil, 0, false
+	}
+	m, isMapped := c.files[it.Source].(backing.Mapper)
+	if !isMapped {
+		return nil, 0, false
+	}
+	data := m.Mapping()
+	if data == nil || it.Offset+it.Size > int64(len(data)) {
+		return nil, 0, false
+	}
+	return data, it.Offset, true
+}

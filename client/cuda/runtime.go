@@ -48,6 +48,8 @@ typedef struct {
 	tfs_err (*RuntimeGetVersion)(int*);
 	tfs_err (*DriverGetVersion)(int*);
 	tfs_err (*MemGetInfo)(size_t*, size_t*);
+	tfs_err (*HostRegister)(void*, size_t, unsigned int);
+	tfs_err (*HostUnregister)(void*);
 } tfs_cudart;
 
 // tfs_open loads the library at path and resolves its symbols. On failure
@@ -93,6 +95,8 @@ static tfs_cudart* tfs_open(const char* path, char* err, size_t errlen) {
 	OPT(RuntimeGetVersion, "cudaRuntimeGetVersion")
 	OPT(DriverGetVersion, "cudaDriverGetVersion")
 	OPT(MemGetInfo, "cudaMemGetInfo")
+	OPT(HostRegister, "cudaHostRegister")
+	OPT(HostUnregister, "cudaHostUnregister")
 #undef REQ
 #undef OPT
 	return r;
@@ -129,13 +133,23 @@ static tfs_err tfs_malloc(tfs_cudart* r, int dev, uintptr_t* out, size_t n) {
 
 static tfs_err tfs_free(tfs_cudart* r, uintptr_t p) { return r->Free((void*)p); }
 
-static void* tfs_host_alloc(tfs_cudart* r, int dev, size_t n, tfs_err* err) {
+static void* tfs_host_alloc(tfs_cudart* r, int dev, size_t n, unsigned int flags, tfs_err* err) {
 	void* p = NULL;
 	*err = r->SetDevice(dev);
 	if (*err) return NULL;
-	*err = r->HostAlloc(&p, n, 0);
+	*err = r->HostAlloc(&p, n, flags);
 	return *err ? NULL : p;
 }
+
+static int tfs_can_register(tfs_cudart* r) { return r->HostRegister && r->HostUnregister; }
+
+static tfs_err tfs_host_register(tfs_cudart* r, int dev, void* p, size_t n, unsigned int flags) {
+	tfs_err e = r->SetDevice(dev);
+	if (e) return e;
+	return r->HostRegister(p, n, flags);
+}
+
+static tfs_err tfs_host_unregister(tfs_cudart* r, void* p) { return r->HostUnregister(p); }
 
 static tfs_err tfs_free_host(tfs_cudart* r, void* p) { return r->FreeHost(p); }
 
@@ -343,15 +357,52 @@ func (rt *Runtime) Free(p DevicePtr) error {
 // device dev (cudaHostAlloc). The slice is C memory: free it with
 // FreeHost, never let it be used after that.
 func (rt *Runtime) HostAlloc(dev int, n int) ([]byte, error) {
+	return rt.hostAlloc(dev, n, 0)
+}
+
+// Flags of cudaHostAlloc and cudaHostRegister.
+const (
+	hostAllocWriteCombined = 4 // cudaHostAllocWriteCombined
+	hostRegisterPortable   = 1 // cudaHostRegisterPortable
+	hostRegisterReadOnly   = 8 // cudaHostRegisterReadOnly
+)
+
+func (rt *Runtime) hostAlloc(dev int, n int, flags uint) ([]byte, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("cuda: cudaHostAlloc of %d bytes", n)
 	}
 	var e C.tfs_err
-	p := C.tfs_host_alloc(rt.c, C.int(dev), C.size_t(n), &e)
+	p := C.tfs_host_alloc(rt.c, C.int(dev), C.size_t(n), C.uint(flags), &e)
 	if err := rt.check(fmt.Sprintf("cudaHostAlloc(%d)", n), e); err != nil {
 		return nil, err
 	}
 	return unsafe.Slice((*byte)(p), n), nil
+}
+
+// CanRegister reports whether the runtime has cudaHostRegister and
+// cudaHostUnregister.
+func (rt *Runtime) CanRegister() bool { return C.tfs_can_register(rt.c) != 0 }
+
+// HostRegister page-locks b (host memory the caller owns, e.g. a
+// read-only file mapping) for device dev, read-only and portable, so
+// that asynchronous copies from it run at the link's speed. Undo it with
+// HostUnregister before b goes away.
+func (rt *Runtime) HostRegister(dev int, b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if !rt.CanRegister() {
+		return fmt.Errorf("cuda: %s has no cudaHostRegister", rt.path)
+	}
+	return rt.check(fmt.Sprintf("cudaHostRegister(%d)", len(b)), C.tfs_host_register(rt.c, C.int(dev), unsafe.Pointer(unsafe.SliceData(b)), C.size_t(len(b)), C.uint(hostRegisterPortable|hostRegisterReadOnly)))
+}
+
+// HostUnregister undoes HostRegister of b.
+func (rt *Runtime) HostUnregister(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	return rt.check("cudaHostUnregister", C.tfs_host_unregister(rt.c, unsafe.Pointer(unsafe.SliceData(b))))
 }
 
 // FreeHost frees memory from HostAlloc.

@@ -51,3 +51,10 @@ func (rt *Runtime) MemInfo(int) (int64, int64, bool, error) { return 0, 0, false
 
 // CgoEnabled is false: this build cannot load a CUDA runtime.
 const CgoEnabled = false
+
+func (rt *Runtime) hostAlloc(int, int, uint) ([]byte, error) { return nil, errNoCgo }
+func (rt *Runtime) CanRegister() bool                        { return false }
+func (rt *Runtime) HostRegister(int, []byte) error           { return errNoCgo }
+func (rt *Runtime) HostUnregister([]byte) error              { return errNoCgo }
+
+const hostAllocWriteCombined = 4

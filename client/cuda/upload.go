@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/dtype"
@@ -38,7 +39,14 @@ type UploadOptions struct {
 	Streams   int                          // CUDA streams the copies are spread over (at most 64)
 	ChunkSize int                          // bytes per staging buffer (rounded down to 4 KiB)
 	Read      client.ReadPath              // page cache or O_DIRECT, per file (default: by residency)
-	Progress  func(n int64)                // called with the bytes of every chunk queued
+	// WriteCombined allocates the staging buffers write-combined
+	// (cudaHostAllocWriteCombined): the host only writes them.
+	WriteCombined bool
+	// Register copies the native bytes of tensors in mapped files
+	// (client.Checkpoint.Mapping) straight from the mapping, registered
+	// with cudaHostRegister for the upload, instead of staging them.
+	Register bool
+	Progress func(n int64) // called with the bytes of every chunk queued
 }
 
 // Defaults returns o with every zero field chosen from the machine's CPUs:
@@ -81,14 +89,17 @@ type Upload struct {
 	Tensors []Tensor  // in index order; Ptr = Base + Offset
 	Stats   UploadStats
 
-	mu    sync.Mutex
-	freed bool // GUARDED_BY(mu)
+	mu           sync.Mutex
+	freed        bool       // GUARDED_BY(mu)
+	teardown     chan error // GUARDED_BY(mu): the background teardown's result; nil once read
+	teardownTime time.Duration
 }
 
 // UploadStats says what an Upload did.
 type UploadStats struct {
 	Bytes       int64         // tensor bytes copied to the device
 	Elapsed     time.Duration // from the first read to the last copy completed
+	Setup       time.Duration // checks, device allocation, staging buffers (before Elapsed)
 	Fill        client.FillStats
 	Workers     int
 	Buffers     int
@@ -97,6 +108,10 @@ type UploadStats struct {
 	PinnedBytes int64 // staging memory held during the upload
 	Copies      int64 // cudaMemcpyAsync calls
 	Waits       int64 // buffer refills that waited for a copy
+
+	WriteCombined   bool          // staging buffers were write-combined
+	RegisteredBytes int64         // bytes copied straight from registered mappings
+	Register        time.Duration // spent registering them (within Elapsed)
 }
 
 // GBps is the upload's rate in 10^9 bytes a second.
@@ -113,10 +128,16 @@ func (s UploadStats) GBps() float64 {
 // opts.Workers goroutines (client.Checkpoint.Fill: chunks of a tensor in
 // parallel, small tensors read together by file range, cold files with
 // O_DIRECT) and queues each buffer's copies on one of opts.Streams
-// streams. The host memory it holds is the staging buffers, whatever the
-// checkpoint's size; they are freed before it returns. On an error or a
-// cancelled ctx everything is freed.
+// streams. With opts.Register, tensors in a mapped file (ck opened with
+// backing.Mmap) are copied straight from the registered mapping instead.
+//
+// It returns once every byte is on the device. The host memory it holds
+// is the staging buffers, whatever the checkpoint's size; they are freed
+// (and mappings unregistered) in the background after it returns, and
+// Free waits for that. On an error or a cancelled ctx everything is
+// freed before it returns.
 func UploadCheckpoint(ctx context.Context, rt *Runtime, ck *client.Checkpoint, opts UploadOptions) (*Upload, error) {
+	t0 := time.Now()
 	opts = opts.Defaults()
 	if opts.Streams > 64 {
 		return nil, fmt.Errorf("cuda: %d streams (at most 64)", opts.Streams)
@@ -141,8 +162,60 @@ func UploadCheckpoint(ctx context.Context, rt *Runtime, ck *client.Checkpoint, o
 	} else if ok && total > free {
 		return nil, fmt.Errorf("%s: %w: it needs %s on cuda:%d, which has %s free of %s", ck.Path(), ErrDeviceFull, humanBytes(total), opts.Device, humanBytes(free), humanBytes(all))
 	}
+
+	// Which tensors are copied from a registered mapping, and which
+	// through the staging buffers.
+	var (
+		regs   []registration
+		direct []int // indices in plan copied from a mapping
+		staged []int // indices in plan copied through staging
+	)
+	if opts.Register && !rt.CanRegister() {
+		return nil, fmt.Errorf("cuda: registering mappings: %s has no cudaHostRegister", rt.Path())
+	}
+	if opts.Register {
+		byFile := map[*byte]int{}
+		for k, ft := range plan {
+			file, _, ok := mappingOf(ck, ft)
+			if !ok || ft.Size == 0 {
+				staged = append(staged, k)
+				continue
+			}
+			if _, seen := byFile[unsafe.SliceData(file)]; !seen {
+				byFile[unsafe.SliceData(file)] = len(regs)
+				regs = append(regs, registration{mem: file})
+			}
+			direct = append(direct, k)
+		}
+	} else {
+		for k := range plan {
+			staged = append(staged, k)
+		}
+	}
+
+	// The device allocation, and the staging buffers, at once.
+	var (
+		st      *staging
+		stErr   error
+		stReady = make(chan struct{})
+	)
+	go func() {
+		defer close(stReady)
+		if len(staged) > 0 {
+			st, stErr = newStaging(rt, opts, u, staged)
+		}
+	}()
 	base, err := rt.Malloc(opts.Device, total)
+	<-stReady
+	cleanup := func() {
+		if st != nil {
+			st.free()
+		}
+		unregister(rt, regs)
+		u.Free()
+	}
 	if err != nil {
+		cleanup()
 		return nil, fmt.Errorf("%s: %s of device memory on cuda:%d: %w", ck.Path(), humanBytes(total), opts.Device, err)
 	}
 	u.Base, u.Bytes = base, total
@@ -153,34 +226,149 @@ func UploadCheckpoint(ctx context.Context, rt *Runtime, ck *client.Checkpoint, o
 		}
 		u.Tensors = append(u.Tensors, t)
 	}
-
-	st, err := newStaging(rt, opts, u)
-	if err != nil {
-		u.Free()
-		return nil, err
+	if stErr != nil {
+		cleanup()
+		return nil, stErr
 	}
+	setup := time.Since(t0)
+
 	start := time.Now()
-	fs, err := ck.Fill(ctx, plan, st, fopts)
+	var fs client.FillStats
+	var regBytes int64
+	var regTime time.Duration
+	if len(direct) > 0 {
+		regBytes, regTime, err = copyRegistered(ctx, rt, ck, opts, u, plan, direct, regs)
+	}
+	if err == nil && len(staged) > 0 {
+		sub := make([]client.FillTensor, len(staged))
+		for i, k := range staged {
+			sub[i] = plan[k]
+		}
+		fs, err = ck.Fill(ctx, sub, st, fopts)
+	}
 	// Wait for every copy queued, also after an error: the staging
-	// buffers are freed next.
+	// buffers and registrations go next.
 	if serr := rt.Synchronize(opts.Device); err == nil && serr != nil {
 		err = serr
 	}
 	elapsed := time.Since(start)
 	u.Stats = UploadStats{
-		Bytes: fs.Bytes, Elapsed: elapsed, Fill: fs,
+		Bytes: fs.Bytes + regBytes, Elapsed: elapsed, Setup: setup, Fill: fs,
 		Workers: opts.Workers, Buffers: opts.Buffers, Streams: opts.Streams, ChunkSize: opts.ChunkSize,
-		PinnedBytes: int64(opts.Buffers) * int64(opts.ChunkSize),
-		Copies:      st.copies.Load(), Waits: st.waits.Load(),
+		RegisteredBytes: regBytes, Register: regTime, WriteCombined: opts.WriteCombined,
 	}
-	if ferr := st.free(); err == nil && ferr != nil {
-		err = ferr
+	if st != nil {
+		u.Stats.PinnedBytes = int64(opts.Buffers) * int64(opts.ChunkSize)
+		u.Stats.Copies, u.Stats.Waits = st.copies.Load(), st.waits.Load()
 	}
 	if err != nil {
-		u.Free()
+		cleanup()
 		return nil, err
 	}
+	// Everything is on the device: the rest is the host's housekeeping.
+	u.teardown = make(chan error, 1)
+	go func() {
+		t := time.Now()
+		var err error
+		if st != nil {
+			err = st.free()
+		}
+		if e := unregister(rt, regs); err == nil {
+			err = e
+		}
+		u.teardownTime = time.Since(t)
+		u.teardown <- err
+	}()
 	return u, nil
+}
+
+// registration is a mapping registered with cudaHostRegister.
+type registration struct {
+	mem  []byte
+	done bool // registered
+}
+
+// mappingOf returns the file mapping holding ft's delivered bytes, when
+// they are its native bytes in a mapped file.
+func mappingOf(ck *client.Checkpoint, ft client.FillTensor) ([]byte, int64, bool) {
+	if ft.DType != ft.Info.DType {
+		return nil, 0, false
+	}
+	return ck.Mapping(ft.Info)
+}
+
+// copyRegistered registers each mapping (read-only) and queues the copies
+// of the direct tensors from it, in chunks spread over the streams. The
+// registrations are undone by unregister.
+func copyRegistered(ctx context.Context, rt *Runtime, ck *client.Checkpoint, opts UploadOptions, u *Upload, plan []client.FillTensor, direct []int, regs []registration) (int64, time.Duration, error) {
+	t := time.Now()
+	for i := range regs {
+		if err := rt.HostRegister(opts.Device, regs[i].mem); err != nil {
+			return 0, time.Since(t), fmt.Errorf("%s: registering its mapping for DMA: %w", ck.Path(), err)
+		}
+		regs[i].done = true
+	}
+	regTime := time.Since(t)
+	var streams []stream
+	var events []event
+	defer func() {
+		for _, s := range streams {
+			rt.syncStream(s)
+			rt.destroyStream(s)
+		}
+		for _, e := range events {
+			rt.destroyEvent(e)
+		}
+	}()
+	for range opts.Streams {
+		s, err := rt.newStream(opts.Device)
+		if err != nil {
+			return 0, regTime, err
+		}
+		streams = append(streams, s)
+		e, err := rt.newEvent(opts.Device)
+		if err != nil {
+			return 0, regTime, err
+		}
+		events = append(events, e)
+	}
+	piece := int64(max(opts.ChunkSize, 64<<20))
+	var n int64
+	q := 0
+	for _, k := range direct {
+		if err := context.Cause(ctx); err != nil {
+			return n, regTime, err
+		}
+		file, off, _ := mappingOf(ck, plan[k])
+		tt := &u.Tensors[k]
+		for o := int64(0); o < tt.Size; o += piece {
+			m := min(piece, tt.Size-o)
+			s := q % len(streams)
+			q++
+			if err := rt.copyMany([]DevicePtr{tt.Ptr + DevicePtr(o)}, [][]byte{file[off+o : off+o+m]}, streams[s], events[s]); err != nil {
+				return n, regTime, &client.TensorError{Source: ck.Path(), Name: tt.Name, Op: "copy from the registered mapping", Off: o, Err: err}
+			}
+			n += m
+			if opts.Progress != nil {
+				opts.Progress(m)
+			}
+		}
+	}
+	return n, regTime, nil
+}
+
+// unregister undoes the registrations made.
+func unregister(rt *Runtime, regs []registration) error {
+	var first error
+	for i := range regs {
+		if regs[i].done {
+			if err := rt.HostUnregister(regs[i].mem); err != nil && first == nil {
+				first = err
+			}
+			regs[i].done = false
+		}
+	}
+	return first
 }
 
 // checkDevice fails unless dev is a device of the machine.
@@ -203,7 +391,28 @@ func (u *Upload) Free() error {
 		return nil
 	}
 	u.freed = true
-	return u.rt.Free(u.Base)
+	var err error
+	if u.teardown != nil {
+		err = <-u.teardown
+	}
+	if e := u.rt.Free(u.Base); e != nil && err == nil {
+		err = e
+	}
+	return err
+}
+
+// Teardown waits until the staging buffers are freed and the mappings
+// unregistered (which UploadCheckpoint leaves to the background once the
+// bytes are on the device), and says how long that took.
+func (u *Upload) Teardown() (time.Duration, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.teardown == nil {
+		return u.teardownTime, nil
+	}
+	err := <-u.teardown
+	u.teardown = nil
+	return u.teardownTime, err
 }
 
 // VerifyStats says what Verify compared.
@@ -307,6 +516,7 @@ func (u *Upload) verifyOne(ck *client.Checkpoint, t *Tensor, pinned, host []byte
 type staging struct {
 	rt      *Runtime
 	u       *Upload
+	ids     []int // Fill's tensor k is u.Tensors[ids[k]]
 	bufs    [][]byte
 	streams []stream
 	events  []event
@@ -320,8 +530,8 @@ type staging struct {
 
 var _ client.FillSink = (*staging)(nil)
 
-func newStaging(rt *Runtime, opts UploadOptions, u *Upload) (*staging, error) {
-	s := &staging{rt: rt, u: u, pending: make([]bool, opts.Buffers)}
+func newStaging(rt *Runtime, opts UploadOptions, u *Upload, ids []int) (*staging, error) {
+	s := &staging{rt: rt, u: u, ids: ids, pending: make([]bool, opts.Buffers)}
 	fail := func(err error) (*staging, error) {
 		s.free()
 		return nil, err
@@ -339,11 +549,34 @@ func newStaging(rt *Runtime, opts UploadOptions, u *Upload) (*staging, error) {
 			return fail(err)
 		}
 		s.events = append(s.events, ev)
-		b, err := rt.HostAlloc(opts.Device, opts.ChunkSize)
+	}
+	// Pinning runs faster from a few threads at once.
+	var flags uint
+	if opts.WriteCombined {
+		flags = hostAllocWriteCombined
+	}
+	s.bufs = make([][]byte, opts.Buffers)
+	errs := make([]error, opts.Buffers)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(opts.Buffers, 8) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(opts.Buffers) {
+					return
+				}
+				s.bufs[i], errs[i] = rt.hostAlloc(opts.Device, opts.ChunkSize, flags)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return fail(fmt.Errorf("%d pinned staging buffers of %s: %w", opts.Buffers, humanBytes(int64(opts.ChunkSize)), err))
 		}
-		s.bufs = append(s.bufs, b)
 	}
 	return s, nil
 }
@@ -368,7 +601,7 @@ func (s *staging) Fill(i int, buf []byte, segs []client.Segment) error {
 	dst := make([]DevicePtr, 0, len(segs))
 	src := make([][]byte, 0, len(segs))
 	for _, sg := range segs {
-		t := &s.u.Tensors[sg.Tensor]
+		t := &s.u.Tensors[s.ids[sg.Tensor]]
 		if sg.Off < 0 || int64(sg.N) > t.Size-sg.Off || sg.BufOff < 0 || sg.BufOff+sg.N > len(buf) {
 			return fmt.Errorf("cuda: segment [%d, %d) outside tensor %q (%d bytes) or its buffer", sg.Off, sg.Off+int64(sg.N), t.Name, t.Size)
 		}
@@ -398,7 +631,9 @@ func (s *staging) free() error {
 		keep(s.rt.Synchronize(s.u.dev))
 	}
 	for _, b := range s.bufs {
-		keep(s.rt.FreeHost(b))
+		if b != nil {
+			keep(s.rt.FreeHost(b))
+		}
 	}
 	s.bufs = nil
 	for _, e := range s.events {

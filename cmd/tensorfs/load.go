@@ -63,7 +63,7 @@ runtime, without device N, in a binary built without cgo, or when the
 checkpoint does not fit in the device's free memory.`
 
 func runLoad(args []string) error {
-	f := newFlags("load", "[--dtype DT] [--sha256] [--parallel N] [--chunk SIZE] [--io MODE] [--gpu N [--verify] [--buffers N] [--streams N]] [--quiet] SOURCE", loadAbout)
+	f := newFlags("load", "[--dtype DT] [--sha256] [--parallel N] [--chunk SIZE] [--io MODE] [--gpu N [--verify] [--buffers N] [--streams N] [--register]] [--quiet] SOURCE", loadAbout)
 	addRemoteFlags(f)
 	dtFlag := f.String("dtype", "", "convert float and quantized tensors to `DT` (f32, f16, bf16 or f64); others load as stored")
 	sha := f.Bool("sha256", false, "print the sha256 of every tensor, sha256sum style, in index order")
@@ -74,13 +74,15 @@ func runLoad(args []string) error {
 	verify := f.Bool("verify", false, "with --gpu: copy every tensor back and compare its sha256 with the host's")
 	buffers := f.Int("buffers", 0, "with --gpu: pinned staging buffers (`N`; default two per --parallel goroutine, at most 1 GiB)")
 	streams := f.Int("streams", 0, "with --gpu: CUDA streams (`N`, 1 to 64; default half the goroutines, 2 to 8)")
+	writeCombined := f.Bool("write-combined", false, "with --gpu: allocate the pinned staging buffers write-combined")
+	register := f.Bool("register", false, "with --gpu: copy tensors stored as they are uploaded straight from the file's mapping, registered with cudaHostRegister, instead of staging them (pays where the same pages are copied more than once; see docs/BENCHMARKS.md)")
 	quiet := f.Bool("quiet", false, "no progress bar and no summary line")
 	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of the load, opening included (go tool pprof format), to `FILE`")
 	if err := f.parse(args, 1, 1); err != nil {
 		return err
 	}
 	if *gpu < 0 {
-		for _, name := range []string{"verify", "buffers", "streams"} {
+		for _, name := range []string{"verify", "buffers", "streams", "write-combined", "register"} {
 			if f.isSet(name) {
 				return usagef("load: --%s needs --gpu", name)
 			}
@@ -125,6 +127,7 @@ func runLoad(args []string) error {
 			source: source, device: *gpu, to: to, verify: *verify, quiet: *quiet,
 			workers: *parallel, buffers: *buffers, streams: *streams, chunk: int(chunk),
 			io: *ioFlag, ioSet: f.isSet("io"), cpuProfile: *cpuProfile,
+			writeCombined: *writeCombined, register: *register,
 		})
 	}
 	mode, err := parseMode("load", "io", *ioFlag)

@@ -27,6 +27,7 @@ type gpuLoad struct {
 	to                               dtype.DType
 	verify, quiet                    bool
 	workers, buffers, streams, chunk int
+	writeCombined, register          bool
 	io                               string
 	ioSet                            bool
 	cpuProfile                       string
@@ -36,10 +37,17 @@ type gpuLoad struct {
 // reports what it did.
 func loadGPU(f *flags, g gpuLoad) error {
 	read, mode := client.ReadAuto, backing.Pread
+	if g.register {
+		// Registration needs the file's mapping.
+		mode = backing.Mmap
+	}
 	if g.ioSet {
 		switch strings.ToLower(strings.TrimSpace(g.io)) {
 		case "auto":
 		case "pread":
+			if g.register {
+				return usagef("load: --register copies from the file's mapping: it does not go with --io pread")
+			}
 			read = client.ReadCached
 		case "mmap":
 			read, mode = client.ReadCached, backing.Mmap
@@ -104,6 +112,7 @@ func loadGPU(f *flags, g gpuLoad) error {
 	opts := cuda.UploadOptions{
 		Device: g.device, DType: g.to, Read: read,
 		Workers: g.workers, Buffers: g.buffers, Streams: g.streams, ChunkSize: g.chunk,
+		WriteCombined: g.writeCombined, Register: g.register,
 	}.Defaults()
 	if !g.quiet && term.IsTerminal(int(os.Stderr.Fd())) {
 		bar := newLoadBar(ck, tensors, g.to)
@@ -132,14 +141,29 @@ func loadGPU(f *flags, g gpuLoad) error {
 	defer u.Free()
 	st := u.Stats
 	if !g.quiet {
-		fmt.Fprintf(os.Stderr, "uploaded %s to cuda:%d: %s (%s) in %.3f s, %.2f GB/s (copying %.3f s, %.2f GB/s); device memory %s in one allocation; staging %d goroutines, %d x %s pinned, %d streams; peak host memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
+		staging := "no staging buffers"
+		if st.PinnedBytes > 0 {
+			staging = fmt.Sprintf("staging %d goroutines, %d x %s pinned", st.Workers, st.Buffers, loadHumanBytes(int64(st.ChunkSize)))
+		}
+		if st.WriteCombined {
+			staging += " write-combined"
+		}
+		staging += fmt.Sprintf(", %d streams", st.Streams)
+		if st.RegisteredBytes > 0 {
+			staging += fmt.Sprintf("; %s copied from the registered mapping (registering %.3f s)", loadHumanBytes(st.RegisteredBytes), st.Register.Seconds())
+		}
+		fmt.Fprintf(os.Stderr, "uploaded %s to cuda:%d: %s (%s) in %.3f s, %.2f GB/s (setup %.3f s, copying %.3f s at %.2f GB/s); device memory %s in one allocation; %s; peak host memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
 			plural(len(u.Tensors), "tensor"), g.device, plural(int(st.Bytes), "byte"), loadHumanBytes(st.Bytes),
-			elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e9, st.Elapsed.Seconds(), st.GBps(),
-			loadHumanBytes(u.Bytes), st.Workers, st.Buffers, loadHumanBytes(int64(st.ChunkSize)), st.Streams,
-			loadHumanBytes(peakAnon), loadHumanBytes(hwm))
+			elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e9, st.Setup.Seconds(), st.Elapsed.Seconds(), st.GBps(),
+			loadHumanBytes(u.Bytes), staging, loadHumanBytes(peakAnon), loadHumanBytes(hwm))
 		for _, fr := range st.Fill.Files {
 			fmt.Fprintf(os.Stderr, "read %s: %s\n", filepath.Base(fr.Source), describeRead(fr))
 		}
+	}
+	if td, err := u.Teardown(); err != nil {
+		return fmt.Errorf("%s: freeing the staging buffers: %v", g.source, err)
+	} else if !g.quiet {
+		fmt.Fprintf(os.Stderr, "staging freed after the upload in %.3f s\n", td.Seconds())
 	}
 	if g.verify {
 		vs, err := u.Verify(ctx, ck, opts.Workers, opts.ChunkSize)

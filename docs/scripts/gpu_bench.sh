@@ -55,32 +55,45 @@ drop() {
 	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null ||
 		"$PY" -c 'import os,sys; fd=os.open(sys.argv[1],os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)' "$1"
 }
-# rate CMD...: runs CMD, logs its output, prints the GB/s of its summary line.
+# rate CMD...: runs CMD, logs its output, prints the GB/s of its summary
+# line (the whole call: "in X s, Y GB/s") and, for load --gpu, that of the
+# copy phase ("copying X s at Y GB/s"), else "-".
 rate() {
-	local out
+	local out w c
 	out=$("$@" 2>&1)
 	printf '$ %s\n%s\n' "$*" "$out" >>"$log"
-	sed -n 's/.* s, \([0-9.]*\) GB\/s.*/\1/p' <<<"$out" | head -1
+	w=$(sed -n 's/.* in \([0-9.]*\) s, \([0-9.]*\) GB\/s.*/\2/p' <<<"$out" | head -1)
+	c=$(sed -n 's/.*copying [0-9.]* s at \([0-9.]*\) GB\/s.*/\1/p' <<<"$out" | head -1)
+	echo "${w:-0} ${c:--}"
 }
-best() { # best N CMD...: the best of N rates
-	local n=$1 b=0 r
+best() { # best N CMD...: the best of N runs (by the whole call's rate)
+	local n=$1 b="0 -" r
 	shift
 	for _ in $(seq "$n"); do
 		r=$(rate "$@")
-		[ -n "$r" ] && b=$(awk -v a="$b" -v c="$r" 'BEGIN{print (c>a)?c:a}')
+		b=$(awk -v a="$b" -v c="$r" 'BEGIN{split(a,x," "); split(c,y," "); print (y[1]+0>x[1]+0)?c:a}')
 	done
 	echo "$b"
 }
 rows=()
-row() { rows+=("$1|$2"); printf '%-58s %8s GB/s\n' "$1" "$2"; }
+row() { # row NAME "WHOLE [COPY]"
+	local w c
+	read -r w c <<<"$2"
+	rows+=("$1|$w|${c:--}")
+	printf '%-62s %8s GB/s  (copy phase %s)\n' "$1" "$w" "${c:--}"
+}
 
 warm "$ck"
 ceiling=$("$PY" "$here/gpu_peers.py" memcpy "$ck" 2>>"$log" | awk '{print $2}')
-row "pinned memcpy, one buffer (the link)" "${ceiling:-?}"
+pinning=$("$PY" -c 'import sys,time,torch; torch.empty(1,device="cuda"); n=int(sys.argv[1]); t=time.perf_counter(); h=torch.empty(n,dtype=torch.uint8).pin_memory(); print("%.3f" % (time.perf_counter()-t))' $((512 << 20)) 2>>"$log")
+echo "pinning 512 MiB with torch (pin_memory): ${pinning:-?} s"
+row "pinned memcpy, one buffer (the link)" "${ceiling:-?} -"
 row "load --gpu 0, warm, defaults" "$(best 3 "$tfs" load --gpu 0 "$ck")"
-grep -m1 'uploaded' "$log" | sed 's/.*; staging/defaults: staging/' 
-for cfg in "--parallel 8" "--parallel 16" "--parallel 16 --streams 4" "--parallel 16 --streams 16" \
-	"--parallel 16 --buffers 64" "--parallel 16 --chunk 8MiB --buffers 64" "--parallel 16 --chunk 32MiB" "--parallel 32 --buffers 64"; do
+grep -m1 'uploaded' "$log" | sed 's/.*(setup/defaults: (setup/'
+grep -m1 'staging freed' "$log"
+for cfg in "--parallel 8" "--parallel 16 --streams 4" "--parallel 16 --buffers 16" "--parallel 16 --buffers 24 --chunk 8MiB" \
+	"--parallel 16 --buffers 48 --chunk 8MiB" "--parallel 16 --chunk 32MiB --buffers 24" "--parallel 24" \
+	"--write-combined" "--write-combined --parallel 16 --buffers 24 --chunk 8MiB" "--register" "--register --io mmap --streams 16"; do
 	# shellcheck disable=SC2086
 	row "load --gpu 0, warm, $cfg" "$(best 3 "$tfs" load --gpu 0 $cfg "$ck")"
 done
@@ -94,11 +107,11 @@ dd_rate() {
 		awk '{for(i=1;i<=NF;i++) if($i ~ /^[0-9.]+$/ && $(i+1) ~ /^s,?$/) s=$i} END{if(s>0) printf "%.2f", '"$size"'/s/1e9}'
 }
 cold() { drop "$ck"; rate "$@"; }
-row "cold: dd iflag=direct bs=16M (the disk)" "$(dd_rate)"
+row "cold: dd iflag=direct bs=16M (the disk)" "$(dd_rate) -"
 row "cold: load --gpu 0 (auto: O_DIRECT)" "$(cold "$tfs" load --gpu 0 "$ck")"
 grep 'read model.safetensors' "$log" | tail -1
 row "cold: load --gpu 0 --io pread" "$(cold "$tfs" load --gpu 0 --io pread "$ck")"
-row "cold: dd iflag=direct bs=16M (again)" "$(dd_rate)"
+row "cold: dd iflag=direct bs=16M (again)" "$(dd_rate) -"
 
 mkdir -p "$mnt"
 if "$tfs" mount "$ck" "$mnt" 2>>"$log" & then
@@ -109,7 +122,7 @@ if "$tfs" mount "$ck" "$mnt" 2>>"$log" & then
 		row "through a mount: load --gpu 0 M (first read)" "$(rate "$tfs" load --gpu 0 "$mnt")"
 		row "through a mount: load --gpu 0 M (again)" "$(best 2 "$tfs" load --gpu 0 "$mnt")"
 	else
-		row "through a mount: no FUSE here" "-"
+		row "through a mount: no FUSE here" "- -"
 	fi
 	"$tfs" umount "$mnt" >/dev/null 2>&1
 	wait "$mp" 2>/dev/null
@@ -117,23 +130,24 @@ fi
 
 warm "$ck"
 if "$PY" -c 'import safetensors' 2>/dev/null; then
-	row "safetensors.torch.load_file(device=cuda:0), warm" "$("$PY" "$here/gpu_peers.py" st "$ck" - 3 2>>"$log" | awk '{print $2}')"
+	row "safetensors.torch.load_file(device=cuda:0), warm" "$("$PY" "$here/gpu_peers.py" st "$ck" - 3 2>>"$log" | awk '{print $2}') -"
 fi
 if [ ! -s "$pt" ]; then
 	"$PY" -c 'import sys,torch; from safetensors.torch import load_file; torch.save(load_file(sys.argv[1]), sys.argv[2])' "$ck" "$pt" 2>>"$log"
 fi
 if [ -s "$pt" ]; then
 	warm "$pt"
-	row "torch.load(mmap=True) + .to(cuda:0), warm" "$("$PY" "$here/gpu_peers.py" pt "$ck" "$pt" 3 2>>"$log" | awk '{print $2}')"
+	row "torch.load(mmap=True) + .to(cuda:0), warm" "$("$PY" "$here/gpu_peers.py" pt "$ck" "$pt" 3 2>>"$log" | awk '{print $2}') -"
 	rm -f "$pt"
 fi
 warm "$ck"
 "$tfs" load --gpu 0 --verify "$ck" 2>&1 | tee -a "$log" | grep -E 'verified|sha256|tensorfs:'
 echo "peak host memory of load --gpu (defaults, warm): $(grep -m1 'uploaded' "$log" | sed 's/.*peak host memory //')"
 echo
-echo "| path | GB/s | / pinned memcpy |"
-echo "| --- | --- | --- |"
+echo "| path | GB/s, whole call | / pinned memcpy | GB/s, copy phase | / pinned memcpy |"
+echo "| --- | --- | --- | --- | --- |"
+ratio() { awk -v a="$1" -v c="${ceiling:-0}" 'BEGIN{ if (a+0>0 && c+0>0) printf "%.2f", a/c; else print "-"}'; }
 for r in "${rows[@]}"; do
-	name=${r%%|*} v=${r##*|}
-	echo "| $name | $v | $(awk -v a="$v" -v c="${ceiling:-0}" 'BEGIN{ if (a+0>0 && c+0>0) printf "%.2f", a/c; else print "-"}') |"
+	IFS='|' read -r name w c <<<"$r"
+	echo "| $name | $w | $(ratio "$w") | $c | $(ratio "$c") |"
 done
