@@ -28,6 +28,9 @@ var ErrDeviceFull = errors.New("not enough free device memory")
 // vectorised kernels expect).
 const DeviceAlign = 256
 
+// DefaultUploadChunk is the default size of a pinned staging buffer.
+const DefaultUploadChunk = 8 << 20
+
 // UploadOptions configure Upload. A zero field is chosen from the machine
 // (see Defaults).
 type UploadOptions struct {
@@ -39,9 +42,11 @@ type UploadOptions struct {
 	Streams   int                          // CUDA streams the copies are spread over (at most 64)
 	ChunkSize int                          // bytes per staging buffer (rounded down to 4 KiB)
 	Read      client.ReadPath              // page cache or O_DIRECT, per file (default: by residency)
-	// WriteCombined allocates the staging buffers write-combined
-	// (cudaHostAllocWriteCombined): the host only writes them.
-	WriteCombined bool
+	// Cacheable allocates ordinary (cacheable) pinned staging buffers.
+	// By default they are write-combined (cudaHostAllocWriteCombined):
+	// the host only writes them and the device only reads them, which on
+	// the H200 machine measured faster (docs/BENCHMARKS.md).
+	Cacheable bool
 	// Register copies the native bytes of tensors in mapped files
 	// (client.Checkpoint.Mapping) straight from the mapping, registered
 	// with cudaHostRegister for the upload, instead of staging them.
@@ -50,10 +55,13 @@ type UploadOptions struct {
 }
 
 // Defaults returns o with every zero field chosen from the machine's CPUs:
-// a worker per CPU (2 to 32), half as many streams (2 to 8), two pinned
-// buffers per worker (so a worker always has one to fill while the copy
-// from its last is in flight) and 16 MiB chunks, with at most 1 GiB of
-// pinned memory in all.
+// a worker per CPU (2 to 32), half as many streams (2 to 8), one and a half
+// pinned buffers per worker (a worker has one to fill while the copies
+// from the others are in flight) and 8 MiB chunks, with at most 1 GiB of
+// pinned memory in all. Pinning is slow (about 2 GB/s on the H200
+// machine) and is paid on every upload, so the staging is kept small:
+// 192 MiB on 16 CPUs, which measured as fast as 512 MiB in the copy and
+// far faster over the whole call (docs/BENCHMARKS.md).
 func (o UploadOptions) Defaults() UploadOptions {
 	if o.Workers <= 0 {
 		o.Workers = min(max(runtime.GOMAXPROCS(0), 2), 32)
@@ -62,13 +70,13 @@ func (o UploadOptions) Defaults() UploadOptions {
 		o.Streams = min(max(o.Workers/2, 2), 8)
 	}
 	if o.ChunkSize <= 0 {
-		o.ChunkSize = 16 << 20
+		o.ChunkSize = DefaultUploadChunk
 	}
 	if o.ChunkSize >= 4096 {
 		o.ChunkSize &^= 4095
 	}
 	if o.Buffers <= 0 {
-		o.Buffers = max(2*o.Workers, o.Streams)
+		o.Buffers = max(o.Workers+o.Workers/2, o.Streams, 2)
 		if limit := (1 << 30) / o.ChunkSize; o.Buffers > limit {
 			o.Buffers = max(limit, 2)
 		}
@@ -255,7 +263,7 @@ func UploadCheckpoint(ctx context.Context, rt *Runtime, ck *client.Checkpoint, o
 	u.Stats = UploadStats{
 		Bytes: fs.Bytes + regBytes, Elapsed: elapsed, Setup: setup, Fill: fs,
 		Workers: opts.Workers, Buffers: opts.Buffers, Streams: opts.Streams, ChunkSize: opts.ChunkSize,
-		RegisteredBytes: regBytes, Register: regTime, WriteCombined: opts.WriteCombined,
+		RegisteredBytes: regBytes, Register: regTime, WriteCombined: !opts.Cacheable,
 	}
 	if st != nil {
 		u.Stats.PinnedBytes = int64(opts.Buffers) * int64(opts.ChunkSize)
@@ -552,7 +560,7 @@ func newStaging(rt *Runtime, opts UploadOptions, u *Upload, ids []int) (*staging
 	}
 	// Pinning runs faster from a few threads at once.
 	var flags uint
-	if opts.WriteCombined {
+	if !opts.Cacheable {
 		flags = hostAllocWriteCombined
 	}
 	s.bufs = make([][]byte, opts.Buffers)

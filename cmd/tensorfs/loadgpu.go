@@ -112,7 +112,7 @@ func loadGPU(f *flags, g gpuLoad) error {
 	opts := cuda.UploadOptions{
 		Device: g.device, DType: g.to, Read: read,
 		Workers: g.workers, Buffers: g.buffers, Streams: g.streams, ChunkSize: g.chunk,
-		WriteCombined: g.writeCombined, Register: g.register,
+		Cacheable: !g.writeCombined, Register: g.register,
 	}.Defaults()
 	if !g.quiet && term.IsTerminal(int(os.Stderr.Fd())) {
 		bar := newLoadBar(ck, tensors, g.to)
