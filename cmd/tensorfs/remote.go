@@ -128,7 +128,12 @@ func remoteOptions() (dial.Options, error) {
 		return o, usagef("%s: --inflate-disk: must be positive", rf.cmd)
 	}
 	io.Dir = *rf.cacheDir
-	io.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	// The mount logs a member that cannot be inflated; the other
+	// commands say it once, as the error they exit with.
+	io.Logf = func(string, ...any) {}
+	if rf.cmd == "mount" {
+		io.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	}
 	backing.SetInflateOptions(io)
 	return o, nil
 }
