@@ -74,7 +74,7 @@ func (r *Root) indexHead() ([]byte, error) {
 			return nil, err
 		}
 	}
-	sources := r.idx.Sources
+	sources := r.idx.Files() // not the compressed members
 	if sources == nil {
 		sources = []string{}
 	}
@@ -162,7 +162,7 @@ func (r *Root) docOf(l listedTensor) index.DocTensor {
 	if d.Shape == nil {
 		d.Shape = []int64{}
 	}
-	if f.form == formDirect {
+	if f.form == formDirect && r.idx.Member(t.Source) == nil { // not a compressed member
 		off := t.Offset
 		d.Source, d.Offset = r.idx.Sources[t.Source], &off
 	}

@@ -126,7 +126,7 @@ func (r *Root) xattrs(e *entry) [][2]string {
 		{xattrDType, f.dtype.String()},
 		{xattrShape, string(shape)},
 	}
-	if f.form == formDirect {
+	if f.form == formDirect && r.idx.Member(f.t.Source) == nil { // not a compressed member
 		a = append(a, [2]string{xattrSource, r.idx.Sources[f.t.Source]}, [2]string{xattrOffset, strconv.FormatInt(f.t.Offset, 10)})
 	}
 	return a
