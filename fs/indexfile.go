@@ -25,7 +25,7 @@ import (
 // indexMarkEvery-th unit starts; a read renders from the mark before it
 // to its end. A unit is the head (up to the first tensor line), one
 // tensor line, the text between the two lists, or the tail. What is kept
-// is the head, a pointer and path per tensor, and a mark per
+// is the head, a tensor index per tensor, and a mark per
 // indexMarkEvery lines.
 type indexFile struct {
 	r          *Root

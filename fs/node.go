@@ -126,14 +126,15 @@ func (r *Root) lookup(d *node, name string) (node, bool) {
 // entries first, then the path tree's children, each at a fixed position
 // whether its place shows it or not, so that a listing resumes at any
 // offset), calling fn with each child shown and its position plus one,
-// until fn returns false.
+// until fn returns false. fn must not keep c, which is reused.
 func (r *Root) listing(d *node, off uint64, fn func(c *node, next uint64) bool) {
 	var nstatic uint64
+	var c node // one for the whole listing: fn may not keep it
 	if e := d.e; e != nil && e.dir != nil {
 		ch := e.dir.children
 		nstatic = uint64(len(ch))
 		for i := off; i < nstatic; i++ {
-			c := r.staticNode(ch[i])
+			c = r.staticNode(ch[i])
 			if !fn(&c, i+1) {
 				return
 			}
@@ -157,7 +158,7 @@ func (r *Root) listing(d *node, off uint64, fn func(c *node, next uint64) bool) 
 		if p&placeBase == placeNPY && pt.isFile(s) {
 			name = pt.npyName(pt.slots[s] &^ fileRef)
 		}
-		c := r.pathNode(p, s, name)
+		c = r.pathNode(p, s, name)
 		if !fn(&c, nstatic+uint64(s-lo)+1) {
 			return
 		}
