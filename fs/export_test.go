@@ -16,7 +16,7 @@ import (
 
 // readEntry reads a whole file of the tree through Root.read in pieces of
 // step bytes, as the kernel would.
-func readEntry(t *testing.T, r *Root, e *entry, step int) []byte {
+func readEntry(t *testing.T, r *Root, e *node, step int) []byte {
 	t.Helper()
 	var out []byte
 	buf := make([]byte, step)
@@ -74,8 +74,8 @@ func TestExportTree(t *testing.T) {
 			}
 		}
 		// The views' directories count .safetensors as a subdirectory.
-		if d := r.lookupPath(".f32"); d.dir.nsubdirs != 2 { // model/, .safetensors/
-			t.Errorf(".f32 has %d subdirectories", d.dir.nsubdirs)
+		if d := r.lookupPath(".f32"); r.subdirs(d) != 2 { // model/, .safetensors/
+			t.Errorf(".f32 has %d subdirectories", r.subdirs(d))
 		}
 	}
 }
