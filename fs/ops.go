@@ -23,10 +23,16 @@ func (r *Root) fillAttr(e *node, a *fuse.Attr) {
 	a.Blksize = 1 << 20 // invites large reads (cat, cp and Python size buffers by it)
 	if e.isDir() {
 		a.Mode = dirMode
+		if e.e != nil && e.e.dir != nil && e.e.dir.private {
+			a.Mode = syscall.S_IFDIR | 0o500
+		}
 		a.Nlink = 2 + r.subdirs(e)
 		return
 	}
 	a.Mode = fileMode
+	if e.file.private {
+		a.Mode = syscall.S_IFREG | 0o400
+	}
 	a.Nlink = 1
 	size := e.file.size
 	if e.file.kind == kindStats {

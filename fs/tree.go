@@ -3,6 +3,7 @@ package fs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"sort"
@@ -94,6 +95,22 @@ type Options struct {
 	// ExportFiles go beside model.safetensors in every .safetensors/
 	// directory (see export.go and ModelDirFiles).
 	ExportFiles []ExportFile
+
+	// Extra are directories of fixed files that the command serves at the
+	// top level beside the views (the .cuda/ of a --gpu mount); see
+	// ExtraDir.
+	Extra []ExtraDir
+}
+
+// ExtraDir is a directory of fixed files at the top of the tree. Its
+// name starts with '.' (never a tensor path) and clashes with no other
+// top-level entry. A Private one is mode 0500 and its files 0400: with a
+// mount that is not --allow-other only its owner reaches the mount anyway,
+// and the modes say so; others are 0555 and 0444 like the rest.
+type ExtraDir struct {
+	Name    string
+	Files   map[string][]byte
+	Private bool
 }
 
 // entry is a static node of the tree: a directory (dir != nil) or a
@@ -120,6 +137,8 @@ type dirData struct {
 	// its children (0: none). Tensor paths never start with '.', static
 	// names always do, so the two never clash.
 	view place
+	// private: mode 0500 (an ExtraDir's)
+	private bool
 }
 
 func (e *entry) isDir() bool { return e.dir != nil }
@@ -178,8 +197,10 @@ type fileData struct {
 	// Tensors.
 	form  tensorForm
 	dtype dtype.DType // dtype of the served bytes (the view's, or stored)
-	size  int64
-	t     *index.Tensor
+	// private: mode 0400 (an ExtraDir's files)
+	private bool
+	size    int64
+	t       *index.Tensor
 }
 
 // tensorForm is how a tensor file's bytes are made.
@@ -391,6 +412,9 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 		return nil, fmt.Errorf("fs: index.json: %v", err)
 	}
 	top.attach(r.buildControl())
+	if err := r.addExtra(top); err != nil {
+		return nil, err
+	}
 
 	r.top = top.finish()
 	r.top.dir.view = placeTop
@@ -580,6 +604,51 @@ func (r *Root) viewFile(t *index.Tensor, dt dtype.DType) (f fileData, ok bool, e
 func (r *Root) drop(t *index.Tensor, viewName string, err error) {
 	r.dropped++
 	r.logger.Printf("tensor %q left out of the %s view: %v", t.Name, viewName, err)
+}
+
+// addExtra attaches Options.Extra at the top of the tree.
+func (r *Root) addExtra(top *builder) error {
+	for _, x := range r.opts.Extra {
+		if !strings.HasPrefix(x.Name, ".") || strings.Contains(x.Name, "/") || top.attached(x.Name) != nil {
+			return fmt.Errorf("fs: extra directory %q: want a free top-level name starting with '.'", x.Name)
+		}
+		b := newBuilder(x.Name)
+		names := make([]string, 0, len(x.Files))
+		for n := range x.Files {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if err := b.addVirtual(n, bytesFile(x.Files[n])); err != nil {
+				return fmt.Errorf("fs: extra file %s/%s: %v", x.Name, n, err)
+			}
+		}
+		e := b.finish()
+		if x.Private {
+			e.dir.private = true
+			for _, c := range e.children() {
+				c.file.private = true
+			}
+		}
+		top.attach(e)
+	}
+	return nil
+}
+
+// bytesFile is a virtual file of fixed bytes.
+type bytesFile []byte
+
+func (b bytesFile) Size() int64 { return int64(len(b)) }
+
+func (b bytesFile) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 // buildControl builds .tensorfs/: index.json, metadata/<key>, stats.json.

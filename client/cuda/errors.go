@@ -75,3 +75,9 @@ func (e *Error) Error() string {
 
 // DevicePtr is an address in device memory.
 type DevicePtr uintptr
+
+// formatUUID spells a device UUID as nvidia-smi -L does.
+func formatUUID(u [16]byte) string {
+	h := fmt.Sprintf("%x", u[:])
+	return "GPU-" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}

@@ -15,6 +15,7 @@ package cuda
 typedef int tfs_err;          // cudaError_t
 typedef void* tfs_stream;     // cudaStream_t
 typedef void* tfs_event;      // cudaEvent_t
+typedef struct { char reserved[64]; } tfs_ipc_handle; // cudaIpcMemHandle_t
 
 enum {
 	tfs_memcpy_h2d = 1,         // cudaMemcpyHostToDevice
@@ -50,6 +51,10 @@ typedef struct {
 	tfs_err (*MemGetInfo)(size_t*, size_t*);
 	tfs_err (*HostRegister)(void*, size_t, unsigned int);
 	tfs_err (*HostUnregister)(void*);
+	tfs_err (*IpcGetMemHandle)(tfs_ipc_handle*, void*);
+	tfs_err (*IpcOpenMemHandle)(void**, tfs_ipc_handle, unsigned int);
+	tfs_err (*IpcCloseMemHandle)(void*);
+	tfs_err (*GetDeviceProperties)(void*, int);
 } tfs_cudart;
 
 // tfs_open loads the library at path and resolves its symbols. On failure
@@ -97,6 +102,13 @@ static tfs_cudart* tfs_open(const char* path, char* err, size_t errlen) {
 	OPT(MemGetInfo, "cudaMemGetInfo")
 	OPT(HostRegister, "cudaHostRegister")
 	OPT(HostUnregister, "cudaHostUnregister")
+	OPT(IpcGetMemHandle, "cudaIpcGetMemHandle")
+	OPT(IpcOpenMemHandle, "cudaIpcOpenMemHandle")
+	OPT(IpcCloseMemHandle, "cudaIpcCloseMemHandle")
+	// CUDA 12 and later name it _v2 (the header's macro); older runtimes
+	// have only the plain name. Both begin with name[256] and the UUID.
+	OPT(GetDeviceProperties, "cudaGetDeviceProperties_v2")
+	if (!r->GetDeviceProperties) OPT(GetDeviceProperties, "cudaGetDeviceProperties")
 #undef REQ
 #undef OPT
 	return r;
@@ -150,6 +162,50 @@ static tfs_err tfs_host_register(tfs_cudart* r, int dev, void* p, size_t n, unsi
 }
 
 static tfs_err tfs_host_unregister(tfs_cudart* r, void* p) { return r->HostUnregister(p); }
+
+static int tfs_can_ipc(tfs_cudart* r) { return r->IpcGetMemHandle && r->IpcOpenMemHandle && r->IpcCloseMemHandle; }
+
+static tfs_err tfs_ipc_get(tfs_cudart* r, int dev, uintptr_t p, void* out) {
+	tfs_err e = r->SetDevice(dev);
+	if (e) return e;
+	tfs_ipc_handle h;
+	e = r->IpcGetMemHandle(&h, (void*)p);
+	if (!e) memcpy(out, h.reserved, sizeof h.reserved);
+	return e;
+}
+
+// cudaIpcMemLazyEnablePeerAccess
+#define tfs_ipc_lazy_peer 1
+
+static tfs_err tfs_ipc_open(tfs_cudart* r, int dev, const void* in, uintptr_t* out) {
+	tfs_err e = r->SetDevice(dev);
+	if (e) return e;
+	tfs_ipc_handle h;
+	memcpy(h.reserved, in, sizeof h.reserved);
+	void* p = NULL;
+	e = r->IpcOpenMemHandle(&p, h, tfs_ipc_lazy_peer);
+	*out = (uintptr_t)p;
+	return e;
+}
+
+static tfs_err tfs_ipc_close(tfs_cudart* r, uintptr_t p) { return r->IpcCloseMemHandle((void*)p); }
+
+// tfs_device_uuid writes device dev's name (up to 255 bytes, NUL ended)
+// and 16-byte UUID; -1 when the runtime cannot say.
+static tfs_err tfs_device_uuid(tfs_cudart* r, int dev, char* name, unsigned char* uuid) {
+	if (!r->GetDeviceProperties) return -1;
+	// cudaDeviceProp is about 1 KiB; leave room for later additions.
+	char* prop = calloc(1, 16384);
+	if (!prop) return 2;
+	tfs_err e = r->GetDeviceProperties(prop, dev);
+	if (!e) {
+		memcpy(name, prop, 255);
+		name[255] = 0;
+		memcpy(uuid, prop + 256, 16);
+	}
+	free(prop);
+	return e;
+}
 
 static tfs_err tfs_free_host(tfs_cudart* r, void* p) { return r->FreeHost(p); }
 
@@ -403,6 +459,57 @@ func (rt *Runtime) HostUnregister(b []byte) error {
 		return nil
 	}
 	return rt.check("cudaHostUnregister", C.tfs_host_unregister(rt.c, unsafe.Pointer(unsafe.SliceData(b))))
+}
+
+// IPCHandleSize is the size of a cudaIpcMemHandle_t.
+const IPCHandleSize = 64
+
+// CanIPC reports whether the runtime has the CUDA IPC calls.
+func (rt *Runtime) CanIPC() bool { return C.tfs_can_ipc(rt.c) != 0 }
+
+// IPCHandle returns the cudaIpcMemHandle_t of device memory p (the base
+// of a cudaMalloc allocation) on dev, which another process opens with
+// OpenIPCHandle.
+func (rt *Runtime) IPCHandle(dev int, p DevicePtr) ([IPCHandleSize]byte, error) {
+	var h [IPCHandleSize]byte
+	if !rt.CanIPC() {
+		return h, fmt.Errorf("cuda: %s has no CUDA IPC (cudaIpcGetMemHandle)", rt.path)
+	}
+	err := rt.check("cudaIpcGetMemHandle", C.tfs_ipc_get(rt.c, C.int(dev), C.uintptr_t(p), unsafe.Pointer(&h[0])))
+	return h, err
+}
+
+// OpenIPCHandle maps another process's allocation into this one on dev
+// (cudaIpcOpenMemHandle); CloseIPCHandle undoes it.
+func (rt *Runtime) OpenIPCHandle(dev int, h [IPCHandleSize]byte) (DevicePtr, error) {
+	if !rt.CanIPC() {
+		return 0, fmt.Errorf("cuda: %s has no CUDA IPC (cudaIpcOpenMemHandle)", rt.path)
+	}
+	var p C.uintptr_t
+	if err := rt.check("cudaIpcOpenMemHandle", C.tfs_ipc_open(rt.c, C.int(dev), unsafe.Pointer(&h[0]), &p)); err != nil {
+		return 0, err
+	}
+	return DevicePtr(p), nil
+}
+
+// CloseIPCHandle unmaps memory from OpenIPCHandle.
+func (rt *Runtime) CloseIPCHandle(p DevicePtr) error {
+	return rt.check("cudaIpcCloseMemHandle", C.tfs_ipc_close(rt.c, C.uintptr_t(p)))
+}
+
+// DeviceUUID returns device dev's name and its UUID as nvidia-smi -L
+// prints it ("GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx").
+func (rt *Runtime) DeviceUUID(dev int) (name, uuid string, err error) {
+	var cname [256]C.char
+	var u [16]byte
+	e := C.tfs_device_uuid(rt.c, C.int(dev), &cname[0], (*C.uchar)(unsafe.Pointer(&u[0])))
+	if e == -1 {
+		return "", "", fmt.Errorf("cuda: %s has no cudaGetDeviceProperties", rt.path)
+	}
+	if err := rt.check("cudaGetDeviceProperties", e); err != nil {
+		return "", "", err
+	}
+	return C.GoString(&cname[0]), formatUUID(u), nil
 }
 
 // FreeHost frees memory from HostAlloc.

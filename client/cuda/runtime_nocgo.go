@@ -58,3 +58,14 @@ func (rt *Runtime) HostRegister(int, []byte) error           { return errNoCgo }
 func (rt *Runtime) HostUnregister([]byte) error              { return errNoCgo }
 
 const hostAllocWriteCombined = 4
+
+// IPCHandleSize is the size of a cudaIpcMemHandle_t.
+const IPCHandleSize = 64
+
+func (rt *Runtime) CanIPC() bool { return false }
+func (rt *Runtime) IPCHandle(int, DevicePtr) ([IPCHandleSize]byte, error) {
+	return [IPCHandleSize]byte{}, errNoCgo
+}
+func (rt *Runtime) OpenIPCHandle(int, [IPCHandleSize]byte) (DevicePtr, error) { return 0, errNoCgo }
+func (rt *Runtime) CloseIPCHandle(DevicePtr) error                            { return errNoCgo }
+func (rt *Runtime) DeviceUUID(int) (string, string, error)                    { return "", "", errNoCgo }

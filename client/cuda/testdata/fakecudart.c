@@ -21,7 +21,11 @@
 //
 // Build: gcc -shared -fPIC -O2 -pthread -o libcudart.so fakecudart.c
 
+#define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +50,8 @@ enum { kindH2D = 1, kindD2H = 2 };
 typedef struct alloc {
 	char* p;
 	size_t n;
+	int fd;   // device memory: the memfd behind it (CUDA IPC hands it out), or -1
+	int ipc;  // opened with cudaIpcOpenMemHandle: closed with cudaIpcCloseMemHandle, not freed
 	int host; // 0 device memory, 1 pinned host memory (cudaHostAlloc), 2 registered host memory (cudaHostRegister: not ours to free)
 	struct alloc* next;
 } alloc;
@@ -228,9 +234,21 @@ static cudaError_t do_alloc(void** p, size_t n, int host, const char* name) {
 	}
 	alloc* a = calloc(1, sizeof *a);
 	// Pinned memory is page-aligned, as cudaHostAlloc's is (O_DIRECT
-	// reads go straight into it).
+	// reads go straight into it). Device memory lives in a memfd, so that
+	// another process can map it through a CUDA IPC handle.
 	char* m = NULL;
-	if (posix_memalign((void**)&m, 4096, n ? n : 1) != 0) m = NULL;
+	int fd = -1;
+	if (host) {
+		if (posix_memalign((void**)&m, 4096, n ? n : 1) != 0) m = NULL;
+	} else {
+		fd = memfd_create("fakecudart-device", MFD_CLOEXEC);
+		if (fd >= 0 && ftruncate(fd, n ? n : 1) == 0) {
+			m = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			if (m == MAP_FAILED) m = NULL;
+		}
+		if (!m && fd >= 0) { close(fd); fd = -1; }
+	}
+	if (a) a->fd = fd;
 	if (!a || !m) {
 		free(a);
 		free(m);
@@ -264,9 +282,18 @@ static cudaError_t do_free(void* p, int host, const char* name) {
 	for (alloc** ap = &allocs; *ap; ap = &(*ap)->next) {
 		alloc* a = *ap;
 		if (a->p == p && a->host == host) {
+			if (a->ipc) {
+				logline("ERROR %s of memory opened with cudaIpcOpenMemHandle %p", name, p);
+				LEAVE(cudaErrorInvalidValue);
+			}
 			*ap = a->next;
-			if (!host) device_used -= a->n;
-			free(a->p);
+			if (!host) {
+				device_used -= a->n;
+				munmap(a->p, a->n ? a->n : 1);
+				close(a->fd);
+			} else {
+				free(a->p);
+			}
 			free(a);
 			LEAVE(sticky);
 		}
@@ -321,15 +348,93 @@ cudaError_t cudaHostUnregister(void* p) {
 	LEAVE(cudaErrorHostMemoryNotRegistered);
 }
 
-// fakeRegistered returns the registrations still in place (a test checks
-// that none is left behind).
-int fakeRegistered(void) {
+// CUDA IPC: a handle names the exporting process and the memfd behind an
+// allocation; another process maps that file, so both see the same
+// "device memory", as on a GPU. Opening a handle in its own process, of
+// a process that is gone, or of anything but an allocation's base fails.
+typedef struct { char reserved[64]; } cudaIpcMemHandle_t;
+typedef struct { char magic[8]; int32_t pid, fd; uint64_t n; } fakeHandle;
+
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* h, void* p) {
 	ENTER();
-	int k = 0;
-	for (alloc* a = allocs; a; a = a->next) k += a->host == 2;
-	pthread_mutex_unlock(&mu);
-	return k;
+	CHECK_STICKY();
+	logline("cudaIpcGetMemHandle ptr=%p", p);
+	for (alloc* a = allocs; a; a = a->next) {
+		if (a->host == 0 && !a->ipc && a->p == p) {
+			fakeHandle f = {"FAKEIPC", (int32_t)getpid(), a->fd, a->n};
+			memset(h, 0, sizeof *h);
+			memcpy(h->reserved, &f, sizeof f);
+			LEAVE(cudaSuccess);
+		}
+	}
+	logline("ERROR cudaIpcGetMemHandle of %p, which is no allocation's base", p);
+	LEAVE(cudaErrorInvalidValue);
 }
+
+cudaError_t cudaIpcOpenMemHandle(void** p, cudaIpcMemHandle_t h, unsigned int flags) {
+	ENTER();
+	CHECK_STICKY();
+	fakeHandle f;
+	memcpy(&f, h.reserved, sizeof f);
+	logline("cudaIpcOpenMemHandle pid=%d fd=%d n=%llu flags=%u", f.pid, f.fd, (unsigned long long)f.n, flags);
+	if (memcmp(f.magic, "FAKEIPC", 8) != 0 || f.pid == getpid()) {
+		logline("ERROR cudaIpcOpenMemHandle of a bad handle or in the exporting process");
+		LEAVE(cudaErrorInvalidValue);
+	}
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/fd/%d", f.pid, f.fd);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		logline("ERROR cudaIpcOpenMemHandle: %s: the exporting process or its allocation is gone", path);
+		LEAVE(cudaErrorInvalidValue);
+	}
+	char* m = mmap(NULL, f.n ? f.n : 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	alloc* a = calloc(1, sizeof *a);
+	if (m == MAP_FAILED || !a) {
+		free(a);
+		LEAVE(cudaErrorMemoryAllocation);
+	}
+	a->p = m;
+	a->n = f.n;
+	a->fd = -1;
+	a->ipc = 1;
+	a->next = allocs;
+	allocs = a;
+	*p = m;
+	logline("cudaIpcOpenMemHandle -> ptr=%p", (void*)m);
+	LEAVE(cudaSuccess);
+}
+
+cudaError_t cudaIpcCloseMemHandle(void* p) {
+	ENTER();
+	run_all();
+	logline("cudaIpcCloseMemHandle ptr=%p", p);
+	for (alloc** ap = &allocs; *ap; ap = &(*ap)->next) {
+		alloc* a = *ap;
+		if (a->p == p && a->ipc) {
+			*ap = a->next;
+			munmap(a->p, a->n ? a->n : 1);
+			free(a);
+			LEAVE(sticky);
+		}
+	}
+	logline("ERROR cudaIpcCloseMemHandle of %p, not opened by cudaIpcOpenMemHandle", p);
+	LEAVE(cudaErrorInvalidValue);
+}
+
+// cudaGetDeviceProperties: the name and the UUID (all cudaDeviceProp
+// begins with), the rest zero.
+static cudaError_t props(char* prop, int dev) {
+	ENTER();
+	logline("cudaGetDeviceProperties device=%d", dev);
+	if (dev < 0 || dev >= devices) LEAVE(cudaErrorInvalidDevice);
+	snprintf(prop, 256, "fakecudart stand-in %d", dev);
+	for (int i = 0; i < 16; i++) prop[256 + i] = (char)(0x10 * (dev + 1) + i);
+	LEAVE(cudaSuccess);
+}
+cudaError_t cudaGetDeviceProperties(char* prop, int dev) { return props(prop, dev); }
+cudaError_t cudaGetDeviceProperties_v2(char* prop, int dev) { return props(prop, dev); }
 
 cudaError_t cudaMemGetInfo(size_t* freeb, size_t* total) {
 	ENTER();
