@@ -379,26 +379,25 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 		}
 		listed = listFiles(nativeFiles, "")
 	} else {
-		if v, files, ok := r.buildView("", opts.View, nativeFiles); ok {
-			for _, c := range v.children() {
-				top.attach(c)
-			}
-			listed = listFiles(files, "")
+		v, files := r.buildView("", opts.View, nativeFiles)
+		for _, c := range v.children() {
+			top.attach(c)
 		}
-		if len(native.children()) > 0 {
-			native.name = nativeDir
-			top.attach(native)
-			stored = listFiles(nativeFiles, nativeDir)
-		}
+		listed = listFiles(files, "")
+		// .native/ exists even when empty (a checkpoint of no
+		// tensors): its .safetensors/ export does.
+		native.name = nativeDir
+		top.attach(native)
+		stored = listFiles(nativeFiles, nativeDir)
 	}
+	// Every view exists, even with no tensor in it (a checkpoint of
+	// integers has nothing to convert), so that its .safetensors/ export,
+	// which holds every tensor, does too.
 	for _, fv := range floatViews {
-		if v, _, ok := r.buildView(fv.dir, fv.dt, nativeFiles); ok {
-			top.attach(v)
-		}
-	}
-	if v, ok := r.buildNPY(nativeFiles); ok {
+		v, _ := r.buildView(fv.dir, fv.dt, nativeFiles)
 		top.attach(v)
 	}
+	top.attach(r.buildNPY(nativeFiles))
 	r.addExports(top) // .safetensors/ in each tree (export.go)
 
 	r.index, err = r.newIndexFile(listed, stored)
@@ -523,8 +522,8 @@ func (r *Root) viewFile(t *index.Tensor, dt dtype.DType) (f fileData, ok bool, e
 }
 
 // buildView builds the tree of every stored file's tensor that has a view
-// in dt, and returns its files. ok is false when it would be empty.
-func (r *Root) buildView(name string, dt dtype.DType, stored []buildItem) (*entry, []buildItem, bool) {
+// in dt (an empty directory when none has), and returns its files.
+func (r *Root) buildView(name string, dt dtype.DType, stored []buildItem) (*entry, []buildItem) {
 	b := newBuilder(name, len(stored))
 	for _, it := range stored {
 		t := it.e.file.t
@@ -536,20 +535,17 @@ func (r *Root) buildView(name string, dt dtype.DType, stored []buildItem) (*entr
 			r.drop(t, dt.String(), err)
 		}
 	}
-	if b.empty() {
-		return nil, nil, false
-	}
 	root := b.finish()
 	for _, c := range b.clashes() {
 		r.drop(c.e.file.t, dt.String(), c.err)
 	}
-	return root, b.placed(), true
+	return root, b.placed()
 }
 
 // buildNPY builds .npy/: <path>.npy for every tensor view.NewNPY accepts
 // (view.NPYSize says so without building the reader), from the stored
-// tree's files.
-func (r *Root) buildNPY(stored []buildItem) (*entry, bool) {
+// tree's files; an empty directory when no tensor has one.
+func (r *Root) buildNPY(stored []buildItem) *entry {
 	b := newBuilder(npyDir, len(stored))
 	for _, it := range stored {
 		t := it.e.file.t
@@ -573,14 +569,11 @@ func (r *Root) buildNPY(stored []buildItem) (*entry, bool) {
 			r.drop(t, "npy", err)
 		}
 	}
-	if b.empty() {
-		return nil, false
-	}
 	root := b.finish()
 	for _, c := range b.clashes() {
 		r.drop(c.e.file.t, "npy", c.err)
 	}
-	return root, true
+	return root
 }
 
 func (r *Root) drop(t *index.Tensor, viewName string, err error) {
