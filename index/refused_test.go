@@ -291,3 +291,29 @@ func FuzzRefused(f *testing.F) {
 		}
 	})
 }
+
+// TestRefusedInDirectory: a directory SOURCE whose only model is in a
+// refused format says so, naming the file; beside a checkpoint such a
+// file is ignored like any other non-checkpoint file.
+func TestRefusedInDirectory(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, data []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("config.json", []byte(`{"model_type": "llama"}`))
+	write("ggml-model-q4_0.bin", rfCat(rfU32(0x67676a74, 3, 32000, 4096, 256, 32, 32, 128, 2)))
+	open := func(p string) (File, error) {
+		data, err := os.ReadFile(p)
+		return &rfFile{name: p, data: data}, err // a pointer: the loader compares Files
+	}
+	_, _, err := Load(dir, open)
+	if err == nil || !strings.Contains(err.Error(), "no checkpoint in the directory: ggml-model-q4_0.bin is a GGJT model file") {
+		t.Errorf("Load(dir) = %v", err)
+	}
+	write("model.safetensors", rfSafetensors())
+	if idx, _, err := Load(dir, open); err != nil || len(idx.Tensors) != 1 {
+		t.Errorf("with a checkpoint beside it: %v", err)
+	}
+}
