@@ -57,6 +57,16 @@
 // descriptor, so scattered header reads do not map the file's cached pages
 // into the process; other sources parse as they serve.
 //
+// # Compressed members
+//
+// InflateCache.OpenMember makes a Source of a deflated member of a zip
+// file (an .npz written by numpy.savez_compressed) that any other Source
+// (local or remote) holds: inflated once on first read, into memory or an
+// unlinked temporary file, within the cache's memory and disk limits,
+// with its size and CRC-32 checked (inflate.go). It implements none of
+// the optional interfaces: it has no descriptor to splice and no page
+// cache of the checkpoint to drop.
+//
 // # New kinds of source
 //
 // Everything above backing (index, view, fs, client) needs only the Source

@@ -161,3 +161,27 @@ func (m *mmapFile) Close() error {
 		return err
 	})
 }
+
+// Mapper is implemented by sources that read from a mapping of the whole
+// file (the Mmap mode). Mapping returns it: read-only memory, valid until
+// Close, that a caller may hand to something that reads memory directly
+// (a GPU driver registering it for DMA) instead of copying through
+// ReadAt. A load from it faults (SIGBUS) where the file was truncated
+// since; ReadAt turns that into an error, a direct reader must cope. Nil
+// for an empty file. Nothing may assume a source has one: test for the
+// interface.
+type Mapper interface {
+	Mapping() []byte
+}
+
+var _ Mapper = (*mmapFile)(nil)
+
+// Mapping returns the file's mapping (Mapper); nil after Close.
+func (m *mmapFile) Mapping() []byte {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return nil
+	}
+	return m.data
+}

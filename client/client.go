@@ -163,7 +163,7 @@ func FromIndex(path string, idx *index.Index, files []backing.Source) (*Checkpoi
 	c := &Checkpoint{
 		path:    path,
 		format:  idx.Format,
-		sources: idx.Sources,
+		sources: idx.Files(),
 		idx:     idx,
 		files:   files,
 	}
@@ -173,13 +173,15 @@ func FromIndex(path string, idx *index.Index, files []backing.Source) (*Checkpoi
 		if t.Source < 0 || t.Source >= len(files) {
 			return nil, fmt.Errorf("%s: tensor %q: source %d out of range", path, t.Name, t.Source)
 		}
-		off := int64(-1)
-		if t.Contiguous() {
+		off, src := int64(-1), idx.Sources[t.Source]
+		if m := idx.Member(t.Source); m != nil {
+			src = idx.Sources[m.File] // a compressed member: no range of the file
+		} else if t.Contiguous() {
 			off = t.Offset
 		}
 		infos[i] = TensorInfo{
 			Name: t.Name, Path: t.Path, DType: t.DType, Shape: t.Shape, Size: t.Size,
-			Source: idx.Sources[t.Source], Offset: off,
+			Source: src, Offset: off,
 		}
 	}
 	if err := c.setTensors(infos); err != nil {

@@ -7,12 +7,12 @@ import (
 	"strings"
 )
 
-// builder assembles one directory tree in time and memory linear in the
-// bytes of its paths: add only records each file and its path, and
-// finish sorts them once (component by component) and builds every
-// directory in one pass with a stack of the open directories, with no
-// map and no prefix string per directory. A name 32,767 components deep
-// costs what its 32,767 directories do, not the square of its length.
+// builder assembles a tree of static entries (the top level, .tensorfs/,
+// .safetensors/; the tensors' own directories are the path tree's,
+// paths.go) in time and memory linear in the bytes of its paths: add only
+// records each file and its path, and finish sorts them once (component
+// by component) and builds every directory in one pass with a stack of
+// the open directories, with no map and no prefix string per directory.
 type builder struct {
 	root    *entry
 	items   []buildItem
@@ -24,9 +24,6 @@ type buildItem struct {
 	path string
 	e    *entry
 	seq  int // order of add, so that the first of two equal paths wins
-	// After finish: the directory e was placed in, or nil when it was
-	// left out (see clash).
-	parent *entry
 }
 
 // clash is an item finish left out, and why.
@@ -49,7 +46,7 @@ func newBuilder(name string, sizeHint ...int) *builder {
 // directories, and returns its entry. It fails when a component is
 // unusable; a clash with another path (a file and a directory, or two
 // files, at one path) is found by finish, which leaves the later path in
-// the build order out (see placed and clashes).
+// the build order out (see clashes).
 func (b *builder) add(p string, f fileData) (*entry, error) {
 	if err := checkPath(p); err != nil {
 		return nil, err
@@ -185,7 +182,6 @@ func (b *builder) finish() *entry {
 			continue
 		}
 		appendChild(dir, it.e)
-		it.parent = dir
 	}
 	// Children slices grew by appending: trim those with much spare
 	// room (the tree lives as long as the mount).
@@ -210,20 +206,6 @@ func appendChild(d, c *entry) {
 	if c.isDir() {
 		d.dir.nsubdirs++
 	}
-}
-
-// placed returns the items finish put in the tree, in path order.
-func (b *builder) placed() []buildItem {
-	if len(b.clashed) == 0 {
-		return b.items
-	}
-	out := make([]buildItem, 0, len(b.items)-len(b.clashed))
-	for _, it := range b.items {
-		if it.parent != nil {
-			out = append(out, it)
-		}
-	}
-	return out
 }
 
 // clashes returns the items finish left out, in path order, and why.

@@ -108,8 +108,8 @@ func TestReadsCountServed(t *testing.T) {
 		idx, mem := fixture(t, basicSpecs)
 		src := &dropSource{memSource: mem}
 		r := newRoot(t, idx, src, Options{})
-		files := map[string]*entry{}
-		tensorFiles(r.top, "", files)
+		files := map[string]*node{}
+		tensorFiles(r.lookupPath(""), "", files)
 		buf := make([]byte, 7) // small reads, at every offset
 		for p, e := range files {
 			if only != "" && !strings.HasPrefix(p, only) || only == "" && strings.HasPrefix(p, "/.") {
@@ -135,7 +135,7 @@ func TestReadsCountServed(t *testing.T) {
 // of step bytes and ends each reply (Done), as go-fuse does once it has
 // written it, so that spliced reads count too. It reports a failed read
 // with t.Errorf (it runs in goroutines too) and returns nil.
-func readCounted(t *testing.T, r *Root, e *entry, step int) []byte {
+func readCounted(t *testing.T, r *Root, e *node, step int) []byte {
 	t.Helper()
 	var out []byte
 	buf := make([]byte, step)

@@ -13,21 +13,63 @@
 // two clash). Directories are 0555, files 0444 with their exact size, and
 // every time stamp is the newest backing file's mtime. Each directory's
 // children are sorted by name and found by binary search; inode numbers
-// are assigned depth-first in name order, so they depend only on the
-// index.
+// (below) depend only on the index.
 //
-// Each tree is built in time and memory linear in the bytes of its paths
-// (build.go): the paths are sorted once, component by component, and the
-// directories made in one pass with a stack of the open ones; nothing is
-// kept per prefix, so a name 32,767 components deep costs its 32,767
-// directories, not their square. Memory is one 64-byte entry per file and
-// directory of every view, a slot in its directory and one in the inode
-// table (about 90 bytes in all), and nothing more per inode the kernel
-// looks up: the mount is served through go-fuse's raw API (raw.go), the
-// kernel's node ID of an entry being its inode number, an index into the
-// inode table, so there is no go-fuse Inode, identity map or lookup count,
-// and FORGET is a no-op. .tensorfs/index.json is rendered on demand
-// (indexFile), not kept.
+// One tree, every view. The tensors' directories and files are built
+// once, in one path tree (paths.go), that every place showing tensors
+// shares: the top level, .native/, .bf16/ .f16/ .f32/ .f64/ and .npy/. A
+// view is not a copy of the tree but a flag on its nodes: a membership
+// byte per file (which places hold it; worked out at NewRoot with the
+// checks view.New and NewNPY run) and per directory (which places have a
+// file below it), so that a directory with nothing a view holds below it
+// is absent from that view, as is a tensor the view cannot show. The
+// tree is flat slices of integers: directories numbered in preorder,
+// files numbered as their tensors, and a slot per node holding every
+// directory's children together, sorted by name (found by binary
+// search); a directory's name is kept once in a string of names (a name
+// equal to the one before is not repeated), a file's is the last
+// component of its tensor's path. A directory costs 13 bytes and a file
+// 5, whatever the number of views: memory linear in the paths, once
+// (400 names 2,000 components deep, a 1.6 MB header: 10.5 MB, where six
+// trees of 64-byte entries took 539 MB). It is built in three walks of
+// the sorted paths with a stack of the open directories (count, name,
+// fill the slots), in time linear in the paths' bytes and with nothing
+// kept per prefix.
+//
+// Node IDs (the kernel's, and inode numbers): the static entries (the
+// top level, the view directories, .tensorfs/ and what it holds, the
+// .safetensors/ directories and their files: entry, a few dozen, built
+// with a builder) are numbered 1 (the top) and up, depth-first in name
+// order. A node of the path tree seen in a place has the node ID
+//
+//	place<<32 | slot+1
+//
+// where place says which view (placeTop, placeNative, placeBF16...
+// placeNPY, in its low 4 bits) and slot is the node's slot: the same
+// directory in two views is two inodes, and every number depends only on
+// the index. A request turns its node ID into a node value (node.go: the
+// place, the directory's number or the file's fileData for that place)
+// and keeps nothing per node the kernel looks up: the mount is served
+// through go-fuse's raw API (raw.go), with no go-fuse Inode, identity
+// map or lookup count, and FORGET is a no-op. A static directory shows a
+// place's root after its own children (dirData.view), so a view
+// directory holding only .safetensors/ is a static directory with an
+// empty place. In .npy/ a file is listed and looked up as <name>.npy
+// (<name>.npy% where a sibling directory is called <name>.npy), and its
+// listing is in the stored tree's order. .tensorfs/index.json is rendered
+// on demand (indexFile), not kept: a tensor index per line.
+//
+// Variants of a view without a tree each: the 28 bits of place above the
+// base place are 0 today and reserved for parameters of a view computed
+// on demand, such as tensor-parallel slices (.split/<dim>/<parts>/<part>/
+// under each view): dim, parts and part would be encoded there (say 6,
+// 11 and 11 bits), so that <part>/<path> is the shared tree's node at
+// slot with a place of (base, dim, parts, part), its file's size and
+// reader computed from those parameters as a converted file's are from
+// its dtype, and the directories .split/, <dim>/, <parts>/ above it
+// nodes whose low 32 bits are 0 (no slot: the place's root) with the
+// parameters given so far. Readers built on first open are kept by node
+// ID (contentsMap), so they too need nothing per combination until read.
 //
 // # Adding a directory or a kind of file
 //
@@ -43,7 +85,8 @@
 //
 // A file served through a view.Reader (a converted or .npy view, a
 // strided or big-endian stored tensor) gets its reader on its first open
-// or read, not at mount: NewRoot sizes it with view.Size or view.NPYSize,
+// or read, not at mount, kept by node ID: NewRoot checks it with
+// view.Size or view.NPYSize (and they size it until the reader exists),
 // which run the very checks view.New and NewNPY run, so the tree (which
 // tensors each view holds, every size) is what eager readers would give.
 // Concurrent first reads may each build a reader; one is kept. Should a
@@ -62,9 +105,13 @@
 //     at each open);
 //   - .f32/ .f16/ .bf16/ .f64/: the tree of tensors that view.Convertible
 //     accepts (a tensor already in that dtype is served as stored), and
-//     .npy/ with <path>.npy for each tensor view.NewNPY accepts. A view
-//     that would be empty is left out; a tensor whose view path would
-//     clash or be too long is left out of that view with a log line;
+//     .npy/ with <path>.npy for each tensor view.NewNPY accepts. Each
+//     exists even with no tensor in it (a checkpoint of integers, or of
+//     no tensors; .native/ too, with Options.View), so that its
+//     .safetensors/ export does: its place is then empty. Inside a view,
+//     a directory with nothing of that view below it is absent; a tensor
+//     whose view path would be too long is left out of that view with a
+//     log line;
 //   - .safetensors/ (export.go): model.safetensors, the tree as one
 //     safetensors file (view.Export in the tree's dtype), and beside it
 //     Options.ExportFiles (a Hugging Face directory's config and

@@ -207,8 +207,8 @@ func (s sourceReader) ReadAt(p []byte, off int64) (int, error) {
 
 // exportReader returns the reader of an export file: the file beside
 // model.safetensors, or the export, built on first use (see reader).
-func (r *Root) exportReader(e *entry) (view.Reader, error) {
-	if c := e.contents.Load(); c != nil {
+func (r *Root) exportReader(e *node) (view.Reader, error) {
+	if c := e.loadContents(); c != nil {
 		return c.r, c.err
 	}
 	srcs := make([]backing.Source, len(r.sources))
@@ -224,8 +224,8 @@ func (r *Root) exportReader(e *entry) (view.Reader, error) {
 	if err == nil {
 		c.r = x
 	}
-	if !e.contents.CompareAndSwap(nil, c) {
-		c = e.contents.Load()
+	if c, stored := e.storeContents(c); !stored {
+		return c.r, c.err
 	} else if err != nil {
 		r.logger.Printf("safetensors export in %s: %v", exportDTypeName(e.file.dtype), err)
 	}
@@ -246,7 +246,7 @@ func (r *Root) exportFd(src backing.Source) (s, fd int) {
 // readExport serves [off, off+len(dest)) of an export file (clamped by
 // read): spliced from the source when the range lies inside one tensor
 // stored contiguously there, else copied into dest.
-func (r *Root) readExport(e *entry, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+func (r *Root) readExport(e *node, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	v, err := r.exportReader(e)
 	if err != nil {
 		return nil, toErrno(err)

@@ -16,7 +16,7 @@ import (
 
 // readEntry reads a whole file of the tree through Root.read in pieces of
 // step bytes, as the kernel would.
-func readEntry(t *testing.T, r *Root, e *entry, step int) []byte {
+func readEntry(t *testing.T, r *Root, e *node, step int) []byte {
 	t.Helper()
 	var out []byte
 	buf := make([]byte, step)
@@ -63,14 +63,10 @@ func testExportTree(t *testing.T, specs []spec) {
 		if d := r.lookupPath(npyDir); d == nil || !d.isDir() {
 			t.Errorf("%d tensors, view %v: no .npy/", len(idx.Tensors), view0)
 		} else {
-			n := 0
-			walkTree(d, func(e *entry) {
-				if !e.isDir() {
-					n++
-				}
-			})
-			if n != len(idx.Tensors) {
-				t.Errorf("%d tensors, view %v: %d files in .npy/", len(idx.Tensors), view0, n)
+			files := map[string]*node{}
+			tensorFiles(d, "", files)
+			if n := len(files); n != len(idx.Tensors) {
+				t.Errorf("%d tensors, view %v: %d files in .npy/", len(idx.Tensors), view0, len(files))
 			}
 		}
 		dirs := map[string]dtype.DType{".safetensors": view0, ".f32/.safetensors": dtype.F32, ".f16/.safetensors": dtype.F16, ".bf16/.safetensors": dtype.BF16, ".f64/.safetensors": dtype.F64}
@@ -106,8 +102,8 @@ func testExportTree(t *testing.T, specs []spec) {
 		if len(specs) > 0 && specs[0].dt.IsFloatView() {
 			want++ // model/
 		}
-		if d := r.lookupPath(".f32"); d.dir.nsubdirs != want {
-			t.Errorf(".f32 has %d subdirectories, want %d", d.dir.nsubdirs, want)
+		if d := r.lookupPath(".f32"); r.subdirs(d) != want {
+			t.Errorf(".f32 has %d subdirectories, want %d", r.subdirs(d), want)
 		}
 	}
 }

@@ -25,14 +25,14 @@ import (
 // indexMarkEvery-th unit starts; a read renders from the mark before it
 // to its end. A unit is the head (up to the first tensor line), one
 // tensor line, the text between the two lists, or the tail. What is kept
-// is the head, a pointer and path per tensor, and a mark per
+// is the head, a tensor index per tensor, and a mark per
 // indexMarkEvery lines.
 type indexFile struct {
 	r          *Root
 	head, mid  []byte
 	tail       []byte
-	lists      [2][]listedTensor // "tensors", and "native" with a view
-	marks      []int64           // marks[k]: offset of unit k*indexMarkEvery
+	lists      [2][]uint32 // "tensors", and "native" with a view: tensor indices
+	marks      []int64     // marks[k]: offset of unit k*indexMarkEvery
 	size       int64
 	units      int
 	renderPool sync.Pool // *bytes.Buffer
@@ -43,8 +43,8 @@ type indexFile struct {
 const indexMarkEvery = 64
 
 // newIndexFile renders the document once for its size and marks.
-func (r *Root) newIndexFile(listed, native []listedTensor) (*indexFile, error) {
-	f := &indexFile{r: r, lists: [2][]listedTensor{listed, native}}
+func (r *Root) newIndexFile(listed, native []uint32) (*indexFile, error) {
+	f := &indexFile{r: r, lists: [2][]uint32{listed, native}}
 	var err error
 	if f.head, err = r.indexHead(); err != nil {
 		return nil, err
@@ -84,11 +84,11 @@ func (f *indexFile) unit(buf *bytes.Buffer, u int) error {
 	case u == 0:
 		buf.Write(f.head)
 	case u <= n0:
-		return f.line(buf, f.lists[0], u-1)
+		return f.line(buf, placeTop, f.lists[0], u-1)
 	case u == n0+1:
 		buf.Write(f.mid)
 	case u < f.units-1:
-		return f.line(buf, f.lists[1], u-n0-2)
+		return f.line(buf, placeNative, f.lists[1], u-n0-2)
 	default:
 		buf.Write(f.tail)
 	}
@@ -96,12 +96,12 @@ func (f *indexFile) unit(buf *bytes.Buffer, u int) error {
 }
 
 // line writes tensor line i of list, with its separator.
-func (f *indexFile) line(buf *bytes.Buffer, list []listedTensor, i int) error {
+func (f *indexFile) line(buf *bytes.Buffer, p place, list []uint32, i int) error {
 	if i > 0 {
 		buf.WriteByte(',')
 	}
 	buf.WriteString("\n    ")
-	return f.r.writeDoc(buf, list[i])
+	return f.r.writeDoc(buf, p, list[i])
 }
 
 func (f *indexFile) Size() int64 { return f.size }

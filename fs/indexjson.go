@@ -12,33 +12,32 @@ import (
 	"github.com/lazyweights/tensorfs/index"
 )
 
-// listedTensor is one top-level tensor file, as index.json describes it.
-type listedTensor struct {
-	path string
-	f    *fileData
-}
-
-// listFiles returns the tensor files among items at their paths, under
-// prefix when it is not empty, sorted by tensor name (then path).
-func listFiles(items []buildItem, prefix string) []listedTensor {
-	out := make([]listedTensor, 0, len(items))
-	for i := range items {
-		e := items[i].e
-		if e.isDir() || e.file.kind != kindTensor {
-			continue
+// listFiles returns the tensors place p holds (by index), sorted by
+// tensor name, then path: index.json's order.
+func (r *Root) listFiles(p place) []uint32 {
+	in := r.placeIn(p)
+	n := 0
+	for _, m := range r.paths.fileIn {
+		if m&in != 0 {
+			n++
 		}
-		p := items[i].path
-		if prefix != "" {
-			p = prefix + "/" + p
-		}
-		out = append(out, listedTensor{path: p, f: &e.file})
 	}
-	slices.SortStableFunc(out, func(a, b listedTensor) int {
-		if c := strings.Compare(a.f.t.Name, b.f.t.Name); c != 0 {
+	out := make([]uint32, 0, n)
+	for i, m := range r.paths.fileIn {
+		if m&in != 0 {
+			out = append(out, uint32(i))
+		}
+	}
+	ts := r.idx.Tensors
+	less := func(a, b uint32) int {
+		if c := strings.Compare(ts[a].Name, ts[b].Name); c != 0 {
 			return c
 		}
-		return strings.Compare(a.path, b.path)
-	})
+		return strings.Compare(tensorPath(&ts[a]), tensorPath(&ts[b]))
+	}
+	if !slices.IsSortedFunc(out, less) {
+		slices.SortStableFunc(out, less)
+	}
 	return out
 }
 
@@ -74,7 +73,7 @@ func (r *Root) indexHead() ([]byte, error) {
 			return nil, err
 		}
 	}
-	sources := r.idx.Sources
+	sources := r.idx.Files() // not the compressed members
 	if sources == nil {
 		sources = []string{}
 	}
@@ -95,8 +94,8 @@ func (r *Root) indexHead() ([]byte, error) {
 // writeDoc writes docOf(l) as encoding/json would (HTML characters not
 // escaped), without reflection: a million tensors' lines are rendered at
 // mount.
-func (r *Root) writeDoc(buf *bytes.Buffer, l listedTensor) error {
-	d := r.docOf(l)
+func (r *Root) writeDoc(buf *bytes.Buffer, p place, t uint32) error {
+	d := r.docOf(p, t)
 	buf.WriteString(`{"name":`)
 	if err := writeJSONString(buf, d.Name); err != nil {
 		return err
@@ -156,13 +155,20 @@ func writeJSONString(buf *bytes.Buffer, s string) error {
 	return nil
 }
 
-func (r *Root) docOf(l listedTensor) index.DocTensor {
-	f, t := l.f, l.f.t
-	d := index.DocTensor{Name: t.Name, NameHex: index.NameHex(t.Name), Path: l.path, DType: f.dtype.Name(), Shape: t.Shape, Size: f.size}
+// docOf describes tensor ti's file in place p (placeTop, or placeNative
+// under .native/).
+func (r *Root) docOf(p place, ti uint32) index.DocTensor {
+	f := r.fileIn(ti, p)
+	f.size = r.fileSize(0, &f)
+	t, path := f.t, tensorPath(f.t)
+	if p == placeNative {
+		path = nativeDir + "/" + path
+	}
+	d := index.DocTensor{Name: t.Name, NameHex: index.NameHex(t.Name), Path: path, DType: f.dtype.Name(), Shape: t.Shape, Size: f.size}
 	if d.Shape == nil {
 		d.Shape = []int64{}
 	}
-	if f.form == formDirect {
+	if f.form == formDirect && r.idx.Member(t.Source) == nil { // not a compressed member
 		off := t.Offset
 		d.Source, d.Offset = r.idx.Sources[t.Source], &off
 	}

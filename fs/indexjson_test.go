@@ -11,7 +11,7 @@ import (
 
 // indexJSON renders the whole document in one go, as NewRoot did before
 // index.json was served on demand: the reference indexFile must match.
-func (r *Root) indexJSON(listed, native []listedTensor) ([]byte, error) {
+func (r *Root) indexJSON(listed, native []uint32) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -55,7 +55,7 @@ func (r *Root) indexJSON(listed, native []listedTensor) ([]byte, error) {
 	if err := field("metadata", json.RawMessage(md), false); err != nil {
 		return nil, err
 	}
-	list := func(name string, items []listedTensor) error {
+	list := func(name string, p place, items []uint32) error {
 		buf.WriteString("  ")
 		if err := enc.Encode(name); err != nil {
 			return err
@@ -67,7 +67,7 @@ func (r *Root) indexJSON(listed, native []listedTensor) ([]byte, error) {
 				buf.WriteByte(',')
 			}
 			buf.WriteString("\n    ")
-			if err := r.writeDoc(&buf, l); err != nil {
+			if err := r.writeDoc(&buf, p, l); err != nil {
 				return err
 			}
 		}
@@ -77,12 +77,12 @@ func (r *Root) indexJSON(listed, native []listedTensor) ([]byte, error) {
 		buf.WriteString("]")
 		return nil
 	}
-	if err := list("tensors", listed); err != nil {
+	if err := list("tensors", placeTop, listed); err != nil {
 		return nil, err
 	}
 	if r.opts.View != dtype.Invalid {
 		buf.WriteString(",\n")
-		if err := list("native", native); err != nil {
+		if err := list("native", placeNative, native); err != nil {
 			return nil, err
 		}
 	}

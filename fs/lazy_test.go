@@ -29,7 +29,7 @@ func lazyFixture(t *testing.T, opts Options) (*Root, *memSource) {
 }
 
 // tensorFiles returns every tensor file under e with its path.
-func tensorFiles(e *entry, prefix string, out map[string]*entry) {
+func tensorFiles(e *node, prefix string, out map[string]*node) {
 	for _, c := range e.children() {
 		p := prefix + "/" + c.name
 		if c.isDir() {
@@ -42,7 +42,7 @@ func tensorFiles(e *entry, prefix string, out map[string]*entry) {
 
 // wantBytes is the whole file e should serve, from a reader view builds
 // afresh.
-func wantBytes(t *testing.T, e *entry, src *memSource) []byte {
+func wantBytes(t *testing.T, e *node, src *memSource) []byte {
 	t.Helper()
 	f := &e.file
 	var v view.Reader
@@ -72,12 +72,12 @@ func wantBytes(t *testing.T, e *entry, src *memSource) []byte {
 // view.New or view.NewNPY, of the size NewRoot gave it.
 func TestLazyReaders(t *testing.T) {
 	r, src := lazyFixture(t, Options{})
-	files := map[string]*entry{}
-	tensorFiles(r.top, "", files)
+	files := map[string]*node{}
+	tensorFiles(r.lookupPath(""), "", files)
 	forms := map[tensorForm]int{}
 	for p, e := range files {
 		forms[e.file.form]++
-		if c := e.contents.Load(); c != nil {
+		if c := e.loadContents(); c != nil {
 			t.Errorf("%s: contents set at mount (%+v)", p, c)
 		}
 	}
@@ -92,7 +92,7 @@ func TestLazyReaders(t *testing.T) {
 			t.Errorf("%s: size %d, the reader's %d", p, e.file.size, len(want))
 		}
 		checkReads(t, p, r, e, want)
-		if c := e.contents.Load(); (c != nil) != (e.file.form != formDirect) {
+		if c := e.loadContents(); (c != nil) != (e.file.form != formDirect) {
 			t.Errorf("%s (%s): contents %+v after reads", p, e.file.form, c)
 		}
 	}
@@ -134,7 +134,7 @@ func TestLazyReaderConcurrent(t *testing.T) {
 				t.Errorf("%s: reader %d: %v, %d bytes (want %d)", p, i, errs[i], len(got[i]), len(want))
 			}
 		}
-		c := e.contents.Load()
+		c := e.loadContents()
 		if c == nil || c.r == nil {
 			t.Fatalf("%s: no reader kept", p)
 		}

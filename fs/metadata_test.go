@@ -79,7 +79,7 @@ func TestMetadataFiles(t *testing.T) {
 		if e.file.kind != kindLazy || e.file.size != int64(len(c.want)) {
 			t.Errorf("%s: kind %d size %d, want %d", p, e.file.kind, e.file.size, len(c.want))
 		}
-		if rv, ok := e.contents.Load().r.(*renderedValue); ok && rv.data != nil {
+		if rv, ok := e.loadContents().r.(*renderedValue); ok && rv.data != nil {
 			t.Errorf("%s rendered before it was read", p)
 		}
 		if got := readPath(t, r, p); got != c.want {

@@ -165,9 +165,9 @@ func kernelMaxPages() int {
 
 // splices reports whether any file of the tree is served by splicing.
 func (r *Root) splices() bool {
-	for _, e := range r.inodes {
-		if !e.isDir() && e.file.kind == kindTensor && e.file.form == formDirect && r.fds[e.file.t.Source] >= 0 {
-			return true
+	for i := range r.idx.Tensors {
+		if t := &r.idx.Tensors[i]; t.Contiguous() && r.fds[t.Source] >= 0 {
+			return true // served spliced in the stored tree
 		}
 	}
 	return false

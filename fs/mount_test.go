@@ -57,9 +57,8 @@ func py(t *testing.T, script string, args ...string) string {
 func TestMountInProcess(t *testing.T) {
 	idx, src := fixture(t, basicSpecs)
 	r := newRoot(t, idx, src, Options{})
-	boom := r.lookupPath("scale")
-	boom.file = fileData{kind: kindTensor, form: formNative, t: boom.file.t, dtype: boom.file.dtype, size: 8}
-	boom.contents.Store(&fileContents{r: panicReader{}})
+	boom := r.lookupPath(".f32/scale") // converted: read through its reader
+	boom.storeContents(&fileContents{r: panicReader{}})
 	dir := mountForTest(t, r)
 
 	out := py(t, `
@@ -67,7 +66,7 @@ import errno, json, os, sys
 m = sys.argv[1]
 res = {}
 try:
-    open(os.path.join(m, 'scale'), 'rb').read()
+    open(os.path.join(m, '.f32', 'scale'), 'rb').read()
     res['panic'] = 'no error'
 except OSError as e:
     res['panic'] = errno.errorcode[e.errno]
@@ -122,8 +121,8 @@ print(json.dumps(res))
 	if res.Xattrs[xattrName] != tt.Name || res.Xattrs[xattrShape] != "[10,4]" || len(res.Xattrs) != 5 {
 		t.Errorf("xattrs %v", res.Xattrs)
 	}
-	if len(res.Stat) != 4 || res.Stat[0] != "0o100444" || res.Stat[1].(float64) != 160 || res.Stat[3].(float64) != float64(e.ino) {
-		t.Errorf("stat %v (ino %d)", res.Stat, e.ino)
+	if len(res.Stat) != 4 || res.Stat[0] != "0o100444" || res.Stat[1].(float64) != 160 || res.Stat[3].(float64) != float64(e.id) {
+		t.Errorf("stat %v (ino %d)", res.Stat, e.id)
 	}
 	if res.RootIno != 1 {
 		t.Errorf("root inode %d", res.RootIno)

@@ -13,8 +13,8 @@ import (
 // directly.
 
 // fillAttr sets every attribute of e (Getattr always sets Size).
-func (r *Root) fillAttr(e *entry, a *fuse.Attr) {
-	a.Ino = e.ino
+func (r *Root) fillAttr(e *node, a *fuse.Attr) {
+	a.Ino = e.id
 	a.Owner = fuse.Owner{Uid: r.uid, Gid: r.gid}
 	sec, nsec := uint64(r.mtime.Unix()), uint32(r.mtime.Nanosecond())
 	a.Mtime, a.Mtimensec = sec, nsec
@@ -23,7 +23,7 @@ func (r *Root) fillAttr(e *entry, a *fuse.Attr) {
 	a.Blksize = 1 << 20 // invites large reads (cat, cp and Python size buffers by it)
 	if e.isDir() {
 		a.Mode = dirMode
-		a.Nlink = 2 + e.dir.nsubdirs
+		a.Nlink = 2 + r.subdirs(e)
 		return
 	}
 	a.Mode = fileMode
@@ -41,7 +41,7 @@ func (r *Root) fillAttr(e *entry, a *fuse.Attr) {
 // and the file's handle state, if it has any. Every file's contents are
 // fixed for the life of the mount (FOPEN_KEEP_CACHE) except stats.json,
 // rendered at open into its handle and read without the page cache.
-func (r *Root) open(e *entry, flags uint32) (*handle, uint32, syscall.Errno) {
+func (r *Root) open(e *node, flags uint32) (*handle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		return nil, 0, syscall.EROFS
 	}
@@ -67,7 +67,7 @@ func (r *Root) open(e *entry, flags uint32) (*handle, uint32, syscall.Errno) {
 
 // readFile answers a READ of e opened with h (nil when it has no handle)
 // and counts it when e is a tensor.
-func (r *Root) readFile(e *entry, h *handle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+func (r *Root) readFile(e *node, h *handle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if e.file.kind == kindStats {
 		if h == nil { // read without an open (cannot happen): a snapshot
 			h = &handle{data: r.statsJSON()}
@@ -104,7 +104,7 @@ const (
 // name, dtype (of the bytes this file serves), shape, and source and
 // offset where the file is one contiguous range of its source; a virtual
 // file those its Xattrs gives; other entries none.
-func (r *Root) xattrs(e *entry) [][2]string {
+func (r *Root) xattrs(e *node) [][2]string {
 	f := &e.file
 	switch {
 	case e.isDir():
@@ -126,7 +126,7 @@ func (r *Root) xattrs(e *entry) [][2]string {
 		{xattrDType, f.dtype.String()},
 		{xattrShape, string(shape)},
 	}
-	if f.form == formDirect {
+	if f.form == formDirect && r.idx.Member(f.t.Source) == nil { // not a compressed member
 		a = append(a, [2]string{xattrSource, r.idx.Sources[f.t.Source]}, [2]string{xattrOffset, strconv.FormatInt(f.t.Offset, 10)})
 	}
 	return a
@@ -135,7 +135,7 @@ func (r *Root) xattrs(e *entry) [][2]string {
 // getxattr copies the value into dest; with a dest too small (or empty,
 // the size query) it returns the size and ERANGE, which go-fuse turns into
 // the size reply.
-func (r *Root) getxattr(e *entry, attr string, dest []byte) (uint32, syscall.Errno) {
+func (r *Root) getxattr(e *node, attr string, dest []byte) (uint32, syscall.Errno) {
 	for _, kv := range r.xattrs(e) {
 		if kv[0] == attr {
 			if len(dest) < len(kv[1]) {
@@ -149,7 +149,7 @@ func (r *Root) getxattr(e *entry, attr string, dest []byte) (uint32, syscall.Err
 
 // listxattr lists the names, each NUL-terminated (ERANGE and the size
 // when dest is too small, as getxattr).
-func (r *Root) listxattr(e *entry, dest []byte) (uint32, syscall.Errno) {
+func (r *Root) listxattr(e *node, dest []byte) (uint32, syscall.Errno) {
 	var list []byte
 	for _, kv := range r.xattrs(e) {
 		list = append(list, kv[0]...)

@@ -96,21 +96,21 @@ func (b *backingIDs) release(s backingServer, ino uint64) {
 // passthroughFd returns the descriptor of the backing file that tensor
 // file e is exactly, or -1. The answer is worked out on the file's first
 // open (a .npy file's header is compared) and kept.
-func (r *Root) passthroughFd(e *entry) int {
+func (r *Root) passthroughFd(e *node) int {
 	if r.opts.NoPassthrough || e.file.kind != kindTensor || r.directIO.Load() {
 		return -1
 	}
-	if v, ok := r.passthrough.Load(e); ok {
+	if v, ok := r.passthrough.Load(e.id); ok {
 		return v.(int)
 	}
 	fd := r.exactSource(e)
-	r.passthrough.Store(e, fd)
+	r.passthrough.Store(e.id, fd)
 	return fd
 }
 
 // exactSource returns the descriptor of e's source when e is that whole
 // file byte for byte, or -1.
-func (r *Root) exactSource(e *entry) int {
+func (r *Root) exactSource(e *node) int {
 	f := &e.file
 	src := r.sources[f.t.Source]
 	fd := spliceFd(src)

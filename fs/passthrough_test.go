@@ -83,8 +83,8 @@ func TestPassthroughFd(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := passRoot(t, c.file, c.opts)
-			files := map[string]*entry{}
-			tensorFiles(r.top, "", files)
+			files := map[string]*node{}
+			tensorFiles(r.lookupPath(""), "", files)
 			stored, npy := files["/w"], files["/.npy/w.npy"]
 			if stored == nil || npy == nil {
 				t.Fatalf("no /w or /.npy/w.npy in %v", files)
@@ -130,15 +130,15 @@ func (f *fakeBacker) UnregisterBackingFd(id int32) syscall.Errno {
 func TestPassthroughOpen(t *testing.T) {
 	data := make([]byte, 4*48)
 	r := passRoot(t, npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (48,), }", data), Options{})
-	files := map[string]*entry{}
-	tensorFiles(r.top, "", files)
+	files := map[string]*node{}
+	tensorFiles(r.lookupPath(""), "", files)
 	npy := files["/.npy/w.npy"]
 	fs := newRawFS(r)
 	fb := &fakeBacker{registered: map[int32]int32{}}
 	fs.backer = fb
 	open := func() fuse.OpenOut {
 		var out fuse.OpenOut
-		if st := fs.Open(nil, &fuse.OpenIn{InHeader: fuse.InHeader{NodeId: npy.ino}}, &out); st != fuse.OK {
+		if st := fs.Open(nil, &fuse.OpenIn{InHeader: fuse.InHeader{NodeId: npy.id}}, &out); st != fuse.OK {
 			t.Fatalf("open: %v", st)
 		}
 		return out

@@ -51,17 +51,13 @@ func (fs *rawFS) String() string { return "tensorfs" }
 // Init is called by the server before it serves the first request.
 func (fs *rawFS) Init(s *fuse.Server) { fs.backer = s }
 
-// node returns the entry of a kernel node ID, or nil.
-func (fs *rawFS) node(id uint64) *entry {
-	if id == 0 || id > uint64(len(fs.root.inodes)) {
-		return nil
-	}
-	return fs.root.inodes[id-1]
-}
+// node returns the node of a kernel node ID; ok is false for an ID that
+// names nothing.
+func (fs *rawFS) node(id uint64) (node, bool) { return fs.root.resolve(id) }
 
 // setEntry fills a lookup's reply for e.
-func (fs *rawFS) setEntry(e *entry, out *fuse.EntryOut) {
-	out.NodeId = e.ino
+func (fs *rawFS) setEntry(e *node, out *fuse.EntryOut) {
+	out.NodeId = e.id
 	out.Generation = 1
 	fs.root.fillAttr(e, &out.Attr)
 	out.SetEntryTimeout(fs.root.opts.Timeout)
@@ -71,31 +67,31 @@ func (fs *rawFS) setEntry(e *entry, out *fuse.EntryOut) {
 // Lookup finds name among the sorted children. A missing name is a
 // negative entry the kernel keeps for the timeout (node ID 0, OK).
 func (fs *rawFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
-	d := fs.node(h.NodeId)
+	d, ok := fs.node(h.NodeId)
 	switch {
-	case d == nil:
+	case !ok:
 		return fuse.Status(syscall.ESTALE)
 	case !d.isDir():
 		return fuse.Status(syscall.ENOTDIR)
 	}
-	c := d.child(name)
-	if c == nil {
+	c, ok := fs.root.lookup(&d, name)
+	if !ok {
 		*out = fuse.EntryOut{}
 		out.SetEntryTimeout(fs.root.opts.Timeout)
 		return fuse.OK
 	}
-	fs.setEntry(c, out)
+	fs.setEntry(&c, out)
 	return fuse.OK
 }
 
 func (fs *rawFS) Forget(nodeid, nlookup uint64) {}
 
 func (fs *rawFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	e := fs.node(in.NodeId)
-	if e == nil {
+	e, ok := fs.node(in.NodeId)
+	if !ok {
 		return fuse.Status(syscall.ESTALE)
 	}
-	fs.root.fillAttr(e, &out.Attr)
+	fs.root.fillAttr(&e, &out.Attr)
 	if in.Flags()&fuse.FUSE_GETATTR_FH != 0 {
 		if h := fs.handle(in.Fh()); h != nil {
 			out.Size = uint64(len(h.data))
@@ -109,15 +105,15 @@ func (fs *rawFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.A
 // Access answers from the mode bits, as go-fuse's node API does; writes
 // are refused (EROFS) by the kernel first on this read-only mount.
 func (fs *rawFS) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
-	e := fs.node(in.NodeId)
-	if e == nil {
+	e, ok := fs.node(in.NodeId)
+	if !ok {
 		return fuse.Status(syscall.ESTALE)
 	}
 	if in.Mask&2 != 0 { // W_OK
 		return fuse.Status(syscall.EROFS)
 	}
 	var a fuse.Attr
-	fs.root.fillAttr(e, &a)
+	fs.root.fillAttr(&e, &a)
 	if !hasAccess(in.Caller.Uid, in.Caller.Gid, a.Uid, a.Gid, a.Mode, in.Mask) {
 		return fuse.EACCES
 	}
@@ -142,24 +138,24 @@ func hasAccess(uid, gid, fuid, fgid, mode, mask uint32) bool {
 }
 
 func (fs *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	e := fs.node(in.NodeId)
+	e, ok := fs.node(in.NodeId)
 	switch {
-	case e == nil:
+	case !ok:
 		return fuse.Status(syscall.ESTALE)
 	case e.isDir():
 		return fuse.Status(syscall.EISDIR)
 	}
-	h, flags, errno := fs.root.open(e, in.Flags)
+	h, flags, errno := fs.root.open(&e, in.Flags)
 	if errno != 0 {
 		return fuse.Status(errno)
 	}
 	out.OpenFlags = flags
 	if h != nil && h.passthrough {
-		id, ok := fs.backing.acquire(fs.backer, e.ino, h.fd)
+		id, ok := fs.backing.acquire(fs.backer, e.id, h.fd)
 		if !ok {
 			return fuse.OK // served by the server after all
 		}
-		h.ino = e.ino
+		h.ino = e.id
 		out.BackingID = id
 		out.OpenFlags = (out.OpenFlags | fuse.FOPEN_PASSTHROUGH) &^ fuse.FOPEN_KEEP_CACHE
 	}
@@ -197,20 +193,20 @@ func (fs *rawFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 }
 
 func (fs *rawFS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
-	e := fs.node(in.NodeId)
-	if e == nil || e.isDir() {
+	e, ok := fs.node(in.NodeId)
+	if !ok || e.isDir() {
 		return nil, fuse.Status(syscall.EBADF)
 	}
 	dest := buf[:min(len(buf), int(in.Size))]
-	res, errno := fs.root.readFile(e, fs.handle(in.Fh), dest, int64(in.Offset))
+	res, errno := fs.root.readFile(&e, fs.handle(in.Fh), dest, int64(in.Offset))
 	return res, fuse.Status(errno)
 }
 
 // OpenDir lets the kernel cache listings (the tree never changes).
 func (fs *rawFS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	e := fs.node(in.NodeId)
+	e, ok := fs.node(in.NodeId)
 	switch {
-	case e == nil:
+	case !ok:
 		return fuse.Status(syscall.ESTALE)
 	case !e.isDir():
 		return fuse.Status(syscall.ENOTDIR)
@@ -232,30 +228,26 @@ func (fs *rawFS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.
 }
 
 func (fs *rawFS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
-	d := fs.node(in.NodeId)
-	if d == nil || !d.isDir() {
+	d, ok := fs.node(in.NodeId)
+	if !ok || !d.isDir() {
 		return fuse.Status(syscall.ENOTDIR)
 	}
-	ch := d.children()
-	for i := in.Offset; i < uint64(len(ch)); i++ {
-		c := ch[i]
+	fs.root.listing(&d, in.Offset, func(c *node, next uint64) bool {
 		mode := uint32(syscall.S_IFREG)
 		if c.isDir() {
 			mode = syscall.S_IFDIR
 		}
-		de := fuse.DirEntry{Name: c.name, Ino: c.ino, Mode: mode, Off: i + 1}
+		de := fuse.DirEntry{Name: c.name, Ino: c.id, Mode: mode, Off: next}
 		if !plus {
-			if !out.AddDirEntry(de) {
-				break
-			}
-			continue
+			return out.AddDirEntry(de)
 		}
 		eo := out.AddDirLookupEntry(de)
 		if eo == nil {
-			break
+			return false
 		}
 		fs.setEntry(c, eo)
-	}
+		return true
+	})
 	return fuse.OK
 }
 
@@ -267,20 +259,20 @@ func (fs *rawFS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.Stat
 }
 
 func (fs *rawFS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
-	e := fs.node(h.NodeId)
-	if e == nil {
+	e, ok := fs.node(h.NodeId)
+	if !ok {
 		return 0, fuse.Status(syscall.ESTALE)
 	}
-	n, errno := fs.root.getxattr(e, attr, dest)
+	n, errno := fs.root.getxattr(&e, attr, dest)
 	return n, fuse.Status(errno)
 }
 
 func (fs *rawFS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
-	e := fs.node(h.NodeId)
-	if e == nil {
+	e, ok := fs.node(h.NodeId)
+	if !ok {
 		return 0, fuse.Status(syscall.ESTALE)
 	}
-	n, errno := fs.root.listxattr(e, dest)
+	n, errno := fs.root.listxattr(&e, dest)
 	return n, fuse.Status(errno)
 }
 

@@ -37,7 +37,8 @@ func TestVirtualFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.addVirtual("broken", brokenFile{})
-	e := b.finish()
+	en := r.staticNode(b.finish())
+	e := &en
 	c := e.child("dir").child("const")
 	var a fuse.Attr
 	r.fillAttr(c, &a)
@@ -74,7 +75,7 @@ func TestRawFS(t *testing.T) {
 	if st := fs.Lookup(nil, hdr(1), "no-such", &out); st != fuse.OK || out.NodeId != 0 || out.EntryTimeout() != r.opts.Timeout {
 		t.Errorf("negative lookup: %v, node %d, timeout %v", st, out.NodeId, out.EntryTimeout())
 	}
-	if st := fs.Lookup(nil, hdr(1), "model", &out); st != fuse.OK || out.NodeId != r.lookupPath("model").ino || out.Mode != dirMode {
+	if st := fs.Lookup(nil, hdr(1), "model", &out); st != fuse.OK || out.NodeId != r.lookupPath("model").id || out.Mode != dirMode {
 		t.Fatalf("lookup model: %v %+v", st, out)
 	}
 	model := out.NodeId
@@ -82,10 +83,10 @@ func TestRawFS(t *testing.T) {
 		t.Fatalf("lookup embed: %v", st)
 	}
 	embed := r.lookupPath("model/embed")
-	if out.NodeId != embed.ino || out.Size != uint64(embed.file.size) || out.AttrTimeout() != r.opts.Timeout {
+	if out.NodeId != embed.id || out.Size != uint64(embed.file.size) || out.AttrTimeout() != r.opts.Timeout {
 		t.Errorf("embed entry %+v", out)
 	}
-	if st := fs.Lookup(nil, hdr(embed.ino), "x", &out); st != fuse.Status(syscall.ENOTDIR) {
+	if st := fs.Lookup(nil, hdr(embed.id), "x", &out); st != fuse.Status(syscall.ENOTDIR) {
 		t.Errorf("lookup in a file: %v", st)
 	}
 	for _, id := range []uint64{0, r.Nodes() + 1} {
@@ -117,31 +118,31 @@ func TestRawFS(t *testing.T) {
 			}
 			n := int(l.Offset - off)
 			for i := 0; i < n; i++ {
-				names = append(names, r.top.children()[int(off)+i].name)
+				names = append(names, r.lookupPath("").children()[int(off)+i].name)
 			}
 			off = l.Offset
 		}
-		if got, want := names, namesOf(r.top); !equal(got, want) {
+		if got, want := names, namesOf(r.lookupPath("")); !equal(got, want) {
 			t.Errorf("plus=%v: listed %q, want %q", plus, got, want)
 		}
 	}
 
 	// Open, read, release; writing is refused.
 	var oo fuse.OpenOut
-	if st := fs.Open(nil, &fuse.OpenIn{InHeader: *hdr(embed.ino), Flags: syscall.O_RDWR}, &oo); st != fuse.Status(syscall.EROFS) {
+	if st := fs.Open(nil, &fuse.OpenIn{InHeader: *hdr(embed.id), Flags: syscall.O_RDWR}, &oo); st != fuse.Status(syscall.EROFS) {
 		t.Errorf("open O_RDWR: %v", st)
 	}
 	if st := fs.Open(nil, &fuse.OpenIn{InHeader: *hdr(1)}, &oo); st != fuse.Status(syscall.EISDIR) {
 		t.Errorf("open of a directory: %v", st)
 	}
 	stats := r.lookupPath(".tensorfs/stats.json")
-	if st := fs.Open(nil, &fuse.OpenIn{InHeader: *hdr(stats.ino)}, &oo); st != fuse.OK || oo.Fh == 0 || oo.OpenFlags&fuse.FOPEN_DIRECT_IO == 0 {
+	if st := fs.Open(nil, &fuse.OpenIn{InHeader: *hdr(stats.id)}, &oo); st != fuse.OK || oo.Fh == 0 || oo.OpenFlags&fuse.FOPEN_DIRECT_IO == 0 {
 		t.Fatalf("open stats.json: %v %+v", st, oo)
 	}
 	var ao fuse.AttrOut
-	fs.GetAttr(nil, &fuse.GetAttrIn{InHeader: *hdr(stats.ino), Flags_: fuse.FUSE_GETATTR_FH, Fh_: oo.Fh}, &ao)
+	fs.GetAttr(nil, &fuse.GetAttrIn{InHeader: *hdr(stats.id), Flags_: fuse.FUSE_GETATTR_FH, Fh_: oo.Fh}, &ao)
 	buf := make([]byte, 1<<16)
-	res, st := fs.Read(nil, &fuse.ReadIn{InHeader: *hdr(stats.ino), Fh: oo.Fh, Size: uint32(len(buf))}, buf)
+	res, st := fs.Read(nil, &fuse.ReadIn{InHeader: *hdr(stats.id), Fh: oo.Fh, Size: uint32(len(buf))}, buf)
 	if st != fuse.OK {
 		t.Fatal(st)
 	}
@@ -155,14 +156,14 @@ func TestRawFS(t *testing.T) {
 	}
 
 	// Xattrs: size query, then the value.
-	sz, st := fs.GetXAttr(nil, hdr(embed.ino), xattrName, nil)
+	sz, st := fs.GetXAttr(nil, hdr(embed.id), xattrName, nil)
 	if st != fuse.Status(syscall.ERANGE) || int(sz) != len(embed.file.t.Name) {
 		t.Errorf("xattr size query: %d %v", sz, st)
 	}
 	if _, st := fs.GetXAttr(nil, hdr(1), xattrName, make([]byte, 100)); st != fuse.Status(syscall.ENODATA) {
 		t.Errorf("xattr of a directory: %v", st)
 	}
-	if st := fs.SetXAttr(nil, &fuse.SetXAttrIn{InHeader: *hdr(embed.ino)}, "user.x", []byte("1")); st != fuse.Status(syscall.EROFS) {
+	if st := fs.SetXAttr(nil, &fuse.SetXAttrIn{InHeader: *hdr(embed.id)}, "user.x", []byte("1")); st != fuse.Status(syscall.EROFS) {
 		t.Errorf("setxattr: %v", st)
 	}
 	if st := fs.Mkdir(nil, &fuse.MkdirIn{InHeader: *hdr(1)}, "d", &out); st != fuse.Status(syscall.EROFS) {
@@ -175,9 +176,9 @@ func TestRawFS(t *testing.T) {
 		mask uint32
 		want fuse.Status
 	}{
-		{embed.ino, 4, fuse.OK},
-		{embed.ino, 2, fuse.Status(syscall.EROFS)},
-		{embed.ino, 1, fuse.EACCES},
+		{embed.id, 4, fuse.OK},
+		{embed.id, 2, fuse.Status(syscall.EROFS)},
+		{embed.id, 1, fuse.EACCES},
 		{model, 5, fuse.OK},
 	} {
 		if st := fs.Access(nil, &fuse.AccessIn{InHeader: fuse.InHeader{NodeId: tc.id, Caller: user}, Mask: tc.mask}); st != tc.want {
@@ -186,7 +187,7 @@ func TestRawFS(t *testing.T) {
 	}
 }
 
-func namesOf(e *entry) []string {
+func namesOf(e *node) []string {
 	var out []string
 	for _, c := range e.children() {
 		out = append(out, c.name)

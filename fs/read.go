@@ -42,7 +42,7 @@ func clamp(size int64, dest []byte, off int64) int {
 // for building a view's reader on the file's first read). A read
 // that comes back short inside the file (the backing file shrank) is EIO:
 // a short reply would make the kernel truncate its idea of the file.
-func (r *Root) read(e *entry, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+func (r *Root) read(e *node, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	f := &e.file
 	if off < 0 {
 		return nil, syscall.EINVAL
@@ -109,8 +109,8 @@ func (r *Root) read(e *entry, dest []byte, off int64) (fuse.ReadResult, syscall.
 // which run the checks New and NewNPY run, so building cannot fail;
 // should it, or should the size differ, the file is EIO from then on,
 // with one log line.
-func (r *Root) reader(e *entry) (view.Reader, error) {
-	if c := e.contents.Load(); c != nil {
+func (r *Root) reader(e *node) (view.Reader, error) {
+	if c := e.loadContents(); c != nil {
 		return c.r, c.err
 	}
 	f := &e.file
@@ -137,8 +137,8 @@ func (r *Root) reader(e *entry) (view.Reader, error) {
 	if err != nil {
 		c.r = nil
 	}
-	if !e.contents.CompareAndSwap(nil, c) {
-		c = e.contents.Load()
+	if c, stored := e.storeContents(c); !stored {
+		return c.r, c.err
 	} else if err != nil {
 		r.logger.Printf("tensor %q (%s, %s): %v", f.t.Name, f.dtype, f.form, err)
 	}

@@ -96,10 +96,11 @@ type Options struct {
 	ExportFiles []ExportFile
 }
 
-// entry is one node of the constant tree: a directory (dir != nil) or a
-// regular file. A tree holds one per file of every view, so it is kept to
-// 64 bytes: what a directory alone needs is behind dir, a file's bytes or
-// reader behind contents.
+// entry is a static node of the tree: a directory (dir != nil) or a
+// regular file that is not a tensor's (the top level and the view
+// directories, .tensorfs/, .safetensors/ and what they hold). The tensors'
+// directories and files are the shared path tree's (paths.go), which a
+// static directory shows through its view.
 type entry struct {
 	name string
 	ino  uint64
@@ -115,6 +116,10 @@ type entry struct {
 type dirData struct {
 	children []*entry // sorted by name, unique
 	nsubdirs uint32
+	// view: the place whose path tree root this directory shows after
+	// its children (0: none). Tensor paths never start with '.', static
+	// names always do, so the two never clash.
+	view place
 }
 
 func (e *entry) isDir() bool { return e.dir != nil }
@@ -125,14 +130,6 @@ func (e *entry) children() []*entry {
 		return nil
 	}
 	return e.dir.children
-}
-
-// data returns the bytes of a static file.
-func (e *entry) data() []byte {
-	if c := e.contents.Load(); c != nil {
-		return c.data
-	}
-	return nil
 }
 
 // child returns the child called name, or nil.
@@ -221,14 +218,6 @@ type fileContents struct {
 	err  error
 }
 
-// virtual returns the virtualFile of a kindVirtual file.
-func (e *entry) virtual() virtualFile {
-	if c := e.contents.Load(); c != nil {
-		return c.v
-	}
-	return nil
-}
-
 // checkComponent reports why c cannot be one path component.
 func checkComponent(c string) error {
 	switch {
@@ -244,10 +233,9 @@ func checkComponent(c string) error {
 	return nil
 }
 
-// numberInodes gives every entry its inode number: 1 for the root, then
-// depth-first in name order, and returns the entries by number (entry
-// ino is at ino-1). The numbers depend only on the tree. The walk keeps
-// its own stack: a tree can be tens of thousands of directories deep.
+// numberInodes gives every static entry its inode number: 1 for the
+// root, then depth-first in name order, and returns the entries by number
+// (entry ino is at ino-1). The numbers depend only on the tree.
 func numberInodes(root *entry) []*entry {
 	n := 0
 	walkTree(root, func(*entry) { n++ })
@@ -289,24 +277,36 @@ type Root struct {
 	logger  *log.Logger
 
 	// Constant after NewRoot.
-	top      *entry
-	inodes   []*entry // by inode number - 1: the kernel's node IDs
-	fds      []int    // per source: its descriptor to splice from, or -1
-	nodes    uint64   // entries in the tree
-	mtime    time.Time
-	uid, gid uint32
-	files    uint64     // regular files
-	bytes    int64      // bytes of the top-level tensors
-	dropped  int        // tensors left out of views (clashes, view errors)
-	index    *indexFile // .tensorfs/index.json
+	top    *entry
+	static []*entry  // static entries by inode number - 1: their node IDs
+	paths  *pathTree // the tensors' directories and files (paths.go)
+	places [16]uint8 // per base place: its membership bit; 0: not shown
+	// placeDType: per base place, the dtype its tensor files serve
+	// (dtype.Invalid: the stored dtypes).
+	placeDType [16]dtype.DType
+	fds        []int  // per source: its descriptor to splice from, or -1
+	nodes      uint64 // files and directories in the tree, every place's
+	mtime      time.Time
+	uid, gid   uint32
+	files      uint64     // regular files
+	bytes      int64      // bytes of the top-level tensors
+	dropped    int        // tensors left out of views (clashes, view errors)
+	index      *indexFile // .tensorfs/index.json
 
 	// cache counts served bytes to drop the backing files' cached copy;
 	// nil with Options.KeepBackingCache (cache.go).
 	cache *cacheDrop
 
-	// passthrough: per tensor entry, the descriptor it is served from by
-	// FUSE passthrough, or -1; decided on first open (passthrough.go).
+	// passthrough: per tensor file's node ID, the descriptor it is
+	// served from by FUSE passthrough, or -1; decided on first open
+	// (passthrough.go).
 	passthrough sync.Map
+
+	// contents: the readers of path tree files, built on first open or
+	// read (Root.reader); bigDirs: the subdirectory counts of large path
+	// directories, by place and number (node.go).
+	contents contentsMap
+	bigDirs  sync.Map
 
 	// Mutable.
 	stats stats
@@ -363,57 +363,69 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 
 	r.cache = newCacheDrop(idx, sources, opts.KeepBackingCache) // cache.go
 
-	// The stored tree. The views are built from its files, in its path
-	// order, so that their builds find their paths sorted already.
-	native, nativeFiles, err := r.buildNative("")
-	if err != nil {
+	if err := r.buildPaths(); err != nil {
 		return nil, err
 	}
 
-	top := newBuilder("", len(native.children())+8)
-	var listed []listedTensor // what index.json describes: the top level
-	var stored []listedTensor // and, in a converted top level, .native/
-	if opts.View == dtype.Invalid {
-		for _, c := range native.children() {
-			top.attach(c) // children of the stored tree's root
-		}
-		listed = listFiles(nativeFiles, "")
-	} else {
-		v, files := r.buildView("", opts.View, nativeFiles)
-		for _, c := range v.children() {
-			top.attach(c)
-		}
-		listed = listFiles(files, "")
-		// .native/ exists even when empty (a checkpoint of no
-		// tensors): its .safetensors/ export does.
-		native.name = nativeDir
-		top.attach(native)
-		stored = listFiles(nativeFiles, nativeDir)
-	}
 	// Every view exists, even with no tensor in it (a checkpoint of
-	// integers has nothing to convert), so that its .safetensors/ export,
-	// which holds every tensor, does too.
-	for _, fv := range floatViews {
-		v, _ := r.buildView(fv.dir, fv.dt, nativeFiles)
-		top.attach(v)
+	// integers has nothing to convert; one of no tensors has nothing at
+	// all), so that its .safetensors/ export, which holds every tensor,
+	// does too; .npy/ and, with Options.View, .native/ likewise. Inside a
+	// view, a directory with nothing of it below is absent.
+	top := newBuilder("", 8)
+	if opts.View != dtype.Invalid {
+		top.attach(viewDir(nativeDir, placeNative))
 	}
-	top.attach(r.buildNPY(nativeFiles))
+	for i, fv := range floatViews {
+		top.attach(viewDir(fv.dir, placeBF16+place(i)))
+	}
+	top.attach(viewDir(npyDir, placeNPY))
 	r.addExports(top) // .safetensors/ in each tree (export.go)
 
-	r.index, err = r.newIndexFile(listed, stored)
-	if err != nil {
+	listed := r.listFiles(placeTop) // what index.json describes: the top level
+	var stored []uint32             // and, in a converted top level, .native/
+	if r.places[placeNative] != 0 {
+		stored = r.listFiles(placeNative)
+	}
+	var err error
+	if r.index, err = r.newIndexFile(listed, stored); err != nil {
 		return nil, fmt.Errorf("fs: index.json: %v", err)
 	}
 	top.attach(r.buildControl())
 
 	r.top = top.finish()
-	r.inodes = numberInodes(r.top)
-	r.nodes = uint64(len(r.inodes))
-	r.countFiles()
-	for _, l := range listed {
-		r.bytes += l.f.size
+	r.top.dir.view = placeTop
+	r.static = numberInodes(r.top)
+	r.count()
+	for _, t := range listed {
+		f := r.fileIn(t, placeTop)
+		r.bytes += r.fileSize(0, &f)
 	}
 	return r, nil
+}
+
+// viewDir returns a static directory that shows place p's path tree.
+func viewDir(name string, p place) *entry {
+	return &entry{name: name, dir: &dirData{view: p}}
+}
+
+// count counts the tree's nodes and files: the static entries, and the
+// path tree's nodes in every place that shows them.
+func (r *Root) count() {
+	r.nodes = uint64(len(r.static))
+	for _, e := range r.static {
+		if !e.isDir() {
+			r.files++
+		}
+	}
+	for _, in := range r.places {
+		if in == 0 {
+			continue
+		}
+		dirs, files := r.paths.count(in)
+		r.nodes += dirs + files
+		r.files += files
+	}
 }
 
 // sourcesMtime returns the newest modification time of the source files,
@@ -429,14 +441,6 @@ func (r *Root) sourcesMtime() time.Time {
 		newest = time.Now()
 	}
 	return newest
-}
-
-func (r *Root) countFiles() {
-	for _, e := range r.inodes {
-		if !e.isDir() {
-			r.files++
-		}
-	}
 }
 
 // tensorPath returns where t lives in the stored tree: Path, or Name when
@@ -457,30 +461,78 @@ func checkTopLevel(p string) error {
 	return nil
 }
 
-// buildNative builds the stored tree: every tensor, in its stored dtype.
-// It returns the tree's files in path order.
-func (r *Root) buildNative(name string) (*entry, []buildItem, error) {
-	b := newBuilder(name, len(r.idx.Tensors))
-	for i := range r.idx.Tensors {
-		t := &r.idx.Tensors[i]
+// buildPaths checks every tensor's stored file and path, works out which
+// places hold it (a tensor without a view in a dtype is left out of that
+// view, with a log line), and builds the shared path tree. It fails when a
+// stored tensor cannot be served or its path is unusable or clashes.
+func (r *Root) buildPaths() error {
+	tensors := r.idx.Tensors
+	fail := func(i int, err error) error {
+		t := &tensors[i]
+		return fmt.Errorf("fs: tensor %q (path %q): %v", t.Name, tensorPath(t), err)
+	}
+	for i := range tensors {
+		t := &tensors[i]
 		p := tensorPath(t)
-		f, err := r.storedFile(t)
+		_, err := r.storedFile(t)
+		if err == nil {
+			err = checkPath(p)
+		}
 		if err == nil {
 			err = checkTopLevel(p)
 		}
-		if err == nil {
-			_, err = b.add(p, f)
-		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("fs: tensor %q (path %q): %v", t.Name, p, err)
+			return fail(i, err)
 		}
 	}
-	root := b.finish()
-	if c := b.clashes(); len(c) > 0 {
-		t := c[0].e.file.t
-		return nil, nil, fmt.Errorf("fs: tensor %q (path %q): %v", t.Name, c[0].path, c[0].err)
+	in := make([]uint8, len(tensors))
+	for i := range tensors {
+		t := &tensors[i]
+		in[i] = inStored
+		for k, fv := range floatViews {
+			_, ok, err := r.viewFile(t, fv.dt)
+			if ok {
+				in[i] |= inBF16 << k
+			} else if err != nil {
+				r.drop(t, fv.dt.String(), err)
+			}
+		}
+		if _, err := view.NPYSize(t, r.sources[t.Source]); err == nil {
+			in[i] |= inNPY
+		} // else no .npy form (complex32, a quantized type without dequantizer...)
 	}
-	return root, b.placed(), nil
+	pt, err := buildPathTree(tensors, in, func(t uint32, err error) { r.drop(&tensors[t], "npy", err) })
+	if c, ok := err.(*pathClash); ok {
+		return fail(int(c.t), c.err)
+	}
+	if err != nil {
+		return fmt.Errorf("fs: %v", err)
+	}
+	r.paths = pt
+	// Every place is shown, even one with no file in it (its root is
+	// then an empty directory, beside its .safetensors/ export).
+	r.places[placeTop] = inStored
+	r.placeDType[placeTop] = r.opts.View
+	if r.opts.View != dtype.Invalid {
+		r.places[placeTop] = inBF16 << viewIndex(r.opts.View)
+		r.places[placeNative] = inStored
+	}
+	for k, fv := range floatViews {
+		r.places[placeBF16+place(k)] = inBF16 << k
+		r.placeDType[placeBF16+place(k)] = fv.dt
+	}
+	r.places[placeNPY] = inNPY
+	return nil
+}
+
+// viewIndex returns the position of dt among floatViews.
+func viewIndex(dt dtype.DType) int {
+	for k, fv := range floatViews {
+		if fv.dt == dt {
+			return k
+		}
+	}
+	panic("fs: not a view dtype: " + dt.String())
 }
 
 // storedFile serves t as stored: directly from its source when it is one
@@ -521,61 +573,6 @@ func (r *Root) viewFile(t *index.Tensor, dt dtype.DType) (f fileData, ok bool, e
 	return fileData{kind: kindTensor, form: formConverted, t: t, dtype: dt, size: size}, true, nil
 }
 
-// buildView builds the tree of every stored file's tensor that has a view
-// in dt (an empty directory when none has), and returns its files.
-func (r *Root) buildView(name string, dt dtype.DType, stored []buildItem) (*entry, []buildItem) {
-	b := newBuilder(name, len(stored))
-	for _, it := range stored {
-		t := it.e.file.t
-		f, ok, err := r.viewFile(t, dt)
-		if ok {
-			_, err = b.add(it.path, f)
-		}
-		if err != nil {
-			r.drop(t, dt.String(), err)
-		}
-	}
-	root := b.finish()
-	for _, c := range b.clashes() {
-		r.drop(c.e.file.t, dt.String(), c.err)
-	}
-	return root, b.placed()
-}
-
-// buildNPY builds .npy/: <path>.npy for every tensor view.NewNPY accepts
-// (view.NPYSize says so without building the reader), from the stored
-// tree's files; an empty directory when no tensor has one.
-func (r *Root) buildNPY(stored []buildItem) *entry {
-	b := newBuilder(npyDir, len(stored))
-	for _, it := range stored {
-		t := it.e.file.t
-		size, err := view.NPYSize(t, r.sources[t.Source])
-		if err != nil {
-			continue // no .npy form (complex32, a quantized type without dequantizer...)
-		}
-		dt, _ := view.NPYDType(t)
-		f := fileData{kind: kindTensor, form: formNPY, t: t, dtype: dt, size: size}
-		// "<path>.npy" can be a directory of the view too: tensors "q"
-		// and "q.npy/z" give the file q.npy and the directory q.npy/. As
-		// in the stored tree (rule 3 of the names rule), the file then
-		// gets a '%' appended: q.npy% (no stored path ends in ".npy%", so
-		// it is taken by nothing else). The stored tree says whether
-		// q.npy is a directory: a sibling of q's.
-		p := it.path + npySuffix
-		if c := it.parent.child(it.e.name + npySuffix); c != nil && c.isDir() {
-			p += "%"
-		}
-		if _, err := b.add(p, f); err != nil {
-			r.drop(t, "npy", err)
-		}
-	}
-	root := b.finish()
-	for _, c := range b.clashes() {
-		r.drop(c.e.file.t, "npy", c.err)
-	}
-	return root
-}
-
 func (r *Root) drop(t *index.Tensor, viewName string, err error) {
 	r.dropped++
 	r.logger.Printf("tensor %q left out of the %s view: %v", t.Name, viewName, err)
@@ -593,22 +590,6 @@ func (r *Root) buildControl() *entry {
 // MetadataFileName maps a metadata key to its file name under
 // .tensorfs/metadata/: index.MetadataFileName.
 func MetadataFileName(key string) string { return index.MetadataFileName(key) }
-
-// lookupPath walks a slash-separated path from the top of the tree, for
-// tests and tools; "" is the top.
-func (r *Root) lookupPath(p string) *entry {
-	e := r.top
-	if p == "" {
-		return e
-	}
-	for _, c := range strings.Split(p, "/") {
-		if e == nil || !e.isDir() {
-			return nil
-		}
-		e = e.child(c)
-	}
-	return e
-}
 
 // Stats returns a snapshot of the live counters.
 func (r *Root) Stats() Stats { return r.stats.snapshot(r) }

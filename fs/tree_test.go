@@ -115,7 +115,7 @@ var basicSpecs = []spec{
 }
 
 // names lists a directory entry's children.
-func names(e *entry) []string {
+func names(e *node) []string {
 	var out []string
 	for _, c := range e.children() {
 		out = append(out, c.name)
@@ -127,7 +127,7 @@ func TestTreeLayout(t *testing.T) {
 	idx, src := fixture(t, basicSpecs)
 	r := newRoot(t, idx, src, Options{})
 
-	top := names(r.top)
+	top := names(r.lookupPath(""))
 	for _, want := range []string{".tensorfs", "mask", "model", "position_ids", "scale"} {
 		if !contains(top, want) {
 			t.Errorf("top level %v lacks %q", top, want)
@@ -156,14 +156,14 @@ func TestTreeLayout(t *testing.T) {
 		}
 	}
 
-	// Children sorted, inode numbers unique and 1..Nodes.
+	// Children sorted, inode numbers unique, one per node.
 	seen := map[uint64]string{}
-	var walk func(e *entry, p string)
-	walk = func(e *entry, p string) {
-		if prev, dup := seen[e.ino]; dup {
-			t.Errorf("inode %d used by %q and %q", e.ino, prev, p)
+	var walk func(e *node, p string)
+	walk = func(e *node, p string) {
+		if prev, dup := seen[e.id]; dup {
+			t.Errorf("inode %d used by %q and %q", e.id, prev, p)
 		}
-		seen[e.ino] = p
+		seen[e.id] = p
 		for i, c := range e.children() {
 			if i > 0 && e.children()[i-1].name >= c.name {
 				t.Errorf("%s: children not sorted: %q before %q", p, e.children()[i-1].name, c.name)
@@ -171,13 +171,21 @@ func TestTreeLayout(t *testing.T) {
 			walk(c, p+"/"+c.name)
 		}
 	}
-	walk(r.top, "")
-	if r.top.ino != 1 || uint64(len(seen)) != r.Nodes() {
-		t.Errorf("root ino %d, %d inodes for %d nodes", r.top.ino, len(seen), r.Nodes())
+	walk(r.lookupPath(""), "")
+	if r.lookupPath("").id != 1 || uint64(len(seen)) != r.Nodes() {
+		t.Errorf("root ino %d, %d inodes for %d nodes", r.lookupPath("").id, len(seen), r.Nodes())
 	}
-	for ino := uint64(1); ino <= r.Nodes(); ino++ {
-		if _, ok := seen[ino]; !ok {
-			t.Errorf("inode %d unused: numbers are not 1..%d", ino, r.Nodes())
+	// Every node ID names its node again (static entries 1..n, path
+	// nodes place<<32 | slot+1), and none was never given.
+	for id, p := range seen {
+		n, ok := r.resolve(id)
+		if !ok || n.id != id || (n.e == nil) != (id > 1<<32) {
+			t.Errorf("%s: node ID %#x resolves to %+v, %v", p, id, n, ok)
+		}
+	}
+	for _, id := range []uint64{0, uint64(len(r.static)) + 1, 1 << 32, 99<<32 | 1, uint64(placeTop)<<32 | 1000, uint64(placeTop|1<<4)<<32 | 1} {
+		if _, ok := r.resolve(id); ok {
+			t.Errorf("node ID %#x resolves", id)
 		}
 	}
 
@@ -186,7 +194,7 @@ func TestTreeLayout(t *testing.T) {
 	r2 := newRoot(t, idx2, src2, Options{})
 	for i := range idx.Tensors {
 		p := idx.Tensors[i].Path
-		if a, b := r.lookupPath(p).ino, r2.lookupPath(p).ino; a != b {
+		if a, b := r.lookupPath(p).id, r2.lookupPath(p).id; a != b {
 			t.Errorf("%s: inode %d, then %d", p, a, b)
 		}
 	}
@@ -199,7 +207,7 @@ func TestTreeLayout(t *testing.T) {
 	}
 	e := r.lookupPath("model/embed")
 	r.fillAttr(e, &a)
-	if a.Mode != syscall.S_IFREG|0o444 || a.Size != 160 || a.Nlink != 1 || a.Ino != e.ino || a.Blocks != 1 {
+	if a.Mode != syscall.S_IFREG|0o444 || a.Size != 160 || a.Nlink != 1 || a.Ino != e.id || a.Blocks != 1 {
 		t.Errorf("model/embed: %+v", a)
 	}
 }
@@ -224,7 +232,7 @@ func TestViews(t *testing.T) {
 		for i := range idx.Tensors {
 			tt := &idx.Tensors[i]
 			want := tt.DType == fv.dt || view.Convertible(tt, fv.dt)
-			var e *entry
+			var e *node
 			if dir != nil {
 				e = r.lookupPath(fv.dir + "/" + tt.Path)
 			}
@@ -251,7 +259,7 @@ func TestViews(t *testing.T) {
 	for i := range idx.Tensors {
 		tt := &idx.Tensors[i]
 		_, err := view.NewNPY(tt, src)
-		var e *entry
+		var e *node
 		if dir != nil {
 			e = r.lookupPath(npyDir + "/" + tt.Path + npySuffix)
 		}
@@ -331,7 +339,7 @@ func parseIndex(t *testing.T, r *Root) *index.Document {
 
 // readAll reads the whole regular file e as the mount would, in reads
 // of 64 KiB.
-func readAll(t testing.TB, r *Root, e *entry) []byte {
+func readAll(t testing.TB, r *Root, e *node) []byte {
 	t.Helper()
 	var out []byte
 	buf := make([]byte, 64<<10)
@@ -390,7 +398,7 @@ func TestEmptyIndex(t *testing.T) {
 	idx := &index.Index{Format: "safetensors", Sources: []string{"/x"}}
 	r := newRoot(t, idx, &memSource{name: "/x", data: make([]byte, 8)}, Options{})
 	// Every view, each with the export of no tensors (a header).
-	if got := strings.Join(names(r.top), ","); got != ".bf16,.f16,.f32,.f64,.npy,.safetensors,.tensorfs" {
+	if got := strings.Join(names(r.lookupPath("")), ","); got != ".bf16,.f16,.f32,.f64,.npy,.safetensors,.tensorfs" {
 		t.Errorf("top level of an empty index: %v", got)
 	}
 	doc := parseIndex(t, r)
@@ -517,7 +525,7 @@ func TestNPYFileAlsoDirectory(t *testing.T) {
 	}
 }
 
-func getxattr(r *Root, e *entry, name string, size int) (string, syscall.Errno) {
+func getxattr(r *Root, e *node, name string, size int) (string, syscall.Errno) {
 	buf := make([]byte, size)
 	got, errno := r.getxattr(e, name, buf)
 	if errno != 0 {
@@ -690,7 +698,7 @@ func TestSourceFiles(t *testing.T) {
 
 // checkReads reads f at a sweep of offsets and lengths and compares with
 // want, the whole file.
-func checkReads(t *testing.T, what string, r *Root, f *entry, want []byte) {
+func checkReads(t *testing.T, what string, r *Root, f *node, want []byte) {
 	t.Helper()
 	size := int64(len(want))
 	offs := []int64{0, 1, 2, 3, 5, size / 2, size - 5, size - 1, size, size + 1, size + 4096, 1 << 40}
@@ -827,21 +835,15 @@ func TestWriteDoc(t *testing.T) {
 	})
 	idx.Sources[0] = "/ckpt/dir \"q\"/m.safetensors"
 	r := newRoot(t, idx, src, Options{})
-	for _, it := range listFiles(func() []buildItem {
-		var items []buildItem
-		for i := range idx.Tensors {
-			items = append(items, buildItem{path: idx.Tensors[i].Path, e: r.lookupPath(idx.Tensors[i].Path)})
-		}
-		return items
-	}(), ".native") {
+	for _, it := range r.listFiles(placeTop) {
 		var want, got bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetEscapeHTML(false)
-		if err := enc.Encode(r.docOf(it)); err != nil {
+		if err := enc.Encode(r.docOf(placeNative, it)); err != nil {
 			t.Fatal(err)
 		}
 		want.Truncate(want.Len() - 1)
-		if err := r.writeDoc(&got, it); err != nil {
+		if err := r.writeDoc(&got, placeNative, it); err != nil {
 			t.Fatal(err)
 		}
 		if got.String() != want.String() {

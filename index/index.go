@@ -3,6 +3,7 @@ package index
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -47,6 +48,53 @@ type Index struct {
 	Sources  []string       // backing files (absolute, from Load)
 	Metadata map[string]any // checkpoint's own metadata; JSON-encodable
 	Tensors  []Tensor       // sorted by Name; Path set by AssignPaths
+	// Members are the Sources that are not files but compressed members
+	// of one (see Member), in Source order; nil for most checkpoints.
+	Members []Member
+}
+
+// Member is a source that is not a file of its own but a compressed
+// member of one: a deflated .npy in an .npz written by
+// numpy.savez_compressed. Its Sources entry is "FILE:NAME"; its bytes are
+// the member inflated (Size bytes), which the loader serves through a
+// backing source that inflates it on first read. Tensors in it have
+// Offsets into the inflated bytes: they are not ranges of any file.
+type Member struct {
+	Source int    // the Sources entry it is
+	File   int    // the Sources entry of the zip file that holds it
+	Name   string // its name in the zip
+	Method uint16 // zip compression method: 8 (deflate)
+	// The compressed bytes are [Offset, Offset+CompressedSize) of the
+	// file; they inflate to Size bytes with this CRC-32 (IEEE).
+	Offset         int64
+	CompressedSize int64
+	Size           int64
+	CRC32          uint32
+}
+
+// Member returns the member that source is, or nil when it is a file.
+func (x *Index) Member(source int) *Member {
+	ms := x.Members
+	i := sort.Search(len(ms), func(i int) bool { return ms[i].Source >= source })
+	if i < len(ms) && ms[i].Source == source {
+		return &ms[i]
+	}
+	return nil
+}
+
+// Files returns the Sources that are files (all but the Members), in
+// order.
+func (x *Index) Files() []string {
+	if len(x.Members) == 0 {
+		return x.Sources
+	}
+	out := make([]string, 0, len(x.Sources)-len(x.Members))
+	for i, s := range x.Sources {
+		if x.Member(i) == nil {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Errors that callers may test with errors.Is.

@@ -62,7 +62,7 @@ type DocTensor struct {
 func (idx *Index) Document() Document {
 	d := Document{
 		Format:   idx.Format,
-		Sources:  idx.Sources,
+		Sources:  idx.Files(), // not the compressed members
 		Metadata: idx.Metadata,
 		Tensors:  make([]DocTensor, len(idx.Tensors)),
 	}
@@ -85,7 +85,7 @@ func (idx *Index) Document() Document {
 		if dt.Shape == nil {
 			dt.Shape = []int64{}
 		}
-		if t.Contiguous() && t.Source >= 0 && t.Source < len(idx.Sources) {
+		if t.Contiguous() && t.Source >= 0 && t.Source < len(idx.Sources) && idx.Member(t.Source) == nil {
 			dt.Source = idx.Sources[t.Source]
 			off := t.Offset
 			dt.Offset = &off

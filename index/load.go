@@ -2,6 +2,7 @@ package index
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -574,13 +575,34 @@ func (l *loader) merge(parts []part, meta map[string]any) (*Index, error) {
 	}
 	out.Tensors = make([]Tensor, 0, total)
 	files := make([]File, 0, len(parts))
+	var members []File // opened here: closed on error
+	fail := func(err error) (*Index, error) {
+		for _, m := range members {
+			closeFile(m)
+		}
+		return nil, err
+	}
 	for _, p := range parts {
-		if len(p.idx.Sources) != 1 {
-			return nil, ErrorAt(p.path, "", "internal error: the %s parser returned %d sources for one file", p.idx.Format, len(p.idx.Sources))
+		if len(p.idx.Sources) != 1+len(p.idx.Members) {
+			return fail(ErrorAt(p.path, "", "internal error: the %s parser returned %d sources for one file", p.idx.Format, len(p.idx.Sources)))
 		}
 		base := len(out.Sources)
 		out.Sources = append(out.Sources, p.idx.Sources...)
 		files = append(files, p.f)
+		for i, m := range p.idx.Members {
+			if m.Source != 1+i || m.File != 0 {
+				return fail(ErrorAt(p.path, "", "internal error: the %s parser returned member %d as source %d of file %d", p.idx.Format, i, m.Source, m.File))
+			}
+			src, err := openMember(p.f, m)
+			if err != nil {
+				return fail(err)
+			}
+			members = append(members, src)
+			files = append(files, src)
+			m.Source += base
+			m.File += base
+			out.Members = append(out.Members, m)
+		}
 		for _, t := range p.idx.Tensors {
 			t.Source += base
 			out.Tensors = append(out.Tensors, t)
@@ -598,6 +620,21 @@ func (l *loader) merge(parts []part, meta map[string]any) (*Index, error) {
 	}
 	l.files = append(l.files, files...)
 	return out, nil
+}
+
+// openMember opens the source of compressed member m of file f: it
+// inflates the member on first read (backing.InflateCache), within the
+// limits of the process's cache.
+func openMember(f File, m Member) (File, error) {
+	src, err := backing.DefaultInflateCache().OpenMember(f, backing.Member{Name: m.Name, Offset: m.Offset, CompressedSize: m.CompressedSize, Size: m.Size, CRC32: m.CRC32})
+	if err != nil {
+		var me *backing.MemberError
+		if errors.As(err, &me) {
+			return nil, ErrorAt(f.Name(), "member "+m.Name, "%s", me.Msg)
+		}
+		return nil, err
+	}
+	return src, nil
 }
 
 // finish sorts the tensors by name, refuses duplicates, checks what every

@@ -19,11 +19,16 @@ package index
 //     member without ".npy". A member without ".npy" is a tensor under its
 //     whole name when it starts with the .npy magic (numpy.load reads it
 //     as an array too); other members are ignored (numpy gives them as
-//     bytes). Members must be
-//     stored (np.savez): a compressed member (np.savez_compressed) refuses
-//     the whole file with one line saying so, and so does a member whose
-//     dtype is refused (the message names the member) — a mount never
-//     silently lacks an array.
+//     bytes). A member whose dtype is refused refuses the whole file (the
+//     message names the member) — a mount never silently lacks an array.
+//   - Stored members (np.savez) are ranges of the file. A deflated member
+//     (np.savez_compressed) is a source of its own (Index.Members): its
+//     .npy header is inflated here to be parsed, its data is inflated by
+//     the backing layer on first read. Declared sizes are checked against
+//     what deflate can produce (at most deflateMaxRatio bytes per
+//     compressed byte, so a zip bomb cannot declare more), the compressed
+//     range against the file; other methods and encrypted members are
+//     refused.
 //   - Index.Format is "numpy" for both.
 
 import (
@@ -354,6 +359,7 @@ func parseNPZ(f File) (*Index, error) {
 		return nil, err
 	}
 	var ts []Tensor
+	idx := &Index{Format: "numpy", Sources: []string{file}, Metadata: map[string]any{}}
 	seen := map[string]bool{}
 	hasPkl := false
 	for _, zf := range zr.File {
@@ -371,15 +377,24 @@ func parseNPZ(f File) (*Index, error) {
 			name = zf.Name
 		}
 		where := "member " + zf.Name
-		if zf.Method != zip.Store {
-			return nil, &FormatError{File: file, Offset: -1, Msg: fmt.Sprintf("member %s is compressed (np.savez_compressed); tensorfs serves only stored members — re-save with np.savez", zf.Name)}
-		}
 		if seen[name] {
 			return nil, ErrorAt(file, where, "another member is also array %s (a member appears twice, or as both %s and %s.npy)", strconv.Quote(name), name, name)
 		}
 		seen[name] = true
 		if len(ts) >= MaxTensors {
 			return nil, ErrorAt(file, where, "more than %d arrays", MaxTensors)
+		}
+		if zf.Method != zip.Store {
+			m, a, err := npzDeflated(f, zf, len(idx.Sources))
+			if err != nil {
+				return nil, err
+			}
+			idx.Sources = append(idx.Sources, file+":"+zf.Name)
+			idx.Members = append(idx.Members, *m)
+			t := npyTensor(name, a, 0)
+			t.Source = m.Source
+			ts = append(ts, t)
+			continue
 		}
 		if zf.CompressedSize64 != zf.UncompressedSize64 || zf.UncompressedSize64 > math.MaxInt64 {
 			return nil, ErrorAt(file, where, "stored member has inconsistent sizes")
@@ -407,5 +422,101 @@ func parseNPZ(f File) (*Index, error) {
 	if name, dup := ptSortTensors(ts); dup {
 		return nil, ErrorAt(file, ptWhere(name), "two members have this name")
 	}
-	return &Index{Format: "numpy", Sources: []string{file}, Metadata: map[string]any{}, Tensors: ts}, nil
+	idx.Tensors = ts
+	return idx, nil
+}
+
+// deflateMaxRatio bounds what a deflate stream can inflate to: a
+// 258-byte match costs at least two bits (a 1-bit length code and a
+// 1-bit distance code), so no stream inflates to more than 1032 bytes
+// per compressed byte. A member declaring more is a zip bomb or broken.
+const deflateMaxRatio = 1032
+
+// npzDeflated checks deflated member zf of f, which will be source
+// number source, and parses its .npy header (inflating only the header).
+func npzDeflated(f File, zf *zip.File, source int) (*Member, *npyArray, error) {
+	file := f.Name()
+	where := "member " + zf.Name
+	if zf.Method != zip.Deflate {
+		return nil, nil, ErrorAt(file, where, "compressed with zip method %d; tensorfs inflates deflate (method 8, np.savez_compressed) and reads stored members (np.savez)", zf.Method)
+	}
+	if zf.Flags&1 != 0 {
+		return nil, nil, ErrorAt(file, where, "encrypted; tensorfs cannot read it")
+	}
+	csize, size := zf.CompressedSize64, zf.UncompressedSize64
+	if csize > math.MaxInt64/deflateMaxRatio || size > math.MaxInt64 {
+		return nil, nil, ErrorAt(file, where, "sizes out of range (%d compressed, %d inflated)", csize, size)
+	}
+	if size > csize*deflateMaxRatio+258 {
+		return nil, nil, ErrorAt(file, where, "declares %d bytes inflated from %d compressed bytes, more than deflate can produce (at most %d to 1): a zip bomb or a broken directory", size, csize, deflateMaxRatio)
+	}
+	off, err := zf.DataOffset()
+	if err != nil {
+		return nil, nil, ErrorAt(file, where, "cannot read its local header: %v", err)
+	}
+	if off < 0 || off > f.Size() || int64(csize) > f.Size()-off {
+		return nil, nil, Errorf(file, off, "member %s: its %d compressed bytes run past the end of the file", zf.Name, csize)
+	}
+	m := &Member{Source: source, Name: zf.Name, Method: zf.Method, Offset: off, CompressedSize: int64(csize), Size: int64(size), CRC32: zf.CRC32}
+	head, err := npzInflateHead(zf, m.Size)
+	if err != nil {
+		return nil, nil, &FormatError{File: file, Offset: off, Where: where, Msg: fmt.Sprintf("cannot inflate its .npy header: %v", err)}
+	}
+	a, err := npyReadHeader(&headFile{name: file, head: head, size: m.Size}, 0, m.Size, "compressed "+where+", inflated")
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, a, nil
+}
+
+// npzInflateHead inflates the start of a member: its .npy header, as far
+// as its length field says (at most npyMaxHeader bytes of header).
+func npzInflateHead(zf *zip.File, size int64) ([]byte, error) {
+	rc, err := zf.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	head := make([]byte, min(size, 12))
+	if _, err := io.ReadFull(rc, head); err != nil {
+		return nil, err
+	}
+	if len(head) < 12 || string(head[:6]) != npyMagic {
+		return head, nil // npyReadHeader says what is wrong
+	}
+	var hlen int64
+	switch head[6] {
+	case 1:
+		hlen = 10 + int64(binary.LittleEndian.Uint16(head[8:10]))
+	case 2, 3:
+		hlen = 12 + int64(binary.LittleEndian.Uint32(head[8:12]))
+	default:
+		return head, nil
+	}
+	hlen = min(hlen, size, 12+npyMaxHeader)
+	if hlen <= 12 {
+		return head[:hlen], nil
+	}
+	rest := make([]byte, hlen-12)
+	if _, err := io.ReadFull(rc, rest); err != nil {
+		return nil, err
+	}
+	return append(head, rest...), nil
+}
+
+// headFile is a File of size bytes of which only the first bytes, head,
+// can be read: an inflated member's .npy header.
+type headFile struct {
+	name string
+	head []byte
+	size int64
+}
+
+func (h *headFile) Name() string { return h.name }
+func (h *headFile) Size() int64  { return h.size }
+func (h *headFile) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > int64(len(h.head)) {
+		return 0, fmt.Errorf("internal error: read [%d, +%d) past the inflated header", off, len(p))
+	}
+	return copy(p, h.head[off:]), nil
 }

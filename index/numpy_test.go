@@ -1,13 +1,19 @@
 package index
 
 import (
+	"archive/zip"
+	"bytes"
+	"compress/flate"
 	"encoding/binary"
 	"encoding/json"
+	"hash/crc32"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -86,6 +92,15 @@ np.save(p("datetime.npy"), np.array(["2020-01-01"], dtype="M8[D]"))
 np.save(p("bytes.npy"), np.array([b"ab"]))
 np.savez(p("nested.npz"), **{"layer/0/w": a, "layer/0/b": np.arange(3, dtype="<i2"), "be": a.astype(">f4")})
 np.savez_compressed(p("compressed.npz"), w=a)
+mixed = {"empty": np.zeros((0, 3), "<f4"), "scalar": np.array(2.5), "fortran": np.asfortranarray(rng.standard_normal((3, 5)).astype(">f8")),
+         "be_i2": np.arange(-7, 7, dtype=">i2"), "bool": rng.standard_normal(33) > 0, "half": rng.standard_normal((4, 4)).astype("<f2"),
+         "c8": (rng.standard_normal(5) + 1j).astype(">c8"), "zeros": np.zeros(100000, "<f8")}
+mixed.update({"many/%03d" % i: np.full(i + 1, i, dtype="<i4") for i in range(40)})
+np.savez_compressed(p("compressed_mixed.npz"), **mixed)
+with zipfile.ZipFile(p("mixed_methods.npz"), "w") as z:
+    buf = io.BytesIO(); np.save(buf, a); z.writestr("stored.npy", buf.getvalue())
+    z.writestr("deflated.npy", buf.getvalue(), compress_type=zipfile.ZIP_DEFLATED)
+    z.writestr("noext", buf.getvalue(), compress_type=zipfile.ZIP_DEFLATED)
 np.savez(p("struct_member.npz"), ok=a, rec=np.zeros(2, dtype=[("x", "<i4")]))
 with zipfile.ZipFile(p("extra_member.npz"), "w") as z:
     buf = io.BytesIO(); np.save(buf, a); z.writestr("w.npy", buf.getvalue()); z.writestr("README.txt", "hello")
@@ -121,9 +136,6 @@ for f in files + made:
         for info in z.infolist():
             if not info.filename.endswith(".npy"):
                 continue
-            if info.compress_type != zipfile.ZIP_STORED:
-                r["expect"] = "refuse:member %s is compressed (np.savez_compressed)" % info.filename
-                break
             w = why(header(z.open(info.filename)))
             if w:
                 r["expect"] = "refuse:%s|(member %s, at byte" % (w, info.filename)
@@ -197,7 +209,7 @@ func TestNumpyAgainstPython(t *testing.T) {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	var nFiles, nArrays, nStrided, nBig, nRefused int
+	var nFiles, nArrays, nStrided, nBig, nRefused, nDeflated int
 	for _, p := range paths {
 		r := ref[p]
 		data, err := os.ReadFile(p)
@@ -236,10 +248,13 @@ func TestNumpyAgainstPython(t *testing.T) {
 			if npyKinds[kind] != tn.DType || !reflect.DeepEqual(append([]int64{}, shape...), append([]int64{}, tn.Shape...)) {
 				t.Errorf("%s: %s: %s %v, numpy says %s %v", p, tn.Name, tn.DType, tn.Shape, kind, shape)
 			}
-			if h := ptSHA(ptGather(t, data, tn)); h != sha {
+			if h := ptSHA(npzGather(t, data, idx, tn)); h != sha {
 				t.Errorf("%s: %s: bytes differ from numpy's (strides %v, big-endian %v)", p, tn.Name, tn.Strides, tn.BigEndian)
 			}
 			nArrays++
+			if idx.Member(tn.Source) != nil {
+				nDeflated++
+			}
 			if tn.Strides != nil {
 				nStrided++
 			}
@@ -248,8 +263,8 @@ func TestNumpyAgainstPython(t *testing.T) {
 			}
 		}
 	}
-	if nStrided == 0 || nBig == 0 || nRefused < 10 {
-		t.Errorf("fixtures did not exercise Fortran order (%d), big-endian (%d) or refusals (%d)", nStrided, nBig, nRefused)
+	if nStrided == 0 || nBig == 0 || nRefused < 9 || nDeflated < 50 {
+		t.Errorf("fixtures did not exercise Fortran order (%d), big-endian (%d), refusals (%d) or compressed members (%d)", nStrided, nBig, nRefused, nDeflated)
 	}
 	t.Logf("%d files, %d arrays (%d Fortran, %d big-endian) match numpy; %d files refused as expected", nFiles, nArrays, nStrided, nBig, nRefused)
 }
@@ -318,12 +333,52 @@ func TestNumpyGeneratedExpected(t *testing.T) {
 			t.Errorf("%s differs from weight", idx.Tensors[i].Name)
 		}
 	}
-	data, err = os.ReadFile(filepath.Join(dir, "npz_compressed.npz"))
+	// The same arrays, deflated (np.savez_compressed): the same bytes.
+	cdata, err := os.ReadFile(filepath.Join(dir, "npz_compressed.npz"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = ptParse("npz_compressed.npz", data)
-	ptErrContains(t, err, "npz_compressed.npz: member ", " is compressed (np.savez_compressed); tensorfs serves only stored members — re-save with np.savez")
+	cidx, err := ptParse("npz_compressed.npz", cdata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptCheckIndex(t, cidx, "npz_compressed.npz", int64(len(cdata)))
+	if got := ptNames(cidx); !reflect.DeepEqual(got, ptNames(idx)) || len(cidx.Members) != 4 {
+		t.Fatalf("%v, %d members", got, len(cidx.Members))
+	}
+	for i, tn := range cidx.Tensors {
+		if cidx.Member(tn.Source) == nil || ptSHA(npzGather(t, cdata, cidx, tn)) != ptSHA(ptGather(t, data, idx.Tensors[i])) {
+			t.Errorf("compressed %s differs from stored", tn.Name)
+		}
+	}
+}
+
+// npzCheckMembers checks idx's compressed members (ptCheckIndex).
+func npzCheckMembers(t testing.TB, idx *Index, name string, size int64) {
+	t.Helper()
+	for i, m := range idx.Members {
+		if m.Source != 1+i || m.File != 0 || idx.Sources[m.Source] != name+":"+m.Name || m.Method != 8 {
+			t.Fatalf("%s: member %d: %+v, source %q", name, i, m, idx.Sources[m.Source])
+		}
+		if m.Offset < 0 || m.CompressedSize < 0 || m.Offset+m.CompressedSize > size || m.Size < 0 || m.Size > m.CompressedSize*deflateMaxRatio+258 {
+			t.Fatalf("%s: member %s: %+v in a %d-byte file", name, m.Name, m, size)
+		}
+	}
+}
+
+// npzGather is ptGather for a tensor that may be in a compressed member:
+// the member is inflated from data (its size and CRC-32 checked) first.
+func npzGather(t testing.TB, data []byte, idx *Index, tn Tensor) []byte {
+	t.Helper()
+	m := idx.Member(tn.Source)
+	if m == nil {
+		return ptGather(t, data, tn)
+	}
+	b, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(data[m.Offset:m.Offset+m.CompressedSize])), m.Size+1))
+	if err != nil || int64(len(b)) != m.Size || crc32.ChecksumIEEE(b) != m.CRC32 {
+		t.Fatalf("member %s: %d bytes, want %d; crc ok %v; %v", m.Name, len(b), m.Size, crc32.ChecksumIEEE(b) == m.CRC32, err)
+	}
+	return ptGather(t, b, tn)
 }
 
 func TestNPYHeaders(t *testing.T) {
@@ -381,7 +436,8 @@ func TestNPYHeaders(t *testing.T) {
 func TestNPZ(t *testing.T) {
 	arr := npyBuild("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 1, ptF32(2))
 	good := ptZip(t, ptMember{name: "b.npy", data: arr}, ptMember{name: "notes.txt", data: []byte("x")}, ptMember{name: "a/c.npy", data: arr},
-		ptMember{name: "noext", data: arr}, ptMember{name: "info.json", data: []byte(`{"k": 1}`), deflate: true})
+		ptMember{name: "noext", data: arr}, ptMember{name: "info.json", data: []byte(`{"k": 1}`), deflate: true},
+		ptMember{name: "z.npy", data: arr, deflate: true}, ptMember{name: "zext", data: arr, deflate: true})
 	idx, err := ptParse("m.npz", good)
 	if err != nil {
 		t.Fatal(err)
@@ -389,23 +445,61 @@ func TestNPZ(t *testing.T) {
 	ptCheckIndex(t, idx, "m.npz", int64(len(good)))
 	// A member without ".npy" that is an array (numpy.load reads it as
 	// one) is served under its whole name; other members are not arrays.
-	if got := ptNames(idx); !reflect.DeepEqual(got, []string{"a/c", "b", "noext"}) {
+	if got := ptNames(idx); !reflect.DeepEqual(got, []string{"a/c", "b", "noext", "z", "zext"}) {
 		t.Fatalf("%v", got)
+	}
+	// Deflated members (np.savez_compressed) are sources of their own:
+	// the tensor is at its offset in the inflated member.
+	if len(idx.Members) != 2 || idx.Sources[idx.Tensors[3].Source] != "m.npz:z.npy" || idx.Tensors[3].Offset != int64(len(arr)-8) {
+		t.Fatalf("members %+v, sources %v, z %+v", idx.Members, idx.Sources, idx.Tensors[3])
+	}
+	for _, i := range []int{3, 4} {
+		if !bytes.Equal(npzGather(t, good, idx, idx.Tensors[i]), ptF32(2)) {
+			t.Errorf("%s: wrong bytes", idx.Tensors[i].Name)
+		}
+	}
+	deflated := func(b []byte) []byte {
+		var buf bytes.Buffer
+		w, _ := flate.NewWriter(&buf, flate.BestCompression)
+		w.Write(b)
+		w.Close()
+		return buf.Bytes()
+	}
+	raw := func(h zip.FileHeader, data []byte) ptRawMember { return ptRawMember{h, data} }
+	hdr := func(name string, method uint16, flags uint16, csize, size int, crc uint32) zip.FileHeader {
+		return zip.FileHeader{Name: name, Method: method, Flags: flags, CompressedSize64: uint64(csize), UncompressedSize64: uint64(size), CRC32: crc}
+	}
+	zarr := deflated(arr)
+	for _, c := range []struct {
+		name string
+		m    ptRawMember
+		want string
+	}{
+		{"bzip2", raw(hdr("x.npy", 12, 0, len(arr), len(arr), crc32.ChecksumIEEE(arr)), arr), "compressed with zip method 12; tensorfs inflates deflate (method 8, np.savez_compressed) and reads stored members (np.savez) (member x.npy)"},
+		{"encrypted", raw(hdr("x.npy", 8, 1, len(zarr), len(arr), crc32.ChecksumIEEE(arr)), zarr), "encrypted; tensorfs cannot read it (member x.npy)"},
+		{"zip bomb", raw(hdr("x.npy", 8, 0, len(zarr), 1<<40, crc32.ChecksumIEEE(arr)), zarr), "declares 1099511627776 bytes inflated from " + strconv.Itoa(len(zarr)) + " compressed bytes, more than deflate can produce (at most 1032 to 1): a zip bomb or a broken directory (member x.npy)"},
+		{"corrupt header", raw(hdr("x.npy", 8, 0, 16, len(arr), 0), bytes.Repeat([]byte{0xff}, 16)), "cannot inflate its .npy header: flate: corrupt input before offset 1 (member x.npy, at byte"},
+		{"short member", raw(hdr("x.npy", 8, 0, len(zarr), len(arr)-1, crc32.ChecksumIEEE(arr)), zarr), "array data of 8 bytes runs past the end (7 bytes left) (compressed member x.npy, inflated, at byte"},
+		{"not npy", raw(hdr("x.npy", 8, 0, len(deflated([]byte("hello world"))), 11, 0), deflated([]byte("hello world"))), "not a .npy file (no \\x93NUMPY magic) (compressed member x.npy, inflated, at byte 0)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parseNPZ(ptMem("m.npz", ptZipRaw(t, c.m)))
+			ptErrContains(t, err, "m.npz: ", c.want)
+		})
 	}
 	for _, c := range []struct {
 		name    string
 		members []ptMember
 		want    string
 	}{
-		{"compressed", []ptMember{{name: "w.npy", data: arr}, {name: "x.npy", data: arr, deflate: true}},
-			"m.npz: member x.npy is compressed (np.savez_compressed); tensorfs serves only stored members — re-save with np.savez"},
 		{"bad member", []ptMember{{name: "w.npy", data: arr}, {name: "o.npy", data: npyBuild("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", 1, nil)}},
 			`object array (pickled Python objects); tensorfs never unpickles array data (member o.npy, at byte`},
 		{"truncated member", []ptMember{{name: "w.npy", data: arr[:len(arr)-1]}}, "array data of 8 bytes runs past the end (7 bytes left) (member w.npy"},
 		{"duplicate", []ptMember{{name: "w.npy", data: arr}, {name: "w.npy", data: arr}}, `another member is also array "w"`},
 		{"same array name", []ptMember{{name: "w.npy", data: arr}, {name: "w", data: arr}}, `another member is also array "w"`},
-		{"compressed without .npy", []ptMember{{name: "w.npy", data: arr}, {name: "x", data: arr, deflate: true}},
-			"m.npz: member x is compressed (np.savez_compressed)"},
+		{"compressed duplicate", []ptMember{{name: "w.npy", data: arr}, {name: "w", data: arr, deflate: true}}, `another member is also array "w"`},
+		{"compressed bad member", []ptMember{{name: "o.npy", data: npyBuild("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", 1, nil), deflate: true}},
+			`object array (pickled Python objects); tensorfs never unpickles array data (compressed member o.npy, inflated, at byte`},
 		{"no arrays", []ptMember{{name: "readme.npy.txt", data: []byte("\x93NUMP")}}, "zip archive has no .npy members"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -443,7 +537,8 @@ func FuzzNPY(f *testing.F) {
 func FuzzNPZ(f *testing.F) {
 	arr := npyBuild("{'descr': '>f4', 'fortran_order': True, 'shape': (2, 2), }", 1, ptF32(4))
 	f.Add(ptZip(f, ptMember{name: "w.npy", data: arr}, ptMember{name: "x/y.npy", data: arr}))
-	for _, b := range ptSeedFiles("numpy/candle/test.npz", "numpy/npyio/*.npz", "generated/npz_plain.npz") {
+	f.Add(ptZip(f, ptMember{name: "w.npy", data: arr, deflate: true}, ptMember{name: "x", data: arr, deflate: true}, ptMember{name: "s.npy", data: arr}))
+	for _, b := range ptSeedFiles("numpy/candle/test.npz", "numpy/npyio/*.npz", "generated/npz_plain.npz", "generated/npz_compressed.npz") {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -456,4 +551,29 @@ func FuzzNPZ(f *testing.F) {
 		}
 		ptCheckIndex(t, idx, "f.npz", int64(len(b)))
 	})
+}
+
+// ptRawMember is a zip member written as it is (zip.Writer.CreateRaw):
+// its header's method, flags, sizes and CRC-32 are not checked.
+type ptRawMember struct {
+	h    zip.FileHeader
+	data []byte
+}
+
+func ptZipRaw(t testing.TB, members ...ptRawMember) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, m := range members {
+		h := m.h
+		w, err := zw.CreateRaw(&h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(m.data)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

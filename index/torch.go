@@ -227,7 +227,8 @@ func parseTorchZip(f File) (*Index, error) {
 		st.size = int64(len(data))
 		r = bytes.NewReader(data)
 	}
-	root0, err := st.machine(r, newTorchEnv()).Run()
+	m := st.machine(r, newTorchEnv())
+	root0, err := m.Run()
 	if err != nil {
 		return nil, st.err(err)
 	}
@@ -272,6 +273,7 @@ func parseTorchZip(f File) (*Index, error) {
 		return off, need, ""
 	}
 	w := newPtWalker(st, spanOf)
+	w.m = m
 	w.bigEndian = bigEndian
 	return ptFinish(w, root0, "pytorch")
 }
@@ -405,6 +407,7 @@ func parseTorchLegacy(f File) (*Index, error) {
 		return sp.off, sp.size, ""
 	}
 	w := newPtWalker(st, spanOf)
+	w.m = m
 	w.budget = pickle.NewBudget(at - mainAt)
 	return ptFinish(w, root, "pytorch")
 }

@@ -92,15 +92,20 @@ func ptSHA(b []byte) string {
 // ptCheckIndex checks what every parser promises about an Index.
 func ptCheckIndex(t testing.TB, idx *Index, name string, size int64) {
 	t.Helper()
-	if len(idx.Sources) != 1 || idx.Sources[0] != name {
+	if len(idx.Sources) != 1+len(idx.Members) || idx.Sources[0] != name {
 		t.Fatalf("%s: sources %v", name, idx.Sources)
 	}
+	npzCheckMembers(t, idx, name, size) // numpy_test.go
 	if _, err := json.Marshal(idx.Metadata); err != nil {
 		t.Fatalf("%s: metadata is not JSON-encodable: %v", name, err)
 	}
 	for i, tn := range idx.Tensors {
 		if i > 0 && idx.Tensors[i-1].Name >= tn.Name {
 			t.Fatalf("%s: tensors not sorted/distinct at %q", name, tn.Name)
+		}
+		size := size
+		if m := idx.Member(tn.Source); m != nil {
+			size = m.Size // a compressed member's tensors are in its inflated bytes
 		}
 		if err := checkTensor(&tn, name, size); err != nil {
 			t.Fatalf("%s: %v", name, err)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/lazyweights/tensorfs/internal/pickle"
@@ -100,7 +101,16 @@ func TestTorchBuildRefused(t *testing.T) {
 		[]byte{'}', '('}, ptPkStr("w"), ptRebuild(ptTS{"", "FloatStorage", "1", 4, 0, []int64{4}, []int64{1}, nil}, false), []byte{'u', 'b', '.'})
 	b := ptZip(t, ptMember{name: "r/data.pkl", data: p}, ptMember{name: "r/data/0", data: ptF32(4)}, ptMember{name: "r/data/1", data: ptF32(4)})
 	_, err := ptParse("m.pt", b)
-	ptErrContains(t, err, "m.pt: pickle BUILD gives state {\"w\": tensor(FloatStorage[4])} to a *index.torchTensor, which holds none (at byte ")
+	ptErrContains(t, err, "m.pt: pickle BUILD gives state {\"w\": tensor(FloatStorage[4])} to a torch.Tensor, which takes (requires_grad, volatile, hooks), a legacy (storage, offset, size, stride) or a legacy Variable's 5 fields (at byte ")
+	if strings.Contains(err.Error(), "*index.") {
+		t.Errorf("a Go type name in %q", err)
+	}
+	// A legacy Variable state whose data is not a tensor fails in torch too.
+	p = ptCat([]byte{pickle.OpPROTO, 2}, ptRebuild(ptTS{"", "FloatStorage", "0", 4, 0, []int64{4}, []int64{1}, nil}, false),
+		ptPkTuple(ptPkInt(1), []byte{'N'}, []byte{'N'}, []byte{pickle.OpNEWTRUE}, []byte{pickle.OpNEWFALSE}), []byte{'b', '.'})
+	b = ptZip(t, ptMember{name: "r/data.pkl", data: p}, ptMember{name: "r/data/0", data: ptF32(4)})
+	_, err = ptParse("m.pt", b)
+	ptErrContains(t, err, "m.pt: pickle BUILD gives a legacy Variable state whose data is 1, not a tensor (at byte ")
 }
 
 // ptTensorKeysScript saves, with torch itself, an OpenNMT-style (2017)

@@ -65,6 +65,9 @@ type torchStorageType struct {
 
 func (s *torchStorageType) String() string { return "torch." + s.name }
 
+// PyType names the Python type in messages.
+func (s *torchStorageType) PyType() string { return "torch." + s.name + " class" }
+
 // torchDType is a torch dtype object (torch.float32).
 type torchDType struct {
 	name string
@@ -73,10 +76,16 @@ type torchDType struct {
 
 func (d *torchDType) String() string { return "torch." + d.name }
 
+// PyType names the Python type in messages.
+func (d *torchDType) PyType() string { return "torch.dtype" }
+
 // torchDevice is torch.device(...), kept as its string form.
 type torchDevice string
 
 func (d torchDevice) String() string { return string(d) }
+
+// PyType names the Python type in messages.
+func (d torchDevice) PyType() string { return "torch.device" }
 
 // torchStorage is a storage named by a persistent id. In legacy files a
 // storage may be a view of a root storage (root != nil): elements
@@ -92,6 +101,9 @@ type torchStorage struct {
 
 func (s *torchStorage) String() string { return "storage " + strconv.Quote(s.key) }
 
+// PyType names the Python type in messages.
+func (s *torchStorage) PyType() string { return "torch." + s.typ.name }
+
 // torchTensor is what _rebuild_tensor* builds: a view of a storage.
 type torchTensor struct {
 	storage *torchStorage
@@ -104,6 +116,9 @@ type torchTensor struct {
 }
 
 func (t *torchTensor) String() string { return fmt.Sprintf("tensor(%s%v)", t.dtName, t.shape) }
+
+// PyType names the Python type in messages.
+func (t *torchTensor) PyType() string { return "torch.Tensor" }
 
 // torchRefusals names the tensor rebuilds tensorfs refuses, by function.
 var torchRefusals = map[string]string{
@@ -162,7 +177,11 @@ func (e *torchEnv) Call(m *pickle.Machine, fn any, args pickle.Tuple, off int64)
 		}
 		return e.rebuild(m, g.Name, args, args[6], off)
 	case "torch._utils._rebuild_parameter", "torch._utils._rebuild_parameter_with_state",
-		"torch.nn.parameter.Parameter", "torch.nn.Parameter", "torch.nn.parameter.Buffer":
+		"torch.nn.parameter.Parameter", "torch.nn.Parameter", "torch.nn.parameter.Buffer",
+		// torch < 0.4 pickled a Variable (and a Parameter, its subclass)
+		// as Variable(data) with BUILD state (requires_grad, volatile,
+		// hooks); torch.load gives the tensor.
+		"torch.autograd.variable.Variable", "torch.autograd.Variable":
 		if len(args) == 0 {
 			return nil, m.Errorf(off, "%s without arguments", g.Name)
 		}
@@ -251,7 +270,8 @@ func torchWithState(fn any, args pickle.Tuple, t, state any) any {
 func (e *torchEnv) NewObj(m *pickle.Machine, cls any, args pickle.Tuple, kwargs any, off int64) (any, error) {
 	if g, ok := cls.(*pickle.Global); ok {
 		switch g.Module + "." + g.Name {
-		case "torch.nn.parameter.Parameter", "torch.nn.Parameter", "torch.nn.parameter.Buffer":
+		case "torch.nn.parameter.Parameter", "torch.nn.Parameter", "torch.nn.parameter.Buffer",
+			"torch.autograd.variable.Variable", "torch.autograd.Variable":
 			if len(args) > 0 {
 				return args[0], nil
 			}
@@ -260,6 +280,68 @@ func (e *torchEnv) NewObj(m *pickle.Machine, cls any, args pickle.Tuple, kwargs 
 		}
 	}
 	return e.PlainEnv.NewObj(m, cls, args, kwargs, off)
+}
+
+// Build applies BUILD's state to obj. A tensor takes what torch's
+// Tensor.__setstate__ takes: (requires_grad, volatile, backward_hooks) of
+// a torch < 0.4 Parameter or Variable, (storage, offset, size, stride) of
+// a legacy tensor (set_), and a legacy Variable's (data, grad, hooks,
+// requires_grad, volatile). None of it is bytes of the tensor except
+// set_'s view and the Variable's data: requires_grad, volatile and the
+// legacy grad are dropped, as torch drops them (requires_grad is an
+// autograd flag, not data); non-empty hooks are kept as the tensor's
+// state, walked for tensors only. Anything else refuses the pickle, as it
+// fails in torch.
+func (e *torchEnv) Build(m *pickle.Machine, obj, state any, off int64) error {
+	t, ok := obj.(*torchTensor)
+	if !ok {
+		return e.PlainEnv.Build(m, obj, state, off)
+	}
+	if pickle.Empty(state) {
+		return nil
+	}
+	st, ok := state.(pickle.Tuple)
+	switch {
+	case ok && len(st) == 3:
+		t.hooks(st[2])
+		return nil
+	case ok && len(st) == 4:
+		v, err := e.rebuild(m, "Tensor.__setstate__", st, nil, off)
+		if err != nil {
+			return err
+		}
+		switch x := v.(type) {
+		case *torchTensor:
+			x.state = t.state
+			*t = *x
+			return nil
+		case *pickle.Refused:
+			return m.Errorf(off, "%s is not supported", x.What)
+		}
+	case ok && len(st) == 5:
+		data, isTensor := st[0].(*torchTensor)
+		if !isTensor {
+			if r, refused := st[0].(*pickle.Refused); refused {
+				return m.Errorf(off, "%s is not supported", r.What)
+			}
+			return m.Errorf(off, "pickle BUILD gives a legacy Variable state whose data is %s, not a tensor", pickle.Repr(st[0], 40))
+		}
+		keep := t.state
+		*t = *data
+		t.state = append(append([]any(nil), keep...), data.state...)
+		t.hooks(st[2])
+		return nil
+	}
+	return m.Errorf(off, "pickle BUILD gives state %s to a torch.Tensor, which takes (requires_grad, volatile, hooks), a legacy (storage, offset, size, stride) or a legacy Variable's 5 fields", pickle.Repr(state, 60))
+}
+
+// hooks keeps a legacy state's backward hooks when there are any: they
+// are walked for tensors only (torch expects none and keeps them as an
+// attribute).
+func (t *torchTensor) hooks(h any) {
+	if !pickle.Empty(h) {
+		t.state = append(t.state, h)
+	}
 }
 
 // persistent resolves ('storage', type, key, location, numel) (zip) and

@@ -54,6 +54,7 @@ type ptWalker struct {
 	file      string
 	base      string // name of a bare tensor
 	span      ptSpan
+	m         *pickle.Machine // where inline numpy data lie (SpanOf); may be nil
 	bigEndian bool
 	tensors   []Tensor
 	budget    *pickle.Budget
@@ -238,6 +239,8 @@ func (w *ptWalker) walk(v any, depth int) (any, bool, error) {
 	case *torchStorage:
 		n := x.numel
 		return nil, false, w.tensor(&torchTensor{storage: x, dt: x.typ.dt, dtName: x.typ.name, shape: []int64{n}, strides: []int64{1}})
+	case *pickle.NDArray:
+		return w.ndarray(x, depth)
 	case *pickle.Refused:
 		return nil, false, &FormatError{File: w.file, Offset: w.st.fileOff(x.Off), Where: ptWhere(w.name()), Msg: x.What + " is not supported"}
 	case *pickle.Dict, *pickle.List, *pickle.Set, *pickle.Object:
@@ -518,23 +521,31 @@ func ptRowMajor(shape, strides []int64) bool {
 	return true
 }
 
-// tensor checks t against its storage and the file, and records it.
-func (w *ptWalker) tensor(t *torchTensor) error {
+// tensorName checks the count of tensors and the length and budget of
+// the name of the tensor being walked, before building it.
+func (w *ptWalker) tensorName() (string, error) {
 	if len(w.tensors) >= MaxTensors {
-		return ErrorAt(w.file, "", "more than %d tensors", MaxTensors)
+		return "", ErrorAt(w.file, "", "more than %d tensors", MaxTensors)
 	}
-	// Check the name's length and budget before building it.
 	nl := w.pathLen
 	if len(w.path) == 0 {
 		nl = len(w.base)
 	}
 	if nl > MaxNameLength {
-		return ErrorAt(w.file, "", "a tensor name is %d bytes long (at most %d)", nl, MaxNameLength)
+		return "", ErrorAt(w.file, "", "a tensor name is %d bytes long (at most %d)", nl, MaxNameLength)
 	}
 	if err := w.budget.NameBytes(int64(nl)); err != nil {
-		return ErrorAt(w.file, "", "%v", err)
+		return "", ErrorAt(w.file, "", "%v", err)
 	}
-	name := w.name()
+	return w.name(), nil
+}
+
+// tensor checks t against its storage and the file, and records it.
+func (w *ptWalker) tensor(t *torchTensor) error {
+	name, err := w.tensorName()
+	if err != nil {
+		return err
+	}
 	where := ptWhere(name)
 	es := t.dt.ElemSize()
 	if !t.dt.Valid() || es <= 0 {

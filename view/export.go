@@ -250,8 +250,8 @@ func (x *Export) buildHeader(idx *index.Index, to dtype.DType, relabeled map[str
 		meta[ExportFormatKey] = "pt"
 	}
 	meta[ExportSourceFormatKey] = idx.Format
-	files := make([]string, len(idx.Sources))
-	for i, s := range idx.Sources {
+	files := make([]string, len(idx.Files()))
+	for i, s := range idx.Files() {
 		files[i] = filepath.Base(s)
 		if !utf8.ValidString(files[i]) {
 			files[i] = strconv.QuoteToASCII(files[i])

@@ -13,7 +13,7 @@ const EnvLibrary = "TENSORFS_CUDART"
 
 // Libraries are the names Open tries, in order, through dlopen's search
 // path, before the usual install directories.
-var Libraries = []string{"libcudart.so", "libcudart.so.12", "libcudart.so.11.0"}
+var Libraries = []string{"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}
 
 // installGlobs are where CUDA runtimes usually live outside the loader's
 // search path: the toolkit, and the pip wheels PyTorch installs.

@@ -47,6 +47,9 @@ typedef struct {
 	tfs_err (*DeviceSynchronize)(void);
 	tfs_err (*RuntimeGetVersion)(int*);
 	tfs_err (*DriverGetVersion)(int*);
+	tfs_err (*MemGetInfo)(size_t*, size_t*);
+	tfs_err (*HostRegister)(void*, size_t, unsigned int);
+	tfs_err (*HostUnregister)(void*);
 } tfs_cudart;
 
 // tfs_open loads the library at path and resolves its symbols. On failure
@@ -91,6 +94,9 @@ static tfs_cudart* tfs_open(const char* path, char* err, size_t errlen) {
 	OPT(DeviceSynchronize, "cudaDeviceSynchronize")
 	OPT(RuntimeGetVersion, "cudaRuntimeGetVersion")
 	OPT(DriverGetVersion, "cudaDriverGetVersion")
+	OPT(MemGetInfo, "cudaMemGetInfo")
+	OPT(HostRegister, "cudaHostRegister")
+	OPT(HostUnregister, "cudaHostUnregister")
 #undef REQ
 #undef OPT
 	return r;
@@ -127,13 +133,23 @@ static tfs_err tfs_malloc(tfs_cudart* r, int dev, uintptr_t* out, size_t n) {
 
 static tfs_err tfs_free(tfs_cudart* r, uintptr_t p) { return r->Free((void*)p); }
 
-static void* tfs_host_alloc(tfs_cudart* r, int dev, size_t n, tfs_err* err) {
+static void* tfs_host_alloc(tfs_cudart* r, int dev, size_t n, unsigned int flags, tfs_err* err) {
 	void* p = NULL;
 	*err = r->SetDevice(dev);
 	if (*err) return NULL;
-	*err = r->HostAlloc(&p, n, 0);
+	*err = r->HostAlloc(&p, n, flags);
 	return *err ? NULL : p;
 }
+
+static int tfs_can_register(tfs_cudart* r) { return r->HostRegister && r->HostUnregister; }
+
+static tfs_err tfs_host_register(tfs_cudart* r, int dev, void* p, size_t n, unsigned int flags) {
+	tfs_err e = r->SetDevice(dev);
+	if (e) return e;
+	return r->HostRegister(p, n, flags);
+}
+
+static tfs_err tfs_host_unregister(tfs_cudart* r, void* p) { return r->HostUnregister(p); }
 
 static tfs_err tfs_free_host(tfs_cudart* r, void* p) { return r->FreeHost(p); }
 
@@ -151,6 +167,26 @@ static tfs_err tfs_copy_async(tfs_cudart* r, uintptr_t dst, const void* src, siz
 	tfs_err err = r->MemcpyAsync((void*)dst, src, n, tfs_memcpy_h2d, s);
 	if (err) return err;
 	return r->EventRecord(e, s);
+}
+
+// tfs_copy_many queues n host-to-device copies on stream s, then records
+// event e after them: one cgo call per staging buffer.
+static tfs_err tfs_copy_many(tfs_cudart* r, const uintptr_t* dst, const uintptr_t* src, const size_t* len, int n, tfs_stream s, tfs_event e) {
+	for (int i = 0; i < n; i++) {
+		tfs_err err = r->MemcpyAsync((void*)dst[i], (const void*)src[i], len[i], tfs_memcpy_h2d, s);
+		if (err) return err;
+	}
+	return r->EventRecord(e, s);
+}
+
+// tfs_mem_info reports free and total memory of device dev; -1 in
+// *total when the runtime lacks cudaMemGetInfo.
+static tfs_err tfs_mem_info(tfs_cudart* r, int dev, size_t* freeb, size_t* total) {
+	*freeb = 0; *total = 0;
+	tfs_err e = r->SetDevice(dev);
+	if (e) return e;
+	if (!r->MemGetInfo) { *total = (size_t)-1; return 0; }
+	return r->MemGetInfo(freeb, total);
 }
 
 static tfs_err tfs_stream_create(tfs_cudart* r, int dev, tfs_stream* s) {
@@ -321,15 +357,52 @@ func (rt *Runtime) Free(p DevicePtr) error {
 // device dev (cudaHostAlloc). The slice is C memory: free it with
 // FreeHost, never let it be used after that.
 func (rt *Runtime) HostAlloc(dev int, n int) ([]byte, error) {
+	return rt.hostAlloc(dev, n, 0)
+}
+
+// Flags of cudaHostAlloc and cudaHostRegister.
+const (
+	hostAllocWriteCombined = 4 // cudaHostAllocWriteCombined
+	hostRegisterPortable   = 1 // cudaHostRegisterPortable
+	hostRegisterReadOnly   = 8 // cudaHostRegisterReadOnly
+)
+
+func (rt *Runtime) hostAlloc(dev int, n int, flags uint) ([]byte, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("cuda: cudaHostAlloc of %d bytes", n)
 	}
 	var e C.tfs_err
-	p := C.tfs_host_alloc(rt.c, C.int(dev), C.size_t(n), &e)
+	p := C.tfs_host_alloc(rt.c, C.int(dev), C.size_t(n), C.uint(flags), &e)
 	if err := rt.check(fmt.Sprintf("cudaHostAlloc(%d)", n), e); err != nil {
 		return nil, err
 	}
 	return unsafe.Slice((*byte)(p), n), nil
+}
+
+// CanRegister reports whether the runtime has cudaHostRegister and
+// cudaHostUnregister.
+func (rt *Runtime) CanRegister() bool { return C.tfs_can_register(rt.c) != 0 }
+
+// HostRegister page-locks b (host memory the caller owns, e.g. a
+// read-only file mapping) for device dev, read-only and portable, so
+// that asynchronous copies from it run at the link's speed. Undo it with
+// HostUnregister before b goes away.
+func (rt *Runtime) HostRegister(dev int, b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if !rt.CanRegister() {
+		return fmt.Errorf("cuda: %s has no cudaHostRegister", rt.path)
+	}
+	return rt.check(fmt.Sprintf("cudaHostRegister(%d)", len(b)), C.tfs_host_register(rt.c, C.int(dev), unsafe.Pointer(unsafe.SliceData(b)), C.size_t(len(b)), C.uint(hostRegisterPortable|hostRegisterReadOnly)))
+}
+
+// HostUnregister undoes HostRegister of b.
+func (rt *Runtime) HostUnregister(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	return rt.check("cudaHostUnregister", C.tfs_host_unregister(rt.c, unsafe.Pointer(unsafe.SliceData(b))))
 }
 
 // FreeHost frees memory from HostAlloc.
@@ -369,6 +442,40 @@ func (rt *Runtime) copyAsync(dst DevicePtr, src []byte, s stream, e event) error
 	return rt.check("cudaMemcpyAsync", C.tfs_copy_async(rt.c, C.uintptr_t(dst), unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)), s.p, e.p))
 }
 
+// copyMany queues copies of src[i] (pinned memory) to dst[i] on s and
+// records e after the last.
+func (rt *Runtime) copyMany(dst []DevicePtr, src [][]byte, s stream, e event) error {
+	n := len(dst)
+	cd := make([]C.uintptr_t, n)
+	cs := make([]C.uintptr_t, n)
+	cl := make([]C.size_t, n)
+	for i := range n {
+		cd[i] = C.uintptr_t(dst[i])
+		cs[i] = C.uintptr_t(uintptr(unsafe.Pointer(unsafe.SliceData(src[i]))))
+		cl[i] = C.size_t(len(src[i]))
+	}
+	var pd *C.uintptr_t
+	var ps *C.uintptr_t
+	var pl *C.size_t
+	if n > 0 {
+		pd, ps, pl = &cd[0], &cs[0], &cl[0]
+	}
+	return rt.check("cudaMemcpyAsync", C.tfs_copy_many(rt.c, pd, ps, pl, C.int(n), s.p, e.p))
+}
+
+// MemInfo returns the free and total memory of device dev
+// (cudaMemGetInfo); ok is false when the runtime lacks the call.
+func (rt *Runtime) MemInfo(dev int) (free, total int64, ok bool, err error) {
+	var f, t C.size_t
+	if err := rt.check("cudaMemGetInfo", C.tfs_mem_info(rt.c, C.int(dev), &f, &t)); err != nil {
+		return 0, 0, false, err
+	}
+	if t == ^C.size_t(0) {
+		return 0, 0, false, nil
+	}
+	return int64(f), int64(t), true, nil
+}
+
 func (rt *Runtime) newStream(dev int) (stream, error) {
 	var s C.tfs_stream
 	err := rt.check("cudaStreamCreate", C.tfs_stream_create(rt.c, C.int(dev), &s))
@@ -396,3 +503,6 @@ func (rt *Runtime) syncEvent(e event) error {
 func (rt *Runtime) destroyEvent(e event) error {
 	return rt.check("cudaEventDestroy", C.tfs_event_destroy(rt.c, e.p))
 }
+
+// CgoEnabled reports that this build can load a CUDA runtime (it has cgo).
+const CgoEnabled = true

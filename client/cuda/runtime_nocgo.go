@@ -44,3 +44,17 @@ func (rt *Runtime) destroyStream(stream) error                       { return er
 func (rt *Runtime) newEvent(int) (event, error)                      { return event{}, errNoCgo }
 func (rt *Runtime) syncEvent(event) error                            { return errNoCgo }
 func (rt *Runtime) destroyEvent(event) error                         { return errNoCgo }
+func (rt *Runtime) copyMany([]DevicePtr, [][]byte, stream, event) error {
+	return errNoCgo
+}
+func (rt *Runtime) MemInfo(int) (int64, int64, bool, error) { return 0, 0, false, errNoCgo }
+
+// CgoEnabled is false: this build cannot load a CUDA runtime.
+const CgoEnabled = false
+
+func (rt *Runtime) hostAlloc(int, int, uint) ([]byte, error) { return nil, errNoCgo }
+func (rt *Runtime) CanRegister() bool                        { return false }
+func (rt *Runtime) HostRegister(int, []byte) error           { return errNoCgo }
+func (rt *Runtime) HostUnregister([]byte) error              { return errNoCgo }
+
+const hostAllocWriteCombined = 4

@@ -39,6 +39,11 @@ type Tensor struct {
 	Shape []int64
 	Ptr   DevicePtr // 0 for an empty tensor
 	Size  int64     // bytes at Ptr
+
+	// Offset is the tensor's offset in its Upload's allocation (a
+	// multiple of DeviceAlign); 0 for a tensor from a Sink, which has an
+	// allocation of its own.
+	Offset int64
 }
 
 // Stats counts what a Sink did.

@@ -45,20 +45,51 @@ sampled) and the peak resident set (VmHWM).
 --sha256 prints "<sha256 hex>  <tensor name>" for every tensor in index
 order (sorted by name), as sha256sum does, computed over the bytes loaded
 (converted with --dtype, if given); tensors with no view in --dtype are
-hashed as stored.`
+hashed as stored.
+
+--gpu N uploads every tensor to CUDA device N instead (CUDA found at run
+time: libcudart through dlopen, or $TENSORFS_CUDART; the binary needs cgo):
+the checkpoint goes into one allocation, each tensor at a 256-byte aligned
+offset, through pinned staging buffers that --parallel goroutines fill
+(chunks of one tensor in parallel, small tensors read together by file
+range) and --streams CUDA streams copy from. Their defaults come from the
+machine's CPUs. A checkpoint file that is mostly in the page cache is read
+through it; one that is not is read with O_DIRECT straight into the pinned
+buffers (--io auto; --io pread, mmap or direct forces one). The report
+says which path ran for each file, the device memory used and the host's
+peak memory. --verify then copies every tensor back and compares its
+sha256 with the host's. It fails in one line, exit 1, without a CUDA
+runtime, without device N, in a binary built without cgo, or when the
+checkpoint does not fit in the device's free memory.`
 
 func runLoad(args []string) error {
-	f := newFlags("load", "[--dtype DT] [--sha256] [--parallel N] [--chunk SIZE] [--io MODE] [--quiet] SOURCE", loadAbout)
+	f := newFlags("load", "[--dtype DT] [--sha256] [--parallel N] [--chunk SIZE] [--io MODE] [--gpu N [--verify] [--buffers N] [--streams N] [--register]] [--quiet] SOURCE", loadAbout)
 	addRemoteFlags(f)
 	dtFlag := f.String("dtype", "", "convert float and quantized tensors to `DT` (f32, f16, bf16 or f64); others load as stored")
 	sha := f.Bool("sha256", false, "print the sha256 of every tensor, sha256sum style, in index order")
-	parallel := f.Int("parallel", 0, "tensors in flight, each with one chunk buffer (`N`, 1 to 1024; 0 or unset: 4, or the number of CPUs when fewer)")
-	chunkFlag := f.String("chunk", "8MiB", "chunk and buffer `SIZE` (bytes, or with a K, M, G, KiB, MiB, GiB suffix)")
-	ioFlag := f.String("io", "pread", "read checkpoint files with `MODE`: pread, mmap or direct (O_DIRECT, bypassing the page cache); not for a mount")
+	parallel := f.Int("parallel", 0, "tensors in flight, each with one chunk buffer (`N`, 1 to 1024; 0 or unset: 4, or the number of CPUs when fewer); with --gpu, the goroutines filling pinned buffers (default: one per CPU, 2 to 32)")
+	chunkFlag := f.String("chunk", "8MiB", "chunk and buffer `SIZE` (bytes, or with a K, M, G, KiB, MiB, GiB suffix; with --gpu the default is 8MiB)")
+	ioFlag := f.String("io", "pread", "read checkpoint files with `MODE`: pread, mmap or direct (O_DIRECT, bypassing the page cache); with --gpu also auto, the default (by page-cache residency); not for a mount")
+	gpu := f.Int("gpu", -1, "upload every tensor to CUDA device `N` (0, 1, ...)")
+	verify := f.Bool("verify", false, "with --gpu: copy every tensor back and compare its sha256 with the host's")
+	buffers := f.Int("buffers", 0, "with --gpu: pinned staging buffers (`N`; default one and a half per --parallel goroutine, at most 1 GiB)")
+	streams := f.Int("streams", 0, "with --gpu: CUDA streams (`N`, 1 to 64; default half the goroutines, 2 to 8)")
+	writeCombined := f.Bool("write-combined", true, "with --gpu: allocate the pinned staging buffers write-combined (--write-combined=false: cacheable)")
+	register := f.Bool("register", false, "with --gpu: copy tensors stored as they are uploaded straight from the file's mapping, registered with cudaHostRegister, instead of staging them (pays where the same pages are copied more than once; see docs/BENCHMARKS.md)")
 	quiet := f.Bool("quiet", false, "no progress bar and no summary line")
 	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of the load, opening included (go tool pprof format), to `FILE`")
 	if err := f.parse(args, 1, 1); err != nil {
 		return err
+	}
+	if *gpu < 0 {
+		for _, name := range []string{"verify", "buffers", "streams", "write-combined", "register"} {
+			if f.isSet(name) {
+				return usagef("load: --%s needs --gpu", name)
+			}
+		}
+		if f.isSet("gpu") {
+			return usagef("load: --gpu: %d is not a device ordinal (0, 1, ...)", *gpu)
+		}
 	}
 	var to dtype.DType
 	if *dtFlag != "" {
@@ -78,11 +109,31 @@ func runLoad(args []string) error {
 	if *parallel < 0 || *parallel > 1024 {
 		return usagef("load: --parallel: %d is not between 1 and 1024 (or 0, the default)", *parallel)
 	}
+	source := f.Arg(0)
+	if *gpu >= 0 {
+		if *sha {
+			return usagef("load: --sha256 does not go with --gpu (--verify compares the sha256 of every tensor on the device with the host's)")
+		}
+		if *buffers < 0 || *buffers > 4096 {
+			return usagef("load: --buffers: %d is not between 1 and 4096 (or 0, the default)", *buffers)
+		}
+		if *streams < 0 || *streams > 64 {
+			return usagef("load: --streams: %d is not between 1 and 64 (or 0, the default)", *streams)
+		}
+		if !f.isSet("chunk") {
+			chunk = 0
+		}
+		return loadGPU(f, gpuLoad{
+			source: source, device: *gpu, to: to, verify: *verify, quiet: *quiet,
+			workers: *parallel, buffers: *buffers, streams: *streams, chunk: int(chunk),
+			io: *ioFlag, ioSet: f.isSet("io"), cpuProfile: *cpuProfile,
+			writeCombined: *writeCombined, register: *register,
+		})
+	}
 	mode, err := parseMode("load", "io", *ioFlag)
 	if err != nil {
 		return err
 	}
-	source := f.Arg(0)
 	if err := checkDeadMount(source); err != nil {
 		return err
 	}

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path"
 	"strings"
 	"time"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/backing/remote/dial"
 	"github.com/lazyweights/tensorfs/fs"
@@ -35,6 +37,11 @@ type remoteFlags struct {
 	cacheDir  *string
 	cacheSize *string
 	timeout   *time.Duration
+
+	// Not remote: where and how much of compressed .npz members is kept
+	// inflated (backing.InflateCache); files go under --cache-dir too.
+	inflateMem  *string
+	inflateDisk *string
 }
 
 // remoteOpts is the remote flags of the command being run (set by
@@ -54,6 +61,9 @@ func addRemoteFlags(f *flags) {
 		cacheDir:  f.String("cache-dir", "", "remote: keep fetched parts in `DIR` on disk, keyed by the object's ETag, so that the next open starts warm"),
 		cacheSize: f.String("cache-size", "10GiB", "remote: at most `SIZE` in --cache-dir"),
 		timeout:   f.Duration("remote-timeout", remote.DefaultTimeout, "remote: a read that cannot be served within `D`, retries included, fails (EIO); opening waits at most 10s or D if less"),
+
+		inflateMem:  f.String("inflate-mem", "256MiB", "compressed .npz members: keep at most `SIZE` of them inflated in memory (members up to a quarter of it go to memory, larger ones and the least recently read to unlinked files in --cache-dir or $TMPDIR)"),
+		inflateDisk: f.String("inflate-disk", "16GiB", "compressed .npz members: at most `SIZE` of inflated members in files (the largest member that can be read; least recently read dropped beyond it)"),
 	}
 }
 
@@ -104,6 +114,27 @@ func remoteOptions() (dial.Options, error) {
 	}
 	o.Remote.Timeout = *rf.timeout
 	o.NoSign = *rf.noSign
+	var io backing.InflateOptions
+	if io.MemLimit, err = size("inflate-mem", *rf.inflateMem); err != nil {
+		return o, err
+	}
+	if io.MemLimit == 0 {
+		io.MemLimit = -1 // nothing in memory
+	}
+	if io.DiskLimit, err = size("inflate-disk", *rf.inflateDisk); err != nil {
+		return o, err
+	}
+	if io.DiskLimit == 0 {
+		return o, usagef("%s: --inflate-disk: must be positive", rf.cmd)
+	}
+	io.Dir = *rf.cacheDir
+	// The mount logs a member that cannot be inflated; the other
+	// commands say it once, as the error they exit with.
+	io.Logf = func(string, ...any) {}
+	if rf.cmd == "mount" {
+		io.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	}
+	backing.SetInflateOptions(io)
 	return o, nil
 }
 

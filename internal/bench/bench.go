@@ -255,13 +255,16 @@ func (b *harness) logf(format string, args ...any) {
 func (b *harness) runReads(idx *index.Index, source string, generated bool, count int) (*Report, error) {
 	b.source = source
 	sources := slices.Clone(idx.Sources)
+	for _, m := range idx.Members {
+		sources[m.Source] = idx.Sources[m.File] // a compressed member: its tensors are skipped
+	}
 	var tensors []tensor
 	skipped := 0
 	dtypes := map[dtype.DType]int{}
 	var total int64
 	for i := range idx.Tensors {
 		t := &idx.Tensors[i]
-		if !t.Contiguous() || t.Size == 0 {
+		if !t.Contiguous() || t.Size == 0 || idx.Member(t.Source) != nil {
 			skipped++
 			continue
 		}

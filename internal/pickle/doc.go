@@ -22,7 +22,11 @@
 // id. PlainEnv interprets plain data (containers, collections' dicts,
 // complex, bytes, numpy scalars) and turns anything else into an opaque
 // *Object whose arguments and state are kept for the client to walk.
-// Opcodes that need Python-side machinery (EXT1/2/4, protocol 5's
+// numpy arrays (_reconstruct of numpy.core or numpy._core.multiarray)
+// are an *NDArray holding their BUILD state; Machine.SpanOf says where the
+// bytes of a str or bytes value (the array's data) lie in the stream, and
+// whether they are its raw bytes, so that a client can serve them in
+// place. Opcodes that need Python-side machinery (EXT1/2/4, protocol 5's
 // out-of-band buffers) are refused.
 //
 // # Invariants

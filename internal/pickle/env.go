@@ -118,8 +118,25 @@ func (PlainEnv) Call(m *Machine, fn any, args Tuple, off int64) (any, error) {
 				if err := m.Charge(len(s), off); err != nil {
 					return nil, err
 				}
-				return Latin1(s), nil
+				b := Latin1(s)
+				if sp, ok := m.SpanOf(s); ok {
+					m.SetSpan(b, sp)
+				}
+				return b, nil
 			}
+		}
+		if l, ok := arg0().(Large); ok && !l.Bytes && len(args) == 2 {
+			if enc, _ := args[1].(string); enc == "latin1" || enc == "latin-1" {
+				// Too long to keep: its bytes are its stream span when
+				// that is raw; N counts UTF-8 bytes otherwise.
+				return Large{N: l.N, Bytes: true, Off: l.Off, Raw: l.Raw}, nil
+			}
+		}
+	case "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct":
+		// _reconstruct(ndarray, (0,), b"b"): an empty array that BUILD
+		// fills (ndarray.__reduce__).
+		if len(args) > 0 {
+			return &NDArray{Class: args[0], Args: args}, nil
 		}
 	case "numpy.dtype":
 		if s, ok := arg0().(string); ok {
@@ -180,6 +197,9 @@ func (PlainEnv) Build(m *Machine, obj, state any, off int64) error {
 	case *Dict:
 		o.Attrs = append(o.Attrs, state)
 		return nil
+	case *NDArray:
+		o.State = append(o.State, state)
+		return nil
 	case interface{ setState(any) }:
 		o.setState(state)
 		return nil
@@ -237,6 +257,16 @@ func Empty(v any) bool {
 	return false
 }
 
+// NumpyDType returns the descr ("f4", "i8", "O8"...) and byte order
+// ('<', '>', '|', or '=' when no BUILD set it) of a numpy.dtype value.
+func NumpyDType(v any) (descr string, order byte, ok bool) {
+	d, ok := v.(*numpyDType)
+	if !ok {
+		return "", 0, false
+	}
+	return d.descr, d.order, true
+}
+
 // Latin1 encodes s (all runes < 256) as Latin-1 bytes.
 func Latin1(s string) Bytes {
 	b := make(Bytes, 0, len(s))
@@ -254,6 +284,9 @@ type numpyDType struct {
 }
 
 func (d *numpyDType) String() string { return "dtype('" + d.descr + "')" }
+
+// PyType names the Python type.
+func (d *numpyDType) PyType() string { return "numpy.dtype" }
 
 func (d *numpyDType) setState(state any) {
 	// (version, byteorder, subdescr, names, fields, elsize, alignment, flags)

@@ -57,12 +57,67 @@ type Machine struct {
 	marks []int // stack lengths at each MARK
 	memo  map[int64]any
 	work  int64 // copy budget left (Charge)
+
+	// Where str and bytes values lie in the stream, for every Run
+	// (Span): bytes by their first byte, str by value.
+	byteSpans map[*byte]Span
+	strSpans  map[string]Span
+}
+
+// Span is where the bytes of a str or bytes value lie in the stream:
+// [Off, Off+N). Raw says they are the value's bytes as Python holds them
+// (bytes, a Python 2 str, or a str of Latin-1 bytes as _codecs.encode
+// writes them, when all are ASCII so that its UTF-8 is the same bytes);
+// a str with other characters is UTF-8 in the stream, not its bytes.
+type Span struct {
+	Off, N int64
+	Raw    bool
+}
+
+// SpanOf returns where the bytes of v (a Bytes or str the machine read,
+// or the bytes of one the Env converted, as _codecs.encode) lie in the
+// stream. Empty values have none.
+func (m *Machine) SpanOf(v any) (Span, bool) {
+	var sp Span
+	var ok bool
+	switch x := v.(type) {
+	case Bytes:
+		if len(x) > 0 {
+			sp, ok = m.byteSpans[&x[0]]
+		}
+	case string:
+		if x != "" {
+			sp, ok = m.strSpans[x]
+		}
+	case Large:
+		return Span{Off: x.Off, N: int64(x.N), Raw: x.Raw}, x.Off >= 0
+	}
+	return sp, ok
+}
+
+// SetSpan records that Bytes b are the bytes at sp (an Env converting a
+// str to bytes it read, _codecs.encode).
+func (m *Machine) SetSpan(b Bytes, sp Span) {
+	if len(b) > 0 {
+		m.byteSpans[&b[0]] = sp
+	}
+}
+
+func (m *Machine) setStrSpan(s string, sp Span) {
+	if s == "" {
+		return
+	}
+	if old, ok := m.strSpans[s]; ok && (old.Raw || !sp.Raw) {
+		return // equal values: any span of them serves
+	}
+	m.strSpans[s] = sp
 }
 
 // NewMachine returns a machine reading a stream of limit bytes from r,
 // interpreting with env.
 func NewMachine(r io.Reader, limit int64, env Env) *Machine {
-	return &Machine{r: bufio.NewReaderSize(r, 64<<10), limit: limit, env: env, work: MaxWork(limit)}
+	return &Machine{r: bufio.NewReaderSize(r, 64<<10), limit: limit, env: env, work: MaxWork(limit),
+		byteSpans: map[*byte]Span{}, strSpans: map[string]Span{}}
 }
 
 // Pos is the stream offset of the next byte the machine reads.
@@ -130,16 +185,43 @@ func (m *Machine) next(n uint64, what string) ([]byte, error) {
 	return b, nil
 }
 
-// skip passes over n bytes without keeping them.
-func (m *Machine) skip(n uint64) error {
+// skip passes over n bytes without keeping them, and reports whether
+// they were all ASCII.
+func (m *Machine) skip(n uint64) (bool, error) {
 	if n > uint64(m.limit-m.pos) {
-		return m.errAt(m.pos, "pickle string of %d bytes runs past the end of the data (%d bytes left)", n, m.limit-m.pos)
+		return false, m.errAt(m.pos, "pickle string of %d bytes runs past the end of the data (%d bytes left)", n, m.limit-m.pos)
 	}
-	if _, err := io.CopyN(io.Discard, m.r, int64(n)); err != nil {
-		return m.readErr(err)
+	var w asciiWriter
+	if _, err := io.CopyN(&w, m.r, int64(n)); err != nil {
+		return false, m.readErr(err)
 	}
 	m.pos += int64(n)
-	return nil
+	return !w.high, nil
+}
+
+// asciiWriter discards what it is given, noting any byte >= 0x80.
+type asciiWriter struct{ high bool }
+
+func (w *asciiWriter) Write(p []byte) (int, error) {
+	if !w.high {
+		for _, c := range p {
+			if c >= 0x80 {
+				w.high = true
+				break
+			}
+		}
+	}
+	return len(p), nil
+}
+
+// ascii reports whether b is all ASCII.
+func ascii(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *Machine) fixed(n int) ([]byte, error) { return m.next(uint64(n), "argument") }
@@ -363,24 +445,35 @@ func (m *Machine) Run() (any, error) {
 			if err != nil {
 				return nil, err
 			}
+			isBytes := op == OpBINBYTES || op == OpSHORT_BINBYTES || op == OpBINBYTES8 || op == OpBYTEARRAY8
+			isUnicode := op == OpBINUNICODE || op == OpSHORT_BINUNICODE || op == OpBINUNICODE8
+			at := m.pos
 			if n > MaxValue {
-				if err := m.skip(n); err != nil {
+				asc, err := m.skip(n)
+				if err != nil {
 					return nil, err
 				}
-				v = Large{N: n, Bytes: op == OpBINBYTES || op == OpSHORT_BINBYTES || op == OpBINBYTES8 || op == OpBYTEARRAY8}
+				v = Large{N: n, Bytes: isBytes, Off: at, Raw: !isUnicode || asc}
 				break
 			}
 			b, err := m.next(n, "string")
 			if err != nil {
 				return nil, err
 			}
-			switch op {
-			case OpBINSTRING, OpSHORT_BINSTRING:
-				v = Py2Str(b)
-			case OpBINUNICODE, OpSHORT_BINUNICODE, OpBINUNICODE8:
-				v = string(b)
-			default:
+			sp := Span{Off: at, N: int64(n), Raw: true}
+			switch {
+			case isUnicode:
+				sp.Raw = ascii(b)
+				s := string(b)
+				m.setStrSpan(s, sp)
+				v = s
+			case isBytes:
+				m.SetSpan(b, sp)
 				v = Bytes(b)
+			default: // a Python 2 str: the stream holds its bytes
+				s := Py2Str(b)
+				m.setStrSpan(s, sp)
+				v = s
 			}
 		case OpUNICODE:
 			s, err := m.line()

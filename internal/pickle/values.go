@@ -46,9 +46,23 @@ type (
 	}
 	// Large stands for a str or bytes value longer than MaxValue, which
 	// the machine skips over instead of keeping.
+	// Off is the stream offset of its first byte; Raw as in Span.
 	Large struct {
 		N     uint64
 		Bytes bool
+		Off   int64
+		Raw   bool
+	}
+	// NDArray is a numpy array as numpy.core.multiarray._reconstruct
+	// (or numpy._core's) and BUILD make it: State holds the BUILD states,
+	// in order; ndarray.__setstate__ takes (version, shape, dtype,
+	// is_fortran, rawdata) or (shape, dtype, is_fortran, rawdata). Class
+	// is the ndarray class (or subclass) it names. The client reads the
+	// state (NumpyDType, Machine.SpanOf).
+	NDArray struct {
+		Class any
+		Args  Tuple
+		State []any
 	}
 	// Refused is a value the pickle holds that its client cannot use (a
 	// persistent id without an Env that resolves it, a quantized tensor).
@@ -130,8 +144,25 @@ func TypeName(v any) string {
 		return o.Module + "." + o.Name
 	case *Object:
 		return Repr(o.Class, 60) + " object"
+	case *NDArray:
+		return "numpy.ndarray"
+	case Large:
+		if o.Bytes {
+			return "bytes"
+		}
+		return "str"
+	case *Refused:
+		return o.What
+	case PyTyper:
+		return o.PyType()
 	}
-	return fmt.Sprintf("%T", v)
+	return "object" // a client's value without PyType: never a Go type name
+}
+
+// PyTyper is implemented by the values a client's Env builds (a torch
+// tensor, a numpy dtype) to name their Python type in messages.
+type PyTyper interface {
+	PyType() string
 }
 
 // Repr is a bounded, Python-like repr of v (for dict keys that are not
@@ -226,6 +257,8 @@ func reprTo(b *strings.Builder, v any, max, depth int) {
 	case *Object:
 		reprTo(b, o.Class, max, depth+1)
 		seq("(", ")", o.Args)
+	case *NDArray:
+		b.WriteString("numpy.ndarray")
 	case *Refused:
 		b.WriteString(o.What)
 	case fmt.Stringer:

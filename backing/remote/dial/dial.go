@@ -55,6 +55,13 @@ func Load(ctx context.Context, source string, opts Options) (*index.Index, []bac
 	}
 	srcs := make([]backing.Source, len(files))
 	for i, f := range files {
+		if m := idx.Member(i); m != nil {
+			// A compressed member, read through its remote file.
+			if s, ok := f.(backing.Source); ok {
+				srcs[i] = s
+				continue
+			}
+		}
 		s, ok := remote.Unwrap(f)
 		if !ok {
 			for _, f := range files {

@@ -36,6 +36,8 @@ enum {
 	cudaErrorMemoryAllocation = 2,
 	cudaErrorInvalidDevice = 101,
 	cudaErrorInvalidResourceHandle = 400,
+	cudaErrorHostMemoryAlreadyRegistered = 712,
+	cudaErrorHostMemoryNotRegistered = 713,
 	fakeErrRace = 999,
 };
 
@@ -44,7 +46,7 @@ enum { kindH2D = 1, kindD2H = 2 };
 typedef struct alloc {
 	char* p;
 	size_t n;
-	int host; // pinned host memory (cudaHostAlloc) rather than device
+	int host; // 0 device memory, 1 pinned host memory (cudaHostAlloc), 2 registered host memory (cudaHostRegister: not ours to free)
 	struct alloc* next;
 } alloc;
 
@@ -82,15 +84,23 @@ static fstream* streams[1024];
 static int nstreams;
 static int next_id = 1;
 static int devices = 1;
+static size_t device_mem = (size_t)64 << 30; // $FAKE_CUDART_MEM: bytes of "device memory"
+static size_t device_used;
 
-static void logline(const char* fmt, ...) {
+static void init_env(void) {
 	if (!log_opened) {
 		log_opened = 1;
 		const char* p = getenv("FAKE_CUDART_LOG");
 		if (p && *p) logfile = fopen(p, "a");
 		const char* d = getenv("FAKE_CUDART_DEVICES");
 		if (d && *d) devices = atoi(d);
+		const char* m = getenv("FAKE_CUDART_MEM");
+		if (m && *m) device_mem = (size_t)strtoull(m, NULL, 10);
 	}
+}
+
+static void logline(const char* fmt, ...) {
+	init_env();
 	if (!logfile) return;
 	va_list ap;
 	va_start(ap, fmt);
@@ -184,6 +194,8 @@ const char* cudaGetErrorString(cudaError_t e) {
 	case cudaErrorMemoryAllocation: return "out of memory";
 	case cudaErrorInvalidDevice: return "invalid device ordinal";
 	case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+	case cudaErrorHostMemoryAlreadyRegistered: return "part or all of the requested memory range is already mapped";
+	case cudaErrorHostMemoryNotRegistered: return "pointer does not correspond to a registered memory region";
 	case fakeErrRace: return "fake: a staging buffer changed before its queued copy ran";
 	}
 	return "unrecognized error code";
@@ -209,8 +221,16 @@ cudaError_t cudaDriverGetVersion(int* v) { *v = 12040; return cudaSuccess; }
 static cudaError_t do_alloc(void** p, size_t n, int host, const char* name) {
 	ENTER();
 	CHECK_STICKY();
+	init_env();
+	if (!host && n > device_mem - device_used) {
+		logline("%s n=%zu -> out of device memory (%zu of %zu used)", name, n, device_used, device_mem);
+		LEAVE(cudaErrorMemoryAllocation);
+	}
 	alloc* a = calloc(1, sizeof *a);
-	char* m = malloc(n ? n : 1);
+	// Pinned memory is page-aligned, as cudaHostAlloc's is (O_DIRECT
+	// reads go straight into it).
+	char* m = NULL;
+	if (posix_memalign((void**)&m, 4096, n ? n : 1) != 0) m = NULL;
 	if (!a || !m) {
 		free(a);
 		free(m);
@@ -221,6 +241,7 @@ static cudaError_t do_alloc(void** p, size_t n, int host, const char* name) {
 	a->p = m;
 	a->n = n;
 	a->host = host;
+	if (!host) device_used += n;
 	a->next = allocs;
 	allocs = a;
 	*p = m;
@@ -244,6 +265,7 @@ static cudaError_t do_free(void* p, int host, const char* name) {
 		alloc* a = *ap;
 		if (a->p == p && a->host == host) {
 			*ap = a->next;
+			if (!host) device_used -= a->n;
 			free(a->p);
 			free(a);
 			LEAVE(sticky);
@@ -255,6 +277,68 @@ static cudaError_t do_free(void* p, int host, const char* name) {
 
 cudaError_t cudaFree(void* p) { return do_free(p, 0, "cudaFree"); }
 cudaError_t cudaFreeHost(void* p) { return do_free(p, 1, "cudaFreeHost"); }
+
+// cudaHostRegister records [p, p+n) as registered host memory, which
+// asynchronous copies may then read; a range overlapping another
+// registration or pinned allocation is refused, as CUDA does.
+cudaError_t cudaHostRegister(void* p, size_t n, unsigned int flags) {
+	ENTER();
+	CHECK_STICKY();
+	logline("cudaHostRegister ptr=%p n=%zu flags=%u", p, n, flags);
+	if (!p || !n) LEAVE(cudaErrorInvalidValue);
+	const char* c = (const char*)p;
+	for (alloc* a = allocs; a; a = a->next) {
+		if (a->host && c < a->p + a->n && a->p < c + n) {
+			logline("ERROR cudaHostRegister of a range already registered or pinned");
+			LEAVE(cudaErrorHostMemoryAlreadyRegistered);
+		}
+	}
+	alloc* a = calloc(1, sizeof *a);
+	if (!a) LEAVE(cudaErrorMemoryAllocation);
+	a->p = (char*)p;
+	a->n = n;
+	a->host = 2;
+	a->next = allocs;
+	allocs = a;
+	LEAVE(cudaSuccess);
+}
+
+// cudaHostUnregister ends a registration: it synchronizes first (no copy
+// may still read the range), then forgets it.
+cudaError_t cudaHostUnregister(void* p) {
+	ENTER();
+	run_all();
+	logline("cudaHostUnregister ptr=%p", p);
+	for (alloc** ap = &allocs; *ap; ap = &(*ap)->next) {
+		alloc* a = *ap;
+		if (a->p == p && a->host == 2) {
+			*ap = a->next;
+			free(a);
+			LEAVE(sticky);
+		}
+	}
+	logline("ERROR cudaHostUnregister of a pointer not registered %p", p);
+	LEAVE(cudaErrorHostMemoryNotRegistered);
+}
+
+// fakeRegistered returns the registrations still in place (a test checks
+// that none is left behind).
+int fakeRegistered(void) {
+	ENTER();
+	int k = 0;
+	for (alloc* a = allocs; a; a = a->next) k += a->host == 2;
+	pthread_mutex_unlock(&mu);
+	return k;
+}
+
+cudaError_t cudaMemGetInfo(size_t* freeb, size_t* total) {
+	ENTER();
+	CHECK_STICKY();
+	logline("cudaMemGetInfo");
+	*freeb = device_mem - device_used;
+	*total = device_mem;
+	LEAVE(cudaSuccess);
+}
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, int kind) {
 	ENTER();
@@ -281,8 +365,8 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, int kind, fstr
 		logline("ERROR cudaMemcpyAsync destination outside any device allocation");
 		LEAVE(cudaErrorInvalidValue);
 	}
-	if (!find(src, n, 1)) {
-		logline("ERROR cudaMemcpyAsync source is not pinned memory");
+	if (!find(src, n, 1) && !find(src, n, 2)) {
+		logline("ERROR cudaMemcpyAsync source is not pinned or registered memory");
 		LEAVE(cudaErrorInvalidValue);
 	}
 	op o = {0, (char*)dst, (const char*)src, n, checksum(src, n), NULL, 0};

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/client"
+	"github.com/lazyweights/tensorfs/client/cuda"
+	"github.com/lazyweights/tensorfs/dtype"
+)
+
+// gpuLoad is what `tensorfs load --gpu N` was asked to do.
+type gpuLoad struct {
+	source                           string
+	device                           int
+	to                               dtype.DType
+	verify, quiet                    bool
+	workers, buffers, streams, chunk int
+	writeCombined, register          bool
+	io                               string
+	ioSet                            bool
+	cpuProfile                       string
+}
+
+// loadGPU uploads a checkpoint to a CUDA device with client/cuda and
+// reports what it did.
+func loadGPU(f *flags, g gpuLoad) error {
+	read, mode := client.ReadAuto, backing.Pread
+	if g.register {
+		// Registration needs the file's mapping.
+		mode = backing.Mmap
+	}
+	if g.ioSet {
+		switch strings.ToLower(strings.TrimSpace(g.io)) {
+		case "auto":
+		case "pread":
+			if g.register {
+				return usagef("load: --register copies from the file's mapping: it does not go with --io pread")
+			}
+			read = client.ReadCached
+		case "mmap":
+			read, mode = client.ReadCached, backing.Mmap
+		case "direct":
+			read = client.ReadDirect
+		default:
+			return usagef("load: --io: unknown mode %q (want auto, pread, mmap or direct)", g.io)
+		}
+	}
+	what := fmt.Sprintf("load --gpu %d", g.device)
+	if !cuda.CgoEnabled {
+		return fmt.Errorf("%s: this tensorfs was built without cgo (CGO_ENABLED=0); GPU upload needs a build with cgo and a C compiler (CUDA itself is found at run time)", what)
+	}
+	if err := checkDeadMount(g.source); err != nil {
+		return err
+	}
+	ro, err := remoteOptions()
+	if err != nil {
+		return err
+	}
+	rt, err := cuda.Open()
+	if err != nil {
+		return fmt.Errorf("%s: %v", what, err)
+	}
+	defer rt.Close()
+	// Create the CUDA context and check the device before anything is
+	// read or timed.
+	n, err := rt.DeviceCount()
+	if err != nil {
+		return fmt.Errorf("%s: no usable CUDA device: %v", what, err)
+	}
+	if g.device >= n {
+		return fmt.Errorf("%s: no CUDA device %d: the machine has %s", what, g.device, plural(n, "CUDA device"))
+	}
+	if _, _, _, err := rt.MemInfo(g.device); err != nil {
+		return fmt.Errorf("%s: %v", what, err)
+	}
+
+	if g.cpuProfile != "" {
+		pf, err := os.Create(g.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("load: --cpuprofile: %v", err)
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			pf.Close()
+			return fmt.Errorf("load: --cpuprofile: %v", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			pf.Close()
+		}()
+	}
+	ck, err := client.OpenWith(g.source, client.Options{Backing: &backing.Options{Mode: mode}, Remote: &ro})
+	if err != nil {
+		return err
+	}
+	defer ck.Close()
+	if ck.IsMount() && g.ioSet {
+		return usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", g.source)
+	}
+	tensors := ck.Tensors()
+	opts := cuda.UploadOptions{
+		Device: g.device, DType: g.to, Read: read,
+		Workers: g.workers, Buffers: g.buffers, Streams: g.streams, ChunkSize: g.chunk,
+		Cacheable: !g.writeCombined, Register: g.register,
+	}.Defaults()
+	if !g.quiet && term.IsTerminal(int(os.Stderr.Fd())) {
+		bar := newLoadBar(ck, tensors, g.to)
+		bar.Describe(fmt.Sprintf("%s to cuda:%d", plural(len(tensors), "tensor"), g.device))
+		opts.Progress = func(n int64) { bar.Add64(n) }
+		defer func() {
+			bar.Finish()
+			bar.Clear()
+			fmt.Fprint(os.Stderr, "\r")
+		}()
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	mem := startLoadMemSampler(10 * time.Millisecond)
+	start := time.Now()
+	u, err := cuda.UploadCheckpoint(ctx, rt, ck, opts)
+	elapsed := time.Since(start)
+	peakAnon, hwm := mem.stop()
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return fmt.Errorf("%s: interrupted; nothing is left on cuda:%d", g.source, g.device)
+		}
+		return err
+	}
+	defer u.Free()
+	st := u.Stats
+	if !g.quiet {
+		staging := "no staging buffers"
+		if st.PinnedBytes > 0 {
+			staging = fmt.Sprintf("staging %d goroutines, %d x %s pinned", st.Workers, st.Buffers, loadHumanBytes(int64(st.ChunkSize)))
+		}
+		if st.WriteCombined {
+			staging += " write-combined"
+		}
+		staging += fmt.Sprintf(", %d streams", st.Streams)
+		if st.RegisteredBytes > 0 {
+			staging += fmt.Sprintf("; %s copied from the registered mapping (registering %.3f s)", loadHumanBytes(st.RegisteredBytes), st.Register.Seconds())
+		}
+		fmt.Fprintf(os.Stderr, "uploaded %s to cuda:%d: %s (%s) in %.3f s, %.2f GB/s (setup %.3f s, copying %.3f s at %.2f GB/s); device memory %s in one allocation; %s; peak host memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
+			plural(len(u.Tensors), "tensor"), g.device, plural(int(st.Bytes), "byte"), loadHumanBytes(st.Bytes),
+			elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e9, st.Setup.Seconds(), st.Elapsed.Seconds(), st.GBps(),
+			loadHumanBytes(u.Bytes), staging, loadHumanBytes(peakAnon), loadHumanBytes(hwm))
+		for _, fr := range st.Fill.Files {
+			fmt.Fprintf(os.Stderr, "read %s: %s\n", filepath.Base(fr.Source), describeRead(fr))
+		}
+	}
+	if td, err := u.Teardown(); err != nil {
+		return fmt.Errorf("%s: freeing the staging buffers: %v", g.source, err)
+	} else if !g.quiet {
+		fmt.Fprintf(os.Stderr, "staging freed after the upload in %.3f s\n", td.Seconds())
+	}
+	if g.verify {
+		vs, err := u.Verify(ctx, ck, opts.Workers, opts.ChunkSize)
+		if err != nil {
+			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+				return fmt.Errorf("%s: interrupted while verifying", g.source)
+			}
+			return err
+		}
+		if !g.quiet {
+			fmt.Fprintf(os.Stderr, "verified %s on cuda:%d: the sha256 of every tensor copied back matches the host's (%s in %.3f s)\n",
+				plural(vs.Tensors, "tensor"), g.device, loadHumanBytes(vs.Bytes), vs.Elapsed.Seconds())
+		}
+	}
+	return nil
+}
+
+// describeRead says how a file was read: "page cache (98% resident)",
+// "O_DIRECT (2% resident)", with the reason when it is not what was asked.
+func describeRead(fr client.FileRead) string {
+	s := fr.Path.String()
+	if fr.Resident >= 0 {
+		s += fmt.Sprintf(" (%.0f%% resident before)", 100*fr.Resident)
+	}
+	s += ", " + loadHumanBytes(fr.Bytes)
+	if fr.Note != "" {
+		s += "; not O_DIRECT: " + fr.Note
+	}
+	return s
+}
