@@ -464,7 +464,7 @@ func (c *Checkpoint) fillReaders(ranged map[int]bool, path ReadPath) ([]fillRead
 		if !ranged[f] {
 			continue
 		}
-		rep := FileRead{Source: c.sources[f], Path: ReadCached, Resident: -1, index: f}
+		rep := FileRead{Source: c.idx.Sources[f], Path: ReadCached, Resident: -1, index: f}
 		frac, known := backing.Residency(src)
 		if known {
 			rep.Resident = frac
@@ -481,7 +481,7 @@ func (c *Checkpoint) fillReaders(ranged map[int]bool, path ReadPath) ([]fillRead
 			direct = known && frac < ColdResidency
 		}
 		if direct {
-			d, err := backing.Open(c.sources[f], backing.Options{Mode: backing.Direct})
+			d, err := backing.Open(c.idx.Sources[f], backing.Options{Mode: backing.Direct})
 			switch {
 			case err == nil && d.Size() != src.Size():
 				d.Close()

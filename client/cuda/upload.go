@@ -76,7 +76,7 @@ func (o UploadOptions) Defaults() UploadOptions {
 		o.ChunkSize &^= 4095
 	}
 	if o.Buffers <= 0 {
-		o.Buffers = max(o.Workers+o.Workers/2, o.Streams, 2)
+		o.Buffers = max(o.Workers, o.Streams, 4)
 		if limit := (1 << 30) / o.ChunkSize; o.Buffers > limit {
 			o.Buffers = max(limit, 2)
 		}

@@ -37,8 +37,10 @@ type gpuLoad struct {
 // reports what it did.
 func loadGPU(f *flags, g gpuLoad) error {
 	read, mode := client.ReadAuto, backing.Pread
-	if g.register {
-		// Registration needs the file's mapping.
+	if g.register || g.to != dtype.Invalid {
+		// Registration needs the file's mapping; conversions read the
+		// source in small steps, cheaper from a mapping than by pread
+		// (measured: docs/BENCHMARKS.md).
 		mode = backing.Mmap
 	}
 	if g.ioSet {
@@ -48,7 +50,7 @@ func loadGPU(f *flags, g gpuLoad) error {
 			if g.register {
 				return usagef("load: --register copies from the file's mapping: it does not go with --io pread")
 			}
-			read = client.ReadCached
+			read, mode = client.ReadCached, backing.Pread
 		case "mmap":
 			read, mode = client.ReadCached, backing.Mmap
 		case "direct":
