@@ -105,9 +105,13 @@
 //     at each open);
 //   - .f32/ .f16/ .bf16/ .f64/: the tree of tensors that view.Convertible
 //     accepts (a tensor already in that dtype is served as stored), and
-//     .npy/ with <path>.npy for each tensor view.NewNPY accepts. A view
-//     that would be empty is left out; a tensor whose view path would
-//     clash or be too long is left out of that view with a log line;
+//     .npy/ with <path>.npy for each tensor view.NewNPY accepts. Each
+//     exists even with no tensor in it (a checkpoint of integers, or of
+//     no tensors; .native/ too, with Options.View), so that its
+//     .safetensors/ export does: its place is then empty. Inside a view,
+//     a directory with nothing of that view below it is absent; a tensor
+//     whose view path would be too long is left out of that view with a
+//     log line;
 //   - .safetensors/ (export.go): model.safetensors, the tree as one
 //     safetensors file (view.Export in the tree's dtype), and beside it
 //     Options.ExportFiles (a Hugging Face directory's config and

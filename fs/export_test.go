@@ -35,16 +35,40 @@ func readEntry(t *testing.T, r *Root, e *node, step int) []byte {
 	return out
 }
 
+// intSpecs is a checkpoint with nothing to convert: every converted view
+// is empty of tensors, but not of its export.
+var intSpecs = []spec{
+	{"input_ids", dtype.I64, []int64{2, 3}},
+	{"model/counts", dtype.I32, []int64{5}},
+	{"model/mask", dtype.Bool, []int64{3}},
+}
+
 // TestExportTree: .safetensors/ sits in the top level and in each view
 // (and .native/ with a converted top level), holding the export of that
 // tree in its dtype and the model directory's other files; reads at any
-// step give view.Export's bytes.
+// step give view.Export's bytes. Every view has it, even with no tensor
+// to convert (integers only; no tensors at all).
 func TestExportTree(t *testing.T) {
-	idx, src := fixture(t, basicSpecs)
+	for _, specs := range [][]spec{basicSpecs, intSpecs, nil} {
+		testExportTree(t, specs)
+	}
+}
+
+func testExportTree(t *testing.T, specs []spec) {
+	idx, src := fixture(t, specs)
 	extra := &memSource{name: "config.json", data: []byte(`{"model_type": "llama"}`)}
 	files := []ExportFile{{Name: "config.json", Src: extra}, {Name: "tokenizer.json", Src: &memSource{data: []byte("{}")}}}
 	for _, view0 := range []dtype.DType{dtype.Invalid, dtype.F16} {
 		r := newRoot(t, idx, src, Options{View: view0, ExportFiles: files})
+		if d := r.lookupPath(npyDir); d == nil || !d.isDir() {
+			t.Errorf("%d tensors, view %v: no .npy/", len(idx.Tensors), view0)
+		} else {
+			files := map[string]*node{}
+			tensorFiles(d, "", files)
+			if n := len(files); n != len(idx.Tensors) {
+				t.Errorf("%d tensors, view %v: %d files in .npy/", len(idx.Tensors), view0, len(files))
+			}
+		}
 		dirs := map[string]dtype.DType{".safetensors": view0, ".f32/.safetensors": dtype.F32, ".f16/.safetensors": dtype.F16, ".bf16/.safetensors": dtype.BF16, ".f64/.safetensors": dtype.F64}
 		if view0 != dtype.Invalid {
 			dirs[".native/.safetensors"] = dtype.Invalid
@@ -52,7 +76,7 @@ func TestExportTree(t *testing.T) {
 		for dir, dt := range dirs {
 			d := r.lookupPath(dir)
 			if d == nil || !d.isDir() {
-				t.Fatalf("view %v: no %s/", view0, dir)
+				t.Fatalf("%d tensors, view %v: no %s/", len(idx.Tensors), view0, dir)
 			}
 			if got := strings.Join(names(d), ","); got != "config.json,model.safetensors,tokenizer.json" {
 				t.Errorf("%s/: %s", dir, got)
@@ -74,8 +98,12 @@ func TestExportTree(t *testing.T) {
 			}
 		}
 		// The views' directories count .safetensors as a subdirectory.
-		if d := r.lookupPath(".f32"); r.subdirs(d) != 2 { // model/, .safetensors/
-			t.Errorf(".f32 has %d subdirectories", r.subdirs(d))
+		want := uint32(1) // .safetensors/
+		if len(specs) > 0 && specs[0].dt.IsFloatView() {
+			want++ // model/
+		}
+		if d := r.lookupPath(".f32"); r.subdirs(d) != want {
+			t.Errorf(".f32 has %d subdirectories, want %d", r.subdirs(d), want)
 		}
 	}
 }

@@ -388,18 +388,19 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 		return nil, err
 	}
 
+	// Every view exists, even with no tensor in it (a checkpoint of
+	// integers has nothing to convert; one of no tensors has nothing at
+	// all), so that its .safetensors/ export, which holds every tensor,
+	// does too; .npy/ and, with Options.View, .native/ likewise. Inside a
+	// view, a directory with nothing of it below is absent.
 	top := newBuilder("", 8)
-	if opts.View != dtype.Invalid && len(idx.Tensors) > 0 {
+	if opts.View != dtype.Invalid {
 		top.attach(viewDir(nativeDir, placeNative))
 	}
 	for i, fv := range floatViews {
-		if r.places[placeBF16+place(i)] != 0 {
-			top.attach(viewDir(fv.dir, placeBF16+place(i)))
-		}
+		top.attach(viewDir(fv.dir, placeBF16+place(i)))
 	}
-	if r.places[placeNPY] != 0 {
-		top.attach(viewDir(npyDir, placeNPY))
-	}
+	top.attach(viewDir(npyDir, placeNPY))
 	r.addExports(top) // .safetensors/ in each tree (export.go)
 
 	listed := r.listFiles(placeTop) // what index.json describes: the top level
@@ -532,24 +533,19 @@ func (r *Root) buildPaths() error {
 		return fmt.Errorf("fs: %v", err)
 	}
 	r.paths = pt
-	root := pt.dirIn[0]
+	// Every place is shown, even one with no file in it (its root is
+	// then an empty directory, beside its .safetensors/ export).
 	r.places[placeTop] = inStored
 	r.placeDType[placeTop] = r.opts.View
 	if r.opts.View != dtype.Invalid {
 		r.places[placeTop] = inBF16 << viewIndex(r.opts.View)
-		if len(tensors) > 0 {
-			r.places[placeNative] = inStored
-		}
+		r.places[placeNative] = inStored
 	}
 	for k, fv := range floatViews {
-		if root&(inBF16<<k) != 0 {
-			r.places[placeBF16+place(k)] = inBF16 << k
-		}
+		r.places[placeBF16+place(k)] = inBF16 << k
 		r.placeDType[placeBF16+place(k)] = fv.dt
 	}
-	if root&inNPY != 0 {
-		r.places[placeNPY] = inNPY
-	}
+	r.places[placeNPY] = inNPY
 	return nil
 }
 

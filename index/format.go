@@ -67,6 +67,11 @@ func ParseFile(f File) (*Index, error) {
 		return nil, &FormatError{File: f.Name(), Offset: -1, Msg: describeLFSPointer(f)}
 	}
 	if !ok {
+		if msg, known := describeRefusedFile(f, head); known { // refused.go
+			return nil, &FormatError{File: f.Name(), Offset: -1, Msg: msg}
+		}
+	}
+	if !ok {
 		return nil, &FormatError{File: f.Name(), Offset: -1, Msg: "not a checkpoint tensorfs knows (want safetensors, PyTorch, GGUF, .npy or .npz)" + describeHead(head)}
 	}
 	return fm.Parse(f)

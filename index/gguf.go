@@ -177,9 +177,9 @@ func (p *ggufParser) parse() (*Index, error) {
 	switch {
 	case version == 2 || version == 3:
 	case version == 1:
-		return nil, Errorf(p.name, 4, "gguf: version 1 (32-bit counts, before August 2023) is not supported; convert the model again with a current llama.cpp (want version 2 or 3)")
+		return nil, Errorf(p.name, 4, "gguf: version 1 (GGUF's first release, August 2023, with 32-bit counts) is not supported; convert the model again with a current llama.cpp (convert_hf_to_gguf.py), which writes version 3 (want version 2 or 3)")
 	case version != 0 && version&0xffff == 0:
-		return nil, Errorf(p.name, 4, "gguf: big-endian file (version field reads %#08x, version %d byte-swapped); only little-endian GGUF is supported", version, bits.ReverseBytes32(version))
+		return nil, Errorf(p.name, 4, "gguf: big-endian file (version field reads %#08x, version %d byte-swapped); only little-endian GGUF is supported: convert a copy with llama.cpp's gguf-py (gguf_convert_endian.py COPY little, which rewrites the file in place)", version, bits.ReverseBytes32(version))
 	default:
 		return nil, Errorf(p.name, 4, "gguf: unsupported version %d (want 2 or 3)", version)
 	}

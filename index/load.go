@@ -277,7 +277,8 @@ func (l *loader) dir(dir string) (*Index, error) {
 		return l.weightMap(dir, filepath.Join(dir, m))
 	}
 	var parts []part
-	lfs := "" // the first Git LFS pointer among the files
+	lfs := ""     // the first Git LFS pointer among the files
+	refused := "" // what the first file of Refused's formats is, until a checkpoint is found
 	for _, p := range files {
 		f, err := l.openFile(p)
 		if err != nil {
@@ -290,6 +291,11 @@ func (l *loader) dir(dir string) (*Index, error) {
 		if fm == nil {
 			if lfs == "" && isLFSPointerFile(f) {
 				lfs = p
+			}
+			if refused == "" && len(parts) == 0 {
+				if msg, ok := describeRefusedFile(f, nil); ok { // refused.go
+					refused = display(filepath.Base(p)) + " is " + msg
+				}
 			}
 			l.release(f)
 			continue
@@ -308,6 +314,9 @@ func (l *loader) dir(dir string) (*Index, error) {
 	}
 	if len(parts) == 0 && lfs != "" {
 		return nil, ErrorAt(dir, "", "no checkpoint in the directory: %s is a Git LFS pointer, not the file itself (not downloaded); run `git lfs pull` in the repository (or download the files directly)", display(filepath.Base(lfs)))
+	}
+	if len(parts) == 0 && refused != "" {
+		return nil, ErrorAt(dir, "", "no checkpoint in the directory: %s", refused)
 	}
 	if len(parts) == 0 {
 		return nil, ErrorAt(dir, "", "no checkpoint in the directory (%d files looked at; want a *.index.json weight map or safetensors, PyTorch, GGUF, .npy or .npz files)", len(files))

@@ -394,3 +394,108 @@ func TestConvertOutDirMissing(t *testing.T) {
 		t.Errorf("the error names the temporary file: %q", r.stderr)
 	}
 }
+
+// TestExportNothingToConvert: a checkpoint with no tensor to convert (a
+// real NumPy file of int32, a directory holding a safetensors shard of
+// integers and bool beside config files) or with no tensor at all (a
+// vocab-only GGUF from llama.cpp) still has every view: .f32/ .f16/
+// .bf16/ .f64/ each hold .safetensors/ with model.safetensors
+// byte-identical to `tensorfs convert --dtype DT` and the model
+// directory's other files beside it; .npy/ holds one file per tensor; a
+// mount with --dtype has the view's export at the top and the stored one
+// in .native/. Before, those directories were missing.
+func TestExportNothingToConvert(t *testing.T) {
+	hf := t.TempDir()
+	writeSafetensors(t, filepath.Join(hf, "model.safetensors"), []stTensor{
+		{Name: "input_ids", DType: "I64", Shape: []int64{2, 3}, Data: pattern(48, 1)},
+		{Name: "model.mask", DType: "BOOL", Shape: []int64{4}, Data: []byte{1, 0, 1, 1}},
+		{Name: "model.counts", DType: "U8", Shape: []int64{5}, Data: pattern(5, 2)},
+	}, map[string]string{"format": "pt"})
+	siblings := map[string]string{"config.json": `{"model_type": "bert"}`, "tokenizer.json": `{"version": "1.0"}`}
+	for name, data := range siblings {
+		if err := os.WriteFile(filepath.Join(hf, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		src     string
+		tensors int
+	}{
+		{testdata.Path(t, "numpy/npyio/data_int32_2x3_corder.npy"), 1},
+		{testdata.Path(t, "gguf/llama.cpp/ggml-vocab-gpt-2.gguf"), 0},
+		{hf, 3},
+	}
+	out := t.TempDir()
+	for i, c := range cases {
+		if _, err := os.Stat(c.src); err != nil {
+			testdata.SkipOrFail(t, "missing "+c.src)
+		}
+		convert := func(dt string) []byte {
+			t.Helper()
+			o := filepath.Join(out, fmt.Sprintf("%d%s.safetensors", i, dt))
+			cmd := []string{"convert", "--quiet", c.src, o}
+			if dt != "" {
+				cmd = []string{"convert", "--quiet", "--dtype", dt, c.src, o}
+			}
+			if r := runTensorfs(t, cmd...); r.code != 0 {
+				t.Fatalf("%v: %s", cmd, r.stderr)
+			}
+			b, err := os.ReadFile(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := testdata.CheckSafetensors(b); err != nil {
+				t.Fatalf("%v: %v", cmd, err)
+			}
+			return b
+		}
+		want := map[string][]byte{"": convert("")}
+		for _, dt := range []string{"f32", "f16", "bf16", "f64"} {
+			want[dt] = convert(dt)
+		}
+		// exports lists the .safetensors/ directories of a mount and the
+		// convert output each must equal.
+		check := func(m *Mount, exports map[string]string) {
+			t.Helper()
+			for dir, dt := range exports {
+				ents, err := os.ReadDir(m.Path(dir))
+				if err != nil {
+					t.Errorf("%s: %v", c.src, err)
+					continue
+				}
+				var names []string
+				for _, e := range ents {
+					names = append(names, e.Name())
+				}
+				wantNames := "model.safetensors"
+				if c.src == hf {
+					wantNames = "config.json,model.safetensors,tokenizer.json"
+					for name, data := range siblings {
+						if b, err := os.ReadFile(m.Path(dir + "/" + name)); err != nil || string(b) != data {
+							t.Errorf("%s: %s/%s = %q, %v", c.src, dir, name, b, err)
+						}
+					}
+				}
+				if got := strings.Join(names, ","); got != wantNames {
+					t.Errorf("%s: %s/ lists %s, want %s", c.src, dir, got, wantNames)
+				}
+				b, err := os.ReadFile(m.Path(dir + "/model.safetensors"))
+				if err != nil || string(b) != string(want[dt]) {
+					t.Errorf("%s: %s/model.safetensors (%d bytes, %v) differs from convert --dtype %q (%d bytes)", c.src, dir, len(b), err, dt, len(want[dt]))
+				}
+			}
+			ents, err := os.ReadDir(m.Path(".npy"))
+			if err != nil || len(ents) != c.tensors {
+				t.Errorf("%s: .npy/ has %d entries, %v", c.src, len(ents), err)
+			}
+		}
+		m := mount(t, c.src)
+		check(m, map[string]string{".safetensors": "", ".f32/.safetensors": "f32", ".f16/.safetensors": "f16",
+			".bf16/.safetensors": "bf16", ".f64/.safetensors": "f64"})
+		m.Unmount()
+		m = mount(t, c.src, "--dtype", "f16")
+		check(m, map[string]string{".safetensors": "f16", ".native/.safetensors": "", ".f32/.safetensors": "f32",
+			".f16/.safetensors": "f16", ".bf16/.safetensors": "bf16", ".f64/.safetensors": "f64"})
+		m.Unmount()
+	}
+}

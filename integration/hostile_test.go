@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"archive/tar"
 	"archive/zip"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -463,6 +465,35 @@ func hostileCorpus(t *testing.T) []hostileFile {
 	add("length past the file", "legacy-storage-count.pt", hLegacyTorch(legacyMain, []string{"1"}, hCat(hLE64(huge), f32x4)).b, "runs past the end")
 	add("duplicate name", "legacy-key-twice.pt", hLegacyTorch(legacyMain, []string{"1", "1"}, hCat(hLE64(4), f32x4), hCat(hLE64(4), f32x4)).b, "listed twice")
 
+	// Old and foreign formats: recognised by content and named, with what
+	// to do, in one line (index/refused.go), not a hex dump of their first
+	// bytes. Headers as their writers laid them out: every field a
+	// little-endian uint32 (whisper.cpp's convert-pt-to-ggml.py, llama.cpp's
+	// llama_file_saver), GGUF's magic reversed, torch.save's tar of 0.1.
+	ggmlHead := func(magic uint32, fields ...uint32) []byte {
+		b := hLE32(magic)
+		for _, f := range fields {
+			b = append(b, hLE32(f)...)
+		}
+		return append(b, sixteen...)
+	}
+	add("old or foreign format", "ggml-model-tiny.en.bin", ggmlHead(0x67676d6c, 51864, 1500, 384, 6, 4, 448, 384, 6, 4, 80, 1), "GGML model file (magic 'ggml'")
+	add("old or foreign format", "ggmf-7b.bin", ggmlHead(0x67676d66, 1, 32000, 4096, 256, 32, 32, 128, 2), "GGMF model file")
+	add("old or foreign format", "ggjt-7b-q4_0.bin", ggmlHead(0x67676a74, 3, 32000, 4096, 256, 32, 32, 128, 2), "GGJT model file (magic 'ggjt', llama.cpp's format of April to August 2023, before GGUF), version 3")
+	add("old or foreign format", "ggjt-be.bin", hCat([]byte("ggjt\x00\x00\x00\x01"), sixteen), "version 1, big-endian")
+	add("old or foreign format", "ggla-adapter.bin", ggmlHead(0x67676c61, 1, 8, 16), "LoRA adapter")
+	add("old or foreign format", "ggsn-session.bin", ggmlHead(0x6767736e, 1), "session file")
+	add("old or foreign format", "fugg-v1.gguf", hCat([]byte("FUGG"), hLE32(1), hLE64(0), hLE64(0)), "GGUF with its magic byte-swapped")
+	add("old or foreign format", "gguf-v1.gguf", hCat([]byte("GGUF"), hLE32(1), hLE32(0), hLE32(0)), "convert_hf_to_gguf.py")
+	add("old or foreign format", "gguf-big-endian.gguf", hCat([]byte("GGUF"), []byte{0, 0, 0, 3}, hLE64(0), hLE64(0)), "gguf_convert_endian.py")
+	add("old or foreign format", "torch-0.1-tar.pt", hTar(t, true, "sys_info", "pickle", "tensors", "storages"), "PyTorch checkpoint in the tar format of torch.save before PyTorch 0.1.10")
+	add("old or foreign format", "checkpoint.tar", hTar(t, false, "model.safetensors"), `a tar archive (first member "model.safetensors")`)
+	add("old or foreign format", "model.keras", hZip(t, hMember{"metadata.json", []byte("{}")}, hMember{"model.weights.h5", []byte("x")}), `ZIP archive (first member "metadata.json") that is neither`)
+	add("old or foreign format", "model.safetensors.gz", hGzip(t, "model.safetensors", hStValid().b), `gzip-compressed data (of "model.safetensors")`)
+	add("old or foreign format", "model.safetensors.zst", hCat([]byte("\x28\xb5\x2f\xfd\x24\x08\x41\x00"), sixteen), "zstd-compressed")
+	add("old or foreign format", "weights.h5", hCat([]byte("\x89HDF\r\n\x1a\n\x00\x00\x00\x00\x00\x08\x08\x00"), sixteen), "HDF5 file")
+	add("old or foreign format", "model.onnx", hCat([]byte("\x08\x07\x12\x07pytorch\x1a\x061.13.0:\xd6\x01\n\\\n"), sixteen), "ONNX model")
+
 	// Sharded directories.
 	shard := hStRaw(`{"w":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}}`, sixteen)
 	dirs := []struct {
@@ -504,6 +535,41 @@ func hostileCorpus(t *testing.T) []hostileFile {
 	c = append(c, hSpecialCorpus()...)
 	sort.Slice(c, func(i, j int) bool { return c[i].name < c[j].name })
 	return c
+}
+
+// hTar is a tar archive of the members named, each holding a few bytes;
+// pax gives each a PAX header first, as Python's tarfile does in
+// PAX_FORMAT (torch.save's tar format of PyTorch 0.1 used it).
+func hTar(t *testing.T, pax bool, names ...string) []byte {
+	var b bytes.Buffer
+	w := tar.NewWriter(&b)
+	for _, n := range names {
+		h := &tar.Header{Name: n, Mode: 0o644, Size: 16, ModTime: time.Unix(1485000000, 0)}
+		if pax {
+			h.Format, h.PAXRecords = tar.FormatPAX, map[string]string{"mtime": "1485000000.5"}
+		}
+		if err := w.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		w.Write(pattern(16, 3))
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// hGzip is data gzipped, with the file name recorded in the header as
+// gzip(1) does.
+func hGzip(t *testing.T, name string, data []byte) []byte {
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	w.Name = name
+	w.Write(data)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
 
 // hPatchEOCD returns a copy of the zip b with its end-of-central-directory
