@@ -1,15 +1,21 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lazyweights/tensorfs/client/cuda"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
@@ -140,4 +146,177 @@ func TestLoadGPUErrors(t *testing.T) {
 			t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 		}
 	})
+}
+
+// ipcConsumerEnv, when set to a mount point, makes the test binary the
+// other process of TestMountGPU (see ipcConsumer).
+const ipcConsumerEnv = "TENSORFS_TEST_IPC_CONSUMER"
+
+// ipcConsumer opens every allocation of the --gpu mount at mnt through
+// the CUDA API (cuda.OpenMount: cudaIpcOpenMemHandle), copies every
+// tensor back from the mapped device memory and compares it with the
+// mount's file at its path. It prints "ok N" and returns 0, or says what
+// differs and returns 1.
+func ipcConsumer(mnt string) int {
+	rt, err := cuda.Open()
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer rt.Close()
+	s, err := cuda.OpenMount(rt, mnt)
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer s.Close()
+	for _, t := range s.Tensors {
+		idx, err := os.ReadFile(filepath.Join(mnt, cuda.IPCIndexPath))
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		var doc cuda.IPCIndex
+		json.Unmarshal(idx, &doc)
+		var path string
+		for _, d := range doc.Tensors {
+			if d.Name == t.Name {
+				path = d.Path
+			}
+		}
+		want, err := os.ReadFile(filepath.Join(mnt, path))
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		got := make([]byte, t.Size)
+		if err := rt.CopyToHost(got, t.Ptr); err != nil {
+			fmt.Println(t.Name, err)
+			return 1
+		}
+		if !bytes.Equal(got, want) {
+			fmt.Printf("%s: the device bytes at offset %d differ from %s\n", t.Name, t.Offset, path)
+			return 1
+		}
+	}
+	fmt.Printf("ok %d\n", len(s.Tensors))
+	return 0
+}
+
+// TestMountGPU mounts checkpoints with --gpu 0 over the stand-in runtime
+// (its device memory is a memory file another process can map, its IPC
+// handles name it) and has a second process open every handle through
+// the CUDA API and compare every tensor with the mount's files; checks
+// .cuda/'s modes and document, and that the device memory is freed when
+// the mount ends.
+func TestMountGPU(t *testing.T) {
+	needFUSE(t)
+	fakeCUDA(t)
+	dir := testdata.Dir(t)
+	for _, tc := range []struct {
+		file  string
+		flags []string
+	}{
+		{"generated/torch_nested_ckpt.pt", nil},
+		{"gguf/quantized/ollama-ggml-q4_0.gguf", []string{"--dtype", "f16"}},
+		{"generated/torch_mixed_zip.pt", []string{"--dtype", "bf16", "--allow-other"}},
+		{"generated/npz_compressed.npz", nil},
+	} {
+		t.Run(filepath.Base(tc.file)+strings.Join(tc.flags, ""), func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "calls.log")
+			t.Setenv("FAKE_CUDART_LOG", logPath)
+			m := mount(t, filepath.Join(dir, tc.file), append([]string{"--gpu", "0"}, tc.flags...)...)
+			if !strings.Contains(m.Stderr(), "uploaded ") || !strings.Contains(m.Stderr(), "shared through .cuda/index.json") {
+				t.Errorf("no upload line: %s", m.Stderr())
+			}
+			data, err := os.ReadFile(m.Path(".cuda/index.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc cuda.IPCIndex
+			if err := json.Unmarshal(data, &doc); err != nil {
+				t.Fatal(err)
+			}
+			if doc.Device != 0 || !regexp.MustCompile(`^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`).MatchString(doc.UUID) ||
+				len(doc.Allocations) != 1 || len(doc.Allocations[0].Handle) != 128 || len(doc.Tensors) == 0 {
+				t.Fatalf("document: %s", data)
+			}
+			var idx struct{ Tensors []struct{ Name string } }
+			ij, _ := os.ReadFile(m.Path(".tensorfs/index.json"))
+			json.Unmarshal(ij, &idx)
+			if len(idx.Tensors) > len(doc.Tensors) || !sort.SliceIsSorted(doc.Tensors, func(i, j int) bool { return doc.Tensors[i].Name < doc.Tensors[j].Name }) {
+				t.Fatalf("%d tensors in the document (want every one, in name order), %d in index.json", len(doc.Tensors), len(idx.Tensors))
+			}
+			for _, d := range doc.Tensors {
+				if d.Offset%256 != 0 || d.Offset+d.Size > doc.Allocations[0].Size {
+					t.Fatalf("tensor %+v: offset not a multiple of 256 or outside the allocation", d)
+				}
+			}
+			wantDir, wantFile := os.FileMode(0o500), os.FileMode(0o400)
+			if slices.Contains(tc.flags, "--allow-other") {
+				wantDir, wantFile = 0o555, 0o444
+			}
+			if st, err := os.Stat(m.Path(".cuda")); err != nil || st.Mode().Perm() != wantDir {
+				t.Errorf(".cuda: %v %v, want %v", st.Mode(), err, wantDir)
+			}
+			if st, err := os.Stat(m.Path(".cuda/index.json")); err != nil || st.Mode().Perm() != wantFile {
+				t.Errorf(".cuda/index.json: %v %v, want %v", st.Mode(), err, wantFile)
+			}
+
+			self, err := os.Executable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(self)
+			cmd.Env = append(os.Environ(), ipcConsumerEnv+"="+m.Dir, "FAKE_CUDART_LOG=")
+			out, err := cmd.CombinedOutput()
+			if err != nil || strings.TrimSpace(string(out)) != fmt.Sprintf("ok %d", len(doc.Tensors)) {
+				t.Fatalf("second process: %v: %s", err, out)
+			}
+
+			m.Unmount()
+			calls := readFakeLog(t, logPath)
+			if !strings.Contains(calls, "cudaIpcGetMemHandle") || strings.Count(calls, "cudaMalloc ptr=") != 1 || strings.Count(calls, "cudaFree ptr=0x") != 1 {
+				t.Fatalf("the server's CUDA calls: want one cudaMalloc freed at unmount, one IPC handle:\n%s", calls)
+			}
+		})
+	}
+}
+
+// TestMountGPUErrors: a --gpu mount that cannot upload mounts nothing.
+func TestMountGPUErrors(t *testing.T) {
+	fakeCUDA(t)
+	src := filepath.Join(t.TempDir(), "model.safetensors")
+	writeSafetensors(t, src, []stTensor{{Name: "w", DType: "F32", Shape: []int64{1000}, Data: pattern(4000, 1)}}, nil)
+	for _, tc := range []struct {
+		name, env, want string
+		args            []string
+	}{
+		{"no device", "", "tensorfs: mount --gpu 2: no CUDA device 2: the machine has 1 CUDA device", []string{"--gpu", "2"}},
+		{"too big", "FAKE_CUDART_MEM=1000", "not enough free device memory", []string{"--gpu", "0"}},
+		{"no runtime", "TENSORFS_CUDART=/nonexistent/libcudart.so", "tensorfs: mount --gpu 0: CUDA runtime not found", []string{"--gpu", "0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if k, v, ok := strings.Cut(tc.env, "="); ok {
+				t.Setenv(k, v)
+			}
+			mnt := t.TempDir()
+			r := runTensorfs(t, append(append([]string{"mount"}, tc.args...), src, mnt)...)
+			if r.code != 1 || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+				t.Fatalf("exit %d, stderr %q; want exit 1 and %q in one line", r.code, r.stderr, tc.want)
+			}
+			if mountedAt(mnt) {
+				t.Fatal("mounted anyway")
+			}
+		})
+	}
+}
+
+func readFakeLog(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }

@@ -42,6 +42,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if mnt := os.Getenv(ipcConsumerEnv); mnt != "" {
+		// This binary re-run as the second process of TestMountGPU.
+		os.Exit(ipcConsumer(mnt))
+	}
 	dir, err := os.MkdirTemp("", "tensorfs-integration-")
 	if err != nil {
 		log.Fatal(err)

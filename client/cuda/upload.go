@@ -165,6 +165,11 @@ func UploadCheckpoint(ctx context.Context, rt *Runtime, ck *client.Checkpoint, o
 		offsets[k] = total
 		total += (ft.Size + DeviceAlign - 1) &^ (DeviceAlign - 1)
 	}
+	if total == 0 {
+		// Always one allocation (and one IPC handle), even for a
+		// checkpoint of empty tensors.
+		total = DeviceAlign
+	}
 	if free, all, ok, err := rt.MemInfo(opts.Device); err != nil {
 		return nil, err
 	} else if ok && total > free {

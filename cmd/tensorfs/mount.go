@@ -34,7 +34,20 @@ format is detected from the content) or a directory holding a sharded
 checkpoint. The tree: one file per tensor at its name ('/' makes
 directories), xattrs user.tensorfs.{name,dtype,shape,source,offset},
 .tensorfs/index.json, .tensorfs/metadata/, .tensorfs/stats.json, and the
-converted views .f32/ .f16/ .bf16/ .f64/ and .npy/.`
+converted views .f32/ .f16/ .bf16/ .f64/ and .npy/.
+
+--gpu N uploads every tensor (converted with --dtype) to CUDA device N
+before the mount is ready, through the same path as load --gpu, and keeps
+it there while mounted: one allocation, each tensor at a 256-byte aligned
+offset. .cuda/index.json gives the device (ordinal and UUID), the
+allocation's cudaIpcMemHandle_t (hex) and every tensor's offset, so
+another process maps the weights with cudaIpcOpenMemHandle without a
+copy (docs/examples/cuda_ipc.py). Whoever opens the handle can write that
+memory: .cuda/ is the mount owner's only (0500) unless --allow-other. The
+device memory is freed when the mount ends; a process still holding the
+mapping then reads memory CUDA no longer guarantees. Without a CUDA
+runtime, without device N, or when the checkpoint does not fit in the
+device's free memory, nothing is mounted and it exits 1.`
 
 func runMount(args []string) error {
 	f := newFlags("mount", "[flags] SOURCE MOUNTPOINT", mountAbout)
@@ -50,6 +63,7 @@ func runMount(args []string) error {
 	directIO := f.Bool("direct-io", false, "open tensor files with FUSE direct I/O: each read(2) goes to the server as it is, with no readahead and no second copy of the checkpoint in the page cache; faster for large reads, much slower for small ones (mmap keeps working on Linux 6.6+; older kernels ignore the flag)")
 	keepCache := f.Bool("keep-backing-cache", false, "keep the checkpoint file's pages in the page cache after serving them; by default each 2 MiB of it is dropped once served, as the mount's own page cache then holds those bytes (keep it when the checkpoint is also read directly, not through the mount)")
 	noPassthrough := f.Bool("no-passthrough", false, "serve every file through the server; by default a file that is a whole checkpoint file byte for byte (a .npy source's .npy/ file) is read by the kernel from that file directly (FUSE passthrough: Linux 6.9+, root)")
+	gpuFlag := f.Int("gpu", -1, "upload the checkpoint (converted with --dtype) to CUDA device `N` before the mount is ready, keep it there while mounted, and describe it for other processes in .cuda/index.json (CUDA IPC handles; owner-only unless --allow-other)")
 	debugFlag := f.Bool("debug", false, "log every FUSE request and reply to stderr")
 	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of the server (go tool pprof format) to `FILE` when it exits")
 	memProfile := f.String("memprofile", "", "write a heap profile of the server (go tool pprof format) to `FILE` when it exits")
@@ -124,9 +138,8 @@ func runMount(args []string) error {
 	}
 	defer fs.CloseExportFiles(exportFiles)
 	logger := log.New(os.Stderr, "tensorfs: ", 0)
-	root, err := fs.NewRoot(ckpt.idx, ckpt.sources, fs.Options{View: view, NoSplice: *noSplice, DirectIO: *directIO, KeepBackingCache: *keepCache, NoPassthrough: *noPassthrough, Logger: logger, ExportFiles: exportFiles})
-	if err != nil {
-		return fmt.Errorf("%s: %v", source, err)
+	if f.isSet("gpu") && *gpuFlag < 0 {
+		return usagef("mount: --gpu: %d is not a device ordinal (0, 1, ...)", *gpuFlag)
 	}
 	if err := fs.CheckMountpoint(mountpoint); err != nil {
 		return err
@@ -135,6 +148,20 @@ func runMount(args []string) error {
 		if err := checkEmpty(mountpoint); err != nil {
 			return err
 		}
+	}
+	var extra []fs.ExtraDir
+	if *gpuFlag >= 0 {
+		g, err := uploadForMount(source, ckpt, view, *gpuFlag, *allowOther, logger)
+		if err != nil {
+			return err
+		}
+		// The device memory lives as long as the mount serves.
+		defer g.close()
+		extra = append(extra, g.dir)
+	}
+	root, err := fs.NewRoot(ckpt.idx, ckpt.sources, fs.Options{View: view, NoSplice: *noSplice, DirectIO: *directIO, KeepBackingCache: *keepCache, NoPassthrough: *noPassthrough, Logger: logger, ExportFiles: exportFiles, Extra: extra})
+	if err != nil {
+		return fmt.Errorf("%s: %v", source, err)
 	}
 	// Parsing left garbage (headers, JSON); give it back before serving
 	// for hours.

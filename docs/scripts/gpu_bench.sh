@@ -129,6 +129,33 @@ if "$tfs" mount "$ck" "$mnt" 2>>"$log" & then
 	wait "$mp" 2>/dev/null
 fi
 
+# A --gpu mount: ready when uploaded; a second process maps the weights.
+gm=$DIR/gmnt
+mkdir -p "$gm"
+for gpuflag in "" "--gpu 0"; do
+	warm "$ck"
+	t0=$(date +%s.%N)
+	# shellcheck disable=SC2086
+	"$tfs" mount $gpuflag "$ck" "$gm" 2>>"$log" &
+	gp=$!
+	for _ in $(seq 600); do [ -e "$gm/.tensorfs/index.json" ] && break; kill -0 $gp 2>/dev/null || break; sleep 0.05; done
+	t1=$(date +%s.%N)
+	if [ -e "$gm/.tensorfs/index.json" ]; then
+		rss=$(awk '/^(VmRSS|RssAnon)/{printf "%s %s %s; ", $1, $2, $3}' /proc/$gp/status)
+		echo "mount ${gpuflag:-(no --gpu)}: ready in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s; server memory once ready: $rss"
+		if [ -n "$gpuflag" ]; then
+			grep 'uploaded .* shared through' "$log" | tail -1
+			"$PY" "$here/../examples/cuda_ipc.py" "$gm" 2>&1 | tee -a "$log"
+			"$PY" "$here/../examples/cuda_ipc.py" "$gm" 2>&1 | tee -a "$log"
+			"$PY" "$here/../examples/cuda_ipc.py" "$gm" --verify 2>&1 | tee -a "$log" | tail -1
+		fi
+	else
+		echo "mount ${gpuflag:-(no --gpu)}: not ready (no FUSE here?)"
+	fi
+	"$tfs" umount "$gm" >/dev/null 2>&1
+	wait $gp 2>/dev/null
+done
+
 warm "$ck"
 if "$PY" -c 'import safetensors' 2>/dev/null; then
 	row "safetensors.torch.load_file(device=cuda:0), warm" "$("$PY" "$here/gpu_peers.py" st "$ck" - 3 2>>"$log" | awk '{print $2}') -"

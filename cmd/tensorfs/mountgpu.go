@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/lazyweights/tensorfs/client"
+	"github.com/lazyweights/tensorfs/client/cuda"
+	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/fs"
+)
+
+// gpuMount is a checkpoint uploaded for `tensorfs mount --gpu N`: kept on
+// the device while mounted, described in .cuda/index.json for other
+// processes (CUDA IPC). fs/ serves the document; the device work stays
+// here and in client/cuda.
+type gpuMount struct {
+	rt  *cuda.Runtime
+	u   *cuda.Upload
+	dir fs.ExtraDir
+}
+
+// uploadForMount uploads ckpt (converted to view, if set) to device dev
+// before the mount exists, with the same code as load --gpu, and builds
+// the .cuda/ directory. Interrupted, it frees everything.
+func uploadForMount(source string, ckpt *checkpoint, view dtype.DType, dev int, allowOther bool, logger *log.Logger) (*gpuMount, error) {
+	what := fmt.Sprintf("mount --gpu %d", dev)
+	if !cuda.CgoEnabled {
+		return nil, fmt.Errorf("%s: this tensorfs was built without cgo (CGO_ENABLED=0); GPU upload needs a build with cgo and a C compiler (CUDA itself is found at run time)", what)
+	}
+	rt, err := cuda.Open()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", what, err)
+	}
+	g := &gpuMount{rt: rt}
+	fail := func(err error) (*gpuMount, error) {
+		g.close()
+		return nil, err
+	}
+	n, err := rt.DeviceCount()
+	if err != nil {
+		return fail(fmt.Errorf("%s: no usable CUDA device: %v", what, err))
+	}
+	if dev >= n {
+		return fail(fmt.Errorf("%s: no CUDA device %d: the machine has %s", what, dev, plural(n, "CUDA device")))
+	}
+	if !rt.CanIPC() {
+		return fail(fmt.Errorf("%s: %s has no CUDA IPC (cudaIpcGetMemHandle), which --gpu mounts need", what, rt.Path()))
+	}
+	if _, _, err := rt.DeviceUUID(dev); err != nil {
+		return fail(fmt.Errorf("%s: %v", what, err))
+	}
+	// The mount's own index and open files, read by the client: the
+	// client does not own them (the mount closes them).
+	ck, err := client.FromIndex(source, ckpt.idx, ckpt.sources)
+	if err != nil {
+		return fail(err)
+	}
+	opts := cuda.UploadOptions{Device: dev, DType: view}.Defaults()
+	if term.IsTerminal(int(os.Stderr.Fd())) {
+		tensors := ck.Tensors()
+		bar := newLoadBar(ck, tensors, view)
+		bar.Describe(fmt.Sprintf("%s to cuda:%d", plural(len(tensors), "tensor"), dev))
+		opts.Progress = func(n int64) { bar.Add64(n) }
+		defer func() {
+			bar.Finish()
+			bar.Clear()
+			fmt.Fprint(os.Stderr, "\r")
+		}()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	g.u, err = cuda.UploadCheckpoint(ctx, rt, ck, opts)
+	elapsed := time.Since(start)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return fail(fmt.Errorf("%s: interrupted while uploading; nothing is mounted or left on cuda:%d", source, dev))
+		}
+		return fail(err)
+	}
+	doc, err := g.u.IPCIndex(func(i int) string {
+		t, _ := ck.Tensor(g.u.Tensors[i].Name)
+		if view != dtype.Invalid && g.u.Tensors[i].DType != view {
+			return nativeDir + "/" + t.Path // left out of the converted top level
+		}
+		return t.Path
+	})
+	if err != nil {
+		return fail(fmt.Errorf("%s: %v", what, err))
+	}
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return fail(err)
+	}
+	g.dir = fs.ExtraDir{Name: ".cuda", Files: map[string][]byte{"index.json": append(data, '\n')}, Private: !allowOther}
+	st := g.u.Stats
+	logger.Printf("uploaded %s to cuda:%d (%s): %s in %.3f s, %.2f GB/s; kept there while mounted, shared through %s", plural(len(g.u.Tensors), "tensor"), dev, doc.UUID, loadHumanBytes(st.Bytes), elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e9, cuda.IPCIndexPath)
+	return g, nil
+}
+
+// nativeDir is where a --dtype mount keeps the stored tree.
+const nativeDir = ".native"
+
+// close frees the device memory and unloads the runtime.
+func (g *gpuMount) close() {
+	if g.u != nil {
+		g.u.Free()
+		g.u = nil
+	}
+	if g.rt != nil {
+		g.rt.Close()
+		g.rt = nil
+	}
+}
