@@ -10,6 +10,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -60,13 +61,27 @@ type InflateOptions struct {
 }
 
 // Member describes a deflated member of a zip file, as the zip's central
-// directory gives it.
+// directory gives it, or (Latin1) the bytes of a numpy array that a
+// pickle holds as a Latin-1 str in UTF-8.
 type Member struct {
-	Name           string // the member's name in the zip, for messages
+	Name           string // the member's name in the zip (Latin1: the tensor's), for messages
 	Offset         int64  // first byte of the compressed data in the file
 	CompressedSize int64
 	Size           int64 // inflated
 	CRC32          uint32
+	// Latin1: the CompressedSize bytes at Offset are UTF-8 of code points
+	// below 256 (pickle protocol 2's _codecs.encode(str, "latin1")), each
+	// one byte of the member; they must decode to exactly Size bytes. No
+	// CRC-32: the encoding itself is checked, byte by byte.
+	Latin1 bool
+}
+
+// what names m in messages.
+func (m Member) what() string {
+	if m.Latin1 {
+		return "tensor " + strconv.Quote(m.Name)
+	}
+	return "member " + m.Name
 }
 
 // InflateCache holds the inflated members of the sources it opened. Safe
@@ -151,12 +166,13 @@ type MemberFile interface {
 // ErrFault (EIO through FUSE) and the cause, if any.
 type MemberError struct {
 	File, Member string
+	Latin1       bool // Member is a tensor's name (Member.Latin1)
 	Msg          string
 	Err          error
 }
 
 func (e *MemberError) Error() string {
-	s := e.File + ": member " + e.Member + ": " + e.Msg
+	s := e.File + ": " + Member{Name: e.Member, Latin1: e.Latin1}.what() + ": " + e.Msg
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
 	}
@@ -177,10 +193,10 @@ func (e *MemberError) Unwrap() []error {
 // is refused.
 func (c *InflateCache) OpenMember(file MemberFile, m Member) (Source, error) {
 	if m.Size < 0 || m.CompressedSize < 0 || m.Offset < 0 {
-		return nil, &MemberError{File: file.Name(), Member: m.Name, Msg: "negative offset or size"}
+		return nil, &MemberError{File: file.Name(), Member: m.Name, Latin1: m.Latin1, Msg: "negative offset or size"}
 	}
 	if !c.inMemory(m.Size) && m.Size > c.opts.DiskLimit {
-		return nil, &MemberError{File: file.Name(), Member: m.Name, Msg: fmt.Sprintf("inflates to %d bytes, more than the %d bytes of disk the cache of inflated members may use (tensorfs --inflate-disk)", m.Size, c.opts.DiskLimit)}
+		return nil, &MemberError{File: file.Name(), Member: m.Name, Latin1: m.Latin1, Msg: fmt.Sprintf("inflates to %d bytes, more than the %d bytes of disk the cache of inflated members may use (tensorfs --inflate-disk)", m.Size, c.opts.DiskLimit)}
 	}
 	return &memberSource{c: c, file: file, m: m, name: file.Name() + ":" + m.Name}, nil
 }
@@ -253,7 +269,7 @@ func (s *memberSource) ReadAt(p []byte, off int64) (int, error) {
 			n, err := s.cached.ReadAt(p[:want], off)
 			s.mu.RUnlock()
 			if n < want {
-				return n, &MemberError{File: s.file.Name(), Member: s.m.Name, Msg: fmt.Sprintf("reading the inflated member's cache file (%d bytes at byte %d)", want, off), Err: err}
+				return n, &MemberError{File: s.file.Name(), Member: s.m.Name, Latin1: s.m.Latin1, Msg: fmt.Sprintf("reading the inflated member's cache file (%d bytes at byte %d)", want, off), Err: err}
 			}
 			return s.done(n, want, len(p))
 		}
@@ -358,7 +374,7 @@ func (f *fileReader) Read(p []byte) (int, error) {
 func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 	c, m := s.c, s.m
 	fail := func(bad bool, cause error, format string, args ...any) ([]byte, *os.File, bool, error) {
-		return nil, nil, bad, &MemberError{File: s.file.Name(), Member: m.Name, Msg: fmt.Sprintf(format, args...), Err: cause}
+		return nil, nil, bad, &MemberError{File: s.file.Name(), Member: m.Name, Latin1: m.Latin1, Msg: fmt.Sprintf(format, args...), Err: cause}
 	}
 	inMem := c.inMemory(m.Size)
 	var w io.Writer
@@ -383,6 +399,28 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 		}
 	}
 	src := &fileReader{r: io.NewSectionReader(s.file, m.Offset, m.CompressedSize)}
+	if m.Latin1 {
+		if err := latin1Decode(w, src, m); err != nil {
+			undo()
+			var re *readError
+			var we *writeError
+			switch {
+			case errors.As(err, &re):
+				return fail(false, re.err, "cannot read its Latin-1 str (%d bytes at byte %d)", m.CompressedSize, m.Offset)
+			case errors.As(err, &we):
+				return fail(false, we.err, "cannot write the decoded bytes to their cache file in %s", c.opts.Dir)
+			}
+			return fail(true, nil, "%v", err)
+		}
+		if bw, ok := w.(*bufio.Writer); ok {
+			if err := bw.Flush(); err != nil {
+				undo()
+				return fail(false, err, "cannot write the decoded bytes to their cache file in %s", c.opts.Dir)
+			}
+		}
+		c.inflations.Add(1)
+		return mem, f, false, nil
+	}
 	zr := flate.NewReader(bufio.NewReaderSize(src, 1<<20))
 	defer zr.Close()
 	h := crc32.NewIEEE()
@@ -434,6 +472,75 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 	}
 	c.inflations.Add(1)
 	return mem, f, false, nil
+}
+
+// latin1Decode writes to w the bytes of the Latin-1 str whose UTF-8 src
+// gives (m.CompressedSize bytes at m.Offset of the file): each code point
+// below 256 is one byte. It refuses any other code point, invalid UTF-8,
+// a character cut off, and a decoded length other than m.Size, saying at
+// which byte of the file. Errors of src and w come back as they are
+// (readError, writeError).
+func latin1Decode(w io.Writer, src io.Reader, m Member) error {
+	in := make([]byte, 1<<20)
+	out := make([]byte, 0, len(in))
+	var n, pos int64 // bytes decoded, bytes read
+	lead := -1       // the lead byte waiting for its continuation, or -1
+	for {
+		k, err := src.Read(in)
+		out = out[:0]
+		for i, c := range in[:k] {
+			switch {
+			case lead >= 0:
+				if c < 0x80 || c > 0xBF {
+					return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) has invalid UTF-8 at byte %d", m.CompressedSize, m.Offset, m.Offset+pos+int64(i)-1)
+				}
+				out = append(out, byte(lead&3)<<6|c&0x3F)
+				lead = -1
+			case c < 0x80:
+				out = append(out, c)
+			case c == 0xC2 || c == 0xC3:
+				lead = int(c)
+			default:
+				return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) has %s at byte %d", m.CompressedSize, m.Offset, latin1Bad(c), m.Offset+pos+int64(i))
+			}
+		}
+		pos += int64(k)
+		if n+int64(len(out)) > m.Size {
+			return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) decodes to more than the array's %d bytes", m.CompressedSize, m.Offset, m.Size)
+		}
+		if len(out) > 0 {
+			if _, werr := w.Write(out); werr != nil {
+				return werr
+			}
+			n += int64(len(out))
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case pos < m.CompressedSize:
+		return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) ends early, after %d bytes (the file is shorter)", m.CompressedSize, m.Offset, pos)
+	case lead >= 0:
+		return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) ends inside a character at byte %d", m.CompressedSize, m.Offset, m.Offset+pos-1)
+	case n != m.Size:
+		return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) decodes to %d bytes, not the array's %d", m.CompressedSize, m.Offset, n, m.Size)
+	}
+	return nil
+}
+
+// latin1Bad says what byte c is where a Latin-1 character may start.
+func latin1Bad(c byte) string {
+	switch {
+	case c >= 0xC4 && c <= 0xF4:
+		return fmt.Sprintf("a code point above U+00FF, which is not Latin-1 (lead byte 0x%02X)", c)
+	case c >= 0x80 && c <= 0xBF:
+		return fmt.Sprintf("a stray continuation byte 0x%02X (invalid UTF-8)", c)
+	}
+	return fmt.Sprintf("byte 0x%02X (invalid UTF-8)", c)
 }
 
 type sliceWriter struct {

@@ -175,7 +175,7 @@ func FromIndex(path string, idx *index.Index, files []backing.Source) (*Checkpoi
 		}
 		off, src := int64(-1), idx.Sources[t.Source]
 		if m := idx.Member(t.Source); m != nil {
-			src = idx.Sources[m.File] // a compressed member: no range of the file
+			src = idx.Sources[idx.FileOf(t.Source)] // a member: no range of the file
 		} else if t.Contiguous() {
 			off = t.Offset
 		}

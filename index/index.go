@@ -48,29 +48,45 @@ type Index struct {
 	Sources  []string       // backing files (absolute, from Load)
 	Metadata map[string]any // checkpoint's own metadata; JSON-encodable
 	Tensors  []Tensor       // sorted by Name; Path set by AssignPaths
-	// Members are the Sources that are not files but compressed members
-	// of one (see Member), in Source order; nil for most checkpoints.
+	// Members are the Sources that are not files but derived from a
+	// range of one (see Member), in Source order; nil for most
+	// checkpoints.
 	Members []Member
 }
 
-// Member is a source that is not a file of its own but a compressed
-// member of one: a deflated .npy in an .npz written by
-// numpy.savez_compressed. Its Sources entry is "FILE:NAME"; its bytes are
-// the member inflated (Size bytes), which the loader serves through a
-// backing source that inflates it on first read. Tensors in it have
-// Offsets into the inflated bytes: they are not ranges of any file.
+// Member is a source that is not a file of its own but derived from a
+// byte range of another source: a deflated .npy in an .npz written by
+// numpy.savez_compressed, a deflated data.pkl of a torch zip file, or the
+// bytes of a numpy array that a protocol-2 pickle holds as a Latin-1 str
+// in UTF-8. Its Sources entry is "HOLDER:NAME"; its bytes are the range
+// decoded (Size bytes), which the loader serves through a backing source
+// that decodes it on first read. Tensors in it have Offsets into the
+// decoded bytes: they are not ranges of any file.
 type Member struct {
-	Source int    // the Sources entry it is
-	File   int    // the Sources entry of the zip file that holds it
-	Name   string // its name in the zip
-	Method uint16 // zip compression method: 8 (deflate)
-	// The compressed bytes are [Offset, Offset+CompressedSize) of the
-	// file; they inflate to Size bytes with this CRC-32 (IEEE).
+	Source int // the Sources entry it is
+	// File is the Sources entry that holds it: a file, or a member
+	// before it (an array's str inside a deflated data.pkl).
+	File   int
+	Name   string // its name in the zip; for MethodLatin1, the tensor's name
+	Method uint16 // 8 (zip deflate) or MethodLatin1
+	// The encoded bytes are [Offset, Offset+CompressedSize) of File;
+	// they decode to Size bytes (deflate: with this CRC-32 (IEEE)).
 	Offset         int64
 	CompressedSize int64
 	Size           int64
 	CRC32          uint32
 }
+
+// Member methods (Member.Method).
+const (
+	// MethodDeflate is zip's deflate.
+	MethodDeflate uint16 = 8
+	// MethodLatin1 is a Python str of code points below 256 held as
+	// UTF-8 (a pickle's BINUNICODE), each code point one byte of the
+	// member: the bytes pickle protocol 2 writes as
+	// _codecs.encode(str, "latin1"). Not a zip method.
+	MethodLatin1 uint16 = 0xFF01
+)
 
 // Member returns the member that source is, or nil when it is a file.
 func (x *Index) Member(source int) *Member {
@@ -80,6 +96,15 @@ func (x *Index) Member(source int) *Member {
 		return &ms[i]
 	}
 	return nil
+}
+
+// FileOf returns the Sources entry of the file that source is, or that
+// holds it (through members of members).
+func (x *Index) FileOf(source int) int {
+	for m := x.Member(source); m != nil && m.File < m.Source; m = x.Member(source) {
+		source = m.File
+	}
+	return source
 }
 
 // Files returns the Sources that are files (all but the Members), in

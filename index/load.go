@@ -590,10 +590,10 @@ func (l *loader) merge(parts []part, meta map[string]any) (*Index, error) {
 		out.Sources = append(out.Sources, p.idx.Sources...)
 		files = append(files, p.f)
 		for i, m := range p.idx.Members {
-			if m.Source != 1+i || m.File != 0 {
-				return fail(ErrorAt(p.path, "", "internal error: the %s parser returned member %d as source %d of file %d", p.idx.Format, i, m.Source, m.File))
+			if m.Source != 1+i || m.File < 0 || m.File >= m.Source {
+				return fail(ErrorAt(p.path, "", "internal error: the %s parser returned member %d as source %d of source %d", p.idx.Format, i, m.Source, m.File))
 			}
-			src, err := openMember(p.f, m)
+			src, err := openMember(files[base+m.File], m)
 			if err != nil {
 				return fail(err)
 			}
@@ -622,15 +622,25 @@ func (l *loader) merge(parts []part, meta map[string]any) (*Index, error) {
 	return out, nil
 }
 
-// openMember opens the source of compressed member m of file f: it
-// inflates the member on first read (backing.InflateCache), within the
+// openMember opens the source of member m of f (a file or a member): it
+// decodes the member on first read (backing.InflateCache), within the
 // limits of the process's cache.
 func openMember(f File, m Member) (File, error) {
-	src, err := backing.DefaultInflateCache().OpenMember(f, backing.Member{Name: m.Name, Offset: m.Offset, CompressedSize: m.CompressedSize, Size: m.Size, CRC32: m.CRC32})
+	bm := backing.Member{Name: m.Name, Offset: m.Offset, CompressedSize: m.CompressedSize, Size: m.Size, CRC32: m.CRC32}
+	where := "member " + m.Name
+	switch m.Method {
+	case MethodDeflate:
+	case MethodLatin1:
+		bm.Latin1 = true
+		where = "tensor " + strconv.Quote(m.Name)
+	default:
+		return nil, ErrorAt(f.Name(), where, "internal error: member method %d", m.Method)
+	}
+	src, err := backing.DefaultInflateCache().OpenMember(f, bm)
 	if err != nil {
 		var me *backing.MemberError
 		if errors.As(err, &me) {
-			return nil, ErrorAt(f.Name(), "member "+m.Name, "%s", me.Msg)
+			return nil, ErrorAt(f.Name(), where, "%s", me.Msg)
 		}
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/internal/testdata"
@@ -353,32 +354,70 @@ func TestNumpyGeneratedExpected(t *testing.T) {
 	}
 }
 
-// npzCheckMembers checks idx's compressed members (ptCheckIndex).
+// npzCheckMembers checks idx's members (ptCheckIndex): deflated members
+// of the file, deflated data.pkl, Latin-1 strs of a pickle.
 func npzCheckMembers(t testing.TB, idx *Index, name string, size int64) {
 	t.Helper()
 	for i, m := range idx.Members {
-		if m.Source != 1+i || m.File != 0 || idx.Sources[m.Source] != name+":"+m.Name || m.Method != 8 {
+		if m.Source != 1+i || m.File < 0 || m.File >= m.Source || idx.Sources[m.Source] != idx.Sources[m.File]+":"+m.Name || (m.Method != MethodDeflate && m.Method != MethodLatin1) {
 			t.Fatalf("%s: member %d: %+v, source %q", name, i, m, idx.Sources[m.Source])
 		}
-		if m.Offset < 0 || m.CompressedSize < 0 || m.Offset+m.CompressedSize > size || m.Size < 0 || m.Size > m.CompressedSize*deflateMaxRatio+258 {
-			t.Fatalf("%s: member %s: %+v in a %d-byte file", name, m.Name, m, size)
+		holder := size
+		if h := idx.Member(m.File); h != nil {
+			holder = h.Size
+		}
+		ratio := int64(deflateMaxRatio)
+		if m.Method == MethodLatin1 {
+			ratio = 1 // each byte is one or two of UTF-8
+		}
+		if m.Offset < 0 || m.CompressedSize < 0 || m.Offset+m.CompressedSize > holder || m.Size < 0 || m.Size > m.CompressedSize*ratio+258 {
+			t.Fatalf("%s: member %s: %+v in a %d-byte holder", name, m.Name, m, holder)
 		}
 	}
 }
 
-// npzGather is ptGather for a tensor that may be in a compressed member:
-// the member is inflated from data (its size and CRC-32 checked) first.
+// npzSourceBytes returns the bytes of source i of idx, decoding members
+// from data (the file's bytes) independently of backing: deflate with
+// its size and CRC-32 checked, Latin-1 strs through Go's UTF-8 decoder.
+func npzSourceBytes(t testing.TB, data []byte, idx *Index, i int) []byte {
+	t.Helper()
+	m := idx.Member(i)
+	if m == nil {
+		return data
+	}
+	in := npzSourceBytes(t, data, idx, m.File)[m.Offset : m.Offset+m.CompressedSize]
+	switch m.Method {
+	case MethodDeflate:
+		b, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(in)), m.Size+1))
+		if err != nil || int64(len(b)) != m.Size || crc32.ChecksumIEEE(b) != m.CRC32 {
+			t.Fatalf("member %s: %d bytes, want %d; crc ok %v; %v", m.Name, len(b), m.Size, crc32.ChecksumIEEE(b) == m.CRC32, err)
+		}
+		return b
+	case MethodLatin1:
+		if !utf8.Valid(in) {
+			t.Fatalf("member %s: invalid UTF-8", m.Name)
+		}
+		b := make([]byte, 0, m.Size)
+		for _, r := range string(in) {
+			if r > 255 {
+				t.Fatalf("member %s: code point %U", m.Name, r)
+			}
+			b = append(b, byte(r))
+		}
+		if int64(len(b)) != m.Size {
+			t.Fatalf("member %s: %d bytes, want %d", m.Name, len(b), m.Size)
+		}
+		return b
+	}
+	t.Fatalf("member %s: method %d", m.Name, m.Method)
+	return nil
+}
+
+// npzGather is ptGather for a tensor that may be in a member: the member
+// is decoded from data first (npzSourceBytes).
 func npzGather(t testing.TB, data []byte, idx *Index, tn Tensor) []byte {
 	t.Helper()
-	m := idx.Member(tn.Source)
-	if m == nil {
-		return ptGather(t, data, tn)
-	}
-	b, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(data[m.Offset:m.Offset+m.CompressedSize])), m.Size+1))
-	if err != nil || int64(len(b)) != m.Size || crc32.ChecksumIEEE(b) != m.CRC32 {
-		t.Fatalf("member %s: %d bytes, want %d; crc ok %v; %v", m.Name, len(b), m.Size, crc32.ChecksumIEEE(b) == m.CRC32, err)
-	}
-	return ptGather(t, b, tn)
+	return ptGather(t, npzSourceBytes(t, data, idx, tn.Source), tn)
 }
 
 func TestNPYHeaders(t *testing.T) {

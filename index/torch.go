@@ -199,6 +199,7 @@ func parseTorchZip(f File) (*Index, error) {
 	// Read data.pkl: straight from the file when stored, through the
 	// decompressor (bounded) otherwise.
 	var r io.Reader
+	var pklMember *Member
 	st := ptStream{file: file, base: -1, where: "member " + pkl.Name}
 	if pkl.Method == zip.Store {
 		off, err := pkl.DataOffset()
@@ -226,6 +227,18 @@ func parseTorchZip(f File) (*Index, error) {
 		}
 		st.size = int64(len(data))
 		r = bytes.NewReader(data)
+		// Inline numpy arrays are ranges of the inflated pickle: it is
+		// a member (archive/zip has checked its CRC-32 reading it).
+		off, err := pkl.DataOffset()
+		if err != nil {
+			return nil, ErrorAt(file, "member "+pkl.Name, "cannot read its local header: %v", err)
+		}
+		if pkl.Method != zip.Deflate || pkl.CompressedSize64 > uint64(f.Size()) || off > f.Size()-int64(pkl.CompressedSize64) {
+			pklMember = nil // served only when deflated (refused where needed)
+		} else {
+			pklMember = &Member{File: 0, Name: pkl.Name, Method: MethodDeflate, Offset: off,
+				CompressedSize: int64(pkl.CompressedSize64), Size: st.size, CRC32: pkl.CRC32}
+		}
 	}
 	m := st.machine(r, newTorchEnv())
 	root0, err := m.Run()
@@ -274,6 +287,7 @@ func parseTorchZip(f File) (*Index, error) {
 	}
 	w := newPtWalker(st, spanOf)
 	w.m = m
+	w.pkl = pklMember
 	w.bigEndian = bigEndian
 	return ptFinish(w, root0, "pytorch")
 }

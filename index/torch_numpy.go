@@ -1,8 +1,6 @@
 package index
 
 import (
-	"fmt"
-
 	"github.com/lazyweights/tensorfs/internal/pickle"
 )
 
@@ -15,15 +13,21 @@ import (
 // Python 3, torch.save's default).
 //
 // Decisions:
-//   - An array whose bytes are a range of the file (the pickle is the
-//     legacy file itself or a stored data.pkl, and rawdata is bytes, a
-//     Python 2 str, or a Latin-1 str that is all ASCII, so its UTF-8 is
-//     the same bytes) is a tensor under its key, with its dtype, shape,
-//     byte order and Fortran order (strides), served from that range.
-//   - An array whose bytes are not a range of the file (a Latin-1 str
-//     with bytes >= 0x80 is UTF-8 in the pickle; a compressed data.pkl)
-//     cannot be served by an index of file ranges: it stays in the
-//     metadata as a line that says so and how to re-save it.
+//   - Every array is a tensor under its key, with its dtype, shape, byte
+//     order and Fortran order (strides). Where its bytes are a range of
+//     the pickle (bytes, a Python 2 str, or a Latin-1 str that is all
+//     ASCII, so its UTF-8 is the same bytes), it is served from that
+//     range: of the file when the pickle is the legacy file itself or a
+//     stored data.pkl, of the inflated data.pkl (a Member, MethodDeflate)
+//     when that is deflated.
+//   - A Latin-1 str with bytes >= 0x80 is UTF-8 in the pickle (protocol
+//     2, torch.save's default): the array is a Member of its own
+//     (MethodLatin1) over the str's range, decoded on first read. Its
+//     code points are checked here, while the pickle is read: one that
+//     is not below 256 (or invalid UTF-8, or a character cut off)
+//     refuses the file naming the key and the byte, as Python's
+//     unpickler fails there too; so does a decoded length other than the
+//     array's byte size. Nothing of it is held in the index.
 //   - An object array's rawdata is a list of Python objects, not bytes:
 //     its elements are walked as a list (metadata; tensors among them are
 //     served), not refused, so the checkpoint's other tensors stay.
@@ -88,7 +92,7 @@ func (w *ptWalker) ndarray(a *pickle.NDArray, depth int) (any, bool, error) {
 	}
 	var sp pickle.Span
 	has := false
-	switch data.(type) {
+	switch x := data.(type) {
 	case pickle.Bytes, string, pickle.Large:
 		if w.m != nil {
 			sp, has = w.m.SpanOf(data)
@@ -96,30 +100,42 @@ func (w *ptWalker) ndarray(a *pickle.NDArray, depth int) (any, bool, error) {
 		if !has && size > 0 {
 			return bad("its data (%s) has no place in the pickle", pickle.TypeName(data))
 		}
+	case *pickle.Invalid:
+		return nil, false, w.errAtStream(x.Off, "numpy array: "+x.Msg)
 	default:
 		return bad("data is %s, not bytes", pickle.TypeName(data))
 	}
-	if has && sp.N != size {
-		if sp.Raw {
-			return bad("%s%v needs %d bytes, its data has %d", descr, shape, size, sp.N)
-		}
+	if has && !sp.Raw && sp.Latin1 < 0 {
+		// A str given to ndarray.__setstate__ as it is: numpy encodes it
+		// as Latin-1, and fails as _codecs.encode does.
+		return nil, false, w.errAtStream(sp.BadAt, "numpy array: its data is a str that is not Latin-1 as UTF-8 (Python's unpickler fails on it too)")
 	}
-	off := w.st.fileOff(sp.Off)
-	if size > 0 && (!sp.Raw || off < 0) {
-		why := "its bytes are a Latin-1 str, which the pickle holds as UTF-8 (protocol 2, torch.save's default)"
-		if sp.Raw {
-			why = "the pickle is compressed in the archive"
+	if has {
+		n := sp.N
+		if !sp.Raw {
+			n = sp.Latin1
 		}
-		s := fmt.Sprintf("numpy.ndarray %s%v not served: %s, not a range of the file; re-save with torch.save(..., pickle_protocol=4)", descr, shape, why)
-		return s, true, w.meta(len(s))
+		if n != size {
+			return bad("%s%v needs %d bytes, its data has %d", descr, shape, size, n)
+		}
 	}
 	name, err := w.tensorName()
 	if err != nil {
 		return nil, false, err
 	}
-	t := Tensor{Name: name, DType: dt, Shape: shape, Offset: off, Size: size, BigEndian: big}
-	if off < 0 {
-		t.Offset = 0 // an empty array: no bytes to place
+	t := Tensor{Name: name, DType: dt, Shape: shape, Size: size, BigEndian: big}
+	if size > 0 { // an empty array has no bytes to place: Source 0, Offset 0
+		src, off, err := w.streamSource(sp.Off)
+		if err != nil {
+			return nil, false, err
+		}
+		t.Source, t.Offset = src, off
+		if !sp.Raw {
+			// UTF-8 in the pickle: its own source, decoded on first read.
+			w.members = append(w.members, Member{Source: 1 + len(w.members), File: src, Name: name,
+				Method: MethodLatin1, Offset: off, CompressedSize: sp.N, Size: size})
+			t.Source, t.Offset = len(w.members), 0
+		}
 	}
 	if fortran && size > 0 {
 		strides := make([]int64, len(shape))

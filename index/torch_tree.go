@@ -2,6 +2,7 @@ package index
 
 import (
 	"encoding/json"
+	"fmt"
 	"hash/maphash"
 	"math"
 	"math/big"
@@ -57,6 +58,11 @@ type ptWalker struct {
 	m         *pickle.Machine // where inline numpy data lie (SpanOf); may be nil
 	bigEndian bool
 	tensors   []Tensor
+	members   []Member // Sources 1, 2, ... (see torch_numpy.go)
+	// pkl is the deflated data.pkl as a member, made on first use
+	// (streamSource); nil when the stream is a range of the file.
+	pkl       *Member
+	pklSource int // its Source once made; 0 before
 	budget    *pickle.Budget
 	onPath    map[any]bool
 	path      []string // components of the value being walked
@@ -243,6 +249,8 @@ func (w *ptWalker) walk(v any, depth int) (any, bool, error) {
 		return w.ndarray(x, depth)
 	case *pickle.Refused:
 		return nil, false, &FormatError{File: w.file, Offset: w.st.fileOff(x.Off), Where: ptWhere(w.name()), Msg: x.What + " is not supported"}
+	case *pickle.Invalid:
+		return nil, false, w.errAtStream(x.Off, x.Msg)
 	case *pickle.Dict, *pickle.List, *pickle.Set, *pickle.Object:
 		if w.onPath[v] {
 			return "<recursive reference>", true, nil
@@ -623,7 +631,40 @@ func ptFinish(w *ptWalker, root any, format string) (*Index, error) {
 	if ts == nil {
 		ts = []Tensor{}
 	}
-	return &Index{Format: format, Sources: []string{file}, Metadata: md, Tensors: ts}, nil
+	srcs := []string{file}
+	for _, m := range w.members {
+		srcs = append(srcs, srcs[m.File]+":"+m.Name)
+	}
+	return &Index{Format: format, Sources: srcs, Metadata: md, Tensors: ts, Members: w.members}, nil
+}
+
+// streamSource returns the source and offset of stream offset off: the
+// file where the stream is a range of it, else the deflated data.pkl as
+// a member.
+func (w *ptWalker) streamSource(off int64) (int, int64, error) {
+	if fo := w.st.fileOff(off); fo >= 0 {
+		return 0, fo, nil
+	}
+	if w.pkl == nil || off < 0 {
+		return 0, 0, ErrorAt(w.file, ptWhere(w.name()), "internal error: no place for byte %d of the pickle", off)
+	}
+	if w.pklSource == 0 {
+		m := *w.pkl
+		m.Source = 1 + len(w.members)
+		w.members = append(w.members, m)
+		w.pklSource = m.Source
+	}
+	return w.pklSource, off, nil
+}
+
+// errAtStream is a FormatError at stream offset off (-1: none) naming
+// the value being walked.
+func (w *ptWalker) errAtStream(off int64, msg string) error {
+	where := ptWhere(w.name())
+	if fo := w.st.fileOff(off); fo >= 0 || off < 0 {
+		return &FormatError{File: w.file, Offset: fo, Where: where, Msg: msg}
+	}
+	return ErrorAt(w.file, fmt.Sprintf("%s, %s at byte %d", where, w.st.where, off), "%s", msg)
 }
 
 // ptSortTensors sorts ts by name and reports a name that appears twice.

@@ -256,7 +256,7 @@ func (b *harness) runReads(idx *index.Index, source string, generated bool, coun
 	b.source = source
 	sources := slices.Clone(idx.Sources)
 	for _, m := range idx.Members {
-		sources[m.Source] = idx.Sources[m.File] // a compressed member: its tensors are skipped
+		sources[m.Source] = idx.Sources[idx.FileOf(m.Source)] // a member: its tensors are skipped
 	}
 	var tensors []tensor
 	skipped := 0

@@ -2,9 +2,11 @@ package pickle
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/big"
 	"strconv"
+	"unicode/utf8"
 )
 
 // PlainEnv interprets plain Python data: the builtin containers,
@@ -118,8 +120,16 @@ func (PlainEnv) Call(m *Machine, fn any, args Tuple, off int64) (any, error) {
 				if err := m.Charge(len(s), off); err != nil {
 					return nil, err
 				}
+				sp, has := m.SpanOf(s)
+				if i, r := notLatin1(s); i >= 0 {
+					at := int64(-1)
+					if has {
+						at = sp.Off + int64(i)
+					}
+					return &Invalid{Msg: "_codecs.encode(str, \"latin1\") of a str with " + notLatin1What(r) + " (Python's unpickler fails on it too)", Off: at}, nil
+				}
 				b := Latin1(s)
-				if sp, ok := m.SpanOf(s); ok {
+				if has {
 					m.SetSpan(b, sp)
 				}
 				return b, nil
@@ -127,9 +137,14 @@ func (PlainEnv) Call(m *Machine, fn any, args Tuple, off int64) (any, error) {
 		}
 		if l, ok := arg0().(Large); ok && !l.Bytes && len(args) == 2 {
 			if enc, _ := args[1].(string); enc == "latin1" || enc == "latin-1" {
+				if l.BadAt >= 0 {
+					return &Invalid{Msg: "_codecs.encode(str, \"latin1\") of a str that is not Latin-1 as UTF-8 (Python's unpickler fails on it too)", Off: l.BadAt}, nil
+				}
 				// Too long to keep: its bytes are its stream span when
-				// that is raw; N counts UTF-8 bytes otherwise.
-				return Large{N: l.N, Bytes: true, Off: l.Off, Raw: l.Raw}, nil
+				// that is raw; N counts UTF-8 bytes otherwise, Latin1
+				// the bytes it encodes to.
+				l.Bytes = true
+				return l, nil
 			}
 		}
 	case "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct":
@@ -265,6 +280,29 @@ func NumpyDType(v any) (descr string, order byte, ok bool) {
 		return "", 0, false
 	}
 	return d.descr, d.order, true
+}
+
+// notLatin1 returns the byte index in s of the first rune that is not a
+// Latin-1 code point (>= 256, or invalid UTF-8) and the rune, or -1.
+func notLatin1(s string) (int, rune) {
+	for i, r := range s {
+		if r >= 256 {
+			if r == utf8.RuneError {
+				if _, n := utf8.DecodeRuneInString(s[i:]); n <= 1 {
+					return i, -1
+				}
+			}
+			return i, r
+		}
+	}
+	return -1, 0
+}
+
+func notLatin1What(r rune) string {
+	if r < 0 {
+		return "invalid UTF-8"
+	}
+	return fmt.Sprintf("code point U+%04X, which is not Latin-1", r)
 }
 
 // Latin1 encodes s (all runes < 256) as Latin-1 bytes.

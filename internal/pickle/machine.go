@@ -69,9 +69,17 @@ type Machine struct {
 // (bytes, a Python 2 str, or a str of Latin-1 bytes as _codecs.encode
 // writes them, when all are ASCII so that its UTF-8 is the same bytes);
 // a str with other characters is UTF-8 in the stream, not its bytes.
+// For such a str, Latin1 is its length in code points when every one is
+// below 256, so that _codecs.encode(s, "latin1") (or numpy's
+// ndarray.__setstate__ given a str) makes that many bytes, one per code
+// point; when one is not (or the UTF-8 is invalid, or ends mid-character)
+// Latin1 is -1 and BadAt is the stream offset of its first byte, where
+// Python's unpickler fails too.
 type Span struct {
 	Off, N int64
 	Raw    bool
+	Latin1 int64
+	BadAt  int64
 }
 
 // SpanOf returns where the bytes of v (a Bytes or str the machine read,
@@ -90,7 +98,7 @@ func (m *Machine) SpanOf(v any) (Span, bool) {
 			sp, ok = m.strSpans[x]
 		}
 	case Large:
-		return Span{Off: x.Off, N: int64(x.N), Raw: x.Raw}, x.Off >= 0
+		return Span{Off: x.Off, N: int64(x.N), Raw: x.Raw, Latin1: x.Latin1, BadAt: x.BadAt}, x.Off >= 0
 	}
 	return sp, ok
 }
@@ -185,33 +193,69 @@ func (m *Machine) next(n uint64, what string) ([]byte, error) {
 	return b, nil
 }
 
-// skip passes over n bytes without keeping them, and reports whether
-// they were all ASCII.
-func (m *Machine) skip(n uint64) (bool, error) {
+// skip passes over n bytes without keeping them, and reports what they
+// are as the UTF-8 of a Latin-1 str (all ASCII, or not Latin-1 where).
+func (m *Machine) skip(n uint64) (Latin1Scan, error) {
 	if n > uint64(m.limit-m.pos) {
-		return false, m.errAt(m.pos, "pickle string of %d bytes runs past the end of the data (%d bytes left)", n, m.limit-m.pos)
+		return Latin1Scan{}, m.errAt(m.pos, "pickle string of %d bytes runs past the end of the data (%d bytes left)", n, m.limit-m.pos)
 	}
-	var w asciiWriter
+	w := Latin1Scan{}
 	if _, err := io.CopyN(&w, m.r, int64(n)); err != nil {
-		return false, m.readErr(err)
+		return Latin1Scan{}, m.readErr(err)
 	}
 	m.pos += int64(n)
-	return !w.high, nil
+	return w, nil
 }
 
-// asciiWriter discards what it is given, noting any byte >= 0x80.
-type asciiWriter struct{ high bool }
+// Latin1Scan reads UTF-8 (written to it in pieces) as the code points of
+// a str and says whether they are all below 256: what a Latin-1 str
+// (_codecs.encode(s, "latin1"), pickle protocol 2's way of writing bytes)
+// is in a pickle. Such a code point is one byte (< 0x80) or two (a lead
+// byte 0xC2 or 0xC3, then a continuation byte 0x80..0xBF).
+type Latin1Scan struct {
+	N      int64 // bytes written
+	Chars  int64 // code points so far
+	High   bool  // a byte >= 0x80 was seen
+	BadAt  int64 // offset (among the bytes written) of the first byte not Latin-1 as UTF-8; valid when Bad
+	Bad    bool
+	inChar bool // a lead byte awaits its continuation
+}
 
-func (w *asciiWriter) Write(p []byte) (int, error) {
-	if !w.high {
-		for _, c := range p {
-			if c >= 0x80 {
-				w.high = true
-				break
+func (w *Latin1Scan) Write(p []byte) (int, error) {
+	for i, c := range p {
+		if w.Bad {
+			break
+		}
+		switch {
+		case w.inChar:
+			if c < 0x80 || c > 0xBF {
+				w.Bad, w.BadAt = true, w.N+int64(i)-1
 			}
+			w.inChar = false
+		case c < 0x80:
+			w.Chars++
+		case c == 0xC2 || c == 0xC3:
+			w.High, w.inChar = true, true
+			w.Chars++
+		default:
+			w.High, w.Bad, w.BadAt = true, true, w.N+int64(i)
 		}
 	}
+	w.N += int64(len(p))
 	return len(p), nil
+}
+
+// Done reports, once every byte is written, the number of code points,
+// or -1 and the offset of the first byte that is not Latin-1 (a
+// character cut off at the end included).
+func (w *Latin1Scan) Done() (chars, badAt int64) {
+	switch {
+	case w.Bad:
+		return -1, w.BadAt
+	case w.inChar:
+		return -1, w.N - 1
+	}
+	return w.Chars, -1
 }
 
 // ascii reports whether b is all ASCII.
@@ -449,21 +493,38 @@ func (m *Machine) Run() (any, error) {
 			isUnicode := op == OpBINUNICODE || op == OpSHORT_BINUNICODE || op == OpBINUNICODE8
 			at := m.pos
 			if n > MaxValue {
-				asc, err := m.skip(n)
+				sc, err := m.skip(n)
 				if err != nil {
 					return nil, err
 				}
-				v = Large{N: n, Bytes: isBytes, Off: at, Raw: !isUnicode || asc}
+				l := Large{N: n, Bytes: isBytes, Off: at, Raw: !isUnicode || !sc.High, Latin1: int64(n), BadAt: -1}
+				if isUnicode {
+					chars, bad := sc.Done()
+					l.Latin1, l.BadAt = chars, at+bad
+					if bad < 0 {
+						l.BadAt = -1
+					}
+				}
+				v = l
 				break
 			}
 			b, err := m.next(n, "string")
 			if err != nil {
 				return nil, err
 			}
-			sp := Span{Off: at, N: int64(n), Raw: true}
+			sp := Span{Off: at, N: int64(n), Raw: true, Latin1: int64(n), BadAt: -1}
 			switch {
 			case isUnicode:
 				sp.Raw = ascii(b)
+				if !sp.Raw {
+					var sc Latin1Scan
+					sc.Write(b)
+					chars, bad := sc.Done()
+					sp.Latin1, sp.BadAt = chars, -1
+					if bad >= 0 {
+						sp.BadAt = at + bad
+					}
+				}
 				s := string(b)
 				m.setStrSpan(s, sp)
 				v = s

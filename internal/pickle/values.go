@@ -46,12 +46,15 @@ type (
 	}
 	// Large stands for a str or bytes value longer than MaxValue, which
 	// the machine skips over instead of keeping.
-	// Off is the stream offset of its first byte; Raw as in Span.
+	// Off is the stream offset of its first byte; Raw, Latin1 and BadAt
+	// as in Span.
 	Large struct {
-		N     uint64
-		Bytes bool
-		Off   int64
-		Raw   bool
+		N      uint64
+		Bytes  bool
+		Off    int64
+		Raw    bool
+		Latin1 int64
+		BadAt  int64
 	}
 	// NDArray is a numpy array as numpy.core.multiarray._reconstruct
 	// (or numpy._core's) and BUILD make it: State holds the BUILD states,
@@ -63,6 +66,14 @@ type (
 		Class any
 		Args  Tuple
 		State []any
+	}
+	// Invalid is a value Python's unpickler would fail to make (a str
+	// that is not Latin-1 given to _codecs.encode(s, "latin1")): the
+	// client refuses the file where it meets it, saying Msg and where.
+	// Off is the stream offset of the offending byte, or -1.
+	Invalid struct {
+		Msg string
+		Off int64
 	}
 	// Refused is a value the pickle holds that its client cannot use (a
 	// persistent id without an Env that resolves it, a quantized tensor).
@@ -153,6 +164,8 @@ func TypeName(v any) string {
 		return "str"
 	case *Refused:
 		return o.What
+	case *Invalid:
+		return "invalid value"
 	case PyTyper:
 		return o.PyType()
 	}
@@ -261,6 +274,8 @@ func reprTo(b *strings.Builder, v any, max, depth int) {
 		b.WriteString("numpy.ndarray")
 	case *Refused:
 		b.WriteString(o.What)
+	case *Invalid:
+		b.WriteString("<invalid: " + o.Msg + ">")
 	case fmt.Stringer:
 		b.WriteString(o.String())
 	default:
