@@ -81,7 +81,8 @@ def open_state_dict(mount):
         if str(torch.cuda.get_device_properties(i).uuid).lower().removeprefix("gpu-") == want:
             ordinal = i
     if ordinal is None:
-        sys.exit(f"cuda_ipc.py: {doc['uuid']} is not one of this process's GPUs (CUDA_VISIBLE_DEVICES?)")
+        seen = [str(torch.cuda.get_device_properties(i).uuid) for i in range(torch.cuda.device_count())]
+        sys.exit(f"cuda_ipc.py: {doc['uuid']} is not one of this process's GPUs {seen} (CUDA_VISIBLE_DEVICES?)")
     dev = torch.device("cuda", ordinal)
     torch.cuda.set_device(dev)
     torch.empty(1, device=dev)  # the primary context, shared with libcudart below
