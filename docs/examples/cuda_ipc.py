@@ -60,7 +60,7 @@ def cudart():
 
 
 class IpcHandle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * 64)]
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]
 
 
 class _InPlace:
@@ -94,7 +94,8 @@ def open_state_dict(mount):
     bases = []
     for a in doc["allocations"]:
         h = IpcHandle()
-        h.reserved = bytes.fromhex(a["handle"])
+        raw = bytes.fromhex(a["handle"])
+        ctypes.memmove(ctypes.byref(h), raw, len(raw))
         p = ctypes.c_void_p()
         err = rt.cudaIpcOpenMemHandle(ctypes.byref(p), h, 1)  # cudaIpcMemLazyEnablePeerAccess
         if err != 0:
