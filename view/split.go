@@ -264,3 +264,19 @@ var (
 	_ Reader = (*sliceReader)(nil)
 	_ Ranger = (*sliceReader)(nil)
 )
+
+// SliceExtent says where part s of a tensor of the given shape, row-major
+// in dtype dt, lies in the tensor's bytes: at byte first, size bytes in
+// all, and whether those are one range (a part of dim 0, or of a dim
+// with only dims of size 1 outside it). It fails as NewSlice does for a
+// part that is not Valid or not on whole blocks.
+func SliceExtent(name string, shape []int64, dt dtype.DType, s Split) (first, size int64, oneRange bool, err error) {
+	g, err := geometry(name, shape, dt, s)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if g.runs == 0 {
+		return 0, 0, true, nil
+	}
+	return g.first, g.size(), g.runs == 1, nil
+}
