@@ -356,6 +356,12 @@ func (c *Checkpoint) OpenTensor(name string, to dtype.DType) (*TensorReader, err
 }
 
 func (c *Checkpoint) openTensor(t TensorInfo, to dtype.DType) (*TensorReader, error) {
+	return c.openPart(t, to, nil)
+}
+
+// openPart opens tensor t in dtype to, whole (part nil) or part *part of
+// it (split.go).
+func (c *Checkpoint) openPart(t TensorInfo, to dtype.DType, part *Split) (*TensorReader, error) {
 	if native(t, to) {
 		to = t.DType
 	} else if !to.IsFloatView() {
@@ -366,10 +372,23 @@ func (c *Checkpoint) openTensor(t TensorInfo, to dtype.DType) (*TensorReader, er
 		return nil, &TensorError{Source: c.path, Name: t.Name, Op: "open", Off: -1, Err: os.ErrClosed}
 	}
 	r := &TensorReader{ck: c, info: t, dtype: to}
-	if c.mount != "" {
-		f, err := backing.OpenRegular(c.mountPath(t, to), 0)
+	var first, partSize int64
+	var oneRange bool
+	if part != nil {
+		var err error
+		first, partSize, oneRange, err = checkPart(t, to, *part)
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) && !native(t, to) {
+			return nil, &TensorError{Source: c.path, Name: t.Name, Op: "open", Off: -1, Err: err}
+		}
+		sp := *part
+		r.part = &sp
+	}
+	if c.mount != "" {
+		f, err := backing.OpenRegular(c.mountPartPath(t, to, part), 0)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) && part != nil && (native(t, to) || c.convertible(t, to)) {
+				err = fmt.Errorf("%w: %v", ErrNoPart, err)
+			} else if errors.Is(err, os.ErrNotExist) && !native(t, to) {
 				err = fmt.Errorf("%w: no %s view of %s", ErrNotConvertible, to, t.DType)
 			}
 			return nil, &TensorError{Source: c.path, Name: t.Name, Op: "open", Off: -1, Err: err}
@@ -387,9 +406,12 @@ func (c *Checkpoint) openTensor(t TensorInfo, to dtype.DType) (*TensorReader, er
 	}
 	it := &c.idx.Tensors[t.Index]
 	src := c.files[it.Source]
-	if native(t, to) && it.Contiguous() {
+	if native(t, to) && it.Contiguous() && (part == nil || oneRange) {
 		// The common case needs no view: a plain range of the source.
 		r.ra, r.size = offsetReader{src, it.Offset}, it.Size
+		if part != nil {
+			r.ra, r.size, r.skip, r.ranged = offsetReader{src, it.Offset + first}, partSize, first, true
+		}
 		return r, nil
 	}
 	if !native(t, to) && !view.Convertible(it, to) {
@@ -400,7 +422,13 @@ func (c *Checkpoint) openTensor(t TensorInfo, to dtype.DType) (*TensorReader, er
 	if native(t, to) {
 		vto = dtype.Invalid
 	}
-	v, err := view.New(it, src, vto)
+	var v view.Reader
+	var err error
+	if part != nil {
+		v, err = view.NewSlice(it, src, vto, *part)
+	} else {
+		v, err = view.New(it, src, vto)
+	}
 	if err != nil {
 		return nil, &TensorError{Source: c.path, Name: t.Name, Op: "open", Off: -1, Err: err}
 	}

@@ -10,7 +10,7 @@ import (
 type TensorError struct {
 	Source string // the checkpoint path given to Open
 	Name   string // the tensor's name
-	Op     string // "open", "read", "seek", "sink begin", "sink reclaim", "sink write", "sink end"
+	Op     string // "open", "plan", "read", "seek", "sink begin", "sink reclaim", "sink write", "sink end"
 	Off    int64  // byte offset in the tensor's delivered bytes; -1 when none applies
 	Err    error
 }

@@ -56,11 +56,14 @@ type Segment struct {
 	N      int
 }
 
-// FillTensor is a tensor a Fill delivers: Size bytes of DType.
+// FillTensor is a tensor a Fill delivers: Size bytes of DType; with
+// Split set, only that part of it (Size is the part's; its shape is
+// Split.SliceShape(Info.Shape)).
 type FillTensor struct {
 	Info  TensorInfo
 	DType dtype.DType
 	Size  int64
+	Split *Split
 }
 
 // ReadPath says how Fill reads a checkpoint file.
@@ -108,6 +111,13 @@ type FillOptions struct {
 	// Progress, when set, is called after every chunk with its bytes,
 	// from the workers, concurrently.
 	Progress func(n int64)
+	// Split, when set, gives each tensor the part of it to deliver, or
+	// nil to deliver it whole, as StreamOptions.Split does: PlanFill
+	// sizes each tensor's part (and fails with ErrNoPart for a part that
+	// does not exist), and Fill reads only the part's bytes. A part of
+	// dim 0 of a tensor stored as one range is read by file range like
+	// a whole tensor; other parts through their readers.
+	Split func(TensorInfo) *Split
 }
 
 func (o FillOptions) workers() int {
@@ -161,7 +171,18 @@ func (c *Checkpoint) PlanFill(opts FillOptions) ([]FillTensor, error) {
 			}
 			size = n
 		}
-		out = append(out, FillTensor{Info: t, DType: to, Size: size})
+		var part *Split
+		if opts.Split != nil {
+			if sp := opts.Split(t); sp != nil {
+				s := *sp
+				_, n, _, err := checkPart(t, to, s)
+				if err != nil {
+					return nil, &TensorError{Source: c.path, Name: t.Name, Op: "plan", Off: -1, Err: err}
+				}
+				part, size = &s, n
+			}
+		}
+		out = append(out, FillTensor{Info: t, DType: to, Size: size, Split: part})
 	}
 	return out, nil
 }
@@ -238,7 +259,7 @@ func (c *Checkpoint) Fill(ctx context.Context, tensors []FillTensor, sink FillSi
 		if r, ok := open[k]; ok {
 			return r, nil
 		}
-		r, err := c.openTensor(tensors[k].Info, tensors[k].DType)
+		r, err := c.openPart(tensors[k].Info, tensors[k].DType, tensors[k].Split)
 		if err != nil {
 			return nil, err
 		}
@@ -369,8 +390,16 @@ func (c *Checkpoint) fillJobs(tensors []FillTensor, chunk int) (jobs []fillJob, 
 		}
 		if c.mount == "" && ft.DType == ft.Info.DType {
 			it := &c.idx.Tensors[ft.Info.Index]
-			if it.Contiguous() {
-				byFile[it.Source] = append(byFile[it.Source], span{k, it.Offset, it.Offset + it.Size})
+			first, size, one := int64(0), it.Size, true
+			if ft.Split != nil {
+				var err error
+				if first, size, one, err = checkPart(ft.Info, ft.DType, *ft.Split); err != nil || size != ft.Size {
+					one = false // its reader says why
+				}
+			}
+			if it.Contiguous() && one {
+				off := it.Offset + first
+				byFile[it.Source] = append(byFile[it.Source], span{k, off, off + size})
 				continue
 			}
 		}

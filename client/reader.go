@@ -20,6 +20,12 @@ type TensorReader struct {
 	size   int64
 	ra     io.ReaderAt
 	closer io.Closer
+	// part: the part of the tensor read, nil for all of it; skip: where
+	// a part that is a plain range of the native bytes starts in them
+	// (split.go).
+	part   *Split
+	skip   int64
+	ranged bool // a part that is a plain range of the native bytes
 
 	mu  sync.Mutex // guards pos
 	pos int64

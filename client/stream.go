@@ -76,6 +76,13 @@ type StreamOptions struct {
 	DType dtype.DType
 	// Filter, when set, selects the tensors to stream.
 	Filter func(TensorInfo) bool
+	// Split, when set, gives each tensor the part of it to deliver
+	// (tensor-parallel slices: see Split), or nil to deliver it whole (a
+	// replicated tensor). Sink.Begin's size is then the part's, its shape
+	// Split.SliceShape of the tensor's. A part that does not exist (a
+	// dimension the tensor lacks, bounds off a quantized type's blocks)
+	// fails the Stream with ErrNoPart before that tensor is read.
+	Split func(TensorInfo) *Split
 }
 
 // Defaults for StreamOptions.
@@ -172,7 +179,11 @@ func (c *Checkpoint) Stream(ctx context.Context, sink Sink, opts StreamOptions) 
 					// tensor now, so that its GETs overlap this one's.
 					c.prefetch(sel[i+1])
 				}
-				if err := c.streamOne(ctx, sink, pool, sel[i], opts.DType); err != nil {
+				var part *Split
+				if opts.Split != nil {
+					part = opts.Split(sel[i])
+				}
+				if err := c.streamOne(ctx, sink, pool, sel[i], opts.DType, part); err != nil {
 					fail(err)
 					return
 				}
@@ -184,14 +195,14 @@ func (c *Checkpoint) Stream(ctx context.Context, sink Sink, opts StreamOptions) 
 }
 
 // streamOne delivers one tensor.
-func (c *Checkpoint) streamOne(ctx context.Context, sink Sink, pool *pool, t TensorInfo, to dtype.DType) error {
+func (c *Checkpoint) streamOne(ctx context.Context, sink Sink, pool *pool, t TensorInfo, to dtype.DType, part *Split) error {
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
 	if to != AsStored && !c.convertible(t, to) {
 		to = AsStored
 	}
-	r, err := c.openTensor(t, to)
+	r, err := c.openPart(t, to, part)
 	if err != nil {
 		return err
 	}
@@ -237,7 +248,9 @@ func (c *Checkpoint) deliver(ctx context.Context, ts TensorSink, pool *pool, r *
 			pool.put(b)
 			return err // a *TensorError from the reader
 		}
-		c.dropPages(r.info, r.dtype, off, n)
+		if r.part == nil || r.ranged {
+			c.dropPages(r.info, r.dtype, r.skip+off, n) // a part: when a plain range
+		}
 		err = ts.Write(chunk, off)
 		pool.put(b)
 		if err != nil {

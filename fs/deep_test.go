@@ -69,7 +69,7 @@ func TestDeepNames(t *testing.T) {
 		if tc.shared {
 			chains = 1
 		}
-		if want := uint64(6 * (chains*(depth-1) + tc.n)); r.Nodes() < want || r.Nodes() > want+20 {
+		if want := uint64(6 * (chains*(depth-1) + tc.n)); r.Nodes() < want || r.Nodes() > want+30 {
 			t.Errorf("%d nodes, want about %d", r.Nodes(), want)
 		}
 	}

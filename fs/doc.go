@@ -60,16 +60,16 @@
 // on demand (indexFile), not kept: a tensor index per line.
 //
 // Variants of a view without a tree each: the 28 bits of place above the
-// base place are 0 today and reserved for parameters of a view computed
-// on demand, such as tensor-parallel slices (.split/<dim>/<parts>/<part>/
-// under each view): dim, parts and part would be encoded there (say 6,
-// 11 and 11 bits), so that <part>/<path> is the shared tree's node at
-// slot with a place of (base, dim, parts, part), its file's size and
-// reader computed from those parameters as a converted file's are from
-// its dtype, and the directories .split/, <dim>/, <parts>/ above it
-// nodes whose low 32 bits are 0 (no slot: the place's root) with the
-// parameters given so far. Readers built on first open are kept by node
-// ID (contentsMap), so they too need nothing per combination until read.
+// base place carry parameters of a view computed on demand. Tensor-
+// parallel slices (split.go: .split/<dim>/<parts>/<part>/ under each
+// view) use them: dim+1, parts and part+1 in 7, 10 and 10 bits, so that
+// <part>/<path> is the shared tree's node at slot with a place of (base,
+// dim, parts, part), its file's size and reader computed from those
+// parameters as a converted file's are from its dtype; .split/ is a
+// static directory per place, and <dim>/, <parts>/ and <part>/ are nodes
+// whose low 32 bits are 0 (no slot) with the parameters given so far.
+// Readers built on first open are kept by node ID (contentsMap), so they
+// too need nothing per combination until read.
 //
 // # Adding a directory or a kind of file
 //

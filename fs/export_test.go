@@ -98,7 +98,7 @@ func testExportTree(t *testing.T, specs []spec) {
 			}
 		}
 		// The views' directories count .safetensors as a subdirectory.
-		want := uint32(1) // .safetensors/
+		want := uint32(2) // .safetensors/ and .split/
 		if len(specs) > 0 && specs[0].dt.IsFloatView() {
 			want++ // model/
 		}

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 
@@ -40,6 +41,9 @@ func (n *node) pathPlace() (place, uint32, bool) {
 		}
 		return n.e.dir.view, 0, true
 	}
+	if n.isSplitLevel() {
+		return 0, 0, false // split.go
+	}
 	return n.place, n.dir, n.isdir
 }
 
@@ -62,12 +66,21 @@ func (r *Root) pathNode(p place, s uint32, name string) node {
 }
 
 // placeIn returns the membership bit of place p, or 0 when p is not part
-// of this tree (a view left out, a variant not served).
+// of this tree (a view left out, a variant not served). A split variant
+// (split.go) is its base place's, less what splitShows leaves out.
 func (r *Root) placeIn(p place) uint8 {
 	if p&^placeBase != 0 {
-		return 0
+		if level, _ := splitOf(p); level != 3 {
+			return 0
+		}
 	}
-	return r.places[p]
+	return r.places[p&placeBase]
+}
+
+// shows reports whether place p shows slot s: its membership bit in,
+// and what a split variant asks of it.
+func (r *Root) shows(p place, s uint32, in uint8) bool {
+	return r.paths.in(s)&in != 0 && r.splitShows(p, s)
 }
 
 // resolve returns the node of a node ID; ok is false for an ID that names
@@ -80,8 +93,11 @@ func (r *Root) resolve(id uint64) (node, bool) {
 		return r.staticNode(r.static[id-1]), true
 	}
 	p, s := place(id>>32), uint32(id)-1
+	if uint32(id) == 0 {
+		return r.splitNode(p, "") // split.go
+	}
 	in := r.placeIn(p)
-	if in == 0 || uint32(id) == 0 || r.paths == nil || s >= uint32(len(r.paths.slots)) || r.paths.in(s)&in == 0 {
+	if in == 0 || r.paths == nil || s >= uint32(len(r.paths.slots)) || !r.shows(p, s, in) {
 		return node{}, false
 	}
 	return r.pathNode(p, s, ""), true
@@ -94,19 +110,22 @@ func (r *Root) lookup(d *node, name string) (node, bool) {
 			return r.staticNode(c), true
 		}
 	}
+	if d.isSplitLevel() {
+		return r.splitLookup(d, name) // split.go
+	}
 	p, dir, ok := d.pathPlace()
 	if !ok {
 		return node{}, false
 	}
 	pt, in := r.paths, r.placeIn(p)
 	if p&placeBase != placeNPY {
-		if s, ok := pt.child(dir, name); ok && pt.in(s)&in != 0 {
+		if s, ok := pt.child(dir, name); ok && r.shows(p, s, in) {
 			return r.pathNode(p, s, name), true
 		}
 		return node{}, false
 	}
 	// .npy/: a directory by its name, a file by <name>.npy or <name>.npy%.
-	if s, ok := pt.child(dir, name); ok && !pt.isFile(s) && pt.in(s)&in != 0 {
+	if s, ok := pt.child(dir, name); ok && !pt.isFile(s) && r.shows(p, s, in) {
 		return r.pathNode(p, s, name), true
 	}
 	base, pct := strings.CutSuffix(name, "%")
@@ -115,7 +134,7 @@ func (r *Root) lookup(d *node, name string) (node, bool) {
 		return node{}, false
 	}
 	if s, ok := pt.child(dir, base); ok && pt.isFile(s) {
-		if m := pt.in(s); m&in != 0 && (m&npyPercent != 0) == pct {
+		if m := pt.in(s); m&in != 0 && (m&npyPercent != 0) == pct && r.splitShows(p, s) {
 			return r.pathNode(p, s, name), true
 		}
 	}
@@ -140,6 +159,16 @@ func (r *Root) listing(d *node, off uint64, fn func(c *node, next uint64) bool) 
 			}
 		}
 	}
+	if d.e != nil && d.e.dir != nil && d.e.dir.split != 0 {
+		// .split/: the dimensions (split.go).
+		for i := off; i < uint64(r.splitDims(d.e.dir.split)); i++ {
+			c, _ = r.splitNode(splitPlace(d.e.dir.split, 1, view.Split{Dim: int(i)}), strconv.FormatUint(i, 10))
+			if !fn(&c, i+1) {
+				return
+			}
+		}
+		return
+	}
 	p, dir, ok := d.pathPlace()
 	if !ok {
 		return
@@ -151,7 +180,7 @@ func (r *Root) listing(d *node, off uint64, fn func(c *node, next uint64) bool) 
 		start = lo + uint32(min(off-nstatic, uint64(hi-lo)))
 	}
 	for s := start; s < hi; s++ {
-		if pt.in(s)&in == 0 {
+		if !r.shows(p, s, in) {
 			continue
 		}
 		name := pt.slotName(s)
@@ -171,6 +200,9 @@ func (r *Root) subdirs(d *node) uint32 {
 	var n uint32
 	if e := d.e; e != nil && e.dir != nil {
 		n = e.dir.nsubdirs
+		if e.dir.split != 0 {
+			return uint32(r.splitDims(e.dir.split))
+		}
 	}
 	p, dir, ok := d.pathPlace()
 	if !ok {
@@ -186,7 +218,7 @@ func (r *Root) subdirs(d *node) uint32 {
 		defer func(n0 uint32) { r.bigDirs.Store(key, n-n0) }(n)
 	}
 	for s := lo; s < hi; s++ {
-		if !pt.isFile(s) && pt.in(s)&in != 0 {
+		if !pt.isFile(s) && r.shows(p, s, in) {
 			n++
 		}
 	}
@@ -201,6 +233,15 @@ const bigDir = 4096
 // fileIn describes tensor t's file in place p, but for its size
 // (fileSize).
 func (r *Root) fileIn(t uint32, p place) fileData {
+	f := r.baseFileIn(t, p)
+	if level, s := splitOf(p); level == 3 && !r.sliceFile(&f, s) { // split.go
+		return fileData{}
+	}
+	return f
+}
+
+// baseFileIn is fileIn for p's base place.
+func (r *Root) baseFileIn(t uint32, p place) fileData {
 	tt := &r.idx.Tensors[t]
 	if p&placeBase == placeNPY {
 		dt, _ := view.NPYDType(tt)
@@ -221,6 +262,9 @@ func (r *Root) fileIn(t uint32, p place) fileData {
 // its reader's once built, or what view.Size or view.NPYSize says (they
 // ran at NewRoot for the file to be in the tree, so they do not fail).
 func (r *Root) fileSize(id uint64, f *fileData) int64 {
+	if f.sliced() {
+		return f.size // a part's, as sliceFile sized it (split.go)
+	}
 	if f.form == formDirect {
 		return f.t.Size
 	}

@@ -104,6 +104,7 @@ const (
 	xattrShape  = "user.tensorfs.shape"
 	xattrSource = "user.tensorfs.source"
 	xattrOffset = "user.tensorfs.offset"
+	xattrSplit  = "user.tensorfs.split"
 )
 
 // xattrs returns the attributes of e in listing order. A tensor file has
@@ -123,8 +124,12 @@ func (r *Root) xattrs(e *node) [][2]string {
 	case f.kind != kindTensor:
 		return nil
 	}
-	shape, _ := json.Marshal(f.t.Shape)
-	if f.t.Shape == nil {
+	sh := f.t.Shape
+	if f.sliced() {
+		sh = f.split().SliceShape(sh)
+	}
+	shape, _ := json.Marshal(sh)
+	if sh == nil {
 		shape = []byte("[]")
 	}
 	a := [][2]string{
@@ -133,7 +138,10 @@ func (r *Root) xattrs(e *node) [][2]string {
 		{xattrShape, string(shape)},
 	}
 	if f.form == formDirect && r.idx.Member(f.t.Source) == nil { // not a compressed member
-		a = append(a, [2]string{xattrSource, r.idx.Sources[f.t.Source]}, [2]string{xattrOffset, strconv.FormatInt(f.t.Offset, 10)})
+		a = append(a, [2]string{xattrSource, r.idx.Sources[f.t.Source]}, [2]string{xattrOffset, strconv.FormatInt(f.t.Offset+f.skip(), 10)})
+	}
+	if f.sliced() {
+		a = append(a, [2]string{xattrSplit, splitXattr(f)})
 	}
 	return a
 }

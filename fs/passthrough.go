@@ -112,6 +112,9 @@ func (r *Root) passthroughFd(e *node) int {
 // file byte for byte, or -1.
 func (r *Root) exactSource(e *node) int {
 	f := &e.file
+	if f.sliced() {
+		return -1 // a part (split.go)
+	}
 	src := r.sources[f.t.Source]
 	fd := spliceFd(src)
 	if fd < 0 || src.Size() != f.size || f.size == 0 {

@@ -93,7 +93,7 @@ func TestViewsShareTree(t *testing.T) {
 				t.Errorf("%s: %d links for %d subdirectories", dir, a.Nlink, dirs)
 			}
 		}
-		if got := fmt.Sprint(namesOf(r.lookupPath(".npy"))); got != "[ints mixed q.npy% q.npy w.npy]" {
+		if got := fmt.Sprint(namesOf(r.lookupPath(".npy"))); got != "[.split ints mixed q.npy% q.npy w.npy]" {
 			t.Errorf(".npy lists %s", got)
 		}
 	}

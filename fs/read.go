@@ -73,7 +73,7 @@ func (r *Root) read(e *node, dest []byte, off int64) (fuse.ReadResult, syscall.E
 	var got int
 	var err error
 	if f.form == formDirect {
-		at := f.t.Offset + off
+		at := f.t.Offset + f.skip() + off
 		if fd := r.fds[f.t.Source]; fd >= 0 {
 			// go-fuse turns a splice that comes back short into a short
 			// reply, which the kernel takes for the end of the file; so
@@ -120,12 +120,14 @@ func (r *Root) reader(e *node) (view.Reader, error) {
 	src := r.viewSource(f.t.Source) // counts served bytes: cache.go
 	var v view.Reader
 	var err error
-	switch f.form {
-	case formNative:
+	switch {
+	case f.sliced():
+		v, err = r.sliceReader(f, src) // split.go
+	case f.form == formNative:
 		v, err = view.New(f.t, src, dtype.Invalid)
-	case formConverted:
+	case f.form == formConverted:
 		v, err = view.New(f.t, src, f.dtype)
-	case formNPY:
+	case f.form == formNPY:
 		v, err = view.NewNPY(f.t, src)
 	default:
 		err = fmt.Errorf("no reader for a %s file", f.form)

@@ -139,6 +139,8 @@ type dirData struct {
 	view place
 	// private: mode 0500 (an ExtraDir's)
 	private bool
+	// split: .split/ of this base place (split.go); 0 otherwise
+	split place
 }
 
 func (e *entry) isDir() bool { return e.dir != nil }
@@ -199,8 +201,11 @@ type fileData struct {
 	dtype dtype.DType // dtype of the served bytes (the view's, or stored)
 	// private: mode 0400 (an ExtraDir's files)
 	private bool
-	size    int64
-	t       *index.Tensor
+	// part: for a part of t (split.go), the split variant of the place
+	// that shows it; 0 for a whole tensor
+	part place
+	size int64
+	t    *index.Tensor
 }
 
 // tensorForm is how a tensor file's bytes are made.
@@ -328,6 +333,9 @@ type Root struct {
 	// directories, by place and number (node.go).
 	contents contentsMap
 	bigDirs  sync.Map
+	// splitRanks: per base place, the largest rank below each path
+	// directory, for .split/ (split.go), worked out on first use.
+	splitRanks splitRanks
 
 	// Mutable.
 	stats stats
@@ -419,6 +427,11 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 
 	r.top = top.finish()
 	r.top.dir.view = placeTop
+	for _, e := range append([]*entry{r.top}, r.top.children()...) {
+		if e.dir != nil && e.dir.view != 0 { // .split/ of each place: split.go
+			insertChild(e, &entry{name: splitDir, dir: &dirData{split: e.dir.view}})
+		}
+	}
 	r.static = numberInodes(r.top)
 	r.count()
 	for _, t := range listed {

@@ -30,7 +30,7 @@ func runBench(args []string) error {
 	blockFlag := f.String("block", "1MiB", "`SIZE` of each sequential read(2) and copy")
 	count := f.Int("count", 1, "runs, `N`, each on fresh mounts; with more than one, a last table gives the median of every figure")
 	mountFlags := f.String("mount", "", "`FLAGS` passed to tensorfs mount, as one string, e.g. \"--readahead-kb 128 --no-splice\"")
-	phasesFlag := f.String("phases", strings.Join(bench.Phases, ","), "comma-separated `LIST` of measurements to make: read (first and repeat, beside a direct read and a zero-work FUSE server), view, random, mmap, cache (page cache growth per byte read)")
+	phasesFlag := f.String("phases", strings.Join(bench.Phases, ","), "comma-separated `LIST` of measurements to make: read (first and repeat, beside a direct read and a zero-work FUSE server), view, random, mmap, cache (page cache growth per byte read), split (all 8 tensor-parallel parts of each tensor of rank ≥ 2 through .split/, along dim 0 and dim 1, beside the whole tensors)")
 	jsonOut := f.Bool("json", false, "print the results as one JSON object on stdout instead of tables")
 	dirFlag := f.String("dir", "", "`DIR` for the generated checkpoint and the mount points, where the checkpoint is kept for later runs with the same --size (default: a new temporary directory, removed afterwards)")
 	tree := f.Bool("tree", false, "measure mount time, tree walks and server memory on a generated sparse checkpoint instead (see --tree-tensors, --tree-size)")

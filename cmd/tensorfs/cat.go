@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/view"
 )
 
@@ -14,7 +17,10 @@ const catAbout = `
 Writes the bytes of the tensor NAME of SOURCE to stdout, without mounting:
 exactly what the mounted file holds (row-major, little-endian, in the
 stored dtype), or converted with --dtype (what .f32/ etc. hold), or as a
-NumPy .npy file with --npy (what .npy/ holds). NAME is the tensor's name
+NumPy .npy file with --npy (what .npy/ holds). With --split D/N/K, only
+part K (0-based) of N of the tensor along dimension D, with the bounds of
+numpy.array_split (what .split/D/N/K/ holds, in every view and with
+--npy). NAME is the tensor's name
 as "tensorfs ls" shows it, or its path in the mounted tree; when NAME is
 one tensor's name and another's path, the name wins.`
 
@@ -22,12 +28,21 @@ one tensor's name and another's path, the name wins.`
 const catChunk = 1 << 20
 
 func runCat(args []string) error {
-	f := newFlags("cat", "[--dtype DT | --npy] SOURCE NAME", catAbout)
+	f := newFlags("cat", "[--dtype DT | --npy] [--split D/N/K] SOURCE NAME", catAbout)
 	addRemoteFlags(f)
 	dtFlag := f.String("dtype", "", "convert to `DT` (f32, f16, bf16 or f64) as the .f32/ .f16/ .bf16/ .f64/ views do")
 	npy := f.Bool("npy", false, "write a NumPy .npy file (the tensor's dtype where NumPy has it, float32 otherwise)")
+	splitFlag := f.String("split", "", "write only part `D/N/K`: part K of N along dimension D, as numpy.array_split cuts it")
 	if err := f.parse(args, 2, 2); err != nil {
 		return err
+	}
+	var part *view.Split
+	if *splitFlag != "" {
+		s, err := parseSplit(*splitFlag)
+		if err != nil {
+			return usagef("cat: --split: %v", err)
+		}
+		part = &s
 	}
 	var to dtype.DType
 	if *dtFlag != "" {
@@ -51,6 +66,9 @@ func runCat(args []string) error {
 		return fmt.Errorf("%s: no tensor named %q (see `tensorfs ls %s`)", source, name, source)
 	}
 	src := ckpt.sources[t.Source]
+	if part != nil {
+		return catPart(source, t, src, to, *npy, *part)
+	}
 
 	var r io.ReaderAt
 	var size int64
@@ -100,4 +118,49 @@ func copyOut(w io.Writer, r io.ReaderAt, size int64, what string) error {
 		off += int64(n)
 	}
 	return nil
+}
+
+// parseSplit parses D/N/K.
+func parseSplit(s string) (view.Split, error) {
+	f := strings.Split(s, "/")
+	if len(f) != 3 {
+		return view.Split{}, fmt.Errorf("%q is not D/N/K (dimension/parts/part, e.g. 0/8/3)", s)
+	}
+	var v [3]int
+	for i, x := range f {
+		n, err := strconv.Atoi(x)
+		if err != nil || n < 0 {
+			return view.Split{}, fmt.Errorf("%q is not D/N/K (dimension/parts/part, e.g. 0/8/3): %q is not a number", s, x)
+		}
+		v[i] = n
+	}
+	if v[1] < 1 || v[2] >= v[1] {
+		return view.Split{}, fmt.Errorf("%q: want parts N ≥ 1 and part K < N", s)
+	}
+	return view.Split{Dim: v[0], Parts: v[1], Part: v[2]}, nil
+}
+
+// catPart writes part s of t (converted to to, or as .npy) to stdout.
+func catPart(source string, t *index.Tensor, src backing.Source, to dtype.DType, npy bool, s view.Split) error {
+	what := fmt.Sprintf("%s: tensor %q", source, t.Name)
+	if !s.Valid(t.Shape) {
+		return fmt.Errorf("%s: no part %s: shape %v has %d dimensions", what, s, t.Shape, len(t.Shape))
+	}
+	var v view.Reader
+	var err error
+	switch {
+	case npy:
+		v, err = view.NewNPYSlice(t, src, s)
+	case to != dtype.Invalid && to != t.DType:
+		if !view.Convertible(t, to) {
+			return fmt.Errorf("%s is %s, which cannot be converted to %s", what, t.DType, to)
+		}
+		v, err = view.NewSlice(t, src, to, s)
+	default:
+		v, err = view.NewSlice(t, src, dtype.Invalid, s)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %v", what, strings.TrimPrefix(err.Error(), "view: "+t.Name+": "))
+	}
+	return copyOut(os.Stdout, v, v.Size(), what)
 }

@@ -89,7 +89,7 @@ Levers are swept by passing mount flags, e.g.
 See docs/BENCHMARKS.md for figures and the defaults they led to.`
 
 // Phases are the measurements, in the order a run makes them.
-var Phases = []string{"read", "view", "random", "mmap", "cache"}
+var Phases = []string{"read", "view", "random", "mmap", "cache", "split"}
 
 // Config is what every measurement shares.
 type Config struct {
@@ -163,6 +163,7 @@ type tensor struct {
 	size  int64
 	dtype dtype.DType
 	elems int64
+	shape []int64
 }
 
 // Report is everything one invocation measured.
@@ -268,7 +269,7 @@ func (b *harness) runReads(idx *index.Index, source string, generated bool, coun
 			skipped++
 			continue
 		}
-		tensors = append(tensors, tensor{path: t.Path, src: t.Source, off: t.Offset, size: t.Size, dtype: t.DType, elems: t.NumElements()})
+		tensors = append(tensors, tensor{path: t.Path, src: t.Source, off: t.Offset, size: t.Size, dtype: t.DType, elems: t.NumElements(), shape: t.Shape})
 		dtypes[t.DType]++
 		total += t.Size
 	}
@@ -494,6 +495,12 @@ func (b *harness) oneRun(run, count int, fds []int, tensors []tensor) (RunResult
 			row("mmap_random", "mmap, random 4K-1M, fresh mount", "direct mmap", direct, m, 0)
 			return nil
 		})
+		if err != nil {
+			return r, err
+		}
+	}
+	if b.phases["split"] {
+		err := mountTensors(func(s *server) error { return b.splitPhase(fds, s, tensors, row) })
 		if err != nil {
 			return r, err
 		}
