@@ -320,3 +320,68 @@ func readFakeLog(t *testing.T, path string) string {
 	}
 	return string(data)
 }
+
+// TestLoadSplit: `load --split` (host and --gpu) delivers each rank only
+// its part of the tensors the rules name, the bytes of
+// numpy.array_split(...)[part]; the others whole.
+func TestLoadSplit(t *testing.T) {
+	fakeCUDA(t)
+	src := filepath.Join(t.TempDir(), "model.safetensors")
+	writeSafetensors(t, src, []stTensor{
+		{Name: "model.embed_tokens.weight", DType: "F32", Shape: []int64{11, 5}, Data: pattern(220, 1)},
+		{Name: "model.layers.0.self_attn.q_proj.weight", DType: "F32", Shape: []int64{7, 5}, Data: pattern(140, 2)},
+		{Name: "model.layers.0.self_attn.o_proj.weight", DType: "BF16", Shape: []int64{5, 7}, Data: pattern(70, 3)},
+		{Name: "model.norm.weight", DType: "F32", Shape: []int64{5}, Data: pattern(20, 4)},
+	}, nil)
+	const parts = 3
+	want := runPy(t, `
+import hashlib, json, struct, sys
+import numpy as np
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8+n])
+split = {"model.embed_tokens.weight": 0, "model.layers.0.self_attn.q_proj.weight": 0, "model.layers.0.self_attn.o_proj.weight": 1}
+for part in range(int(sys.argv[2])):
+    for name in sorted(k for k in hdr if k != "__metadata__"):
+        h = hdr[name]
+        a, b = h["data_offsets"]
+        dt = {"F32": np.float32, "BF16": np.uint16}[h["dtype"]]
+        x = np.frombuffer(raw[8+n+a:8+n+b], dtype=dt).reshape(h["shape"])
+        if name in split:
+            x = np.array_split(x, int(sys.argv[2]), axis=split[name])[part]
+        print(part, hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest(), name)
+`, src, fmt.Sprint(parts))
+	var got strings.Builder
+	for part := range parts {
+		r := runTensorfs(t, "load", "--quiet", "--sha256", "--split", "llama", "--parts", fmt.Sprint(parts), "--part", fmt.Sprint(part), src)
+		if r.code != 0 {
+			t.Fatalf("load --split part %d: %s", part, r.stderr)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			fmt.Fprintf(&got, "%d %s\n", part, line)
+		}
+		g := runTensorfs(t, "load", "--gpu", "0", "--verify", "--split", "llama", "--parts", fmt.Sprint(parts), "--part", fmt.Sprint(part), src)
+		if g.code != 0 || verifiedLine.FindString(g.stderr) == "" || !strings.Contains(g.stderr, fmt.Sprintf("part %d of %d: 3 tensors split, 1 tensor whole", part, parts)) {
+			t.Fatalf("load --gpu 0 --split part %d: exit %d: %s", part, g.code, g.stderr)
+		}
+	}
+	if strings.ReplaceAll(got.String(), "  ", " ") != want {
+		t.Fatalf("load --split --sha256:\n%s\nnumpy.array_split:\n%s", got.String(), want)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--split", "*.norm.weight=1", "--parts", "2", "--part", "0"}, 1, `tensor "model.norm.weight" matches --split rule "*.norm.weight" but has no dimension 1 (shape [5])`},
+		{[]string{"--parts", "2", "--part", "0"}, 2, "--parts and --part need --split"},
+		{[]string{"--split", "llama", "--parts", "2", "--part", "2"}, 2, "--split needs --parts N (1 or more) and --part K (0 to N-1)"},
+		{[]string{"--split", "q_proj", "--parts", "2", "--part", "0"}, 2, `"q_proj" is not PATTERN=DIM`},
+	} {
+		r := runTensorfs(t, append(append([]string{"load", "--gpu", "0"}, tc.args...), src)...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("load %v: exit %d, stderr %q; want exit %d and %q", tc.args, r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+}

@@ -44,6 +44,9 @@ type Tensor struct {
 	// multiple of DeviceAlign); 0 for a tensor from a Sink, which has an
 	// allocation of its own.
 	Offset int64
+	// Split is the part of the tensor on the device (Shape is the
+	// part's), nil when it is whole.
+	Split *client.Split
 }
 
 // Stats counts what a Sink did.

@@ -52,16 +52,19 @@ type UploadOptions struct {
 	// with cudaHostRegister for the upload, instead of staging them.
 	Register bool
 	Progress func(n int64) // called with the bytes of every chunk queued
+	// Split, when set, gives each tensor the part of it this device
+	// receives (tensor parallelism: numpy.array_split bounds), or nil for
+	// a replicated tensor: the device holds the parts only.
+	Split func(client.TensorInfo) *client.Split
 }
 
 // Defaults returns o with every zero field chosen from the machine's CPUs:
-// a worker per CPU (2 to 32), half as many streams (2 to 8), one and a half
-// pinned buffers per worker (a worker has one to fill while the copies
-// from the others are in flight) and 8 MiB chunks, with at most 1 GiB of
+// a worker per CPU (2 to 32), half as many streams (2 to 8), one pinned
+// buffer per worker (at least 4) and 8 MiB chunks, with at most 1 GiB of
 // pinned memory in all. Pinning is slow (about 2 GB/s on the H200
 // machine) and is paid on every upload, so the staging is kept small:
-// 192 MiB on 16 CPUs, which measured as fast as 512 MiB in the copy and
-// far faster over the whole call (docs/BENCHMARKS.md).
+// 128 MiB on 16 CPUs, which measured the fastest both in the copy and
+// over the whole call (docs/BENCHMARKS.md).
 func (o UploadOptions) Defaults() UploadOptions {
 	if o.Workers <= 0 {
 		o.Workers = min(max(runtime.GOMAXPROCS(0), 2), 32)
@@ -153,7 +156,7 @@ func UploadCheckpoint(ctx context.Context, rt *Runtime, ck *client.Checkpoint, o
 	if err := checkDevice(rt, opts.Device); err != nil {
 		return nil, err
 	}
-	fopts := client.FillOptions{DType: opts.DType, Filter: opts.Filter, Workers: opts.Workers, Read: opts.Read, Progress: opts.Progress}
+	fopts := client.FillOptions{DType: opts.DType, Filter: opts.Filter, Workers: opts.Workers, Read: opts.Read, Progress: opts.Progress, Split: opts.Split}
 	plan, err := ck.PlanFill(fopts)
 	if err != nil {
 		return nil, err
@@ -233,7 +236,10 @@ func UploadCheckpoint(ctx context.Context, rt *Runtime, ck *client.Checkpoint, o
 	}
 	u.Base, u.Bytes = base, total
 	for k, ft := range plan {
-		t := Tensor{Name: ft.Info.Name, DType: ft.DType, Shape: ft.Info.Shape, Size: ft.Size, Offset: offsets[k]}
+		t := Tensor{Name: ft.Info.Name, DType: ft.DType, Shape: ft.Info.Shape, Size: ft.Size, Offset: offsets[k], Split: ft.Split}
+		if ft.Split != nil {
+			t.Shape = ft.Split.SliceShape(ft.Info.Shape)
+		}
 		if ft.Size > 0 {
 			t.Ptr = base + DevicePtr(offsets[k])
 		}
@@ -304,7 +310,7 @@ type registration struct {
 // mappingOf returns the file mapping holding ft's delivered bytes, when
 // they are its native bytes in a mapped file.
 func mappingOf(ck *client.Checkpoint, ft client.FillTensor) ([]byte, int64, bool) {
-	if ft.DType != ft.Info.DType {
+	if ft.DType != ft.Info.DType || ft.Split != nil {
 		return nil, 0, false
 	}
 	return ck.Mapping(ft.Info)
@@ -494,7 +500,13 @@ func (u *Upload) Verify(ctx context.Context, ck *client.Checkpoint, workers, chu
 }
 
 func (u *Upload) verifyOne(ck *client.Checkpoint, t *Tensor, pinned, host []byte) error {
-	r, err := ck.OpenTensor(t.Name, t.DType)
+	var r *client.TensorReader
+	var err error
+	if t.Split != nil {
+		r, err = ck.OpenSlice(t.Name, t.DType, *t.Split)
+	} else {
+		r, err = ck.OpenTensor(t.Name, t.DType)
+	}
 	if err != nil {
 		return err
 	}

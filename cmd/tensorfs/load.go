@@ -63,7 +63,7 @@ runtime, without device N, in a binary built without cgo, or when the
 checkpoint does not fit in the device's free memory.`
 
 func runLoad(args []string) error {
-	f := newFlags("load", "[--dtype DT] [--sha256] [--parallel N] [--chunk SIZE] [--io MODE] [--gpu N [--verify] [--buffers N] [--streams N] [--register]] [--quiet] SOURCE", loadAbout)
+	f := newFlags("load", "[--dtype DT] [--sha256] [--parallel N] [--chunk SIZE] [--io MODE] [--split RULES --parts N --part K] [--gpu N [--verify] [--buffers N] [--streams N] [--register]] [--quiet] SOURCE", loadAbout)
 	addRemoteFlags(f)
 	dtFlag := f.String("dtype", "", "convert float and quantized tensors to `DT` (f32, f16, bf16 or f64); others load as stored")
 	sha := f.Bool("sha256", false, "print the sha256 of every tensor, sha256sum style, in index order")
@@ -74,6 +74,9 @@ func runLoad(args []string) error {
 	verify := f.Bool("verify", false, "with --gpu: copy every tensor back and compare its sha256 with the host's")
 	buffers := f.Int("buffers", 0, "with --gpu: pinned staging buffers (`N`; default one and a half per --parallel goroutine, at most 1 GiB)")
 	streams := f.Int("streams", 0, "with --gpu: CUDA streams (`N`, 1 to 64; default half the goroutines, 2 to 8)")
+	splitFlag := f.String("split", "", "tensor parallelism: load only part --part of --parts of the tensors that `RULES` name (PATTERN=DIM,... with name globs, first match wins; or the preset llama), the others whole")
+	parts := f.Int("parts", 0, "with --split: the number of parts (`N`, the ranks)")
+	part := f.Int("part", -1, "with --split: the part to load (`K`, 0 to --parts - 1: the rank)")
 	writeCombined := f.Bool("write-combined", true, "with --gpu: allocate the pinned staging buffers write-combined (--write-combined=false: cacheable)")
 	register := f.Bool("register", false, "with --gpu: copy tensors stored as they are uploaded straight from the file's mapping, registered with cudaHostRegister, instead of staging them (pays where the same pages are copied more than once; see docs/BENCHMARKS.md)")
 	quiet := f.Bool("quiet", false, "no progress bar and no summary line")
@@ -98,6 +101,18 @@ func runLoad(args []string) error {
 			return usagef("load: --dtype: %v", err)
 		}
 		to = dt
+	}
+	var rules []splitRule
+	if *splitFlag != "" {
+		var err error
+		if rules, err = parseSplitRules(*splitFlag); err != nil {
+			return usagef("load: --split: %v", err)
+		}
+		if *parts < 1 || *parts > 1<<20 || *part < 0 || *part >= *parts {
+			return usagef("load: --split needs --parts N (1 or more) and --part K (0 to N-1); got --parts %d --part %d", *parts, *part)
+		}
+	} else if f.isSet("parts") || f.isSet("part") {
+		return usagef("load: --parts and --part need --split")
 	}
 	chunk, err := loadParseSize(*chunkFlag)
 	if err != nil {
@@ -127,6 +142,7 @@ func runLoad(args []string) error {
 			source: source, device: *gpu, to: to, verify: *verify, quiet: *quiet,
 			workers: *parallel, buffers: *buffers, streams: *streams, chunk: int(chunk),
 			io: *ioFlag, ioSet: f.isSet("io"), cpuProfile: *cpuProfile,
+			rules: rules, parts: *parts, part: *part,
 			writeCombined: *writeCombined, register: *register,
 		})
 	}
@@ -178,7 +194,13 @@ func runLoad(args []string) error {
 	defer stop()
 	mem := startLoadMemSampler(10 * time.Millisecond)
 	start := time.Now()
-	err = ck.Stream(ctx, sink, client.StreamOptions{Parallel: *parallel, ChunkSize: int(chunk), DType: to})
+	sopts := client.StreamOptions{Parallel: *parallel, ChunkSize: int(chunk), DType: to}
+	if rules != nil {
+		if sopts.Split, _, err = splitPlan(ck, rules, *parts, *part); err != nil {
+			return err
+		}
+	}
+	err = ck.Stream(ctx, sink, sopts)
 	elapsed := time.Since(start)
 	peakAnon, hwm := mem.stop()
 	if sink.bar != nil {

@@ -28,6 +28,8 @@ type gpuLoad struct {
 	verify, quiet                    bool
 	workers, buffers, streams, chunk int
 	writeCombined, register          bool
+	rules                            []splitRule
+	parts, part                      int
 	io                               string
 	ioSet                            bool
 	cpuProfile                       string
@@ -111,7 +113,15 @@ func loadGPU(f *flags, g gpuLoad) error {
 		return usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", g.source)
 	}
 	tensors := ck.Tensors()
+	var split func(client.TensorInfo) *client.Split
+	nsplit := 0
+	if g.rules != nil {
+		if split, nsplit, err = splitPlan(ck, g.rules, g.parts, g.part); err != nil {
+			return err
+		}
+	}
 	opts := cuda.UploadOptions{
+		Split:  split,
 		Device: g.device, DType: g.to, Read: read,
 		Workers: g.workers, Buffers: g.buffers, Streams: g.streams, ChunkSize: g.chunk,
 		Cacheable: !g.writeCombined, Register: g.register,
@@ -160,6 +170,9 @@ func loadGPU(f *flags, g gpuLoad) error {
 			loadHumanBytes(u.Bytes), staging, loadHumanBytes(peakAnon), loadHumanBytes(hwm))
 		for _, fr := range st.Fill.Files {
 			fmt.Fprintf(os.Stderr, "read %s: %s\n", filepath.Base(fr.Source), describeRead(fr))
+		}
+		if g.rules != nil {
+			fmt.Fprintf(os.Stderr, "part %d of %d: %s split, %s whole\n", g.part, g.parts, plural(nsplit, "tensor"), plural(len(u.Tensors)-nsplit, "tensor"))
 		}
 	}
 	if td, err := u.Teardown(); err != nil {
