@@ -141,20 +141,36 @@ func (c *Client) URL(key string) string { return c.store.URL(key) }
 // error after the deadline is the last try's.
 func retry(ctx context.Context, op func(ctx context.Context) error) error {
 	wait := 50 * time.Millisecond
+	// last is the last error of an attempt that ended before the
+	// deadline: when the deadline cuts the next attempt short, its error
+	// ("context deadline exceeded") says less than last (e.g. "connection
+	// refused"), so last is returned. A cancelled context is returned as
+	// it is: the caller was interrupted.
+	var last error
+	giveUp := func(err error) error {
+		if last != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return last
+		}
+		return err
+	}
 	for {
 		err := op(ctx)
 		if err == nil || KindOf(err) != Transient {
+			if err != nil && ctx.Err() != nil {
+				return giveUp(err)
+			}
 			return err
 		}
 		if ctx.Err() != nil {
-			return err
+			return giveUp(err)
 		}
+		last = err
 		d := time.Duration(rand.Int64N(int64(wait))) + wait/4
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return giveUp(err)
 		case <-t.C:
 		}
 		if wait < 2*time.Second {
