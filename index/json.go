@@ -107,23 +107,91 @@ func (idx *Index) Document() Document {
 // value left in its file (*FileValue) or past the budget is an elision
 // object.
 func (d Document) JSON() ([]byte, error) {
+	var b bytes.Buffer
+	if err := d.WriteJSON(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// WriteJSON writes what JSON returns to w, a tensor at a time: it holds
+// one tensor's JSON, not the document's (`tensorfs ls --json` of names
+// megabytes long).
+func (d Document) WriteJSON(w io.Writer) error {
 	md, err := RenderMetadata(d.Metadata, MetadataJSONBudget)
 	if err != nil {
-		return nil, fmt.Errorf("index: encoding index.json: %w", err)
+		return fmt.Errorf("index: encoding index.json: %w", err)
 	}
-	out := struct { // Document, in its order, with metadata rendered
-		Format   string          `json:"format"`
-		View     string          `json:"view,omitempty"`
-		Sources  []string        `json:"sources"`
-		Metadata json.RawMessage `json:"metadata"`
-		Tensors  []DocTensor     `json:"tensors"`
-		Native   []DocTensor     `json:"native,omitempty"`
-	}{d.Format, d.View, d.Sources, md, d.Tensors, d.Native}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, fmt.Errorf("index: encoding index.json: %w", err)
+	// Each value goes through one Encoder into one scratch buffer, as
+	// json.Marshal of the whole document would encode it (HTML escaped,
+	// RawMessage compacted).
+	var scratch bytes.Buffer
+	enc := json.NewEncoder(&scratch)
+	var werr error
+	put := func(b []byte) {
+		if werr == nil {
+			_, werr = w.Write(b)
+		}
 	}
-	return append(b, '\n'), nil
+	value := func(v any) error {
+		scratch.Reset()
+		if err := enc.Encode(v); err != nil {
+			return fmt.Errorf("index: encoding index.json: %w", err)
+		}
+		put(bytes.TrimSuffix(scratch.Bytes(), []byte("\n")))
+		return nil
+	}
+	field := func(first bool, name string, v any) error {
+		if !first {
+			put([]byte{','})
+		}
+		put([]byte(`"` + name + `":`))
+		return value(v)
+	}
+	tensors := func(name string, ts []DocTensor) error {
+		put([]byte(`,"` + name + `":`))
+		if ts == nil {
+			put([]byte("null"))
+			return nil
+		}
+		put([]byte{'['})
+		for i := range ts {
+			if i > 0 {
+				put([]byte{','})
+			}
+			if err := value(&ts[i]); err != nil {
+				return err
+			}
+		}
+		put([]byte{']'})
+		return nil
+	}
+	// The fields of Document, in its order; omitempty as it has them.
+	put([]byte{'{'})
+	if err := field(true, "format", d.Format); err != nil {
+		return err
+	}
+	if d.View != "" {
+		if err := field(false, "view", d.View); err != nil {
+			return err
+		}
+	}
+	if err := field(false, "sources", d.Sources); err != nil {
+		return err
+	}
+	if err := field(false, "metadata", json.RawMessage(md)); err != nil {
+		return err
+	}
+	if err := tensors("tensors", d.Tensors); err != nil {
+		return err
+	}
+	if len(d.Native) > 0 {
+		if err := tensors("native", d.Native); err != nil {
+			return err
+		}
+	}
+	put([]byte("}\n"))
+	return werr
 }
 
 // ParseDocument parses and checks an index.json document: every dtype is

@@ -247,3 +247,50 @@ func FuzzJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestDocumentWriteJSON: the document written a tensor at a time is
+// json.Marshal's of the whole (the rendering before), byte for byte:
+// optional fields present and absent, null and empty lists, HTML
+// characters, U+2028, names not UTF-8, metadata to compact.
+func TestDocumentWriteJSON(t *testing.T) {
+	off := int64(7)
+	ts := []DocTensor{
+		{Name: "a<b>&c", Path: "a<b>&c", DType: "F32", Shape: []int64{2}, Size: 8, Source: "/x/<m>.safetensors", Offset: &off},
+		{Name: "\ufffd\u2028", NameHex: "ff e2 80 a8", Path: "%FF\u2028", DType: "BF16", Shape: []int64{}, Size: 2},
+		{Name: "z", Path: "z", DType: "I8", Shape: nil, Size: 1},
+	}
+	meta := map[string]any{"k": "v <&>", "n": json.Number("12"), "o": map[string]any{"a": []any{true, nil, "\u2029"}}}
+	for _, d := range []Document{
+		{Format: "safetensors", Sources: []string{"a"}, Metadata: map[string]any{}, Tensors: ts},
+		{Format: "gguf", View: "F32", Sources: []string{}, Metadata: meta, Tensors: ts, Native: ts[:2]},
+		{Format: "npz", View: "BF16", Sources: nil, Metadata: nil, Tensors: nil, Native: []DocTensor{}},
+		{Format: "", Metadata: meta, Tensors: []DocTensor{}},
+	} {
+		md, err := RenderMetadata(d.Metadata, MetadataJSONBudget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(struct {
+			Format   string          `json:"format"`
+			View     string          `json:"view,omitempty"`
+			Sources  []string        `json:"sources"`
+			Metadata json.RawMessage `json:"metadata"`
+			Tensors  []DocTensor     `json:"tensors"`
+			Native   []DocTensor     `json:"native,omitempty"`
+		}{d.Format, d.View, d.Sources, md, d.Tensors, d.Native})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, '\n')
+		var got bytes.Buffer
+		if err := d.WriteJSON(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Errorf("WriteJSON\n got %s\nwant %s", got.Bytes(), want)
+		}
+		if j, err := d.JSON(); err != nil || !bytes.Equal(j, want) {
+			t.Errorf("JSON\n got %s, %v\nwant %s", j, err, want)
+		}
+	}
+}

@@ -658,8 +658,8 @@ func finish(idx *Index, files []File) error {
 			return ErrorAt("", "tensor "+strconv.Quote(t.Name), "internal error: source %d of %d", t.Source, len(idx.Sources))
 		}
 		src := idx.Sources[t.Source]
-		where := "tensor " + strconv.Quote(t.Name)
 		if i > 0 && idx.Tensors[i-1].Name == t.Name {
+			where := "tensor " + strconv.Quote(t.Name)
 			other := idx.Sources[idx.Tensors[i-1].Source]
 			if other == src {
 				return ErrorAt(src, where, "two tensors have this name")

@@ -1,8 +1,11 @@
 package index
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -103,36 +106,66 @@ func cutComponent(enc string, limit int) string {
 	return enc[:n] + hashMarker + hex.EncodeToString(sum[:])[:hashDigits]
 }
 
-// encodeName splits name at '/' and escapes every component (steps 1, 2).
-func encodeName(name string) []string {
-	parts := strings.Split(name, "/")
-	for i, p := range parts {
-		parts[i] = escapeComponent(p)
-	}
-	return parts
-}
-
-// joinCut applies step 4 to every component and joins them.
-func joinCut(parts []string) string {
-	var b strings.Builder
-	for i, p := range parts {
-		if i > 0 {
-			b.WriteByte('/')
-		}
+// eachComponent calls f with every component of name's path by steps 1,
+// 2 and 4, the last with step 3's '%' when isDir; f's last reports
+// whether the component is the file's. It walks the name in place: no
+// slice of its components is made.
+func eachComponent(name string, isDir bool, f func(enc string, last, cut bool)) {
+	for rest := name; ; {
+		c, after, more := strings.Cut(rest, "/")
+		enc := escapeComponent(c)
 		limit := maxComponent
-		if i == len(parts)-1 {
+		if !more {
+			if isDir {
+				enc += "%"
+			}
 			limit = maxFileComponent
 		}
-		b.WriteString(cutComponent(p, limit))
+		out := cutComponent(enc, limit)
+		f(out, !more, len(out) != len(enc))
+		if !more {
+			return
+		}
+		rest = after
 	}
-	return b.String()
+}
+
+// namePath returns the path of the tensor called name (isDir: its path is
+// also a directory, step 3) and whether a component was cut (step 4). A
+// name that the rule keeps as it is is returned itself, so that its path
+// costs no memory of its own; any other path is allocated at its exact
+// size.
+func namePath(name string, isDir bool) (path string, cut bool) {
+	size := 0
+	eachComponent(name, isDir, func(enc string, last, c bool) {
+		size += len(enc)
+		if !last {
+			size++
+		}
+		cut = cut || c
+	})
+	if size == len(name) && !isDir && !cut {
+		// Steps 1 and 2 only lengthen a component they change, so a path
+		// of the name's length is the name.
+		return name, false
+	}
+	var b strings.Builder
+	b.Grow(size)
+	eachComponent(name, isDir, func(enc string, last, _ bool) {
+		b.WriteString(enc)
+		if !last {
+			b.WriteByte('/')
+		}
+	})
+	return b.String(), cut
 }
 
 // NameToPath returns the path of the tensor called name in the mounted tree
 // by steps 1, 2 and 4 of the rule above: the path it has when it is not
 // also a directory (step 3, which AssignPaths applies).
 func NameToPath(name string) string {
-	return joinCut(encodeName(name))
+	p, _ := namePath(name, false)
+	return p
 }
 
 // PathToName returns the tensor name that path stands for, undoing the
@@ -209,78 +242,119 @@ func unhex(c byte) int {
 // AssignPaths sets every tensor's Path by the rule above. It fails only
 // when two tensors would get the same path, which takes duplicate names or
 // a SHA-256 collision between cut components.
+//
+// Nothing is kept per directory or per component: beside the paths that
+// differ from their names (a path equal to its name is the name's string),
+// it keeps 4 bytes a tensor, and only when the tensors are not in name
+// order (Load sorts them) or a component was cut. A tensor's path is a
+// directory (step 3) when some name starts with its name and '/', which a
+// binary search of the names in order finds; until step 4 cuts, the rule
+// is one to one, so two paths are the same only when their names are.
+// Deep names cost time and memory linear in their bytes.
 func AssignPaths(idx *Index) error {
-	enc := make([][]string, len(idx.Tensors))
-	dirs := dirSet{}
-	for i := range idx.Tensors {
-		parts := encodeName(idx.Tensors[i].Name)
-		enc[i] = parts
-		dirs.add(parts[:len(parts)-1])
+	ts := idx.Tensors
+	// byName lists the tensors in name order, equal names in index
+	// order; nil when the tensors are in name order already.
+	var byName []int32
+	if !slices.IsSortedFunc(ts, func(a, b Tensor) int { return strings.Compare(a.Name, b.Name) }) {
+		byName = sortedOrder(len(ts), func(i int) string { return ts[i].Name })
 	}
-	// Step 3: files that are also directories.
-	for i, parts := range enc {
-		if dirs.has(parts) {
-			parts[len(parts)-1] += "%"
+	at := func(k int) int {
+		if byName == nil {
+			return k
 		}
-		enc[i] = parts
+		return int(byName[k])
 	}
-	// Step 4, then check that the cut kept paths apart.
-	paths := make(map[string]int, len(idx.Tensors))
-	cutDirs := dirSet{}
-	for i, parts := range enc {
-		p := joinCut(parts)
-		if j, dup := paths[p]; dup {
-			return ErrorAt("", "tensor "+strconv.Quote(idx.Tensors[i].Name),
-				"has the same path %q as tensor %s", p, strconv.Quote(idx.Tensors[j].Name))
-		}
-		paths[p] = i
-		idx.Tensors[i].Path = p
-		cut := strings.Split(p, "/")
-		cutDirs.add(cut[:len(cut)-1])
+	name := func(k int) string { return ts[at(k)].Name }
+	anyCut := false
+	for k := range ts {
+		t := &ts[at(k)]
+		path, cut := namePath(t.Name, hasBelow(len(ts), k, t.Name, name))
+		t.Path = path
+		anyCut = anyCut || cut
 	}
-	for p, i := range paths {
-		if cutDirs.has(strings.Split(p, "/")) {
-			return ErrorAt("", "tensor "+strconv.Quote(idx.Tensors[i].Name),
+	if !anyCut {
+		return firstSame(ts, at, name)
+	}
+	// Step 4 cut a component: check that the cut kept paths apart.
+	byPath := sortedOrder(len(ts), func(i int) string { return ts[i].Path })
+	path := func(k int) string { return ts[byPath[k]].Path }
+	if err := firstSame(ts, func(k int) int { return int(byPath[k]) }, path); err != nil {
+		return err
+	}
+	for i := range ts {
+		p := ts[i].Path
+		k, _ := slices.BinarySearchFunc(byPath, p, func(j int32, p string) int { return strings.Compare(ts[j].Path, p) })
+		if hasBelow(len(ts), k, p, path) {
+			return ErrorAt("", "tensor "+strconv.Quote(ts[i].Name),
 				"path %q is also a directory after cutting long components", p)
 		}
 	}
 	return nil
 }
 
-// dirSet is a set of directories, each a (parent, component) pair: a
-// path's directories are added and looked up in time linear in its
-// length, where a set of prefix strings hashes every prefix whole (the
-// square of the depth: minutes for names 32,767 components deep).
-type dirSet map[dirKey]int
-
-type dirKey struct {
-	parent int // 0 for the top
-	name   string
+// firstSame returns the error for the first tensor, in index order, whose
+// path an earlier tensor has, given the tensors in an order by a key that
+// is the same exactly when the paths are (at(k) is the k-th tensor, key(k)
+// its key), equal keys in index order; nil when there is none.
+func firstSame(ts []Tensor, at func(int) int, key func(int) string) error {
+	first, other := -1, 0
+	for k := 1; k < len(ts); k++ {
+		// The second of a run of equal keys: the first in index order
+		// whose path is taken, by the run's first.
+		if key(k) == key(k-1) && (k < 2 || key(k-2) != key(k)) && (first < 0 || at(k) < first) {
+			first, other = at(k), at(k-1)
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	return ErrorAt("", "tensor "+strconv.Quote(ts[first].Name),
+		"has the same path %q as tensor %s", ts[first].Path, strconv.Quote(ts[other].Name))
 }
 
-// add puts every directory of the path parts (all of them directories).
-func (s dirSet) add(parts []string) {
-	id := 0
-	for _, c := range parts {
-		k := dirKey{id, c}
-		next, ok := s[k]
-		if !ok {
-			next = len(s) + 1
-			s[k] = next
-		}
-		id = next
+// sortedOrder returns 0..n-1 sorted by key, equal keys in index order.
+func sortedOrder(n int, key func(int) string) []int32 {
+	order := make([]int32, n)
+	for i := range order {
+		order[i] = int32(i)
 	}
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := strings.Compare(key(int(a)), key(int(b))); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	return order
 }
 
-// has reports whether the path parts is a directory of s.
-func (s dirSet) has(parts []string) bool {
-	id := 0
-	for _, c := range parts {
-		next, ok := s[dirKey{id, c}]
-		if !ok {
-			return false
-		}
-		id = next
+// hasBelow reports whether some key after position k of the n sorted by
+// key (key(k) is s) starts with s and '/': the keys that do follow s+"/"
+// directly in order, so a binary search for it finds the first.
+func hasBelow(n, k int, s string, key func(int) string) bool {
+	if k+1 < n && isBelow(key(k+1), s) { // the usual case: s's first child
+		return true
 	}
-	return len(parts) > 0
+	lo := k + 1
+	m := lo + sort.Search(n-lo, func(j int) bool { return compareSlash(key(lo+j), s) >= 0 })
+	return m < n && isBelow(key(m), s)
+}
+
+// isBelow reports whether s starts with dir and '/'.
+func isBelow(s, dir string) bool {
+	return len(s) > len(dir) && s[len(dir)] == '/' && s[:len(dir)] == dir
+}
+
+// compareSlash compares s with dir+"/" (0 for any s that starts with it).
+func compareSlash(s, dir string) int {
+	if len(s) <= len(dir) {
+		if c := strings.Compare(s, dir[:len(s)]); c != 0 {
+			return c
+		}
+		return -1 // a prefix of dir, shorter than dir+"/"
+	}
+	if c := strings.Compare(s[:len(dir)], dir); c != 0 {
+		return c
+	}
+	return cmp.Compare(s[len(dir)], '/')
 }

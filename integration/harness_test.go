@@ -66,10 +66,7 @@ func TestMain(m *testing.M) {
 // buildTensorfs builds ./cmd/tensorfs into dir, with the race detector
 // when the tests run with it.
 func buildTensorfs(dir string) (string, error) {
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		gobin = "go"
-	}
+	gobin := goBinary()
 	bin := filepath.Join(dir, "tensorfs")
 	args := []string{"build", "-o", bin}
 	if raceEnabled {
@@ -84,6 +81,15 @@ func buildTensorfs(dir string) (string, error) {
 		return "", fmt.Errorf("go build ./cmd/tensorfs: %v\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// goBinary returns the go command of the toolchain running the tests.
+func goBinary() string {
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		return "go"
+	}
+	return gobin
 }
 
 // tensorfsBinary returns the tensorfs binary, failing t when it did not build.

@@ -132,7 +132,7 @@ var _ Reader = (*Export)(nil)
 // cannot be served (the checks New runs), when two tensors would have the
 // same name in it, or when the header would exceed MaxExportHeader.
 func NewExport(idx *index.Index, srcs []backing.Source, to dtype.DType) (*Export, error) {
-	x, err := layoutExport(idx, srcs, to)
+	x, err := layoutExport(idx, srcs, to, false)
 	if err != nil {
 		return nil, err
 	}
@@ -144,17 +144,19 @@ func NewExport(idx *index.Index, srcs []backing.Source, to dtype.DType) (*Export
 }
 
 // ExportSize returns the size of NewExport(idx, srcs, to), or the error
-// it would fail with, without building the readers (for stat).
+// it would fail with, without building the readers or the header (for
+// stat): the header's bytes are counted, not kept.
 func ExportSize(idx *index.Index, srcs []backing.Source, to dtype.DType) (int64, error) {
-	x, err := layoutExport(idx, srcs, to)
+	x, err := layoutExport(idx, srcs, to, true)
 	if err != nil {
 		return 0, err
 	}
 	return x.size, nil
 }
 
-// layoutExport computes everything of an export but its readers.
-func layoutExport(idx *index.Index, srcs []backing.Source, to dtype.DType) (*Export, error) {
+// layoutExport computes everything of an export but its readers, and
+// its header's bytes when sizeOnly is false (otherwise only their count).
+func layoutExport(idx *index.Index, srcs []backing.Source, to dtype.DType, sizeOnly bool) (*Export, error) {
 	if idx == nil {
 		return nil, errors.New("view: export: nil index")
 	}
@@ -220,10 +222,14 @@ func layoutExport(idx *index.Index, srcs []backing.Source, to dtype.DType) (*Exp
 			seen[x.parts[i].name] = true
 		}
 	}
-	if err := x.buildHeader(idx, to, relabeled); err != nil {
+	var h headerWriter = &bytes.Buffer{}
+	if sizeOnly {
+		h = &countWriter{}
+	}
+	pos, err := x.buildHeader(h, idx, to, relabeled)
+	if err != nil {
 		return nil, err
 	}
-	pos := int64(len(x.header))
 	x.ends = make([]int64, len(x.parts))
 	for i := range x.parts {
 		x.parts[i].off = pos
@@ -237,9 +243,29 @@ func layoutExport(idx *index.Index, srcs []backing.Source, to dtype.DType) (*Exp
 	return x, nil
 }
 
-// buildHeader renders the header: __metadata__ (the source's string
-// metadata, then tensorfs's keys), then each tensor in data order.
-func (x *Export) buildHeader(idx *index.Index, to dtype.DType, relabeled map[string]any) error {
+// headerWriter is where buildHeader writes: a bytes.Buffer, or a
+// countWriter when only the header's size is wanted.
+type headerWriter interface {
+	io.Writer
+	io.ByteWriter
+	io.StringWriter
+	Len() int
+}
+
+// countWriter counts the bytes written to it.
+type countWriter struct{ n int }
+
+func (c *countWriter) Write(p []byte) (int, error)       { c.n += len(p); return len(p), nil }
+func (c *countWriter) WriteByte(byte) error              { c.n++; return nil }
+func (c *countWriter) WriteString(s string) (int, error) { c.n += len(s); return len(s), nil }
+func (c *countWriter) Len() int                          { return c.n }
+
+// buildHeader renders the header into b: __metadata__ (the source's
+// string metadata, then tensorfs's keys), then each tensor in data order.
+// It returns the header's size and, when b is a bytes.Buffer, sets
+// x.header. Each name is encoded in one scratch buffer, so that a header
+// only counted costs no memory per tensor.
+func (x *Export) buildHeader(b headerWriter, idx *index.Index, to dtype.DType, relabeled map[string]any) (int64, error) {
 	meta := map[string]string{}
 	for k, v := range idx.Metadata {
 		if s, ok := v.(string); ok && utf8.ValidString(k) && utf8.ValidString(s) {
@@ -265,7 +291,7 @@ func (x *Export) buildHeader(idx *index.Index, to dtype.DType, relabeled map[str
 		meta[ExportRelabeledKey] = string(jsonBytes(relabeled))
 	}
 
-	var b bytes.Buffer
+	var scratch jsonScratch
 	b.Write(make([]byte, 8))
 	b.WriteString(`{"__metadata__":{`)
 	keys := make([]string, 0, len(meta))
@@ -286,7 +312,7 @@ func (x *Export) buildHeader(idx *index.Index, to dtype.DType, relabeled map[str
 	for i := range x.parts {
 		p := &x.parts[i]
 		b.WriteByte(',')
-		b.Write(jsonBytes(p.name))
+		b.Write(scratch.encode(p.name))
 		b.WriteString(`:{"dtype":"`)
 		b.WriteString(p.dt.String())
 		b.WriteString(`","shape":[`)
@@ -303,23 +329,45 @@ func (x *Export) buildHeader(idx *index.Index, to dtype.DType, relabeled map[str
 		b.WriteString(strconv.FormatInt(off, 10))
 		b.WriteString("]}")
 		if b.Len() > MaxExportHeader+8 {
-			return fmt.Errorf("view: export: header over %d bytes", MaxExportHeader)
+			return 0, fmt.Errorf("view: export: header over %d bytes", MaxExportHeader)
 		}
 	}
 	b.WriteByte('}')
 	for b.Len()%8 != 0 {
 		b.WriteByte(' ')
 	}
-	h := b.Bytes()
-	n := len(h) - 8
+	n := b.Len() - 8
 	if n > MaxExportHeader {
-		return fmt.Errorf("view: export: header of %d bytes is over %d", n, MaxExportHeader)
+		return 0, fmt.Errorf("view: export: header of %d bytes is over %d", n, MaxExportHeader)
 	}
-	for i := 0; i < 8; i++ {
-		h[i] = byte(uint64(n) >> (8 * i))
+	if buf, ok := b.(*bytes.Buffer); ok {
+		h := buf.Bytes()
+		for i := 0; i < 8; i++ {
+			h[i] = byte(uint64(n) >> (8 * i))
+		}
+		x.header = h
 	}
-	x.header = h
-	return nil
+	return int64(b.Len()), nil
+}
+
+// jsonScratch encodes strings as compact JSON without HTML escaping, as
+// jsonBytes does, into one buffer reused from call to call.
+type jsonScratch struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+// encode returns s as JSON, valid until the next call.
+func (j *jsonScratch) encode(s string) []byte {
+	if j.enc == nil {
+		j.enc = json.NewEncoder(&j.buf)
+		j.enc.SetEscapeHTML(false)
+	}
+	j.buf.Reset()
+	if err := j.enc.Encode(s); err != nil {
+		panic(err) // strings always encode
+	}
+	return bytes.TrimSuffix(j.buf.Bytes(), []byte("\n"))
 }
 
 // jsonBytes is v as compact JSON, without HTML escaping.

@@ -34,11 +34,9 @@ func runLs(args []string) error {
 	defer ckpt.close()
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
 	if *asJSON {
-		data, err := ckpt.idx.Document().JSON()
-		if err != nil {
+		if err := ckpt.idx.Document().WriteJSON(out); err != nil {
 			return err
 		}
-		out.Write(data)
 		return flush(out)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
