@@ -61,10 +61,6 @@ func loadGPU(f *flags, g gpuLoad) error {
 			return usagef("load: --io: unknown mode %q (want auto, pread, mmap or direct)", g.io)
 		}
 	}
-	what := fmt.Sprintf("load --gpu %d", g.device)
-	if !cuda.CgoEnabled {
-		return fmt.Errorf("%s: this tensorfs was built without cgo (CGO_ENABLED=0); GPU upload needs a build with cgo and a C compiler (CUDA itself is found at run time)", what)
-	}
 	if err := checkDeadMount(g.source); err != nil {
 		return err
 	}
@@ -72,23 +68,11 @@ func loadGPU(f *flags, g gpuLoad) error {
 	if err != nil {
 		return err
 	}
-	rt, err := cuda.Open()
+	rt, err := openGPU(fmt.Sprintf("load --gpu %d", g.device), g.device)
 	if err != nil {
-		return fmt.Errorf("%s: %v", what, err)
+		return err
 	}
 	defer rt.Close()
-	// Create the CUDA context and check the device before anything is
-	// read or timed.
-	n, err := rt.DeviceCount()
-	if err != nil {
-		return fmt.Errorf("%s: no usable CUDA device: %v", what, err)
-	}
-	if g.device >= n {
-		return fmt.Errorf("%s: no CUDA device %d: the machine has %s", what, g.device, plural(n, "CUDA device"))
-	}
-	if _, _, _, err := rt.MemInfo(g.device); err != nil {
-		return fmt.Errorf("%s: %v", what, err)
-	}
 
 	if g.cpuProfile != "" {
 		pf, err := os.Create(g.cpuProfile)
@@ -126,15 +110,11 @@ func loadGPU(f *flags, g gpuLoad) error {
 		Workers: g.workers, Buffers: g.buffers, Streams: g.streams, ChunkSize: g.chunk,
 		Cacheable: !g.writeCombined, Register: g.register,
 	}.Defaults()
-	if !g.quiet && term.IsTerminal(int(os.Stderr.Fd())) {
-		bar := newLoadBar(ck, tensors, g.to)
-		bar.Describe(fmt.Sprintf("%s to cuda:%d", plural(len(tensors), "tensor"), g.device))
-		opts.Progress = func(n int64) { bar.Add64(n) }
-		defer func() {
-			bar.Finish()
-			bar.Clear()
-			fmt.Fprint(os.Stderr, "\r")
-		}()
+	if !g.quiet {
+		if progress, done := gpuProgress(ck, tensors, g.to, g.device); progress != nil {
+			opts.Progress = progress
+			defer done()
+		}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -208,4 +188,46 @@ func describeRead(fr client.FileRead) string {
 		s += "; not O_DIRECT: " + fr.Note
 	}
 	return s
+}
+
+// openGPU loads the CUDA runtime and checks device dev for what (the
+// command, for messages): one line saying which is missing, if anything
+// is. It creates the device's context, so that uploads are timed without
+// it.
+func openGPU(what string, dev int) (*cuda.Runtime, error) {
+	if !cuda.CgoEnabled {
+		return nil, fmt.Errorf("%s: this tensorfs was built without cgo (CGO_ENABLED=0); GPU upload needs a build with cgo and a C compiler (CUDA itself is found at run time)", what)
+	}
+	rt, err := cuda.Open()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", what, err)
+	}
+	n, err := rt.DeviceCount()
+	if err == nil && dev >= n {
+		err = fmt.Errorf("no CUDA device %d: the machine has %s", dev, plural(n, "CUDA device"))
+	} else if err != nil {
+		err = fmt.Errorf("no usable CUDA device: %v", err)
+	} else {
+		_, _, _, err = rt.MemInfo(dev)
+	}
+	if err != nil {
+		rt.Close()
+		return nil, fmt.Errorf("%s: %v", what, err)
+	}
+	return rt, nil
+}
+
+// gpuProgress returns a progress callback drawing a bar on a terminal,
+// and the function that clears it; nil when stderr is no terminal.
+func gpuProgress(ck *client.Checkpoint, tensors []client.TensorInfo, to dtype.DType, dev int) (func(int64), func()) {
+	if !term.IsTerminal(int(os.Stderr.Fd())) {
+		return nil, nil
+	}
+	bar := newLoadBar(ck, tensors, to)
+	bar.Describe(fmt.Sprintf("%s to cuda:%d", plural(len(tensors), "tensor"), dev))
+	return func(n int64) { bar.Add64(n) }, func() {
+		bar.Finish()
+		bar.Clear()
+		fmt.Fprint(os.Stderr, "\r")
+	}
 }

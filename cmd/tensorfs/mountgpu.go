@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/term"
-
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/client/cuda"
@@ -35,34 +33,19 @@ type gpuMount struct {
 // the .cuda/ directory. Interrupted, it frees everything.
 func uploadForMount(source string, ckpt *checkpoint, view dtype.DType, dev int, allowOther bool, logger *log.Logger) (*gpuMount, error) {
 	what := fmt.Sprintf("mount --gpu %d", dev)
-	if !cuda.CgoEnabled {
-		return nil, fmt.Errorf("%s: this tensorfs was built without cgo (CGO_ENABLED=0); GPU upload needs a build with cgo and a C compiler (CUDA itself is found at run time)", what)
-	}
-	rt, err := cuda.Open()
+	rt, err := openGPU(what, dev)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", what, err)
+		return nil, err
 	}
 	g := &gpuMount{rt: rt}
 	fail := func(err error) (*gpuMount, error) {
 		g.close()
 		return nil, err
 	}
-	n, err := rt.DeviceCount()
-	if err != nil {
-		return fail(fmt.Errorf("%s: no usable CUDA device: %v", what, err))
-	}
-	if dev >= n {
-		return fail(fmt.Errorf("%s: no CUDA device %d: the machine has %s", what, dev, plural(n, "CUDA device")))
-	}
 	if !rt.CanIPC() {
 		return fail(fmt.Errorf("%s: %s has no CUDA IPC (cudaIpcGetMemHandle), which --gpu mounts need", what, rt.Path()))
 	}
 	if _, _, err := rt.DeviceUUID(dev); err != nil {
-		return fail(fmt.Errorf("%s: %v", what, err))
-	}
-	// Create the CUDA context before the upload is timed, as load --gpu
-	// does.
-	if _, _, _, err := rt.MemInfo(dev); err != nil {
 		return fail(fmt.Errorf("%s: %v", what, err))
 	}
 	// The upload reads local files by pread (measured: the mount's own
@@ -84,16 +67,9 @@ func uploadForMount(source string, ckpt *checkpoint, view dtype.DType, dev int, 
 		return fail(err)
 	}
 	opts := cuda.UploadOptions{Device: dev, DType: view}.Defaults()
-	if term.IsTerminal(int(os.Stderr.Fd())) {
-		tensors := ck.Tensors()
-		bar := newLoadBar(ck, tensors, view)
-		bar.Describe(fmt.Sprintf("%s to cuda:%d", plural(len(tensors), "tensor"), dev))
-		opts.Progress = func(n int64) { bar.Add64(n) }
-		defer func() {
-			bar.Finish()
-			bar.Clear()
-			fmt.Fprint(os.Stderr, "\r")
-		}()
+	if progress, done := gpuProgress(ck, ck.Tensors(), view, dev); progress != nil {
+		opts.Progress = progress
+		defer done()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
