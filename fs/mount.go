@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/hanwen/go-fuse/v2/splice"
@@ -425,6 +426,13 @@ func Unmount(mountpoint string) error {
 		err := unix.Unmount(m.dir, 0)
 		if errors.Is(err, syscall.EBUSY) && dead {
 			err = unix.Unmount(m.dir, unix.MNT_DETACH)
+		}
+		// A reader that has just closed its last file can hold the mount
+		// a moment longer (the kernel finishing the release, a stat from
+		// another process): busy is said only once it lasts.
+		for try := 0; errors.Is(err, syscall.EBUSY) && try < 20; try++ {
+			time.Sleep(100 * time.Millisecond)
+			err = unix.Unmount(m.dir, 0)
 		}
 		switch {
 		case err == nil:
