@@ -41,11 +41,27 @@ func New(u *url.URL) (store *Store, key string, err error) {
 	tr.ResponseHeaderTimeout = 30 * time.Second
 	tr.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	tr.DisableCompression = true // byte ranges of the file, not of a gzip of it
-	s := &Store{base: url.URL{Scheme: u.Scheme, Host: u.Host, User: u.User}, query: u.RawQuery, client: &http.Client{Transport: tr}}
+	s := &Store{base: url.URL{Scheme: u.Scheme, Host: u.Host, User: u.User}, query: u.RawQuery, client: &http.Client{Transport: tr, CheckRedirect: noReferer}}
 	if isHuggingFace(u.Hostname()) {
 		s.token = os.Getenv("HF_TOKEN")
 	}
 	return s, strings.TrimPrefix(u.EscapedPath(), "/"), nil
+}
+
+// maxRedirects bounds the redirects followed for one request (as
+// net/http's default does).
+const maxRedirects = 10
+
+// noReferer is the client's redirect policy: net/http sets Referer on a
+// redirected request to the URL it came from, query included: a
+// presigned URL's signature would go to the redirect's target (any
+// host). No request of a Store carries a Referer.
+func noReferer(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	req.Header.Del("Referer")
+	return nil
 }
 
 // isHuggingFace reports whether host is huggingface.co or a subdomain.
@@ -154,13 +170,19 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "the server does not support Range requests"}
 		}
 	case http.StatusPartialContent:
-		total, ok := totalOf(resp.Header.Get("Content-Range"))
-		if !ok {
-			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "bad Content-Range " + strconv.Quote(resp.Header.Get("Content-Range"))}
+		// The reply must hold bytes 0 to len(head)-1, or the whole
+		// object when it is shorter.
+		cr := resp.Header.Get("Content-Range")
+		first, last, total, ok := remote.ContentRange(cr)
+		if !ok || first != 0 || last != min(total, int64(len(head)))-1 {
+			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for bytes 0-%d, the server answered with Content-Range %s", len(head)-1, strconv.Quote(cr))}
 		}
 		obj.Size = total
 	default:
 		return remote.Object{}, 0, s.statusError(key, resp)
+	}
+	if err := s.checkEncoding(key, resp); err != nil {
+		return remote.Object{}, 0, err
 	}
 	n := min(int64(len(head)), obj.Size)
 	if _, err := io.ReadFull(resp.Body, head[:n]); err != nil {
@@ -177,6 +199,15 @@ func totalOf(cr string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(cr[i+1:], 10, 64)
 	return n, err == nil && n >= 0
+}
+
+// checkEncoding refuses a reply whose body is encoded (gzip, br): its
+// bytes are not the file's, and its length is not the range's.
+func (s *Store) checkEncoding(key string, resp *http.Response) error {
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Status: resp.StatusCode, Msg: fmt.Sprintf("the server sent the bytes encoded (Content-Encoding %s) although asked for them as they are (Accept-Encoding: identity)", strconv.Quote(ce))}
+	}
+	return nil
 }
 
 // strongETag reports whether an ETag can be used with If-Match.
@@ -216,17 +247,30 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 	default:
 		return s.statusError(obj.Key, resp)
 	}
-	if e := resp.Header.Get("ETag"); obj.ETag != "" && e != "" && e != obj.ETag {
+	if err := s.checkEncoding(obj.Key, resp); err != nil {
+		return err
+	}
+	// Every reply carries the validators the file had at open, and the
+	// same: a server that drops them (and may ignore If-Match too) can
+	// no longer show that the bytes are of the version opened.
+	e := resp.Header.Get("ETag")
+	switch {
+	case obj.ETag != "" && e == "":
+		return changed("the reply has no ETag (the file had ETag %s when opened), so its bytes cannot be shown to be of that version", obj.ETag)
+	case obj.ETag != "" && e != obj.ETag:
 		return changed("ETag %s, was %s", e, obj.ETag)
 	}
-	if lm, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil && !obj.LastModified.IsZero() && !lm.Equal(obj.LastModified) {
-		return changed("Last-Modified %s, was %s", lm.UTC().Format(time.RFC3339), obj.LastModified.UTC().Format(time.RFC3339))
-	}
-	if total, ok := totalOf(resp.Header.Get("Content-Range")); !ok || total != obj.Size {
-		if ok {
-			return changed("%d bytes, was %d", total, obj.Size)
+	if !obj.LastModified.IsZero() {
+		lm, err := http.ParseTime(resp.Header.Get("Last-Modified"))
+		switch {
+		case err != nil && obj.ETag == "":
+			return changed("the reply has no Last-Modified (the file had %s when opened), so its bytes cannot be shown to be of that version", obj.LastModified.UTC().Format(time.RFC3339))
+		case err == nil && !lm.Equal(obj.LastModified):
+			return changed("Last-Modified %s, was %s", lm.UTC().Format(time.RFC3339), obj.LastModified.UTC().Format(time.RFC3339))
 		}
-		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Msg: "bad Content-Range " + strconv.Quote(resp.Header.Get("Content-Range"))}
+	}
+	if err := remote.CheckContentRange(s.URL(obj.Key), resp.Header.Get("Content-Range"), off, want, obj.Size); err != nil {
+		return err
 	}
 	if resp.ContentLength >= 0 && resp.ContentLength != want {
 		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for %d bytes at %d, the server sent %d", want, off, resp.ContentLength)}

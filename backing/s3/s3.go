@@ -125,9 +125,11 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 	n := aws.ToInt64(out.ContentLength)
 	obj.Size = n
 	if cr := aws.ToString(out.ContentRange); cr != "" {
-		total, ok := totalOf(cr)
-		if !ok {
-			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "bad Content-Range " + strconv.Quote(cr)}
+		// The reply must hold bytes 0 to len(head)-1, or the whole
+		// object when it is shorter.
+		first, last, total, ok := remote.ContentRange(cr)
+		if !ok || first != 0 || last != min(total, int64(len(head)))-1 {
+			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for bytes 0-%d, the server answered with Content-Range %s", len(head)-1, strconv.Quote(cr))}
 		}
 		obj.Size = total
 	}
@@ -138,16 +140,6 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Transient, Msg: "reading the response: " + err.Error(), Err: err}
 	}
 	return obj, int(n), nil
-}
-
-// totalOf parses the total size of "bytes A-B/TOTAL".
-func totalOf(cr string) (int64, bool) {
-	i := strings.LastIndexByte(cr, '/')
-	if i < 0 {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(cr[i+1:], 10, 64)
-	return n, err == nil && n >= 0
 }
 
 // Get reads obj's bytes at off into bufs (one ranged GET), pinned by
@@ -176,9 +168,11 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 	if e := aws.ToString(out.ETag); obj.ETag != "" && e != "" && e != obj.ETag {
 		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Changed, Msg: fmt.Sprintf("ETag %s, was %s", e, obj.ETag)}
 	}
-	if cr := aws.ToString(out.ContentRange); cr != "" {
-		if total, ok := totalOf(cr); ok && total != obj.Size {
-			return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Changed, Msg: fmt.Sprintf("%d bytes, was %d", total, obj.Size)}
+	// A reply without Content-Range (a 200) is the whole object: right
+	// only when that is what was asked.
+	if cr := aws.ToString(out.ContentRange); cr != "" || off != 0 || want != obj.Size {
+		if err := remote.CheckContentRange(s.URL(obj.Key), cr, off, want, obj.Size); err != nil {
+			return err
 		}
 	}
 	if n := aws.ToInt64(out.ContentLength); n != want {
