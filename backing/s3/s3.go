@@ -5,16 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -29,12 +34,16 @@ type Options struct {
 	// Conns is the most idle connections kept to the endpoint (default
 	// 64): at least the Client's Parallel.
 	Conns int
+	// Logf logs the one line said of each listed key that is skipped
+	// (default log.Printf).
+	Logf func(format string, args ...any)
 }
 
 // Store is one bucket.
 type Store struct {
 	client *s3.Client
 	bucket string
+	logf   func(format string, args ...any)
 }
 
 var _ remote.Store = (*Store)(nil)
@@ -88,7 +97,11 @@ func New(ctx context.Context, bucket string, opts Options) (*Store, error) {
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.DisableLogOutputChecksumValidationSkipped = true
 	})
-	return &Store{client: client, bucket: bucket}, nil
+	logf := opts.Logf
+	if logf == nil {
+		logf = log.Printf
+	}
+	return &Store{client: client, bucket: bucket, logf: logf}, nil
 }
 
 // URL is s3://bucket/key.
@@ -189,7 +202,9 @@ const maxList = 100000
 
 // List lists the objects directly under prefix (delimiter '/').
 func (s *Store) List(ctx context.Context, prefix string) ([]remote.Entry, bool, error) {
-	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix, Delimiter: aws.String("/")}
+	// Keys are asked for URL-encoded: XML 1.0 cannot carry most control
+	// characters, and one such key would fail the whole listing.
+	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix, Delimiter: aws.String("/"), EncodingType: types.EncodingTypeUrl}
 	var out []remote.Entry
 	any := false
 	for {
@@ -202,8 +217,21 @@ func (s *Store) List(ctx context.Context, prefix string) ([]remote.Entry, bool, 
 		}
 		for _, o := range page.Contents {
 			any = true
-			name := strings.TrimPrefix(aws.ToString(o.Key), prefix)
-			if name == "" || strings.Contains(name, "/") {
+			key := aws.ToString(o.Key)
+			if page.EncodingType == types.EncodingTypeUrl {
+				k, err := url.QueryUnescape(key)
+				if err != nil {
+					s.logf("tensorfs: %s: skipped: the server listed it with a bad URL encoding", s.URL(strconv.Quote(key)))
+					continue
+				}
+				key = k
+			}
+			name, ok := strings.CutPrefix(key, prefix)
+			if !ok || name == "" || strings.Contains(name, "/") {
+				continue
+			}
+			if strings.ContainsFunc(name, unicode.IsControl) || !utf8.ValidString(name) {
+				s.logf("tensorfs: %s: skipped: its name holds a control character or is not UTF-8", s.URL(prefix+strconv.Quote(name)))
 				continue
 			}
 			if len(out) >= maxList {
