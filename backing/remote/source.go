@@ -145,9 +145,11 @@ func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 	s.readahead(off, want)
 	// One deadline for the whole read, whatever splits it into GETs;
 	// waiting ends at once when the Client's Context is done.
-	ctx, cancel := context.WithTimeout(s.c.opts.Context, s.c.opts.Timeout)
+	deadline := time.Now().Add(s.c.opts.Timeout)
+	// The fetches this read starts end by the deadline; waiting for a
+	// part that an earlier fetch holds ends a moment after it.
+	ctx, cancel := context.WithDeadline(s.c.opts.Context, deadline.Add(waitSlack))
 	defer cancel()
-	deadline, _ := ctx.Deadline()
 	ps := s.c.opts.PartSize
 	done := int64(0)
 	for done < want {
@@ -209,6 +211,11 @@ func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return int(want), nil
 }
+
+// waitSlack is how long after its deadline a read still waits for a
+// part being fetched: the fetches it started end by the deadline with
+// their own error, which says more than "no answer".
+const waitSlack = time.Second
 
 // partLen is the length of part i.
 func (s *Source) partLen(i int64) int64 {

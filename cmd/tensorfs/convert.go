@@ -83,6 +83,8 @@ func runConvert(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// An interrupt also ends reads waiting on a remote store.
+	defer context.AfterFunc(ctx, stopRemote)()
 	tmp, err := newTempOut(out)
 	if err != nil {
 		return err
