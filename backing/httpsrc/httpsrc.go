@@ -22,12 +22,18 @@ type Store struct {
 	query  string  // raw query of the URL given, kept for every request
 	client *http.Client
 	token  string // bearer token for huggingface.co hosts, or ""
+	// mainKey is the key of the URL given to New, and mainRaw its path
+	// as given (escaped): requested as the user wrote it.
+	mainKey, mainRaw string
 }
 
 var _ remote.Store = (*Store)(nil)
 
 // New returns a Store for the server of u (http or https). Key is the
-// URL path of the file u names.
+// path of the file u names, decoded (without the leading '/'): keys are
+// names, as local paths and S3 keys are, escaped for each request, so
+// that a name from a weight map ("%2e%2e/x") is requested as that name,
+// never as the path it would decode to.
 func New(u *url.URL) (store *Store, key string, err error) {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, "", fmt.Errorf("%s: not an http(s) URL", redact(u))
@@ -45,7 +51,8 @@ func New(u *url.URL) (store *Store, key string, err error) {
 	if isHuggingFace(u.Hostname()) {
 		s.token = os.Getenv("HF_TOKEN")
 	}
-	return s, strings.TrimPrefix(u.EscapedPath(), "/"), nil
+	s.mainKey, s.mainRaw = strings.TrimPrefix(u.Path, "/"), u.EscapedPath()
+	return s, s.mainKey, nil
 }
 
 // maxRedirects bounds the redirects followed for one request (as
@@ -74,7 +81,15 @@ func isHuggingFace(host string) bool {
 // secrets).
 func (s *Store) URL(key string) string {
 	u := url.URL{Scheme: s.base.Scheme, Host: s.base.Host}
-	return u.String() + "/" + key
+	return u.String() + s.escapedPath(key)
+}
+
+// escapedPath is the URL path that requests key.
+func (s *Store) escapedPath(key string) string {
+	if key == s.mainKey {
+		return s.mainRaw
+	}
+	return (&url.URL{Path: "/" + key}).EscapedPath()
 }
 
 // redact is u for messages: without user info and query.
@@ -86,12 +101,8 @@ func redact(u *url.URL) string {
 
 func (s *Store) request(ctx context.Context, method, key string) (*http.Request, error) {
 	u := s.base
-	u.RawPath = "/" + key
-	p, err := url.PathUnescape(key)
-	if err != nil {
-		return nil, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "bad URL path: " + err.Error()}
-	}
-	u.Path = "/" + p
+	u.Path = "/" + key
+	u.RawPath = s.escapedPath(key)
 	u.RawQuery = s.query
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 	if err != nil {
