@@ -251,3 +251,20 @@ func TestNoRefererOnRedirect(t *testing.T) {
 		}
 	}
 }
+
+// TestRangeIgnoredRefused: a server that answers a ranged GET with the
+// whole file (200) is refused at open, small file or not, as the
+// package documents.
+func TestRangeIgnoredRefused(t *testing.T) {
+	for _, n := range []int{10, 20000} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("ETag", `"v1"`)
+			w.Write(testData(n))
+		}))
+		_, err := openHostile(t, srv.URL, remote.Options{})
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), "does not support Range requests") {
+			t.Fatalf("%d-byte file from a server without Range: %v", n, err)
+		}
+	}
+}

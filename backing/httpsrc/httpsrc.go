@@ -170,16 +170,17 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 		}
 		return remote.Object{}, 0, s.statusError(key, resp)
 	case http.StatusOK:
-		if resp.ContentLength < 0 {
-			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "the server gives no size (Content-Length)"}
-		}
-		obj.Size = resp.ContentLength
 		if method == http.MethodHead {
+			if resp.ContentLength < 0 {
+				return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "the server gives no size (Content-Length)"}
+			}
+			obj.Size = resp.ContentLength
 			return obj, 0, nil
 		}
-		if obj.Size > int64(len(head)) {
-			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "the server does not support Range requests"}
-		}
+		// Every later read is a ranged GET, which such a server would
+		// answer with the whole file again: refused now, whatever
+		// the file's size.
+		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "the server does not support Range requests (it answered a ranged GET with the whole file, HTTP 200)"}
 	case http.StatusPartialContent:
 		// The reply must hold bytes 0 to len(head)-1, or the whole
 		// object when it is shorter.
