@@ -22,12 +22,18 @@ type Store struct {
 	query  string  // raw query of the URL given, kept for every request
 	client *http.Client
 	token  string // bearer token for huggingface.co hosts, or ""
+	// mainKey is the key of the URL given to New, and mainRaw its path
+	// as given (escaped): requested as the user wrote it.
+	mainKey, mainRaw string
 }
 
 var _ remote.Store = (*Store)(nil)
 
 // New returns a Store for the server of u (http or https). Key is the
-// URL path of the file u names.
+// path of the file u names, decoded (without the leading '/'): keys are
+// names, as local paths and S3 keys are, escaped for each request, so
+// that a name from a weight map ("%2e%2e/x") is requested as that name,
+// never as the path it would decode to.
 func New(u *url.URL) (store *Store, key string, err error) {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, "", fmt.Errorf("%s: not an http(s) URL", redact(u))
@@ -41,11 +47,28 @@ func New(u *url.URL) (store *Store, key string, err error) {
 	tr.ResponseHeaderTimeout = 30 * time.Second
 	tr.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	tr.DisableCompression = true // byte ranges of the file, not of a gzip of it
-	s := &Store{base: url.URL{Scheme: u.Scheme, Host: u.Host, User: u.User}, query: u.RawQuery, client: &http.Client{Transport: tr}}
+	s := &Store{base: url.URL{Scheme: u.Scheme, Host: u.Host, User: u.User}, query: u.RawQuery, client: &http.Client{Transport: tr, CheckRedirect: noReferer}}
 	if isHuggingFace(u.Hostname()) {
 		s.token = os.Getenv("HF_TOKEN")
 	}
-	return s, strings.TrimPrefix(u.EscapedPath(), "/"), nil
+	s.mainKey, s.mainRaw = strings.TrimPrefix(u.Path, "/"), u.EscapedPath()
+	return s, s.mainKey, nil
+}
+
+// maxRedirects bounds the redirects followed for one request (as
+// net/http's default does).
+const maxRedirects = 10
+
+// noReferer is the client's redirect policy: net/http sets Referer on a
+// redirected request to the URL it came from, query included: a
+// presigned URL's signature would go to the redirect's target (any
+// host). No request of a Store carries a Referer.
+func noReferer(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	req.Header.Del("Referer")
+	return nil
 }
 
 // isHuggingFace reports whether host is huggingface.co or a subdomain.
@@ -58,7 +81,15 @@ func isHuggingFace(host string) bool {
 // secrets).
 func (s *Store) URL(key string) string {
 	u := url.URL{Scheme: s.base.Scheme, Host: s.base.Host}
-	return u.String() + "/" + key
+	return u.String() + s.escapedPath(key)
+}
+
+// escapedPath is the URL path that requests key.
+func (s *Store) escapedPath(key string) string {
+	if key == s.mainKey {
+		return s.mainRaw
+	}
+	return (&url.URL{Path: "/" + key}).EscapedPath()
 }
 
 // redact is u for messages: without user info and query.
@@ -70,12 +101,8 @@ func redact(u *url.URL) string {
 
 func (s *Store) request(ctx context.Context, method, key string) (*http.Request, error) {
 	u := s.base
-	u.RawPath = "/" + key
-	p, err := url.PathUnescape(key)
-	if err != nil {
-		return nil, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "bad URL path: " + err.Error()}
-	}
-	u.Path = "/" + p
+	u.Path = "/" + key
+	u.RawPath = s.escapedPath(key)
 	u.RawQuery = s.query
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 	if err != nil {
@@ -143,24 +170,31 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 		}
 		return remote.Object{}, 0, s.statusError(key, resp)
 	case http.StatusOK:
-		if resp.ContentLength < 0 {
-			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "the server gives no size (Content-Length)"}
-		}
-		obj.Size = resp.ContentLength
 		if method == http.MethodHead {
+			if resp.ContentLength < 0 {
+				return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "the server gives no size (Content-Length)"}
+			}
+			obj.Size = resp.ContentLength
 			return obj, 0, nil
 		}
-		if obj.Size > int64(len(head)) {
-			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "the server does not support Range requests"}
-		}
+		// Every later read is a ranged GET, which such a server would
+		// answer with the whole file again: refused now, whatever
+		// the file's size.
+		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "the server does not support Range requests (it answered a ranged GET with the whole file, HTTP 200)"}
 	case http.StatusPartialContent:
-		total, ok := totalOf(resp.Header.Get("Content-Range"))
-		if !ok {
-			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "bad Content-Range " + strconv.Quote(resp.Header.Get("Content-Range"))}
+		// The reply must hold bytes 0 to len(head)-1, or the whole
+		// object when it is shorter.
+		cr := resp.Header.Get("Content-Range")
+		first, last, total, ok := remote.ContentRange(cr)
+		if !ok || first != 0 || last != min(total, int64(len(head)))-1 {
+			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for bytes 0-%d, the server answered with Content-Range %s", len(head)-1, strconv.Quote(cr))}
 		}
 		obj.Size = total
 	default:
 		return remote.Object{}, 0, s.statusError(key, resp)
+	}
+	if err := s.checkEncoding(key, resp); err != nil {
+		return remote.Object{}, 0, err
 	}
 	n := min(int64(len(head)), obj.Size)
 	if _, err := io.ReadFull(resp.Body, head[:n]); err != nil {
@@ -177,6 +211,15 @@ func totalOf(cr string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(cr[i+1:], 10, 64)
 	return n, err == nil && n >= 0
+}
+
+// checkEncoding refuses a reply whose body is encoded (gzip, br): its
+// bytes are not the file's, and its length is not the range's.
+func (s *Store) checkEncoding(key string, resp *http.Response) error {
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Status: resp.StatusCode, Msg: fmt.Sprintf("the server sent the bytes encoded (Content-Encoding %s) although asked for them as they are (Accept-Encoding: identity)", strconv.Quote(ce))}
+	}
+	return nil
 }
 
 // strongETag reports whether an ETag can be used with If-Match.
@@ -216,17 +259,30 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 	default:
 		return s.statusError(obj.Key, resp)
 	}
-	if e := resp.Header.Get("ETag"); obj.ETag != "" && e != "" && e != obj.ETag {
+	if err := s.checkEncoding(obj.Key, resp); err != nil {
+		return err
+	}
+	// Every reply carries the validators the file had at open, and the
+	// same: a server that drops them (and may ignore If-Match too) can
+	// no longer show that the bytes are of the version opened.
+	e := resp.Header.Get("ETag")
+	switch {
+	case obj.ETag != "" && e == "":
+		return changed("the reply has no ETag (the file had ETag %s when opened), so its bytes cannot be shown to be of that version", obj.ETag)
+	case obj.ETag != "" && e != obj.ETag:
 		return changed("ETag %s, was %s", e, obj.ETag)
 	}
-	if lm, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil && !obj.LastModified.IsZero() && !lm.Equal(obj.LastModified) {
-		return changed("Last-Modified %s, was %s", lm.UTC().Format(time.RFC3339), obj.LastModified.UTC().Format(time.RFC3339))
-	}
-	if total, ok := totalOf(resp.Header.Get("Content-Range")); !ok || total != obj.Size {
-		if ok {
-			return changed("%d bytes, was %d", total, obj.Size)
+	if !obj.LastModified.IsZero() {
+		lm, err := http.ParseTime(resp.Header.Get("Last-Modified"))
+		switch {
+		case err != nil && obj.ETag == "":
+			return changed("the reply has no Last-Modified (the file had %s when opened), so its bytes cannot be shown to be of that version", obj.LastModified.UTC().Format(time.RFC3339))
+		case err == nil && !lm.Equal(obj.LastModified):
+			return changed("Last-Modified %s, was %s", lm.UTC().Format(time.RFC3339), obj.LastModified.UTC().Format(time.RFC3339))
 		}
-		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Msg: "bad Content-Range " + strconv.Quote(resp.Header.Get("Content-Range"))}
+	}
+	if err := remote.CheckContentRange(s.URL(obj.Key), resp.Header.Get("Content-Range"), off, want, obj.Size); err != nil {
+		return err
 	}
 	if resp.ContentLength >= 0 && resp.ContentLength != want {
 		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for %d bytes at %d, the server sent %d", want, off, resp.ContentLength)}

@@ -7,6 +7,7 @@ import (
 	"log"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -40,8 +41,19 @@ type Options struct {
 	// unreachable store is an error in seconds.
 	OpenTimeout time.Duration
 	// Logf logs the one line said when an object changes under an open
-	// source (default log.Printf).
+	// source, or when a server's reply does not match its request
+	// (default log.Printf).
 	Logf func(format string, args ...any)
+	// Context, when set, bounds the Client's life: once it is done
+	// (the command was interrupted), every open, fetch and read waiting
+	// on the store ends at once with an error wrapping its cause
+	// (context.Canceled). nil is context.Background().
+	Context context.Context
+	// AllowUnvalidated accepts objects whose server gives no validator
+	// (no ETag, version id or Last-Modified). Without it Open refuses
+	// them: nothing could show that an object replaced while it is read
+	// is not served as a mix of both versions.
+	AllowUnvalidated bool
 }
 
 // Defaults.
@@ -97,7 +109,33 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logf == nil {
 		o.Logf = log.Printf
 	}
+	if o.Context == nil {
+		o.Context = context.Background()
+	}
 	return o, nil
+}
+
+// probeTimeout bounds the one try a read makes while the store is taken
+// to be away (see Client.awayAt).
+const probeTimeout = 2 * time.Second
+
+// bind returns ctx, also cancelled when the Client's Context is done.
+func (c *Client) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(c.opts.Context, func() { cancel(context.Cause(c.opts.Context)) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// interrupted is the error of a request cut short because the Client's
+// Context is done, or nil.
+func (c *Client) interrupted(url string) error {
+	if err := context.Cause(c.opts.Context); err != nil {
+		return &Error{URL: url, Kind: Invalid, Msg: "interrupted", Err: err}
+	}
+	return nil
 }
 
 // Client reads objects of one Store: it opens Sources, and holds what
@@ -109,6 +147,14 @@ type Client struct {
 	sem   chan struct{} // one token per GET in flight
 	mem   *memCache
 	disk  *diskCache // nil without CacheDir
+
+	// awayAt is when a read last gave up on the store (transient errors
+	// for its whole Timeout), in Unix nanoseconds; 0 once a GET has
+	// succeeded since. Within Timeout of it, a read makes one try of at
+	// most probeTimeout instead of retrying for a whole Timeout: a read
+	// that the kernel splits or retries (a failed readahead, then the
+	// page read again) costs one Timeout, not one per request.
+	awayAt atomic.Int64
 }
 
 // New returns a Client of store.
@@ -182,6 +228,8 @@ func retry(ctx context.Context, op func(ctx context.Context) error) error {
 // Stat says what key is: an object (isDir false), or a prefix with
 // objects under it (isDir true). A key ending in '/' (or "") is a prefix.
 func (c *Client) Stat(ctx context.Context, key string) (isDir bool, err error) {
+	ctx, unbind := c.bind(ctx)
+	defer unbind()
 	ctx, cancel := context.WithTimeout(ctx, c.opts.OpenTimeout)
 	defer cancel()
 	if key == "" || strings.HasSuffix(key, "/") {
@@ -226,6 +274,8 @@ func (c *Client) checkPrefix(ctx context.Context, prefix string) error {
 
 // List returns the objects directly under prefix (see Store.List).
 func (c *Client) List(ctx context.Context, prefix string) ([]Entry, error) {
+	ctx, unbind := c.bind(ctx)
+	defer unbind()
 	ctx, cancel := context.WithTimeout(ctx, c.opts.OpenTimeout)
 	defer cancel()
 	var ents []Entry

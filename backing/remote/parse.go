@@ -90,7 +90,7 @@ func (v *parseView) block(i int64) ([]byte, error) {
 		return nil, err
 	}
 	b = make([]byte, min(parseBlock, s.obj.Size-i*parseBlock))
-	ctx, cancel := context.WithTimeout(context.Background(), s.c.opts.OpenTimeout)
+	ctx, cancel := context.WithTimeout(s.c.opts.Context, s.c.opts.OpenTimeout)
 	defer cancel()
 	if err := s.get(ctx, i*parseBlock, [][]byte{b}, nil); err != nil {
 		return nil, err

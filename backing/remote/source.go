@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/lazyweights/tensorfs/backing"
 )
@@ -29,6 +30,7 @@ type Source struct {
 
 	changed    atomic.Pointer[error] // the error that showed the object changed
 	changeOnce sync.Once
+	badReply   sync.Once // logs the first reply that did not match its request
 	closed     atomic.Bool
 	inflight   sync.WaitGroup // prefetches
 }
@@ -52,6 +54,8 @@ var (
 // Open validates the object at key (one GET of its first part, which is
 // kept) and returns it as a Source.
 func (c *Client) Open(ctx context.Context, key string) (*Source, error) {
+	ctx, unbind := c.bind(ctx)
+	defer unbind()
 	ctx, cancel := context.WithTimeout(ctx, c.opts.OpenTimeout)
 	defer cancel()
 	s := &Source{c: c, id: sourceIDs.Add(1), url: c.store.URL(key)}
@@ -62,7 +66,15 @@ func (c *Client) Open(ctx context.Context, key string) (*Source, error) {
 		s.obj, n, err = c.store.Open(ctx, key, p.buf)
 		return err
 	})
+	if err == nil {
+		if _, ok := s.obj.Identity(); !ok && !c.opts.AllowUnvalidated {
+			err = &Error{URL: s.url, Kind: Invalid, Msg: "the server gives no validator (no ETag, no Last-Modified): a file replaced while it is read would be served as a mix of both versions; refused (--allow-unvalidated accepts the risk)"}
+		}
+	}
 	if err != nil {
+		if ierr := c.interrupted(s.url); ierr != nil {
+			err = ierr
+		}
 		c.mem.finish(p, err)
 		c.mem.release(p)
 		return nil, err
@@ -131,6 +143,13 @@ func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 		return 0, s.fault(off, want, err)
 	}
 	s.readahead(off, want)
+	// One deadline for the whole read, whatever splits it into GETs;
+	// waiting ends at once when the Client's Context is done.
+	deadline := time.Now().Add(s.c.opts.Timeout)
+	// The fetches this read starts end by the deadline; waiting for a
+	// part that an earlier fetch holds ends a moment after it.
+	ctx, cancel := context.WithDeadline(s.c.opts.Context, deadline.Add(waitSlack))
+	defer cancel()
 	ps := s.c.opts.PartSize
 	done := int64(0)
 	for done < want {
@@ -148,14 +167,28 @@ func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 			if fresh {
 				run = append(run, pt)
 			} else {
-				s.startFetch(run, false)
+				s.startFetch(run, false, deadline)
 				run = nil
 			}
 		}
-		s.startFetch(run, false)
+		s.startFetch(run, false, deadline)
 		var ferr error
 		for _, pt := range parts {
-			<-pt.done
+			select {
+			case <-pt.done:
+			case <-ctx.Done():
+				// The fetch ends soon too (its own deadline is no
+				// later, and it shares the Context): unpin the part
+				// then, never while its buffer is being filled.
+				if ferr == nil {
+					ferr = s.waitError()
+				}
+				go func(pt *part) {
+					<-pt.done
+					s.c.mem.release(pt)
+				}(pt)
+				continue
+			}
 			if ferr == nil && pt.err != nil {
 				ferr = pt.err
 			}
@@ -179,6 +212,11 @@ func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 	return int(want), nil
 }
 
+// waitSlack is how long after its deadline a read still waits for a
+// part being fetched: the fetches it started end by the deadline with
+// their own error, which says more than "no answer".
+const waitSlack = time.Second
+
 // partLen is the length of part i.
 func (s *Source) partLen(i int64) int64 {
 	ps := s.c.opts.PartSize
@@ -195,12 +233,12 @@ const maxRun = 32 << 20
 // filled) in the background: GETs of up to maxRun bytes, each filling
 // several parts. With prefetch, the fetch's pin is released when a part
 // is ready.
-func (s *Source) startFetch(pts []*part, prefetch bool) {
+func (s *Source) startFetch(pts []*part, prefetch bool, deadline time.Time) {
 	per := max(1, int(maxRun/s.c.opts.PartSize))
 	for len(pts) > 0 {
 		n := min(per, len(pts))
 		s.inflight.Add(1)
-		go s.fetch(pts[:n], prefetch)
+		go s.fetch(pts[:n], prefetch, deadline)
 		pts = pts[n:]
 	}
 }
@@ -208,7 +246,7 @@ func (s *Source) startFetch(pts []*part, prefetch bool) {
 // fetch fills fresh consecutive parts: from the disk cache those it
 // holds, the others with pinned GETs (one per run of consecutive parts,
 // retried until the Timeout), publishing each part as it is filled.
-func (s *Source) fetch(pts []*part, prefetch bool) {
+func (s *Source) fetch(pts []*part, prefetch bool, deadline time.Time) {
 	defer s.inflight.Done()
 	ready := func(pt *part, err error) {
 		if err == nil && s.diskID != "" {
@@ -233,7 +271,7 @@ func (s *Source) fetch(pts []*part, prefetch bool) {
 			}
 		}
 		if len(run) > 0 {
-			s.fetchRun(run, ready)
+			s.fetchRun(run, ready, deadline)
 			run = nil
 		}
 	}
@@ -242,8 +280,8 @@ func (s *Source) fetch(pts []*part, prefetch bool) {
 // fetchRun fills consecutive parts with one GET (retried from the first
 // part not yet filled), calling ready for each part: as it is filled,
 // or with the error that stopped the fetch.
-func (s *Source) fetchRun(run []*part, ready func(*part, error)) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.c.opts.Timeout)
+func (s *Source) fetchRun(run []*part, ready func(*part, error), deadline time.Time) {
+	ctx, cancel := context.WithDeadline(s.c.opts.Context, deadline)
 	defer cancel()
 	bufs := make([][]byte, len(run))
 	for i, pt := range run {
@@ -269,14 +307,17 @@ func (s *Source) get(ctx context.Context, off int64, bufs [][]byte, filled func(
 	select {
 	case s.c.sem <- struct{}{}:
 	case <-ctx.Done():
-		return &Error{URL: s.url, Kind: Transient, Msg: "timed out waiting for a connection", Err: ctx.Err()}
+		if err := s.c.interrupted(s.url); err != nil {
+			return err
+		}
+		return &Error{URL: s.url, Kind: Transient, Msg: "timed out waiting for a connection"}
 	}
 	defer func() { <-s.c.sem }()
 	if err := s.changedErr(); err != nil {
 		return err
 	}
 	k := 0 // buffers filled by earlier tries
-	err := retry(ctx, func(ctx context.Context) error {
+	try := func(ctx context.Context) error {
 		base := k
 		return s.c.store.Get(ctx, s.obj, off+BufsLen(bufs[:base]), bufs[base:], func(i int) {
 			k = base + i + 1
@@ -284,11 +325,51 @@ func (s *Source) get(ctx context.Context, off int64, bufs [][]byte, filled func(
 				filled(base + i)
 			}
 		})
-	})
-	if err != nil && KindOf(err) == Changed {
+	}
+	var err error
+	probe := false
+	if at := s.c.awayAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < s.c.opts.Timeout {
+		// The store was away a moment ago: one short try.
+		probe = true
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		err = try(pctx)
+		cancel()
+	} else {
+		err = retry(ctx, try)
+	}
+	switch {
+	case err == nil:
+		s.c.awayAt.Store(0)
+		return nil
+	case s.c.interrupted(s.url) != nil:
+		return s.c.interrupted(s.url)
+	case KindOf(err) == Changed:
 		s.markChanged(err)
+	case KindOf(err) == Transient:
+		if !probe {
+			s.c.awayAt.Store(time.Now().UnixNano())
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			// No answer at all before the deadline (a stalled
+			// store): say so, without the context's error, which
+			// reads as an interrupt.
+			err = &Error{URL: s.url, Kind: Transient, Msg: fmt.Sprintf("no answer from the store within %v", s.c.opts.Timeout)}
+		}
+	case KindOf(err) == Invalid:
+		s.badReply.Do(func() {
+			s.c.opts.Logf("tensorfs: %s: %v; the reads that need it fail with EIO", s.url, err)
+		})
 	}
 	return err
+}
+
+// waitError is the error of a read that stopped waiting for a part
+// being fetched: interrupted, or its deadline passed.
+func (s *Source) waitError() error {
+	if err := s.c.interrupted(s.url); err != nil {
+		return err
+	}
+	return &Error{URL: s.url, Kind: Transient, Msg: fmt.Sprintf("no answer from the store within %v", s.c.opts.Timeout)}
 }
 
 // markChanged records that the object changed, and logs it once.
@@ -383,13 +464,13 @@ func (s *Source) prefetch(from, to int64) {
 		pt, fresh := s.c.mem.acquire(partKey{s.id, i}, s.partLen(i), true)
 		if pt == nil || !fresh {
 			// Cached, being fetched, or no room.
-			s.startFetch(run, true)
+			s.startFetch(run, true, time.Now().Add(s.c.opts.Timeout))
 			run = nil
 			continue
 		}
 		run = append(run, pt)
 	}
-	s.startFetch(run, true)
+	s.startFetch(run, true, time.Now().Add(s.c.opts.Timeout))
 }
 
 // Prefetch says that [off, off+n) is about to be read from start to end

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -204,6 +206,50 @@ func ReadBufs(body io.Reader, bufs [][]byte, filled func(i int)) error {
 		if filled != nil {
 			filled(i)
 		}
+	}
+	return nil
+}
+
+// ContentRange parses a Content-Range header "bytes FIRST-LAST/TOTAL"
+// (RFC 9110 14.4). ok is false for anything else, "bytes */TOTAL"
+// included.
+func ContentRange(cr string) (first, last, total int64, ok bool) {
+	rest, found := strings.CutPrefix(cr, "bytes ")
+	if !found {
+		return 0, 0, 0, false
+	}
+	rng, tot, found := strings.Cut(rest, "/")
+	if !found {
+		return 0, 0, 0, false
+	}
+	a, b, found := strings.Cut(rng, "-")
+	if !found {
+		return 0, 0, 0, false
+	}
+	var err1, err2, err3 error
+	first, err1 = strconv.ParseInt(a, 10, 64)
+	last, err2 = strconv.ParseInt(b, 10, 64)
+	total, err3 = strconv.ParseInt(tot, 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || first < 0 || last < first || total <= last {
+		return 0, 0, 0, false
+	}
+	return first, last, total, true
+}
+
+// CheckContentRange holds a ranged reply's Content-Range to the request
+// of want bytes at off of an object of size bytes: the reply must say it
+// holds exactly those bytes, else it is an error (Changed when only the
+// total differs: the object is not the one opened; Invalid otherwise).
+func CheckContentRange(url, cr string, off, want, size int64) error {
+	first, last, total, ok := ContentRange(cr)
+	if !ok {
+		return &Error{URL: url, Kind: Invalid, Msg: fmt.Sprintf("the server answered a request for bytes %d-%d with Content-Range %s", off, off+want-1, strconv.Quote(cr))}
+	}
+	if total != size {
+		return &Error{URL: url, Kind: Changed, Msg: fmt.Sprintf("%d bytes, was %d (Content-Range %s)", total, size, strconv.Quote(cr))}
+	}
+	if first != off || last != off+want-1 {
+		return &Error{URL: url, Kind: Invalid, Msg: fmt.Sprintf("asked for bytes %d-%d, the server sent bytes %d-%d (Content-Range %s)", off, off+want-1, first, last, strconv.Quote(cr))}
 	}
 	return nil
 }

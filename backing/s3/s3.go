@@ -5,16 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -29,12 +34,16 @@ type Options struct {
 	// Conns is the most idle connections kept to the endpoint (default
 	// 64): at least the Client's Parallel.
 	Conns int
+	// Logf logs the one line said of each listed key that is skipped
+	// (default log.Printf).
+	Logf func(format string, args ...any)
 }
 
 // Store is one bucket.
 type Store struct {
 	client *s3.Client
 	bucket string
+	logf   func(format string, args ...any)
 }
 
 var _ remote.Store = (*Store)(nil)
@@ -88,7 +97,11 @@ func New(ctx context.Context, bucket string, opts Options) (*Store, error) {
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.DisableLogOutputChecksumValidationSkipped = true
 	})
-	return &Store{client: client, bucket: bucket}, nil
+	logf := opts.Logf
+	if logf == nil {
+		logf = log.Printf
+	}
+	return &Store{client: client, bucket: bucket, logf: logf}, nil
 }
 
 // URL is s3://bucket/key.
@@ -125,9 +138,11 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 	n := aws.ToInt64(out.ContentLength)
 	obj.Size = n
 	if cr := aws.ToString(out.ContentRange); cr != "" {
-		total, ok := totalOf(cr)
-		if !ok {
-			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "bad Content-Range " + strconv.Quote(cr)}
+		// The reply must hold bytes 0 to len(head)-1, or the whole
+		// object when it is shorter.
+		first, last, total, ok := remote.ContentRange(cr)
+		if !ok || first != 0 || last != min(total, int64(len(head)))-1 {
+			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for bytes 0-%d, the server answered with Content-Range %s", len(head)-1, strconv.Quote(cr))}
 		}
 		obj.Size = total
 	}
@@ -138,16 +153,6 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Transient, Msg: "reading the response: " + err.Error(), Err: err}
 	}
 	return obj, int(n), nil
-}
-
-// totalOf parses the total size of "bytes A-B/TOTAL".
-func totalOf(cr string) (int64, bool) {
-	i := strings.LastIndexByte(cr, '/')
-	if i < 0 {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(cr[i+1:], 10, 64)
-	return n, err == nil && n >= 0
 }
 
 // Get reads obj's bytes at off into bufs (one ranged GET), pinned by
@@ -176,9 +181,11 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 	if e := aws.ToString(out.ETag); obj.ETag != "" && e != "" && e != obj.ETag {
 		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Changed, Msg: fmt.Sprintf("ETag %s, was %s", e, obj.ETag)}
 	}
-	if cr := aws.ToString(out.ContentRange); cr != "" {
-		if total, ok := totalOf(cr); ok && total != obj.Size {
-			return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Changed, Msg: fmt.Sprintf("%d bytes, was %d", total, obj.Size)}
+	// A reply without Content-Range (a 200) is the whole object: right
+	// only when that is what was asked.
+	if cr := aws.ToString(out.ContentRange); cr != "" || off != 0 || want != obj.Size {
+		if err := remote.CheckContentRange(s.URL(obj.Key), cr, off, want, obj.Size); err != nil {
+			return err
 		}
 	}
 	if n := aws.ToInt64(out.ContentLength); n != want {
@@ -195,7 +202,9 @@ const maxList = 100000
 
 // List lists the objects directly under prefix (delimiter '/').
 func (s *Store) List(ctx context.Context, prefix string) ([]remote.Entry, bool, error) {
-	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix, Delimiter: aws.String("/")}
+	// Keys are asked for URL-encoded: XML 1.0 cannot carry most control
+	// characters, and one such key would fail the whole listing.
+	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix, Delimiter: aws.String("/"), EncodingType: types.EncodingTypeUrl}
 	var out []remote.Entry
 	any := false
 	for {
@@ -208,8 +217,21 @@ func (s *Store) List(ctx context.Context, prefix string) ([]remote.Entry, bool, 
 		}
 		for _, o := range page.Contents {
 			any = true
-			name := strings.TrimPrefix(aws.ToString(o.Key), prefix)
-			if name == "" || strings.Contains(name, "/") {
+			key := aws.ToString(o.Key)
+			if page.EncodingType == types.EncodingTypeUrl {
+				k, err := url.QueryUnescape(key)
+				if err != nil {
+					s.logf("tensorfs: %s: skipped: the server listed it with a bad URL encoding", s.URL(strconv.Quote(key)))
+					continue
+				}
+				key = k
+			}
+			name, ok := strings.CutPrefix(key, prefix)
+			if !ok || name == "" || strings.Contains(name, "/") {
+				continue
+			}
+			if strings.ContainsFunc(name, unicode.IsControl) || !utf8.ValidString(name) {
+				s.logf("tensorfs: %s: skipped: its name holds a control character or is not UTF-8", s.URL(prefix+strconv.Quote(name)))
 				continue
 			}
 			if len(out) >= maxList {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -54,6 +56,19 @@ func runConvert(args []string) error {
 		to = dt
 	}
 	source, out := f.Arg(0), f.Arg(1)
+	if out == "" || source == "" {
+		return usagef("convert: empty SOURCE or OUT (usage: %s)", f.synopsis())
+	}
+	if st, err := os.Lstat(out); err == nil && st.Mode()&os.ModeSymlink != 0 {
+		if _, err := os.Stat(out); err != nil {
+			// A link to nothing: --force would replace the link, not
+			// write where it points.
+			if !*force {
+				target, _ := os.Readlink(out)
+				return fmt.Errorf("%s: already exists as a symbolic link to %s, which does not exist (use --force to replace the link)", out, strconv.Quote(target))
+			}
+		}
+	}
 	if st, err := os.Stat(out); err == nil {
 		if st.IsDir() {
 			return fmt.Errorf("%s: is a directory (OUT is the file to write)", out)
@@ -83,6 +98,8 @@ func runConvert(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// An interrupt also ends reads waiting on a remote store.
+	defer context.AfterFunc(ctx, stopRemote)()
 	tmp, err := newTempOut(out)
 	if err != nil {
 		return err
@@ -146,22 +163,69 @@ type tempOut struct {
 	final bool   // committed: leave everything
 }
 
+// noTmpfile forces the named temporary file (tests of the fallback).
+var noTmpfile = false
+
+// maxTempTries bounds the names tried for the named temporary file.
+const maxTempTries = 100
+
 func newTempOut(out string) (*tempOut, error) {
 	dir := filepath.Dir(out)
-	if fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644); err == nil {
-		return &tempOut{f: os.NewFile(uintptr(fd), out), out: out, fd: fd}, nil
+	if !noTmpfile {
+		if fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644); err == nil {
+			return &tempOut{f: os.NewFile(uintptr(fd), out), out: out, fd: fd}, nil
+		}
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(out)+".tensorfs-*.tmp")
+	// No O_TMPFILE here: a named file, created as O_TMPFILE's is (0644
+	// less the umask), named after this process so that the convert of
+	// the same OUT after a SIGKILL removes what that one left behind.
+	removeStaleTemps(out)
+	prefix := fmt.Sprintf(".%s.tensorfs-%d-", filepath.Base(out), os.Getpid())
+	var err error
+	for i := 0; i < maxTempTries; i++ {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 36)+".tmp")
+		var f *os.File
+		f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+		if err == nil {
+			return &tempOut{f: f, out: out, name: name, fd: -1}, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			break
+		}
+	}
+	// Name OUT, not the temporary file the user never asked for.
+	return nil, fmt.Errorf("%s: cannot create it in %s: %v", out, dir, unwrapPath(err))
+}
+
+// removeStaleTemps removes the named temporary files of OUT that a
+// convert killed outright (SIGKILL) left behind: those whose process is
+// gone, owned by this user.
+func removeStaleTemps(out string) {
+	prefix := "." + filepath.Base(out) + ".tensorfs-"
+	ents, err := os.ReadDir(filepath.Dir(out))
 	if err != nil {
-		// Name OUT, not the temporary file the user never asked for.
-		return nil, fmt.Errorf("%s: cannot create it in %s: %v", out, dir, unwrapPath(err))
+		return
 	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, err
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !strings.HasSuffix(rest, ".tmp") || !e.Type().IsRegular() {
+			continue
+		}
+		pidStr, _, _ := strings.Cut(strings.TrimSuffix(rest, ".tmp"), "-")
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+			continue // alive, or not ours to ask about
+		}
+		p := filepath.Join(filepath.Dir(out), e.Name())
+		if st, err := os.Lstat(p); err == nil {
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) == os.Getuid() {
+				os.Remove(p)
+			}
+		}
 	}
-	return &tempOut{f: f, out: out, name: f.Name(), fd: -1}, nil
 }
 
 // commit syncs the file and gives it OUT's name: without force only if
@@ -204,6 +268,9 @@ func (t *tempOut) commit(force bool) error {
 
 func linkError(out string, err error) error {
 	if errors.Is(err, os.ErrExist) {
+		if st, lerr := os.Lstat(out); lerr == nil && st.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("a symbolic link appeared there while converting; not overwritten (use --force to replace the link)")
+		}
 		return fmt.Errorf("appeared while converting; not overwritten (use --force)")
 	}
 	return fmt.Errorf("cannot create it: %w", err)

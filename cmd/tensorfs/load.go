@@ -192,6 +192,8 @@ func runLoad(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// An interrupt also ends reads waiting on a remote store.
+	defer context.AfterFunc(ctx, stopRemote)()
 	mem := startLoadMemSampler(10 * time.Millisecond)
 	start := time.Now()
 	sopts := client.StreamOptions{Parallel: *parallel, ChunkSize: int(chunk), DType: to}

@@ -203,6 +203,9 @@ func runMount(args []string) error {
 	case sig := <-sigs:
 		logger.Printf("%v: unmounting %s", sig, mountpoint)
 	}
+	// Reads waiting on a remote store end now (EINTR), so that the
+	// unmount and closing the sources do not wait for their deadline.
+	stopRemote()
 	if err := server.Unmount(); err != nil {
 		// Busy: something has a file open. Detach it so that the
 		// mount point is free, and stop serving.

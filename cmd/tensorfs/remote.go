@@ -28,21 +28,28 @@ HF_TOKEN is sent to huggingface.co only.`
 // remoteFlags are the flags for a remote SOURCE, shared by every command
 // that takes one. They are read by loadRemote and remoteOptions.
 type remoteFlags struct {
-	cmd       string // the command's name, for messages
-	noSign    *bool
-	partSize  *string
-	parallel  *int
-	memCache  *string
-	readahead *string
-	cacheDir  *string
-	cacheSize *string
-	timeout   *time.Duration
+	cmd         string // the command's name, for messages
+	noSign      *bool
+	partSize    *string
+	parallel    *int
+	memCache    *string
+	readahead   *string
+	cacheDir    *string
+	cacheSize   *string
+	timeout     *time.Duration
+	unvalidated *bool
 
 	// Not remote: where and how much of compressed .npz members is kept
 	// inflated (backing.InflateCache); files go under --cache-dir too.
 	inflateMem  *string
 	inflateDisk *string
 }
+
+// remoteCtx bounds the remote requests of the command being run:
+// stopRemote, called when the command is interrupted (SIGINT, SIGTERM),
+// ends every read waiting on the store at once, so that the command
+// ends in a moment rather than at the read's deadline.
+var remoteCtx, stopRemote = context.WithCancel(context.Background())
 
 // remoteOpts is the remote flags of the command being run (set by
 // addRemoteFlags; one command runs per process).
@@ -52,15 +59,16 @@ var remoteOpts *remoteFlags
 func addRemoteFlags(f *flags) {
 	f.about += "\n" + remoteHelp
 	remoteOpts = &remoteFlags{
-		cmd:       f.name,
-		noSign:    f.Bool("no-sign-request", false, "remote: send S3 requests without credentials (public buckets)"),
-		partSize:  f.String("part-size", "8MiB", "remote: fetch and cache in parts of `SIZE`"),
-		parallel:  f.Int("remote-parallel", remote.DefaultParallel, "remote: at most `N` GETs in flight"),
-		memCache:  f.String("cache-mem", "128MiB", "remote: keep at most `SIZE` of parts in memory"),
-		readahead: f.String("remote-readahead", "32MiB", "remote: fetch up to `SIZE` ahead of a sequential reader (0: none)"),
-		cacheDir:  f.String("cache-dir", "", "remote: keep fetched parts in `DIR` on disk, keyed by the object's ETag, so that the next open starts warm"),
-		cacheSize: f.String("cache-size", "10GiB", "remote: at most `SIZE` in --cache-dir"),
-		timeout:   f.Duration("remote-timeout", remote.DefaultTimeout, "remote: a read that cannot be served within `D`, retries included, fails (EIO); opening waits at most 10s or D if less"),
+		cmd:         f.name,
+		noSign:      f.Bool("no-sign-request", false, "remote: send S3 requests without credentials (public buckets)"),
+		partSize:    f.String("part-size", "8MiB", "remote: fetch and cache in parts of `SIZE`"),
+		parallel:    f.Int("remote-parallel", remote.DefaultParallel, "remote: at most `N` GETs in flight"),
+		memCache:    f.String("cache-mem", "128MiB", "remote: keep at most `SIZE` of parts in memory"),
+		readahead:   f.String("remote-readahead", "32MiB", "remote: fetch up to `SIZE` ahead of a sequential reader (0: none)"),
+		cacheDir:    f.String("cache-dir", "", "remote: keep fetched parts in `DIR` on disk, keyed by the object's ETag, so that the next open starts warm"),
+		cacheSize:   f.String("cache-size", "10GiB", "remote: at most `SIZE` in --cache-dir"),
+		unvalidated: f.Bool("allow-unvalidated", false, "remote: accept an HTTP(S) server or store that gives no ETag and no Last-Modified (refused without it: a file replaced while it is read would be served as a mix of both versions)"),
+		timeout:     f.Duration("remote-timeout", remote.DefaultTimeout, "remote: a read that cannot be served within `D`, retries included, fails (EIO); opening waits at most 10s or D if less"),
 
 		inflateMem:  f.String("inflate-mem", "256MiB", "compressed .npz members: keep at most `SIZE` of them inflated in memory (members up to a quarter of it go to memory, larger ones and the least recently read to unlinked files in --cache-dir or $TMPDIR)"),
 		inflateDisk: f.String("inflate-disk", "16GiB", "compressed .npz members: at most `SIZE` of inflated members in files (the largest member that can be read; least recently read dropped beyond it)"),
@@ -113,6 +121,8 @@ func remoteOptions() (dial.Options, error) {
 		return o, usagef("%s: --remote-timeout: %v is not positive", rf.cmd, *rf.timeout)
 	}
 	o.Remote.Timeout = *rf.timeout
+	o.Remote.AllowUnvalidated = *rf.unvalidated
+	o.Remote.Context = remoteCtx
 	o.NoSign = *rf.noSign
 	var io backing.InflateOptions
 	if io.MemLimit, err = size("inflate-mem", *rf.inflateMem); err != nil {
