@@ -292,6 +292,16 @@ func (d *diskCache) get(key string, part int64, buf []byte) bool {
 		d.forget(name)
 		return false
 	}
+	// As backing.OpenRegular: look before opening (a device is never
+	// opened), open without following a link or waiting (a named pipe
+	// swapped in between), then check what was opened.
+	var lst unix.Stat_t
+	if err := unix.Fstatat(sfd, file, &lst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return false
+	}
+	if lst.Mode&unix.S_IFMT != unix.S_IFREG {
+		return drop(fmt.Errorf("%s: %s, not a regular file", path, describe(lst.Mode)))
+	}
 	fd, err := unix.Openat(sfd, file, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err == unix.ELOOP {
 		return drop(fmt.Errorf("%s: a symbolic link, not a regular file", path))
@@ -327,6 +337,25 @@ func (d *diskCache) get(key string, part int64, buf []byte) bool {
 	}
 	d.mu.Unlock()
 	return true
+}
+
+// describe names the file type of a stat mode in words.
+func describe(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		return "a symbolic link"
+	case unix.S_IFIFO:
+		return "a named pipe (FIFO)"
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	case unix.S_IFSOCK:
+		return "a socket"
+	}
+	return "not a regular file"
 }
 
 // preadFull fills buf from fd at off.
