@@ -26,9 +26,13 @@ type Options struct {
 	// (default 32 MiB); the window starts at one part and doubles.
 	Readahead int64
 	// CacheDir, when set, keeps fetched parts on disk keyed by the
-	// object's identity (Object.Identity), up to CacheSize bytes
+	// store's origin (Store.Origin) and the object's identity
+	// (Object.Identity), each part checked against an HMAC when read (a
+	// part that fails it is fetched again), up to CacheSize bytes
 	// (default 10 GiB), so that a second open of the same version starts
 	// warm. A changed object has another identity: never served from it.
+	// The directory must be this user's (or root's) and writable by
+	// nobody else (backing.OpenPrivateDir), else New fails.
 	CacheDir  string
 	CacheSize int64
 	// Timeout bounds one read, retries included (default 30 s): a store
@@ -166,7 +170,7 @@ func New(store Store, opts Options) (*Client, error) {
 	c := &Client{store: store, opts: opts, sem: make(chan struct{}, opts.Parallel)}
 	c.mem = newMemCache(opts.MemCache, opts.PartSize)
 	if opts.CacheDir != "" {
-		d, err := openDiskCache(opts.CacheDir, opts.CacheSize)
+		d, err := openDiskCache(opts.CacheDir, opts.CacheSize, opts.Logf)
 		if err != nil {
 			return nil, err
 		}

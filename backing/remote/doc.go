@@ -37,12 +37,21 @@
 // # Disk cache
 //
 // With Options.CacheDir, fetched parts are also written to disk, named by
-// a hash of the store, the object's identity (key, size, ETag, version
-// id, modification time) and the part size, within Options.CacheSize
-// bytes (least recently used evicted). A second open of the same version
-// reads them instead of the store: a warm start. A changed object has
-// another identity, so its old parts are never served; an object with no
-// validator at all is not cached on disk.
+// an HMAC, under a random key kept in the cache (mode 0600), of the
+// store's origin (endpoint and bucket, or the URL but its path and
+// secrets), the object's identity (key, size, ETag, version id,
+// modification time) and the part size, within Options.CacheSize bytes
+// (least recently used evicted). A second open of the same version reads
+// them instead of the store: a warm start. A changed object has another
+// identity, and another store another origin, so their parts are never
+// served for it; an object with no validator at all is not cached on
+// disk. Every part read from disk is checked against the HMAC of its name
+// and bytes written after them: a part changed in place, torn or planted
+// is removed and fetched again (one log line). The cache directory and
+// every directory in it must be owned by this user or root and writable
+// by nobody else, or the Client is refused; parts are opened under the
+// checked directory's descriptor, without following symbolic links, and
+// only regular files are read, never waited on.
 //
 // # Invariants
 //

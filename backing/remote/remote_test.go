@@ -18,10 +18,11 @@ import (
 // memStore is an object in memory, for testing the cache and retry
 // logic without a server (backing/s3's tests run against a real one).
 type memStore struct {
-	data []byte
-	etag string
-	gets atomic.Int64
-	fail func(off int64) error // error of a Get at off, or nil
+	data   []byte
+	etag   string
+	origin string // Origin, after "mem:"
+	gets   atomic.Int64
+	fail   func(off int64) error // error of a Get at off, or nil
 	// cut, when set, is how many buffers a Get at off fills before its
 	// connection is reset (a transient error), or -1 for all of them.
 	cut func(off int64) int
@@ -31,6 +32,8 @@ type memStore struct {
 }
 
 func (m *memStore) URL(key string) string { return "mem://" + key }
+
+func (m *memStore) Origin() string { return "mem:" + m.origin }
 
 func (m *memStore) Open(ctx context.Context, key string, head []byte) (Object, int, error) {
 	if key != "obj" {

@@ -83,7 +83,7 @@ func (c *Client) Open(ctx context.Context, key string) (*Source, error) {
 	p.buf = p.buf[:n]
 	full := n == int(min(s.obj.Size, c.opts.PartSize))
 	if id, ok := s.obj.Identity(); ok && c.disk != nil {
-		s.diskID = c.disk.key(c.store.URL(""), id, c.opts.PartSize)
+		s.diskID = c.disk.key(c.store.Origin(), id, c.opts.PartSize)
 		if full {
 			c.disk.put(s.diskID, 0, p.buf)
 		}

@@ -20,6 +20,14 @@ type Store interface {
 	// URL names key in messages (s3://bucket/key, https://host/path). It
 	// never holds a secret.
 	URL(key string) string
+	// Origin names where the store's bytes come from, for the disk
+	// cache's key: two stores with the same Origin serve the same bytes
+	// for the same key and validators. It names the endpoint (scheme,
+	// host and port, the region where the endpoint is implied) and the
+	// bucket, or for HTTP the whole URL but its path (which is the key)
+	// and its secrets. It may hold what URL leaves out (a query): it is
+	// only ever hashed, under the cache's secret key.
+	Origin() string
 	// Open reads the start of the object at key, unpinned, into head
 	// (as much of it as the object has) and returns the object's
 	// identity and the number of bytes read. A missing object is an

@@ -65,7 +65,7 @@ func addRemoteFlags(f *flags) {
 		parallel:    f.Int("remote-parallel", remote.DefaultParallel, "remote: at most `N` GETs in flight"),
 		memCache:    f.String("cache-mem", "128MiB", "remote: keep at most `SIZE` of parts in memory"),
 		readahead:   f.String("remote-readahead", "32MiB", "remote: fetch up to `SIZE` ahead of a sequential reader (0: none)"),
-		cacheDir:    f.String("cache-dir", "", "remote: keep fetched parts in `DIR` on disk, keyed by the object's ETag, so that the next open starts warm"),
+		cacheDir:    f.String("cache-dir", "", "remote: keep fetched parts in `DIR` on disk, keyed by the store and the object's ETag and checked when read, so that the next open starts warm; DIR must be yours (or root's) and writable by nobody else"),
 		cacheSize:   f.String("cache-size", "10GiB", "remote: at most `SIZE` in --cache-dir"),
 		unvalidated: f.Bool("allow-unvalidated", false, "remote: accept an HTTP(S) server or store that gives no ETag and no Last-Modified (refused without it: a file replaced while it is read would be served as a mix of both versions)"),
 		timeout:     f.Duration("remote-timeout", remote.DefaultTimeout, "remote: a read that cannot be served within `D`, retries included, fails (EIO); opening waits at most 10s or D if less"),
@@ -138,6 +138,16 @@ func remoteOptions() (dial.Options, error) {
 		return o, usagef("%s: --inflate-disk: must be positive", rf.cmd)
 	}
 	io.Dir = *rf.cacheDir
+	if io.Dir != "" {
+		// Inflated members go to unlinked files there (O_TMPFILE, or
+		// O_EXCL and 0600 then unlinked): nothing can be planted, but the
+		// directory is held to the disk cache's rule all the same.
+		d, err := backing.OpenPrivateDir(io.Dir)
+		if err != nil {
+			return o, fmt.Errorf("--cache-dir %v", err)
+		}
+		d.Close()
+	}
 	// The mount logs a member that cannot be inflated; the other
 	// commands say it once, as the error they exit with.
 	io.Logf = func(string, ...any) {}
