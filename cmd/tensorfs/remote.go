@@ -114,6 +114,14 @@ func remoteOptions() (dial.Options, error) {
 		o.Remote.Readahead = -1
 	}
 	o.Remote.CacheDir = *rf.cacheDir
+	// The remote layer's log lines (an object changed under a mount, a
+	// cache part refetched) in the command's own form, not log's.
+	o.Remote.Logf = func(format string, args ...any) {
+		if !strings.HasPrefix(format, "tensorfs: ") {
+			format = "tensorfs: " + format
+		}
+		fmt.Fprintf(os.Stderr, format+"\n", args...)
+	}
 	if o.Remote.CacheSize, err = size("cache-size", *rf.cacheSize); err != nil {
 		return o, err
 	}
