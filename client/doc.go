@@ -70,6 +70,21 @@
 //     this one; the memory that costs is the source's part cache, bounded
 //     by its own budget (backing/remote).
 //
+// # Filling a destination without order
+//
+// Fill (with PlanFill) is Stream without order, for a destination
+// addressed by (tensor, offset) such as one GPU allocation (client/cuda):
+// chunks of one tensor are read concurrently by FillOptions.Workers
+// goroutines and arrive in any order; tensors stored as delivered are
+// read by file range, several small ones per chunk (Segments say which
+// bytes go where); a local file mostly absent from the page cache
+// (backing.Residency, mincore) is read with O_DIRECT straight into the
+// sink's page-aligned buffers, so that it does not fill the page cache;
+// converted, strided and quantized tensors, and every tensor of a mount,
+// are read through their readers. Memory: the sink's buffers, whatever
+// the checkpoint's size. FillOptions.Split and StreamOptions.Split
+// deliver only a part of each tensor (tensor parallelism, OpenSlice).
+//
 // # Conversion
 //
 // StreamOptions.DType converts every tensor that has a view in that dtype;
