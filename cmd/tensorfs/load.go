@@ -67,7 +67,7 @@ func runLoad(args []string) error {
 	addRemoteFlags(f)
 	dtFlag := f.String("dtype", "", "convert float and quantized tensors to `DT` (f32, f16, bf16 or f64); others load as stored")
 	sha := f.Bool("sha256", false, "print the sha256 of every tensor, sha256sum style, in index order")
-	parallel := f.Int("parallel", 0, "tensors in flight, each with one chunk buffer (`N`, 1 to 1024; 0 or unset: 4, or the number of CPUs when fewer); with --gpu, the goroutines filling pinned buffers (default: one per CPU, 2 to 32)")
+	parallel := f.Int("parallel", 0, "tensors in flight, each with one chunk buffer (`N`, 1 to 1024; 0 or unset: one per CPU, at most 16); with --gpu, the goroutines filling pinned buffers (default: one per CPU, 2 to 32)")
 	chunkFlag := f.String("chunk", "8MiB", "chunk and buffer `SIZE` (bytes, or with a K, M, G, KiB, MiB, GiB suffix; with --gpu the default is 8MiB)")
 	ioFlag := f.String("io", "pread", "read checkpoint files with `MODE`: pread, mmap or direct (O_DIRECT, bypassing the page cache); with --gpu also auto, the default (by page-cache residency); not for a mount")
 	gpu := f.Int("gpu", -1, "upload every tensor to CUDA device `N` (0, 1, ...)")
