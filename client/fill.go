@@ -271,21 +271,11 @@ func (c *Checkpoint) Fill(ctx context.Context, tensors []FillTensor, sink FillSi
 	for i, b := range bufs {
 		pool.free <- chunkBuf{i, b}
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	var (
-		next                        atomic.Int64
 		delivered, readBytes, count atomic.Int64
 		perFile                     = make([]atomic.Int64, len(c.files))
-		errOnce                     sync.Once
-		firstErr                    error
-		wg                          sync.WaitGroup
 	)
-	fail := func(err error) {
-		errOnce.Do(func() { firstErr = err })
-		cancel(err)
-	}
-	run := func(j *fillJob) error {
+	run := func(ctx context.Context, j *fillJob) error {
 		b, err := pool.get(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -344,33 +334,14 @@ func (c *Checkpoint) Fill(ctx context.Context, tensors []FillTensor, sink FillSi
 		}
 		return nil
 	}
-	workers := min(stats.Workers, max(len(jobs), 1))
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(jobs)) {
-					return
-				}
-				if err := context.Cause(ctx); err != nil {
-					fail(err)
-					return
-				}
-				if err := run(&jobs[i]); err != nil {
-					fail(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	err = forEach(ctx, len(jobs), stats.Workers, func(ctx context.Context, i int) error {
+		return run(ctx, &jobs[i])
+	})
 	stats.Bytes, stats.ReadBytes, stats.Chunks = delivered.Load(), readBytes.Load(), count.Load()
 	for i := range stats.Files {
 		stats.Files[i].Bytes = perFile[stats.Files[i].index].Load()
 	}
-	return stats, firstErr
+	return stats, err
 }
 
 // fillJobs cuts the tensors into chunk jobs: file-range jobs for the

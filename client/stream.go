@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
@@ -146,54 +144,18 @@ func (c *Checkpoint) Stream(ctx context.Context, sink Sink, opts StreamOptions) 
 	if err != nil {
 		return err
 	}
-	workers := opts.Parallel
-	if workers > len(sel) {
-		workers = len(sel)
-	}
-
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var (
-		next     atomic.Int64
-		errOnce  sync.Once
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	fail := func(err error) {
-		errOnce.Do(func() { firstErr = err })
-		cancel(err)
-	}
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(sel)) {
-					return
-				}
-				if err := context.Cause(ctx); err != nil {
-					fail(err)
-					return
-				}
-				if i+1 < int64(len(sel)) {
-					// A source that fetches ahead starts on the next
-					// tensor now, so that its GETs overlap this one's.
-					c.prefetch(sel[i+1])
-				}
-				var part *Split
-				if opts.Split != nil {
-					part = opts.Split(sel[i])
-				}
-				if err := c.streamOne(ctx, sink, pool, sel[i], opts.DType, part); err != nil {
-					fail(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return firstErr
+	return forEach(ctx, len(sel), opts.Parallel, func(ctx context.Context, i int) error {
+		if i+1 < len(sel) {
+			// A source that fetches ahead starts on the next tensor now,
+			// so that its GETs overlap this one's.
+			c.prefetch(sel[i+1])
+		}
+		var part *Split
+		if opts.Split != nil {
+			part = opts.Split(sel[i])
+		}
+		return c.streamOne(ctx, sink, pool, sel[i], opts.DType, part)
+	})
 }
 
 // streamOne delivers one tensor.
