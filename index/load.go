@@ -647,6 +647,10 @@ func openMember(f File, m Member) (File, error) {
 	return src, nil
 }
 
+// Finish does for an Index built outside Load (a distributed checkpoint's,
+// index/dcp) what Load does last: see finish. files[i] holds Sources[i].
+func Finish(idx *Index, files []File) error { return finish(idx, files) }
+
 // finish sorts the tensors by name, refuses duplicates, checks what every
 // parser promises (so that a parser bug is an error here, not a crash when
 // serving) and assigns paths.

@@ -1,0 +1,248 @@
+package backing
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// Tile is one chunk of a tiled source: the chunk's elements, row-major and
+// contiguous, are bytes [Offset, Offset+elements*elemSize) of Src; the
+// chunk is the box [Start[k], Start[k]+Shape[k]) of the whole along each
+// dim k.
+type Tile struct {
+	Src    ReaderAt
+	Offset int64
+	Start  []int64
+	Shape  []int64
+}
+
+// MaxTiles caps the tiles of one tiled source.
+const MaxTiles = 1 << 16
+
+// Tiled is a source whose bytes are a row-major array (a tensor) tiled
+// from chunks that lie in other sources, as a distributed checkpoint saves
+// a tensor sharded over ranks. Nothing is materialised: a read gathers the
+// bytes it covers from the tiles, one ReadAt per contiguous run (a tensor
+// chunked along dim 0 reads one range per chunk it spans; chunks along
+// other dims one row piece per row). It does not own the tiles' sources:
+// Close closes nothing.
+type Tiled struct {
+	name  string
+	shape []int64 // at least one dim (a scalar is [1])
+	es    int64   // bytes per element
+	size  int64
+	inner []int64 // inner[k]: elements of one step along dim k (product of shape[k+1:])
+	tiles []tile  // the non-empty tiles, in row-major order of their Start
+}
+
+// tile is a Tile with what a read needs precomputed.
+type tile struct {
+	src   ReaderAt
+	off   int64
+	start []int64
+	end   []int64
+	inner []int64 // the tile's own inner products
+	// d is the dim along which a run inside this tile stops: every dim
+	// after it is whole in the tile, so a run spans whole steps of d.
+	// -1 when the tile is the whole array.
+	d int
+}
+
+var _ Source = (*Tiled)(nil)
+
+// NewTiled returns the source of the array of the given shape and element
+// size tiled from tiles. It checks that the tiles lie inside the array and
+// inside their sources, do not overlap and cover it all (tiles with no
+// elements are dropped).
+func NewTiled(name string, shape []int64, elemSize int64, tiles []Tile) (*Tiled, error) {
+	bad := func(format string, args ...any) (*Tiled, error) {
+		return nil, fmt.Errorf("backing: %s: %s", name, fmt.Sprintf(format, args...))
+	}
+	if elemSize <= 0 {
+		return bad("element size %d", elemSize)
+	}
+	if len(tiles) > MaxTiles {
+		return bad("%d tiles (at most %d)", len(tiles), MaxTiles)
+	}
+	scalar := len(shape) == 0
+	if scalar {
+		shape = []int64{1}
+	}
+	t := &Tiled{name: name, shape: slices.Clone(shape), es: elemSize, inner: make([]int64, len(shape))}
+	n := int64(1)
+	for k := len(shape) - 1; k >= 0; k-- {
+		t.inner[k] = n
+		d := shape[k]
+		if d < 0 || (d > 0 && n > (1<<62)/d) {
+			return bad("shape %v overflows", shape)
+		}
+		n *= d
+	}
+	if n > 0 && n > (1<<62)/elemSize {
+		return bad("shape %v overflows", shape)
+	}
+	t.size = n * elemSize
+	var covered int64
+	for i, c := range tiles {
+		start, sh := c.Start, c.Shape
+		if scalar && len(start) == 0 && len(sh) == 0 {
+			start, sh = []int64{0}, []int64{1}
+		}
+		if len(start) != len(shape) || len(sh) != len(shape) {
+			return bad("tile %d has %d/%d dims for %d", i, len(start), len(sh), len(shape))
+		}
+		tl := tile{src: c.Src, off: c.Offset, start: slices.Clone(start), end: make([]int64, len(shape)), inner: make([]int64, len(shape)), d: -1}
+		m := int64(1)
+		for k := len(shape) - 1; k >= 0; k-- {
+			if start[k] < 0 || sh[k] < 0 || start[k] > shape[k] || sh[k] > shape[k]-start[k] {
+				return bad("tile %d (offsets %v, sizes %v) is outside the shape %v", i, start, sh, shape)
+			}
+			tl.end[k] = start[k] + sh[k]
+			tl.inner[k] = m
+			m *= sh[k]
+			if tl.d < 0 && sh[k] != shape[k] {
+				tl.d = k
+			}
+		}
+		if m == 0 {
+			continue
+		}
+		if c.Src == nil || c.Offset < 0 || c.Offset > c.Src.Size() || m*elemSize > c.Src.Size()-c.Offset {
+			return bad("tile %d (%d bytes at byte %d) is outside its source", i, m*elemSize, c.Offset)
+		}
+		covered += m
+		t.tiles = append(t.tiles, tl)
+	}
+	slices.SortFunc(t.tiles, func(a, b tile) int { return slices.Compare(a.start, b.start) })
+	// Overlaps: a sweep along dim 0 compares only tiles whose dim-0
+	// ranges meet.
+	for i := range t.tiles {
+		a := &t.tiles[i]
+		for j := i + 1; j < len(t.tiles) && t.tiles[j].start[0] < a.end[0]; j++ {
+			if overlap(a, &t.tiles[j]) {
+				return bad("tiles at offsets %v and %v overlap", a.start, t.tiles[j].start)
+			}
+		}
+	}
+	if covered != n {
+		return bad("the tiles cover %d of %d elements", covered, n)
+	}
+	return t, nil
+}
+
+func overlap(a, b *tile) bool {
+	for k := range a.start {
+		if a.end[k] <= b.start[k] || b.end[k] <= a.start[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *Tiled) Size() int64  { return t.size }
+func (t *Tiled) Name() string { return t.name }
+func (t *Tiled) Close() error { return nil }
+
+// contains reports whether the tile holds the element at multi-index idx.
+func (c *tile) contains(idx []int64) bool {
+	for k, i := range idx {
+		if i < c.start[k] || i >= c.end[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// find returns the tile holding idx, trying hint and the one after it
+// first (reads go forward).
+func (t *Tiled) find(idx []int64, hint int) int {
+	for _, i := range [2]int{hint, hint + 1} {
+		if i >= 0 && i < len(t.tiles) && t.tiles[i].contains(idx) {
+			return i
+		}
+	}
+	for i := range t.tiles {
+		if t.tiles[i].contains(idx) {
+			return i
+		}
+	}
+	return -1
+}
+
+// errHole is a read of an element no tile holds: NewTiled makes it
+// impossible.
+var errHole = errors.New("no tile holds the element")
+
+// ReadAt gathers [off, off+len(p)): for each run of elements that is
+// contiguous both in the array and in one tile, one ReadAt of that tile's
+// source straight into p.
+func (t *Tiled) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("backing: %s: read at negative offset %d", t.name, off)
+	}
+	if off >= t.size {
+		return 0, io.EOF
+	}
+	want := int64(len(p))
+	if rest := t.size - off; want > rest {
+		want = rest
+	}
+	var idxArr [16]int64
+	idx := idxArr[:0]
+	if len(t.shape) > len(idxArr) {
+		idx = make([]int64, len(t.shape))
+	} else {
+		idx = idxArr[:len(t.shape)]
+	}
+	hint := -1
+	pos, end := off, off+want
+	for pos < end {
+		e, b := pos/t.es, pos%t.es
+		rem := e
+		for k := range t.shape {
+			idx[k] = rem / t.inner[k]
+			rem %= t.inner[k]
+		}
+		i := t.find(idx, hint)
+		if i < 0 {
+			return int(pos - off), fmt.Errorf("backing: %s: element %v: %w", t.name, idx, errHole)
+		}
+		hint = i
+		c := &t.tiles[i]
+		var run, se int64 // elements in the run from e; e's element offset in the tile
+		for k := range idx {
+			se += (idx[k] - c.start[k]) * c.inner[k]
+		}
+		if c.d < 0 {
+			run = t.size/t.es - e
+		} else {
+			d := c.d
+			// e's offset inside its step of dim d (dims after d are whole).
+			inStep := e % t.inner[d]
+			run = (c.end[d]-idx[d])*t.inner[d] - inStep
+		}
+		n := min(run*t.es-b, end-pos)
+		got, err := c.src.ReadAt(p[pos-off:pos-off+n], c.off+se*t.es+b)
+		if int64(got) < n {
+			if err == nil || err == io.EOF {
+				err = fmt.Errorf("%s ended at byte %d: %w", c.src.Name(), c.off+se*t.es+b+int64(got), io.ErrUnexpectedEOF)
+			}
+			return int(pos - off + int64(got)), fmt.Errorf("backing: %s: %w", t.name, err)
+		}
+		pos += n
+	}
+	if want < int64(len(p)) {
+		return int(want), io.EOF
+	}
+	return int(want), nil
+}
+
+// ReaderAt is what a tile is read from: a random-access file of known
+// size (a Source, or index.File).
+type ReaderAt interface {
+	io.ReaderAt
+	Size() int64
+	Name() string
+}

@@ -1,0 +1,242 @@
+package dcp
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/internal/testdata"
+)
+
+// Expected is ../shared/testdata/modern/EXPECTED.json: what DCP's own
+// reader (dcp_to_torch_save) assembles from each fixture.
+type Expected struct {
+	Cases map[string]ExpectedCase `json:"cases"`
+}
+
+// ExpectedCase is one checkpoint of EXPECTED.json.
+type ExpectedCase struct {
+	Kind    string `json:"kind"`
+	Tensors []struct {
+		DType  string  `json:"dtype"`
+		FQN    string  `json:"fqn"`
+		Path   []any   `json:"path"`
+		SHA256 string  `json:"sha256"`
+		Shape  []int64 `json:"shape"`
+	} `json:"tensors"`
+	NotTensors []struct {
+		FQN  string `json:"fqn"`
+		Path []any  `json:"path"`
+		Repr string `json:"repr"`
+	} `json:"not_tensors"`
+}
+
+// readExpected reads EXPECTED.json of dir.
+func readExpected(t *testing.T, file string) Expected {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		testdata.SkipOrFail(t, err.Error())
+	}
+	var e Expected
+	if err := json.Unmarshal(data, &e); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// pathName joins an EXPECTED path as tensorfs names it.
+func pathName(p []any) string {
+	parts := make([]string, len(p))
+	for i, c := range p {
+		switch x := c.(type) {
+		case string:
+			parts[i] = x
+		case float64:
+			parts[i] = strings.TrimSuffix(strings.TrimSuffix(json.Number(jsonNum(x)).String(), ".0"), ".")
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+func jsonNum(f float64) string {
+	b, _ := json.Marshal(f)
+	return string(b)
+}
+
+func openPread(p string) (index.File, error) {
+	s, err := backing.Open(p, backing.Options{Mode: backing.Pread})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// dtypeNames are torch's names of the dtypes in the fixtures.
+var dtypeNames = map[string]string{
+	"float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64", "bool": "BOOL",
+	"float8_e4m3fn": "F8_E4M3", "float64": "F64", "int32": "I32", "uint8": "U8", "int8": "I8",
+}
+
+// checkAgainst loads dir and compares every tensor with c.
+func checkAgainst(t *testing.T, dir string, c ExpectedCase) {
+	t.Helper()
+	idx, files, err := Load(dir, openPread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, f := range files {
+			f.(io.Closer).Close()
+		}
+	}()
+	if idx.Format != "dcp" {
+		t.Fatalf("format %q", idx.Format)
+	}
+	got := map[string]*index.Tensor{}
+	for i := range idx.Tensors {
+		got[idx.Tensors[i].Name] = &idx.Tensors[i]
+	}
+	if len(got) != len(c.Tensors) {
+		names := make([]string, 0, len(got))
+		for n := range got {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		t.Errorf("%d tensors, want %d: %v", len(got), len(c.Tensors), names)
+	}
+	keys, _ := idx.Metadata["dcp.keys"].(map[string]any)
+	tiled := 0
+	for _, w := range c.Tensors {
+		name := pathName(w.Path)
+		tt := got[name]
+		if tt == nil {
+			t.Errorf("no tensor %q", name)
+			continue
+		}
+		if keys[name] != w.FQN {
+			t.Errorf("%s: key %v, want %q", name, keys[name], w.FQN)
+		}
+		if tt.DType.Name() != dtypeNames[w.DType] || !equalShape(tt.Shape, w.Shape) {
+			t.Errorf("%s: %s %v, want %s %v", name, tt.DType.Name(), tt.Shape, w.DType, w.Shape)
+		}
+		if idx.Member(tt.Source) != nil {
+			tiled++
+		}
+		buf := make([]byte, tt.Size)
+		if n, err := files[tt.Source].ReadAt(buf, tt.Offset); int64(n) != tt.Size {
+			t.Errorf("%s: read %d of %d bytes: %v", name, n, tt.Size, err)
+			continue
+		}
+		sum := sha256.Sum256(buf)
+		if hex.EncodeToString(sum[:]) != w.SHA256 {
+			t.Errorf("%s: sha256 %x, want %s", name, sum, w.SHA256)
+		}
+		// Reads at odd offsets and lengths give the same bytes.
+		for _, step := range []int64{1, 3, 7, 64} {
+			part := make([]byte, step)
+			for off := int64(0); off < tt.Size; off += step {
+				n, _ := files[tt.Source].ReadAt(part[:min(step, tt.Size-off)], tt.Offset+off)
+				if string(part[:n]) != string(buf[off:off+int64(n)]) {
+					t.Fatalf("%s: read of %d at %d differs", name, step, off)
+				}
+			}
+		}
+	}
+	for _, w := range c.NotTensors {
+		name := pathName(w.Path)
+		v, ok := lookupValue(idx.Metadata, name)
+		if !ok {
+			t.Errorf("no value %q in the metadata", name)
+			continue
+		}
+		if r := pyRepr(v); r != w.Repr {
+			t.Errorf("value %s = %s, want %s", name, r, w.Repr)
+		}
+	}
+	t.Logf("%d tensors (%d tiled), %d values", len(idx.Tensors), tiled, len(c.NotTensors))
+}
+
+// lookupValue finds a value by its flattened name: DCP saves a list or
+// tuple of plain values as one item (optimizer/param_groups/0/betas),
+// which EXPECTED.json lists element by element (.../betas/0).
+func lookupValue(md map[string]any, name string) (any, bool) {
+	if v, ok := md[name]; ok {
+		return v, true
+	}
+	i := strings.LastIndexByte(name, '/')
+	if i < 0 {
+		return nil, false
+	}
+	v, ok := lookupValue(md, name[:i])
+	l, isList := v.([]any)
+	if !ok || !isList {
+		return nil, false
+	}
+	n, err := strconv.Atoi(name[i+1:])
+	if err != nil || n < 0 || n >= len(l) {
+		return nil, false
+	}
+	return l[n], true
+}
+
+// pyRepr renders a plain metadata value as Python's repr would.
+func pyRepr(v any) string {
+	switch x := v.(type) {
+	case string:
+		return "'" + x + "'"
+	case int64:
+		return jsonNum(float64(x))
+	case float64:
+		s := jsonNum(x)
+		if !strings.ContainsAny(s, ".e") {
+			s += ".0"
+		}
+		return s
+	case []any:
+		parts := make([]string, len(x))
+		for i, it := range x {
+			parts[i] = pyRepr(it)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func equalShape(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestFixtures(t *testing.T) {
+	dir := testdata.Path(t, "modern")
+	e := readExpected(t, filepath.Join(dir, "EXPECTED.json"))
+	n := 0
+	for name, c := range e.Cases {
+		if c.Kind != "dcp" {
+			continue
+		}
+		n++
+		t.Run(name, func(t *testing.T) { checkAgainst(t, filepath.Join(dir, name), c) })
+	}
+	if n < 4 {
+		t.Fatalf("%d DCP cases in EXPECTED.json, want at least 4", n)
+	}
+}
