@@ -15,6 +15,7 @@ import (
 	"github.com/lazyweights/tensorfs/backing/remote/dial"
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/index/dcp"
 	"github.com/lazyweights/tensorfs/view"
 )
 
@@ -121,7 +122,7 @@ func openDirect(path string, opts Options) (*Checkpoint, error) {
 	if opts.Backing != nil {
 		bopts = *opts.Backing
 	}
-	idx, files, err := index.Load(path, func(p string) (index.File, error) {
+	idx, files, err := dcp.Load(path, func(p string) (index.File, error) {
 		s, err := backing.Open(p, bopts)
 		if err != nil {
 			return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/index/dcp"
 )
 
 // checkpoint is a loaded SOURCE: the index and the open backing files.
@@ -48,7 +49,7 @@ func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 		}
 		return backing.ForParsing(src), nil
 	}
-	idx, files, err := index.Load(path, open)
+	idx, files, err := dcp.Load(path, open)
 	if err != nil {
 		var pe *iofs.PathError
 		if errors.As(err, &pe) && !errors.As(err, new(*index.FormatError)) {

@@ -11,6 +11,7 @@ import (
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/backing/s3"
 	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/index/dcp"
 )
 
 // Options configure Load.
@@ -49,7 +50,7 @@ func Load(ctx context.Context, source string, opts Options) (*index.Index, []bac
 		}
 		return s.ForParsing(), nil
 	}
-	idx, files, err := index.LoadTree(remote.Path(key), tree, open)
+	idx, files, err := dcp.LoadTree(remote.Path(key), tree, open)
 	if err != nil {
 		return nil, nil, nil, err
 	}
