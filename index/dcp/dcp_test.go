@@ -99,6 +99,9 @@ func checkAgainst(t *testing.T, dir string, c ExpectedCase) {
 			f.(io.Closer).Close()
 		}
 	}()
+	if len(idx.Sources) != len(files) || len(idx.Files())+len(idx.Members) != len(files) {
+		t.Fatalf("%d sources (%d members) for %d files", len(idx.Sources), len(idx.Members), len(files))
+	}
 	if idx.Format != "dcp" {
 		t.Fatalf("format %q", idx.Format)
 	}

@@ -292,7 +292,23 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		}
 		idx.Tensors = append(idx.Tensors, t)
 	}
-	idx.Sources = slices.Clone(l.paths)
+	for _, fqn := range md.Bytes {
+		name := md.name(fqn)
+		fqns[name] = fqn
+		it, ok := md.Storage[itemKey(fqn, nil)]
+		if !ok {
+			return nil, index.ErrorAt(l.metaPath(), "key "+quote(fqn), "storage_data has no item for the value")
+		}
+		v, err := l.value(it, "value "+quote(fqn))
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := idx.Metadata[name]; dup {
+			return nil, index.ErrorAt(l.metaPath(), "key "+quote(fqn), "two values are named %q", name)
+		}
+		idx.Metadata[name] = v
+	}
+	idx.Sources = slices.Clone(l.paths) // every file is open: members come after
 	for _, m := range members {
 		t := &idx.Tensors[m.t]
 		src := len(idx.Sources)
@@ -313,22 +329,6 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		l.files = append(l.files, ts)
 		idx.Members = append(idx.Members, index.Member{Source: src, File: m.tiles.Chunks[0].Source, Name: t.Name, Method: index.MethodTiles, Size: t.Size, Tiles: m.tiles})
 		t.Source, t.Offset = src, 0
-	}
-	for _, fqn := range md.Bytes {
-		name := md.name(fqn)
-		fqns[name] = fqn
-		it, ok := md.Storage[itemKey(fqn, nil)]
-		if !ok {
-			return nil, index.ErrorAt(l.metaPath(), "key "+quote(fqn), "storage_data has no item for the value")
-		}
-		v, err := l.value(it, "value "+quote(fqn))
-		if err != nil {
-			return nil, err
-		}
-		if _, dup := idx.Metadata[name]; dup {
-			return nil, index.ErrorAt(l.metaPath(), "key "+quote(fqn), "two values are named %q", name)
-		}
-		idx.Metadata[name] = v
 	}
 	keys := make(map[string]any, len(fqns))
 	for name, fqn := range fqns {
