@@ -1,0 +1,356 @@
+package dcp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/internal/testdata"
+)
+
+// pw writes a pickle (protocol 2 opcodes) the way torch's dcp.save
+// lays out a .metadata, from a Metadata: the tests make hostile
+// checkpoints by changing one thing of a real one.
+type pw struct{ b bytes.Buffer }
+
+func (w *pw) op(s string)        { w.b.WriteString(s) }
+func (w *pw) global(m, n string) { w.op("c" + m + "\n" + n + "\n") }
+func (w *pw) str(s string) {
+	w.op("X")
+	binary.Write(&w.b, binary.LittleEndian, uint32(len(s)))
+	w.op(s)
+}
+func (w *pw) int(n int64) {
+	if n >= -1<<31 && n < 1<<31 {
+		w.op("J")
+		binary.Write(&w.b, binary.LittleEndian, int32(n))
+		return
+	}
+	w.op("\x8a\x08")
+	binary.Write(&w.b, binary.LittleEndian, n)
+}
+func (w *pw) size(s []int64) {
+	w.global("torch", "Size")
+	w.op("(")
+	for _, n := range s {
+		w.int(n)
+	}
+	w.op("t\x85R")
+}
+
+// obj writes cls() with BUILD of a dict of the given attributes (each
+// written by its func).
+func (w *pw) obj(mod, cls string, attrs ...any) {
+	w.global(mod, cls)
+	w.op(")\x81}(")
+	for i := 0; i < len(attrs); i += 2 {
+		w.str(attrs[i].(string))
+		attrs[i+1].(func())()
+	}
+	w.op("ub")
+}
+
+const mdMod = "torch.distributed.checkpoint.metadata"
+
+var dtypeTorch = map[dtype.DType]string{dtype.F32: "float32", dtype.F16: "float16", dtype.BF16: "bfloat16", dtype.I64: "int64", dtype.Bool: "bool", dtype.F8E4M3: "float8_e4m3fn"}
+
+// hostile are the knobs of encode beyond the Metadata.
+type hostile struct {
+	layoutGlobal [2]string // instead of torch.serialization._get_layout
+	transforms   bool      // a non-empty transform_descriptors on every item
+	chunkBomb    int       // every tensor's chunk list: one memoized list of this many chunks
+}
+
+func encode(md *Metadata, h hostile) []byte {
+	w := &pw{}
+	w.op("\x80\x02")
+	w.obj(mdMod, "Metadata",
+		"state_dict_metadata", func() {
+			w.op("}(")
+			bi := 0
+			bombed := false
+			for _, t := range md.Tensors {
+				for bi < len(md.Bytes) && md.Bytes[bi] < t.FQN {
+					w.str(md.Bytes[bi])
+					w.obj(mdMod, "BytesStorageMetadata")
+					bi++
+				}
+				w.str(t.FQN)
+				w.obj(mdMod, "TensorStorageMetadata",
+					"properties", func() {
+						w.global(mdMod, "TensorProperties")
+						w.op(")\x81(")
+						w.global("torch", dtypeTorch[t.DType])
+						lm, ln := "torch.serialization", "_get_layout"
+						if h.layoutGlobal[0] != "" {
+							lm, ln = h.layoutGlobal[0], h.layoutGlobal[1]
+						}
+						w.global(lm, ln)
+						w.str("torch.strided")
+						w.op("\x85R\x89")
+						w.global(mdMod, "_MEM_FORMAT_ENCODING")
+						w.int(0)
+						w.op("\x85R\x89tb")
+					},
+					"size", func() { w.size(t.Size) },
+					"chunks", func() {
+						if h.chunkBomb > 0 && len(t.Size) == 2 {
+							if bombed {
+								w.op("h\x01") // the list memoized below
+								return
+							}
+							// One list of chunkBomb references to one chunk,
+							// memoized: every 2-D tensor gets it for 2 bytes.
+							bombed = true
+							w.op("]q\x01(")
+							w.obj(mdMod, "ChunkStorageMetadata", "offsets", func() { w.size([]int64{0, 0}) }, "sizes", func() { w.size([]int64{0, 0}) })
+							w.op("q\x02")
+							for i := 1; i < h.chunkBomb; i++ {
+								w.op("h\x02")
+							}
+							w.op("e")
+							return
+						}
+						w.op("](")
+						for _, c := range t.Chunks {
+							w.obj(mdMod, "ChunkStorageMetadata", "offsets", func() { w.size(c.Offsets) }, "sizes", func() { w.size(c.Sizes) })
+						}
+						w.op("e")
+					})
+			}
+			for ; bi < len(md.Bytes); bi++ {
+				w.str(md.Bytes[bi])
+				w.obj(mdMod, "BytesStorageMetadata")
+			}
+			w.op("u")
+		},
+		"planner_data", func() {
+			w.op("}(")
+			for fqn, p := range md.Planner {
+				w.str(fqn)
+				w.op("(")
+				for _, c := range p {
+					w.str(c)
+				}
+				w.op("t")
+			}
+			w.op("u")
+		},
+		"storage_data", func() {
+			w.op("}(")
+			keys := make([]string, 0, len(md.Storage))
+			for k := range md.Storage {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				it := md.Storage[k]
+				fqn, offs, _ := strings.Cut(k, "\x00")
+				w.obj(mdMod, "MetadataIndex", "fqn", func() { w.str(fqn) }, "offset", func() {
+					if offs == "" {
+						w.op("N")
+						return
+					}
+					var o []int64
+					for _, f := range strings.Fields(strings.Trim(offs, "[]")) {
+						var n int64
+						for _, ch := range f {
+							n = n*10 + int64(ch-'0')
+						}
+						o = append(o, n)
+					}
+					w.size(o)
+				}, "index", func() { w.op("N") })
+				attrs := []any{"relative_path", func() { w.str(it.RelativePath) }, "offset", func() { w.int(it.Offset) }, "length", func() { w.int(it.Length) }}
+				if h.transforms {
+					attrs = append(attrs, "transform_descriptors", func() { w.op("]("); w.str("zstd"); w.op("e") })
+				}
+				w.obj("torch.distributed.checkpoint.filesystem", "_StorageInfo", attrs...)
+			}
+			w.op("u")
+		})
+	w.op(".")
+	return w.b.Bytes()
+}
+
+// baseDCP reads a fixture's metadata and copies its .distcp files into a
+// new directory.
+func baseDCP(t *testing.T, name string) (*Metadata, string) {
+	t.Helper()
+	src := testdata.Path(t, filepath.Join("modern", name))
+	f, err := openPread(filepath.Join(src, MetadataName))
+	if err != nil {
+		testdata.SkipOrFail(t, err.Error())
+	}
+	md, err := ReadMetadata(f)
+	f.(interface{ Close() error }).Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ents, _ := os.ReadDir(src)
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".distcp") {
+			data, err := os.ReadFile(filepath.Join(src, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return md, dir
+}
+
+// clone deep-copies md so that a case can change it.
+func clone(md *Metadata) *Metadata {
+	out := &Metadata{Bytes: slices.Clone(md.Bytes), Planner: map[string][]string{}, Storage: map[string]Item{}}
+	for k, v := range md.Planner {
+		out.Planner[k] = slices.Clone(v)
+	}
+	for k, v := range md.Storage {
+		out.Storage[k] = v
+	}
+	for _, t := range md.Tensors {
+		c := TensorMeta{FQN: t.FQN, DType: t.DType, Size: slices.Clone(t.Size)}
+		for _, ch := range t.Chunks {
+			c.Chunks = append(c.Chunks, ChunkMeta{slices.Clone(ch.Offsets), slices.Clone(ch.Sizes)})
+		}
+		out.Tensors = append(out.Tensors, c)
+	}
+	return out
+}
+
+// tensor returns the tensor fqn of md.
+func tensor(md *Metadata, fqn string) *TensorMeta {
+	for i := range md.Tensors {
+		if md.Tensors[i].FQN == fqn {
+			return &md.Tensors[i]
+		}
+	}
+	panic(fqn)
+}
+
+// setItems changes every item of fqn.
+func setItems(md *Metadata, fqn string, f func(*Item)) {
+	for k, it := range md.Storage {
+		if strings.HasPrefix(k, fqn+"\x00") {
+			f(&it)
+			md.Storage[k] = it
+		}
+	}
+}
+
+func TestHostile(t *testing.T) {
+	base, _ := baseDCP(t, "dcp_ws2")
+	const wq = "model.layers.0.attention.wq.weight" // [24,16] in two chunks along dim 0
+	cases := []struct {
+		name   string
+		change func(md *Metadata, dir string)
+		h      hostile
+		err    string // "" : loads
+	}{
+		{"as saved", nil, hostile{}, ""},
+		{"other global", nil, hostile{layoutGlobal: [2]string{"torch.distributed.checkpoint.planner", "WriteItem"}}, "names torch.distributed.checkpoint.planner.WriteItem, which is not one of the classes"},
+		{"dangerous global", nil, hostile{layoutGlobal: [2]string{"os", "system"}}, "os.system"},
+		{"transforms", nil, hostile{transforms: true}, "transforms"},
+		{"chunk bomb", nil, hostile{chunkBomb: 60000}, "shared references multiply"},
+		{"overlap", func(md *Metadata, _ string) {
+			c := tensor(md, wq).Chunks
+			c[1].Offsets = slices.Clone(c[0].Offsets)
+		}, hostile{}, "overlap"},
+		{"hole", func(md *Metadata, _ string) {
+			tm := tensor(md, wq)
+			tm.Chunks = tm.Chunks[:1]
+		}, hostile{}, "leave holes"},
+		{"chunk outside", func(md *Metadata, _ string) {
+			tensor(md, wq).Chunks[1].Sizes[0] = 100
+		}, hostile{}, "exceed the tensor's size"},
+		{"petabytes", func(md *Metadata, _ string) {
+			tm := tensor(md, wq)
+			tm.Size = []int64{1 << 40, 1 << 20}
+		}, hostile{}, "leave holes"},
+		{"overflow", func(md *Metadata, _ string) {
+			tm := tensor(md, wq)
+			tm.Size = []int64{1 << 40, 1 << 40}
+		}, hostile{}, "overflows"},
+		{"past the end", func(md *Metadata, _ string) {
+			setItems(md, wq, func(it *Item) { it.Length += 1 << 30 })
+		}, hostile{}, "past the file's end"},
+		{"dot dot", func(md *Metadata, _ string) {
+			setItems(md, wq, func(it *Item) { it.RelativePath = "../" + it.RelativePath })
+		}, hostile{}, "not a file name inside"},
+		{"absolute", func(md *Metadata, _ string) {
+			setItems(md, wq, func(it *Item) { it.RelativePath = "/etc/passwd" })
+		}, hostile{}, "not a file name inside"},
+		{"missing distcp", func(md *Metadata, _ string) {
+			setItems(md, wq, func(it *Item) { it.RelativePath = "__7_0.distcp" })
+		}, hostile{}, "not in the directory"},
+		{"symlink out", func(md *Metadata, dir string) {
+			out := filepath.Join(t.TempDir(), "elsewhere.distcp")
+			data, _ := os.ReadFile(filepath.Join(dir, "__0_0.distcp"))
+			os.WriteFile(out, data, 0o644)
+			os.Remove(filepath.Join(dir, "__0_0.distcp"))
+			os.Symlink(out, filepath.Join(dir, "__0_0.distcp"))
+		}, hostile{}, "symbolic link out"},
+		{"no item", func(md *Metadata, _ string) {
+			for k := range md.Storage {
+				if strings.HasPrefix(k, wq+"\x00") {
+					delete(md.Storage, k)
+				}
+			}
+		}, hostile{}, "no item for the chunk"},
+		{"item not a chunk", func(md *Metadata, _ string) {
+			setItems(md, wq, func(it *Item) { it.Offset++ })
+		}, hostile{}, "not a torch.save zip"},
+		{"other dtype", func(md *Metadata, _ string) {
+			tensor(md, wq).DType = dtype.F32
+		}, hostile{}, "the metadata says F32"},
+		{"truncated distcp", func(md *Metadata, dir string) {
+			os.Truncate(filepath.Join(dir, "__1_0.distcp"), 1000)
+		}, hostile{}, "past the file's end"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, dir := baseDCP(t, "dcp_ws2")
+			md := clone(base)
+			if c.change != nil {
+				c.change(md, dir)
+			}
+			if err := os.WriteFile(filepath.Join(dir, MetadataName), encode(md, c.h), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			idx, files, err := Load(dir, openPread)
+			for _, f := range files {
+				f.(interface{ Close() error }).Close()
+			}
+			if c.err == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(idx.Tensors) != len(base.Tensors) {
+					t.Fatalf("%d tensors, want %d", len(idx.Tensors), len(base.Tensors))
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("loaded; want an error with %q", c.err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, c.err) || strings.Contains(msg, "\n") || !errors.Is(err, index.ErrFormat) {
+				t.Fatalf("error %q, want one line with %q (a FormatError)", msg, c.err)
+			}
+			if !strings.Contains(msg, dir) {
+				t.Errorf("error %q does not name the checkpoint", msg)
+			}
+		})
+	}
+}
