@@ -1,6 +1,13 @@
 package integration
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,5 +91,127 @@ func TestDCPThroughMount(t *testing.T) {
 				t.Fatalf("python: %s, want %q", out, want)
 			}
 		})
+	}
+}
+
+// dcpExpected reads EXPECTED.json: for each DCP case, sha256 by tensor
+// name (keys joined by '/').
+func dcpExpected(t *testing.T) map[string]map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(testdata.Path(t, "modern/EXPECTED.json"))
+	if err != nil {
+		testdata.SkipOrFail(t, err.Error())
+	}
+	var e struct {
+		Cases map[string]struct {
+			Kind    string
+			Tensors []struct {
+				Path   []any
+				SHA256 string
+			}
+		}
+	}
+	if err := json.Unmarshal(data, &e); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]string{}
+	for name, c := range e.Cases {
+		if c.Kind != "dcp" {
+			continue
+		}
+		out[name] = map[string]string{}
+		for _, tt := range c.Tensors {
+			parts := make([]string, len(tt.Path))
+			for i, p := range tt.Path {
+				parts[i] = fmt.Sprint(p)
+			}
+			out[name][strings.Join(parts, "/")] = tt.SHA256
+		}
+	}
+	return out
+}
+
+// TestDCPLoadConvert: `load --sha256` (every read path) and `convert` of
+// each fixture give DCP's own reader's bytes, and `cat` one tensor tiled
+// along dim 1.
+func TestDCPLoadConvert(t *testing.T) {
+	dir := testdata.Path(t, "modern")
+	exp := dcpExpected(t)
+	if len(exp) < 4 {
+		t.Fatalf("%d DCP cases in EXPECTED.json", len(exp))
+	}
+	for name, want := range exp {
+		src := filepath.Join(dir, name)
+		for _, flags := range [][]string{nil, {"--io", "mmap"}, {"--io", "direct"}, {"--parallel", "1", "--chunk", "4KiB"}} {
+			r := runTensorfs(t, append(append([]string{"load", "--sha256"}, flags...), src)...)
+			if r.code != 0 {
+				t.Fatalf("load %s %v: exit %d: %s", name, flags, r.code, r.stderr)
+			}
+			got := map[string]string{}
+			for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+				sum, tn, ok := strings.Cut(line, "  ")
+				if ok {
+					got[tn] = sum
+				}
+			}
+			if !maps.Equal(got, want) {
+				t.Fatalf("load --sha256 %s %v:\n got %v\nwant %v", name, flags, got, want)
+			}
+		}
+		out := filepath.Join(t.TempDir(), "model.safetensors")
+		if r := runTensorfs(t, "convert", "--quiet", src, out); r.code != 0 {
+			t.Fatalf("convert %s: exit %d: %s", name, r.code, r.stderr)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := binary.LittleEndian.Uint64(data)
+		var hdr map[string]json.RawMessage
+		if err := json.Unmarshal(data[8:8+n], &hdr); err != nil {
+			t.Fatal(err)
+		}
+		for tn, sum := range want {
+			var e struct {
+				DataOffsets [2]int64 `json:"data_offsets"`
+			}
+			json.Unmarshal(hdr[tn], &e)
+			h := sha256.Sum256(data[8+int64(n)+e.DataOffsets[0] : 8+int64(n)+e.DataOffsets[1]])
+			if hex.EncodeToString(h[:]) != sum {
+				t.Errorf("convert %s: %s differs", name, tn)
+			}
+		}
+	}
+	r := runTensorfs(t, "cat", filepath.Join(dir, "dcp_ws4"), "model/layers.0.attention.wo.weight")
+	h := sha256.Sum256([]byte(r.stdout))
+	if r.code != 0 || hex.EncodeToString(h[:]) != exp["dcp_ws4"]["model/layers.0.attention.wo.weight"] {
+		t.Fatalf("cat: exit %d, %s", r.code, r.stderr)
+	}
+}
+
+// TestDCPHostileMount: a DCP whose .distcp file was cut short mounts
+// nothing: one line naming the file, exit 1; ls says the same.
+func TestDCPHostileMount(t *testing.T) {
+	needFUSE(t)
+	src := testdata.Path(t, "modern/dcp_ws2")
+	dir := t.TempDir()
+	for _, f := range []string{".metadata", "__0_0.distcp", "__1_0.distcp"} {
+		data, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "__1_0.distcp" {
+			data = data[:len(data)/2]
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cmd := range [][]string{{"ls", dir}, {"mount", dir, filepath.Join(t.TempDir())}} {
+		r := runTensorfs(t, cmd...)
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		if r.code != 1 || len(lines) != 1 || !strings.Contains(lines[0], "past the file's end") || !strings.Contains(lines[0], filepath.Join(dir, ".metadata")) {
+			t.Fatalf("%s: exit %d, stderr %q", cmd[0], r.code, r.stderr)
+		}
 	}
 }
