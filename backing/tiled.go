@@ -246,3 +246,43 @@ type ReaderAt interface {
 	Size() int64
 	Name() string
 }
+
+// Piece returns, for a read of [off, off+n) that lies in one tile as one
+// contiguous run, the tile's source and the offset there (ok); a caller
+// may then serve the read from that source, by splicing its descriptor.
+// Reads of a tensor chunked along dim 0 are such runs unless they cross
+// a chunk's end.
+func (t *Tiled) Piece(off, n int64) (src ReaderAt, at int64, ok bool) {
+	if off < 0 || n <= 0 || off > t.size-n {
+		return nil, 0, false
+	}
+	var idxArr [16]int64
+	if len(t.shape) > len(idxArr) {
+		return nil, 0, false
+	}
+	idx := idxArr[:len(t.shape)]
+	e := off / t.es
+	rem := e
+	for k := range t.shape {
+		idx[k] = rem / t.inner[k]
+		rem %= t.inner[k]
+	}
+	i := t.find(idx, -1)
+	if i < 0 {
+		return nil, 0, false
+	}
+	c := &t.tiles[i]
+	var se, run int64
+	for k := range idx {
+		se += (idx[k] - c.start[k]) * c.inner[k]
+	}
+	if c.d < 0 {
+		run = t.size/t.es - e
+	} else {
+		run = (c.end[c.d]-idx[c.d])*t.inner[c.d] - e%t.inner[c.d]
+	}
+	if run*t.es-off%t.es < n {
+		return nil, 0, false
+	}
+	return c.src, c.off + se*t.es + off%t.es, true
+}

@@ -122,6 +122,12 @@ func TestTiled(t *testing.T) {
 			if src.Size() != int64(len(whole)) {
 				t.Fatalf("size %d, want %d", src.Size(), len(whole))
 			}
+			pieces := 0
+			defer func() {
+				if len(boxes) > 0 && len(whole) > 0 && pieces == 0 {
+					t.Errorf("Piece never found a run")
+				}
+			}()
 			// Every read: any offset, any length, past the end too.
 			for off := 0; off <= len(whole); off++ {
 				for ln := 0; ln <= len(whole)-off+3; ln++ {
@@ -136,6 +142,15 @@ func TestTiled(t *testing.T) {
 					}
 					if err != nil && err != io.EOF {
 						t.Fatal(err)
+					}
+					// Piece, where it says a read is one run, says
+					// where that run is.
+					if src, at, ok := src.Piece(int64(off), int64(ln)); ok {
+						q := make([]byte, ln)
+						if n, _ := src.ReadAt(q, at); n != ln || !bytes.Equal(q, whole[off:off+ln]) {
+							t.Fatalf("Piece(%d, %d) = %d: %x, want %x", off, ln, at, q, whole[off:off+ln])
+						}
+						pieces++
 					}
 				}
 			}
