@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lazyweights/tensorfs/backing/s3/s3test"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
@@ -212,6 +214,36 @@ func TestDCPHostileMount(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 		if r.code != 1 || len(lines) != 1 || !strings.Contains(lines[0], "past the file's end") || !strings.Contains(lines[0], filepath.Join(dir, ".metadata")) {
 			t.Fatalf("%s: exit %d, stderr %q", cmd[0], r.code, r.stderr)
+		}
+	}
+}
+
+// TestDCPRemoteS3: a DCP under an S3 prefix loads, converts and mounts
+// as the local directory does (its .metadata is found by listing).
+func TestDCPRemoteS3(t *testing.T) {
+	local := testdata.Path(t, "modern/dcp_ws4")
+	srv := s3test.Start(t)
+	srv.Bucket(t, "ckpt")
+	for _, f := range []string{".metadata", "__0_0.distcp", "__1_0.distcp", "__2_0.distcp", "__3_0.distcp"} {
+		srv.PutFile(t, "ckpt", "run1/step-100/"+f, filepath.Join(local, f))
+	}
+	env := srv.Env()
+	want := runEnv(t, env, "load", "--quiet", "--sha256", local)
+	got := runEnv(t, env, "load", "--quiet", "--sha256", "--part-size", "8KiB", "s3://ckpt/run1/step-100/")
+	if want.code != 0 || got.code != 0 || got.stdout != want.stdout {
+		t.Fatalf("load --sha256 s3://ckpt/run1/step-100/: exit %d %s\nwant:\n%s\ngot:\n%s", got.code, got.stderr, want.stdout, got.stdout)
+	}
+	needFUSE(t)
+	m := mountEnv(t, env, "s3://ckpt/run1/step-100/", "--part-size", "8KiB")
+	lm := mount(t, local)
+	for _, rel := range []string{"model/layers.0.feed_forward.w2.weight", "model/tok_embeddings.weight", ".f32/model/layers.0.attention.wo.weight", "model/freqs", ".safetensors/model.safetensors"} {
+		w, err := os.ReadFile(lm.Path(rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := os.ReadFile(m.Path(rel))
+		if err != nil || !bytes.Equal(g, w) {
+			t.Fatalf("%s: %v, %d bytes; want the local mount's %d", rel, err, len(g), len(w))
 		}
 	}
 }
