@@ -243,3 +243,55 @@ func TestFixtures(t *testing.T) {
 		t.Fatalf("%d DCP cases in EXPECTED.json, want at least 4", n)
 	}
 }
+
+// TestTorch211 reads DCPs written by a newer torch (2.11, on 1, 3 and 8
+// ranks, a 2x4 mesh and uneven dim-1 shards among them), committed in
+// testdata/torch211: every tensor byte-exact with what the ranks held.
+func TestTorch211(t *testing.T) {
+	data, err := os.ReadFile("testdata/torch211/EXPECTED.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct {
+		Cases map[string]map[string]string
+	}
+	if err := json.Unmarshal(data, &e); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Cases) != 3 {
+		t.Fatalf("%d cases", len(e.Cases))
+	}
+	for name, want := range e.Cases {
+		t.Run(name, func(t *testing.T) {
+			idx, files, err := Load(filepath.Join("testdata", "torch211", name), openPread)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				for _, f := range files {
+					f.(io.Closer).Close()
+				}
+			}()
+			got := map[string]string{}
+			for _, tt := range idx.Tensors {
+				buf := make([]byte, tt.Size)
+				if n, err := files[tt.Source].ReadAt(buf, tt.Offset); int64(n) != tt.Size {
+					t.Fatalf("%s: %d bytes: %v", tt.Name, n, err)
+				}
+				sum := sha256.Sum256(buf)
+				got[tt.Name] = hex.EncodeToString(sum[:])
+			}
+			if len(got) != len(want) {
+				t.Errorf("%d tensors, want %d", len(got), len(want))
+			}
+			for n, w := range want {
+				if got[n] != w {
+					t.Errorf("%s: sha256 %s, want %s", n, got[n], w)
+				}
+			}
+			if idx.Metadata["step"] != int64(9) {
+				t.Errorf("step = %v", idx.Metadata["step"])
+			}
+		})
+	}
+}

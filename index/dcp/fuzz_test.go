@@ -32,6 +32,9 @@ func FuzzMetadata(f *testing.F) {
 			}
 		}
 	}
+	if data, err := os.ReadFile("testdata/torch211/w8s13/.metadata"); err == nil {
+		f.Add(data)
+	}
 	md := &Metadata{
 		Tensors: []TensorMeta{{FQN: "a.w", DType: dtype.F32, Size: []int64{4, 2}, Chunks: []ChunkMeta{{[]int64{0, 0}, []int64{2, 2}}, {[]int64{2, 0}, []int64{2, 2}}}}},
 		Bytes:   []string{"a.step"},
