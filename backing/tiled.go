@@ -253,14 +253,28 @@ type ReaderAt interface {
 // Reads of a tensor chunked along dim 0 are such runs unless they cross
 // a chunk's end.
 func (t *Tiled) Piece(off, n int64) (src ReaderAt, at int64, ok bool) {
-	if off < 0 || n <= 0 || off > t.size-n {
+	src, at, run, ok := t.Run(off)
+	if !ok || n <= 0 || n > run {
 		return nil, 0, false
+	}
+	return src, at, true
+}
+
+// Run returns the contiguous run of bytes that starts at off: n bytes
+// [at, at+n) of src, one tile's, are bytes [off, off+n) of t. A tensor
+// chunked along dim 0 is one run per chunk. ok is false when off is not
+// in [0, Size()).
+func (t *Tiled) Run(off int64) (src ReaderAt, at, n int64, ok bool) {
+	if off < 0 || off >= t.size {
+		return nil, 0, 0, false
 	}
 	var idxArr [16]int64
+	idx := idxArr[:0]
 	if len(t.shape) > len(idxArr) {
-		return nil, 0, false
+		idx = make([]int64, len(t.shape))
+	} else {
+		idx = idxArr[:len(t.shape)]
 	}
-	idx := idxArr[:len(t.shape)]
 	e := off / t.es
 	rem := e
 	for k := range t.shape {
@@ -269,7 +283,7 @@ func (t *Tiled) Piece(off, n int64) (src ReaderAt, at int64, ok bool) {
 	}
 	i := t.find(idx, -1)
 	if i < 0 {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	c := &t.tiles[i]
 	var se, run int64
@@ -281,8 +295,5 @@ func (t *Tiled) Piece(off, n int64) (src ReaderAt, at int64, ok bool) {
 	} else {
 		run = (c.end[c.d]-idx[c.d])*t.inner[c.d] - e%t.inner[c.d]
 	}
-	if run*t.es-off%t.es < n {
-		return nil, 0, false
-	}
-	return c.src, c.off + se*t.es + off%t.es, true
+	return c.src, c.off + se*t.es + off%t.es, run*t.es - off%t.es, true
 }
