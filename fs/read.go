@@ -83,7 +83,7 @@ func (r *Root) read(e *node, dest []byte, off int64) (fuse.ReadResult, syscall.E
 			}
 			return r.fdResult(f.t.Source, fd, at, n), 0 // cache.go
 		}
-		if res, ok := tiledSplice(r.sources[f.t.Source], at, n); ok {
+		if res, ok := r.tiledSplice(r.sources[f.t.Source], at, n); ok {
 			return res, 0
 		}
 		got, err = r.sources[f.t.Source].ReadAt(dest[:n], at)
@@ -155,7 +155,7 @@ func (r *Root) reader(e *node) (view.Reader, error) {
 // chunk's file, as a stored tensor's read is: ok is false for any other
 // read (it crosses a chunk's end, or the file has no descriptor to
 // splice), which is then copied through ReadAt.
-func tiledSplice(src backing.Source, at int64, n int) (fuse.ReadResult, bool) {
+func (r *Root) tiledSplice(src backing.Source, at int64, n int) (fuse.ReadResult, bool) {
 	tl, ok := src.(*backing.Tiled)
 	if !ok {
 		return nil, false
@@ -168,11 +168,14 @@ func tiledSplice(src backing.Source, at int64, n int) (fuse.ReadResult, bool) {
 	if !ok {
 		return nil, false
 	}
-	fd := spliceFd(ps)
+	s, fd := r.exportFd(ps) // export.go: a counted chunk file has its number
 	if fd < 0 || checkExtent(fd, off+int64(n)) != nil {
 		return nil, false
 	}
-	return fuse.ReadResultFd(uintptr(fd), off, n), true
+	if s < 0 {
+		return fuse.ReadResultFd(uintptr(fd), off, n), true
+	}
+	return r.fdResult(s, fd, off, n), true // counted once sent: cache.go
 }
 
 // checkExtent fails unless the file open as fd still holds at least end
