@@ -47,5 +47,7 @@
 // Newer layouts are recognised and named in the message: items stored
 // through transforms (torch >= 2.7's zstd, _StorageInfo.
 // transform_descriptors), .distcp files in the safetensors format (torch
-// >= 2.8), Megatron's mcore_data.
+// >= 2.8). Tensors Megatron's mcore_data says were saved in a reformulated
+// shape are not served and are listed under "dcp.not_read" in the
+// metadata; the rest of such a checkpoint is.
 package dcp

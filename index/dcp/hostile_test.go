@@ -66,6 +66,7 @@ type hostile struct {
 	layoutGlobal [2]string // instead of torch.serialization._get_layout
 	transforms   bool      // a non-empty transform_descriptors on every item
 	chunkBomb    int       // every tensor's chunk list: one memoized list of this many chunks
+	mcore        string    // a key Megatron's mcore_data says was reformulated
 }
 
 func encode(md *Metadata, h hostile) []byte {
@@ -140,6 +141,20 @@ func encode(md *Metadata, h hostile) []byte {
 					w.str(c)
 				}
 				w.op("t")
+			}
+			w.op("u")
+		},
+		"mcore_data", func() {
+			w.op("}(")
+			if h.mcore != "" {
+				w.str(h.mcore)
+				w.op("}(")
+				w.str("nd_reformulated_orig_global_shape")
+				w.op("(")
+				w.int(2)
+				w.int(12)
+				w.int(16)
+				w.op("tu")
 			}
 			w.op("u")
 		},
@@ -352,5 +367,30 @@ func TestHostile(t *testing.T) {
 				t.Errorf("error %q does not name the checkpoint", msg)
 			}
 		})
+	}
+}
+
+// TestMegatronReformulated: a tensor Megatron's mcore_data says it saved
+// in a reformulated shape is listed in the metadata as not read; the
+// other tensors are served.
+func TestMegatronReformulated(t *testing.T) {
+	md, dir := baseDCP(t, "dcp_ws2")
+	const wq = "model.layers.0.attention.wq.weight"
+	if err := os.WriteFile(filepath.Join(dir, MetadataName), encode(md, hostile{mcore: wq}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx, files, err := Load(dir, openPread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		f.(interface{ Close() error }).Close()
+	}
+	if len(idx.Tensors) != len(md.Tensors)-1 {
+		t.Fatalf("%d tensors, want %d", len(idx.Tensors), len(md.Tensors)-1)
+	}
+	nr, _ := idx.Metadata["dcp.not_read"].(map[string]any)
+	if why, _ := nr["model/layers.0.attention.wq.weight"].(string); !strings.Contains(why, "reformulated") {
+		t.Fatalf("dcp.not_read = %v", idx.Metadata["dcp.not_read"])
 	}
 }

@@ -245,10 +245,15 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		tiles *index.Tiles
 	}
 	var members []member
+	notRead := map[string]any{}
 	for _, tm := range md.Tensors {
 		where := "tensor " + quote(tm.FQN)
 		name := md.name(tm.FQN)
 		fqns[name] = tm.FQN
+		if why, ok := md.NotRead[tm.FQN]; ok {
+			notRead[name] = why
+			continue
+		}
 		n, _ := index.Elements(tm.Size)
 		size, ok := tm.DType.ByteSize(n)
 		if !ok {
@@ -335,6 +340,9 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		keys[name] = fqn
 	}
 	idx.Metadata["dcp.keys"] = keys
+	if len(notRead) > 0 {
+		idx.Metadata["dcp.not_read"] = notRead
+	}
 	if err := index.Finish(idx, l.files); err != nil {
 		return nil, err
 	}

@@ -38,6 +38,8 @@ type Metadata struct {
 	Bytes   []string     // keys (fqn) of the non-tensor items, in order
 	// Planner maps a key to its path in the saved state dict.
 	Planner map[string][]string
+	// NotRead says why a tensor (by key) is not served.
+	NotRead map[string]string
 	// Storage maps an item (its key and chunk offsets, itemKey) to where
 	// its bytes are.
 	Storage map[string]Item
@@ -266,10 +268,29 @@ func (r *reader) metadata(v any) (*Metadata, error) {
 	if err := r.known(f, "Metadata", "Metadata", "state_dict_metadata", "planner_data", "storage_data", "storage_meta", "version", "mcore_data"); err != nil {
 		return nil, err
 	}
+	md := &Metadata{Planner: map[string][]string{}, Storage: map[string]Item{}, NotRead: map[string]string{}}
 	if mc, ok := f["mcore_data"]; ok && !pickle.Empty(mc) {
-		return nil, r.errorf("Metadata.mcore_data", "a Megatron checkpoint with reformulated tensors (mcore_data): tensorfs does not read it")
+		// Megatron's torch_dist: tensors saved in a reformulated shape
+		// (nd_reformulated_orig_global_shape) are not the tensor the
+		// model holds; they are listed, not served. The rest are plain
+		// DCP tensors.
+		d, ok := mc.(*pickle.Dict)
+		if !ok {
+			return nil, r.errorf("Metadata.mcore_data", "want a dict, found %s", pickle.TypeName(mc))
+		}
+		for i, k := range d.Keys {
+			fqn, ok := k.(string)
+			v, isDict := d.Vals[i].(*pickle.Dict)
+			if !ok || !isDict {
+				return nil, r.errorf("Metadata.mcore_data", "an entry %s: %s", pickle.Repr(k, 60), pickle.Repr(d.Vals[i], 60))
+			}
+			for j, vk := range v.Keys {
+				if vk == "nd_reformulated_orig_global_shape" && v.Vals[j] != nil {
+					md.NotRead[fqn] = "saved by Megatron in a reformulated shape (mcore_data nd_reformulated_orig_global_shape " + pickle.Repr(v.Vals[j], 60) + "): not read"
+				}
+			}
+		}
 	}
-	md := &Metadata{Planner: map[string][]string{}, Storage: map[string]Item{}}
 	sdm, ok := f["state_dict_metadata"].(*pickle.Dict)
 	if !ok {
 		return nil, r.errorf("Metadata.state_dict_metadata", "want a dict, found %s", pickle.Repr(f["state_dict_metadata"], 60))
