@@ -13,15 +13,15 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/remote/dial"
-	"github.com/lazyweights/tensorfs/internal/bench"
+	"github.com/lazyweights/tensorfs/cmd/tensorfs/internal/bench"
 )
 
-// The measurements themselves live in internal/bench; this file parses
+// The measurements themselves live in cmd/tensorfs/internal/bench; this file parses
 // the command line.
 
 func runBench(args []string) error {
 	if len(args) >= 3 && args[0] == "--serve-null" {
-		// The zero-work server of a running bench (internal/bench).
+		// The zero-work server of a running bench (cmd/tensorfs/internal/bench).
 		return bench.ServeNull(args[1], args[2], args[3:])
 	}
 	f := newFlags("bench", "[flags] [SOURCE]", bench.About)
