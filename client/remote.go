@@ -3,22 +3,22 @@ package client
 import (
 	"context"
 
-	"github.com/lazyweights/tensorfs/backing/remote/dial"
+	"github.com/lazyweights/tensorfs/source"
 )
 
 // openRemote opens a remote checkpoint (s3://, http://, https://): it is
 // parsed and validated through ranged GETs, and its tensors are then read
 // through the remote sources' part cache (see backing/remote).
 func openRemote(path string, opts Options) (*Checkpoint, error) {
-	var ro dial.Options
+	var ro source.RemoteOptions
 	if opts.Remote != nil {
 		ro = *opts.Remote
 	}
-	idx, srcs, _, err := dial.Load(context.Background(), path, ro)
+	ck, err := source.Load(context.Background(), path, source.Options{Remote: ro})
 	if err != nil {
 		return nil, err
 	}
-	c, err := FromIndex(path, idx, srcs)
+	c, err := FromIndex(path, ck.Index, ck.Sources)
 	if err != nil {
 		return nil, err
 	}

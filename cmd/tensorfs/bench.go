@@ -12,8 +12,8 @@ import (
 	"syscall"
 
 	"github.com/lazyweights/tensorfs/backing"
-	"github.com/lazyweights/tensorfs/backing/remote/dial"
 	"github.com/lazyweights/tensorfs/cmd/tensorfs/internal/bench"
+	tfsource "github.com/lazyweights/tensorfs/source"
 )
 
 // The measurements themselves live in cmd/tensorfs/internal/bench; this file parses
@@ -127,7 +127,7 @@ func runBench(args []string) error {
 	generated := false
 	if f.NArg() == 1 {
 		source = f.Arg(0)
-		if dial.IsRemote(source) {
+		if tfsource.IsRemote(source) {
 			return usagef("bench: %s: not a local checkpoint: bench compares reads through a mount with direct reads of the same local file (time a remote SOURCE with tensorfs load)", source)
 		}
 	} else {
