@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/lazyweights/tensorfs/bytesize"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/dtype"
 )
@@ -176,7 +177,7 @@ func UploadCheckpoint(ctx context.Context, rt *Runtime, ck *client.Checkpoint, o
 	if free, all, ok, err := rt.MemInfo(opts.Device); err != nil {
 		return nil, err
 	} else if ok && total > free {
-		return nil, fmt.Errorf("%s: %w: it needs %s on cuda:%d, which has %s free of %s", ck.Path(), ErrDeviceFull, humanBytes(total), opts.Device, humanBytes(free), humanBytes(all))
+		return nil, fmt.Errorf("%s: %w: it needs %s on cuda:%d, which has %s free of %s", ck.Path(), ErrDeviceFull, bytesize.FormatFixed(total), opts.Device, bytesize.FormatFixed(free), bytesize.FormatFixed(all))
 	}
 
 	// Which tensors are copied from a registered mapping, and which
@@ -232,7 +233,7 @@ func UploadCheckpoint(ctx context.Context, rt *Runtime, ck *client.Checkpoint, o
 	}
 	if err != nil {
 		cleanup()
-		return nil, fmt.Errorf("%s: %s of device memory on cuda:%d: %w", ck.Path(), humanBytes(total), opts.Device, err)
+		return nil, fmt.Errorf("%s: %s of device memory on cuda:%d: %w", ck.Path(), bytesize.FormatFixed(total), opts.Device, err)
 	}
 	u.Base, u.Bytes = base, total
 	for k, ft := range plan {
@@ -600,7 +601,7 @@ func newStaging(rt *Runtime, opts UploadOptions, u *Upload, ids []int) (*staging
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return fail(fmt.Errorf("%d pinned staging buffers of %s: %w", opts.Buffers, humanBytes(int64(opts.ChunkSize)), err))
+			return fail(fmt.Errorf("%d pinned staging buffers of %s: %w", opts.Buffers, bytesize.FormatFixed(int64(opts.ChunkSize)), err))
 		}
 	}
 	return s, nil
@@ -670,19 +671,6 @@ func (s *staging) free() error {
 	}
 	s.streams = nil
 	return first
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.2f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func plural(n int, what string) string {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/bytesize"
 	"github.com/lazyweights/tensorfs/cmd/tensorfs/internal/bench"
 	tfsource "github.com/lazyweights/tensorfs/source"
 )
@@ -39,15 +40,15 @@ func runBench(args []string) error {
 	if err := f.parse(args, 0, 1); err != nil {
 		return err
 	}
-	size, err := loadParseSize(*sizeFlag)
+	size, err := bytesize.Parse(*sizeFlag)
 	if err != nil {
 		return usagef("bench: --size: %v", err)
 	}
-	block, err := loadParseSize(*blockFlag)
+	block, err := bytesize.Parse(*blockFlag)
 	if err != nil || block > 64<<20 {
 		return usagef("bench: --block: %q is not a size up to 64 MiB", *blockFlag)
 	}
-	treeSize, err := loadParseSize(*treeSizeFlag)
+	treeSize, err := bytesize.Parse(*treeSizeFlag)
 	if err != nil {
 		return usagef("bench: --tree-size: %v", err)
 	}
@@ -135,7 +136,7 @@ func runBench(args []string) error {
 		// next run with the same --size.
 		source = filepath.Join(dir, fmt.Sprintf("bench-%d.safetensors", size))
 		if _, err := os.Stat(source); err != nil || !cfg.Keep {
-			fmt.Fprintf(os.Stderr, "tensorfs bench: writing a %s checkpoint to %s\n", loadHumanBytes(size), source)
+			fmt.Fprintf(os.Stderr, "tensorfs bench: writing a %s checkpoint to %s\n", bytesize.Format(size), source)
 			if err := bench.Generate(source, size); err != nil {
 				os.Remove(source)
 				return fmt.Errorf("bench: %v", err)

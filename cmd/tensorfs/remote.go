@@ -11,6 +11,7 @@ import (
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/backing/s3"
+	"github.com/lazyweights/tensorfs/bytesize"
 	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/source"
@@ -88,7 +89,7 @@ func remoteOptions() (source.RemoteOptions, error) {
 		if strings.TrimSpace(v) == "0" {
 			return 0, nil
 		}
-		n, err := loadParseSize(v)
+		n, err := bytesize.Parse(v)
 		if err != nil {
 			return 0, usagef("%s: --%s: %v", rf.cmd, name, err)
 		}

@@ -34,6 +34,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lazyweights/tensorfs/bytesize"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/client/cuda"
 	"github.com/lazyweights/tensorfs/dtype"
@@ -359,23 +360,14 @@ func (t *tensorHash) End(err error) error {
 	return nil
 }
 
+// parseSize parses a size flag (bytesize.Parse), failing in cudacheck's
+// words.
 func parseSize(s string) (int64, error) {
-	u := strings.ToUpper(strings.TrimSpace(s))
-	mult := int64(1)
-	for _, x := range []struct {
-		suffix string
-		m      int64
-	}{{"GIB", 1 << 30}, {"MIB", 1 << 20}, {"KIB", 1 << 10}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}} {
-		if strings.HasSuffix(u, x.suffix) {
-			u, mult = strings.TrimSuffix(u, x.suffix), x.m
-			break
-		}
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(u), 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
+	n, err := bytesize.Parse(s)
+	if err != nil {
 		return 0, errors.New("cudacheck: bad size " + strconv.Quote(s))
 	}
-	return n * mult, nil
+	return n, nil
 }
 
 func gb(n int64) string { return fmt.Sprintf("%.2f GB", float64(n)/1e9) }
