@@ -19,7 +19,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -38,6 +37,7 @@ import (
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/client/cuda"
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/view"
 )
 
 func main() {
@@ -275,30 +275,26 @@ func generate(path string, size int64) error {
 	for i := 0; i+8 <= block; i += 8 {
 		binary.LittleEndian.PutUint64(rnd[i:], r.Uint64()&finite)
 	}
-	hdr := map[string]any{}
+	var hts []view.HeaderTensor
 	var sizes []int64
 	for off := int64(0); off < size; off += tensorMax {
 		n := min(tensorMax, size-off) &^ 1
 		name := fmt.Sprintf("layers.%04d.weight", len(sizes))
-		hdr[name] = map[string]any{"dtype": "F16", "shape": []int64{n / 2}, "data_offsets": []int64{off, off + n}}
+		hts = append(hts, view.HeaderTensor{Name: name, DType: dtype.F16, Shape: []int64{n / 2}, Size: n})
 		sizes = append(sizes, n)
 		if n == 0 {
 			break
 		}
 	}
-	h, err := json.Marshal(hdr)
+	h, err := view.SafetensorsHeader(nil, hts)
 	if err != nil {
 		return err
-	}
-	for len(h)%8 != 0 {
-		h = append(h, ' ')
 	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	w := binary.LittleEndian.AppendUint64(nil, uint64(len(h)))
-	if _, err := f.Write(append(w, h...)); err != nil {
+	if _, err := f.Write(h); err != nil {
 		f.Close()
 		return err
 	}
