@@ -1,6 +1,6 @@
 // Command cudacheck proves the tensorfs GPU upload path on a real CUDA
 // machine and measures it. It takes a checkpoint (or generates one),
-// uploads every tensor through client.Stream into a cuda.Sink, copies each
+// uploads every tensor with cuda.UploadCheckpoint, copies each
 // tensor back from the device and compares its sha256 with the host's,
 // and prints the upload throughput next to a plain pinned cudaMemcpy of
 // the same bytes.
@@ -46,7 +46,7 @@ func main() {
 		sizeFlag = flag.String("size", "1GiB", "size of the generated checkpoint")
 		dir      = flag.String("dir", os.TempDir(), "where to generate the checkpoint")
 		dtFlag   = flag.String("dtype", "", "convert tensors to this dtype (f32, f16, bf16, f64) while uploading")
-		parallel = flag.Int("parallel", 0, "tensors in flight (default 4, or the number of CPUs when fewer)")
+		parallel = flag.Int("parallel", 0, "tensors in flight in the host pass, and goroutines filling the pinned buffers in the upload (default 4, or the number of CPUs when fewer)")
 		chunk    = flag.String("chunk", "8MiB", "pinned staging buffer size")
 		buffers  = flag.Int("buffers", 8, "pinned staging buffers")
 		streams  = flag.Int("streams", 2, "CUDA streams")
@@ -127,32 +127,29 @@ func run(ckpt, sizeFlag, dir, dtFlag string, parallel int, chunkFlag string, buf
 	best := time.Duration(1<<63 - 1)
 	var verified int
 	for r := 0; r < repeat; r++ {
-		sink, err := cuda.NewSink(rt, cuda.Options{Device: device, Streams: streams, PinnedBuffers: buffers, ChunkSize: int(chunk)})
+		u, err := cuda.UploadCheckpoint(context.Background(), rt, ck, cuda.UploadOptions{
+			Device: device, DType: to, Workers: parallel, Buffers: buffers, Streams: streams, ChunkSize: int(chunk),
+		})
 		if err != nil {
 			return err
 		}
-		t0 := time.Now()
-		err = ck.Stream(context.Background(), sink, opts)
-		if err == nil {
-			err = rt.Synchronize(device)
-		}
-		d := time.Since(t0)
-		if err != nil {
-			sink.Free()
-			return err
-		}
+		st := u.Stats
+		d := st.Elapsed
 		best = min(best, d)
-		st := sink.Stats()
 		fmt.Printf("cudacheck: upload run %d: %s in %.3f s = %.2f GB/s (%d async copies, %d reclaim waits)\n",
-			r+1, gb(st.Bytes), d.Seconds(), rate(st.Bytes, d), st.AsyncCopies, st.Waits)
+			r+1, gb(st.Bytes), d.Seconds(), rate(st.Bytes, d), st.Copies, st.Waits)
 		if r == repeat-1 {
-			verified, err = verify(rt, sink.Tensors(), want.sums, int(chunk))
+			got := make(map[string]cuda.Tensor, len(u.Tensors))
+			for _, t := range u.Tensors {
+				got[t.Name] = t
+			}
+			verified, err = verify(rt, got, want.sums, int(chunk))
 			if err != nil {
-				sink.Free()
+				u.Free()
 				return err
 			}
 		}
-		if err := sink.Free(); err != nil {
+		if err := u.Free(); err != nil {
 			return err
 		}
 	}
@@ -163,7 +160,7 @@ func run(ckpt, sizeFlag, dir, dtFlag string, parallel int, chunkFlag string, buf
 		return err
 	}
 	up := rate(total, best)
-	fmt.Printf("cudacheck: upload (client.Stream -> cuda.Sink, %d in flight, %d pinned x %s, %d streams): %.2f GB/s (best of %d)\n",
+	fmt.Printf("cudacheck: upload (client.Fill -> cuda.UploadCheckpoint, %d workers, %d pinned x %s, %d streams): %.2f GB/s (best of %d)\n",
 		parallel, buffers, chunkFlag, streams, up, repeat)
 	fmt.Printf("cudacheck: plain pinned cudaMemcpy of the same %s (one pinned buffer, one call): %.2f GB/s\n", gb(total), pinned)
 	fmt.Printf("cudacheck: naive loader (pread into one pinned %s buffer, synchronous cudaMemcpy per chunk): %.2f GB/s\n", chunkFlag, naive)
