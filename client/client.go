@@ -107,21 +107,25 @@ func Open(path string) (*Checkpoint, error) { return OpenWith(path, Options{}) }
 
 // OpenWith is Open with options.
 func OpenWith(path string, opts Options) (*Checkpoint, error) {
-	if source.IsRemote(path) {
-		return openRemote(path, opts)
-	}
-	if source.IsMount(path) {
+	if !source.IsRemote(path) && source.IsMount(path) {
 		return openMount(path)
 	}
-	return openDirect(path, opts)
+	return openSource(path, opts)
 }
 
-func openDirect(path string, opts Options) (*Checkpoint, error) {
-	bopts := backing.Options{Mode: backing.Pread}
+// openSource opens a checkpoint file or directory, local or remote
+// (source.Load). A remote one is parsed and validated through ranged
+// GETs, and its tensors are then read through the remote sources' part
+// cache (see backing/remote).
+func openSource(path string, opts Options) (*Checkpoint, error) {
+	so := source.Options{Backing: backing.Options{Mode: backing.Pread}}
 	if opts.Backing != nil {
-		bopts = *opts.Backing
+		so.Backing = *opts.Backing
 	}
-	ck, err := source.Load(context.Background(), path, source.Options{Backing: bopts})
+	if opts.Remote != nil {
+		so.Remote = *opts.Remote
+	}
+	ck, err := source.Load(context.Background(), path, so)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +133,8 @@ func openDirect(path string, opts Options) (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.dropMapped = bopts.Mode == backing.Mmap
+	c.remote = ck.Remote != nil
+	c.dropMapped = !c.remote && so.Backing.Mode == backing.Mmap
 	return c, nil
 }
 
