@@ -12,6 +12,7 @@ import (
 	"github.com/lazyweights/tensorfs/backing/httpsrc"
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/index/dcp"
 )
 
 // MountIndexPath is where a tensorfs mount publishes its index, relative
@@ -90,7 +91,7 @@ func Load(ctx context.Context, source string, opts Options) (*Checkpoint, error)
 // loadLocal loads a local file or directory, its files read in mode
 // bopts and parsed through backing.ForParsing.
 func loadLocal(path string, bopts backing.Options) (*Checkpoint, error) {
-	idx, files, err := index.Load(path, func(p string) (index.File, error) {
+	idx, files, err := dcp.Load(path, func(p string) (index.File, error) {
 		s, err := backing.Open(p, bopts)
 		if err != nil {
 			return nil, err
@@ -133,7 +134,7 @@ func loadRemote(ctx context.Context, source string, opts RemoteOptions) (*Checkp
 		}
 		return s.ForParsing(), nil
 	}
-	idx, files, err := index.LoadTree(remote.Path(key), tree, open)
+	idx, files, err := dcp.LoadTree(remote.Path(key), tree, open)
 	if err != nil {
 		return nil, err
 	}

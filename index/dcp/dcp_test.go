@@ -295,3 +295,25 @@ func TestTorch211(t *testing.T) {
 		})
 	}
 }
+
+// TestMetadataAsSource: the .metadata file as SOURCE reads its directory;
+// a directory without one, or whose .metadata is not DCP's, is left to
+// index.Load.
+func TestMetadataAsSource(t *testing.T) {
+	dir := testdata.Path(t, "modern/dcp_single")
+	idx, files, err := Load(filepath.Join(dir, MetadataName), openPread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		f.(io.Closer).Close()
+	}
+	if idx.Format != "dcp" || len(idx.Tensors) != 13 {
+		t.Fatalf("%s, %d tensors", idx.Format, len(idx.Tensors))
+	}
+	other := t.TempDir()
+	os.WriteFile(filepath.Join(other, MetadataName), []byte("\x80\x04N."), 0o644)
+	if _, _, err := Load(other, openPread); err == nil || !strings.Contains(err.Error(), "no checkpoint in the directory") {
+		t.Fatalf("a directory with another .metadata: %v", err)
+	}
+}

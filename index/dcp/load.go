@@ -20,12 +20,17 @@ import (
 // Load is index.Load that also reads a directory holding a distributed
 // checkpoint (a .metadata file naming torch.distributed.checkpoint's
 // classes): see the package comment. Any other SOURCE goes to index.Load.
+//
+// SOURCE may also be the .metadata file itself: its directory is read.
 func Load(path string, open index.Opener) (*index.Index, []index.File, error) {
 	st, err := os.Stat(path)
-	if err != nil || !st.IsDir() {
+	dir := path
+	if err == nil && !st.IsDir() && filepath.Base(path) == MetadataName {
+		dir = filepath.Dir(path)
+	} else if err != nil || !st.IsDir() {
 		return index.Load(path, open)
 	}
-	idx, files, ok, err := load(path, localTree{}, open)
+	idx, files, ok, err := load(dir, localTree{}, open)
 	if !ok {
 		return index.Load(path, open)
 	}
