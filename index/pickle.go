@@ -1,7 +1,7 @@
 package index
 
 // The PyTorch reader's side of the restricted unpickler
-// (internal/pickle): where a pickle stream lies in its file, and how the
+// (index/pickle): where a pickle stream lies in its file, and how the
 // unpickler's errors become FormatErrors.
 
 import (
@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/lazyweights/tensorfs/internal/pickle"
+	"github.com/lazyweights/tensorfs/index/pickle"
 )
 
 // ptStream is one pickle stream of a file: a plain byte range starting

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazyweights/tensorfs/internal/pickle"
+	"github.com/lazyweights/tensorfs/index/pickle"
 )
 
 // ptRunPickle runs pickle bytes p (a stream at byte 0 of file "p.pkl")

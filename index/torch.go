@@ -7,7 +7,7 @@ package index
 // little-endian element count and its raw little-endian bytes); TorchScript
 // archives (torch.jit.save) are served through their data.pkl.
 //
-// The pickles are read by the restricted unpickler of internal/pickle
+// The pickles are read by the restricted unpickler of index/pickle
 // (pickle.go here locates its errors in the file): nothing is imported or
 // executed, and a file naming a dangerous global (os.system ...) is
 // refused. torch_pickle.go is the Env that interprets what torch names;
@@ -41,7 +41,7 @@ import (
 	"math/big"
 	"strings"
 
-	"github.com/lazyweights/tensorfs/internal/pickle"
+	"github.com/lazyweights/tensorfs/index/pickle"
 )
 
 var ptZipMagic = []byte("PK\x03\x04")

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/dtype"
-	"github.com/lazyweights/tensorfs/internal/pickle"
+	"github.com/lazyweights/tensorfs/index/pickle"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 

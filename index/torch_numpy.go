@@ -1,7 +1,7 @@
 package index
 
 import (
-	"github.com/lazyweights/tensorfs/internal/pickle"
+	"github.com/lazyweights/tensorfs/index/pickle"
 )
 
 // NumPy arrays inside a torch pickle (torch.save of a dict holding an

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/lazyweights/tensorfs/internal/pickle"
+	"github.com/lazyweights/tensorfs/index/pickle"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 

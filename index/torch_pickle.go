@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
-	"github.com/lazyweights/tensorfs/internal/pickle"
+	"github.com/lazyweights/tensorfs/index/pickle"
 )
 
 // What torch's pickles name, interpreted without calling anything.

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
-	"github.com/lazyweights/tensorfs/internal/pickle"
+	"github.com/lazyweights/tensorfs/index/pickle"
 )
 
 // The tree walk: from the value a torch pickle builds to tensors (named by
