@@ -14,6 +14,7 @@ import (
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/remote/dial"
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/view"
 )
@@ -121,13 +122,13 @@ func openDirect(path string, opts Options) (*Checkpoint, error) {
 	if opts.Backing != nil {
 		bopts = *opts.Backing
 	}
-	idx, files, err := index.Load(path, func(p string) (index.File, error) {
+	idx, files, err := formats.Load(path, func(p string) (index.File, error) {
 		s, err := backing.Open(p, bopts)
 		if err != nil {
 			return nil, err
 		}
 		return backing.ForParsing(s), nil
-	})
+	}, formats.Options{Inflate: backing.DefaultInflateCache()})
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +191,7 @@ func FromIndex(path string, idx *index.Index, files []backing.Source) (*Checkpoi
 	return c, nil
 }
 
-// setTensors sorts infos into index order (by name, as index.Load does),
+// setTensors sorts infos into index order (by name, as formats.Load does),
 // numbers them and builds the name lookup.
 func (c *Checkpoint) setTensors(infos []TensorInfo) error {
 	if c.idx == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/backing/remote/dial"
 	"github.com/lazyweights/tensorfs/client"
+	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
 )
@@ -23,7 +24,7 @@ type checkpoint struct {
 	remote  *remote.Client   // a remote SOURCE's client, else nil
 }
 
-// loadCheckpoint parses and validates SOURCE completely (index.Load),
+// loadCheckpoint parses and validates SOURCE completely (formats.Load),
 // reading files in the given backing mode; the parsers read them through
 // backing.ForParsing.
 func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
@@ -48,7 +49,7 @@ func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 		}
 		return backing.ForParsing(src), nil
 	}
-	idx, files, err := index.Load(path, open)
+	idx, files, err := formats.Load(path, open, formats.Options{Inflate: backing.DefaultInflateCache()})
 	if err != nil {
 		var pe *iofs.PathError
 		if errors.As(err, &pe) && !errors.As(err, new(*index.FormatError)) {

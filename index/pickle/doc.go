@@ -2,7 +2,7 @@
 // (protocols 0 to 5, Python 2 forms included) into Go values that
 // describe what Python would have built, and never imports, calls or
 // executes anything. It knows nothing of tensors: the PyTorch reader in
-// package index is a client that passes an Env of its own.
+// package index/torch is a client that passes an Env of its own.
 //
 // # Values
 //

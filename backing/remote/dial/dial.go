@@ -10,6 +10,7 @@ import (
 	"github.com/lazyweights/tensorfs/backing/httpsrc"
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/backing/s3"
+	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
 )
 
@@ -49,7 +50,7 @@ func Load(ctx context.Context, source string, opts Options) (*index.Index, []bac
 		}
 		return s.ForParsing(), nil
 	}
-	idx, files, err := index.LoadTree(remote.Path(key), tree, open)
+	idx, files, err := formats.LoadTree(remote.Path(key), tree, open, formats.Options{Inflate: backing.DefaultInflateCache()})
 	if err != nil {
 		return nil, nil, nil, err
 	}
