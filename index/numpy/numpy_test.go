@@ -4,10 +4,8 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/flate"
-	"encoding/binary"
 	"encoding/json"
 	"hash/crc32"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,34 +14,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
-
-// npyBuild makes a .npy of format major.0 with header text hdr (padded as
-// numpy pads: spaces, then '\n', to a multiple of 64 bytes) and data.
-func npyBuild(hdr string, major int, data []byte) []byte {
-	pre := 10
-	if major > 1 {
-		pre = 12
-	}
-	total := pre + len(hdr) + 1
-	if r := total % 64; r != 0 {
-		hdr += strings.Repeat(" ", 64-r)
-	}
-	hdr += "\n"
-	b := []byte("\x93NUMPY")
-	b = append(b, byte(major), 0)
-	if major == 1 {
-		b = binary.LittleEndian.AppendUint16(b, uint16(len(hdr)))
-	} else {
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(hdr)))
-	}
-	return append(append(b, hdr...), data...)
-}
 
 // npyGoFixtures are .npy files crafted here in forms numpy reads but does
 // not write itself today (Python 2 longs, double quotes, '=' order...).
@@ -355,72 +330,6 @@ func TestNumpyGeneratedExpected(t *testing.T) {
 	}
 }
 
-// npzCheckMembers checks idx's members (ptCheckIndex): deflated members
-// of the file, deflated data.pkl, Latin-1 strs of a pickle.
-func npzCheckMembers(t testing.TB, idx *index.Index, name string, size int64) {
-	t.Helper()
-	for i, m := range idx.Members {
-		if m.Source != 1+i || m.File < 0 || m.File >= m.Source || idx.Sources[m.Source] != idx.Sources[m.File]+":"+m.Name || (m.Method != index.MethodDeflate && m.Method != index.MethodLatin1) {
-			t.Fatalf("%s: member %d: %+v, source %q", name, i, m, idx.Sources[m.Source])
-		}
-		holder := size
-		if h := idx.Member(m.File); h != nil {
-			holder = h.Size
-		}
-		ratio := int64(DeflateMaxRatio)
-		if m.Method == index.MethodLatin1 {
-			ratio = 1 // each byte is one or two of UTF-8
-		}
-		if m.Offset < 0 || m.CompressedSize < 0 || m.Offset+m.CompressedSize > holder || m.Size < 0 || m.Size > m.CompressedSize*ratio+258 {
-			t.Fatalf("%s: member %s: %+v in a %d-byte holder", name, m.Name, m, holder)
-		}
-	}
-}
-
-// npzSourceBytes returns the bytes of source i of idx, decoding members
-// from data (the file's bytes) independently of backing: deflate with
-// its size and CRC-32 checked, Latin-1 strs through Go's UTF-8 decoder.
-func npzSourceBytes(t testing.TB, data []byte, idx *index.Index, i int) []byte {
-	t.Helper()
-	m := idx.Member(i)
-	if m == nil {
-		return data
-	}
-	in := npzSourceBytes(t, data, idx, m.File)[m.Offset : m.Offset+m.CompressedSize]
-	switch m.Method {
-	case index.MethodDeflate:
-		b, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(in)), m.Size+1))
-		if err != nil || int64(len(b)) != m.Size || crc32.ChecksumIEEE(b) != m.CRC32 {
-			t.Fatalf("member %s: %d bytes, want %d; crc ok %v; %v", m.Name, len(b), m.Size, crc32.ChecksumIEEE(b) == m.CRC32, err)
-		}
-		return b
-	case index.MethodLatin1:
-		if !utf8.Valid(in) {
-			t.Fatalf("member %s: invalid UTF-8", m.Name)
-		}
-		b := make([]byte, 0, m.Size)
-		for _, r := range string(in) {
-			if r > 255 {
-				t.Fatalf("member %s: code point %U", m.Name, r)
-			}
-			b = append(b, byte(r))
-		}
-		if int64(len(b)) != m.Size {
-			t.Fatalf("member %s: %d bytes, want %d", m.Name, len(b), m.Size)
-		}
-		return b
-	}
-	t.Fatalf("member %s: method %d", m.Name, m.Method)
-	return nil
-}
-
-// npzGather is ptGather for a tensor that may be in a member: the member
-// is decoded from data first (npzSourceBytes).
-func npzGather(t testing.TB, data []byte, idx *index.Index, tn index.Tensor) []byte {
-	t.Helper()
-	return ptGather(t, npzSourceBytes(t, data, idx, tn.Source), tn)
-}
-
 func TestNPYHeaders(t *testing.T) {
 	f4 := func(hdr string) []byte { return npyBuild(hdr, 1, make([]byte, 64)) }
 	good := "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
@@ -475,9 +384,9 @@ func TestNPYHeaders(t *testing.T) {
 
 func TestNPZ(t *testing.T) {
 	arr := npyBuild("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 1, ptF32(2))
-	good := ptZip(t, ptMember{name: "b.npy", data: arr}, ptMember{name: "notes.txt", data: []byte("x")}, ptMember{name: "a/c.npy", data: arr},
-		ptMember{name: "noext", data: arr}, ptMember{name: "info.json", data: []byte(`{"k": 1}`), deflate: true},
-		ptMember{name: "z.npy", data: arr, deflate: true}, ptMember{name: "zext", data: arr, deflate: true})
+	good := ptZip(t, ptMember{Name: "b.npy", Data: arr}, ptMember{Name: "notes.txt", Data: []byte("x")}, ptMember{Name: "a/c.npy", Data: arr},
+		ptMember{Name: "noext", Data: arr}, ptMember{Name: "info.json", Data: []byte(`{"k": 1}`), Deflate: true},
+		ptMember{Name: "z.npy", Data: arr, Deflate: true}, ptMember{Name: "zext", Data: arr, Deflate: true})
 	idx, err := ptParse("m.npz", good)
 	if err != nil {
 		t.Fatal(err)
@@ -532,15 +441,15 @@ func TestNPZ(t *testing.T) {
 		members []ptMember
 		want    string
 	}{
-		{"bad member", []ptMember{{name: "w.npy", data: arr}, {name: "o.npy", data: npyBuild("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", 1, nil)}},
+		{"bad member", []ptMember{{Name: "w.npy", Data: arr}, {Name: "o.npy", Data: npyBuild("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", 1, nil)}},
 			`object array (pickled Python objects); tensorfs never unpickles array data (member o.npy, at byte`},
-		{"truncated member", []ptMember{{name: "w.npy", data: arr[:len(arr)-1]}}, "array data of 8 bytes runs past the end (7 bytes left) (member w.npy"},
-		{"duplicate", []ptMember{{name: "w.npy", data: arr}, {name: "w.npy", data: arr}}, `another member is also array "w"`},
-		{"same array name", []ptMember{{name: "w.npy", data: arr}, {name: "w", data: arr}}, `another member is also array "w"`},
-		{"compressed duplicate", []ptMember{{name: "w.npy", data: arr}, {name: "w", data: arr, deflate: true}}, `another member is also array "w"`},
-		{"compressed bad member", []ptMember{{name: "o.npy", data: npyBuild("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", 1, nil), deflate: true}},
+		{"truncated member", []ptMember{{Name: "w.npy", Data: arr[:len(arr)-1]}}, "array data of 8 bytes runs past the end (7 bytes left) (member w.npy"},
+		{"duplicate", []ptMember{{Name: "w.npy", Data: arr}, {Name: "w.npy", Data: arr}}, `another member is also array "w"`},
+		{"same array name", []ptMember{{Name: "w.npy", Data: arr}, {Name: "w", Data: arr}}, `another member is also array "w"`},
+		{"compressed duplicate", []ptMember{{Name: "w.npy", Data: arr}, {Name: "w", Data: arr, Deflate: true}}, `another member is also array "w"`},
+		{"compressed bad member", []ptMember{{Name: "o.npy", Data: npyBuild("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", 1, nil), Deflate: true}},
 			`object array (pickled Python objects); tensorfs never unpickles array data (compressed member o.npy, inflated, at byte`},
-		{"no arrays", []ptMember{{name: "readme.npy.txt", data: []byte("\x93NUMP")}}, "zip archive has no .npy members"},
+		{"no arrays", []ptMember{{Name: "readme.npy.txt", Data: []byte("\x93NUMP")}}, "zip archive has no .npy members"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseNPZ(ptMem("m.npz", ptZip(t, c.members...)))
@@ -576,8 +485,8 @@ func FuzzNPY(f *testing.F) {
 
 func FuzzNPZ(f *testing.F) {
 	arr := npyBuild("{'descr': '>f4', 'fortran_order': True, 'shape': (2, 2), }", 1, ptF32(4))
-	f.Add(ptZip(f, ptMember{name: "w.npy", data: arr}, ptMember{name: "x/y.npy", data: arr}))
-	f.Add(ptZip(f, ptMember{name: "w.npy", data: arr, deflate: true}, ptMember{name: "x", data: arr, deflate: true}, ptMember{name: "s.npy", data: arr}))
+	f.Add(ptZip(f, ptMember{Name: "w.npy", Data: arr}, ptMember{Name: "x/y.npy", Data: arr}))
+	f.Add(ptZip(f, ptMember{Name: "w.npy", Data: arr, Deflate: true}, ptMember{Name: "x", Data: arr, Deflate: true}, ptMember{Name: "s.npy", Data: arr}))
 	for _, b := range ptSeedFiles("numpy/candle/test.npz", "numpy/npyio/*.npz", "generated/npz_plain.npz", "generated/npz_compressed.npz") {
 		f.Add(b)
 	}

@@ -17,5 +17,5 @@ var (
 
 // PtZip1 is a zip of one stored member.
 func PtZip1(t testing.TB, name string, data []byte) []byte {
-	return ptZip(t, ptMember{name: name, data: data})
+	return ptZip(t, ptMember{Name: name, Data: data})
 }

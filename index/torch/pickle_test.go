@@ -180,6 +180,6 @@ func TestPickleLargeValues(t *testing.T) {
 		t.Skip("inflates 64 MiB: 15 s under -race; the normal pass runs it")
 	}
 	big := append(append(append([]byte{pickle.OpPROTO, 2}, binary.LittleEndian.AppendUint64([]byte{pickle.OpBINBYTES8}, pickle.MaxPickle)...), make([]byte, pickle.MaxPickle)...), '.')
-	_, err := Parse(ptMem("m.pt", ptZip(t, ptMember{name: "a/data.pkl", data: big, deflate: true})))
+	_, err := Parse(ptMem("m.pt", ptZip(t, ptMember{Name: "a/data.pkl", Data: big, Deflate: true})))
 	ptErrContains(t, err, "m.pt: compressed pickle larger than 67108864 bytes")
 }

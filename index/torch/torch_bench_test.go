@@ -16,9 +16,9 @@ func ptBigStateDict(b testing.TB, n int) []byte {
 	for i := range ts {
 		key := fmt.Sprint(i)
 		ts[i] = ptTS{fmt.Sprintf("model.layers.%d.mlp.weight", i), "HalfStorage", key, 32, 0, []int64{4, 8}, []int64{8, 1}, nil}
-		members = append(members, ptMember{name: "archive/data/" + key, data: make([]byte, 64)})
+		members = append(members, ptMember{Name: "archive/data/" + key, Data: make([]byte, 64)})
 	}
-	members[0] = ptMember{name: "archive/data.pkl", data: ptTensorPickle(false, ts...)}
+	members[0] = ptMember{Name: "archive/data.pkl", Data: ptTensorPickle(false, ts...)}
 	return ptZip(b, members...)
 }
 
@@ -55,7 +55,7 @@ func BenchmarkParseNPZ1k(b *testing.B) {
 	arr := npyBuild("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 4), }", 1, make([]byte, 64))
 	var members []ptMember
 	for i := 0; i < 1000; i++ {
-		members = append(members, ptMember{name: fmt.Sprintf("arr_%d.npy", i), data: arr})
+		members = append(members, ptMember{Name: fmt.Sprintf("arr_%d.npy", i), Data: arr})
 	}
 	data := ptZip(b, members...)
 	b.SetBytes(int64(len(data)))

@@ -70,9 +70,9 @@ func TestTorchNeverDrops(t *testing.T) {
 			[]string{"s/0", "s/1"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			storages := []ptMember{{name: "r/data.pkl", data: append(c.pickle, '.')}}
+			storages := []ptMember{{Name: "r/data.pkl", Data: append(c.pickle, '.')}}
 			for _, k := range []string{"0", "1", "2", "3"} {
-				storages = append(storages, ptMember{name: "r/data/" + k, data: ptF32(4)})
+				storages = append(storages, ptMember{Name: "r/data/" + k, Data: ptF32(4)})
 			}
 			b := ptZip(t, storages...)
 			idx, err := ptParse("/x/m.pt", b)
@@ -99,7 +99,7 @@ func TestTorchNeverDrops(t *testing.T) {
 func TestTorchBuildRefused(t *testing.T) {
 	p := ptCat([]byte{pickle.OpPROTO, 2}, ptRebuild(ptTS{"", "FloatStorage", "0", 4, 0, []int64{4}, []int64{1}, nil}, false),
 		[]byte{'}', '('}, ptPkStr("w"), ptRebuild(ptTS{"", "FloatStorage", "1", 4, 0, []int64{4}, []int64{1}, nil}, false), []byte{'u', 'b', '.'})
-	b := ptZip(t, ptMember{name: "r/data.pkl", data: p}, ptMember{name: "r/data/0", data: ptF32(4)}, ptMember{name: "r/data/1", data: ptF32(4)})
+	b := ptZip(t, ptMember{Name: "r/data.pkl", Data: p}, ptMember{Name: "r/data/0", Data: ptF32(4)}, ptMember{Name: "r/data/1", Data: ptF32(4)})
 	_, err := ptParse("m.pt", b)
 	ptErrContains(t, err, "m.pt: pickle BUILD gives state {\"w\": tensor(FloatStorage[4])} to a torch.Tensor, which takes (requires_grad, volatile, hooks), a legacy (storage, offset, size, stride) or a legacy Variable's 5 fields (at byte ")
 	if strings.Contains(err.Error(), "*index.") {
@@ -108,7 +108,7 @@ func TestTorchBuildRefused(t *testing.T) {
 	// A legacy Variable state whose data is not a tensor fails in torch too.
 	p = ptCat([]byte{pickle.OpPROTO, 2}, ptRebuild(ptTS{"", "FloatStorage", "0", 4, 0, []int64{4}, []int64{1}, nil}, false),
 		ptPkTuple(ptPkInt(1), []byte{'N'}, []byte{'N'}, []byte{pickle.OpNEWTRUE}, []byte{pickle.OpNEWFALSE}), []byte{'b', '.'})
-	b = ptZip(t, ptMember{name: "r/data.pkl", data: p}, ptMember{name: "r/data/0", data: ptF32(4)})
+	b = ptZip(t, ptMember{Name: "r/data.pkl", Data: p}, ptMember{Name: "r/data/0", Data: ptF32(4)})
 	_, err = ptParse("m.pt", b)
 	ptErrContains(t, err, "m.pt: pickle BUILD gives a legacy Variable state whose data is 1, not a tensor (at byte ")
 }

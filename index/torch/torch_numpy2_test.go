@@ -45,7 +45,7 @@ func TestTorchNumpyLatin1Bad(t *testing.T) {
 		head := ptCat([]byte{pickle.OpPROTO, 2, '}'}, ptPkStr("np"), []byte{'}'}, ptPkStr("a"))
 		arr := ptLatin1Array("f4", c.shape, c.utf8)
 		p := ptCat(head, arr, []byte{'s', 's', '.'})
-		b := ptZip(t, ptMember{name: "r/data.pkl", data: p})
+		b := ptZip(t, ptMember{Name: "r/data.pkl", Data: p})
 		_, err := ptParse("m.pt", b)
 		ptErrContains(t, err, "m.pt: ", c.want, `"np/a"`)
 		if c.bad >= 0 {

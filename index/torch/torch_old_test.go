@@ -358,7 +358,7 @@ func TestTorchNumpyArraysBad(t *testing.T) {
 		{"negative dim", ptPkArray("f4", "<", []int64{-1}, short(4)), `m.pt: numpy array: shape (-1,) is not a tuple of sizes (tensor "a")`},
 	} {
 		p := ptCat([]byte{pickle.OpPROTO, 2, '}'}, ptPkStr("a"), c.arr, []byte{'s', '.'})
-		b := ptZip(t, ptMember{name: "r/data.pkl", data: p})
+		b := ptZip(t, ptMember{Name: "r/data.pkl", Data: p})
 		_, err := ptParse("m.pt", b)
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%s: got %v, want %s", c.name, err, c.want)
@@ -367,7 +367,7 @@ func TestTorchNumpyArraysBad(t *testing.T) {
 	// A good one: served from its range of the file.
 	data := []byte{1, 0, 2, 0, 3, 0}
 	p := ptCat([]byte{pickle.OpPROTO, 2, '}'}, ptPkStr("a"), ptPkArray("u2", ">", []int64{3}, append([]byte{'C', 6}, data...)), []byte{'s', '.'})
-	b := ptZip(t, ptMember{name: "r/data.pkl", data: p})
+	b := ptZip(t, ptMember{Name: "r/data.pkl", Data: p})
 	idx, err := ptParse("m.pt", b)
 	if err != nil || len(idx.Tensors) != 1 {
 		t.Fatalf("good array: %v %v", idx, err)

@@ -287,14 +287,6 @@ func TestTorchAgainstPython(t *testing.T) {
 	t.Logf("%d files, %d tensors (%d strided) match torch; %d files refused as expected", nFiles, nTensors, nStrided, nRefused)
 }
 
-func ptNames(idx *index.Index) []string {
-	var n []string
-	for _, t := range idx.Tensors {
-		n = append(n, t.Name)
-	}
-	return n
-}
-
 // ptCheckTrainMeta checks the non-tensor values of train_ckpt.pt.
 func ptCheckTrainMeta(t *testing.T, p string, md map[string]any) {
 	t.Helper()

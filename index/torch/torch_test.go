@@ -26,11 +26,11 @@ func ptGoodZip(t testing.TB, root string) []byte {
 		ptTS{"b", "LongStorage", "1", 2, 0, []int64{2}, []int64{1}, nil},
 	)
 	return ptZip(t,
-		ptMember{name: root + "data.pkl", data: pkl},
-		ptMember{name: root + "byteorder", data: []byte("little")},
-		ptMember{name: root + "data/0", data: ptF32(12)},
-		ptMember{name: root + "data/1", data: make([]byte, 16)},
-		ptMember{name: root + "version", data: []byte("3\n")},
+		ptMember{Name: root + "data.pkl", Data: pkl},
+		ptMember{Name: root + "byteorder", Data: []byte("little")},
+		ptMember{Name: root + "data/0", Data: ptF32(12)},
+		ptMember{Name: root + "data/1", Data: make([]byte, 16)},
+		ptMember{Name: root + "version", Data: []byte("3\n")},
 	)
 }
 
@@ -71,25 +71,25 @@ func TestTorchZipGood(t *testing.T) {
 func TestTorchZipVariants(t *testing.T) {
 	rb := func(s ptTS) []byte { return ptRebuild(s, false) }
 	f32 := ptTS{"", "FloatStorage", "0", 4, 0, []int64{4}, []int64{1}, nil}
-	data0 := ptMember{name: "a/data/0", data: ptF32(4)}
+	data0 := ptMember{Name: "a/data/0", Data: ptF32(4)}
 	for _, c := range []struct {
 		name    string
 		members []ptMember
 		check   func(t *testing.T, idx *index.Index)
 	}{
-		{"big-endian", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2}, rb(f32), []byte("."))}, data0, {name: "a/byteorder", data: []byte("big")}},
+		{"big-endian", []ptMember{{Name: "a/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2}, rb(f32), []byte("."))}, data0, {Name: "a/byteorder", Data: []byte("big")}},
 			func(t *testing.T, idx *index.Index) {
 				if !idx.Tensors[0].BigEndian || idx.Tensors[0].Name != "m" {
 					t.Fatalf("%+v", idx.Tensors[0])
 				}
 			}},
-		{"deflated data.pkl", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2}, rb(f32), []byte(".")), deflate: true}, data0},
+		{"deflated data.pkl", []ptMember{{Name: "a/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2}, rb(f32), []byte(".")), Deflate: true}, data0},
 			func(t *testing.T, idx *index.Index) {
 				if idx.Tensors[0].Size != 16 {
 					t.Fatalf("%+v", idx.Tensors[0])
 				}
 			}},
-		{"v3 float8 from untyped storage", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2},
+		{"v3 float8 from untyped storage", []ptMember{{Name: "a/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2},
 			ptPkGlobal("torch._utils", "_rebuild_tensor_v3"),
 			ptPkTuple(ptCat(ptPkTuple(ptPkStr("storage"), ptPkGlobal("torch", "UntypedStorage"), ptPkStr("0"), ptPkStr("cpu"), ptPkInt(16)), []byte{'Q'}),
 				ptPkInt(2), ptPkInts(2, 3), ptPkInts(3, 1), []byte{pickle.OpNEWFALSE}, []byte("}"), ptPkGlobal("torch", "float8_e4m3fn")),
@@ -100,7 +100,7 @@ func TestTorchZipVariants(t *testing.T) {
 					t.Fatalf("%+v", tn)
 				}
 			}},
-		{"rebuild_from_type_v2 and parameters", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2, '}', '('},
+		{"rebuild_from_type_v2 and parameters", []ptMember{{Name: "a/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2, '}', '('},
 			ptPkStr("sub"), ptPkGlobal("torch._tensor", "_rebuild_from_type_v2"),
 			ptPkTuple(ptPkGlobal("torch._utils", "_rebuild_tensor_v2"), ptPkGlobal("torch", "Tensor"),
 				ptPkTuple(ptCat(ptPkTuple(ptPkStr("storage"), ptPkGlobal("torch", "FloatStorage"), ptPkStr("0"), ptPkStr("cpu"), ptPkInt(4)), []byte{'Q'}),
@@ -114,14 +114,14 @@ func TestTorchZipVariants(t *testing.T) {
 					t.Fatalf("%v", got)
 				}
 			}},
-		{"bare storage", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2},
+		{"bare storage", []ptMember{{Name: "a/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2},
 			ptPkTuple(ptPkStr("storage"), ptPkGlobal("torch", "IntStorage"), ptPkStr("0"), ptPkStr("cpu"), ptPkInt(3)), []byte("Q."))}, data0},
 			func(t *testing.T, idx *index.Index) {
 				if tn := idx.Tensors[0]; tn.Name != "m" || tn.DType != dtype.I32 || !reflect.DeepEqual(tn.Shape, []int64{3}) {
 					t.Fatalf("%+v", tn)
 				}
 			}},
-		{"tensor inside an opaque call", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2, '}'},
+		{"tensor inside an opaque call", []ptMember{{Name: "a/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2, '}'},
 			ptPkStr("obj"), ptPkGlobal("mylib", "Thing"), ptPkTuple(ptPkStr("x"), rb(f32)), []byte("Rs."))}, data0},
 			func(t *testing.T, idx *index.Index) {
 				if got := ptNames(idx); !reflect.DeepEqual(got, []string{"obj/1"}) {
@@ -131,7 +131,7 @@ func TestTorchZipVariants(t *testing.T) {
 					t.Fatalf("metadata %v", idx.Metadata)
 				}
 			}},
-		{"list subclass and dict subclass", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2, '}', '('},
+		{"list subclass and dict subclass", []ptMember{{Name: "a/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2, '}', '('},
 			ptPkStr("l"), ptPkGlobal("mylib", "L"), []byte(")\x81("), rb(f32), []byte("e"),
 			ptPkStr("d"), ptPkGlobal("mylib", "D"), []byte(")\x81"), ptPkStr("k"), rb(f32), []byte("s"), []byte("}"), ptPkStr("n"), ptPkInt(3), []byte("sb"),
 			[]byte("u."))}, data0},
@@ -143,14 +143,14 @@ func TestTorchZipVariants(t *testing.T) {
 					t.Fatalf("metadata %v", idx.Metadata)
 				}
 			}},
-		{"keys of every kind", []ptMember{{name: "a/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2, '}', '('},
+		{"keys of every kind", []ptMember{{Name: "a/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2, '}', '('},
 			ptPkInt(7), rb(f32), []byte{pickle.OpNEWTRUE}, rb(f32), []byte{'N'}, rb(f32), ptPkInts(1, 2), rb(f32), []byte("u."))}, data0},
 			func(t *testing.T, idx *index.Index) {
 				if got := ptNames(idx); !reflect.DeepEqual(got, []string{"(1, 2)", "7", "None", "True"}) {
 					t.Fatalf("%v", got)
 				}
 			}},
-		{"no tensors", []ptMember{{name: "a/data.pkl", data: []byte("\x80\x02}X\x01\x00\x00\x00aK\x01s.")}},
+		{"no tensors", []ptMember{{Name: "a/data.pkl", Data: []byte("\x80\x02}X\x01\x00\x00\x00aK\x01s.")}},
 			func(t *testing.T, idx *index.Index) {
 				if len(idx.Tensors) != 0 || idx.Metadata["a"] != int64(1) || idx.Tensors == nil {
 					t.Fatalf("%+v", idx)
@@ -173,7 +173,7 @@ func TestTorchZipVariants(t *testing.T) {
 // naming the file and what is wrong where.
 func TestTorchZipBad(t *testing.T) {
 	one := func(s ptTS, storage []byte, extra ...ptMember) []ptMember {
-		return append([]ptMember{{name: "r/data.pkl", data: ptTensorPickle(false, s)}, {name: "r/data/0", data: storage}}, extra...)
+		return append([]ptMember{{Name: "r/data.pkl", Data: ptTensorPickle(false, s)}, {Name: "r/data/0", Data: storage}}, extra...)
 	}
 	ts := func(name string, numel, off int64, shape, strides []int64) ptTS {
 		return ptTS{name, "FloatStorage", "0", numel, off, shape, strides, nil}
@@ -183,7 +183,7 @@ func TestTorchZipBad(t *testing.T) {
 		members []ptMember
 		want    string
 	}{
-		{"compressed storage", []ptMember{{name: "r/data.pkl", data: ptTensorPickle(false, ts("w", 4, 0, []int64{4}, []int64{1}))}, {name: "r/data/0", data: ptF32(4), deflate: true}},
+		{"compressed storage", []ptMember{{Name: "r/data.pkl", Data: ptTensorPickle(false, ts("w", 4, 0, []int64{4}, []int64{1}))}, {Name: "r/data/0", Data: ptF32(4), Deflate: true}},
 			`storage member r/data/0 is compressed (zip method 8); tensorfs serves only stored members (tensor "w")`},
 		{"missing storage", one(ptTS{"w", "FloatStorage", "7", 4, 0, []int64{4}, []int64{1}, nil}, ptF32(4)),
 			`its storage r/data/7 is missing from the archive (tensor "w")`},
@@ -200,25 +200,25 @@ func TestTorchZipBad(t *testing.T) {
 		{"strides mismatch", one(ts("w", 4, 0, []int64{4}, []int64{1, 1}), ptF32(4)), "2 strides for 1 dimensions"},
 		{"quantized storage", one(ptTS{"q", "QInt8Storage", "0", 4, 0, []int64{4}, []int64{1}, nil}, ptF32(4)),
 			`a tensor of storage class torch.QInt8Storage is not supported (tensor "q", at byte `},
-		{"byteorder", one(ts("w", 4, 0, []int64{4}, []int64{1}), ptF32(4), ptMember{name: "r/byteorder", data: []byte("middle")}), `byteorder record says "middle"`},
-		{"no data.pkl", []ptMember{{name: "r/version", data: []byte("3")}}, "zip archive has no data.pkl"},
-		{"storage declared twice", []ptMember{{name: "r/data.pkl", data: ptTensorPickle(false, ts("a", 4, 0, []int64{4}, []int64{1}), ptTS{"b", "LongStorage", "0", 2, 0, []int64{2}, []int64{1}, nil})},
-			{name: "r/data/0", data: ptF32(4)}}, `storage "0" is declared twice`},
-		{"storage not a storage", []ptMember{{name: "r/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2}, ptPkGlobal("torch._utils", "_rebuild_tensor_v2"),
+		{"byteorder", one(ts("w", 4, 0, []int64{4}, []int64{1}), ptF32(4), ptMember{Name: "r/byteorder", Data: []byte("middle")}), `byteorder record says "middle"`},
+		{"no data.pkl", []ptMember{{Name: "r/version", Data: []byte("3")}}, "zip archive has no data.pkl"},
+		{"storage declared twice", []ptMember{{Name: "r/data.pkl", Data: ptTensorPickle(false, ts("a", 4, 0, []int64{4}, []int64{1}), ptTS{"b", "LongStorage", "0", 2, 0, []int64{2}, []int64{1}, nil})},
+			{Name: "r/data/0", Data: ptF32(4)}}, `storage "0" is declared twice`},
+		{"storage not a storage", []ptMember{{Name: "r/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2}, ptPkGlobal("torch._utils", "_rebuild_tensor_v2"),
 			ptPkTuple(ptPkInt(1), ptPkInt(0), ptPkInts(1), ptPkInts(1)), []byte("R."))}}, "first argument is a int, not a storage (at byte 101)"},
-		{"unknown persistent id", []ptMember{{name: "r/data.pkl", data: []byte("\x80\x02X\x01\x00\x00\x00xQ.")}}, `unsupported persistent id "x"`},
-		{"malicious", []ptMember{{name: "r/data.pkl", data: []byte("\x80\x02cposix\nsystem\nX\x02\x00\x00\x00id\x85R.")}}, "refused global posix.system"},
-		{"truncated pickle", []ptMember{{name: "r/data.pkl", data: []byte("\x80\x02}(X\x01")}}, "pickle argument of 4 bytes runs past the end of the data (1 bytes left) (at byte"},
-		{"pickle without STOP", []ptMember{{name: "r/data.pkl", data: []byte("\x80\x02}")}}, "pickle is truncated (at byte"},
-		{"deflated truncated pickle", []ptMember{{name: "r/data.pkl", data: []byte("\x80\x02}("), deflate: true}}, "(member r/data.pkl, at byte 4)"},
-		{"meta tensor", []ptMember{{name: "r/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2, '}'}, ptPkStr("m"),
+		{"unknown persistent id", []ptMember{{Name: "r/data.pkl", Data: []byte("\x80\x02X\x01\x00\x00\x00xQ.")}}, `unsupported persistent id "x"`},
+		{"malicious", []ptMember{{Name: "r/data.pkl", Data: []byte("\x80\x02cposix\nsystem\nX\x02\x00\x00\x00id\x85R.")}}, "refused global posix.system"},
+		{"truncated pickle", []ptMember{{Name: "r/data.pkl", Data: []byte("\x80\x02}(X\x01")}}, "pickle argument of 4 bytes runs past the end of the data (1 bytes left) (at byte"},
+		{"pickle without STOP", []ptMember{{Name: "r/data.pkl", Data: []byte("\x80\x02}")}}, "pickle is truncated (at byte"},
+		{"deflated truncated pickle", []ptMember{{Name: "r/data.pkl", Data: []byte("\x80\x02}("), Deflate: true}}, "(member r/data.pkl, at byte 4)"},
+		{"meta tensor", []ptMember{{Name: "r/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2, '}'}, ptPkStr("m"),
 			ptPkGlobal("torch._utils", "_rebuild_meta_tensor_no_storage"), ptPkTuple(ptPkGlobal("torch", "float32"), ptPkInts(2), ptPkInts(1)), []byte("Rs."))}},
 			`a meta tensor (it has no data) (torch._utils._rebuild_meta_tensor_no_storage) is not supported (tensor "m", at byte `},
-		{"v3 unsupported dtype", []ptMember{{name: "r/data.pkl", data: ptCat([]byte{pickle.OpPROTO, 2},
+		{"v3 unsupported dtype", []ptMember{{Name: "r/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2},
 			ptPkGlobal("torch._utils", "_rebuild_tensor_v3"),
 			ptPkTuple(ptCat(ptPkTuple(ptPkStr("storage"), ptPkGlobal("torch", "UntypedStorage"), ptPkStr("0"), ptPkStr("cpu"), ptPkInt(4)), []byte{'Q'}),
 				ptPkInt(0), ptPkInts(4), ptPkInts(1), []byte{pickle.OpNEWFALSE}, []byte("}"), ptPkGlobal("torch", "float8_e4m3fnuz")), []byte("R."))},
-			{name: "r/data/0", data: ptF32(1)}}, `a tensor of dtype torch.float8_e4m3fnuz is not supported (tensor "m", at byte `},
+			{Name: "r/data/0", Data: ptF32(1)}}, `a tensor of dtype torch.float8_e4m3fnuz is not supported (tensor "m", at byte `},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := ptZip(t, c.members...)
@@ -347,10 +347,10 @@ func TestTorchSniff(t *testing.T) {
 		npy        bool
 	}{
 		{"torch zip", ptGoodZip(t, "archive/"), true, false, false},
-		{"torchscript first member data/0", ptZip(t, ptMember{name: "foo/data/0"}), true, false, false},
-		{"npz", ptZip(t, ptMember{name: "weight.npy"}), false, true, false},
-		{"npz long name", ptZip(t, ptMember{name: strings.Repeat("w", 60) + ".npy"}), false, true, false},
-		{"other zip", ptZip(t, ptMember{name: "readme.txt"}), false, false, false},
+		{"torchscript first member data/0", ptZip(t, ptMember{Name: "foo/data/0"}), true, false, false},
+		{"npz", ptZip(t, ptMember{Name: "weight.npy"}), false, true, false},
+		{"npz long name", ptZip(t, ptMember{Name: strings.Repeat("w", 60) + ".npy"}), false, true, false},
+		{"other zip", ptZip(t, ptMember{Name: "readme.txt"}), false, false, false},
 		{"legacy protocol 2", ptLegacyGood(), true, false, false},
 		{"legacy protocol 1", []byte("L119547037146038801333356L\n.M\xe9\x03."), true, false, false},
 		{"legacy protocol 5", []byte("\x80\x05\x95\r\x00\x00\x00\x00\x00\x00\x00\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19."), true, false, false},
@@ -460,8 +460,8 @@ func TestTorchRealFilesDetails(t *testing.T) {
 
 func FuzzTorchZip(f *testing.F) {
 	f.Add(ptGoodZip(f, "archive/"))
-	f.Add(ptZip(f, ptMember{name: "a/data.pkl", data: ptTensorPickle(false, ptTS{"w", "HalfStorage", "0", 8, 1, []int64{2, 3}, []int64{1, 2}, nil})},
-		ptMember{name: "a/data/0", data: make([]byte, 16)}, ptMember{name: "a/byteorder", data: []byte("big")}))
+	f.Add(ptZip(f, ptMember{Name: "a/data.pkl", Data: ptTensorPickle(false, ptTS{"w", "HalfStorage", "0", 8, 1, []int64{2, 3}, []int64{1, 2}, nil})},
+		ptMember{Name: "a/data/0", Data: make([]byte, 16)}, ptMember{Name: "a/byteorder", Data: []byte("big")}))
 	for _, b := range ptSeedFiles("pytorch/candle/*.pt", "pytorch/tch-rs/foo.pt", "pytorch/mlverse-torch/*.pt", "pytorch/gopickle/tensor_int8_proto2_zip.pt", "generated/torch_*zip*.pt", "generated/torch_bare_tensor.pt") {
 		f.Add(b)
 	}
