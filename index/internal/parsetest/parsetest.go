@@ -12,8 +12,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
 	"hash/crc32"
 	"io"
 	"os"
@@ -21,6 +19,9 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
 type MemFile struct {
