@@ -10,7 +10,7 @@ func TestDetect(t *testing.T) {
 	if f, ok := Detect(gguf); !ok || f.Name != "gguf" {
 		t.Fatalf("Detect does not pick gguf for a GGUF header")
 	}
-	good := stBuild(nil, true, stT{"a", "F32", []int{1}, 4})
+	good := stBuild(nil, true, stT{Name: "a", DType: "F32", Shape: []int{1}, Bytes: 4})
 	if fm, ok := Detect(good); !ok || fm.Name != "safetensors" {
 		t.Errorf("Detect = %v, %v", fm, ok)
 	}

@@ -152,9 +152,9 @@ func ldMap(t *testing.T, meta any, wm map[string]string) []byte {
 func ldSharded(t *testing.T) string {
 	dir := t.TempDir()
 	ldWrite(t, dir, "model-00001-of-00002.safetensors", stBuild(map[string]string{"format": "pt"}, true,
-		stT{"model.embed.weight", "F32", []int{2, 2}, 16}, stT{"model.layers.0.w", "BF16", []int{3}, 6}))
+		stT{Name: "model.embed.weight", DType: "F32", Shape: []int{2, 2}, Bytes: 16}, stT{Name: "model.layers.0.w", DType: "BF16", Shape: []int{3}, Bytes: 6}))
 	ldWrite(t, dir, "model-00002-of-00002.safetensors", stBuild(map[string]string{"format": "pt", "extra": "2"}, true,
-		stT{"lm_head.weight", "F16", []int{2, 2}, 8}, stT{"model.layers.1.w", "BF16", []int{3}, 6}))
+		stT{Name: "lm_head.weight", DType: "F16", Shape: []int{2, 2}, Bytes: 8}, stT{Name: "model.layers.1.w", DType: "BF16", Shape: []int{3}, Bytes: 6}))
 	ldWrite(t, dir, "model.safetensors.index.json", ldMap(t, map[string]any{"total_size": 36}, map[string]string{
 		"model.embed.weight": "model-00001-of-00002.safetensors",
 		"model.layers.0.w":   "model-00001-of-00002.safetensors",
@@ -165,13 +165,13 @@ func ldSharded(t *testing.T) string {
 	ldWrite(t, dir, "config.json", []byte(`{"architectures": ["X"]}`))
 	// A checkpoint beside the shards that the weight map does not name
 	// (Mistral repositories ship consolidated.safetensors this way).
-	ldWrite(t, dir, "consolidated.safetensors", stBuild(nil, true, stT{"model.embed.weight", "F32", []int{1}, 4}))
+	ldWrite(t, dir, "consolidated.safetensors", stBuild(nil, true, stT{Name: "model.embed.weight", DType: "F32", Shape: []int{1}, Bytes: 4}))
 	return dir
 }
 
 func TestLoadSingleFile(t *testing.T) {
 	dir := t.TempDir()
-	p := ldWrite(t, dir, "m.safetensors", stBuild(map[string]string{"k": "v"}, true, stT{"b", "F32", []int{1}, 4}, stT{"a/x", "U8", []int{2}, 2}, stT{"a", "U8", nil, 1}))
+	p := ldWrite(t, dir, "m.safetensors", stBuild(map[string]string{"k": "v"}, true, stT{Name: "b", DType: "F32", Shape: []int{1}, Bytes: 4}, stT{Name: "a/x", DType: "U8", Shape: []int{2}, Bytes: 2}, stT{Name: "a", DType: "U8", Shape: nil, Bytes: 1}))
 	idx, err := ldLoad(t, p, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestLoadWeightMapChoice(t *testing.T) {
 	dir = t.TempDir()
 	ldWrite(t, dir, "diffusion_pytorch_model.safetensors.index.json", ldMap(t, nil, map[string]string{"w": "sub/s.safetensors"}))
 	ldWrite(t, dir, "diffusion_pytorch_model.bin.index.json", ldMap(t, nil, map[string]string{"w": "missing.bin"}))
-	ldWrite(t, dir, "sub/s.safetensors", stBuild(nil, true, stT{"w", "F32", []int{1}, 4}))
+	ldWrite(t, dir, "sub/s.safetensors", stBuild(nil, true, stT{Name: "w", DType: "F32", Shape: []int{1}, Bytes: 4}))
 	idx, err := ldLoad(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +267,7 @@ func TestLoadWeightMapChoice(t *testing.T) {
 func TestLoadWeightMapSymlinks(t *testing.T) {
 	// A Hugging Face cache: snapshot files are links into ../../blobs.
 	root := t.TempDir()
-	blob := ldWrite(t, root, "blobs/1234", stBuild(nil, true, stT{"w", "F32", []int{1}, 4}))
+	blob := ldWrite(t, root, "blobs/1234", stBuild(nil, true, stT{Name: "w", DType: "F32", Shape: []int{1}, Bytes: 4}))
 	mapBlob := ldWrite(t, root, "blobs/5678", ldMap(t, nil, map[string]string{"w": "model.safetensors"}))
 	snap := filepath.Join(root, "snapshots", "abc")
 	if err := os.MkdirAll(snap, 0o755); err != nil {
@@ -295,8 +295,8 @@ func TestLoadWeightMapSymlinks(t *testing.T) {
 }
 
 func TestLoadWeightMapRefuses(t *testing.T) {
-	shard := stBuild(nil, true, stT{"a", "F32", []int{1}, 4}, stT{"b", "F32", []int{1}, 4})
-	shard2 := stBuild(nil, true, stT{"c", "U8", []int{1}, 1})
+	shard := stBuild(nil, true, stT{Name: "a", DType: "F32", Shape: []int{1}, Bytes: 4}, stT{Name: "b", DType: "F32", Shape: []int{1}, Bytes: 4})
+	shard2 := stBuild(nil, true, stT{Name: "c", DType: "U8", Shape: []int{1}, Bytes: 1})
 	cases := []struct {
 		name  string
 		files map[string][]byte
@@ -321,7 +321,7 @@ func TestLoadWeightMapRefuses(t *testing.T) {
 		{"tensor in another shard", map[string][]byte{
 			"m.index.json":   ldMap(t, nil, map[string]string{"a": "s1.safetensors", "b": "s1.safetensors", "c": "s1.safetensors", "d": "s2.safetensors"}),
 			"s1.safetensors": shard,
-			"s2.safetensors": stBuild(nil, true, stT{"c", "U8", []int{1}, 1}, stT{"d", "U8", []int{1}, 1}),
+			"s2.safetensors": stBuild(nil, true, stT{Name: "c", DType: "U8", Shape: []int{1}, Bytes: 1}, stT{Name: "d", DType: "U8", Shape: []int{1}, Bytes: 1}),
 		}, `the weight map m.index.json puts this tensor in shard s1.safetensors (tensor "c")`},
 		{"bad shard", map[string][]byte{
 			"m.index.json":   ldMap(t, nil, map[string]string{"a": "s1.safetensors", "b": "s1.safetensors", "c": "s2.safetensors"}),
@@ -402,8 +402,8 @@ func TestLoadClosesOnError(t *testing.T) {
 	}
 	// A shard that fails to parse after others were parsed.
 	dir = t.TempDir()
-	ldWrite(t, dir, "a.safetensors", stBuild(nil, true, stT{"a", "U8", []int{1}, 1}))
-	ldWrite(t, dir, "b.safetensors", stBuild(nil, true, stT{"b", "U8", []int{1}, 1}))
+	ldWrite(t, dir, "a.safetensors", stBuild(nil, true, stT{Name: "a", DType: "U8", Shape: []int{1}, Bytes: 1}))
+	ldWrite(t, dir, "b.safetensors", stBuild(nil, true, stT{Name: "b", DType: "U8", Shape: []int{1}, Bytes: 1}))
 	ldWrite(t, dir, "c.safetensors", stRaw(`{"c":{}}`, nil))
 	ldWrite(t, dir, "d.txt", []byte("not a checkpoint"))
 	o = newLdOpener()
@@ -418,12 +418,12 @@ func TestLoadClosesOnError(t *testing.T) {
 
 func TestLoadDirectoryWithoutWeightMap(t *testing.T) {
 	dir := t.TempDir()
-	ldWrite(t, dir, "b.safetensors", stBuild(map[string]string{"format": "pt"}, true, stT{"x.weight", "F32", []int{2}, 8}))
-	ldWrite(t, dir, "a.safetensors", stBuild(map[string]string{"format": "pt", "a": "1"}, true, stT{"y.weight", "F32", []int{1}, 4}, stT{"z", "U8", nil, 1}))
+	ldWrite(t, dir, "b.safetensors", stBuild(map[string]string{"format": "pt"}, true, stT{Name: "x.weight", DType: "F32", Shape: []int{2}, Bytes: 8}))
+	ldWrite(t, dir, "a.safetensors", stBuild(map[string]string{"format": "pt", "a": "1"}, true, stT{Name: "y.weight", DType: "F32", Shape: []int{1}, Bytes: 4}, stT{Name: "z", DType: "U8", Shape: nil, Bytes: 1}))
 	ldWrite(t, dir, "README.md", []byte("# README"))
 	ldWrite(t, dir, "config.json", []byte(`{"a": 1}`))
 	ldWrite(t, dir, "empty", nil)
-	ldWrite(t, dir, "sub/c.safetensors", stBuild(nil, true, stT{"ignored", "F32", []int{1}, 4}))
+	ldWrite(t, dir, "sub/c.safetensors", stBuild(nil, true, stT{Name: "ignored", DType: "F32", Shape: []int{1}, Bytes: 4}))
 	idx, err := ldLoad(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -453,11 +453,11 @@ func TestLoadDirectoryRefuses(t *testing.T) {
 		{"empty directory", nil, "no checkpoint in the directory (0 files looked at"},
 		{"no checkpoint", map[string][]byte{"README.md": []byte("hi"), "config.json": []byte("{}")}, "no checkpoint in the directory (2 files looked at"},
 		{"same tensor in two files", map[string][]byte{
-			"a.safetensors": stBuild(nil, true, stT{"w", "F32", []int{1}, 4}),
-			"b.safetensors": stBuild(nil, true, stT{"w", "F32", []int{1}, 4}, stT{"v", "F32", []int{1}, 4}),
+			"a.safetensors": stBuild(nil, true, stT{Name: "w", DType: "F32", Shape: []int{1}, Bytes: 4}),
+			"b.safetensors": stBuild(nil, true, stT{Name: "w", DType: "F32", Shape: []int{1}, Bytes: 4}, stT{Name: "v", DType: "F32", Shape: []int{1}, Bytes: 4}),
 		}, `this tensor is also in`},
 		{"mixed formats", map[string][]byte{
-			"a.safetensors": stBuild(nil, true, stT{"w", "F32", []int{1}, 4}),
+			"a.safetensors": stBuild(nil, true, stT{Name: "w", DType: "F32", Shape: []int{1}, Bytes: 4}),
 			"b.gguf":        ldGGUF(-1, -1, ldGT{"g", []uint64{1}}),
 		}, `mixes checkpoint formats: a.safetensors is safetensors, b.gguf is gguf`},
 	}
@@ -743,7 +743,7 @@ func TestLoadDirectoryOfNPY(t *testing.T) {
 		t.Errorf("tensors %v, want %v", got, want)
 	}
 	// An .npy beside a safetensors file: two formats.
-	ldWrite(t, dir, "model.safetensors", stBuild(nil, true, stT{"w", "F32", []int{1}, 4}))
+	ldWrite(t, dir, "model.safetensors", stBuild(nil, true, stT{Name: "w", DType: "F32", Shape: []int{1}, Bytes: 4}))
 	_, err = ldLoad(t, dir, nil)
 	stCheckError(t, err, "mixes checkpoint formats: bias.npy is numpy, model.safetensors is safetensors")
 }

@@ -4,11 +4,11 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/index/internal/parsetest"
+	"github.com/lazyweights/tensorfs/internal/testdata/parsetest"
 )
 
 // The helpers shared with the other format packages' tests
-// (index/internal/parsetest), under the names these tests use.
+// (internal/testdata/parsetest), under the names these tests use.
 
 type (
 	ptMemFile = parsetest.MemFile

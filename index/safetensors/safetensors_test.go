@@ -17,8 +17,8 @@ import (
 
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/index/internal/parsetest"
 	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testdata/parsetest"
 )
 
 func TestSafetensorsEveryDType(t *testing.T) {
@@ -44,7 +44,7 @@ func TestSafetensorsEveryDType(t *testing.T) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		ts = append(ts, stT{"t_" + name, name, []int{2, 3}, want[name].bytes})
+		ts = append(ts, stT{Name: "t_" + name, DType: name, Shape: []int{2, 3}, Bytes: want[name].bytes})
 	}
 	raw := stBuild(nil, true, ts...)
 	idx, err := Parse(stFile("all.safetensors", raw))
@@ -98,7 +98,7 @@ func TestSafetensorsGood(t *testing.T) {
 		},
 		{
 			name: "metadata",
-			raw:  stBuild(map[string]string{"format": "pt", "x": ""}, true, stT{"a", "F16", []int{3}, 6}),
+			raw:  stBuild(map[string]string{"format": "pt", "x": ""}, true, stT{Name: "a", DType: "F16", Shape: []int{3}, Bytes: 6}),
 			meta: map[string]any{"format": "pt", "x": ""},
 			want: []index.Tensor{{Name: "a", DType: dtype.F16, Shape: []int64{3}, Size: 6}},
 		},
@@ -110,12 +110,12 @@ func TestSafetensorsGood(t *testing.T) {
 		{
 			name: "scalar and zero-size tensors",
 			raw: stBuild(nil, true,
-				stT{"empty_first", "F32", []int{0}, 0},
-				stT{"scalar", "F64", nil, 8},
-				stT{"empty_mid", "BF16", []int{4, 0, 2}, 0},
-				stT{"empty_mid2", "I8", []int{0}, 0},
-				stT{"v", "U8", []int{3}, 3},
-				stT{"empty_last", "F4", []int{0, 7}, 0}),
+				stT{Name: "empty_first", DType: "F32", Shape: []int{0}, Bytes: 0},
+				stT{Name: "scalar", DType: "F64", Shape: nil, Bytes: 8},
+				stT{Name: "empty_mid", DType: "BF16", Shape: []int{4, 0, 2}, Bytes: 0},
+				stT{Name: "empty_mid2", DType: "I8", Shape: []int{0}, Bytes: 0},
+				stT{Name: "v", DType: "U8", Shape: []int{3}, Bytes: 3},
+				stT{Name: "empty_last", DType: "F4", Shape: []int{0, 7}, Bytes: 0}),
 			want: []index.Tensor{
 				{Name: "empty_first", DType: dtype.F32, Shape: []int64{0}, Size: 0},
 				{Name: "empty_last", DType: dtype.F4, Shape: []int64{0, 7}, Offset: 11, Size: 0},
@@ -136,7 +136,7 @@ func TestSafetensorsGood(t *testing.T) {
 		},
 		{
 			name: "F4: an even number of elements in any shape",
-			raw:  stBuild(nil, false, stT{"a", "F4", []int{3, 2}, 3}, stT{"b", "F4", []int{2, 3}, 3}, stT{"c", "F4", []int{1, 1, 4}, 2}),
+			raw:  stBuild(nil, false, stT{Name: "a", DType: "F4", Shape: []int{3, 2}, Bytes: 3}, stT{Name: "b", DType: "F4", Shape: []int{2, 3}, Bytes: 3}, stT{Name: "c", DType: "F4", Shape: []int{1, 1, 4}, Bytes: 2}),
 			want: []index.Tensor{
 				{Name: "a", DType: dtype.F4, Shape: []int64{3, 2}, Size: 3},
 				{Name: "b", DType: dtype.F4, Shape: []int64{2, 3}, Offset: 3, Size: 3},
@@ -145,7 +145,7 @@ func TestSafetensorsGood(t *testing.T) {
 		},
 		{
 			name: "names that need path escaping",
-			raw:  stBuild(nil, true, stT{"", "U8", []int{1}, 1}, stT{"a/../b", "U8", []int{1}, 1}, stT{"x\u0000y%", "U8", []int{1}, 1}),
+			raw:  stBuild(nil, true, stT{Name: "", DType: "U8", Shape: []int{1}, Bytes: 1}, stT{Name: "a/../b", DType: "U8", Shape: []int{1}, Bytes: 1}, stT{Name: "x\u0000y%", DType: "U8", Shape: []int{1}, Bytes: 1}),
 			want: []index.Tensor{
 				{Name: "", DType: dtype.U8, Shape: []int64{1}, Size: 1},
 				{Name: "a/../b", DType: dtype.U8, Shape: []int64{1}, Offset: 1, Size: 1},
@@ -308,7 +308,7 @@ func TestSafetensorsReadErrorsAndNoAlloc(t *testing.T) {
 }
 
 func TestSniffSafetensors(t *testing.T) {
-	good := stBuild(nil, true, stT{"a", "F32", []int{1}, 4})
+	good := stBuild(nil, true, stT{Name: "a", DType: "F32", Shape: []int{1}, Bytes: 4})
 	cases := []struct {
 		head []byte
 		want bool
@@ -443,8 +443,8 @@ func TestSafetensorsRealFileDetails(t *testing.T) {
 // stSeeds returns generated and real files to seed fuzz targets.
 func stSeeds() [][]byte {
 	seeds := [][]byte{
-		stBuild(nil, true, stT{"a", "F32", []int{2}, 8}),
-		stBuild(map[string]string{"format": "pt"}, false, stT{"a/b", "F4", []int{2}, 1}, stT{"s", "BF16", nil, 2}, stT{"z", "U8", []int{0}, 0}),
+		stBuild(nil, true, stT{Name: "a", DType: "F32", Shape: []int{2}, Bytes: 8}),
+		stBuild(map[string]string{"format": "pt"}, false, stT{Name: "a/b", DType: "F4", Shape: []int{2}, Bytes: 1}, stT{Name: "s", DType: "BF16", Shape: nil, Bytes: 2}, stT{Name: "z", DType: "U8", Shape: []int{0}, Bytes: 0}),
 		stRaw(`{"b":{"data_offsets":[4,6],"shape":[1],"dtype":"F16","x":[{}]},"a":{"dtype":"F32","shape":[],"data_offsets":[0,4]}}  `, make([]byte, 6)),
 		stRaw(`{}`, nil),
 	}
@@ -511,7 +511,7 @@ func FuzzSafetensors(f *testing.F) {
 func BenchmarkSafetensorsHeader(b *testing.B) {
 	ts := make([]stT, 10000)
 	for i := range ts {
-		ts[i] = stT{fmt.Sprintf("model.layers.%d.self_attn.q_proj.weight", i), "BF16", []int{2, 2}, 8}
+		ts[i] = stT{Name: fmt.Sprintf("model.layers.%d.self_attn.q_proj.weight", i), DType: "BF16", Shape: []int{2, 2}, Bytes: 8}
 	}
 	raw := stBuild(map[string]string{"format": "pt"}, true, ts...)
 	f := stFile("bench.safetensors", raw)
@@ -525,28 +525,15 @@ func BenchmarkSafetensorsHeader(b *testing.B) {
 }
 
 // The safetensors helpers shared with the other packages' tests
-// (index/internal/parsetest), under the names these tests use.
+// (internal/testdata/parsetest), under the names these tests use.
 
 var (
 	stFile       = parsetest.STFile
+	stBuild      = parsetest.STBuild
 	stRaw        = parsetest.STRaw
 	stCheckError = parsetest.CheckError
 	stRealFiles  = parsetest.SafetensorsFiles
 )
 
-// stT describes one tensor for stBuild (parsetest.STensor).
-type stT struct {
-	name  string
-	dtype string
-	shape []int
-	bytes int // data bytes
-}
-
-// stBuild is parsetest.STBuild.
-func stBuild(meta map[string]string, pad bool, ts ...stT) []byte {
-	pts := make([]parsetest.STensor, len(ts))
-	for i, t := range ts {
-		pts[i] = parsetest.STensor{Name: t.name, DType: t.dtype, Shape: t.shape, Bytes: t.bytes}
-	}
-	return parsetest.STBuild(meta, pad, pts...)
-}
+// stT describes one tensor for stBuild.
+type stT = parsetest.STensor

@@ -4,12 +4,12 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/index/internal/parsetest"
+	"github.com/lazyweights/tensorfs/internal/testdata/parsetest"
 	"github.com/lazyweights/tensorfs/index/numpy"
 )
 
 // The helpers shared with the other format packages' tests
-// (index/internal/parsetest), under the names these tests use.
+// (internal/testdata/parsetest), under the names these tests use.
 
 type (
 	ptMemFile = parsetest.MemFile

@@ -1,6 +1,7 @@
 // Package parsetest holds the helpers that the tests of the format
-// packages (index/numpy, index/torch) share: in-memory files, zip and
-// .npy builders, the checks every parser's Index must pass, and reading
+// packages (index/numpy, index/torch, index/safetensors) and of formats
+// share: in-memory files, zip, .npy and safetensors builders,
+// the checks every parser's Index must pass, and reading
 // tensors back from a file's bytes. Only tests import it.
 package parsetest
 
