@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata/parsetest"
 	"github.com/lazyweights/tensorfs/index/numpy"
+	"github.com/lazyweights/tensorfs/internal/testdata/parsetest"
 )
 
 // The helpers shared with the other format packages' tests
