@@ -1,5 +1,9 @@
 package index
 
+// Helpers the format packages share: zip archives (npz and torch.save
+// tell theirs apart by member names), tensor names in messages, strides,
+// sorting, and the check every parsed tensor must pass (CheckTensor).
+
 import (
 	"archive/zip"
 	"bytes"
