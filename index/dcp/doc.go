@@ -14,6 +14,10 @@
 // torch.serialization._get_layout and pathlib paths. Any other global
 // refuses the file in one line, where it appears.
 //
+// The loader (formats) finds the .metadata among a directory's files
+// (MetadataFile, Sniff) and calls ParseDir, then opens each tiled tensor
+// as a backing.Tiled over the .distcp files.
+//
 // Each tensor is whole: its chunks (TensorStorageMetadata.chunks, boxes
 // of the tensor) are located through storage_data (relative_path, offset,
 // length: an item, a torch.save zip of the chunk whose storage is stored
@@ -39,7 +43,7 @@
 // end, not a torch.save zip, holding another dtype or shape than the
 // metadata says, or compressed; a relative_path that is not a file name
 // in the directory (../, absolute, a missing .distcp) or, locally, a
-// symbolic link out of it; more than MaxChunks chunks per tensor; a
+// symbolic link out of it (Dir.Inside, which formats sets); more than MaxChunks chunks per tensor; a
 // .metadata over MaxMetadata bytes. Results are charged to a budget that
 // grows with the .metadata's size (pickle.Budget): a small pickle cannot
 // make millions of chunks through shared references.

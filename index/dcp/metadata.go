@@ -9,7 +9,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/pickle"
+	"github.com/lazyweights/tensorfs/index/pickle"
 )
 
 // MaxMetadata caps the bytes of a .metadata file.
