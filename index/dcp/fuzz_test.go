@@ -62,3 +62,44 @@ func FuzzMetadata(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseDir: ParseDir over the real .distcp files of a torch 2.11
+// checkpoint (testdata/torch211/w3s12) with a fuzzed .metadata never
+// panics, and what it accepts reads within its files.
+func FuzzParseDir(f *testing.F) {
+	dir := filepath.Join("testdata", "torch211", "w3s12")
+	meta, err := os.ReadFile(filepath.Join(dir, MetadataName))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(meta)
+	var names []string
+	for _, n := range []string{"__0_0.distcp", "__1_0.distcp", "__2_0.distcp"} {
+		names = append(names, filepath.Join(dir, n))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		idx, files, err := ParseDir(Dir{Path: dir, Files: names, Open: openPread}, memFile{bytes.NewReader(data), dir + "/.metadata"})
+		if err != nil {
+			return
+		}
+		defer func() {
+			for _, f := range files {
+				f.(interface{ Close() error }).Close()
+			}
+		}()
+		if len(idx.Sources) != len(files)+len(idx.Members) {
+			t.Fatalf("%d sources for %d files and %d members", len(idx.Sources), len(files), len(idx.Members))
+		}
+		for _, tt := range idx.Tensors {
+			if m := idx.Member(tt.Source); m != nil {
+				if m.Tiles == nil || len(m.Tiles.Chunks) == 0 {
+					t.Fatalf("%s: a member with no chunks", tt.Name)
+				}
+				continue
+			}
+			if tt.Source >= len(files) || tt.Offset < 0 || tt.Offset+tt.Size > files[tt.Source].Size() {
+				t.Fatalf("%s: [%d, +%d) outside source %d", tt.Name, tt.Offset, tt.Size, tt.Source)
+			}
+		}
+	})
+}

@@ -309,6 +309,14 @@ func TestHostile(t *testing.T) {
 		{"missing distcp", func(md *Metadata, _ string) {
 			setItems(md, wq, func(it *Item) { it.RelativePath = "__7_0.distcp" })
 		}, hostile{}, "not in the directory"},
+		{"empty tensor, no chunk", func(md *Metadata, _ string) {
+			tm := tensor(md, "model.zero")
+			tm.Chunks = nil
+		}, hostile{}, ""},
+		{"empty chunk, no item", func(md *Metadata, _ string) {
+			tm := tensor(md, wq)
+			tm.Chunks = append(tm.Chunks, ChunkMeta{[]int64{24, 0}, []int64{0, 16}})
+		}, hostile{}, ""},
 		{"no item", func(md *Metadata, _ string) {
 			for k := range md.Storage {
 				if strings.HasPrefix(k, wq+"\x00") {

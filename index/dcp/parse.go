@@ -145,6 +145,7 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		tiles *index.Tiles
 	}
 	var members []member
+	var empty []int // tensors of no elements and no chunk
 	notRead := map[string]any{}
 	for _, tm := range md.Tensors {
 		where := "tensor " + quote(tm.FQN)
@@ -162,9 +163,12 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		t := index.Tensor{Name: name, DType: tm.DType, Shape: tm.Size, Size: size}
 		tiles := &index.Tiles{Shape: tm.Size, ElemSize: int64(tm.DType.ElemSize())}
 		var covered int64
-		for ci, c := range tm.Chunks {
+		for _, c := range tm.Chunks {
 			cw := fmt.Sprintf("%s, chunk at %v", where, c.Offsets)
 			it, ok := md.Storage[itemKey(tm.FQN, c.Offsets)]
+			if cn, _ := index.Elements(c.Sizes); !ok && cn == 0 {
+				continue // an empty chunk holds nothing: its item may be left out
+			}
 			if !ok {
 				return nil, index.ErrorAt(l.metaPath(), cw, "storage_data has no item for the chunk")
 			}
@@ -175,7 +179,6 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 			cn, _ := index.Elements(c.Sizes)
 			covered += cn
 			tiles.Chunks = append(tiles.Chunks, index.Chunk{Source: src, Offset: off, Start: c.Offsets, Shape: c.Sizes})
-			_ = ci
 		}
 		if covered != n {
 			return nil, index.ErrorAt(l.metaPath(), where, "the chunks hold %d elements of the tensor's %d: they leave holes or overlap", covered, n)
@@ -190,9 +193,12 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 				break
 			}
 		}
-		if whole != nil {
+		switch {
+		case whole != nil:
 			t.Source, t.Offset = whole.Source, whole.Offset
-		} else {
+		case n == 0:
+			empty = append(empty, len(idx.Tensors)) // no chunk: any file will do
+		default:
 			members = append(members, member{t: len(idx.Tensors), tiles: tiles})
 		}
 		idx.Tensors = append(idx.Tensors, t)
@@ -212,6 +218,12 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 			return nil, index.ErrorAt(l.metaPath(), "key "+quote(fqn), "two values are named %q", name)
 		}
 		idx.Metadata[name] = v
+	}
+	if len(empty) > 0 && len(l.paths) == 0 {
+		return nil, index.ErrorAt(l.metaPath(), "tensor "+quote(fqns[idx.Tensors[empty[0]].Name]), "no chunk of any tensor or value is stored: the checkpoint has no data file")
+	}
+	for _, i := range empty {
+		idx.Tensors[i].Source, idx.Tensors[i].Offset = 0, 0
 	}
 	idx.Sources = slices.Clone(l.paths) // every file is open: members come after
 	for _, m := range members {
