@@ -175,6 +175,44 @@ func (t *Tiled) find(idx []int64, hint int) int {
 // impossible.
 var errHole = errors.New("no tile holds the element")
 
+// locate finds the run that byte off (inside the array) begins: the
+// tile holding it (searched from hint on), the offset of that byte in the
+// tile's source, and the bytes from it to the run's end, which are
+// contiguous both in the array and in the tile (a run spans whole steps
+// of the dims the tile holds whole). idx is scratch of len(shape).
+func (t *Tiled) locate(off int64, idx []int64, hint int) (tile int, at, n int64, err error) {
+	e, b := off/t.es, off%t.es
+	rem := e
+	for k := range t.shape {
+		idx[k] = rem / t.inner[k]
+		rem %= t.inner[k]
+	}
+	i := t.find(idx, hint)
+	if i < 0 {
+		return -1, 0, 0, fmt.Errorf("backing: %s: element %v: %w", t.name, idx, errHole)
+	}
+	c := &t.tiles[i]
+	var se, run int64 // e's element offset in the tile; elements in the run from e
+	for k := range idx {
+		se += (idx[k] - c.start[k]) * c.inner[k]
+	}
+	if c.d < 0 {
+		run = t.size/t.es - e
+	} else {
+		// e's offset inside its step of dim d (dims after d are whole).
+		run = (c.end[c.d]-idx[c.d])*t.inner[c.d] - e%t.inner[c.d]
+	}
+	return i, c.off + se*t.es + b, run*t.es - b, nil
+}
+
+// scratch returns an index of len(t.shape), in arr when it fits.
+func (t *Tiled) scratch(arr *[16]int64) []int64 {
+	if len(t.shape) > len(arr) {
+		return make([]int64, len(t.shape))
+	}
+	return arr[:len(t.shape)]
+}
+
 // ReadAt gathers [off, off+len(p)): for each run of elements that is
 // contiguous both in the array and in one tile, one ReadAt of that tile's
 // source straight into p.
@@ -189,45 +227,21 @@ func (t *Tiled) ReadAt(p []byte, off int64) (int, error) {
 	if rest := t.size - off; want > rest {
 		want = rest
 	}
-	var idxArr [16]int64
-	idx := idxArr[:0]
-	if len(t.shape) > len(idxArr) {
-		idx = make([]int64, len(t.shape))
-	} else {
-		idx = idxArr[:len(t.shape)]
-	}
+	var arr [16]int64
+	idx := t.scratch(&arr)
 	hint := -1
-	pos, end := off, off+want
-	for pos < end {
-		e, b := pos/t.es, pos%t.es
-		rem := e
-		for k := range t.shape {
-			idx[k] = rem / t.inner[k]
-			rem %= t.inner[k]
-		}
-		i := t.find(idx, hint)
-		if i < 0 {
-			return int(pos - off), fmt.Errorf("backing: %s: element %v: %w", t.name, idx, errHole)
+	for pos, end := off, off+want; pos < end; {
+		i, at, run, err := t.locate(pos, idx, hint)
+		if err != nil {
+			return int(pos - off), err
 		}
 		hint = i
-		c := &t.tiles[i]
-		var run, se int64 // elements in the run from e; e's element offset in the tile
-		for k := range idx {
-			se += (idx[k] - c.start[k]) * c.inner[k]
-		}
-		if c.d < 0 {
-			run = t.size/t.es - e
-		} else {
-			d := c.d
-			// e's offset inside its step of dim d (dims after d are whole).
-			inStep := e % t.inner[d]
-			run = (c.end[d]-idx[d])*t.inner[d] - inStep
-		}
-		n := min(run*t.es-b, end-pos)
-		got, err := c.src.ReadAt(p[pos-off:pos-off+n], c.off+se*t.es+b)
+		src := t.tiles[i].src
+		n := min(run, end-pos)
+		got, err := src.ReadAt(p[pos-off:pos-off+n], at)
 		if int64(got) < n {
 			if err == nil || err == io.EOF {
-				err = fmt.Errorf("%s ended at byte %d: %w", c.src.Name(), c.off+se*t.es+b+int64(got), io.ErrUnexpectedEOF)
+				err = fmt.Errorf("%s ended at byte %d: %w", src.Name(), at+int64(got), io.ErrUnexpectedEOF)
 			}
 			return int(pos - off + int64(got)), fmt.Errorf("backing: %s: %w", t.name, err)
 		}
@@ -237,14 +251,6 @@ func (t *Tiled) ReadAt(p []byte, off int64) (int, error) {
 		return int(want), io.EOF
 	}
 	return int(want), nil
-}
-
-// ReaderAt is what a tile is read from: a random-access file of known
-// size (a Source, or index.File).
-type ReaderAt interface {
-	io.ReaderAt
-	Size() int64
-	Name() string
 }
 
 // Piece returns, for a read of [off, off+n) that lies in one tile as one
@@ -268,32 +274,18 @@ func (t *Tiled) Run(off int64) (src ReaderAt, at, n int64, ok bool) {
 	if off < 0 || off >= t.size {
 		return nil, 0, 0, false
 	}
-	var idxArr [16]int64
-	idx := idxArr[:0]
-	if len(t.shape) > len(idxArr) {
-		idx = make([]int64, len(t.shape))
-	} else {
-		idx = idxArr[:len(t.shape)]
-	}
-	e := off / t.es
-	rem := e
-	for k := range t.shape {
-		idx[k] = rem / t.inner[k]
-		rem %= t.inner[k]
-	}
-	i := t.find(idx, -1)
-	if i < 0 {
+	var arr [16]int64
+	i, at, n, err := t.locate(off, t.scratch(&arr), -1)
+	if err != nil {
 		return nil, 0, 0, false
 	}
-	c := &t.tiles[i]
-	var se, run int64
-	for k := range idx {
-		se += (idx[k] - c.start[k]) * c.inner[k]
-	}
-	if c.d < 0 {
-		run = t.size/t.es - e
-	} else {
-		run = (c.end[c.d]-idx[c.d])*t.inner[c.d] - e%t.inner[c.d]
-	}
-	return c.src, c.off + se*t.es + off%t.es, run*t.es - off%t.es, true
+	return t.tiles[i].src, at, n, true
+}
+
+// ReaderAt is what a tile is read from: a random-access file of known
+// size (a Source, or index.File).
+type ReaderAt interface {
+	io.ReaderAt
+	Size() int64
+	Name() string
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -167,7 +168,7 @@ func checkAgainst(t *testing.T, dir string, c ExpectedCase) {
 		if keys[name] != w.FQN {
 			t.Errorf("%s: key %v, want %q", name, keys[name], w.FQN)
 		}
-		if tt.DType.Name() != dtypeNames[w.DType] || !equalShape(tt.Shape, w.Shape) {
+		if tt.DType.Name() != dtypeNames[w.DType] || !slices.Equal(tt.Shape, w.Shape) {
 			t.Errorf("%s: %s %v, want %s %v", name, tt.DType.Name(), tt.Shape, w.DType, w.Shape)
 		}
 		if idx.Member(tt.Source) != nil {
@@ -252,18 +253,6 @@ func pyRepr(v any) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-func equalShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestFixtures(t *testing.T) {
