@@ -1,8 +1,6 @@
 package dcp
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -12,52 +10,14 @@ import (
 
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/index/dcp/internal/dcpwrite"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
-// pw writes a pickle (protocol 2 opcodes) the way torch's dcp.save
-// lays out a .metadata, from a Metadata: the tests make hostile
+// encode writes md as torch's dcp.save lays out a .metadata
+// (dcpwrite), with the hostile changes h: the tests make hostile
 // checkpoints by changing one thing of a real one.
-type pw struct{ b bytes.Buffer }
-
-func (w *pw) op(s string)        { w.b.WriteString(s) }
-func (w *pw) global(m, n string) { w.op("c" + m + "\n" + n + "\n") }
-func (w *pw) str(s string) {
-	w.op("X")
-	binary.Write(&w.b, binary.LittleEndian, uint32(len(s)))
-	w.op(s)
-}
-func (w *pw) int(n int64) {
-	if n >= -1<<31 && n < 1<<31 {
-		w.op("J")
-		binary.Write(&w.b, binary.LittleEndian, int32(n))
-		return
-	}
-	w.op("\x8a\x08")
-	binary.Write(&w.b, binary.LittleEndian, n)
-}
-func (w *pw) size(s []int64) {
-	w.global("torch", "Size")
-	w.op("(")
-	for _, n := range s {
-		w.int(n)
-	}
-	w.op("t\x85R")
-}
-
-// obj writes cls() with BUILD of a dict of the given attributes (each
-// written by its func).
-func (w *pw) obj(mod, cls string, attrs ...any) {
-	w.global(mod, cls)
-	w.op(")\x81}(")
-	for i := 0; i < len(attrs); i += 2 {
-		w.str(attrs[i].(string))
-		attrs[i+1].(func())()
-	}
-	w.op("ub")
-}
-
-const mdMod = "torch.distributed.checkpoint.metadata"
+const mdMod = dcpwrite.MetadataModule
 
 var dtypeTorch = map[dtype.DType]string{dtype.F32: "float32", dtype.F16: "float16", dtype.BF16: "bfloat16", dtype.I64: "int64", dtype.Bool: "bool", dtype.F8E4M3: "float8_e4m3fn"}
 
@@ -70,96 +30,88 @@ type hostile struct {
 }
 
 func encode(md *Metadata, h hostile) []byte {
-	w := &pw{}
-	w.op("\x80\x02")
-	w.obj(mdMod, "Metadata",
+	w := &dcpwrite.Writer{}
+	w.Op("\x80\x02")
+	w.Obj(mdMod, "Metadata",
 		"state_dict_metadata", func() {
-			w.op("}(")
+			w.Op("}(")
 			bi := 0
 			bombed := false
 			for _, t := range md.Tensors {
 				for bi < len(md.Bytes) && md.Bytes[bi] < t.FQN {
-					w.str(md.Bytes[bi])
-					w.obj(mdMod, "BytesStorageMetadata")
+					w.Str(md.Bytes[bi])
+					w.Obj(mdMod, "BytesStorageMetadata")
 					bi++
 				}
-				w.str(t.FQN)
-				w.obj(mdMod, "TensorStorageMetadata",
+				w.Str(t.FQN)
+				w.Obj(mdMod, "TensorStorageMetadata",
 					"properties", func() {
-						w.global(mdMod, "TensorProperties")
-						w.op(")\x81(")
-						w.global("torch", dtypeTorch[t.DType])
 						lm, ln := "torch.serialization", "_get_layout"
 						if h.layoutGlobal[0] != "" {
 							lm, ln = h.layoutGlobal[0], h.layoutGlobal[1]
 						}
-						w.global(lm, ln)
-						w.str("torch.strided")
-						w.op("\x85R\x89")
-						w.global(mdMod, "_MEM_FORMAT_ENCODING")
-						w.int(0)
-						w.op("\x85R\x89tb")
+						w.Properties(dtypeTorch[t.DType], lm, ln)
 					},
-					"size", func() { w.size(t.Size) },
+					"size", func() { w.Size(t.Size) },
 					"chunks", func() {
 						if h.chunkBomb > 0 && len(t.Size) == 2 {
 							if bombed {
-								w.op("h\x01") // the list memoized below
+								w.Op("h\x01") // the list memoized below
 								return
 							}
 							// One list of chunkBomb references to one chunk,
 							// memoized: every 2-D tensor gets it for 2 bytes.
 							bombed = true
-							w.op("]q\x01(")
-							w.obj(mdMod, "ChunkStorageMetadata", "offsets", func() { w.size([]int64{0, 0}) }, "sizes", func() { w.size([]int64{0, 0}) })
-							w.op("q\x02")
+							w.Op("]q\x01(")
+							w.Obj(mdMod, "ChunkStorageMetadata", "offsets", func() { w.Size([]int64{0, 0}) }, "sizes", func() { w.Size([]int64{0, 0}) })
+							w.Op("q\x02")
 							for i := 1; i < h.chunkBomb; i++ {
-								w.op("h\x02")
+								w.Op("h\x02")
 							}
-							w.op("e")
+							w.Op("e")
 							return
 						}
-						w.op("](")
+						w.Op("](")
 						for _, c := range t.Chunks {
-							w.obj(mdMod, "ChunkStorageMetadata", "offsets", func() { w.size(c.Offsets) }, "sizes", func() { w.size(c.Sizes) })
+							w.Obj(mdMod, "ChunkStorageMetadata", "offsets", func() { w.Size(c.Offsets) }, "sizes", func() { w.Size(c.Sizes) })
 						}
-						w.op("e")
+						w.Op("e")
 					})
 			}
 			for ; bi < len(md.Bytes); bi++ {
-				w.str(md.Bytes[bi])
-				w.obj(mdMod, "BytesStorageMetadata")
+				w.Str(md.Bytes[bi])
+				w.Obj(mdMod, "BytesStorageMetadata")
 			}
-			w.op("u")
+			w.Op("u")
 		},
 		"planner_data", func() {
-			w.op("}(")
+			w.Op("}(")
 			for fqn, p := range md.Planner {
-				w.str(fqn)
-				w.op("(")
+				w.Str(fqn)
+				w.Op("(")
 				for _, c := range p {
-					w.str(c)
+					w.Str(c)
 				}
-				w.op("t")
+				w.Op("t")
 			}
-			w.op("u")
+			w.Op("u")
 		},
 		"mcore_data", func() {
-			w.op("}(")
+			w.Op("}(")
 			if h.mcore != "" {
-				w.str(h.mcore)
-				w.op("}(")
-				w.str("nd_reformulated_orig_global_shape")
-				w.op("(")
-				w.int(2)
-				w.int(12)
-				w.int(16)
-				w.op("tu")
+				w.Str(h.mcore)
+				w.Op("}(")
+				w.Str("nd_reformulated_orig_global_shape")
+				w.Op("(")
+				w.Int(2)
+				w.Int(12)
+				w.Int(16)
+				w.Op("tu")
 			}
-			w.op("u")
+			w.Op("u")
 		},
 		"storage_data", func() {
-			w.op("}(")
+			w.Op("}(")
 			keys := make([]string, 0, len(md.Storage))
 			for k := range md.Storage {
 				keys = append(keys, k)
@@ -168,9 +120,9 @@ func encode(md *Metadata, h hostile) []byte {
 			for _, k := range keys {
 				it := md.Storage[k]
 				fqn, offs, _ := strings.Cut(k, "\x00")
-				w.obj(mdMod, "MetadataIndex", "fqn", func() { w.str(fqn) }, "offset", func() {
+				w.Obj(mdMod, "MetadataIndex", "fqn", func() { w.Str(fqn) }, "offset", func() {
 					if offs == "" {
-						w.op("N")
+						w.Op("N")
 						return
 					}
 					var o []int64
@@ -181,18 +133,18 @@ func encode(md *Metadata, h hostile) []byte {
 						}
 						o = append(o, n)
 					}
-					w.size(o)
-				}, "index", func() { w.op("N") })
-				attrs := []any{"relative_path", func() { w.str(it.RelativePath) }, "offset", func() { w.int(it.Offset) }, "length", func() { w.int(it.Length) }}
+					w.Size(o)
+				}, "index", func() { w.Op("N") })
+				attrs := []any{"relative_path", func() { w.Str(it.RelativePath) }, "offset", func() { w.Int(it.Offset) }, "length", func() { w.Int(it.Length) }}
 				if h.transforms {
-					attrs = append(attrs, "transform_descriptors", func() { w.op("]("); w.str("zstd"); w.op("e") })
+					attrs = append(attrs, "transform_descriptors", func() { w.Op("]("); w.Str("zstd"); w.Op("e") })
 				}
-				w.obj("torch.distributed.checkpoint.filesystem", "_StorageInfo", attrs...)
+				w.Obj("torch.distributed.checkpoint.filesystem", "_StorageInfo", attrs...)
 			}
-			w.op("u")
+			w.Op("u")
 		})
-	w.op(".")
-	return w.b.Bytes()
+	w.Op(".")
+	return w.Bytes()
 }
 
 // baseDCP reads a fixture's metadata and copies its .distcp files into a

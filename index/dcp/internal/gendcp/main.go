@@ -21,6 +21,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+
+	"github.com/lazyweights/tensorfs/index/dcp/internal/dcpwrite"
 )
 
 func main() {
@@ -126,27 +128,27 @@ func writeZip(w io.Writer, storage string, data []byte, shape []int64) (int64, e
 		strides[k] = s
 		s *= shape[k]
 	}
-	p := &pw{}
-	p.op("\x80\x02")
-	p.global("torch._utils", "_rebuild_tensor_v2")
-	p.op("((")
-	p.str("storage")
-	p.global("torch", storage)
-	p.str("0")
-	p.str("cpu")
-	p.int(int64(len(data)) / es)
-	p.op("tQ")
-	p.int(0)
-	p.tuple(shape)
-	p.tuple(strides)
-	p.op("\x89")
-	p.global("collections", "OrderedDict")
-	p.op(")RtR.")
+	p := &dcpwrite.Writer{}
+	p.Op("\x80\x02")
+	p.Global("torch._utils", "_rebuild_tensor_v2")
+	p.Op("((")
+	p.Str("storage")
+	p.Global("torch", storage)
+	p.Str("0")
+	p.Str("cpu")
+	p.Int(int64(len(data)) / es)
+	p.Op("tQ")
+	p.Int(0)
+	p.Tuple(shape)
+	p.Tuple(strides)
+	p.Op("\x89")
+	p.Global("collections", "OrderedDict")
+	p.Op(")RtR.")
 	members := []struct {
 		name string
 		data []byte
 	}{
-		{"archive/data.pkl", p.b.Bytes()},
+		{"archive/data.pkl", p.Bytes()},
 		{"archive/byteorder", []byte("little")},
 		{"archive/data/0", data},
 		{"archive/version", []byte("3\n")},
@@ -178,110 +180,55 @@ func writeZip(w io.Writer, storage string, data []byte, shape []int64) (int64, e
 	return cw.n, nil
 }
 
-// pw writes pickle opcodes.
-type pw struct{ b bytes.Buffer }
-
-func (w *pw) op(s string)        { w.b.WriteString(s) }
-func (w *pw) global(m, n string) { w.op("c" + m + "\n" + n + "\n") }
-func (w *pw) str(s string) {
-	w.op("X")
-	binary.Write(&w.b, binary.LittleEndian, uint32(len(s)))
-	w.op(s)
-}
-func (w *pw) int(n int64) {
-	if n >= -1<<31 && n < 1<<31 {
-		w.op("J")
-		binary.Write(&w.b, binary.LittleEndian, int32(n))
-		return
-	}
-	w.op("\x8a\x08")
-	binary.Write(&w.b, binary.LittleEndian, n)
-}
-func (w *pw) tuple(s []int64) {
-	w.op("(")
-	for _, n := range s {
-		w.int(n)
-	}
-	w.op("t")
-}
-func (w *pw) size(s []int64) {
-	w.global("torch", "Size")
-	w.tuple(s)
-	w.op("\x85R")
-}
-
-const mdMod = "torch.distributed.checkpoint.metadata"
-
-// obj writes cls() with BUILD of a dict of attributes.
-func (w *pw) obj(mod, cls string, attrs ...any) {
-	w.global(mod, cls)
-	w.op(")\x81}(")
-	for i := 0; i < len(attrs); i += 2 {
-		w.str(attrs[i].(string))
-		attrs[i+1].(func())()
-	}
-	w.op("ub")
-}
-
-func (w *pw) properties(dt string) {
-	w.global(mdMod, "TensorProperties")
-	w.op(")\x81(")
-	w.global("torch", dt)
-	w.global("torch.serialization", "_get_layout")
-	w.str("torch.strided")
-	w.op("\x85R\x89")
-	w.global(mdMod, "_MEM_FORMAT_ENCODING")
-	w.int(0)
-	w.op("\x85R\x89tb")
-}
+const mdMod = dcpwrite.MetadataModule
 
 func metadata(rows int64, chunks [][2]int64, items []item) []byte {
-	w := &pw{}
-	w.op("\x80\x02")
-	w.obj(mdMod, "Metadata",
+	w := &dcpwrite.Writer{}
+	w.Op("\x80\x02")
+	w.Obj(mdMod, "Metadata",
 		"state_dict_metadata", func() {
-			w.op("}(")
-			w.str("model.big.weight")
-			w.obj(mdMod, "TensorStorageMetadata",
-				"properties", func() { w.properties("bfloat16") },
-				"size", func() { w.size([]int64{rows, cols}) },
+			w.Op("}(")
+			w.Str("model.big.weight")
+			w.Obj(mdMod, "TensorStorageMetadata",
+				"properties", func() { w.Properties("bfloat16", "torch.serialization", "_get_layout") },
+				"size", func() { w.Size([]int64{rows, cols}) },
 				"chunks", func() {
-					w.op("](")
+					w.Op("](")
 					for _, c := range chunks {
-						w.obj(mdMod, "ChunkStorageMetadata", "offsets", func() { w.size([]int64{c[0], 0}) }, "sizes", func() { w.size([]int64{c[1], cols}) })
+						w.Obj(mdMod, "ChunkStorageMetadata", "offsets", func() { w.Size([]int64{c[0], 0}) }, "sizes", func() { w.Size([]int64{c[1], cols}) })
 					}
-					w.op("e")
+					w.Op("e")
 				})
-			w.str("model.big.bias")
-			w.obj(mdMod, "TensorStorageMetadata",
-				"properties", func() { w.properties("float32") },
-				"size", func() { w.size([]int64{cols}) },
+			w.Str("model.big.bias")
+			w.Obj(mdMod, "TensorStorageMetadata",
+				"properties", func() { w.Properties("float32", "torch.serialization", "_get_layout") },
+				"size", func() { w.Size([]int64{cols}) },
 				"chunks", func() {
-					w.op("](")
-					w.obj(mdMod, "ChunkStorageMetadata", "offsets", func() { w.size([]int64{0}) }, "sizes", func() { w.size([]int64{cols}) })
-					w.op("e")
+					w.Op("](")
+					w.Obj(mdMod, "ChunkStorageMetadata", "offsets", func() { w.Size([]int64{0}) }, "sizes", func() { w.Size([]int64{cols}) })
+					w.Op("e")
 				})
-			w.op("u")
+			w.Op("u")
 		},
 		"planner_data", func() {
-			w.op("}(")
+			w.Op("}(")
 			for _, k := range [][3]string{{"model.big.weight", "model", "big.weight"}, {"model.big.bias", "model", "big.bias"}} {
-				w.str(k[0])
-				w.str(k[1])
-				w.str(k[2])
-				w.op("\x86")
+				w.Str(k[0])
+				w.Str(k[1])
+				w.Str(k[2])
+				w.Op("\x86")
 			}
-			w.op("u")
+			w.Op("u")
 		},
 		"storage_data", func() {
-			w.op("}(")
+			w.Op("}(")
 			for _, it := range items {
-				w.obj(mdMod, "MetadataIndex", "fqn", func() { w.str(it.fqn) }, "offset", func() { w.size(it.offsets) }, "index", func() { w.op("N") })
-				w.obj("torch.distributed.checkpoint.filesystem", "_StorageInfo",
-					"relative_path", func() { w.str(it.file) }, "offset", func() { w.int(it.off) }, "length", func() { w.int(it.len) })
+				w.Obj(mdMod, "MetadataIndex", "fqn", func() { w.Str(it.fqn) }, "offset", func() { w.Size(it.offsets) }, "index", func() { w.Op("N") })
+				w.Obj("torch.distributed.checkpoint.filesystem", "_StorageInfo",
+					"relative_path", func() { w.Str(it.file) }, "offset", func() { w.Int(it.off) }, "length", func() { w.Int(it.len) })
 			}
-			w.op("u")
+			w.Op("u")
 		})
-	w.op(".")
-	return w.b.Bytes()
+	w.Op(".")
+	return w.Bytes()
 }
