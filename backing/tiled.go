@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sort"
 )
 
 // Tile is one chunk of a tiled source: the chunk's elements, row-major and
@@ -35,6 +36,7 @@ type Tiled struct {
 	size  int64
 	inner []int64 // inner[k]: elements of one step along dim k (product of shape[k+1:])
 	tiles []tile  // the non-empty tiles, in row-major order of their Start
+	ext0  int64   // the largest extent of a tile along dim 0
 }
 
 // tile is a Tile with what a read needs precomputed.
@@ -116,6 +118,9 @@ func NewTiled(name string, shape []int64, elemSize int64, tiles []Tile) (*Tiled,
 		t.tiles = append(t.tiles, tl)
 	}
 	slices.SortFunc(t.tiles, func(a, b tile) int { return slices.Compare(a.start, b.start) })
+	for i := range t.tiles {
+		t.ext0 = max(t.ext0, t.tiles[i].end[0]-t.tiles[i].start[0])
+	}
 	// Overlaps: a sweep along dim 0 compares only tiles whose dim-0
 	// ranges meet.
 	for i := range t.tiles {
@@ -156,14 +161,17 @@ func (c *tile) contains(idx []int64) bool {
 }
 
 // find returns the tile holding idx, trying hint and the one after it
-// first (reads go forward).
+// first (reads go forward), then the tiles whose range along dim 0 can
+// hold idx[0]: those starting at most ext0 before it, found by binary
+// search (a grid of R x C chunks looks at C of them).
 func (t *Tiled) find(idx []int64, hint int) int {
 	for _, i := range [2]int{hint, hint + 1} {
 		if i >= 0 && i < len(t.tiles) && t.tiles[i].contains(idx) {
 			return i
 		}
 	}
-	for i := range t.tiles {
+	hi := sort.Search(len(t.tiles), func(i int) bool { return t.tiles[i].start[0] > idx[0] })
+	for i := hi - 1; i >= 0 && t.tiles[i].start[0] > idx[0]-t.ext0; i-- {
 		if t.tiles[i].contains(idx) {
 			return i
 		}

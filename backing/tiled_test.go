@@ -79,6 +79,7 @@ func TestTiled(t *testing.T) {
 		{"3-D dim 1 and 2", []int64{2, 4, 4}, 8, []box{{[]int64{0, 0, 0}, []int64{2, 2, 4}}, {[]int64{0, 2, 0}, []int64{2, 2, 1}}, {[]int64{0, 2, 1}, []int64{2, 2, 3}}}, ""},
 		{"scalar", nil, 4, []box{{nil, nil}}, ""},
 		{"empty", []int64{0, 4}, 4, []box{{[]int64{0, 0}, []int64{0, 4}}}, ""},
+		{"4x4 grid, uneven", []int64{15, 14}, 1, grid([]int64{0, 4, 8, 12, 15}, []int64{0, 4, 8, 11, 14}), ""},
 		{"overlap", []int64{4, 2}, 1, []box{{[]int64{0, 0}, []int64{3, 2}}, {[]int64{2, 0}, []int64{2, 2}}}, "overlap"},
 		{"hole", []int64{4, 2}, 1, []box{{[]int64{0, 0}, []int64{3, 2}}}, "cover 6 of 8"},
 		{"outside", []int64{4, 2}, 1, []box{{[]int64{0, 0}, []int64{4, 2}}, {[]int64{4, 0}, []int64{1, 2}}}, "outside the shape"},
@@ -156,4 +157,16 @@ func TestTiled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// grid returns the boxes of a 2-D grid with the given row and column
+// boundaries.
+func grid(rows, cols []int64) []box {
+	var out []box
+	for i := 0; i+1 < len(rows); i++ {
+		for j := 0; j+1 < len(cols); j++ {
+			out = append(out, box{[]int64{rows[i], cols[j]}, []int64{rows[i+1] - rows[i], cols[j+1] - cols[j]}})
+		}
+	}
+	return out
 }
