@@ -57,6 +57,9 @@ const (
 	TQ1_0
 	TQ2_0
 	MXFP4
+	NVFP4
+	Q1_0
+	Q2_0
 	numDTypes
 )
 
@@ -133,6 +136,9 @@ var table = [numDTypes]Info{
 	TQ1_0:   {"TQ1_0", KindQuant, 256, 54, 1, "", 34},
 	TQ2_0:   {"TQ2_0", KindQuant, 256, 66, 1, "", 35},
 	MXFP4:   {"MXFP4", KindQuant, 32, 17, 1, "", 39},
+	NVFP4:   {"NVFP4", KindQuant, 64, 36, 1, "", 40},
+	Q1_0:    {"Q1_0", KindQuant, 128, 18, 1, "", 41},
+	Q2_0:    {"Q2_0", KindQuant, 64, 18, 1, "", 42},
 }
 
 // Info returns d's row of the table. Invalid and out-of-range values give

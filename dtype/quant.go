@@ -63,6 +63,34 @@ func quantDequantizer(d DType) (func(dst []float32, src []byte), bool) {
 		return dequantIQ4NL, true
 	case MXFP4:
 		return dequantMXFP4, true
+	case Q8_1:
+		return dequantQ8_1, true
+	case IQ2_XXS:
+		return dequantIQ2XXS, true
+	case IQ2_XS:
+		return dequantIQ2XS, true
+	case IQ2_S:
+		return dequantIQ2S, true
+	case IQ3_XXS:
+		return dequantIQ3XXS, true
+	case IQ3_S:
+		return dequantIQ3S, true
+	case IQ1_S:
+		return dequantIQ1S, true
+	case IQ1_M:
+		return dequantIQ1M, true
+	case IQ4_XS:
+		return dequantIQ4XS, true
+	case TQ1_0:
+		return dequantTQ1_0, true
+	case TQ2_0:
+		return dequantTQ2_0, true
+	case NVFP4:
+		return dequantNVFP4, true
+	case Q1_0:
+		return dequantQ1_0, true
+	case Q2_0:
+		return dequantQ2_0, true
 	}
 	return nil, false
 }
@@ -234,6 +262,152 @@ func dequantMXFP4(dst []float32, src []byte) {
 			q := b[1+j]
 			y[j] = float32(kvaluesMXFP4[q&0x0f]) * d
 			y[j+16] = float32(kvaluesMXFP4[q>>4]) * d
+		}
+	}
+}
+
+// quantUE4M3 is ggml's ggml_ue4m3_to_fp32, the NVFP4 sub-block scale: an
+// unsigned E4M3 (bias 7) value halved, to match the doubled E2M1 codebook.
+// The top bit is ignored; 0x00, 0x7F (and 0x80) give 0.
+func quantUE4M3(x uint8) float32 {
+	if x == 0 || x == 0x7f {
+		return 0
+	}
+	exp, man := uint32(x>>3&0xf), uint32(x&7)
+	if exp == 0 {
+		return float32(man) * (1.0 / 1024) // man * 2^-9 / 2, exact
+	}
+	return math.Float32frombits((exp+119)<<23 | man<<20) // (1 + man/8) * 2^(exp-7) / 2
+}
+
+// NVFP4: {u8 d[4] (UE4M3); u8 qs[32]}: four sub-blocks of 16, each
+// y = kvalues[nibble]*scale, low nibbles first within the sub-block.
+func dequantNVFP4(dst []float32, src []byte) {
+	const bs, be = 36, 64
+	n := len(src) / bs
+	dst = dst[:n*be]
+	for i := 0; i < n; i++ {
+		b := (*[bs]byte)(src[i*bs:])
+		y := (*[be]float32)(dst[i*be:])
+		for s := 0; s < 4; s++ {
+			d := quantUE4M3(b[s])
+			q := (*[8]byte)(b[4+8*s:])
+			yb := (*[16]float32)(y[16*s:])
+			for j := 0; j < 8; j++ {
+				yb[j] = float32(kvaluesMXFP4[q[j]&0x0f]) * d
+				yb[j+8] = float32(kvaluesMXFP4[q[j]>>4]) * d
+			}
+		}
+	}
+}
+
+// Q1_0: {f16 d; u8 qs[16]}: 128 elements, bit j set gives d, clear gives -d.
+func dequantQ1_0(dst []float32, src []byte) {
+	const bs, be = 18, 128
+	n := len(src) / bs
+	dst = dst[:n*be]
+	for i := 0; i < n; i++ {
+		b := (*[bs]byte)(src[i*bs:])
+		y := (*[be]float32)(dst[i*be:])
+		d := quantHalfAt(b[0:])
+		pm := [2]float32{-d, d}
+		for j := 0; j < 16; j++ {
+			q := b[2+j]
+			for k := 0; k < 8; k++ {
+				y[8*j+k] = pm[q>>k&1]
+			}
+		}
+	}
+}
+
+// Q2_0: {f16 d; u8 qs[16]}: 64 elements of 2 bits, low bits first,
+// y = (q-1)*d (-1, 0, +1, +2).
+func dequantQ2_0(dst []float32, src []byte) {
+	const bs, be = 18, 64
+	n := len(src) / bs
+	dst = dst[:n*be]
+	for i := 0; i < n; i++ {
+		b := (*[bs]byte)(src[i*bs:])
+		y := (*[be]float32)(dst[i*be:])
+		d := quantHalfAt(b[0:])
+		for j := 0; j < 16; j++ {
+			q := b[2+j]
+			for k := 0; k < 4; k++ {
+				y[4*j+k] = float32(int32(q>>(2*k)&3)-1) * d
+			}
+		}
+	}
+}
+
+// Q8_1: {f16 d, s; i8 qs[32]}: y = q*d (s, d times the sum of qs, is for
+// dot products). ggml has no to_float for Q8_1 (it is an internal
+// activation format); this is the value the block encodes, as Q8_0's.
+func dequantQ8_1(dst []float32, src []byte) {
+	const bs, be = 36, 32
+	n := len(src) / bs
+	dst = dst[:n*be]
+	for i := 0; i < n; i++ {
+		b := (*[bs]byte)(src[i*bs:])
+		y := (*[be]float32)(dst[i*be:])
+		d := quantHalfAt(b[0:])
+		for j := 0; j < 32; j++ {
+			y[j] = float32(int8(b[4+j])) * d
+		}
+	}
+}
+
+// quantTernary is the value of trit n (0..4) of a TQ1_0 byte q, as ggml
+// packs five base-3 digits into a byte scaled by 256/243: -1, 0 or +1.
+func quantTernary(q uint8, n int) float32 {
+	q *= [5]uint8{1, 3, 9, 27, 81}[n]
+	return float32(int32(uint16(q)*3>>8) - 1)
+}
+
+// TQ1_0: {u8 qs[48]; u8 qh[4]; f16 d}: ternary weights, five per qs byte
+// (in five passes over 32 then 16 bytes), four per qh byte; y = t*d.
+func dequantTQ1_0(dst []float32, src []byte) {
+	const bs, be = 54, 256
+	n := len(src) / bs
+	dst = dst[:n*be]
+	for i := 0; i < n; i++ {
+		b := (*[bs]byte)(src[i*bs:])
+		y := (*[be]float32)(dst[i*be:])
+		d := quantHalfAt(b[52:])
+		k := 0
+		for _, r := range [2][2]int{{0, 32}, {32, 48}} {
+			for t := 0; t < 5; t++ {
+				for m := r[0]; m < r[1]; m++ {
+					y[k] = quantTernary(b[m], t) * d
+					k++
+				}
+			}
+		}
+		for t := 0; t < 4; t++ {
+			for j := 0; j < 4; j++ {
+				y[k] = quantTernary(b[48+j], t) * d
+				k++
+			}
+		}
+	}
+}
+
+// TQ2_0: {u8 qs[64]; f16 d}: 2-bit ternary weights (0, 1, 2 for -1, 0, +1;
+// 3 gives +2), four passes over each 32 bytes; y = (q-1)*d.
+func dequantTQ2_0(dst []float32, src []byte) {
+	const bs, be = 66, 256
+	n := len(src) / bs
+	dst = dst[:n*be]
+	for i := 0; i < n; i++ {
+		b := (*[bs]byte)(src[i*bs:])
+		y := (*[be]float32)(dst[i*be:])
+		d := quantHalfAt(b[64:])
+		for j := 0; j < 64; j += 32 {
+			for l := 0; l < 4; l++ {
+				yb := (*[32]float32)(y[4*j+32*l:])
+				for m := 0; m < 32; m++ {
+					yb[m] = float32(int32(b[j+m]>>(2*l)&3)-1) * d
+				}
+			}
 		}
 	}
 }
