@@ -234,6 +234,10 @@ func dequantQ8_0(dst []float32, src []byte) {
 
 // IQ4_NL: {f16 d; u8 qs[16]}: y = d*kvalues[nibble].
 func dequantIQ4NL(dst []float32, src []byte) {
+	if useAccel {
+		dequantIQ4NLAccel(dst, src)
+		return
+	}
 	const bs, be = 18, 32
 	n := len(src) / bs
 	dst = dst[:n*be]
@@ -251,6 +255,10 @@ func dequantIQ4NL(dst []float32, src []byte) {
 
 // MXFP4: {u8 e (E8M0); u8 qs[16]}: y = kvalues[nibble]*2^(e-128).
 func dequantMXFP4(dst []float32, src []byte) {
+	if useAccel {
+		dequantMXFP4Accel(dst, src)
+		return
+	}
 	const bs, be = 17, 32
 	n := len(src) / bs
 	dst = dst[:n*be]
@@ -283,6 +291,10 @@ func quantUE4M3(x uint8) float32 {
 // NVFP4: {u8 d[4] (UE4M3); u8 qs[32]}: four sub-blocks of 16, each
 // y = kvalues[nibble]*scale, low nibbles first within the sub-block.
 func dequantNVFP4(dst []float32, src []byte) {
+	if useAccel {
+		dequantNVFP4Accel(dst, src)
+		return
+	}
 	const bs, be = 36, 64
 	n := len(src) / bs
 	dst = dst[:n*be]

@@ -33,6 +33,10 @@ func quantSigned4x2(y *[8]float32, db float32, g1, g2 uint32, signs uint8) {
 // IQ2_XXS: {f16 d; u16 qs[32]}: per 32 elements two u32: four 8-bit grid
 // indices, then four 7-bit sign groups and a 4-bit scale in the top bits.
 func dequantIQ2XXS(dst []float32, src []byte) {
+	if useAccel {
+		dequantIQ2XXSAccel(dst, src)
+		return
+	}
 	const bs, be = 66, 256
 	n := len(src) / bs
 	dst = dst[:n*be]
@@ -55,6 +59,10 @@ func dequantIQ2XXS(dst []float32, src []byte) {
 // IQ2_XS: {f16 d; u16 qs[32]; u8 scales[8]}: each u16 a 9-bit grid index
 // and a 7-bit sign group; two 4-bit scales per 32 elements.
 func dequantIQ2XS(dst []float32, src []byte) {
+	if useAccel {
+		dequantIQ2XSAccel(dst, src)
+		return
+	}
 	const bs, be = 74, 256
 	n := len(src) / bs
 	dst = dst[:n*be]
@@ -80,6 +88,10 @@ func dequantIQ2XS(dst []float32, src []byte) {
 // grid indices (8 low bits in qs, 2 high in qh), 8 explicit sign bits per
 // group.
 func dequantIQ2S(dst []float32, src []byte) {
+	if useAccel {
+		dequantIQ2SAccel(dst, src)
+		return
+	}
 	const bs, be = 82, 256
 	n := len(src) / bs
 	dst = dst[:n*be]
@@ -106,6 +118,10 @@ func dequantIQ2S(dst []float32, src []byte) {
 // into a grid of 4 per group of 8, four 7-bit sign groups and a 4-bit scale
 // per 32 elements.
 func dequantIQ3XXS(dst []float32, src []byte) {
+	if useAccel {
+		dequantIQ3XXSAccel(dst, src)
+		return
+	}
 	const bs, be = 98, 256
 	n := len(src) / bs
 	dst = dst[:n*be]
@@ -128,6 +144,10 @@ func dequantIQ3XXS(dst []float32, src []byte) {
 // IQ3_S: {f16 d; u8 qs[64]; u8 qh[8]; u8 signs[32]; u8 scales[4]}: 9-bit
 // indices into a grid of 4, explicit signs, odd scales 1..31.
 func dequantIQ3S(dst []float32, src []byte) {
+	if useAccel {
+		dequantIQ3SAccel(dst, src)
+		return
+	}
 	const bs, be = 110, 256
 	n := len(src) / bs
 	dst = dst[:n*be]
@@ -233,6 +253,10 @@ func dequantIQ1M(dst []float32, src []byte) {
 // IQ4_XS: {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}: the IQ4_NL
 // codebook with a 6-bit scale (offset 32) per 32 elements.
 func dequantIQ4XS(dst []float32, src []byte) {
+	if useAccel {
+		dequantIQ4XSAccel(dst, src)
+		return
+	}
 	const bs, be = 136, 256
 	n := len(src) / bs
 	dst = dst[:n*be]

@@ -15,6 +15,8 @@ import hashlib, re, sys
 TABLES = [  # (ggml name, Go name, Go element type, size, what it is)
     ("ksigns_iq2xs", "ksignsIQ2XS", "uint8", 128,
      "7 sign bits and their parity as the 8th (an even number of negative signs in every group of 8)"),
+    ("ksigns64", "ksigns64", "uint64", 128,
+     "ksigns_iq2xs spread over 8 bytes, 0xff for each negative sign (element 0 in the low byte)"),
     ("iq2xxs_grid", "iq2xxsGrid", "uint64", 256, "IQ2_XXS: 8 magnitudes (bytes, low first) per entry"),
     ("iq2xs_grid", "iq2xsGrid", "uint64", 512, "IQ2_XS: 8 magnitudes (bytes, low first) per entry"),
     ("iq2s_grid", "iq2sGrid", "uint64", 1024, "IQ2_S: 8 magnitudes (bytes, low first) per entry"),

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"math"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"testing"
@@ -108,20 +109,23 @@ func TestQuantGGMLTypes(t *testing.T) {
 					t.Errorf("%s: no dequantizer for %s", rt.name, d)
 					continue
 				}
-				f := make([]float32, n)
-				deq(f, raw)
-				bad := 0
-				for j, v := range f {
-					g, w := math.Float32bits(v), binary.LittleEndian.Uint32(wantF[4*j:])
-					if g != w {
-						if bad < 4 {
-							t.Errorf("%s: element %d: got %#08x (%g), ggml %#08x (%g)", d, j, g, v, w, math.Float32frombits(w))
+				for _, accel := range []bool{false, true} { // the plain loops, then the vector path where there is one
+					setAccel(t, accel)
+					f := make([]float32, n)
+					deq(f, raw)
+					bad := 0
+					for j, v := range f {
+						g, w := math.Float32bits(v), binary.LittleEndian.Uint32(wantF[4*j:])
+						if g != w {
+							if bad < 4 {
+								t.Errorf("%s (accel %v): element %d: got %#08x (%g), ggml %#08x (%g)", d, accel, j, g, v, w, math.Float32frombits(w))
+							}
+							bad++
 						}
-						bad++
 					}
-				}
-				if bad > 0 {
-					t.Errorf("%s: %d of %d elements differ", d, bad, n)
+					if bad > 0 {
+						t.Errorf("%s (accel %v): %d of %d elements differ", d, accel, bad, n)
+					}
 				}
 				covered[d] = true
 			}
@@ -134,5 +138,38 @@ func TestQuantGGMLTypes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestQuantAccelSame: the vector path gives the plain loops' bits on every
+// type, on random blocks whose scales are anything (NaN, Inf, subnormal
+// included), whole and over tails of fewer blocks than one batch.
+func TestQuantAccelSame(t *testing.T) {
+	if !hasAccel {
+		t.Skip("no assembly kernels on this build or CPU")
+	}
+	rng := rand.New(rand.NewSource(29))
+	for _, d := range quantTypes {
+		deq, _ := quantDequantizer(d)
+		bs, be := int(d.Info().BlockBytes), int(d.Info().BlockElems)
+		for _, nb := range []int{1, 3, 7, 9, 64} {
+			src := make([]byte, nb*bs)
+			rng.Read(src)
+			if nb == 64 {
+				src = quantRandomBlocks(rng, d, nb)
+			}
+			want := make([]float32, nb*be+1)
+			got := make([]float32, nb*be+1)
+			want[nb*be], got[nb*be] = -7, -7
+			setAccel(t, false)
+			deq(want, src)
+			setAccel(t, true)
+			deq(got, src)
+			for i := range want {
+				if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+					t.Fatalf("%s, %d blocks: element %d: vector %#08x, plain %#08x", d, nb, i, math.Float32bits(got[i]), math.Float32bits(want[i]))
+				}
+			}
+		}
 	}
 }
