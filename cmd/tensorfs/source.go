@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/remote"
@@ -55,6 +57,9 @@ func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 			return nil, errors.New(describePath(pe))
 		}
 		return nil, err
+	}
+	for _, u := range idx.Unserved {
+		logUnserved(path, []client.Unserved{{Name: u.Name, Type: u.Type, Why: u.Why}})
 	}
 	c := &checkpoint{idx: idx, sources: make([]backing.Source, len(files))}
 	for i, f := range files {
@@ -115,4 +120,30 @@ func (c *checkpoint) find(name string) (*index.Tensor, bool) {
 		}
 	}
 	return nil, false
+}
+
+// logUnserved writes one line to stderr for each entry of the checkpoint
+// at source that is not served (a tensor of a type this build does not
+// know); the rest is served.
+func logUnserved(source string, us []client.Unserved) {
+	for _, u := range us {
+		fmt.Fprintf(os.Stderr, "tensorfs: %s: tensor %s (%s) is not served: %s\n", source, strconv.Quote(u.Name), u.Type, u.Why)
+	}
+}
+
+// unservedNames lists the names of us for an error line: the first few,
+// quoted, with their types, then how many more.
+func unservedNames(us []client.Unserved) string {
+	var b strings.Builder
+	for i, u := range us {
+		if i == 4 {
+			fmt.Fprintf(&b, " and %d more", len(us)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%s)", strconv.Quote(u.Name), u.Type)
+	}
+	return b.String()
 }
