@@ -109,6 +109,14 @@ func (idx *Index) Document() Document {
 	if !slices.IsSortedFunc(d.Tensors, func(a, b DocTensor) int { return cmpString(a.Name, b.Name) }) {
 		slices.SortStableFunc(d.Tensors, func(a, b DocTensor) int { return cmpString(a.Name, b.Name) })
 	}
+	d.Unserved = idx.DocUnserved()
+	return d
+}
+
+// DocUnserved returns idx.Unserved as a Document lists it, in name order;
+// nil when there is nothing.
+func (idx *Index) DocUnserved() []DocUnserved {
+	var out []DocUnserved
 	for _, u := range idx.Unserved {
 		du := DocUnserved{Name: u.Name, NameHex: NameHex(u.Name), Type: u.Type, Shape: u.Shape, Why: u.Why}
 		if u.Offset >= 0 && u.Source >= 0 && u.Source < len(idx.Sources) && idx.Member(u.Source) == nil {
@@ -116,10 +124,10 @@ func (idx *Index) Document() Document {
 			off := u.Offset
 			du.Offset = &off
 		}
-		d.Unserved = append(d.Unserved, du)
+		out = append(out, du)
 	}
-	slices.SortStableFunc(d.Unserved, func(a, b DocUnserved) int { return cmpString(a.Name, b.Name) })
-	return d
+	slices.SortStableFunc(out, func(a, b DocUnserved) int { return cmpString(a.Name, b.Name) })
+	return out
 }
 
 // JSON returns the document as compact JSON followed by a newline. Names
