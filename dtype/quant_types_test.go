@@ -43,8 +43,8 @@ var ggmlToFloatTypes = []DType{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q
 func ggmlTypesFiles(t *testing.T) []string {
 	t.Helper()
 	local, err := filepath.Glob(filepath.Join("testdata", "ggmltypes", "*.gguf"))
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || len(local) == 0 {
+		t.Fatalf("no testdata/ggmltypes/*.gguf (%v)", err)
 	}
 	shared := filepath.Join(testdata.Path(t, "gguf/types"), "types.gguf")
 	if _, err := os.Stat(shared); err != nil {
