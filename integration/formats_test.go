@@ -938,7 +938,7 @@ for i in range(0, len(args), 3):
                 or x.get("user.tensorfs.source") != t["source"] or x.get("user.tensorfs.offset") != str(t["offset"]) \
                 or x.get("user.tensorfs.name") != name:
             bad("%s: xattrs %s disagree with index.json %s" % (name, x, t))
-        if name.startswith("blk.") and t["dtype"] != kind:
+        if name.startswith("blk.") and kind != "*" and t["dtype"] != kind:
             bad("%s: dtype %s, want %s" % (name, t["dtype"], kind))
         if name == "blk.0.ffn_up.weight" and t["shape"] != [3, 256]:
             bad("%s: shape %s, want [3,256] (GGUF's dims reversed)" % (name, t["shape"]))
@@ -1050,6 +1050,107 @@ func TestGGUFThroughMount(t *testing.T) {
 		if mountedAt(mnt) {
 			t.Errorf("%s is mounted", mnt)
 		}
+	}
+}
+
+// TestGGUFEveryTypeThroughMount mounts the shared file of every ggml type
+// (gguf/types/types.gguf: one tensor of each of the 25 types ggml's own
+// quantizer makes, with ggml's own to_float in types.f32ref) and checks
+// every tensor's raw blocks, xattrs, .f32/.f16/.bf16/.f64 views, .npy/ and
+// reads at any offset against ggml's dequantization (fxGGUFScript); the
+// .split/ parts of whole blocks (raw) and of rows (.f32/); the safetensors
+// export (every tensor as F32); and, without mounting, `tensorfs load
+// --sha256 --dtype f32` against the sha256 types.json gives and `tensorfs
+// convert --dtype f16` against the reference rounded.
+func TestGGUFEveryTypeThroughMount(t *testing.T) {
+	needFUSE(t)
+	testdata.Python(t, "numpy")
+	src := filepath.Join(testdata.Path(t, "gguf/types"), "types.gguf")
+	ref := strings.TrimSuffix(src, ".gguf") + ".f32ref"
+	if _, err := os.Stat(ref); err != nil {
+		testdata.SkipOrFail(t, err.Error())
+	}
+	for _, r := range fxGGUFReports(t, fxCheckMounts(t, fxGGUFScript, nil, []fxSource{{path: src, args: []string{ref, "*"}}})) {
+		if r.Tensors != 25 || r.Checks < 25*4 {
+			t.Errorf("%s: %d tensors, %d checks; want the 25 types", r.Mount, r.Tensors, r.Checks)
+		}
+	}
+
+	m := mount(t, src)
+	out := runPy(t, `
+import os, sys, json, struct
+import numpy as np
+m, ref = sys.argv[1], sys.argv[2]
+r = np.fromfile(ref, "<f4")
+doc = json.load(open(os.path.join(m, ".tensorfs", "index.json")))
+ts = sorted(doc["tensors"], key=lambda t: t["offset"])
+st = open(os.path.join(m, ".safetensors", "model.safetensors"), "rb").read()
+n = struct.unpack("<Q", st[:8])[0]
+hdr = json.loads(st[8:8 + n])
+bad, pos = [], 0
+for t in ts:
+    rows, cols = t["shape"]
+    k = rows * cols
+    rt = r[pos:pos + k].reshape(rows, cols)
+    pos += k
+    raw = open(os.path.join(m, t["path"]), "rb").read()
+    rb = len(raw) // rows
+    # raw blocks: columns split in two (whole blocks), rows in three
+    half = open(os.path.join(m, ".split", "1", "2", "1", t["path"]), "rb").read()
+    if half != b"".join(raw[i * rb + rb // 2:(i + 1) * rb] for i in range(rows)):
+        bad.append("%s: .split/1/2/1 is not the rows' second halves" % t["name"])
+    if open(os.path.join(m, ".split", "0", "3", "1", t["path"]), "rb").read() != raw[rb:2 * rb]:
+        bad.append("%s: .split/0/3/1 is not row 1" % t["name"])
+    f = open(os.path.join(m, ".f32", ".split", "1", "3", "2", t["path"]), "rb").read()
+    if f != np.ascontiguousarray(rt[:, cols - cols // 3:]).tobytes():
+        bad.append("%s: .f32/.split/1/3/2 differs from ggml's" % t["name"])
+    h = hdr.get(t["name"])
+    if h is None or h["dtype"] != "F32" or h["shape"] != t["shape"] or \
+            st[8 + n + h["data_offsets"][0]:8 + n + h["data_offsets"][1]] != rt.tobytes():
+        bad.append("%s: safetensors export %s differs from ggml's" % (t["name"], h))
+print("\n".join(bad) or "ok %d" % len(ts))
+`, m.Dir, ref)
+	if strings.TrimSpace(out) != "ok 25" {
+		t.Errorf("through the mount:\n%s", out)
+	}
+	m.Unmount()
+
+	var doc struct {
+		Tensors []struct {
+			Name      string `json:"name"`
+			SHA256F32 string `json:"sha256_f32"`
+		} `json:"tensors"`
+	}
+	js, err := os.ReadFile(strings.TrimSuffix(src, ".gguf") + ".json")
+	if err != nil || json.Unmarshal(js, &doc) != nil || len(doc.Tensors) != 25 {
+		t.Fatalf("types.json: %v", err)
+	}
+	sort.Slice(doc.Tensors, func(i, j int) bool { return doc.Tensors[i].Name < doc.Tensors[j].Name })
+	var want strings.Builder
+	for _, tn := range doc.Tensors {
+		want.WriteString(tn.SHA256F32 + "  " + tn.Name + "\n")
+	}
+	if got := mustRun(t, tensorfsBinary(t), "load", "--sha256", "--dtype", "f32", "--quiet", src); got != want.String() {
+		t.Errorf("tensorfs load --sha256 --dtype f32:\n%s\nwant (ggml's, types.json):\n%s", got, want.String())
+	}
+	dst := filepath.Join(t.TempDir(), "f16.safetensors")
+	mustRun(t, tensorfsBinary(t), "convert", "--dtype", "f16", "--quiet", src, dst)
+	out = runPy(t, `
+import sys, json, struct
+import numpy as np
+st, ref, meta = open(sys.argv[1], "rb").read(), np.fromfile(sys.argv[2], "<f4"), json.load(open(sys.argv[3]))
+n = struct.unpack("<Q", st[:8])[0]
+hdr, bad, pos = json.loads(st[8:8 + n]), [], 0
+for t in meta["tensors"]:
+    k = t["shape"][0] * t["shape"][1]
+    h = hdr[t["name"]]
+    if h["dtype"] != "F16" or st[8 + n + h["data_offsets"][0]:8 + n + h["data_offsets"][1]] != ref[pos:pos + k].astype("<f2").tobytes():
+        bad.append(t["name"])
+    pos += k
+print(" ".join(bad) or "ok")
+`, dst, ref, strings.TrimSuffix(src, ".gguf")+".json")
+	if strings.TrimSpace(out) != "ok" {
+		t.Errorf("tensorfs convert --dtype f16: these differ from ggml's rounded to F16: %s", out)
 	}
 }
 
