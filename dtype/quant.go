@@ -13,16 +13,15 @@ package dtype
 //     [k*BlockElems, (k+1)*BlockElems) and depends on no other block, so any
 //     range of whole blocks converts on its own and equals the same range of
 //     the whole tensor's conversion.
-//   - quantDequantizer(d) returns the dequantizer to float32 for Q4_0, Q4_1,
-//     Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL and MXFP4.
-//     Each is a port of ggml's dequantize_row_* (ggml-quants.c) that gives
-//     the same float32 bits: fp16 scales are widened exactly (NaN quieted,
-//     as the hardware conversion does), and every product and sum is
-//     rounded to float32 in ggml's order, with explicit float32 conversions
-//     so that Go never fuses a multiply-add that C does not.
-//   - The other ggml types (Q8_1, IQ2_*, IQ3_*, IQ1_*, IQ4_XS, TQ1_0, TQ2_0)
-//     have no dequantizer here: they are served raw and are absent from the
-//     converted views.
+//   - quantDequantizer(d) returns the dequantizer to float32 for every ggml
+//     type: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, the k-quants
+//     (quant_kquants.go), the IQ types (quant_iq.go), TQ1_0, TQ2_0, MXFP4,
+//     NVFP4, Q1_0 and Q2_0. Each is a port of ggml's dequantize_row_*
+//     (ggml-quants.c) that gives the same float32 bits: fp16 scales are
+//     widened exactly (NaN quieted, as the hardware conversion does), and
+//     every product and sum is rounded to float32 in ggml's order, with
+//     explicit float32 conversions so that Go never fuses a multiply-add
+//     that C does not. Q8_1 has no to_float in ggml; it gives q*d.
 
 import (
 	"encoding/binary"
