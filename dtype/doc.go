@@ -94,9 +94,9 @@
 // quant_iqgrid_gen.py; a test pins each table's sha256 as the header prints
 // it). Tests compare every type bit for bit with libggml0's to_float on
 // blocks from ggml's own quantizer (testdata/ggmltypes and the shared
-// gguf/types). On amd64 with AVX2, Q4_K, Q6_K, IQ4_XS, IQ4_NL, MXFP4,
-// NVFP4 and the IQ2/IQ3 grid types run through three assembly kernels
-// (quant_accel.go, quant_amd64.s: nibble codebooks, Q6_K, signed grid
-// bytes) after Go unpacks each block's scales; the plain loops are the
+// gguf/types). On amd64 with AVX2, Q4_K, Q6_K, Q8_0, Q8_1, TQ2_0, IQ4_XS,
+// IQ4_NL, MXFP4, NVFP4 and the IQ2/IQ3 grid types run through assembly
+// kernels (quant_accel.go, quant_amd64.s: nibble codebooks, Q6_K, int8,
+// TQ2_0, signed grid bytes) after Go computes each block's scales; the plain loops are the
 // reference, and tests require identical bits from both on every type.
 package dtype

@@ -218,6 +218,10 @@ func dequantQ5_1(dst []float32, src []byte) {
 
 // Q8_0: {f16 d; i8 qs[32]}: y = q*d.
 func dequantQ8_0(dst []float32, src []byte) {
+	if useAccel {
+		dequantQ8Accel(dst, src, 34, 2)
+		return
+	}
 	const bs, be = 34, 32
 	n := len(src) / bs
 	dst = dst[:n*be]
@@ -354,6 +358,10 @@ func dequantQ2_0(dst []float32, src []byte) {
 // dot products). ggml has no to_float for Q8_1 (it is an internal
 // activation format); this is the value the block encodes, as Q8_0's.
 func dequantQ8_1(dst []float32, src []byte) {
+	if useAccel {
+		dequantQ8Accel(dst, src, 36, 4)
+		return
+	}
 	const bs, be = 36, 32
 	n := len(src) / bs
 	dst = dst[:n*be]
@@ -405,6 +413,10 @@ func dequantTQ1_0(dst []float32, src []byte) {
 // TQ2_0: {u8 qs[64]; f16 d}: 2-bit ternary weights (0, 1, 2 for -1, 0, +1;
 // 3 gives +2), four passes over each 32 bytes; y = (q-1)*d.
 func dequantTQ2_0(dst []float32, src []byte) {
+	if useAccel {
+		dequantTQ2_0Accel(dst, src)
+		return
+	}
 	const bs, be = 66, 256
 	n := len(src) / bs
 	dst = dst[:n*be]

@@ -2,12 +2,12 @@ package dtype
 
 import "encoding/binary"
 
-// The vector path of the hot dequantizers (Q4_K, Q6_K, IQ4_XS, IQ4_NL,
-// MXFP4, NVFP4 and the IQ2/IQ3 grids). Go unpacks up to 256 elements'
-// codes at a time into one byte each (eight at a time, in uint64 words),
-// with one float32 scale (and min) per 16 elements computed exactly as the
-// plain loop does; one of three primitives (quant_accel_amd64.go, AVX2) then
-// does the per-element float32 arithmetic in ggml's order. With useAccel
+// The vector path of the hot dequantizers (Q4_K, Q6_K, Q8_0, Q8_1, TQ2_0,
+// IQ4_XS, IQ4_NL, MXFP4, NVFP4 and the IQ2/IQ3 grids). Go computes each
+// block's float32 scales (and mins) exactly as the plain loop does, and for
+// the grid types puts each group's grid bytes and sign mask (eight at a
+// time, in uint64 words) into a batch; a primitive (quant_accel_amd64.go,
+// AVX2) then does the per-element float32 arithmetic in ggml's order. With useAccel
 // false (no AVX2, or the purego tag) the plain loops run; tests compare the
 // two paths on every type.
 
@@ -95,6 +95,33 @@ func dequantNib32Accel(dst []float32, src []byte, bs, off int, scale func(b []by
 			s.scale[2*j], s.scale[2*j+1] = d, d
 		}
 		quantNib(dst[i*32:], src[i*bs+off:], k, 16, bs, s.scale[:2*k], s.min[:2*k], lut)
+	}
+}
+
+// dequantQ8Accel is Q8_0 (34-byte blocks) and Q8_1 (36): an fp16 scale,
+// then 32 int8 codes at off; up to 128 blocks a call.
+func dequantQ8Accel(dst []float32, src []byte, bs, off int) {
+	n := len(src) / bs
+	var scale [128]float32
+	for i := 0; i < n; i += 128 {
+		k := min(128, n-i)
+		for j := 0; j < k; j++ {
+			scale[j] = quantHalfAt(src[(i+j)*bs:])
+		}
+		quantQ8(dst[i*32:], src[i*bs+off:], k, bs, scale[:k])
+	}
+}
+
+func dequantTQ2_0Accel(dst []float32, src []byte) {
+	const bs = 66
+	n := len(src) / bs
+	var scale [128]float32
+	for i := 0; i < n; i += 128 {
+		k := min(128, n-i)
+		for j := 0; j < k; j++ {
+			scale[j] = quantHalfAt(src[(i+j)*bs+64:])
+		}
+		quantTQ2(dst[i*256:], src[i*bs:], k, scale[:k])
 	}
 }
 

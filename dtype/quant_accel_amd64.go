@@ -9,6 +9,12 @@ func quantNibAVX2(dst *float32, q *byte, chunks, chunk, stride int, scale, min *
 func quantQ6KAVX2(dst *float32, b *byte, scale *float32)
 
 //go:noescape
+func quantQ8AVX2(dst *float32, q *byte, blocks, stride int, scale *float32)
+
+//go:noescape
+func quantTQ2AVX2(dst *float32, b *byte, blocks int, scale *float32)
+
+//go:noescape
 func quantSignedAVX2(dst *float32, q, neg *byte, n int, scale *float32)
 
 // quantNib dequantizes chunks of packed nibbles (see quant_accel.go) in
@@ -32,4 +38,18 @@ func quantSigned(dst []float32, q, neg []byte, scale []float32) {
 	n := len(q)
 	_, _, _ = dst[n-1], neg[n-1], scale[n/16-1]
 	quantSignedAVX2(&dst[0], &q[0], &neg[0], n, &scale[0])
+}
+
+// quantQ8 dequantizes blocks of 32 int8 codes at q[b*stride:], each times
+// scale[b], into dst (in assembly).
+func quantQ8(dst []float32, q []byte, blocks, stride int, scale []float32) {
+	_, _, _ = dst[32*blocks-1], q[(blocks-1)*stride+31], scale[blocks-1]
+	quantQ8AVX2(&dst[0], &q[0], blocks, stride, &scale[0])
+}
+
+// quantTQ2 dequantizes whole TQ2_0 blocks of b, their scales computed, into
+// dst (in assembly).
+func quantTQ2(dst []float32, b []byte, blocks int, scale []float32) {
+	_, _, _ = dst[256*blocks-1], b[66*blocks-1], scale[blocks-1]
+	quantTQ2AVX2(&dst[0], &b[0], blocks, &scale[0])
 }

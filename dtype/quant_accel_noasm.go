@@ -34,3 +34,23 @@ func quantSigned(dst []float32, q, neg []byte, scale []float32) {
 		dst[i] = float32(float32(c)*scale[i/16]) * quantSign[neg[i]&1]
 	}
 }
+
+func quantQ8(dst []float32, q []byte, blocks, stride int, scale []float32) {
+	for b := 0; b < blocks; b++ {
+		for j := 0; j < 32; j++ {
+			dst[32*b+j] = float32(int8(q[b*stride+j])) * scale[b]
+		}
+	}
+}
+
+func quantTQ2(dst []float32, b []byte, blocks int, scale []float32) {
+	for i := 0; i < blocks; i++ {
+		for j := 0; j < 64; j += 32 {
+			for l := 0; l < 4; l++ {
+				for m := 0; m < 32; m++ {
+					dst[256*i+4*j+32*l+m] = float32(int32(b[66*i+j+m]>>(2*l)&3)-1) * scale[i]
+				}
+			}
+		}
+	}
+}

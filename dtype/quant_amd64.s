@@ -192,3 +192,102 @@ sgnloop:
 	JNZ          sgnloop
 	VZEROUPPER
 	RET
+
+// func quantQ8AVX2(dst *float32, q *byte, blocks, stride int, scale *float32)
+// Blocks of 32 int8 codes, the next one stride bytes further: 32 outputs
+// float32(int8(q[j])) * scale[block] each.
+TEXT ·quantQ8AVX2(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), DI
+	MOVQ         q+8(FP), SI
+	MOVQ         blocks+16(FP), CX
+	MOVQ         stride+24(FP), DX
+	MOVQ         scale+32(FP), R8
+
+q8loop:
+	VBROADCASTSS (R8), Y5
+	VPMOVSXBD    (SI), Y0
+	VPMOVSXBD    8(SI), Y1
+	VPMOVSXBD    16(SI), Y2
+	VPMOVSXBD    24(SI), Y3
+	VCVTDQ2PS    Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VCVTDQ2PS    Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y5, Y0, Y0
+	VMULPS       Y5, Y1, Y1
+	VMULPS       Y5, Y2, Y2
+	VMULPS       Y5, Y3, Y3
+	VMOVUPS      Y0, (DI)
+	VMOVUPS      Y1, 32(DI)
+	VMOVUPS      Y2, 64(DI)
+	VMOVUPS      Y3, 96(DI)
+	ADDQ         DX, SI
+	ADDQ         $128, DI
+	ADDQ         $4, R8
+	DECQ         CX
+	JNZ          q8loop
+	VZEROUPPER
+	RET
+
+DATA one32<>+0(SB)/4, $1
+GLOBL one32<>(SB), RODATA|NOPTR, $4
+
+// func quantTQ2AVX2(dst *float32, b *byte, blocks int, scale *float32)
+// TQ2_0 blocks (66 bytes: qs[64], then the fp16 scale, computed by the Go
+// side into scale[block]): for each 32 bytes of qs and each 2-bit field l,
+// 32 outputs float32(int32(q>>2l & 3) - 1) * scale.
+TEXT ·quantTQ2AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         b+8(FP), SI
+	MOVQ         blocks+16(FP), CX
+	MOVQ         scale+24(FP), R8
+	VPBROADCASTD three32<>(SB), Y6
+	VPBROADCASTD one32<>(SB), Y7
+
+tq2block:
+	VBROADCASTSS (R8), Y5
+	XORQ         AX, AX               // byte of qs: 8 at a time
+
+tq2loop:
+	// outputs: 128*(AX/32) + AX%32, then +32, +64, +96 for l = 1, 2, 3
+	MOVQ         AX, R9
+	ANDQ         $31, R9
+	MOVQ         AX, R10
+	SHRQ         $5, R10
+	SHLQ         $7, R10
+	ADDQ         R10, R9
+	LEAQ         (DI)(R9*4), R11
+	VPMOVZXBD    (SI)(AX*1), Y0
+	VPAND        Y6, Y0, Y1
+	VPSRLD       $2, Y0, Y2
+	VPAND        Y6, Y2, Y2
+	VPSRLD       $4, Y0, Y3
+	VPAND        Y6, Y3, Y3
+	VPSRLD       $6, Y0, Y4
+	VPSUBD       Y7, Y1, Y1
+	VPSUBD       Y7, Y2, Y2
+	VPSUBD       Y7, Y3, Y3
+	VPSUBD       Y7, Y4, Y4
+	VCVTDQ2PS    Y1, Y1
+	VCVTDQ2PS    Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y1, Y1
+	VMULPS       Y5, Y2, Y2
+	VMULPS       Y5, Y3, Y3
+	VMULPS       Y5, Y4, Y4
+	VMOVUPS      Y1, (R11)
+	VMOVUPS      Y2, 128(R11)
+	VMOVUPS      Y3, 256(R11)
+	VMOVUPS      Y4, 384(R11)
+	ADDQ         $8, AX
+	CMPQ         AX, $64
+	JB           tq2loop
+
+	ADDQ         $66, SI
+	ADDQ         $1024, DI
+	ADDQ         $4, R8
+	DECQ         CX
+	JNZ          tq2block
+	VZEROUPPER
+	RET
