@@ -7,9 +7,9 @@ import "encoding/binary"
 // block's float32 scales (and mins) exactly as the plain loop does, and for
 // the grid types puts each group's grid bytes and sign mask (eight at a
 // time, in uint64 words) into a batch; a primitive (quant_accel_amd64.go,
-// AVX2) then does the per-element float32 arithmetic in ggml's order. With useAccel
-// false (no AVX2, or the purego tag) the plain loops run; tests compare the
-// two paths on every type.
+// AVX2) then does the per-element float32 arithmetic in ggml's order. With
+// useAccel false (no AVX2, or the purego tag) the plain loops run; tests
+// compare the two paths on every type.
 
 // quantSignMask spreads the 8 bits of s over 8 bytes: 0xFF where the bit
 // is set, element 0 in the low byte.
