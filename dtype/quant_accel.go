@@ -99,17 +99,9 @@ func dequantNib32Accel(dst []float32, src []byte, bs, off int, scale func(b []by
 }
 
 // dequantQ8Accel is Q8_0 (34-byte blocks) and Q8_1 (36): an fp16 scale,
-// then 32 int8 codes at off; up to 128 blocks a call.
+// then 32 int8 codes at off.
 func dequantQ8Accel(dst []float32, src []byte, bs, off int) {
-	n := len(src) / bs
-	var scale [128]float32
-	for i := 0; i < n; i += 128 {
-		k := min(128, n-i)
-		for j := 0; j < k; j++ {
-			scale[j] = quantHalfAt(src[(i+j)*bs:])
-		}
-		quantQ8(dst[i*32:], src[i*bs+off:], k, bs, scale[:k])
-	}
+	quantQ8(dst, src[:len(src)/bs*bs], bs, off)
 }
 
 func dequantTQ2_0Accel(dst []float32, src []byte) {

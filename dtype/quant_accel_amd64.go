@@ -9,7 +9,7 @@ func quantNibAVX2(dst *float32, q *byte, chunks, chunk, stride int, scale, min *
 func quantQ6KAVX2(dst *float32, b *byte, scale *float32)
 
 //go:noescape
-func quantQ8AVX2(dst *float32, q *byte, blocks, stride int, scale *float32)
+func quantQ8AVX2(dst *float32, b *byte, blocks, stride, off int)
 
 //go:noescape
 func quantTQ2AVX2(dst *float32, b *byte, blocks int, scale *float32)
@@ -40,11 +40,15 @@ func quantSigned(dst []float32, q, neg []byte, scale []float32) {
 	quantSignedAVX2(&dst[0], &q[0], &neg[0], n, &scale[0])
 }
 
-// quantQ8 dequantizes blocks of 32 int8 codes at q[b*stride:], each times
-// scale[b], into dst (in assembly).
-func quantQ8(dst []float32, q []byte, blocks, stride int, scale []float32) {
-	_, _, _ = dst[32*blocks-1], q[(blocks-1)*stride+31], scale[blocks-1]
-	quantQ8AVX2(&dst[0], &q[0], blocks, stride, &scale[0])
+// quantQ8 dequantizes the whole blocks of b (stride bytes each: an fp16
+// scale first, 32 int8 codes at off) into dst (in assembly).
+func quantQ8(dst []float32, b []byte, stride, off int) {
+	blocks := len(b) / stride
+	if blocks == 0 {
+		return
+	}
+	_ = dst[32*blocks-1]
+	quantQ8AVX2(&dst[0], &b[0], blocks, stride, off)
 }
 
 // quantTQ2 dequantizes whole TQ2_0 blocks of b, their scales computed, into

@@ -35,10 +35,11 @@ func quantSigned(dst []float32, q, neg []byte, scale []float32) {
 	}
 }
 
-func quantQ8(dst []float32, q []byte, blocks, stride int, scale []float32) {
-	for b := 0; b < blocks; b++ {
+func quantQ8(dst []float32, b []byte, stride, off int) {
+	for i := 0; i+stride <= len(b); i += stride {
+		d := quantHalfAt(b[i:])
 		for j := 0; j < 32; j++ {
-			dst[32*b+j] = float32(int8(q[b*stride+j])) * scale[b]
+			dst[32*(i/stride)+j] = float32(int8(b[i+off+j])) * d
 		}
 	}
 }

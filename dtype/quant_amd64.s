@@ -193,22 +193,27 @@ sgnloop:
 	VZEROUPPER
 	RET
 
-// func quantQ8AVX2(dst *float32, q *byte, blocks, stride int, scale *float32)
-// Blocks of 32 int8 codes, the next one stride bytes further: 32 outputs
-// float32(int8(q[j])) * scale[block] each.
+// func quantQ8AVX2(dst *float32, b *byte, blocks, stride, off int)
+// Blocks (stride bytes each) of an fp16 scale at their start and 32 int8
+// codes at off: 32 outputs float32(int8(q[j])) * scale each. The scale is
+// widened by F16C, exactly (NaN quieted), as quantHalf does.
 TEXT ·quantQ8AVX2(SB), NOSPLIT, $0-40
 	MOVQ         dst+0(FP), DI
-	MOVQ         q+8(FP), SI
+	MOVQ         b+8(FP), SI
 	MOVQ         blocks+16(FP), CX
 	MOVQ         stride+24(FP), DX
-	MOVQ         scale+32(FP), R8
+	MOVQ         off+32(FP), R9
 
 q8loop:
-	VBROADCASTSS (R8), Y5
-	VPMOVSXBD    (SI), Y0
-	VPMOVSXBD    8(SI), Y1
-	VPMOVSXBD    16(SI), Y2
-	VPMOVSXBD    24(SI), Y3
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS X5, Y5
+	LEAQ         (SI)(R9*1), R10
+	VPMOVSXBD    (R10), Y0
+	VPMOVSXBD    8(R10), Y1
+	VPMOVSXBD    16(R10), Y2
+	VPMOVSXBD    24(R10), Y3
 	VCVTDQ2PS    Y0, Y0
 	VCVTDQ2PS    Y1, Y1
 	VCVTDQ2PS    Y2, Y2
@@ -223,7 +228,6 @@ q8loop:
 	VMOVUPS      Y3, 96(DI)
 	ADDQ         DX, SI
 	ADDQ         $128, DI
-	ADDQ         $4, R8
 	DECQ         CX
 	JNZ          q8loop
 	VZEROUPPER
