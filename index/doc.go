@@ -55,10 +55,10 @@
 // not know goes there (its size cannot be computed); a parser for another
 // format puts there what it lists but cannot serve (a torch dtype it cannot
 // size, an .npz member that is not an array of numbers) in the same way.
-// formats.Load keeps every part's entries (Source renumbered); the Document lists
-// them under "unserved" (DocUnserved: name, type, shape, source, offset,
-// why; absent when there are none); each command that opens the checkpoint
-// logs one line per entry, convert refuses to write an incomplete OUT and
+// formats.Load keeps every part's entries (Source renumbered); the
+// Document lists them under "unserved" (DocUnserved: name, type, shape,
+// source, offset, why; absent when there are none); each command that
+// opens the checkpoint logs one line per entry, convert refuses to write an incomplete OUT and
 // load fails after the rest. A file with nothing to serve but such entries
 // is still refused, in one line.
 //
