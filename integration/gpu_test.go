@@ -59,6 +59,7 @@ func TestLoadGPU(t *testing.T) {
 		"generated/np_f4_fortran.npy",
 		"gguf/quantized/ollama-ggml-q4_0.gguf",
 		"gguf/quantized/ollama-ggml-q2_k.gguf",
+		"gguf/types/types.gguf", // every ggml type, converted with --dtype f16
 		"pytorch/gopickle/tensor_bfloat16_proto2.pt",
 	}
 	for _, f := range files {

@@ -96,6 +96,10 @@ func runConvert(args []string) error {
 		return err
 	}
 	defer ck.Close()
+	if us := ck.Unserved(); len(us) > 0 {
+		logUnserved(source, us)
+		return fmt.Errorf("convert: %s: cannot write %s: %s; %s not written", source, plural(len(us), "tensor"), unservedNames(us), out)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
