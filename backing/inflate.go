@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,7 +30,9 @@ import (
 // moved (spilled) to files. Files are bounded by the disk limit: the
 // least recently read ones beyond it are dropped, and inflated again on
 // their next read. A member larger than the disk limit cannot be served
-// and OpenMember refuses it.
+// and OpenMember refuses it; one that fits waits for room while the limit
+// is taken by members being inflated or read (see reserveDisk), at most
+// InflateOptions.Wait.
 //
 // After inflating, the size and the CRC-32 are checked against the zip's
 // directory: the inflated bytes are served only when both match, and the
@@ -47,6 +50,9 @@ const (
 	// DefaultInflateDisk is the disk for inflated members, all together,
 	// and so the largest member that can be served.
 	DefaultInflateDisk = 16 << 30
+	// DefaultInflateWait bounds how long a member waits for room on
+	// disk while other members are being inflated or read.
+	DefaultInflateWait = 5 * time.Minute
 )
 
 // InflateOptions configure an InflateCache. Zero fields take the
@@ -55,6 +61,10 @@ type InflateOptions struct {
 	MemLimit  int64  // bytes of inflated members in memory (DefaultInflateMem)
 	DiskLimit int64  // bytes of inflated members in files (DefaultInflateDisk)
 	Dir       string // where the files are made ("": os.TempDir())
+	// Wait bounds how long inflating a member waits for room within
+	// DiskLimit, taken by members being inflated or read meanwhile
+	// (DefaultInflateWait).
+	Wait time.Duration
 	// Logf logs the one line said when a member cannot be inflated
 	// (default log.Printf).
 	Logf func(format string, args ...any)
@@ -94,8 +104,10 @@ type InflateCache struct {
 	diskUsed int64     // GUARDED_BY(mu): members in files and reservations
 	mem      list.List // GUARDED_BY(mu): of *memberSource in memory, most recent first
 	disk     list.List // GUARDED_BY(mu): of *memberSource in files, most recent first
+	// changed is closed (and replaced) when room may have come: a
+	// reservation released, a member placed or closed. GUARDED_BY(mu)
+	changed chan struct{}
 
-	clock      atomic.Int64 // read counter, for recency
 	inflations atomic.Int64
 	spills     atomic.Int64
 	drops      atomic.Int64
@@ -118,7 +130,10 @@ func NewInflateCache(o InflateOptions) *InflateCache {
 	if o.Logf == nil {
 		o.Logf = log.Printf
 	}
-	return &InflateCache{opts: o}
+	if o.Wait <= 0 {
+		o.Wait = DefaultInflateWait
+	}
+	return &InflateCache{opts: o, changed: make(chan struct{})}
 }
 
 var defaultInflate atomic.Pointer[InflateCache]
@@ -222,7 +237,8 @@ type memberSource struct {
 
 	elem    *list.Element // GUARDED_BY(c.mu): in c.mem or c.disk
 	stamp   int64         // GUARDED_BY(c.mu): lastUse when last placed in its list
-	lastUse atomic.Int64
+	lastUse atomic.Int64  // monoNow of the last read's start or end
+	pins    atomic.Int32  // reads in progress: a file being read is not dropped
 }
 
 // attempt is one inflation; err is set before done is closed.
@@ -251,6 +267,9 @@ func (s *memberSource) ReadAt(p []byte, off int64) (int, error) {
 	if want == 0 {
 		return 0, nil
 	}
+	s.pins.Add(1)
+	defer s.unpin()
+	s.lastUse.Store(monoNow())
 	for {
 		s.mu.RLock()
 		switch {
@@ -283,7 +302,7 @@ func (s *memberSource) ReadAt(p []byte, off int64) (int, error) {
 // done finishes a read of n bytes: it marks the member used and says
 // io.EOF where the read ran past the end.
 func (s *memberSource) done(n, want, asked int) (int, error) {
-	s.lastUse.Store(s.c.clock.Add(1))
+	s.lastUse.Store(monoNow())
 	if want < asked {
 		return n, io.EOF
 	}
@@ -383,7 +402,7 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 		mem = make([]byte, m.Size)
 		w = &sliceWriter{b: mem}
 	} else {
-		if err := c.reserveDisk(m.Size); err != nil {
+		if err := c.reserveDisk(m.Size, true); err != nil {
 			return fail(false, err, "cannot make room to inflate it")
 		}
 		if f, err = c.newFile(); err != nil {
@@ -586,23 +605,6 @@ func (c *InflateCache) reserveMem(size int64) {
 	}
 }
 
-// reserveDisk counts size bytes of disk, dropping the least recently
-// used files to stay within the limit.
-func (c *InflateCache) reserveDisk(size int64) error {
-	c.mu.Lock()
-	c.diskUsed += size
-	victims := c.evict(&c.disk, &c.diskUsed, c.opts.DiskLimit)
-	if c.diskUsed > c.opts.DiskLimit {
-		c.diskUsed -= size
-		c.mu.Unlock()
-		c.dropAll(victims)
-		return fmt.Errorf("the %d bytes of disk for inflated members (tensorfs --inflate-disk) are taken by members being inflated now", c.opts.DiskLimit)
-	}
-	c.mu.Unlock()
-	c.dropAll(victims)
-	return nil
-}
-
 // evict takes least recently used members off l until *used <= limit
 // (a member read since it was placed goes to the front instead) and
 // returns them, their bytes no longer counted. REQUIRES c.mu.
@@ -635,6 +637,7 @@ func (c *InflateCache) place(s *memberSource, inMem bool) {
 	}
 	s.stamp = s.lastUse.Load()
 	s.elem = l.PushFront(s)
+	c.signal()
 }
 
 // release uncounts a reservation that was not placed.
@@ -646,6 +649,7 @@ func (c *InflateCache) release(inMem bool, size int64) {
 	} else {
 		c.diskUsed -= size
 	}
+	c.signal()
 }
 
 // spill moves member v, taken off the memory list, to a file; where that
@@ -658,7 +662,9 @@ func (c *InflateCache) spill(v *memberSource) {
 		return
 	}
 	v.mem = nil
-	if err := c.reserveDisk(int64(len(data))); err != nil {
+	// No waiting here (a reservation is under way, and readers of v
+	// wait on v.mu): without room now, the bytes are dropped.
+	if err := c.reserveDisk(int64(len(data)), false); err != nil {
 		return
 	}
 	f, err := c.newFile()
@@ -715,6 +721,7 @@ func (s *memberSource) Close() error {
 			c.diskUsed -= s.m.Size
 		}
 		s.elem = nil
+		c.signal()
 	}
 	return nil
 }
