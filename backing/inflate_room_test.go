@@ -11,7 +11,7 @@ import (
 )
 
 // TestInflateWaitsForRoom: members that each fit the disk limit but not
-// together (four of 1 MiB with room for one and a half), read whole by 16
+// together (four of 1 MiB with room for one and a half), read whole by 8
 // goroutines at once in chunks, are all served right: a reservation waits
 // for room instead of failing, and a member being read is not dropped
 // under its reader. Nothing is timed: the count of failed reads is.
@@ -34,7 +34,7 @@ func TestInflateWaitsForRoom(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
-	for g := 0; g < 16; g++ {
+	for g := 0; g < 8; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -61,7 +61,7 @@ func TestInflateWaitsForRoom(t *testing.T) {
 		}
 	}
 	if n > 0 {
-		t.Fatalf("%d of 16 readers failed", n)
+		t.Fatalf("%d of 8 readers failed", n)
 	}
 	if st := cache.Stats(); st.DiskBytes > size+size/2 {
 		t.Fatalf("%d bytes in files, limit %d", st.DiskBytes, size+size/2)
