@@ -12,12 +12,12 @@ import (
 // whatever s's name names now, so a checkpoint replaced by rename after
 // it was validated is not read in its place. The new source has s's name
 // and s's size (the size validated); a file that shrank since is refused.
-// s must be a local file (Open's, or a ForParsing view of one); closing
-// either leaves the other open.
+// s must be a local file (Open's, or a ForParsing view of one), else the
+// error wraps ErrNotFile; closing either leaves the other open.
 func Reopen(s Source, opts Options) (Source, error) {
 	b, ok := Unwrap(s).(interface{ base() *file })
 	if !ok {
-		return nil, fmt.Errorf("backing: %s: not a local file, cannot open it again", s.Name())
+		return nil, fmt.Errorf("backing: %s: %w", s.Name(), ErrNotFile)
 	}
 	f := b.base()
 	// Shared: f's descriptor cannot be closed (and its number reused)
@@ -44,6 +44,10 @@ func Reopen(s Source, opts Options) (Source, error) {
 	rb.size = f.size
 	return r, nil
 }
+
+// ErrNotFile: Reopen of a source that is no local file (a member, a
+// remote object, a source made of others).
+var ErrNotFile = errors.New("not a local file, cannot be opened again")
 
 // base gives Reopen the descriptor and size every mode shares.
 func (b *file) base() *file { return b }

@@ -80,3 +80,17 @@ func TestReopen(t *testing.T) {
 		}
 	})
 }
+
+// TestReopenNotFile: a source that is no local file says so with
+// ErrNotFile, which the caller reads through as it is.
+func TestReopenNotFile(t *testing.T) {
+	f, ms := members(t, []byte("abc"))
+	m, err := NewInflateCache(InflateOptions{Dir: t.TempDir()}).OpenMember(f, ms[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := Reopen(m, Options{Mode: Pread}); !errors.Is(err, ErrNotFile) {
+		t.Fatalf("reopen of a member: %v, want ErrNotFile", err)
+	}
+}

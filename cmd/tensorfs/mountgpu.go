@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/bytesize"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/client/cuda"
 	"github.com/lazyweights/tensorfs/dtype"
@@ -54,8 +55,9 @@ func uploadForMount(source string, ckpt *checkpoint, view dtype.DType, dev int, 
 	// mount serves is opened again for it from its descriptor, never by
 	// name, so a checkpoint replaced (mv) since it was validated is not
 	// uploaded in its place, and closed once uploaded. Compressed members
-	// and a remote checkpoint are read through the mount's own sources,
-	// which the client then does not own.
+	// (any source that is no file of its own) and a remote checkpoint are
+	// read through the mount's own sources, which the client then does
+	// not own.
 	files := ckpt.sources
 	if ckpt.remote == nil {
 		files = make([]backing.Source, len(ckpt.sources))
@@ -67,11 +69,11 @@ func uploadForMount(source string, ckpt *checkpoint, view dtype.DType, dev int, 
 			}
 		}()
 		for i, src := range ckpt.sources {
-			if ckpt.idx.Member(i) != nil {
-				files[i] = src
-				continue
+			files[i], err = backing.Reopen(src, backing.Options{Mode: backing.Pread})
+			if errors.Is(err, backing.ErrNotFile) {
+				files[i], err = src, nil // a member, or made of other sources
 			}
-			if files[i], err = backing.Reopen(src, backing.Options{Mode: backing.Pread}); err != nil {
+			if err != nil {
 				return fail(err)
 			}
 		}
@@ -112,7 +114,7 @@ func uploadForMount(source string, ckpt *checkpoint, view dtype.DType, dev int, 
 	}
 	g.dir = fs.ExtraDir{Name: ".cuda", Files: map[string][]byte{"index.json": append(data, '\n')}, Private: !allowOther}
 	st := g.u.Stats
-	logger.Printf("uploaded %s to cuda:%d (%s): %s in %.3f s, %.2f GB/s; kept there while mounted, shared through %s", plural(len(g.u.Tensors), "tensor"), dev, doc.UUID, loadHumanBytes(st.Bytes), elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e9, cuda.IPCIndexPath)
+	logger.Printf("uploaded %s to cuda:%d (%s): %s in %.3f s, %.2f GB/s; kept there while mounted, shared through %s", plural(len(g.u.Tensors), "tensor"), dev, doc.UUID, bytesize.Format(st.Bytes), elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e9, cuda.IPCIndexPath)
 	return g, nil
 }
 
