@@ -192,6 +192,21 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 	fail := func(bad bool, cause error, format string, args ...any) ([]byte, *os.File, bool, error) {
 		return nil, nil, bad, &MemberError{File: s.file.Name(), Member: m.Name, Latin1: m.Latin1, Msg: fmt.Sprintf(format, args...), Err: cause}
 	}
+	// A member of a member (a Latin-1 str in a deflated data.pkl) reads
+	// the outer one while it is inflated: have that inflated first and
+	// keep it (pinned) until done, so that this one's reservation never
+	// waits for room the outer one needs, and count it as held.
+	var held int64
+	if outer, ok := s.file.(*memberSource); ok {
+		outer.pins.Add(1)
+		defer outer.unpin()
+		if err := outer.load(); err != nil {
+			return fail(false, err, "cannot inflate the member it is read from")
+		}
+		if outer.c == c && !c.inMemory(outer.m.Size) {
+			held = outer.m.Size
+		}
+	}
 	inMem := c.inMemory(m.Size)
 	var w io.Writer
 	if inMem {
@@ -199,7 +214,7 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 		mem = make([]byte, m.Size)
 		w = &sliceWriter{b: mem}
 	} else {
-		if err := c.reserveDisk(m.Size, true); err != nil {
+		if err := c.reserveDisk(m.Size, true, held); err != nil {
 			return fail(false, err, "cannot make room to inflate it")
 		}
 		if f, err = c.newFile(); err != nil {

@@ -50,10 +50,15 @@ func (s *memberSource) unpin() {
 // inflated (or spilled), dropping idle members' files to make room
 // (evictIdle). With wait, it waits for room while the limit is taken by
 // members being inflated or read, at most c.opts.Wait; without, it fails
-// at once. size must be at most the limit (OpenMember refuses others).
-func (c *InflateCache) reserveDisk(size int64, wait bool) error {
-	if size > c.opts.DiskLimit {
-		return fmt.Errorf("%d bytes, more than the %d bytes of disk the cache of inflated members may use (tensorfs --inflate-disk)", size, c.opts.DiskLimit)
+// at once. held is the disk the caller itself keeps meanwhile (the outer
+// member it reads, pinned): what cannot fit beside it fails at once.
+func (c *InflateCache) reserveDisk(size int64, wait bool, held int64) error {
+	if size+held > c.opts.DiskLimit {
+		with := ""
+		if held > 0 {
+			with = fmt.Sprintf(" with the %d bytes of the member it is read from", held)
+		}
+		return fmt.Errorf("%d bytes%s, more than the %d bytes of disk the cache of inflated members may use (tensorfs --inflate-disk)", size, with, c.opts.DiskLimit)
 	}
 	var deadline time.Time
 	c.mu.Lock()

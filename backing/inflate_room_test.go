@@ -77,7 +77,7 @@ func TestInflateWaitBounded(t *testing.T) {
 	content := randomBytes(30, size)
 	f, ms := members(t, content)
 	cache := NewInflateCache(InflateOptions{MemLimit: -1, DiskLimit: size, Dir: t.TempDir(), Wait: time.Millisecond, Logf: func(string, ...any) {}})
-	if err := cache.reserveDisk(size, true); err != nil {
+	if err := cache.reserveDisk(size, true, 0); err != nil {
 		t.Fatal(err)
 	}
 	src, err := cache.OpenMember(f, ms[0])
@@ -91,4 +91,39 @@ func TestInflateWaitBounded(t *testing.T) {
 	}
 	cache.release(false, size)
 	checkReads(t, src, content)
+}
+
+// TestInflateNestedNoWait: a Latin-1 member of a deflated member, both
+// inflated to files: with room for both it is served; with room for
+// either but not both it fails at once, saying so, instead of waiting
+// (bounded by Wait, here a minute) for room its own outer member holds.
+func TestInflateNestedNoWait(t *testing.T) {
+	small := bytes.Repeat([]byte("latin-1 \xe9"), 20_000)
+	u := latin1UTF8(small)
+	pkl := append(append([]byte("pickle head "), u...), " tail"...)
+	f, ms := members(t, pkl)
+	for _, tc := range []struct {
+		limit int64
+		ok    bool
+	}{
+		{int64(len(pkl) + len(small)), true},
+		{int64(len(pkl)+len(small)) - 1, false},
+	} {
+		cache := NewInflateCache(InflateOptions{MemLimit: -1, DiskLimit: tc.limit, Dir: t.TempDir(), Wait: time.Minute, Logf: func(string, ...any) {}})
+		outer, err := cache.OpenMember(f, ms[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner, err := cache.OpenMember(outer, Member{Name: "np/a", Offset: 12, CompressedSize: int64(len(u)), Size: int64(len(small)), Latin1: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.ok {
+			checkReads(t, inner, small)
+		} else if _, err := inner.ReadAt(make([]byte, 10), 0); err == nil || !strings.Contains(err.Error(), "with the "+fmt.Sprint(len(pkl))+" bytes of the member it is read from") {
+			t.Errorf("limit %d: %v, want a refusal at once", tc.limit, err)
+		}
+		inner.Close()
+		outer.Close()
+	}
 }

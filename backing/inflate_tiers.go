@@ -100,7 +100,7 @@ func (c *InflateCache) spill(v *memberSource) {
 	v.mem = nil
 	// No waiting here (a reservation is under way, and readers of v
 	// wait on v.mu): without room now, the bytes are dropped.
-	if err := c.reserveDisk(int64(len(data)), false); err != nil {
+	if err := c.reserveDisk(int64(len(data)), false, 0); err != nil {
 		return
 	}
 	f, err := c.newFile()
