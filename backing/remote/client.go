@@ -48,6 +48,12 @@ type Options struct {
 	// source, or when a server's reply does not match its request
 	// (default log.Printf).
 	Logf func(format string, args ...any)
+	// ReadErrorsReturned says the caller reports every read error
+	// itself (a command that exits with it, not a mount): the lines
+	// Logf would say when an object changes under an open source or a
+	// reply does not match its request are left out, so the error is
+	// said once.
+	ReadErrorsReturned bool
 	// Context, when set, bounds the Client's life: once it is done
 	// (the command was interrupted), every open, fetch and read waiting
 	// on the store ends at once with an error wrapping its cause

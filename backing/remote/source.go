@@ -357,6 +357,9 @@ func (s *Source) get(ctx context.Context, off int64, bufs [][]byte, filled func(
 		}
 	case KindOf(err) == Invalid:
 		s.badReply.Do(func() {
+			if s.c.opts.ReadErrorsReturned {
+				return
+			}
 			s.c.opts.Logf("tensorfs: %s: %v; the reads that need it fail with EIO", s.url, err)
 		})
 	}
@@ -376,6 +379,9 @@ func (s *Source) waitError() error {
 func (s *Source) markChanged(err error) {
 	s.changeOnce.Do(func() {
 		s.changed.Store(&err)
+		if s.c.opts.ReadErrorsReturned {
+			return
+		}
 		s.c.opts.Logf("tensorfs: %s: the object changed after it was opened (%v); its reads fail with EIO, remount to serve the new version", s.url, err)
 	})
 }

@@ -125,6 +125,10 @@ func remoteOptions() (source.RemoteOptions, error) {
 		}
 		fmt.Fprintf(os.Stderr, format+"\n", args...)
 	}
+	// A mount logs a read that fails on the store's reply (its reader
+	// sees only EIO); the other commands say it once, as the error they
+	// exit with.
+	o.Remote.ReadErrorsReturned = rf.cmd != "mount"
 	if o.Remote.CacheSize, err = size("cache-size", *rf.cacheSize); err != nil {
 		return o, err
 	}
