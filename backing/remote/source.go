@@ -304,27 +304,28 @@ func (s *Source) fetchRun(run []*part, ready func(*part, error), deadline time.T
 // retried until ctx's deadline, each try from the first buffer not yet
 // filled. filled(i), when not nil, is called as bufs[i] is full.
 func (s *Source) get(ctx context.Context, off int64, bufs [][]byte, filled func(i int)) error {
-	select {
-	case s.c.sem <- struct{}{}:
-	case <-ctx.Done():
+	if err := s.c.lim.acquire(ctx); err != nil {
 		if err := s.c.interrupted(s.url); err != nil {
 			return err
 		}
 		return &Error{URL: s.url, Kind: Transient, Msg: "timed out waiting for a connection"}
 	}
-	defer func() { <-s.c.sem }()
+	defer s.c.lim.release()
 	if err := s.changedErr(); err != nil {
 		return err
 	}
 	k := 0 // buffers filled by earlier tries
 	try := func(ctx context.Context) error {
 		base := k
-		return s.c.store.Get(ctx, s.obj, off+BufsLen(bufs[:base]), bufs[base:], func(i int) {
+		ticket := s.c.lim.ticket()
+		err := s.c.store.Get(ctx, s.obj, off+BufsLen(bufs[:base]), bufs[base:], func(i int) {
 			k = base + i + 1
 			if filled != nil {
 				filled(base + i)
 			}
 		})
+		s.c.lim.done(ticket, err)
+		return err
 	}
 	var err error
 	probe := false

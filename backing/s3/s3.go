@@ -34,9 +34,13 @@ type Options struct {
 	// Conns is the most idle connections kept to the endpoint (default
 	// 64): at least the Client's Parallel.
 	Conns int
-	// Logf logs the one line said of each listed key that is skipped
-	// (default log.Printf).
+	// Logf logs the one line said of each listed key that is skipped,
+	// and the proxy's failure (default log.Printf).
 	Logf func(format string, args ...any)
+	// Proxy, when set, is an HTTP proxy (a cache tier) that the object's
+	// GETs go through, presigned (see presign.go); when it is down or
+	// answers 5xx they go to the endpoint directly (remote.TierTransport).
+	Proxy *url.URL
 }
 
 // Store is one bucket.
@@ -44,6 +48,10 @@ type Store struct {
 	client *s3.Client
 	bucket string
 	logf   func(format string, args ...any)
+	// Behind a proxy: the presigner, and the client its GETs go
+	// through. nil without one.
+	presign *s3.PresignClient
+	tier    *http.Client
 }
 
 var _ remote.Store = (*Store)(nil)
@@ -101,7 +109,23 @@ func New(ctx context.Context, bucket string, opts Options) (*Store, error) {
 	if logf == nil {
 		logf = log.Printf
 	}
-	return &Store{client: client, bucket: bucket, logf: logf}, nil
+	st := &Store{client: client, bucket: bucket, logf: logf}
+	if opts.Proxy != nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = conns
+		tr.MaxIdleConnsPerHost = conns
+		tr.ResponseHeaderTimeout = 30 * time.Second
+		tr.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		tr.DisableCompression = true
+		st.tier = &http.Client{
+			Transport: remote.TierTransport(opts.Proxy, tr, logf),
+			// S3 does not redirect a GET that it can serve; a
+			// redirect would carry the signature elsewhere.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+		st.presign = s3.NewPresignClient(client)
+	}
+	return st, nil
 }
 
 // URL is s3://bucket/key.
@@ -120,6 +144,9 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 			obj.LastModified = *out.LastModified
 		}
 		return obj, 0, nil
+	}
+	if s.presign != nil {
+		return s.openPresigned(ctx, key, head)
 	}
 	rng := fmt.Sprintf("bytes=0-%d", len(head)-1)
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: &rng})
@@ -161,6 +188,9 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 	want := remote.BufsLen(bufs)
 	if want == 0 {
 		return nil
+	}
+	if s.presign != nil {
+		return s.getPresigned(ctx, obj, off, bufs, filled)
 	}
 	rng := fmt.Sprintf("bytes=%d-%d", off, off+want-1)
 	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &obj.Key, Range: &rng}

@@ -84,7 +84,7 @@ func newStore(ctx context.Context, source string, opts Options) (remote.Store, s
 		if bucket == "" {
 			return nil, "", fmt.Errorf("%s: no bucket (want s3://BUCKET/KEY or s3://BUCKET/PREFIX/)", source)
 		}
-		st, err := s3.New(ctx, bucket, s3.Options{NoSign: opts.NoSign, Conns: max(64, opts.Remote.Parallel)})
+		st, err := s3.New(ctx, bucket, s3.Options{NoSign: opts.NoSign, Conns: max(64, opts.Remote.Parallel), Proxy: opts.Remote.Proxy, Logf: opts.Remote.Logf})
 		if err != nil {
 			return nil, "", err
 		}
@@ -97,7 +97,7 @@ func newStore(ctx context.Context, source string, opts Options) (remote.Store, s
 		scheme, _, _ := strings.Cut(source, "://")
 		return nil, "", fmt.Errorf("%s:// URL: not a valid URL", strings.ToLower(scheme))
 	}
-	st, key, err := httpsrc.New(u)
+	st, key, err := httpsrc.NewWith(u, httpsrc.Options{Proxy: opts.Remote.Proxy, Logf: opts.Remote.Logf})
 	if err != nil {
 		return nil, "", err
 	}
