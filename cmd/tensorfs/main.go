@@ -204,7 +204,7 @@ func newFlags(name, args, about string) *flags {
 func (f *flags) parse(args []string, min, max int) error {
 	err := f.Parse(f.interleaved(args))
 	if errors.Is(err, flag.ErrHelp) {
-		f.help(os.Stdout)
+		helpRequested(f)
 		return errHelp
 	}
 	if err != nil {
@@ -276,20 +276,101 @@ func (f *flags) isSet(name string) bool {
 	return set
 }
 
-// help writes the command's usage, description and every flag.
+// helpRequested answers -h: it prints f's help on stdout. Tests replace
+// it to get every command's flag set without running the command.
+var helpRequested = func(f *flags) { f.help(os.Stdout) }
+
+// flagGroups are the headings -h prints flags under, in order: the
+// everyday flags first (under "flags:"), then the levers most runs never
+// touch. groupOf says which group a flag is in, by name; a flag not named
+// there is an everyday one. One table for every command: a flag name
+// means the same thing wherever it is defined.
+const (
+	groupGPU    = "GPU upload (with --gpu):"
+	groupRemote = "Remote sources (s3://, http(s)://) and caches:"
+	groupTuning = "Tuning (benchmarks and debugging):"
+)
+
+var flagGroups = []string{
+	"flags:",
+	groupGPU,
+	groupRemote,
+	groupTuning,
+}
+
+var groupOf = map[string]string{
+	"verify":         groupGPU,
+	"buffers":        groupGPU,
+	"streams":        groupGPU,
+	"register":       groupGPU,
+	"write-combined": groupGPU,
+
+	"no-sign-request":   groupRemote,
+	"part-size":         groupRemote,
+	"remote-parallel":   groupRemote,
+	"cache-mem":         groupRemote,
+	"remote-readahead":  groupRemote,
+	"cache-dir":         groupRemote,
+	"cache-size":        groupRemote,
+	"allow-unvalidated": groupRemote,
+	"remote-timeout":    groupRemote,
+	"inflate-mem":       groupRemote,
+	"inflate-disk":      groupRemote,
+
+	"io":                 groupTuning,
+	"max-write":          groupTuning,
+	"readahead-kb":       groupTuning,
+	"max-background":     groupTuning,
+	"no-splice":          groupTuning,
+	"direct-io":          groupTuning,
+	"keep-backing-cache": groupTuning,
+	"no-passthrough":     groupTuning,
+	"debug":              groupTuning,
+	"cpuprofile":         groupTuning,
+	"memprofile":         groupTuning,
+}
+
+// flagGroup is the heading fl is printed under.
+func flagGroup(fl *flag.Flag) string {
+	if g, ok := groupOf[fl.Name]; ok {
+		return g
+	}
+	return flagGroups[0]
+}
+
+// help writes the command's usage and the first paragraph of its
+// description, its everyday flags, the rest of the description, then the
+// other flags in their groups (flagGroups), each group in name order.
 func (f *flags) help(w io.Writer) {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "usage: %s\n\n%s\n", f.synopsis(), strings.TrimSpace(f.about))
+	about := strings.TrimSpace(f.about)
+	first, rest, _ := strings.Cut(about, "\n\n")
+	fmt.Fprintf(&b, "usage: %s\n\n%s\n", f.synopsis(), first)
+	for i, g := range flagGroups {
+		f.writeGroup(&b, g)
+		if i == 0 && strings.TrimSpace(rest) != "" {
+			fmt.Fprintf(&b, "\n%s\n", strings.TrimSpace(rest))
+		}
+	}
+	w.Write(b.Bytes())
+}
+
+// writeGroup writes the flags of group g under its heading; nothing when
+// f has none.
+func (f *flags) writeGroup(b *bytes.Buffer, g string) {
 	n := 0
 	f.VisitAll(func(fl *flag.Flag) {
+		if flagGroup(fl) != g {
+			return
+		}
 		if n == 0 {
-			b.WriteString("\nflags:\n")
+			b.WriteString("\n" + g + "\n")
 		}
 		n++
 		arg, usage := flag.UnquoteUsage(fl)
-		fmt.Fprintf(&b, "  --%s", fl.Name)
+		fmt.Fprintf(b, "  --%s", fl.Name)
 		if arg != "" {
-			fmt.Fprintf(&b, " %s", arg)
+			fmt.Fprintf(b, " %s", arg)
 		}
 		if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "0" {
 			usage += " (default " + fl.DefValue + ")"
@@ -297,7 +378,6 @@ func (f *flags) help(w io.Writer) {
 		b.WriteByte('\n')
 		b.WriteString(wrap(usage, "      ", 78))
 	})
-	w.Write(b.Bytes())
 }
 
 // wrap fills text into lines of at most width bytes, each starting with
