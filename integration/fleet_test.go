@@ -34,53 +34,20 @@ import (
 // fleetPart is the part size of the fleet tests, and nginx's slice.
 const fleetPart = 1 << 20
 
-// nginxConf is the tier: a forward proxy on 127.0.0.1:TIER that caches
-// each slice of each object, keyed by the host and path without the
-// query (a presigned signature differs per node), one fetch per slice at
-// a time (proxy_cache_lock); and a plain forward proxy on PASS, without
-// a cache, the same log: "without the tier", counted the same way.
-const nginxConf = `{{user}}
-worker_processes 2;
-daemon off;
-pid {{dir}}/nginx.pid;
-error_log {{dir}}/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    log_format origin '$status "$request_method $uri" $slice_range|$upstream_bytes_received';
-    client_body_temp_path {{dir}}/client;
-    proxy_temp_path {{dir}}/proxy;
-    proxy_cache_path {{dir}}/cache levels=1:2 keys_zone=tensorfs:10m max_size=2g inactive=1h use_temp_path=off;
-    server {
-        listen 127.0.0.1:{{tier}};
-        location / {
-            slice {{slice}};
-            proxy_cache tensorfs;
-            proxy_cache_key $http_host$uri$slice_range;
-            proxy_set_header Range $slice_range;
-            proxy_cache_valid 200 206 1h;
-            proxy_cache_lock on;
-            proxy_cache_lock_timeout 60s;
-            proxy_cache_lock_age 60s;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_pass http://$http_host$request_uri;
-            log_subrequest on;
-            access_log {{dir}}/origin.log origin;
-        }
-    }
-    server {
-        listen 127.0.0.1:{{pass}};
-        location / {
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_buffering off;
-            proxy_pass http://$http_host$request_uri;
-            access_log {{dir}}/origin.log origin;
-        }
-    }
+// nginxConf is docs/scripts/nginx-tier.conf, the documented tier: a
+// forward proxy on 127.0.0.1:TIER that caches each slice of each object,
+// keyed by the host and path without the query (a presigned signature
+// differs per node), one fetch per slice at a time (proxy_cache_lock);
+// and a plain forward proxy on PASS, without a cache, logged the same:
+// "without the tier", counted the same way.
+func nginxConf(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testdata.RepoRoot(), "docs", "scripts", "nginx-tier.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
-`
 
 // nginxTier is a running nginx.
 type nginxTier struct {
@@ -108,7 +75,7 @@ func startNginx(t *testing.T) *nginxTier {
 	if os.Geteuid() == 0 {
 		user = "user root;" // the workers write the cache in this root-owned directory
 	}
-	conf := strings.NewReplacer("{{user}}", user, "{{dir}}", dir, "{{tier}}", tier, "{{pass}}", pass, "{{slice}}", strconv.Itoa(fleetPart)).Replace(nginxConf)
+	conf := strings.NewReplacer("{{user}}", user, "{{dir}}", dir, "{{tier}}", tier, "{{pass}}", pass, "{{slice}}", strconv.Itoa(fleetPart)).Replace(nginxConf(t))
 	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
