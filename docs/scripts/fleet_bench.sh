@@ -43,7 +43,7 @@ user=; [ "$(id -u)" = 0 ] && user="user root;"
 sed -e "s|{{user}}|$user|; s|{{dir}}|$work/nginx|g; s|{{tier}}|$tier|; s|{{pass}}|$pass|; s|{{slice}}|8m|" docs/scripts/nginx-tier.conf >"$work/nginx/nginx.conf"
 setsid "$nginx" -p "$work/nginx" -e "$work/nginx/error.log" -c "$work/nginx/nginx.conf" &
 npid=$!
-until curl -s -o /dev/null "$ep" && curl -s -o /dev/null "http://127.0.0.1:$tier"; do sleep 0.1; done
+until curl -s -o /dev/null "$ep" && (exec 3<>"/dev/tcp/127.0.0.1/$tier") 2>/dev/null; do sleep 0.1; done
 s3curl=(curl -sS --fail --aws-sigv4 aws:amz:us-east-1:s3 --user "$AK:$SK" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD")
 python3 docs/scripts/st_ckpt.py "$work/ckpt.safetensors" "$TENSORS"
 "${s3curl[@]}" -T "$work/ckpt.safetensors" "$ep/bench/ckpt.safetensors" >/dev/null || exit 1
