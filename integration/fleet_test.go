@@ -390,3 +390,37 @@ func TestFleetTierOtherVersion(t *testing.T) {
 	}
 	t.Logf("refused: %s", strings.TrimSpace(r.stderr))
 }
+
+// TestProxyFlag: --proxy and TENSORFS_PROXY take an http(s):// proxy;
+// anything else is a usage error of one line (exit 2) that never shows
+// the proxy's password.
+func TestProxyFlag(t *testing.T) {
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"not a URL", nil, []string{"--proxy", "127.0.0.1:3128"}, "want an http:// or https:// URL"},
+		{"socks", nil, []string{"--proxy", "socks5://127.0.0.1:1080"}, "want an http:// or https:// URL"},
+		{"a path", nil, []string{"--proxy", "http://u:hunter2@127.0.0.1:3128/x"}, "without a path or query"},
+		{"from the environment", []string{"TENSORFS_PROXY=ftp://127.0.0.1"}, nil, "want an http:// or https:// URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, cmd := range []string{"load", "ls", "cat"} {
+				args := append(append([]string{cmd}, tt.args...), "s3://bucket/model.safetensors")
+				if cmd == "cat" {
+					args = append(args, "w")
+				}
+				r := runEnv(t, tt.env, args...)
+				if r.code != 2 || !strings.Contains(r.stderr, "--proxy") || !strings.Contains(r.stderr, tt.want) {
+					t.Fatalf("%s: exit %d, stderr %q; want exit 2 and %q", cmd, r.code, r.stderr, tt.want)
+				}
+				if strings.Contains(r.stderr, "hunter2") {
+					t.Fatalf("%s: the password in %q", cmd, r.stderr)
+				}
+			}
+		})
+	}
+}
