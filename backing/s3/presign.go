@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -95,19 +94,7 @@ func (s *Store) presignedError(key string, resp *http.Response) error {
 	if len(e.Msg) > 200 {
 		e.Msg = e.Msg[:200]
 	}
-	switch e.Code {
-	case "NoSuchBucket":
-		e.URL = "s3://" + s.bucket
-		e.Kind = remote.NotFound
-	case "NoSuchKey", "NotFound":
-		e.Kind = remote.NotFound
-	case "SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout":
-		e.Kind = remote.Transient
-	case "PreconditionFailed":
-		e.Kind = remote.Changed
-	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken", "InvalidToken":
-		e.Kind = remote.Denied
-	}
+	s.classify(e)
 	if e.Msg == "" {
 		e.Msg = describe(errors.New(http.StatusText(resp.StatusCode)), resp.StatusCode)
 	}
@@ -135,25 +122,11 @@ func (s *Store) openPresigned(ctx context.Context, key string, head []byte) (rem
 	if lm, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil {
 		obj.LastModified = lm
 	}
-	n := resp.ContentLength
-	if n < 0 {
-		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "the reply gives no Content-Length"}
+	cr := resp.Header.Get("Content-Range")
+	if resp.StatusCode == http.StatusPartialContent && cr == "" {
+		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "the server answered a ranged GET with HTTP 206 and no Content-Range"}
 	}
-	obj.Size = n
-	if cr := resp.Header.Get("Content-Range"); cr != "" || resp.StatusCode == http.StatusPartialContent {
-		first, last, total, ok := remote.ContentRange(cr)
-		if !ok || first != 0 || last != min(total, int64(len(head)))-1 {
-			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for bytes 0-%d, the server answered with Content-Range %s", len(head)-1, strconv.Quote(cr))}
-		}
-		obj.Size = total
-	}
-	if n > int64(len(head)) || n > obj.Size {
-		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for %d bytes, the server sent %d", len(head), n)}
-	}
-	if _, err := io.ReadFull(resp.Body, head[:n]); err != nil {
-		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Transient, Msg: "reading the response: " + err.Error(), Err: err}
-	}
-	return obj, int(n), nil
+	return s.readHead(obj, head, cr, resp.ContentLength, resp.Body)
 }
 
 // getPresigned is Get, presigned: pinned by If-Match (unsigned) and the

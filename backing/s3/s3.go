@@ -162,22 +162,28 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 	if out.LastModified != nil {
 		obj.LastModified = *out.LastModified
 	}
-	n := aws.ToInt64(out.ContentLength)
+	return s.readHead(obj, head, aws.ToString(out.ContentRange), aws.ToInt64(out.ContentLength), out.Body)
+}
+
+// readHead checks an open's reply, of n bytes with Content-Range cr
+// ("" for the whole object), against the request for len(head) bytes,
+// and reads it into head; obj gets the object's size.
+func (s *Store) readHead(obj remote.Object, head []byte, cr string, n int64, body io.Reader) (remote.Object, int, error) {
 	obj.Size = n
-	if cr := aws.ToString(out.ContentRange); cr != "" {
+	if cr != "" {
 		// The reply must hold bytes 0 to len(head)-1, or the whole
 		// object when it is shorter.
 		first, last, total, ok := remote.ContentRange(cr)
 		if !ok || first != 0 || last != min(total, int64(len(head)))-1 {
-			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for bytes 0-%d, the server answered with Content-Range %s", len(head)-1, strconv.Quote(cr))}
+			return remote.Object{}, 0, &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for bytes 0-%d, the server answered with Content-Range %s", len(head)-1, strconv.Quote(cr))}
 		}
 		obj.Size = total
 	}
-	if n > int64(len(head)) || n > obj.Size {
-		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for %d bytes, the server sent %d", len(head), n)}
+	if n < 0 || n > int64(len(head)) || n > obj.Size {
+		return remote.Object{}, 0, &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for %d bytes, the server sent %d", len(head), n)}
 	}
-	if _, err := io.ReadFull(out.Body, head[:n]); err != nil {
-		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Transient, Msg: "reading the response: " + err.Error(), Err: err}
+	if _, err := io.ReadFull(body, head[:n]); err != nil {
+		return remote.Object{}, 0, &remote.Error{URL: s.URL(obj.Key), Kind: remote.Transient, Msg: "reading the response: " + err.Error(), Err: err}
 	}
 	return obj, int(n), nil
 }
@@ -296,19 +302,7 @@ func (s *Store) error(key string, err error) error {
 		if e.Msg == http.StatusText(e.Status) || e.Msg == e.Code {
 			e.Msg = "" // a HEAD's answer: no body, no message
 		}
-		switch e.Code {
-		case "NoSuchBucket":
-			e.URL = "s3://" + s.bucket
-			e.Kind = remote.NotFound
-		case "NoSuchKey", "NotFound":
-			e.Kind = remote.NotFound
-		case "SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout":
-			e.Kind = remote.Transient
-		case "PreconditionFailed":
-			e.Kind = remote.Changed
-		case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken", "InvalidToken":
-			e.Kind = remote.Denied
-		}
+		s.classify(e)
 	}
 	if e.Msg == "" {
 		e.Msg = describe(err, e.Status)
@@ -317,6 +311,24 @@ func (s *Store) error(key string, err error) error {
 		e.Msg = "the object changed (If-Match failed)"
 	}
 	return e
+}
+
+// classify sets e's kind (and for a missing bucket its URL) from its S3
+// error code.
+func (s *Store) classify(e *remote.Error) {
+	switch e.Code {
+	case "NoSuchBucket":
+		e.URL = "s3://" + s.bucket
+		e.Kind = remote.NotFound
+	case "NoSuchKey", "NotFound":
+		e.Kind = remote.NotFound
+	case "SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout":
+		e.Kind = remote.Transient
+	case "PreconditionFailed":
+		e.Kind = remote.Changed
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken", "InvalidToken":
+		e.Kind = remote.Denied
+	}
 }
 
 // describe is the cause of an error without a useful S3 message: the
