@@ -3,6 +3,7 @@ package s3_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/backing/s3"
 	"github.com/lazyweights/tensorfs/backing/s3/s3test"
@@ -24,12 +26,13 @@ type recordingProxy struct {
 	mu       sync.Mutex
 	reqs     []*http.Request
 	slowDown bool
+	etag     string // when set, every reply's ETag (a tier holding another version)
 }
 
 func (p *recordingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.reqs = append(p.reqs, r.Clone(context.Background()))
-	slow := p.slowDown
+	slow, etag := p.slowDown, p.etag
 	p.mu.Unlock()
 	if !r.URL.IsAbs() {
 		http.Error(w, "not a proxy request", http.StatusBadRequest)
@@ -50,6 +53,9 @@ func (p *recordingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer resp.Body.Close()
 	for k, v := range resp.Header {
 		w.Header()[k] = v
+	}
+	if etag != "" {
+		w.Header().Set("ETag", etag)
 	}
 	w.WriteHeader(resp.StatusCode)
 	io.Copy(w, resp.Body)
@@ -147,5 +153,57 @@ func TestPresignedThroughProxy(t *testing.T) {
 	defer src2.Close()
 	if got := readAll(t, src2); !bytes.Equal(got, data) {
 		t.Fatal("bytes past a failing proxy differ")
+	}
+}
+
+// TestPresignedOtherVersion: a proxy whose replies carry another ETag
+// than the object had at open (a tier holding pieces of another
+// version) is refused: the read fails with EIO (backing.ErrFault), one
+// line logged, no byte of it served.
+func TestPresignedOtherVersion(t *testing.T) {
+	data := randomBytes(200<<10, 10)
+	srv := s3test.Start(t)
+	srv.Bucket(t, "bkt")
+	srv.Put(t, "bkt", "obj", data)
+	srv.Setenv(t)
+	p := &recordingProxy{}
+	ps := httptest.NewServer(p)
+	defer ps.Close()
+	pu, _ := url.Parse(ps.URL)
+	var logs []string
+	var mu sync.Mutex
+	opts := small()
+	opts.Logf = func(format string, args ...any) {
+		mu.Lock()
+		logs = append(logs, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	st, err := s3.New(context.Background(), "bkt", s3.Options{Proxy: pu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := remote.New(st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := c.Open(context.Background(), "obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	p.mu.Lock()
+	p.etag = `"0123456789abcdef0123456789abcdef"`
+	p.mu.Unlock()
+	buf := make([]byte, 64<<10)
+	for i := 0; i < 3; i++ {
+		n, err := src.ReadAt(buf, 100<<10)
+		if !errors.Is(err, backing.ErrFault) || n != 0 {
+			t.Fatalf("read %d: %d bytes, %v; want none and an I/O fault", i, n, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logs) != 1 || !strings.Contains(logs[0], "changed") {
+		t.Fatalf("logged %q, want one line saying the object changed", logs)
 	}
 }
