@@ -399,12 +399,15 @@ func TestProxyFlag(t *testing.T) {
 		name string
 		env  []string
 		args []string
+		from string // the name the message gives
 		want string
 	}{
-		{"not a URL", nil, []string{"--proxy", "127.0.0.1:3128"}, "want an http:// or https:// URL"},
-		{"socks", nil, []string{"--proxy", "socks5://127.0.0.1:1080"}, "want an http:// or https:// URL"},
-		{"a path", nil, []string{"--proxy", "http://u:hunter2@127.0.0.1:3128/x"}, "without a path or query"},
-		{"from the environment", []string{"TENSORFS_PROXY=ftp://127.0.0.1"}, nil, "want an http:// or https:// URL"},
+		{"not a URL", nil, []string{"--proxy", "127.0.0.1:3128"}, "--proxy", "want an http:// or https:// URL"},
+		{"no scheme, a password", nil, []string{"--proxy", "u:hunter2@127.0.0.1:3128"}, "--proxy", "want an http:// or https:// URL"},
+		{"socks", nil, []string{"--proxy", "socks5://127.0.0.1:1080"}, "--proxy", "want an http:// or https:// URL"},
+		{"a path", nil, []string{"--proxy", "http://u:hunter2@127.0.0.1:3128/x"}, "--proxy", "without a path or query"},
+		{"from the environment", []string{"TENSORFS_PROXY=ftp://u:hunter2@127.0.0.1"}, nil, "TENSORFS_PROXY", "want an http:// or https:// URL"},
+		{"the flag over the environment", []string{"TENSORFS_PROXY=http://127.0.0.1:3128"}, []string{"--proxy", "gopher://x"}, "--proxy", "want an http:// or https:// URL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -414,7 +417,7 @@ func TestProxyFlag(t *testing.T) {
 					args = append(args, "w")
 				}
 				r := runEnv(t, tt.env, args...)
-				if r.code != 2 || !strings.Contains(r.stderr, "--proxy") || !strings.Contains(r.stderr, tt.want) {
+				if r.code != 2 || !strings.Contains(r.stderr, tt.from+": ") || !strings.Contains(r.stderr, tt.want) {
 					t.Fatalf("%s: exit %d, stderr %q; want exit 2 and %q", cmd, r.code, r.stderr, tt.want)
 				}
 				if strings.Contains(r.stderr, "hunter2") {

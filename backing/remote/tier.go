@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,7 +16,8 @@ import (
 // the proxy only (Proxy-Authorization), never said in messages.
 func ParseProxy(s string) (*url.URL, error) {
 	if !strings.Contains(s, "://") {
-		return nil, fmt.Errorf("%s: want an http:// or https:// URL", strconv.Quote(s))
+		// Not s itself: "user:password@host" would be said.
+		return nil, errors.New("want an http:// or https:// URL (http://host:port)")
 	}
 	u, err := url.Parse(s)
 	if err != nil {

@@ -70,7 +70,7 @@ func addRemoteFlags(f *flags) {
 		cacheDir:    f.String("cache-dir", "", "remote: keep fetched parts in `DIR` on disk, keyed by the store and the object's ETag and checked when read, so that the next open starts warm; DIR must be yours (or root's) and writable by nobody else"),
 		cacheSize:   f.String("cache-size", "10GiB", "remote: at most `SIZE` in --cache-dir"),
 		unvalidated: f.Bool("allow-unvalidated", false, "remote: accept an HTTP(S) server or store that gives no ETag and no Last-Modified (refused without it: a file replaced while it is read would be served as a mix of both versions)"),
-		proxy:       f.String("proxy", os.Getenv("TENSORFS_PROXY"), "remote: send every GET through the HTTP proxy at `URL` (a cache tier: Dragonfly's dfdaemon, an nginx slice cache; default $TENSORFS_PROXY); s3:// GETs are then presigned, and a proxy that is down or answers 5xx is bypassed"),
+		proxy:       f.String("proxy", "", "remote: send every GET through the HTTP proxy at `URL` (a cache tier: Dragonfly's dfdaemon, an nginx slice cache; default $TENSORFS_PROXY); s3:// GETs are then presigned, and a proxy that is down or answers 5xx is bypassed"),
 		timeout:     f.Duration("remote-timeout", remote.DefaultTimeout, "remote: a read that cannot be served within `D`, retries included, fails (EIO); opening waits at most 10s or D if less"),
 
 		inflateMem:  f.String("inflate-mem", "256MiB", "compressed .npz members: keep at most `SIZE` of them inflated in memory (members up to a quarter of it go to memory, larger ones and the least recently read to unlinked files in --cache-dir or $TMPDIR)"),
@@ -133,9 +133,13 @@ func remoteOptions() (dial.Options, error) {
 	}
 	o.Remote.Timeout = *rf.timeout
 	o.Remote.AllowUnvalidated = *rf.unvalidated
-	if p := strings.TrimSpace(*rf.proxy); p != "" {
-		if o.Remote.Proxy, err = remote.ParseProxy(p); err != nil {
-			return o, usagef("%s: --proxy: %v", rf.cmd, err)
+	proxy, from := strings.TrimSpace(*rf.proxy), "--proxy"
+	if proxy == "" {
+		proxy, from = strings.TrimSpace(os.Getenv("TENSORFS_PROXY")), "TENSORFS_PROXY"
+	}
+	if proxy != "" {
+		if o.Remote.Proxy, err = remote.ParseProxy(proxy); err != nil {
+			return o, usagef("%s: %s: %v", rf.cmd, from, err)
 		}
 	}
 	o.Remote.Context = remoteCtx
