@@ -2,19 +2,19 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 
 	"github.com/lazyweights/tensorfs/backing"
-	"github.com/lazyweights/tensorfs/backing/remote/dial"
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/source"
 	"github.com/lazyweights/tensorfs/view"
 )
 
@@ -80,7 +80,7 @@ type Checkpoint struct {
 
 // MountIndexPath is where a tensorfs mount publishes its index, relative
 // to the mount point. Open recognises a mount by it.
-const MountIndexPath = ".tensorfs/index.json"
+const MountIndexPath = source.MountIndexPath
 
 // Options configure OpenWith. The zero value is what Open uses.
 type Options struct {
@@ -93,8 +93,10 @@ type Options struct {
 	// apply to a mount.
 	Backing *backing.Options
 	// Remote configures a remote path (s3://, http://, https://; see
-	// package backing/remote/dial). nil means the defaults.
-	Remote *dial.Options
+	// package source). nil means the defaults, which read http(s):// but
+	// not s3://: that takes an S3 opener, Remote.S3 (backing/s3.Open), so
+	// that only a program that asks for s3:// links the AWS SDK.
+	Remote *source.RemoteOptions
 }
 
 // Open opens path: a checkpoint file, a directory holding a sharded
@@ -105,50 +107,34 @@ func Open(path string) (*Checkpoint, error) { return OpenWith(path, Options{}) }
 
 // OpenWith is Open with options.
 func OpenWith(path string, opts Options) (*Checkpoint, error) {
-	if dial.IsRemote(path) {
-		return openRemote(path, opts)
+	if !source.IsRemote(path) && source.IsMount(path) {
+		return openMount(path)
 	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		if _, err := os.Stat(filepath.Join(path, MountIndexPath)); err == nil {
-			return openMount(path)
-		}
-	}
-	return openDirect(path, opts)
+	return openSource(path, opts)
 }
 
-func openDirect(path string, opts Options) (*Checkpoint, error) {
-	bopts := backing.Options{Mode: backing.Pread}
+// openSource opens a checkpoint file or directory, local or remote
+// (source.Load). A remote one is parsed and validated through ranged
+// GETs, and its tensors are then read through the remote sources' part
+// cache (see backing/remote).
+func openSource(path string, opts Options) (*Checkpoint, error) {
+	so := source.Options{Backing: backing.Options{Mode: backing.Pread}}
 	if opts.Backing != nil {
-		bopts = *opts.Backing
+		so.Backing = *opts.Backing
 	}
-	idx, files, err := index.Load(path, func(p string) (index.File, error) {
-		s, err := backing.Open(p, bopts)
-		if err != nil {
-			return nil, err
-		}
-		return backing.ForParsing(s), nil
-	})
+	if opts.Remote != nil {
+		so.Remote = *opts.Remote
+	}
+	ck, err := source.Load(context.Background(), path, so)
 	if err != nil {
 		return nil, err
 	}
-	srcs := make([]backing.Source, len(files))
-	for i, f := range files {
-		s, ok := f.(backing.Source)
-		if !ok {
-			for _, f := range files {
-				if c, ok := f.(io.Closer); ok {
-					c.Close()
-				}
-			}
-			return nil, fmt.Errorf("%s: internal error: backing file %s is not a backing.Source", path, f.Name())
-		}
-		srcs[i] = backing.Unwrap(s)
-	}
-	c, err := FromIndex(path, idx, srcs)
+	c, err := FromIndex(path, ck.Index, ck.Sources)
 	if err != nil {
 		return nil, err
 	}
-	c.dropMapped = bopts.Mode == backing.Mmap
+	c.remote = ck.Remote != nil
+	c.dropMapped = !c.remote && so.Backing.Mode == backing.Mmap
 	return c, nil
 }
 

@@ -18,6 +18,20 @@
 //     MOUNT/.f32/<path> (.f16, .bf16, .f64) for a converted view, read with
 //     os.File.ReadAt.
 //
+// A remote path (s3://BUCKET/KEY, s3://BUCKET/PREFIX/, http(s)://...) is
+// opened by package source, read with ranged GETs through a part cache
+// (Options.Remote). http(s):// needs nothing more; s3:// needs the S3
+// opener passed in, so that only a program that asks for s3:// links the
+// AWS SDK:
+//
+//	import "github.com/lazyweights/tensorfs/backing/s3"
+//	import "github.com/lazyweights/tensorfs/source"
+//
+//	ck, err := client.OpenWith("s3://bucket/model.safetensors",
+//		client.Options{Remote: &source.RemoteOptions{S3: s3.Open}})
+//
+// Without it, an s3:// path fails with one line that says so.
+//
 // Tensors lists every tensor (name, dtype, shape, bytes) in index order,
 // which is sorted by name; Metadata returns the checkpoint's own metadata.
 //

@@ -20,11 +20,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyweights/tensorfs/backing/remote/dial"
+	"github.com/lazyweights/tensorfs/backing/s3"
 	"github.com/lazyweights/tensorfs/backing/s3/s3test"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/source"
 )
 
 // runEnv runs the tensorfs binary with env added to the environment.
@@ -150,7 +151,7 @@ func TestRemoteS3TestdataMatchesLocal(t *testing.T) {
 	srv.Bucket(t, "testdata")
 	rels := uploadTree(t, srv, "testdata", dir)
 	srv.Setenv(t)
-	ro := &dial.Options{}
+	ro := &source.RemoteOptions{S3: s3.Open}
 	ro.Remote.PartSize = 64 << 10 // many parts even in small files
 	var (
 		wg   sync.WaitGroup

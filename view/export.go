@@ -291,63 +291,10 @@ func (x *Export) buildHeader(b headerWriter, idx *index.Index, to dtype.DType, r
 		meta[ExportRelabeledKey] = string(jsonBytes(relabeled))
 	}
 
-	var scratch jsonScratch
-	b.Write(make([]byte, 8))
-	b.WriteString(`{"__metadata__":{`)
-	keys := make([]string, 0, len(meta))
-	for k := range meta {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(jsonBytes(k))
-		b.WriteByte(':')
-		b.Write(jsonBytes(meta[k]))
-	}
-	b.WriteByte('}')
-	var off int64
-	for i := range x.parts {
+	return writeHeader(b, meta, len(x.parts), func(i int) (string, dtype.DType, []int64, int64) {
 		p := &x.parts[i]
-		b.WriteByte(',')
-		b.Write(scratch.encode(p.name))
-		b.WriteString(`:{"dtype":"`)
-		b.WriteString(p.dt.String())
-		b.WriteString(`","shape":[`)
-		for k, d := range p.shape {
-			if k > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(strconv.FormatInt(d, 10))
-		}
-		b.WriteString(`],"data_offsets":[`)
-		b.WriteString(strconv.FormatInt(off, 10))
-		b.WriteByte(',')
-		off += p.plan.size
-		b.WriteString(strconv.FormatInt(off, 10))
-		b.WriteString("]}")
-		if b.Len() > MaxExportHeader+8 {
-			return 0, fmt.Errorf("view: export: header over %d bytes", MaxExportHeader)
-		}
-	}
-	b.WriteByte('}')
-	for b.Len()%8 != 0 {
-		b.WriteByte(' ')
-	}
-	n := b.Len() - 8
-	if n > MaxExportHeader {
-		return 0, fmt.Errorf("view: export: header of %d bytes is over %d", n, MaxExportHeader)
-	}
-	if buf, ok := b.(*bytes.Buffer); ok {
-		h := buf.Bytes()
-		for i := 0; i < 8; i++ {
-			h[i] = byte(uint64(n) >> (8 * i))
-		}
-		x.header = h
-	}
-	return int64(b.Len()), nil
+		return p.name, p.dt, p.shape, p.plan.size
+	}, true, func(h []byte) { x.header = h })
 }
 
 // jsonScratch encodes strings as compact JSON without HTML escaping, as

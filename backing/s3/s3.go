@@ -360,3 +360,14 @@ func describe(err error, status int) string {
 	}
 	return err.Error()
 }
+
+// Open is New as the S3 opener that source.RemoteOptions.S3 takes: a
+// program passes it there to read s3:// SOURCEs (the Go client and
+// package source do not link this package themselves).
+func Open(ctx context.Context, bucket string, noSign bool, conns int) (remote.Store, error) {
+	st, err := New(ctx, bucket, Options{NoSign: noSign, Conns: conns})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}

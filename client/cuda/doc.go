@@ -1,6 +1,6 @@
-// Package cuda is a GPU upload sink for the tensorfs client: it streams a
-// checkpoint's tensors into CUDA device memory through pinned staging
-// buffers, overlapping reading with asynchronous copies.
+// Package cuda uploads a checkpoint into CUDA device memory for the
+// tensorfs client, through pinned staging buffers, overlapping reading
+// with asynchronous copies. It has one upload API: UploadCheckpoint.
 //
 // # No CUDA at build time
 //
@@ -13,24 +13,40 @@
 //
 // # How an upload works
 //
-// A Sink owns Options.Streams CUDA streams and Options.PinnedBuffers
-// pinned host buffers of Options.ChunkSize bytes (cudaHostAlloc), one
-// CUDA event per buffer. Given to client.Checkpoint.Stream, which reads
-// into those buffers because the sink is a client.BufferProvider:
+// UploadCheckpoint(ctx, rt, ck, opts) copies the selected tensors of a
+// client.Checkpoint (UploadOptions: Device, DType, Filter, Split) into
+// one cudaMalloc allocation, each tensor at a DeviceAlign (256-byte)
+// aligned offset, so that a consumer, or another process through a CUDA
+// IPC handle (Upload.IPCIndex, OpenIPC, OpenMount), needs one pointer for
+// the whole checkpoint:
 //
-//   - Begin allocates the tensor's device memory (cudaMalloc, one per
-//     tensor);
-//   - Write queues cudaMemcpyAsync(ptr+off, buffer, n, host to device) on
-//     stream (buffer index mod Streams) and records the buffer's event;
-//   - Reclaim, which the client calls before refilling a buffer, waits for
-//     that buffer's event: a buffer is never overwritten while a copy from
-//     it may still be running;
-//   - End waits for the streams the tensor used; a tensor that failed is
-//     freed.
+//   - first it checks the device and its free memory (ErrNoDevice,
+//     ErrDeviceFull, before anything is allocated), then allocates the
+//     device memory and, at once, UploadOptions.Buffers pinned buffers of
+//     ChunkSize bytes (write-combined unless Cacheable), one CUDA event
+//     per buffer, and UploadOptions.Streams streams;
+//   - client.Checkpoint.Fill reads the tensors into the pinned buffers
+//     from Workers goroutines (chunks of one tensor in parallel, small
+//     tensors together by file range, cold files with O_DIRECT; see
+//     client.ReadPath), and each filled buffer's copies are queued with
+//     cudaMemcpyAsync on stream (buffer index mod Streams), its event
+//     recorded after them;
+//   - a buffer is refilled only after its event has completed (the
+//     FillSink's Reclaim): it is never overwritten while a copy from it
+//     may still be running;
+//   - with Register, tensors stored as delivered in a mapped file (ck
+//     opened with backing.Mmap) are copied straight from the mapping,
+//     registered with cudaHostRegister, instead of staged.
 //
-// The host memory the upload holds is the pinned buffers, whatever the
-// checkpoint's size. Tensors returns the device pointers; Free releases
-// everything (Detach first to keep the device memory).
+// UploadCheckpoint returns once every byte is on the device; an error or
+// a cancelled ctx frees everything before it returns. The host memory an
+// upload holds is the staging buffers, whatever the checkpoint's size;
+// they are freed (and mappings unregistered) in the background after it
+// returns. The Upload lists the Tensors (device pointer, offset, dtype,
+// shape, split part) and Stats; Verify compares every tensor on the
+// device with the host's bytes (sha256); Free waits for the background
+// teardown and frees the allocation. Defaults chooses the zero fields of
+// UploadOptions from the machine.
 //
 // # Testing without a GPU
 //
@@ -38,7 +54,7 @@
 // same symbols over host memory that defers every asynchronous copy until
 // the caller synchronizes and logs every call, and prove that every byte
 // lands at its device offset, that buffers are reused only after their
-// copies completed, and that a sink that reuses them too early is caught.
-// cudacheck (client/cuda/cudacheck) does the same on a real GPU and
-// measures throughput.
+// copies completed, and that an upload that reuses them too early is
+// caught. cudacheck (client/cuda/cudacheck) does the same on a real GPU
+// and measures throughput.
 package cuda

@@ -10,7 +10,7 @@ package cuda
 #include <stdlib.h>
 #include <string.h>
 
-// The few CUDA runtime types the sink needs, declared here so that
+// The few CUDA runtime types an upload needs, declared here so that
 // building needs no CUDA headers: the library is found at run time.
 typedef int tfs_err;          // cudaError_t
 typedef void* tfs_stream;     // cudaStream_t
@@ -217,14 +217,6 @@ static tfs_err tfs_memcpy_dtoh(tfs_cudart* r, void* dst, uintptr_t src, size_t n
 	return r->Memcpy(dst, (const void*)src, n, tfs_memcpy_d2h);
 }
 
-// tfs_copy_async queues a host-to-device copy on stream s and records
-// event e after it: one cgo call per chunk.
-static tfs_err tfs_copy_async(tfs_cudart* r, uintptr_t dst, const void* src, size_t n, tfs_stream s, tfs_event e) {
-	tfs_err err = r->MemcpyAsync((void*)dst, src, n, tfs_memcpy_h2d, s);
-	if (err) return err;
-	return r->EventRecord(e, s);
-}
-
 // tfs_copy_many queues n host-to-device copies on stream s, then records
 // event e after them: one cgo call per staging buffer.
 static tfs_err tfs_copy_many(tfs_cudart* r, const uintptr_t* dst, const uintptr_t* src, const size_t* len, int n, tfs_stream s, tfs_event e) {
@@ -304,7 +296,7 @@ type event struct{ p C.tfs_event }
 
 // OpenLibrary loads the CUDA runtime from path (a file name that dlopen
 // searches for, or a path). It fails with an error wrapping ErrNoRuntime
-// when the library cannot be loaded or lacks a symbol the sink needs.
+// when the library cannot be loaded or lacks a symbol an upload needs.
 func OpenLibrary(path string) (*Runtime, error) {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
@@ -371,7 +363,7 @@ func (rt *Runtime) DeviceCount() (int, error) {
 	return int(n), nil
 }
 
-// SetDevice makes dev the calling thread's current device. The sink calls
+// SetDevice makes dev the calling thread's current device. An upload calls
 // it itself before every allocation; a caller rarely needs it.
 func (rt *Runtime) SetDevice(dev int) error {
 	return rt.check("cudaSetDevice", C.tfs_set_device(rt.c, C.int(dev)))
@@ -541,12 +533,6 @@ func (rt *Runtime) CopyToHost(dst []byte, src DevicePtr) error {
 // Synchronize waits for all work on device dev (cudaDeviceSynchronize).
 func (rt *Runtime) Synchronize(dev int) error {
 	return rt.check("cudaDeviceSynchronize", C.tfs_device_sync(rt.c, C.int(dev)))
-}
-
-// copyAsync queues a copy of src (pinned memory) to dst on s and records
-// e after it.
-func (rt *Runtime) copyAsync(dst DevicePtr, src []byte, s stream, e event) error {
-	return rt.check("cudaMemcpyAsync", C.tfs_copy_async(rt.c, C.uintptr_t(dst), unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)), s.p, e.p))
 }
 
 // copyMany queues copies of src[i] (pinned memory) to dst[i] on s and

@@ -25,25 +25,24 @@ func Open() (*Runtime, error) {
 	return nil, &LoadError{Tried: []string{Libraries[0]}, Msg: errNoCgo.Error()}
 }
 
-func (rt *Runtime) Path() string                                     { return "" }
-func (rt *Runtime) Close() error                                     { return nil }
-func (rt *Runtime) DeviceCount() (int, error)                        { return 0, errNoCgo }
-func (rt *Runtime) SetDevice(int) error                              { return errNoCgo }
-func (rt *Runtime) Versions() (int, int, error)                      { return 0, 0, errNoCgo }
-func (rt *Runtime) Malloc(int, int64) (DevicePtr, error)             { return 0, errNoCgo }
-func (rt *Runtime) Free(DevicePtr) error                             { return errNoCgo }
-func (rt *Runtime) HostAlloc(int, int) ([]byte, error)               { return nil, errNoCgo }
-func (rt *Runtime) FreeHost([]byte) error                            { return errNoCgo }
-func (rt *Runtime) CopyToDevice(DevicePtr, []byte) error             { return errNoCgo }
-func (rt *Runtime) CopyToHost([]byte, DevicePtr) error               { return errNoCgo }
-func (rt *Runtime) Synchronize(int) error                            { return errNoCgo }
-func (rt *Runtime) copyAsync(DevicePtr, []byte, stream, event) error { return errNoCgo }
-func (rt *Runtime) newStream(int) (stream, error)                    { return stream{}, errNoCgo }
-func (rt *Runtime) syncStream(stream) error                          { return errNoCgo }
-func (rt *Runtime) destroyStream(stream) error                       { return errNoCgo }
-func (rt *Runtime) newEvent(int) (event, error)                      { return event{}, errNoCgo }
-func (rt *Runtime) syncEvent(event) error                            { return errNoCgo }
-func (rt *Runtime) destroyEvent(event) error                         { return errNoCgo }
+func (rt *Runtime) Path() string                         { return "" }
+func (rt *Runtime) Close() error                         { return nil }
+func (rt *Runtime) DeviceCount() (int, error)            { return 0, errNoCgo }
+func (rt *Runtime) SetDevice(int) error                  { return errNoCgo }
+func (rt *Runtime) Versions() (int, int, error)          { return 0, 0, errNoCgo }
+func (rt *Runtime) Malloc(int, int64) (DevicePtr, error) { return 0, errNoCgo }
+func (rt *Runtime) Free(DevicePtr) error                 { return errNoCgo }
+func (rt *Runtime) HostAlloc(int, int) ([]byte, error)   { return nil, errNoCgo }
+func (rt *Runtime) FreeHost([]byte) error                { return errNoCgo }
+func (rt *Runtime) CopyToDevice(DevicePtr, []byte) error { return errNoCgo }
+func (rt *Runtime) CopyToHost([]byte, DevicePtr) error   { return errNoCgo }
+func (rt *Runtime) Synchronize(int) error                { return errNoCgo }
+func (rt *Runtime) newStream(int) (stream, error)        { return stream{}, errNoCgo }
+func (rt *Runtime) syncStream(stream) error              { return errNoCgo }
+func (rt *Runtime) destroyStream(stream) error           { return errNoCgo }
+func (rt *Runtime) newEvent(int) (event, error)          { return event{}, errNoCgo }
+func (rt *Runtime) syncEvent(event) error                { return errNoCgo }
+func (rt *Runtime) destroyEvent(event) error             { return errNoCgo }
 func (rt *Runtime) copyMany([]DevicePtr, [][]byte, stream, event) error {
 	return errNoCgo
 }

@@ -12,16 +12,17 @@ import (
 	"syscall"
 
 	"github.com/lazyweights/tensorfs/backing"
-	"github.com/lazyweights/tensorfs/backing/remote/dial"
-	"github.com/lazyweights/tensorfs/internal/bench"
+	"github.com/lazyweights/tensorfs/bytesize"
+	"github.com/lazyweights/tensorfs/cmd/tensorfs/internal/bench"
+	tfsource "github.com/lazyweights/tensorfs/source"
 )
 
-// The measurements themselves live in internal/bench; this file parses
+// The measurements themselves live in cmd/tensorfs/internal/bench; this file parses
 // the command line.
 
 func runBench(args []string) error {
 	if len(args) >= 3 && args[0] == "--serve-null" {
-		// The zero-work server of a running bench (internal/bench).
+		// The zero-work server of a running bench (cmd/tensorfs/internal/bench).
 		return bench.ServeNull(args[1], args[2], args[3:])
 	}
 	f := newFlags("bench", "[flags] [SOURCE]", bench.About)
@@ -39,15 +40,15 @@ func runBench(args []string) error {
 	if err := f.parse(args, 0, 1); err != nil {
 		return err
 	}
-	size, err := loadParseSize(*sizeFlag)
+	size, err := bytesize.Parse(*sizeFlag)
 	if err != nil {
 		return usagef("bench: --size: %v", err)
 	}
-	block, err := loadParseSize(*blockFlag)
+	block, err := bytesize.Parse(*blockFlag)
 	if err != nil || block > 64<<20 {
 		return usagef("bench: --block: %q is not a size up to 64 MiB", *blockFlag)
 	}
-	treeSize, err := loadParseSize(*treeSizeFlag)
+	treeSize, err := bytesize.Parse(*treeSizeFlag)
 	if err != nil {
 		return usagef("bench: --tree-size: %v", err)
 	}
@@ -127,7 +128,7 @@ func runBench(args []string) error {
 	generated := false
 	if f.NArg() == 1 {
 		source = f.Arg(0)
-		if dial.IsRemote(source) {
+		if tfsource.IsRemote(source) {
 			return usagef("bench: %s: not a local checkpoint: bench compares reads through a mount with direct reads of the same local file (time a remote SOURCE with tensorfs load)", source)
 		}
 	} else {
@@ -135,7 +136,7 @@ func runBench(args []string) error {
 		// next run with the same --size.
 		source = filepath.Join(dir, fmt.Sprintf("bench-%d.safetensors", size))
 		if _, err := os.Stat(source); err != nil || !cfg.Keep {
-			fmt.Fprintf(os.Stderr, "tensorfs bench: writing a %s checkpoint to %s\n", loadHumanBytes(size), source)
+			fmt.Fprintf(os.Stderr, "tensorfs bench: writing a %s checkpoint to %s\n", bytesize.Format(size), source)
 			if err := bench.Generate(source, size); err != nil {
 				os.Remove(source)
 				return fmt.Errorf("bench: %v", err)

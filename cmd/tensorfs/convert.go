@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/bytesize"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/dtype"
 )
@@ -146,7 +147,7 @@ func runConvert(args []string) error {
 	}
 	if !*quiet {
 		fmt.Fprintf(os.Stderr, "wrote %s: %d bytes (%s) in %.3f s, %.2f GB/s, peak memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
-			out, n, loadHumanBytes(n), elapsed.Seconds(), float64(n)/elapsed.Seconds()/1e9, loadHumanBytes(peakAnon), loadHumanBytes(hwm))
+			out, n, bytesize.Format(n), elapsed.Seconds(), float64(n)/elapsed.Seconds()/1e9, bytesize.Format(peakAnon), bytesize.Format(hwm))
 	}
 	return nil
 }

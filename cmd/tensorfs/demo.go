@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	iofs "io/fs"
@@ -19,7 +18,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/fs"
+	"github.com/lazyweights/tensorfs/view"
 )
 
 const demoAbout = `
@@ -374,26 +375,22 @@ func i64Range(n int) []byte {
 // and the tensors' bytes in name order.
 func writeSafetensors(path string, tensors []demoTensor, metadata map[string]string) error {
 	sort.Slice(tensors, func(i, j int) bool { return tensors[i].name < tensors[j].name })
-	header := map[string]any{}
-	if metadata != nil {
-		header["__metadata__"] = metadata
+	hts := make([]view.HeaderTensor, len(tensors))
+	for i, t := range tensors {
+		dt, ok := dtype.ByName(t.dtype)
+		if !ok {
+			return fmt.Errorf("%s: unknown dtype %s", t.name, t.dtype)
+		}
+		hts[i] = view.HeaderTensor{Name: t.name, DType: dt, Shape: t.shape, Size: int64(len(t.data))}
 	}
-	var data bytes.Buffer
-	for _, t := range tensors {
-		start := data.Len()
-		data.Write(t.data)
-		header[t.name] = map[string]any{"dtype": t.dtype, "shape": t.shape, "data_offsets": []int{start, data.Len()}}
-	}
-	h, err := json.Marshal(header)
+	h, err := view.SafetensorsHeader(metadata, hts)
 	if err != nil {
 		return err
 	}
-	for len(h)%8 != 0 {
-		h = append(h, ' ')
-	}
 	var out bytes.Buffer
-	binary.Write(&out, binary.LittleEndian, uint64(len(h)))
 	out.Write(h)
-	out.Write(data.Bytes())
+	for _, t := range tensors {
+		out.Write(t.data)
+	}
 	return os.WriteFile(path, out.Bytes(), 0o644)
 }

@@ -11,7 +11,6 @@ import (
 	"hash"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/bytesize"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/dtype"
 )
@@ -114,7 +114,7 @@ func runLoad(args []string) error {
 	} else if f.isSet("parts") || f.isSet("part") {
 		return usagef("load: --parts and --part need --split")
 	}
-	chunk, err := loadParseSize(*chunkFlag)
+	chunk, err := bytesize.Parse(*chunkFlag)
 	if err != nil {
 		return usagef("load: --chunk: %v", err)
 	}
@@ -158,20 +158,11 @@ func runLoad(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		pf, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("load: --cpuprofile: %v", err)
-		}
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			pf.Close()
-			return fmt.Errorf("load: --cpuprofile: %v", err)
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			pf.Close()
-		}()
+	stopProfile, err := startCPUProfile("load", *cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	ck, err := client.OpenWith(source, client.Options{Backing: &backing.Options{Mode: mode}, Remote: &ro})
 	if err != nil {
 		return err
@@ -223,7 +214,7 @@ func runLoad(args []string) error {
 	if !*quiet {
 		n := sink.bytes.Load()
 		fmt.Fprintf(os.Stderr, "loaded %s: %s (%s) in %.3f s, %.2f GB/s, peak memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
-			plural(int(sink.tensors.Load()), "tensor"), plural(int(n), "byte"), loadHumanBytes(n), elapsed.Seconds(), float64(n)/elapsed.Seconds()/1e9, loadHumanBytes(peakAnon), loadHumanBytes(hwm))
+			plural(int(sink.tensors.Load()), "tensor"), plural(int(n), "byte"), bytesize.Format(n), elapsed.Seconds(), float64(n)/elapsed.Seconds()/1e9, bytesize.Format(peakAnon), bytesize.Format(hwm))
 	}
 	return nil
 }
@@ -427,42 +418,4 @@ func loadProcStatus() (rssAnon, hwm int64) {
 		}
 	}
 	return rssAnon, hwm
-}
-
-// loadParseSize parses a byte count: digits, optionally followed by K, M, G
-// (or KiB, MiB, GiB, KB, MB, GB: all powers of 1024) or B.
-func loadParseSize(s string) (int64, error) {
-	u := strings.ToUpper(strings.TrimSpace(s))
-	mult := int64(1)
-	for _, x := range []struct {
-		suffix string
-		m      int64
-	}{
-		{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30},
-		{"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30},
-		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
-	} {
-		if strings.HasSuffix(u, x.suffix) {
-			u, mult = strings.TrimSpace(strings.TrimSuffix(u, x.suffix)), x.m
-			break
-		}
-	}
-	n, err := strconv.ParseInt(u, 10, 64)
-	if err != nil || n <= 0 || n > (1<<40)/mult {
-		return 0, fmt.Errorf("%q is not a size (e.g. 8MiB, 1048576)", s)
-	}
-	return n * mult, nil
-}
-
-// loadHumanBytes formats n in binary units.
-func loadHumanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

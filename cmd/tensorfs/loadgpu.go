@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/bytesize"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/client/cuda"
 	"github.com/lazyweights/tensorfs/dtype"
@@ -74,20 +74,11 @@ func loadGPU(f *flags, g gpuLoad) error {
 	}
 	defer rt.Close()
 
-	if g.cpuProfile != "" {
-		pf, err := os.Create(g.cpuProfile)
-		if err != nil {
-			return fmt.Errorf("load: --cpuprofile: %v", err)
-		}
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			pf.Close()
-			return fmt.Errorf("load: --cpuprofile: %v", err)
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			pf.Close()
-		}()
+	stopProfile, err := startCPUProfile("load", g.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	ck, err := client.OpenWith(g.source, client.Options{Backing: &backing.Options{Mode: mode}, Remote: &ro})
 	if err != nil {
 		return err
@@ -135,19 +126,19 @@ func loadGPU(f *flags, g gpuLoad) error {
 	if !g.quiet {
 		staging := "no staging buffers"
 		if st.PinnedBytes > 0 {
-			staging = fmt.Sprintf("staging %d goroutines, %d x %s pinned", st.Workers, st.Buffers, loadHumanBytes(int64(st.ChunkSize)))
+			staging = fmt.Sprintf("staging %d goroutines, %d x %s pinned", st.Workers, st.Buffers, bytesize.Format(int64(st.ChunkSize)))
 		}
 		if st.WriteCombined {
 			staging += " write-combined"
 		}
 		staging += fmt.Sprintf(", %d streams", st.Streams)
 		if st.RegisteredBytes > 0 {
-			staging += fmt.Sprintf("; %s copied from the registered mapping (registering %.3f s)", loadHumanBytes(st.RegisteredBytes), st.Register.Seconds())
+			staging += fmt.Sprintf("; %s copied from the registered mapping (registering %.3f s)", bytesize.Format(st.RegisteredBytes), st.Register.Seconds())
 		}
 		fmt.Fprintf(os.Stderr, "uploaded %s to cuda:%d: %s (%s) in %.3f s, %.2f GB/s (setup %.3f s, copying %.3f s at %.2f GB/s); device memory %s in one allocation; %s; peak host memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
-			plural(len(u.Tensors), "tensor"), g.device, plural(int(st.Bytes), "byte"), loadHumanBytes(st.Bytes),
+			plural(len(u.Tensors), "tensor"), g.device, plural(int(st.Bytes), "byte"), bytesize.Format(st.Bytes),
 			elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e9, st.Setup.Seconds(), st.Elapsed.Seconds(), st.GBps(),
-			loadHumanBytes(u.Bytes), staging, loadHumanBytes(peakAnon), loadHumanBytes(hwm))
+			bytesize.Format(u.Bytes), staging, bytesize.Format(peakAnon), bytesize.Format(hwm))
 		for _, fr := range st.Fill.Files {
 			fmt.Fprintf(os.Stderr, "read %s: %s\n", filepath.Base(fr.Source), describeRead(fr))
 		}
@@ -170,7 +161,7 @@ func loadGPU(f *flags, g gpuLoad) error {
 		}
 		if !g.quiet {
 			fmt.Fprintf(os.Stderr, "verified %s on cuda:%d: the sha256 of every tensor copied back matches the host's (%s in %.3f s)\n",
-				plural(vs.Tensors, "tensor"), g.device, loadHumanBytes(vs.Bytes), vs.Elapsed.Seconds())
+				plural(vs.Tensors, "tensor"), g.device, bytesize.Format(vs.Bytes), vs.Elapsed.Seconds())
 		}
 	}
 	return nil
@@ -183,7 +174,7 @@ func describeRead(fr client.FileRead) string {
 	if fr.Resident >= 0 {
 		s += fmt.Sprintf(" (%.0f%% resident before)", 100*fr.Resident)
 	}
-	s += ", " + loadHumanBytes(fr.Bytes)
+	s += ", " + bytesize.Format(fr.Bytes)
 	if fr.Note != "" {
 		s += "; not O_DIRECT: " + fr.Note
 	}

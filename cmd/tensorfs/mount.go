@@ -95,20 +95,11 @@ func runMount(args []string) error {
 		return usagef("mount: --max-background: %d is more than the kernel's limit of 65535", *maxBackground)
 	}
 
-	if *cpuProfile != "" {
-		pf, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("mount: --cpuprofile: %v", err)
-		}
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			pf.Close()
-			return fmt.Errorf("mount: --cpuprofile: %v", err)
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			pf.Close()
-		}()
+	stopProfile, err := startCPUProfile("mount", *cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 
 	if *memProfile != "" {
 		pf, err := os.Create(*memProfile)

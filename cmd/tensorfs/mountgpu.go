@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/bytesize"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/client/cuda"
 	"github.com/lazyweights/tensorfs/dtype"
@@ -98,7 +99,7 @@ func uploadForMount(source string, ckpt *checkpoint, view dtype.DType, dev int, 
 	}
 	g.dir = fs.ExtraDir{Name: ".cuda", Files: map[string][]byte{"index.json": append(data, '\n')}, Private: !allowOther}
 	st := g.u.Stats
-	logger.Printf("uploaded %s to cuda:%d (%s): %s in %.3f s, %.2f GB/s; kept there while mounted, shared through %s", plural(len(g.u.Tensors), "tensor"), dev, doc.UUID, loadHumanBytes(st.Bytes), elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e9, cuda.IPCIndexPath)
+	logger.Printf("uploaded %s to cuda:%d (%s): %s in %.3f s, %.2f GB/s; kept there while mounted, shared through %s", plural(len(g.u.Tensors), "tensor"), dev, doc.UUID, bytesize.Format(st.Bytes), elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e9, cuda.IPCIndexPath)
 	return g, nil
 }
 

@@ -10,9 +10,11 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/remote"
-	"github.com/lazyweights/tensorfs/backing/remote/dial"
+	"github.com/lazyweights/tensorfs/backing/s3"
+	"github.com/lazyweights/tensorfs/bytesize"
 	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/source"
 )
 
 // remoteHelp is said in the help of every command that takes a SOURCE.
@@ -78,10 +80,10 @@ func addRemoteFlags(f *flags) {
 	}
 }
 
-// remoteOptions turns the remote flags into dial.Options; a bad value is
-// a usage error.
-func remoteOptions() (dial.Options, error) {
-	var o dial.Options
+// remoteOptions turns the remote flags into source.RemoteOptions (with
+// the S3 opener: the CLI reads s3://); a bad value is a usage error.
+func remoteOptions() (source.RemoteOptions, error) {
+	o := source.RemoteOptions{S3: s3.Open}
 	rf := remoteOpts
 	if rf == nil {
 		return o, nil
@@ -90,7 +92,7 @@ func remoteOptions() (dial.Options, error) {
 		if strings.TrimSpace(v) == "0" {
 			return 0, nil
 		}
-		n, err := loadParseSize(v)
+		n, err := bytesize.Parse(v)
 		if err != nil {
 			return 0, usagef("%s: --%s: %v", rf.cmd, name, err)
 		}
@@ -176,19 +178,6 @@ func remoteOptions() (dial.Options, error) {
 	}
 	backing.SetInflateOptions(io)
 	return o, nil
-}
-
-// loadRemote loads a remote SOURCE (see dial.Load).
-func loadRemote(source string) (*checkpoint, error) {
-	opts, err := remoteOptions()
-	if err != nil {
-		return nil, err
-	}
-	idx, srcs, c, err := dial.Load(context.Background(), source, opts)
-	if err != nil {
-		return nil, fmt.Errorf("%v", err)
-	}
-	return &checkpoint{idx: idx, sources: srcs, remote: c}, nil
 }
 
 // remoteModelDirFiles is fs.ModelDirFiles for a remote SOURCE read by c:

@@ -1,19 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	iofs "io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/remote"
-	"github.com/lazyweights/tensorfs/backing/remote/dial"
-	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/source"
 )
 
 // checkpoint is a loaded SOURCE: the index and the open backing files.
@@ -23,53 +22,34 @@ type checkpoint struct {
 	remote  *remote.Client   // a remote SOURCE's client, else nil
 }
 
-// loadCheckpoint parses and validates SOURCE completely (index.Load),
-// reading files in the given backing mode; the parsers read them through
-// backing.ForParsing.
+// loadCheckpoint parses and validates SOURCE completely (source.Load),
+// reading local files in the given backing mode; the parsers read them
+// through backing.ForParsing.
 func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 	// The remote flags are checked for a local SOURCE too, as load and
 	// convert check them: a bad value is a usage error either way.
-	if _, err := remoteOptions(); err != nil {
+	ro, err := remoteOptions()
+	if err != nil {
 		return nil, err
 	}
 	if err := checkDeadMount(path); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(path, client.MountIndexPath)); err == nil {
-		return nil, fmt.Errorf("%s: a tensorfs mount, not a checkpoint: its index is %s (tensorfs load reads a mount)", path, filepath.Join(path, client.MountIndexPath))
+	if source.IsMount(path) {
+		return nil, fmt.Errorf("%s: a tensorfs mount, not a checkpoint: its index is %s (tensorfs load reads a mount)", path, filepath.Join(path, source.MountIndexPath))
 	}
-	if dial.IsRemote(path) {
-		return loadRemote(path)
-	}
-	open := func(p string) (index.File, error) {
-		src, err := backing.Open(p, backing.Options{Mode: mode})
-		if err != nil {
-			return nil, err
-		}
-		return backing.ForParsing(src), nil
-	}
-	idx, files, err := index.Load(path, open)
+	ck, err := source.Load(context.Background(), path, source.Options{Backing: backing.Options{Mode: mode}, Remote: ro})
 	if err != nil {
+		if source.IsRemote(path) {
+			return nil, fmt.Errorf("%v", err)
+		}
 		var pe *iofs.PathError
 		if errors.As(err, &pe) && !errors.As(err, new(*index.FormatError)) {
 			return nil, errors.New(describePath(pe))
 		}
 		return nil, err
 	}
-	c := &checkpoint{idx: idx, sources: make([]backing.Source, len(files))}
-	for i, f := range files {
-		src, ok := f.(backing.Source)
-		if !ok {
-			for _, f := range files {
-				if cl, ok := f.(interface{ Close() error }); ok {
-					cl.Close()
-				}
-			}
-			return nil, fmt.Errorf("%s: internal error: the loader returned a %T, not a backing source", path, f)
-		}
-		c.sources[i] = backing.Unwrap(src)
-	}
-	return c, nil
+	return &checkpoint{idx: ck.Index, sources: ck.Sources, remote: ck.Remote}, nil
 }
 
 // checkDeadMount refuses a SOURCE that is, or is inside, a FUSE mount

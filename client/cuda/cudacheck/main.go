@@ -1,6 +1,6 @@
 // Command cudacheck proves the tensorfs GPU upload path on a real CUDA
 // machine and measures it. It takes a checkpoint (or generates one),
-// uploads every tensor through client.Stream into a cuda.Sink, copies each
+// uploads every tensor with cuda.UploadCheckpoint, copies each
 // tensor back from the device and compares its sha256 with the host's,
 // and prints the upload throughput next to a plain pinned cudaMemcpy of
 // the same bytes.
@@ -19,7 +19,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,9 +33,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lazyweights/tensorfs/bytesize"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/client/cuda"
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/view"
 )
 
 func main() {
@@ -45,7 +46,7 @@ func main() {
 		sizeFlag = flag.String("size", "1GiB", "size of the generated checkpoint")
 		dir      = flag.String("dir", os.TempDir(), "where to generate the checkpoint")
 		dtFlag   = flag.String("dtype", "", "convert tensors to this dtype (f32, f16, bf16, f64) while uploading")
-		parallel = flag.Int("parallel", 0, "tensors in flight (default 4, or the number of CPUs when fewer)")
+		parallel = flag.Int("parallel", 0, "tensors in flight in the host pass, and goroutines filling the pinned buffers in the upload (default 4, or the number of CPUs when fewer)")
 		chunk    = flag.String("chunk", "8MiB", "pinned staging buffer size")
 		buffers  = flag.Int("buffers", 8, "pinned staging buffers")
 		streams  = flag.Int("streams", 2, "CUDA streams")
@@ -126,32 +127,29 @@ func run(ckpt, sizeFlag, dir, dtFlag string, parallel int, chunkFlag string, buf
 	best := time.Duration(1<<63 - 1)
 	var verified int
 	for r := 0; r < repeat; r++ {
-		sink, err := cuda.NewSink(rt, cuda.Options{Device: device, Streams: streams, PinnedBuffers: buffers, ChunkSize: int(chunk)})
+		u, err := cuda.UploadCheckpoint(context.Background(), rt, ck, cuda.UploadOptions{
+			Device: device, DType: to, Workers: parallel, Buffers: buffers, Streams: streams, ChunkSize: int(chunk),
+		})
 		if err != nil {
 			return err
 		}
-		t0 := time.Now()
-		err = ck.Stream(context.Background(), sink, opts)
-		if err == nil {
-			err = rt.Synchronize(device)
-		}
-		d := time.Since(t0)
-		if err != nil {
-			sink.Free()
-			return err
-		}
+		st := u.Stats
+		d := st.Elapsed
 		best = min(best, d)
-		st := sink.Stats()
 		fmt.Printf("cudacheck: upload run %d: %s in %.3f s = %.2f GB/s (%d async copies, %d reclaim waits)\n",
-			r+1, gb(st.Bytes), d.Seconds(), rate(st.Bytes, d), st.AsyncCopies, st.Waits)
+			r+1, gb(st.Bytes), d.Seconds(), rate(st.Bytes, d), st.Copies, st.Waits)
 		if r == repeat-1 {
-			verified, err = verify(rt, sink.Tensors(), want.sums, int(chunk))
+			got := make(map[string]cuda.Tensor, len(u.Tensors))
+			for _, t := range u.Tensors {
+				got[t.Name] = t
+			}
+			verified, err = verify(rt, got, want.sums, int(chunk))
 			if err != nil {
-				sink.Free()
+				u.Free()
 				return err
 			}
 		}
-		if err := sink.Free(); err != nil {
+		if err := u.Free(); err != nil {
 			return err
 		}
 	}
@@ -162,7 +160,7 @@ func run(ckpt, sizeFlag, dir, dtFlag string, parallel int, chunkFlag string, buf
 		return err
 	}
 	up := rate(total, best)
-	fmt.Printf("cudacheck: upload (client.Stream -> cuda.Sink, %d in flight, %d pinned x %s, %d streams): %.2f GB/s (best of %d)\n",
+	fmt.Printf("cudacheck: upload (client.Fill -> cuda.UploadCheckpoint, %d workers, %d pinned x %s, %d streams): %.2f GB/s (best of %d)\n",
 		parallel, buffers, chunkFlag, streams, up, repeat)
 	fmt.Printf("cudacheck: plain pinned cudaMemcpy of the same %s (one pinned buffer, one call): %.2f GB/s\n", gb(total), pinned)
 	fmt.Printf("cudacheck: naive loader (pread into one pinned %s buffer, synchronous cudaMemcpy per chunk): %.2f GB/s\n", chunkFlag, naive)
@@ -274,30 +272,26 @@ func generate(path string, size int64) error {
 	for i := 0; i+8 <= block; i += 8 {
 		binary.LittleEndian.PutUint64(rnd[i:], r.Uint64()&finite)
 	}
-	hdr := map[string]any{}
+	var hts []view.HeaderTensor
 	var sizes []int64
 	for off := int64(0); off < size; off += tensorMax {
 		n := min(tensorMax, size-off) &^ 1
 		name := fmt.Sprintf("layers.%04d.weight", len(sizes))
-		hdr[name] = map[string]any{"dtype": "F16", "shape": []int64{n / 2}, "data_offsets": []int64{off, off + n}}
+		hts = append(hts, view.HeaderTensor{Name: name, DType: dtype.F16, Shape: []int64{n / 2}, Size: n})
 		sizes = append(sizes, n)
 		if n == 0 {
 			break
 		}
 	}
-	h, err := json.Marshal(hdr)
+	h, err := view.SafetensorsHeader(nil, hts)
 	if err != nil {
 		return err
-	}
-	for len(h)%8 != 0 {
-		h = append(h, ' ')
 	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	w := binary.LittleEndian.AppendUint64(nil, uint64(len(h)))
-	if _, err := f.Write(append(w, h...)); err != nil {
+	if _, err := f.Write(h); err != nil {
 		f.Close()
 		return err
 	}
@@ -359,23 +353,14 @@ func (t *tensorHash) End(err error) error {
 	return nil
 }
 
+// parseSize parses a size flag (bytesize.Parse), failing in cudacheck's
+// words.
 func parseSize(s string) (int64, error) {
-	u := strings.ToUpper(strings.TrimSpace(s))
-	mult := int64(1)
-	for _, x := range []struct {
-		suffix string
-		m      int64
-	}{{"GIB", 1 << 30}, {"MIB", 1 << 20}, {"KIB", 1 << 10}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}} {
-		if strings.HasSuffix(u, x.suffix) {
-			u, mult = strings.TrimSuffix(u, x.suffix), x.m
-			break
-		}
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(u), 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
+	n, err := bytesize.Parse(s)
+	if err != nil {
 		return 0, errors.New("cudacheck: bad size " + strconv.Quote(s))
 	}
-	return n * mult, nil
+	return n, nil
 }
 
 func gb(n int64) string { return fmt.Sprintf("%.2f GB", float64(n)/1e9) }

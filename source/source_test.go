@@ -1,4 +1,4 @@
-package dial
+package source
 
 import (
 	"context"
@@ -41,14 +41,31 @@ func TestShardNamesAreNames(t *testing.T) {
 		http.ServeContent(w, r, "", time.Unix(1e9, 0), strings.NewReader(string(b)))
 	}))
 	defer srv.Close()
-	idx, srcs, _, err := Load(context.Background(), srv.URL+"/dir/model.safetensors.index.json", Options{})
+	ck, err := Load(context.Background(), srv.URL+"/dir/model.safetensors.index.json", Options{})
 	if err == nil {
-		for _, s := range srcs {
-			s.Close()
-		}
-		t.Fatalf("loaded %v from outside the weight map's directory", idx.Sources)
+		ck.Close()
+		t.Fatalf("loaded %v from outside the weight map's directory", ck.Index.Sources)
 	}
 	if !strings.Contains(err.Error(), "404") {
 		t.Fatalf("error %v, want the shard not found", err)
+	}
+}
+
+// TestS3NeedsOpener: an s3:// SOURCE opened without an S3 opener fails
+// with one line naming it and saying how to enable it, before any
+// request; a malformed one still says what is wrong with it.
+func TestS3NeedsOpener(t *testing.T) {
+	for _, tc := range []struct {
+		source string
+		want   string
+	}{
+		{"s3://bucket/model.safetensors", "s3://bucket/model.safetensors: s3:// is not enabled in this program: pass an S3 opener (source.RemoteOptions{S3: s3.Open}"},
+		{"S3://bucket/prefix/", "S3://bucket/prefix/: s3:// is not enabled"},
+		{"s3:///key", "s3:///key: no bucket"},
+	} {
+		_, err := Load(context.Background(), tc.source, Options{})
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error %v, want one line starting %q", tc.source, err, tc.want)
+		}
 	}
 }

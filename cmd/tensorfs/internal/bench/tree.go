@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/lazyweights/tensorfs/bytesize"
 )
 
 // TreeReport is what `tensorfs bench --tree` measured.
@@ -45,7 +47,7 @@ func (b *harness) runTree(n int, size int64, count int) (*TreeReport, error) {
 	// Cheap to write again, but kept like the read checkpoint in a --dir
 	// of the caller's, for mounting by hand.
 	b.source = filepath.Join(b.dir, fmt.Sprintf("tree-%d-%d.safetensors", n, size))
-	b.logf("writing a sparse %s checkpoint of %d tensors to %s", humanBytes(size), n, b.source)
+	b.logf("writing a sparse %s checkpoint of %d tensors to %s", bytesize.Format(size), n, b.source)
 	files, total, header, err := generateTree(b.source, n, size)
 	if !b.keep {
 		defer func() {
@@ -107,15 +109,15 @@ func (rep *TreeReport) Print(out io.Writer) {
 		mf = "(defaults)"
 	}
 	m := rep.Machine
-	fmt.Fprintf(w, "checkpoint: %d tensors, %s sparse safetensors file, %s header\n", n, humanBytes(total), humanBytes(header))
+	fmt.Fprintf(w, "checkpoint: %d tensors, %s sparse safetensors file, %s header\n", n, bytesize.Format(total), bytesize.Format(header))
 	fmt.Fprintf(w, "mount flags: %s\n", mf)
-	fmt.Fprintf(w, "machine: %d CPUs (%s), %s memory, Linux %s, %s\n\n", m.CPUs, m.CPU, humanBytes(m.Memory), m.Kernel, m.Go)
+	fmt.Fprintf(w, "machine: %d CPUs (%s), %s memory, Linux %s, %s\n\n", m.CPUs, m.CPU, bytesize.Format(m.Memory), m.Kernel, m.Go)
 	fmt.Fprintf(w, "  stored: the stored tree walked (hidden directories skipped); all: every view too, twice\n")
 	fmt.Fprintf(w, "  %-3s %8s | %7s %8s %10s | %7s %8s %8s %10s %10s | %8s\n", "run", "ready", "stored", "walk", "VmHWM", "all", "walk", "again", "VmHWM", "RssAnon", "srv CPU")
 	for i, r := range rep.Runs {
 		fmt.Fprintf(w, "  %-3d %5.0f ms | %7d %5.0f ms %10s | %7d %5.0f ms %5.0f ms %10s %10s | %5.0f ms\n", i+1, r.ReadyMS,
-			r.StoredEntries, r.StoredMS, humanBytes(r.StoredHWM),
-			r.Entries, r.WalkMS, r.AgainMS, humanBytes(r.VmHWM), humanBytes(r.RssAnon), r.ServerMS)
+			r.StoredEntries, r.StoredMS, bytesize.Format(r.StoredHWM),
+			r.Entries, r.WalkMS, r.AgainMS, bytesize.Format(r.VmHWM), bytesize.Format(r.RssAnon), r.ServerMS)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/lazyweights/tensorfs/bytesize"
 )
 
 // median returns, for every row name, the median of each figure
@@ -48,7 +50,7 @@ func (rep *Report) Print(w io.Writer) {
 	if rep.Generated {
 		origin = ", generated"
 	}
-	fmt.Fprintf(bw, "checkpoint: %s: %s, %s (%s)%s", rep.Source, countOf(rep.Tensors, "tensor"), humanBytes(rep.Bytes), rep.DTypes, origin)
+	fmt.Fprintf(bw, "checkpoint: %s: %s, %s (%s)%s", rep.Source, countOf(rep.Tensors, "tensor"), bytesize.Format(rep.Bytes), rep.DTypes, origin)
 	if rep.Skipped > 0 {
 		fmt.Fprintf(bw, "; %s left out", countOf(rep.Skipped, "non-contiguous tensor"))
 	}
@@ -56,14 +58,14 @@ func (rep *Report) Print(w io.Writer) {
 	if rep.LargeFolios >= 0 {
 		folios = fmt.Sprintf(", %.0f%% of it in large folios", 100*rep.LargeFolios)
 	}
-	fmt.Fprintf(bw, "\nreaders: %d, %s reads; page cache: %.0f%% of the checkpoint resident%s\n", rep.Readers, humanBytes(int64(rep.Block)), 100*rep.Resident, folios)
+	fmt.Fprintf(bw, "\nreaders: %d, %s reads; page cache: %.0f%% of the checkpoint resident%s\n", rep.Readers, bytesize.Format(int64(rep.Block)), 100*rep.Resident, folios)
 	mf := strings.Join(rep.MountFlags, " ")
 	if mf == "" {
 		mf = "(defaults)"
 	}
 	fmt.Fprintf(bw, "mount flags: %s\n", mf)
 	m := rep.Machine
-	fmt.Fprintf(bw, "machine: %d CPUs (%s), %s memory, Linux %s, %s\n", m.CPUs, m.CPU, humanBytes(m.Memory), m.Kernel, m.Go)
+	fmt.Fprintf(bw, "machine: %d CPUs (%s), %s memory, Linux %s, %s\n", m.CPUs, m.CPU, bytesize.Format(m.Memory), m.Kernel, m.Go)
 	for i, r := range rep.Runs {
 		var ready []string
 		for _, ms := range r.ReadyMS {
@@ -73,7 +75,7 @@ func (rep *Report) Print(w io.Writer) {
 		if r.MountLargeFolios >= 0 {
 			folios = fmt.Sprintf("; mount's cache %.0f%% in large folios", 100*r.MountLargeFolios)
 		}
-		fmt.Fprintf(bw, "\nrun %d of %d (mounts ready in %s; server RssAnon %s%s; load average %.1f, then %.1f)\n", i+1, len(rep.Runs), strings.Join(ready, ", "), humanBytes(r.ServerAnon), folios, r.Load[0], r.Load[1])
+		fmt.Fprintf(bw, "\nrun %d of %d (mounts ready in %s; server RssAnon %s%s; load average %.1f, then %.1f)\n", i+1, len(rep.Runs), strings.Join(ready, ", "), bytesize.Format(r.ServerAnon), folios, r.Load[0], r.Load[1])
 		table(bw, r.Rows)
 		cacheTable(bw, r.Cache)
 	}
@@ -105,7 +107,7 @@ func cacheTable(w io.Writer, rows []CacheRow) {
 	}
 	fmt.Fprintf(w, "  %-34s %12s %12s %9s %7s  %s\n", "page cache growth, fresh mount", "read", "cache grew", "per byte", "target", "counted by")
 	for _, r := range rows {
-		fmt.Fprintf(w, "  %-34s %12s %12s %9.2f %7s  %s\n", r.Label, humanBytes(r.Bytes), humanBytes(r.Growth), r.PerByte, fmt.Sprintf("<=%.2f", r.Target), r.Meter)
+		fmt.Fprintf(w, "  %-34s %12s %12s %9.2f %7s  %s\n", r.Label, bytesize.Format(r.Bytes), bytesize.Format(r.Growth), r.PerByte, fmt.Sprintf("<=%.2f", r.Target), r.Meter)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/view"
 )
 
 // Generate writes a safetensors checkpoint of about size bytes:
@@ -39,17 +40,13 @@ func Generate(path string, size int64) error {
 		ents[i] = ent{fmt.Sprintf("model.layers.%d.%s.weight", i/len(suffixes), suffixes[i%len(suffixes)]), dt}
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].name < ents[j].name })
-	header := map[string]any{"__metadata__": map[string]string{"format": "pt", "generator": "tensorfs bench"}}
+	hts := make([]view.HeaderTensor, len(ents))
 	for i, e := range ents {
-		off := int64(i) * tsize
-		header[e.name] = map[string]any{"dtype": e.dt.String(), "shape": []int64{rows, cols}, "data_offsets": []int64{off, off + tsize}}
+		hts[i] = view.HeaderTensor{Name: e.name, DType: e.dt, Shape: []int64{rows, cols}, Size: tsize}
 	}
-	h, err := json.Marshal(header)
+	h, err := view.SafetensorsHeader(map[string]string{"format": "pt", "generator": "tensorfs bench"}, hts)
 	if err != nil {
 		return err
-	}
-	for len(h)%8 != 0 {
-		h = append(h, ' ')
 	}
 	blocks := map[dtype.DType][]byte{}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -72,9 +69,6 @@ func Generate(path string, size int64) error {
 		return err
 	}
 	w := bufio.NewWriterSize(f, 4*mib)
-	var hl [8]byte
-	binary.LittleEndian.PutUint64(hl[:], uint64(len(h)))
-	w.Write(hl[:])
 	w.Write(h)
 	for _, e := range ents {
 		blk := blocks[e.dt]
@@ -159,31 +153,25 @@ func generateSparse(path string, names []string, size int64) (int64, int64, erro
 	rowBytes := int64(2 * cols)
 	rows := max(1, size/int64(n)/rowBytes)
 	tsize := rows * rowBytes
-	header := map[string]any{"__metadata__": map[string]string{"format": "pt", "generator": "tensorfs bench --tree"}}
+	hts := make([]view.HeaderTensor, n)
 	for i, name := range names {
-		off := int64(i) * tsize
-		header[name] = map[string]any{"dtype": "BF16", "shape": []int64{rows, cols}, "data_offsets": []int64{off, off + tsize}}
+		hts[i] = view.HeaderTensor{Name: name, DType: dtype.BF16, Shape: []int64{rows, cols}, Size: tsize}
 	}
-	h, err := json.Marshal(header)
+	h, err := view.SafetensorsHeader(map[string]string{"format": "pt", "generator": "tensorfs bench --tree"}, hts)
 	if err != nil {
 		return 0, 0, err
-	}
-	for len(h)%8 != 0 {
-		h = append(h, ' ')
 	}
 	f, err := os.Create(path)
 	if err != nil {
 		return 0, 0, err
 	}
-	var hl [8]byte
-	binary.LittleEndian.PutUint64(hl[:], uint64(len(h)))
-	total := 8 + int64(len(h)) + int64(n)*tsize
-	_, err = f.Write(append(hl[:], h...))
+	total := int64(len(h)) + int64(n)*tsize
+	_, err = f.Write(h)
 	if err == nil {
 		err = f.Truncate(total)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	return total, 8 + int64(len(h)), err
+	return total, int64(len(h)), err
 }

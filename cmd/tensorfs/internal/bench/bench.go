@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lazyweights/tensorfs/bytesize"
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
 	"golang.org/x/sys/unix"
@@ -299,7 +300,7 @@ func (b *harness) runReads(idx *index.Index, source string, generated bool, coun
 		defer unix.Close(fd)
 		fds[i] = fd
 	}
-	b.logf("reading %s into the page cache", humanBytes(total))
+	b.logf("reading %s into the page cache", bytesize.Format(total))
 	var err error
 	if rep.Resident, err = warm(fds); err != nil {
 		return nil, fmt.Errorf("bench: warming the page cache: %v", err)

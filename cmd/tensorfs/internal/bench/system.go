@@ -177,19 +177,6 @@ func readProcStatus(pid int) (hwm, rssAnon int64) {
 	return hwm, rssAnon
 }
 
-// humanBytes formats n in binary units.
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
 // mountLargeFolios returns largeFolios of the tensors' files in the mount
 // at mnt (opened only to be mapped: their pages are cached already).
 func mountLargeFolios(mnt string, ts []tensor) float64 {

@@ -179,20 +179,21 @@ func writeCheckpoint(t *testing.T, sizes map[string]int) (string, map[string][]b
 	return path, want
 }
 
-// TestUploadThroughClient streams a checkpoint through the client into the
-// sink over the stand-in library, copies every tensor back and compares,
-// and checks from the call log that the configured pinned buffers were the
-// only ones, were reused, and that every chunk landed at its offset.
-func TestUploadThroughClient(t *testing.T) {
+// TestUploadStaging uploads a checkpoint through the pinned staging
+// buffers over the stand-in library, copies every tensor back and
+// compares, and checks from the call log that the configured pinned
+// buffers were the only ones, were reused, and that every chunk landed
+// inside its tensor, covering it.
+func TestUploadStaging(t *testing.T) {
 	const chunk = 4096
 	sizes := map[string]int{
 		"empty": 0, "one": 1, "small": 1000, "below": chunk - 1, "exact": chunk,
 		"above": chunk + 1, "many": 9*chunk + 77, "layers/0/w": 5 * chunk, "layers/1/w": 3*chunk + 5,
 	}
-	for _, tc := range []struct{ streams, buffers, parallel int }{
+	for _, tc := range []struct{ streams, buffers, workers int }{
 		{1, 1, 1}, {2, 3, 2}, {2, 8, 4}, {3, 4, 8},
 	} {
-		t.Run(fmt.Sprintf("s%d_b%d_p%d", tc.streams, tc.buffers, tc.parallel), func(t *testing.T) {
+		t.Run(fmt.Sprintf("s%d_b%d_w%d", tc.streams, tc.buffers, tc.workers), func(t *testing.T) {
 			rt, logPath := fakeRuntime(t)
 			path, want := writeCheckpoint(t, sizes)
 			ck, err := client.Open(path)
@@ -200,22 +201,17 @@ func TestUploadThroughClient(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ck.Close()
-			sink, err := NewSink(rt, Options{Streams: tc.streams, PinnedBuffers: tc.buffers, ChunkSize: chunk})
+			u, err := UploadCheckpoint(context.Background(), rt, ck, UploadOptions{Streams: tc.streams, Buffers: tc.buffers, Workers: tc.workers, ChunkSize: chunk, Read: client.ReadCached})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := ck.Stream(context.Background(), sink, client.StreamOptions{Parallel: tc.parallel}); err != nil {
-				t.Fatal(err)
+			if len(u.Tensors) != len(sizes) {
+				t.Fatalf("%d tensors uploaded, want %d", len(u.Tensors), len(sizes))
 			}
-			got := sink.Tensors()
-			if len(got) != len(sizes) {
-				t.Fatalf("%d tensors uploaded, want %d", len(got), len(sizes))
-			}
-			wantChunks := int64(0)
-			for name, b := range want {
-				dt := got[name]
+			for _, dt := range u.Tensors {
+				b := want[dt.Name]
 				if dt.Size != int64(len(b)) || dt.DType != dtype.U8 || (len(b) > 0) != (dt.Ptr != 0) {
-					t.Errorf("%s: %+v", name, dt)
+					t.Errorf("%s: %+v", dt.Name, dt)
 					continue
 				}
 				back := make([]byte, len(b))
@@ -223,25 +219,26 @@ func TestUploadThroughClient(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(back, b) {
-					t.Errorf("%s: device bytes differ from the checkpoint", name)
+					t.Errorf("%s: device bytes differ from the checkpoint", dt.Name)
 				}
-				wantChunks += int64((len(b) + chunk - 1) / chunk)
 			}
-			st := sink.Stats()
-			if st.AsyncCopies != wantChunks || st.SyncCopies != 0 || st.Tensors != int64(len(sizes)) {
-				t.Errorf("stats %+v, want %d async copies, none sync", st, wantChunks)
+			if st := u.Stats; st.Bytes != ck.TotalSize() || st.Copies == 0 || st.RegisteredBytes != 0 {
+				t.Errorf("stats %+v, want %d bytes copied, all staged", st, ck.TotalSize())
 			}
-			tensors := sink.Tensors()
-			if err := sink.Free(); err != nil {
+			tensors, base := u.Tensors, u.Base
+			if err := u.Free(); err != nil {
 				t.Fatal(err)
 			}
-			checkLog(t, readCalls(t, logPath), tc.buffers, tensors)
+			checkLog(t, readCalls(t, logPath), tc.buffers, chunk, tensors, base)
+			checkNothingLeft(t, logPath)
 		})
 	}
 }
 
-// checkLog checks the stand-in's call log of one upload.
-func checkLog(t *testing.T, calls []call, buffers int, tensors map[string]Tensor) {
+// checkLog checks the stand-in's call log of one staged upload of
+// tensors into the allocation at base, through buffers pinned buffers of
+// chunk bytes.
+func checkLog(t *testing.T, calls []call, buffers, chunk int, tensors []Tensor, base DevicePtr) {
 	t.Helper()
 	pinned := map[uint64]int{} // pinned buffer -> async copies from it
 	type span struct {
@@ -250,13 +247,13 @@ func checkLog(t *testing.T, calls []call, buffers int, tensors map[string]Tensor
 		size int64
 	}
 	var spans []span
-	for name, tt := range tensors {
+	for _, tt := range tensors {
 		if tt.Ptr != 0 {
-			spans = append(spans, span{name, uint64(tt.Ptr), tt.Size})
+			spans = append(spans, span{tt.Name, uint64(tt.Ptr), tt.Size})
 		}
 	}
 	covered := map[string]int64{}
-	frees := map[uint64]bool{}
+	freed := false
 	for _, c := range calls {
 		switch c.fn {
 		case "RACE", "ERROR":
@@ -265,10 +262,16 @@ func checkLog(t *testing.T, calls []call, buffers int, tensors map[string]Tensor
 			pinned[hexArg(t, c, "ptr")] = 0
 		case "cudaMemcpyAsync":
 			src, dst, n := hexArg(t, c, "src"), hexArg(t, c, "dst"), decArg(t, c, "n")
-			if _, ok := pinned[src]; !ok {
-				t.Errorf("async copy from %#x, not the start of a pinned buffer", src)
+			from := false
+			for p := range pinned {
+				if src >= p && src+uint64(n) <= p+uint64(chunk) {
+					pinned[p]++
+					from = true
+				}
 			}
-			pinned[src]++
+			if !from {
+				t.Errorf("async copy from [%#x, +%d), not inside a pinned buffer", src, n)
+			}
 			found := false
 			for _, s := range spans {
 				if dst >= s.ptr && dst+uint64(n) <= s.ptr+uint64(s.size) {
@@ -280,7 +283,9 @@ func checkLog(t *testing.T, calls []call, buffers int, tensors map[string]Tensor
 				t.Errorf("async copy to [%#x, +%d) is in no tensor", dst, n)
 			}
 		case "cudaFree":
-			frees[hexArg(t, c, "ptr")] = true
+			if hexArg(t, c, "ptr") == uint64(base) {
+				freed = true
+			}
 		}
 	}
 	if len(pinned) != buffers {
@@ -299,23 +304,18 @@ func checkLog(t *testing.T, calls []call, buffers int, tensors map[string]Tensor
 		if covered[s.name] != s.size {
 			t.Errorf("%s: async copies cover %d of %d bytes", s.name, covered[s.name], s.size)
 		}
-		if !frees[s.ptr] {
-			t.Errorf("%s: device memory not freed by Free", s.name)
-		}
+	}
+	if !freed {
+		t.Errorf("the device allocation %#x was not freed by Free", uint64(base))
 	}
 }
 
-// earlyReuse hides the sink's Reclaim, as a buggy sink would: the client
-// then refills buffers whose copies have not run yet.
-type earlyReuse struct{ *Sink }
-
-func (e earlyReuse) Reclaim(int) error { return nil }
-
-// TestEarlyReuseIsCaught shows the test above can fail: with Reclaim
-// skipped, the stand-in (which runs queued copies only at synchronization)
-// sees staging buffers change under queued copies.
+// TestEarlyReuseIsCaught shows the tests above can fail: with the wait
+// for a buffer's copies skipped (UploadOptions.noReclaim, as a buggy
+// staging would), the stand-in (which runs queued copies only at
+// synchronization) sees staging buffers change under queued copies.
 func TestEarlyReuseIsCaught(t *testing.T) {
-	const chunk = 1024
+	const chunk = 4096
 	rt, logPath := fakeRuntime(t)
 	path, _ := writeCheckpoint(t, map[string]int{"a": 8 * chunk, "b": 5*chunk + 3})
 	ck, err := client.Open(path)
@@ -323,12 +323,10 @@ func TestEarlyReuseIsCaught(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	sink, err := NewSink(rt, Options{Streams: 1, PinnedBuffers: 2, ChunkSize: chunk})
-	if err != nil {
-		t.Fatal(err)
+	u, err := UploadCheckpoint(context.Background(), rt, ck, UploadOptions{Streams: 1, Buffers: 2, Workers: 1, ChunkSize: chunk, Read: client.ReadCached, noReclaim: true})
+	if u != nil {
+		u.Free()
 	}
-	defer sink.Free()
-	err = ck.Stream(context.Background(), earlyReuse{sink}, client.StreamOptions{Parallel: 1})
 	races := 0
 	for _, c := range readCalls(t, logPath) {
 		if c.fn == "RACE" {
@@ -340,109 +338,7 @@ func TestEarlyReuseIsCaught(t *testing.T) {
 	}
 	var ce *Error
 	if err == nil || !errors.As(err, &ce) || ce.Code != 999 {
-		t.Errorf("Stream error %v, want the stand-in's race error", err)
-	}
-}
-
-func TestSinkByHand(t *testing.T) {
-	rt, logPath := fakeRuntime(t)
-	sink, err := NewSink(rt, Options{PinnedBuffers: 2, ChunkSize: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(sink.Buffers()) != 2 || len(sink.Buffers()[0]) != 64 {
-		t.Fatalf("buffers %d x %d", len(sink.Buffers()), len(sink.Buffers()[0]))
-	}
-	info := client.TensorInfo{Name: "x", DType: dtype.F32, Shape: []int64{25}, Size: 100}
-	ts, err := sink.Begin(info, dtype.F32, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A chunk that is not a pinned buffer is copied synchronously.
-	data := bytes.Repeat([]byte{1, 2, 3, 4}, 25)
-	if err := ts.Write(data[:60], 0); err != nil {
-		t.Fatal(err)
-	}
-	// A pinned buffer, asynchronously.
-	b := sink.Buffers()[1]
-	if err := sink.Reclaim(1); err != nil {
-		t.Fatal(err)
-	}
-	copy(b, data[60:])
-	if err := ts.Write(b[:40], 60); err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.Write(data[:1], 100); err == nil {
-		t.Errorf("write past the end: no error")
-	}
-	if err := ts.Write(data[:1], -1); err == nil {
-		t.Errorf("write at -1: no error")
-	}
-	if err := ts.End(nil); err != nil {
-		t.Fatal(err)
-	}
-	st := sink.Stats()
-	if st.SyncCopies != 1 || st.AsyncCopies != 1 || st.Bytes != 100 {
-		t.Errorf("stats %+v", st)
-	}
-	x := sink.Tensors()["x"]
-	back := make([]byte, 100)
-	if err := rt.CopyToHost(back, x.Ptr); err != nil || !bytes.Equal(back, data) {
-		t.Errorf("copy back: %v, equal %v", err, bytes.Equal(back, data))
-	}
-	if _, err := sink.Begin(info, dtype.F32, 100); err == nil {
-		t.Errorf("second upload of x: no error")
-	}
-	if err := sink.Reclaim(2); err == nil {
-		t.Errorf("Reclaim(2) of 2 buffers: no error")
-	}
-
-	// A tensor that ends with an error is freed.
-	ts, err = sink.Begin(client.TensorInfo{Name: "y"}, dtype.U8, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.End(errors.New("read failed")); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := sink.Tensors()["y"]; ok {
-		t.Errorf("failed tensor kept")
-	}
-	// Device allocation failure is an error naming cudaMalloc.
-	if _, err := sink.Begin(client.TensorInfo{Name: "huge"}, dtype.U8, 1<<60); err == nil || !strings.Contains(err.Error(), "cudaMalloc") {
-		t.Errorf("huge allocation: %v", err)
-	}
-
-	detached := sink.Detach()
-	if len(detached) != 1 || len(sink.Tensors()) != 0 {
-		t.Errorf("Detach: %v, left %v", detached, sink.Tensors())
-	}
-	if st := sink.Stats(); st.Tensors != 1 {
-		t.Errorf("Stats().Tensors = %d after detaching the one uploaded tensor, want 1", st.Tensors)
-	}
-	if err := sink.Free(); err != nil {
-		t.Fatal(err)
-	}
-	if err := sink.Free(); err != nil {
-		t.Errorf("second Free: %v", err)
-	}
-	if _, err := sink.Begin(client.TensorInfo{Name: "z"}, dtype.U8, 1); err == nil {
-		t.Errorf("Begin after Free: no error")
-	}
-	if len(sink.Buffers()) != 0 {
-		t.Errorf("Buffers after Free: %d", len(sink.Buffers()))
-	}
-	freedX := false
-	for _, c := range readCalls(t, logPath) {
-		if c.fn == "cudaFree" && hexArg(t, c, "ptr") == uint64(x.Ptr) {
-			freedX = true
-		}
-	}
-	if freedX {
-		t.Errorf("Free freed a detached tensor")
-	}
-	if err := rt.Free(x.Ptr); err != nil {
-		t.Errorf("freeing the detached tensor: %v", err)
+		t.Errorf("UploadCheckpoint error %v, want the stand-in's race error", err)
 	}
 }
 
@@ -491,10 +387,16 @@ func TestRuntimeBasics(t *testing.T) {
 	if err := rt.SetDevice(3); err == nil || !strings.Contains(err.Error(), "invalid device ordinal") {
 		t.Errorf("SetDevice(3): %v", err)
 	}
-	if _, err := NewSink(rt, Options{Device: 3}); err == nil {
-		t.Errorf("NewSink on device 3 of 1: no error")
+	path, _ := writeCheckpoint(t, map[string]int{"a": 10})
+	ck, err := client.Open(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := NewSink(rt, Options{Streams: 65}); err == nil {
+	defer ck.Close()
+	if _, err := UploadCheckpoint(context.Background(), rt, ck, UploadOptions{Device: 3}); err == nil {
+		t.Errorf("UploadCheckpoint to device 3 of 1: no error")
+	}
+	if _, err := UploadCheckpoint(context.Background(), rt, ck, UploadOptions{Streams: 65}); err == nil {
 		t.Errorf("65 streams: no error")
 	}
 	if v, _, err := rt.Versions(); err != nil || v != 12040 {

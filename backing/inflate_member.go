@@ -1,0 +1,401 @@
+package backing
+
+import (
+	"bufio"
+	"compress/flate"
+	"container/list"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+// A member's reader: inflating on first read (once, by that reader),
+// checking the size and CRC-32 (and decoding a latin-1 member), and
+// serving reads from memory or from its file.
+
+// memberSource is one member. Its bytes are in mem or in file once
+// inflated; readers hold mu shared while they copy.
+type memberSource struct {
+	c    *InflateCache
+	file MemberFile
+	m    Member
+	name string
+
+	mu      sync.RWMutex
+	mem     []byte   // GUARDED_BY(mu)
+	cached  *os.File // GUARDED_BY(mu)
+	loading *attempt // GUARDED_BY(mu): the inflation under way
+	bad     error    // GUARDED_BY(mu): the member's data is bad
+	closed  bool     // GUARDED_BY(mu)
+
+	elem    *list.Element // GUARDED_BY(c.mu): in c.mem or c.disk
+	stamp   int64         // GUARDED_BY(c.mu): lastUse when last placed in its list
+	lastUse atomic.Int64
+}
+
+// attempt is one inflation; err is set before done is closed.
+type attempt struct {
+	done chan struct{}
+	err  error
+}
+
+var _ Source = (*memberSource)(nil)
+
+func (s *memberSource) Size() int64  { return s.m.Size }
+func (s *memberSource) Name() string { return s.name }
+
+// ReadAt inflates the member if it is not, then copies.
+func (s *memberSource) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("backing: %s: read at negative offset %d", s.name, off)
+	}
+	if off >= s.m.Size {
+		return 0, io.EOF
+	}
+	want := len(p)
+	if rest := s.m.Size - off; int64(want) > rest {
+		want = int(rest)
+	}
+	if want == 0 {
+		return 0, nil
+	}
+	for {
+		s.mu.RLock()
+		switch {
+		case s.closed:
+			s.mu.RUnlock()
+			return 0, fmt.Errorf("backing: %s: %w", s.name, os.ErrClosed)
+		case s.bad != nil:
+			err := s.bad
+			s.mu.RUnlock()
+			return 0, err
+		case s.mem != nil:
+			n := copy(p[:want], s.mem[off:])
+			s.mu.RUnlock()
+			return s.done(n, want, len(p))
+		case s.cached != nil:
+			n, err := s.cached.ReadAt(p[:want], off)
+			s.mu.RUnlock()
+			if n < want {
+				return n, &MemberError{File: s.file.Name(), Member: s.m.Name, Latin1: s.m.Latin1, Msg: fmt.Sprintf("reading the inflated member's cache file (%d bytes at byte %d)", want, off), Err: err}
+			}
+			return s.done(n, want, len(p))
+		}
+		s.mu.RUnlock()
+		if err := s.load(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// done finishes a read of n bytes: it marks the member used and says
+// io.EOF where the read ran past the end.
+func (s *memberSource) done(n, want, asked int) (int, error) {
+	s.lastUse.Store(s.c.clock.Add(1))
+	if want < asked {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// load inflates the member, or waits for the inflation under way.
+func (s *memberSource) load() error {
+	s.mu.Lock()
+	switch {
+	case s.closed || s.bad != nil || s.mem != nil || s.cached != nil:
+		s.mu.Unlock()
+		return nil // ReadAt looks again
+	case s.loading != nil:
+		a := s.loading
+		s.mu.Unlock()
+		<-a.done
+		return a.err
+	}
+	a := &attempt{done: make(chan struct{})}
+	s.loading = a
+	s.mu.Unlock()
+
+	mem, f, bad, err := s.inflate()
+	s.mu.Lock()
+	s.loading = nil
+	if err == nil && s.closed {
+		s.c.release(mem != nil, s.m.Size)
+		if f != nil {
+			f.Close()
+		}
+	} else if err == nil {
+		s.mem, s.cached = mem, f
+		s.c.place(s, mem != nil)
+	} else if bad {
+		s.bad = err
+	}
+	a.err = err
+	close(a.done)
+	s.mu.Unlock()
+	if err != nil {
+		what := "this read fails with EIO; the next read tries again"
+		if bad {
+			what = "its reads fail with EIO"
+		}
+		s.c.opts.Logf("tensorfs: %v; %s", err, what)
+	}
+	return err
+}
+
+// readError marks an error of reading the zip file, which the next read
+// may not meet again (flate passes it through as it is).
+type readError struct{ err error }
+
+func (e *readError) Error() string { return e.err.Error() }
+
+// writeError marks an error of writing the cache file.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+
+type fileWriter struct{ f *os.File }
+
+func (w *fileWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	if err != nil {
+		err = &writeError{err}
+	}
+	return n, err
+}
+
+type fileReader struct {
+	r   io.Reader
+	err error
+}
+
+func (f *fileReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err != nil && err != io.EOF {
+		f.err = err
+		err = &readError{err}
+	}
+	return n, err
+}
+
+// inflate inflates the member into memory or a new file, within the
+// cache's limits. bad reports an error in the member's data.
+func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
+	c, m := s.c, s.m
+	fail := func(bad bool, cause error, format string, args ...any) ([]byte, *os.File, bool, error) {
+		return nil, nil, bad, &MemberError{File: s.file.Name(), Member: m.Name, Latin1: m.Latin1, Msg: fmt.Sprintf(format, args...), Err: cause}
+	}
+	inMem := c.inMemory(m.Size)
+	var w io.Writer
+	if inMem {
+		c.reserveMem(m.Size)
+		mem = make([]byte, m.Size)
+		w = &sliceWriter{b: mem}
+	} else {
+		if err := c.reserveDisk(m.Size); err != nil {
+			return fail(false, err, "cannot make room to inflate it")
+		}
+		if f, err = c.newFile(); err != nil {
+			c.release(false, m.Size)
+			return fail(false, err, "cannot make a file to inflate it into in %s", c.opts.Dir)
+		}
+		w = bufio.NewWriterSize(&fileWriter{f}, 1<<20)
+	}
+	undo := func() {
+		c.release(inMem, m.Size)
+		if f != nil {
+			f.Close()
+		}
+	}
+	src := &fileReader{r: io.NewSectionReader(s.file, m.Offset, m.CompressedSize)}
+	if m.Latin1 {
+		if err := latin1Decode(w, src, m); err != nil {
+			undo()
+			var re *readError
+			var we *writeError
+			switch {
+			case errors.As(err, &re):
+				return fail(false, re.err, "cannot read its Latin-1 str (%d bytes at byte %d)", m.CompressedSize, m.Offset)
+			case errors.As(err, &we):
+				return fail(false, we.err, "cannot write the decoded bytes to their cache file in %s", c.opts.Dir)
+			}
+			return fail(true, nil, "%v", err)
+		}
+		if bw, ok := w.(*bufio.Writer); ok {
+			if err := bw.Flush(); err != nil {
+				undo()
+				return fail(false, err, "cannot write the decoded bytes to their cache file in %s", c.opts.Dir)
+			}
+		}
+		c.inflations.Add(1)
+		return mem, f, false, nil
+	}
+	zr := flate.NewReader(bufio.NewReaderSize(src, 1<<20))
+	defer zr.Close()
+	h := crc32.NewIEEE()
+	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(zr, m.Size))
+	var extra [1]byte
+	if err == nil && n == m.Size {
+		// Nothing may follow the declared size.
+		var k int
+		if k, err = zr.Read(extra[:]); k > 0 {
+			undo()
+			return fail(true, nil, "inflates to more than the %d bytes the zip directory declares", m.Size)
+		}
+		if err == io.EOF {
+			err = nil
+		}
+	}
+	if err != nil {
+		undo()
+		var re *readError
+		if errors.As(err, &re) {
+			return fail(false, re.err, "cannot read its compressed data (%d bytes at byte %d)", m.CompressedSize, m.Offset)
+		}
+		var we *writeError
+		if errors.As(err, &we) {
+			return fail(false, we.err, "cannot write the inflated member to its cache file in %s", c.opts.Dir)
+		}
+		var ce flate.CorruptInputError
+		if errors.As(err, &ce) {
+			return fail(true, nil, "the deflate data is corrupt at byte %d of it (the compressed data starts at byte %d of the file)", int64(ce), m.Offset)
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return fail(true, nil, "the deflate data ends early, after %d of the %d bytes the zip directory declares", n, m.Size)
+		}
+		return fail(true, err, "cannot inflate it")
+	}
+	if n != m.Size {
+		undo()
+		return fail(true, nil, "inflates to %d bytes, not the %d the zip directory declares", n, m.Size)
+	}
+	if bw, ok := w.(*bufio.Writer); ok {
+		if err := bw.Flush(); err != nil {
+			undo()
+			return fail(false, err, "cannot write the inflated member to its cache file in %s", c.opts.Dir)
+		}
+	}
+	if sum := h.Sum32(); sum != m.CRC32 {
+		undo()
+		return fail(true, nil, "CRC-32 of the inflated bytes is %08x, the zip directory says %08x", sum, m.CRC32)
+	}
+	c.inflations.Add(1)
+	return mem, f, false, nil
+}
+
+// latin1Decode writes to w the bytes of the Latin-1 str whose UTF-8 src
+// gives (m.CompressedSize bytes at m.Offset of the file): each code point
+// below 256 is one byte. It refuses any other code point, invalid UTF-8,
+// a character cut off, and a decoded length other than m.Size, saying at
+// which byte of the file. Errors of src and w come back as they are
+// (readError, writeError).
+func latin1Decode(w io.Writer, src io.Reader, m Member) error {
+	in := make([]byte, 1<<20)
+	out := make([]byte, 0, len(in))
+	var n, pos int64 // bytes decoded, bytes read
+	lead := -1       // the lead byte waiting for its continuation, or -1
+	for {
+		k, err := src.Read(in)
+		out = out[:0]
+		for i, c := range in[:k] {
+			switch {
+			case lead >= 0:
+				if c < 0x80 || c > 0xBF {
+					return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) has invalid UTF-8 at byte %d", m.CompressedSize, m.Offset, m.Offset+pos+int64(i)-1)
+				}
+				out = append(out, byte(lead&3)<<6|c&0x3F)
+				lead = -1
+			case c < 0x80:
+				out = append(out, c)
+			case c == 0xC2 || c == 0xC3:
+				lead = int(c)
+			default:
+				return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) has %s at byte %d", m.CompressedSize, m.Offset, latin1Bad(c), m.Offset+pos+int64(i))
+			}
+		}
+		pos += int64(k)
+		if n+int64(len(out)) > m.Size {
+			return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) decodes to more than the array's %d bytes", m.CompressedSize, m.Offset, m.Size)
+		}
+		if len(out) > 0 {
+			if _, werr := w.Write(out); werr != nil {
+				return werr
+			}
+			n += int64(len(out))
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case pos < m.CompressedSize:
+		return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) ends early, after %d bytes (the file is shorter)", m.CompressedSize, m.Offset, pos)
+	case lead >= 0:
+		return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) ends inside a character at byte %d", m.CompressedSize, m.Offset, m.Offset+pos-1)
+	case n != m.Size:
+		return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) decodes to %d bytes, not the array's %d", m.CompressedSize, m.Offset, n, m.Size)
+	}
+	return nil
+}
+
+// latin1Bad says what byte c is where a Latin-1 character may start.
+func latin1Bad(c byte) string {
+	switch {
+	case c >= 0xC4 && c <= 0xF4:
+		return fmt.Sprintf("a code point above U+00FF, which is not Latin-1 (lead byte 0x%02X)", c)
+	case c >= 0x80 && c <= 0xBF:
+		return fmt.Sprintf("a stray continuation byte 0x%02X (invalid UTF-8)", c)
+	}
+	return fmt.Sprintf("byte 0x%02X (invalid UTF-8)", c)
+}
+
+type sliceWriter struct {
+	b []byte
+	n int
+}
+
+func (w *sliceWriter) Write(p []byte) (int, error) {
+	n := copy(w.b[w.n:], p)
+	w.n += n
+	if n < len(p) {
+		return n, io.ErrShortWrite
+	}
+	return n, nil
+}
+
+// Close frees the member's memory or file. Reads after Close fail with
+// an error wrapping os.ErrClosed. The zip file is not closed.
+func (s *memberSource) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	mem, f := s.mem != nil, s.cached
+	s.mem, s.cached = nil, nil
+	s.mu.Unlock()
+	if f != nil {
+		f.Close()
+	}
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.elem != nil {
+		if mem {
+			c.mem.Remove(s.elem)
+			c.memUsed -= s.m.Size
+		} else {
+			c.disk.Remove(s.elem)
+			c.diskUsed -= s.m.Size
+		}
+		s.elem = nil
+	}
+	return nil
+}

@@ -1,0 +1,22 @@
+// Package source opens a SOURCE, the one thing every command and the Go
+// client are given: a checkpoint file, a directory holding a sharded
+// checkpoint, a remote checkpoint (s3://BUCKET/KEY, s3://BUCKET/PREFIX/,
+// http(s)://HOST/PATH), or a tensorfs mount point, which IsMount
+// recognises (its reader is the caller's: the Go client reads a mount,
+// the CLI refuses one).
+//
+// Load parses and validates a checkpoint completely (index.Load for a
+// local path, index.LoadTree over a remote.Client for a remote one) and
+// returns its index with one open backing.Source per index source. Errors
+// are the loader's and the stores' one-line messages, as they are.
+//
+// The S3 store is injected: Load opens s3:// only with
+// RemoteOptions.S3 set (backing/s3.Open is one), so that a program that
+// imports this package, or the Go client, links the AWS SDK only when it
+// asks for s3:// itself. An s3:// SOURCE without it fails with one line
+// that says how to enable it. http(s):// needs nothing (backing/httpsrc).
+//
+// Layers: source sits above index and backing (and backing/remote,
+// backing/httpsrc) and below view, fs, client and cmd/tensorfs; nothing
+// below it imports it.
+package source

@@ -1,0 +1,196 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/backing/httpsrc"
+	"github.com/lazyweights/tensorfs/backing/remote"
+	"github.com/lazyweights/tensorfs/index"
+)
+
+// MountIndexPath is where a tensorfs mount publishes its index, relative
+// to the mount point. IsMount recognises a mount by it.
+const MountIndexPath = ".tensorfs/index.json"
+
+// S3Func opens the store of one S3 bucket: noSign sends requests without
+// credentials (public buckets), conns is the most idle connections to
+// keep. backing/s3.Open is one.
+type S3Func func(ctx context.Context, bucket string, noSign bool, conns int) (remote.Store, error)
+
+// Options configure Load.
+type Options struct {
+	// Backing says how a local SOURCE's files are read.
+	Backing backing.Options
+	// Remote configures a remote SOURCE.
+	Remote RemoteOptions
+}
+
+// RemoteOptions configure a remote SOURCE (s3://, http://, https://).
+type RemoteOptions struct {
+	Remote remote.Options
+	// NoSign sends S3 requests without credentials (public buckets).
+	NoSign bool
+	// S3 opens an S3 bucket's store; nil refuses s3:// SOURCEs. Pass
+	// backing/s3.Open to read them.
+	S3 S3Func
+}
+
+// Checkpoint is a loaded SOURCE: its index and its open files.
+type Checkpoint struct {
+	Index *index.Index
+	// Sources[i] reads Index.Sources[i].
+	Sources []backing.Source
+	// Remote is a remote SOURCE's client (listing, opening objects beside
+	// the checkpoint), else nil.
+	Remote *remote.Client
+}
+
+// Close closes the sources.
+func (c *Checkpoint) Close() error {
+	var first error
+	for _, s := range c.Sources {
+		if err := s.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	c.Sources = nil
+	return first
+}
+
+// IsRemote reports whether source names a remote checkpoint: it starts
+// with s3://, http:// or https://.
+func IsRemote(source string) bool {
+	l := strings.ToLower(source)
+	return strings.HasPrefix(l, "s3://") || strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://")
+}
+
+// IsMount reports whether path is a tensorfs mount point: a directory
+// holding MountIndexPath.
+func IsMount(path string) bool {
+	_, err := os.Stat(filepath.Join(path, MountIndexPath))
+	return err == nil
+}
+
+// Load parses and validates the checkpoint at source (a local file or
+// directory, or a remote SOURCE; see IsRemote) completely and returns it
+// open. A mount point is not a checkpoint: see IsMount.
+func Load(ctx context.Context, source string, opts Options) (*Checkpoint, error) {
+	if IsRemote(source) {
+		return loadRemote(ctx, source, opts.Remote)
+	}
+	return loadLocal(source, opts.Backing)
+}
+
+// loadLocal loads a local file or directory, its files read in mode
+// bopts and parsed through backing.ForParsing.
+func loadLocal(path string, bopts backing.Options) (*Checkpoint, error) {
+	idx, files, err := index.Load(path, func(p string) (index.File, error) {
+		s, err := backing.Open(p, bopts)
+		if err != nil {
+			return nil, err
+		}
+		return backing.ForParsing(s), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	srcs := make([]backing.Source, len(files))
+	for i, f := range files {
+		s, ok := f.(backing.Source)
+		if !ok {
+			closeFiles(files)
+			return nil, fmt.Errorf("%s: internal error: the loader returned a %T, not a backing source", path, f)
+		}
+		srcs[i] = backing.Unwrap(s)
+	}
+	return &Checkpoint{Index: idx, Sources: srcs}, nil
+}
+
+// loadRemote loads a remote SOURCE through ranged GETs. Errors are one
+// line naming the source and the cause: a missing bucket, object or
+// prefix, bad credentials, an unreachable endpoint (after OpenTimeout),
+// a malformed checkpoint.
+func loadRemote(ctx context.Context, source string, opts RemoteOptions) (*Checkpoint, error) {
+	store, key, err := newStore(ctx, source, opts)
+	if err != nil {
+		return nil, err
+	}
+	c, err := remote.New(store, opts.Remote)
+	if err != nil {
+		return nil, err
+	}
+	tree := remote.Tree{C: c, Ctx: ctx}
+	open := func(p string) (index.File, error) {
+		s, err := c.Open(ctx, remote.Key(p))
+		if err != nil {
+			return nil, err
+		}
+		return s.ForParsing(), nil
+	}
+	idx, files, err := index.LoadTree(remote.Path(key), tree, open)
+	if err != nil {
+		return nil, err
+	}
+	srcs := make([]backing.Source, len(files))
+	for i, f := range files {
+		if m := idx.Member(i); m != nil {
+			// A compressed member, read through its remote file.
+			if s, ok := f.(backing.Source); ok {
+				srcs[i] = s
+				continue
+			}
+		}
+		s, ok := remote.Unwrap(f)
+		if !ok {
+			closeFiles(files)
+			return nil, fmt.Errorf("%s: internal error: the loader returned a %T", source, f)
+		}
+		srcs[i] = s
+	}
+	return &Checkpoint{Index: idx, Sources: srcs, Remote: c}, nil
+}
+
+func closeFiles(files []index.File) {
+	for _, f := range files {
+		if c, ok := f.(interface{ Close() error }); ok {
+			c.Close()
+		}
+	}
+}
+
+// newStore parses source and makes its store.
+func newStore(ctx context.Context, source string, opts RemoteOptions) (remote.Store, string, error) {
+	if l := strings.ToLower(source); strings.HasPrefix(l, "s3://") {
+		rest := source[len("s3://"):]
+		bucket, key, _ := strings.Cut(rest, "/")
+		if bucket == "" {
+			return nil, "", fmt.Errorf("%s: no bucket (want s3://BUCKET/KEY or s3://BUCKET/PREFIX/)", source)
+		}
+		if opts.S3 == nil {
+			return nil, "", fmt.Errorf("%s: s3:// is not enabled in this program: pass an S3 opener (source.RemoteOptions{S3: s3.Open}, package github.com/lazyweights/tensorfs/backing/s3)", source)
+		}
+		st, err := opts.S3(ctx, bucket, opts.NoSign, max(64, opts.Remote.Parallel))
+		if err != nil {
+			return nil, "", err
+		}
+		return st, key, nil
+	}
+	u, err := url.Parse(source)
+	if err != nil {
+		// Not err itself: it quotes the URL, whose query may be a
+		// presigned signature.
+		scheme, _, _ := strings.Cut(source, "://")
+		return nil, "", fmt.Errorf("%s:// URL: not a valid URL", strings.ToLower(scheme))
+	}
+	st, key, err := httpsrc.New(u)
+	if err != nil {
+		return nil, "", err
+	}
+	return st, key, nil
+}
