@@ -364,8 +364,10 @@ func describe(err error, status int) string {
 // Open is New as the S3 opener that source.RemoteOptions.S3 takes: a
 // program passes it there to read s3:// SOURCEs (the Go client and
 // package source do not link this package themselves).
-func Open(ctx context.Context, bucket string, noSign bool, conns int) (remote.Store, error) {
-	st, err := New(ctx, bucket, Options{NoSign: noSign, Conns: conns})
+// ro's Parallel sizes the connection pool (at least 64), its Proxy and
+// Logf are Options'.
+func Open(ctx context.Context, bucket string, noSign bool, ro remote.Options) (remote.Store, error) {
+	st, err := New(ctx, bucket, Options{NoSign: noSign, Conns: max(64, ro.Parallel), Proxy: ro.Proxy, Logf: ro.Logf})
 	if err != nil {
 		return nil, err
 	}
