@@ -62,7 +62,8 @@
 // process. backing/s3 presigns its GETs behind a proxy, so that the tier
 // can key an object by its path. GETs in flight are bounded by an AIMD
 // limiter: a throttled GET (503, 429) halves the bound, each window of
-// successes raises it by one, up to Options.Parallel (Client.Limit).
+// successes raises it by one, up to Options.Parallel (Client.Limit); a
+// GET holds its slot while it runs, not while it backs off.
 //
 // # Invariants
 //
