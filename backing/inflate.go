@@ -117,8 +117,8 @@ func NewInflateCache(o InflateOptions) *InflateCache {
 
 var defaultInflate atomic.Pointer[InflateCache]
 
-// DefaultInflateCache is the process's cache, which index.Load opens
-// deflated members with. SetInflateOptions replaces it.
+// DefaultInflateCache is the process's cache: source.Load passes it to
+// formats.Load, which opens deflated members with it. SetInflateOptions replaces it.
 func DefaultInflateCache() *InflateCache {
 	if c := defaultInflate.Load(); c != nil {
 		return c

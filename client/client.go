@@ -176,7 +176,7 @@ func FromIndex(path string, idx *index.Index, files []backing.Source) (*Checkpoi
 	return c, nil
 }
 
-// setTensors sorts infos into index order (by name, as index.Load does),
+// setTensors sorts infos into index order (by name, as formats.Load does),
 // numbers them and builds the name lookup.
 func (c *Checkpoint) setTensors(infos []TensorInfo) error {
 	if c.idx == nil {

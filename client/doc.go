@@ -8,7 +8,7 @@
 // Open takes a checkpoint file, a directory holding a sharded checkpoint,
 // or a tensorfs mount point, behind one API:
 //
-//   - a file or a sharded directory is parsed in-process (index.Load over
+//   - a file or a sharded directory is parsed in-process (formats.Load over
 //     backing.Open; no FUSE needed) and validated completely before Open
 //     returns; its files are read with pread unless OpenWith says
 //     otherwise (with mmap, Stream drops the pages it has read from the

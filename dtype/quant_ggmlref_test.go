@@ -15,10 +15,10 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/x448/float16"
-
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
+	"github.com/x448/float16"
 )
 
 // ggmlRefFile is an in-memory index.File.
@@ -121,7 +121,7 @@ func TestQuantGGMLRefExtra(t *testing.T) {
 			for i := range ref {
 				ref[i] = math.Float32frombits(binary.LittleEndian.Uint32(refBytes[4*i:]))
 			}
-			idx, err := index.ParseFile(ggmlRefFile{bytes.NewReader(b), path})
+			idx, err := formats.ParseFile(ggmlRefFile{bytes.NewReader(b), path})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,9 +11,9 @@ import (
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
-
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/view"
 )
@@ -112,7 +112,7 @@ func ModelDirFiles(source string, idx *index.Index) ([]ExportFile, error) {
 		}
 		head := make([]byte, index.SniffLen)
 		n, _ := src.ReadAt(head, 0)
-		if _, ok := index.Detect(head[:n]); ok {
+		if _, ok := formats.Detect(head[:n]); ok {
 			src.Close() // a checkpoint the index does not use
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
 )
 
@@ -138,13 +139,13 @@ func writeDeepSafetensors(t *testing.T, n, depth int) (string, int64) {
 func TestDeepNamesMemory(t *testing.T) {
 	const n, depth = 400, 2000
 	p, header := writeDeepSafetensors(t, n, depth)
-	idx, files, err := index.Load(p, func(p string) (index.File, error) {
+	idx, files, err := formats.Load(p, func(p string) (index.File, error) {
 		src, err := backing.Open(p, backing.Options{Mode: backing.Pread})
 		if err != nil {
 			return nil, err
 		}
 		return backing.ForParsing(src), nil
-	})
+	}, formats.Options{Inflate: backing.DefaultInflateCache()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
 )
 
@@ -31,13 +32,13 @@ func passRoot(t *testing.T, data []byte, opts Options) *Root {
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	idx, files, err := index.Load(p, func(p string) (index.File, error) {
+	idx, files, err := formats.Load(p, func(p string) (index.File, error) {
 		src, err := backing.Open(p, backing.Options{})
 		if err != nil {
 			return nil, err
 		}
 		return backing.ForParsing(src), nil
-	})
+	}, formats.Options{Inflate: backing.DefaultInflateCache()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -273,11 +273,11 @@ func (d *Document) checkTensors(file, what string, tensors []DocTensor) error {
 		}
 		n, ok := Elements(t.Shape)
 		if !ok {
-			return ErrorAt(file, where, "shape %s has a negative dimension or overflows", shapeString(t.Shape))
+			return ErrorAt(file, where, "shape %s has a negative dimension or overflows", ShapeString(t.Shape))
 		}
 		size, ok := dt.ByteSize(n)
 		if !ok || size != t.Size {
-			return ErrorAt(file, where, "size %d does not match %s %s", t.Size, t.DType, shapeString(t.Shape))
+			return ErrorAt(file, where, "size %d does not match %s %s", t.Size, t.DType, ShapeString(t.Shape))
 		}
 		if (t.Source == "") != (t.Offset == nil) {
 			return ErrorAt(file, where, "source and offset must come together")
@@ -304,8 +304,8 @@ func cmpString(a, b string) int {
 	return 0
 }
 
-// shapeString formats a shape as JSON, e.g. [4096,11008].
-func shapeString(shape []int64) string {
+// ShapeString formats a shape as JSON, e.g. [4096,11008].
+func ShapeString(shape []int64) string {
 	b := make([]byte, 0, 2+len(shape)*6)
 	b = append(b, '[')
 	for i, d := range shape {

@@ -91,7 +91,7 @@ func TestDocumentNamesNotUTF8(t *testing.T) {
 	}
 	for _, bad := range []string{`"zz"`, `"61"`, `"c3a9"`} {
 		_, err := ParseDocument([]byte(tensor(`{"name":"a","name_hex":` + bad + `,"path":"a","dtype":"U8","shape":[],"size":1}`)))
-		stCheckError(t, err, "is not the hex of a name that is not UTF-8")
+		checkError(t, err, "is not the hex of a name that is not UTF-8")
 	}
 }
 
@@ -134,7 +134,7 @@ func TestParseDocumentRefuses(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := ParseDocument([]byte(c.doc))
-		stCheckError(t, err, c.want)
+		checkError(t, err, c.want)
 	}
 	// A scalar's null shape reads as [].
 	d, err := ParseDocument([]byte(tensor(`{"name":"a","path":"a","dtype":"U8","shape":null,"size":1}`)))
@@ -182,13 +182,13 @@ func TestJSONReader(t *testing.T) {
 		{strings.Repeat("[", MaxNesting+1) + strings.Repeat("]", MaxNesting+1), nil, "nested deeper than 256"},
 	}
 	for _, c := range cases {
-		r := newJSONReader("f.json", "test", []byte(c.in), 0)
-		v, err := r.value("")
+		r := NewJSONReader("f.json", "test", []byte(c.in), 0)
+		v, err := r.Value("")
 		if err == nil {
-			err = r.end("")
+			err = r.End("")
 		}
 		if c.err != "" {
-			stCheckError(t, err, c.err)
+			checkError(t, err, c.err)
 			continue
 		}
 		if err != nil {
@@ -200,14 +200,14 @@ func TestJSONReader(t *testing.T) {
 		}
 	}
 	// Nesting up to the cap is fine.
-	r := newJSONReader("f.json", "test", []byte(strings.Repeat("[", MaxNesting)+strings.Repeat("]", MaxNesting)), 0)
-	if _, err := r.value(""); err != nil {
+	r := NewJSONReader("f.json", "test", []byte(strings.Repeat("[", MaxNesting)+strings.Repeat("]", MaxNesting)), 0)
+	if _, err := r.Value(""); err != nil {
 		t.Error(err)
 	}
 }
 
-// FuzzJSON checks jsonReader against encoding/json: what one accepts, the
-// other accepts with the same value, except for what jsonReader refuses on
+// FuzzJSON checks JSONReader against encoding/json: what one accepts, the
+// other accepts with the same value, except for what JSONReader refuses on
 // purpose (duplicate keys, unpaired surrogates, deep nesting).
 func FuzzJSON(f *testing.F) {
 	for _, s := range []string{`{"a":[1,-2.5e+3,true,false,null,"x\u00e9"],"b":{}}`, `{"a":1,"a":2}`, `"\ud800"`, `[1,2 ,3 ] `, `01`, `{"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`} {
@@ -217,10 +217,10 @@ func FuzzJSON(f *testing.F) {
 		if !utf8.Valid(data) {
 			return // callers check UTF-8 first
 		}
-		r := newJSONReader("f", "t", data, 0)
-		got, err := r.value("")
+		r := NewJSONReader("f", "t", data, 0)
+		got, err := r.Value("")
 		if err == nil {
-			err = r.end("")
+			err = r.End("")
 		}
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.UseNumber()

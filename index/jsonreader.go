@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// jsonReader reads one JSON document from a byte slice, value by value, so
+// JSONReader reads one JSON document from a byte slice, value by value, so
 // that the parsers can refuse duplicate object keys (encoding/json keeps
 // the last one silently), refuse numbers that are not plain non-negative
 // integers where sizes are expected, say at which byte of the file a
@@ -19,7 +19,7 @@ import (
 // parser, does) and nesting deeper than MaxNesting. The caller checks that
 // the input is valid UTF-8. Errors are *FormatError with byte offsets in
 // the file (base + offset in data).
-type jsonReader struct {
+type JSONReader struct {
 	data []byte
 	pos  int
 	base int64  // offset of data[0] in the file
@@ -36,16 +36,16 @@ type jsonReader struct {
 	err   error // a syntax error found by more, returned by close
 }
 
-func newJSONReader(file, what string, data []byte, base int64) *jsonReader {
-	return &jsonReader{data: data, base: base, file: file, what: what}
+func NewJSONReader(file, what string, data []byte, base int64) *JSONReader {
+	return &JSONReader{data: data, base: base, file: file, what: what}
 }
 
 // setEntry names the entry being read in errors; kind "" clears it.
-func (r *jsonReader) setEntry(kind, name string) { r.entryKind, r.entry = kind, name }
+func (r *JSONReader) SetEntry(kind, name string) { r.entryKind, r.entry = kind, name }
 
 // fail returns a *FormatError at file offset at: "WHAT: [KIND "ENTRY": ]
 // [what: ]message".
-func (r *jsonReader) fail(at int64, what, format string, args ...any) error {
+func (r *JSONReader) Fail(at int64, what, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
 	if what != "" {
 		msg = what + ": " + msg
@@ -56,11 +56,11 @@ func (r *jsonReader) fail(at int64, what, format string, args ...any) error {
 	return Errorf(r.file, at, "%s: %s", r.what, msg)
 }
 
-func (r *jsonReader) errorf(at int64, format string, args ...any) error {
-	return r.fail(at, "", format, args...)
+func (r *JSONReader) Errorf(at int64, format string, args ...any) error {
+	return r.Fail(at, "", format, args...)
 }
 
-func (r *jsonReader) ws() {
+func (r *JSONReader) ws() {
 	for r.pos < len(r.data) {
 		switch r.data[r.pos] {
 		case ' ', '\t', '\r', '\n':
@@ -72,23 +72,23 @@ func (r *jsonReader) ws() {
 }
 
 // next skips whitespace and returns the file offset of the next token.
-func (r *jsonReader) next() int64 {
+func (r *JSONReader) next() int64 {
 	r.ws()
 	return r.base + int64(r.pos)
 }
 
 // syntax returns the error for an unexpected byte (or the end) at pos.
-func (r *jsonReader) syntax(want string) error {
+func (r *JSONReader) syntax(want string) error {
 	at := r.base + int64(r.pos)
 	if r.pos >= len(r.data) {
-		return r.errorf(at, "JSON ends early (want %s)", want)
+		return r.Errorf(at, "JSON ends early (want %s)", want)
 	}
 	c, _ := utf8.DecodeRune(r.data[r.pos:])
-	return r.errorf(at, "invalid JSON: want %s, found %q", want, c)
+	return r.Errorf(at, "invalid JSON: want %s, found %q", want, c)
 }
 
 // kind describes the value starting at pos, for messages.
-func (r *jsonReader) kind() string {
+func (r *JSONReader) Kind() string {
 	if r.pos >= len(r.data) {
 		return "the end of the JSON"
 	}
@@ -110,17 +110,17 @@ func (r *jsonReader) kind() string {
 }
 
 // open reads the delimiter want ('{' or '[') that starts a container.
-func (r *jsonReader) open(want byte, what string) error {
+func (r *JSONReader) Open(want byte, what string) error {
 	at := r.next()
 	if r.pos >= len(r.data) || r.data[r.pos] != want {
 		kind := "an object"
 		if want == '[' {
 			kind = "an array"
 		}
-		return r.fail(at, what, "want %s, found %s", kind, r.kind())
+		return r.Fail(at, what, "want %s, found %s", kind, r.Kind())
 	}
 	if len(r.stack) >= MaxNesting {
-		return r.fail(at, what, "nested deeper than %d", MaxNesting)
+		return r.Fail(at, what, "nested deeper than %d", MaxNesting)
 	}
 	r.pos++
 	r.stack = append(r.stack, want)
@@ -131,7 +131,7 @@ func (r *jsonReader) open(want byte, what string) error {
 // more reports whether the innermost container has another element, and
 // reads the comma before it. A syntax error makes it return false and is
 // returned by close.
-func (r *jsonReader) more() bool {
+func (r *JSONReader) More() bool {
 	if r.err != nil || len(r.stack) == 0 {
 		return false
 	}
@@ -157,7 +157,7 @@ func (r *jsonReader) more() bool {
 
 // close reads the end of the innermost container, after more returned
 // false.
-func (r *jsonReader) close() error {
+func (r *JSONReader) Close() error {
 	if r.err != nil {
 		return r.err
 	}
@@ -177,15 +177,15 @@ func (r *jsonReader) close() error {
 
 // key reads an object key and its colon, and refuses a duplicate of one in
 // seen (nil: no check). It returns the file offset of the key.
-func (r *jsonReader) key(seen map[string]struct{}, what string) (string, int64, error) {
-	kb, at, err := r.keyRaw()
+func (r *JSONReader) Key(seen map[string]struct{}, what string) (string, int64, error) {
+	kb, at, err := r.KeyRaw()
 	if err != nil {
 		return "", at, err
 	}
 	k := string(kb)
 	if seen != nil {
 		if _, dup := seen[k]; dup {
-			return "", at, r.fail(at, what, "duplicate key %s", strconv.Quote(k))
+			return "", at, r.Fail(at, what, "duplicate key %s", strconv.Quote(k))
 		}
 		seen[k] = struct{}{}
 	}
@@ -193,7 +193,7 @@ func (r *jsonReader) key(seen map[string]struct{}, what string) (string, int64, 
 }
 
 // keyRaw reads an object key and its colon, as readRaw does.
-func (r *jsonReader) keyRaw() ([]byte, int64, error) {
+func (r *JSONReader) KeyRaw() ([]byte, int64, error) {
 	at := r.next()
 	if r.pos >= len(r.data) || r.data[r.pos] != '"' {
 		return nil, at, r.syntax("a string key")
@@ -211,47 +211,47 @@ func (r *jsonReader) keyRaw() ([]byte, int64, error) {
 }
 
 // strRaw reads a string value, as readRaw does.
-func (r *jsonReader) strRaw(what string) ([]byte, error) {
+func (r *JSONReader) StrRaw(what string) ([]byte, error) {
 	at := r.next()
 	if r.pos >= len(r.data) || r.data[r.pos] != '"' {
-		if r.kind() == "data" {
+		if r.Kind() == "data" {
 			return nil, r.syntax("a value")
 		}
-		return nil, r.fail(at, what, "want a string, found %s", r.kind())
+		return nil, r.Fail(at, what, "want a string, found %s", r.Kind())
 	}
 	return r.readRaw()
 }
 
 // str reads a string value.
-func (r *jsonReader) str(what string) (string, error) {
+func (r *JSONReader) Str(what string) (string, error) {
 	at := r.next()
 	if r.pos >= len(r.data) || r.data[r.pos] != '"' {
-		if r.kind() == "data" {
+		if r.Kind() == "data" {
 			return "", r.syntax("a value")
 		}
-		return "", r.fail(at, what, "want a string, found %s", r.kind())
+		return "", r.Fail(at, what, "want a string, found %s", r.Kind())
 	}
 	return r.readString()
 }
 
 // null reads a null if one is next.
-func (r *jsonReader) null() (bool, error) {
+func (r *JSONReader) Null() (bool, error) {
 	r.ws()
 	if r.pos >= len(r.data) || r.data[r.pos] != 'n' {
 		return false, nil
 	}
-	return true, r.literal("null")
+	return true, r.Literal("null")
 }
 
 // uint reads a non-negative integer written as plain digits (what a Rust
 // usize accepts from serde_json: no sign, fraction or exponent).
-func (r *jsonReader) uint(what string) (uint64, error) {
+func (r *JSONReader) Uint(what string) (uint64, error) {
 	at := r.next()
-	if r.kind() != "a number" {
-		if r.kind() == "data" {
+	if r.Kind() != "a number" {
+		if r.Kind() == "data" {
 			return 0, r.syntax("a value")
 		}
-		return 0, r.fail(at, what, "want a non-negative integer, found %s", r.kind())
+		return 0, r.Fail(at, what, "want a non-negative integer, found %s", r.Kind())
 	}
 	lit, err := r.readNumber()
 	if err != nil {
@@ -259,13 +259,13 @@ func (r *jsonReader) uint(what string) (uint64, error) {
 	}
 	v, perr := strconv.ParseUint(lit, 10, 64)
 	if perr != nil {
-		return 0, r.fail(at, what, "want a non-negative integer below 2^64, found %s", lit)
+		return 0, r.Fail(at, what, "want a non-negative integer below 2^64, found %s", lit)
 	}
 	return v, nil
 }
 
 // readNumber reads a JSON number and returns its text.
-func (r *jsonReader) readNumber() (string, error) {
+func (r *JSONReader) readNumber() (string, error) {
 	start := r.pos
 	d := r.data
 	digits := func() bool {
@@ -307,7 +307,7 @@ func (r *jsonReader) readNumber() (string, error) {
 
 // delimited checks that a number or literal is not run together with what
 // follows it ("01", "nullx").
-func (r *jsonReader) delimited() error {
+func (r *JSONReader) delimited() error {
 	if r.pos < len(r.data) {
 		switch r.data[r.pos] {
 		case ' ', '\t', '\r', '\n', ',', ']', '}':
@@ -319,7 +319,7 @@ func (r *jsonReader) delimited() error {
 }
 
 // literal reads the literal word (true, false, null).
-func (r *jsonReader) literal(word string) error {
+func (r *JSONReader) Literal(word string) error {
 	if len(r.data)-r.pos < len(word) || string(r.data[r.pos:r.pos+len(word)]) != word {
 		return r.syntax(strconv.Quote(word))
 	}
@@ -328,7 +328,7 @@ func (r *jsonReader) literal(word string) error {
 }
 
 // readString reads a string starting at the opening quote at pos.
-func (r *jsonReader) readString() (string, error) {
+func (r *JSONReader) readString() (string, error) {
 	b, err := r.readRaw()
 	return string(b), err
 }
@@ -336,7 +336,7 @@ func (r *jsonReader) readString() (string, error) {
 // readRaw reads a string starting at the opening quote at pos, and returns
 // its bytes: a slice of the input when it has no escapes (so the caller
 // must not keep or change it), a new slice otherwise.
-func (r *jsonReader) readRaw() ([]byte, error) {
+func (r *JSONReader) readRaw() ([]byte, error) {
 	d := r.data
 	r.pos++ // opening quote
 	start := r.pos
@@ -361,7 +361,7 @@ func (r *jsonReader) readRaw() ([]byte, error) {
 			r.pos++
 			return b, nil
 		case c < 0x20:
-			return nil, r.errorf(r.base+int64(r.pos), "invalid JSON: control byte 0x%02x in a string", c)
+			return nil, r.Errorf(r.base+int64(r.pos), "invalid JSON: control byte 0x%02x in a string", c)
 		case c != '\\':
 			b = append(b, c)
 			r.pos++
@@ -390,7 +390,7 @@ func (r *jsonReader) readRaw() ([]byte, error) {
 		case 'u':
 			u, ok := r.hex4()
 			if !ok {
-				return nil, r.errorf(r.base+int64(escAt), "invalid JSON: bad \\u escape")
+				return nil, r.Errorf(r.base+int64(escAt), "invalid JSON: bad \\u escape")
 			}
 			ru := rune(u)
 			if utf16.IsSurrogate(ru) {
@@ -401,12 +401,12 @@ func (r *jsonReader) readRaw() ([]byte, error) {
 					lo, ok = r.hex4()
 				}
 				if ru = utf16.DecodeRune(ru, rune(lo)); !ok || ru == utf8.RuneError {
-					return nil, r.errorf(r.base+int64(escAt), "invalid JSON: \\u escape of an unpaired UTF-16 surrogate")
+					return nil, r.Errorf(r.base+int64(escAt), "invalid JSON: \\u escape of an unpaired UTF-16 surrogate")
 				}
 			}
 			b = utf8.AppendRune(b, ru)
 		default:
-			return nil, r.errorf(r.base+int64(escAt), "invalid JSON: bad escape %q", []byte{'\\', e})
+			return nil, r.Errorf(r.base+int64(escAt), "invalid JSON: bad escape %q", []byte{'\\', e})
 		}
 	}
 	r.pos = len(d)
@@ -414,7 +414,7 @@ func (r *jsonReader) readRaw() ([]byte, error) {
 }
 
 // hex4 reads four hex digits.
-func (r *jsonReader) hex4() (uint16, bool) {
+func (r *JSONReader) hex4() (uint16, bool) {
 	if len(r.data)-r.pos < 4 {
 		return 0, false
 	}
@@ -429,40 +429,40 @@ func (r *jsonReader) hex4() (uint16, bool) {
 // value reads any JSON value: objects as map[string]any (duplicate keys
 // refused), arrays as []any, numbers as json.Number, and strings, booleans
 // and null as string, bool and nil.
-func (r *jsonReader) value(what string) (any, error) {
+func (r *JSONReader) Value(what string) (any, error) {
 	at := r.next()
-	switch r.kind() {
+	switch r.Kind() {
 	case "an object":
-		if err := r.open('{', what); err != nil {
+		if err := r.Open('{', what); err != nil {
 			return nil, err
 		}
 		m := map[string]any{}
 		seen := map[string]struct{}{}
-		for r.more() {
-			k, _, err := r.key(seen, what)
+		for r.More() {
+			k, _, err := r.Key(seen, what)
 			if err != nil {
 				return nil, err
 			}
-			v, err := r.value(what)
+			v, err := r.Value(what)
 			if err != nil {
 				return nil, err
 			}
 			m[k] = v
 		}
-		return m, r.close()
+		return m, r.Close()
 	case "an array":
-		if err := r.open('[', what); err != nil {
+		if err := r.Open('[', what); err != nil {
 			return nil, err
 		}
 		a := []any{}
-		for r.more() {
-			v, err := r.value(what)
+		for r.More() {
+			v, err := r.Value(what)
 			if err != nil {
 				return nil, err
 			}
 			a = append(a, v)
 		}
-		return a, r.close()
+		return a, r.Close()
 	case "a string":
 		return r.readString()
 	case "a number":
@@ -470,11 +470,11 @@ func (r *jsonReader) value(what string) (any, error) {
 		return json.Number(n), err
 	case "a boolean":
 		if r.data[r.pos] == 't' {
-			return true, r.literal("true")
+			return true, r.Literal("true")
 		}
-		return false, r.literal("false")
+		return false, r.Literal("false")
 	case "null":
-		return nil, r.literal("null")
+		return nil, r.Literal("null")
 	}
 	_ = at
 	return nil, r.syntax("a value")
@@ -482,51 +482,51 @@ func (r *jsonReader) value(what string) (any, error) {
 
 // skip reads and drops one value of any kind (duplicate keys inside are
 // not checked).
-func (r *jsonReader) skip(what string) error {
-	switch r.next(); r.kind() {
+func (r *JSONReader) Skip(what string) error {
+	switch r.next(); r.Kind() {
 	case "an object":
-		if err := r.open('{', what); err != nil {
+		if err := r.Open('{', what); err != nil {
 			return err
 		}
-		for r.more() {
-			if _, _, err := r.key(nil, what); err != nil {
+		for r.More() {
+			if _, _, err := r.Key(nil, what); err != nil {
 				return err
 			}
-			if err := r.skip(what); err != nil {
+			if err := r.Skip(what); err != nil {
 				return err
 			}
 		}
-		return r.close()
+		return r.Close()
 	case "an array":
-		if err := r.open('[', what); err != nil {
+		if err := r.Open('[', what); err != nil {
 			return err
 		}
-		for r.more() {
-			if err := r.skip(what); err != nil {
+		for r.More() {
+			if err := r.Skip(what); err != nil {
 				return err
 			}
 		}
-		return r.close()
+		return r.Close()
 	case "a string":
 		// Validate escapes without keeping the text.
 		_, err := r.readString()
 		return err
 	}
-	_, err := r.value(what)
+	_, err := r.Value(what)
 	return err
 }
 
 // end checks that only JSON whitespace follows the document.
-func (r *jsonReader) end(what string) error {
+func (r *JSONReader) End(what string) error {
 	at := r.next()
 	if r.pos < len(r.data) {
-		return r.fail(at, what, "%s after the end of the JSON object", r.kind())
+		return r.Fail(at, what, "%s after the end of the JSON object", r.Kind())
 	}
 	return nil
 }
 
-// describeValue names a decoded value's JSON type for messages.
-func describeValue(v any) string {
+// DescribeValue names a decoded value's JSON type for messages.
+func DescribeValue(v any) string {
 	switch v.(type) {
 	case map[string]any:
 		return "an object"
@@ -542,4 +542,17 @@ func describeValue(v any) string {
 		return "null"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// InvalidUTF8At returns the index of the first byte of b that is not part
+// of valid UTF-8.
+func InvalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
 }

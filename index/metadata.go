@@ -518,10 +518,10 @@ func (u Uint8s) MarshalJSON() ([]byte, error) {
 	return append(b, ']'), nil
 }
 
-// withSource returns metadata value v of a part whose source is now
+// WithSource returns metadata value v of a part whose source is now
 // Sources[base] of a merged index: a *FileValue copied with its Source
 // moved, anything else as it is.
-func withSource(v any, base int) any {
+func WithSource(v any, base int) any {
 	if fv, ok := v.(*FileValue); ok && base != 0 {
 		c := *fv
 		c.Source += base

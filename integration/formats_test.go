@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
@@ -1067,7 +1068,7 @@ func fxCheckGGUFCLI(t *testing.T, path, kind string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx, err := index.ParseFile(fxMemFile{bytes.NewReader(data), path})
+	idx, err := formats.ParseFile(fxMemFile{bytes.NewReader(data), path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1171,7 +1172,7 @@ func TestGGUFSplitThroughMount(t *testing.T) {
 	if err != nil {
 		testdata.SkipOrFail(t, err.Error())
 	}
-	idx, err := index.ParseFile(fxMemFile{bytes.NewReader(data), src})
+	idx, err := formats.ParseFile(fxMemFile{bytes.NewReader(data), src})
 	if err != nil {
 		t.Fatal(err)
 	}

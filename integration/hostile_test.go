@@ -439,7 +439,7 @@ func hostileCorpus(t *testing.T) []hostileFile {
 	add("deep nesting", "pt-deep-dicts.pt", hTorchZip(t, hCat([]byte{0x80, 2}, bytes.Repeat(hCat([]byte{'}'}, hPkStr("k")), 20000), bytes.Repeat([]byte{'}', 's'}, 1), bytes.Repeat([]byte{'s'}, 19999), []byte{'.'})), "deeper than 256")
 	// Shared references: a few bytes standing for 2^19 paths, or for one
 	// big value many times. Refused by the walk's budgets, which follow the
-	// pickle's size (internal/pickle/budget.go), naming the limit.
+	// pickle's size (index/pickle/budget.go), naming the limit.
 	w4 := hPkTensor("FloatStorage", "0", 4, 0, []int64{4}, []int64{1}, false)
 	add("shared-reference fan-out", "pt-fanout-tensor.pt", hTorchZip(t, hCat([]byte{0x80, 2}, hPkFanout(w4, 19), []byte{'.'}), hMember{"0", f32x4}), "shared references multiply")
 	add("shared-reference fan-out", "pt-fanout-long-key.pt", hTorchZip(t, hPkDict(hPkStr(strings.Repeat("k", 60<<10)), hPkFanout(w4, 19)), hMember{"0", f32x4}), "pickle.MaxNameBytes")

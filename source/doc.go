@@ -5,8 +5,8 @@
 // recognises (its reader is the caller's: the Go client reads a mount,
 // the CLI refuses one).
 //
-// Load parses and validates a checkpoint completely (index.Load for a
-// local path, index.LoadTree over a remote.Client for a remote one) and
+// Load parses and validates a checkpoint completely (formats.Load for a
+// local path, formats.LoadTree over a remote.Client for a remote one) and
 // returns its index with one open backing.Source per index source. Errors
 // are the loader's and the stores' one-line messages, as they are.
 //

@@ -11,6 +11,7 @@ import (
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/httpsrc"
 	"github.com/lazyweights/tensorfs/backing/remote"
+	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
 )
 
@@ -31,6 +32,19 @@ type Options struct {
 	Backing backing.Options
 	// Remote configures a remote SOURCE.
 	Remote RemoteOptions
+	// Inflate is the cache that compressed members (deflated .npz and
+	// torch zip members) are decoded into on first read; nil means
+	// backing.DefaultInflateCache(), the one the CLI's --inflate-* flags
+	// configure.
+	Inflate *backing.InflateCache
+}
+
+func (o *Options) formats() formats.Options {
+	c := o.Inflate
+	if c == nil {
+		c = backing.DefaultInflateCache()
+	}
+	return formats.Options{Inflate: c}
 }
 
 // RemoteOptions configure a remote SOURCE (s3://, http://, https://).
@@ -84,21 +98,21 @@ func IsMount(path string) bool {
 // open. A mount point is not a checkpoint: see IsMount.
 func Load(ctx context.Context, source string, opts Options) (*Checkpoint, error) {
 	if IsRemote(source) {
-		return loadRemote(ctx, source, opts.Remote)
+		return loadRemote(ctx, source, opts.Remote, opts.formats())
 	}
-	return loadLocal(source, opts.Backing)
+	return loadLocal(source, opts.Backing, opts.formats())
 }
 
 // loadLocal loads a local file or directory, its files read in mode
 // bopts and parsed through backing.ForParsing.
-func loadLocal(path string, bopts backing.Options) (*Checkpoint, error) {
-	idx, files, err := index.Load(path, func(p string) (index.File, error) {
+func loadLocal(path string, bopts backing.Options, fo formats.Options) (*Checkpoint, error) {
+	idx, files, err := formats.Load(path, func(p string) (index.File, error) {
 		s, err := backing.Open(p, bopts)
 		if err != nil {
 			return nil, err
 		}
 		return backing.ForParsing(s), nil
-	})
+	}, fo)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +132,7 @@ func loadLocal(path string, bopts backing.Options) (*Checkpoint, error) {
 // line naming the source and the cause: a missing bucket, object or
 // prefix, bad credentials, an unreachable endpoint (after OpenTimeout),
 // a malformed checkpoint.
-func loadRemote(ctx context.Context, source string, opts RemoteOptions) (*Checkpoint, error) {
+func loadRemote(ctx context.Context, source string, opts RemoteOptions, fo formats.Options) (*Checkpoint, error) {
 	store, key, err := newStore(ctx, source, opts)
 	if err != nil {
 		return nil, err
@@ -135,7 +149,7 @@ func loadRemote(ctx context.Context, source string, opts RemoteOptions) (*Checkp
 		}
 		return s.ForParsing(), nil
 	}
-	idx, files, err := index.LoadTree(remote.Path(key), tree, open)
+	idx, files, err := formats.LoadTree(remote.Path(key), tree, open, fo)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
@@ -24,13 +25,13 @@ import (
 // tensorfs refuses it (the refusal is tested elsewhere).
 func loadSource(t *testing.T, path string) (*index.Index, []backing.Source, bool) {
 	t.Helper()
-	idx, files, err := index.Load(path, func(p string) (index.File, error) {
+	idx, files, err := formats.Load(path, func(p string) (index.File, error) {
 		s, err := backing.Open(p, backing.Options{Mode: backing.Pread})
 		if err != nil {
 			return nil, err
 		}
 		return backing.ForParsing(s), nil
-	})
+	}, formats.Options{Inflate: backing.DefaultInflateCache()})
 	if err != nil {
 		return nil, nil, false
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
@@ -192,9 +193,9 @@ func TestExportOrderAligned(t *testing.T) {
 		t.Errorf("%s = %q (%v)", ExportRelabeledKey, f.Metadata[ExportRelabeledKey], err)
 	}
 	// The export reads back through tensorfs's own parser too.
-	idx2, err := index.ParseFile(&memSource{b: readAllExport(t, idx, srcs), name: "x.safetensors"})
+	idx2, err := formats.ParseFile(&memSource{b: readAllExport(t, idx, srcs), name: "x.safetensors"})
 	if err != nil || len(idx2.Tensors) != len(idx.Tensors) {
-		t.Fatalf("index.ParseFile of the export: %v", err)
+		t.Fatalf("formats.ParseFile of the export: %v", err)
 	}
 	if _, err := NewExport(idx, srcs, dtype.I32); err == nil {
 		t.Error("export in I32 accepted")

@@ -85,6 +85,6 @@
 //     reads are clamped; safe for concurrent use; reads after Close fail
 //     with an error wrapping os.ErrClosed.
 //
-// Tree presents a Client as a tree of paths for index.LoadTree, so that
+// Tree presents a Client as a tree of paths for formats.LoadTree, so that
 // a prefix holding a sharded checkpoint loads as a directory does.
 package remote

@@ -7,7 +7,7 @@ import (
 )
 
 // Tree presents a Client's store as a tree of '/'-separated paths for
-// index.LoadTree: the path of the object at key K is "/K", and a prefix
+// formats.LoadTree: the path of the object at key K is "/K", and a prefix
 // P/ is the directory "/P". Parsers then find a sharded checkpoint's
 // weight map, shards and split-GGUF siblings under a prefix as they do in
 // a local directory.

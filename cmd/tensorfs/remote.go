@@ -12,6 +12,7 @@ import (
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/backing/s3"
 	"github.com/lazyweights/tensorfs/bytesize"
+	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/source"
@@ -232,7 +233,7 @@ func remoteModelDirFiles(c *remote.Client, source string, idx *index.Index) ([]f
 		}
 		head := make([]byte, index.SniffLen)
 		n, _ := src.ReadAt(head, 0)
-		if _, ok := index.Detect(head[:n]); ok || isSource[src.Name()] {
+		if _, ok := formats.Detect(head[:n]); ok || isSource[src.Name()] {
 			src.Close() // a checkpoint the index does not use
 			continue
 		}

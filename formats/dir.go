@@ -1,0 +1,89 @@
+package formats
+
+import (
+	"path/filepath"
+	"strings"
+
+	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/index/gguf"
+)
+
+// dir loads a SOURCE that is a directory.
+func (l *loader) dir(dir string) (*index.Index, error) {
+	tree := l.tree
+	if tree == nil {
+		tree = osTree{}
+	}
+	files, err := tree.Files(dir)
+	if err != nil {
+		return nil, err
+	}
+	var maps []string
+	for _, p := range files {
+		if name := filepath.Base(p); strings.HasSuffix(name, ".index.json") {
+			maps = append(maps, name)
+		}
+	}
+	if len(maps) > 0 {
+		m, err := chooseWeightMap(dir, maps)
+		if err != nil {
+			return nil, err
+		}
+		return l.weightMap(dir, filepath.Join(dir, m))
+	}
+	var parts []part
+	lfs := ""     // the first Git LFS pointer among the files
+	refused := "" // what the first file of Refused's formats is, until a checkpoint is found
+	for _, p := range files {
+		f, err := l.openFile(p)
+		if err != nil {
+			return nil, err
+		}
+		fm, err := sniff(f)
+		if err != nil {
+			return nil, err
+		}
+		if fm == nil {
+			if lfs == "" && isLFSPointerFile(f) {
+				lfs = p
+			}
+			if refused == "" && len(parts) == 0 {
+				if msg, ok := describeRefusedFile(f, nil); ok { // refused.go
+					refused = display(filepath.Base(p)) + " is " + msg
+				}
+			}
+			l.release(f)
+			continue
+		}
+		if len(parts) >= index.MaxShards {
+			return nil, index.ErrorAt(dir, "", "more than %d checkpoint files", index.MaxShards)
+		}
+		idx, err := fm.Parse(f)
+		if err != nil {
+			return nil, err
+		}
+		if len(parts) > 0 && idx.Format != parts[0].idx.Format {
+			return nil, index.ErrorAt(dir, "", "mixes checkpoint formats: %s is %s, %s is %s", display(filepath.Base(parts[0].path)), parts[0].idx.Format, display(filepath.Base(p)), idx.Format)
+		}
+		parts = append(parts, part{path: p, f: f, idx: idx})
+	}
+	if len(parts) == 0 && lfs != "" {
+		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory: %s is a Git LFS pointer, not the file itself (not downloaded); run `git lfs pull` in the repository (or download the files directly)", display(filepath.Base(lfs)))
+	}
+	if len(parts) == 0 && refused != "" {
+		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory: %s", refused)
+	}
+	if len(parts) == 0 {
+		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory (%d files looked at; want a *.index.json weight map or safetensors, PyTorch, GGUF, .npy or .npz files)", len(files))
+	}
+	if parts[0].idx.Format == "gguf" {
+		if len(parts) == 1 {
+			if no, count, ok := gguf.SplitInfo(parts[0].idx); ok && count > 1 {
+				return nil, index.ErrorAt(parts[0].path, "", "part %d of %d of a split GGUF model, and the other parts are not in the directory", no+1, count)
+			}
+		} else if parts, err = orderGGUFSplit(parts); err != nil {
+			return nil, err
+		}
+	}
+	return l.merge(parts, nil)
+}

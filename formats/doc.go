@@ -1,0 +1,52 @@
+// Package formats is where a checkpoint's format is told and its files
+// are found: the one detection table (Table, Detect, ParseFile), the
+// refused-formats table (refused.go), and the loader of whole checkpoints
+// (Load, LoadTree): weight maps, directories of shards, split GGUF parts,
+// merging. It sits above the format packages (index/*) and backing.
+//
+// # Formats
+//
+// Table is an explicit table, detected by content (the first SniffLen
+// bytes), never by file name, and with no init() registration:
+//
+//	format       recognised by                           parser
+//	gguf         "GGUF" magic                            index/gguf
+//	numpy        "\x93NUMPY" magic                       index/numpy
+//	pytorch      zip whose first member is torch's       index/torch
+//	             (archive/data.pkl...), or the legacy
+//	             pickle with torch's magic number
+//	npz          zip whose first member is an .npy       index/numpy
+//	safetensors  u64 header length <= 100 MB, then '{'   index/safetensors
+//
+// A parser reads one index.File (io.ReaderAt, Size, Name), validates all
+// of it and returns an Index with Sources == []string{f.Name()}, Source 0
+// in every tensor and no paths. A file no row accepts is named as what it
+// is when the refused table knows it (a GGML file, a tar of torch's old
+// format, ONNX, HDF5, a Git LFS pointer...), else by its first bytes.
+//
+// # Loading
+//
+// Load (load.go) finds the files of a sharded checkpoint (a *.index.json
+// weight map, weightmap.go; a directory of shards, dir.go; split GGUF
+// parts, split.go), merges their indexes (merge.go), sorts tensors by
+// name, checks every tensor against its file (index.CheckTensor) and
+// assigns paths (index.AssignPaths). LoadTree is the same over a Tree (a
+// bucket prefix, an HTTP server; remote.go).
+//
+// # Invariants
+//
+//   - No system calls except Load's os.Stat and os.ReadDir; every byte is
+//     read through index.File. Files are opened through the caller's
+//     Opener and all of them are closed again when loading fails.
+//   - No state between packages: compressed members (Index.Members) are
+//     opened through the inflate cache the caller passes in
+//     Options.Inflate.
+//   - At most index.MaxShards shards and index.MaxTensors tensors; a
+//     tensor name found twice is refused. Fuzz targets: FuzzWeightMap,
+//     FuzzRefused.
+//
+// # Errors
+//
+// Problems in a file are *index.FormatError. Errors from the Opener and
+// the directory listing are returned as they are (*fs.PathError).
+package formats

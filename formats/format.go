@@ -1,0 +1,131 @@
+package formats
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/index/gguf"
+	"github.com/lazyweights/tensorfs/index/numpy"
+	"github.com/lazyweights/tensorfs/index/safetensors"
+	"github.com/lazyweights/tensorfs/index/torch"
+)
+
+// Format is one row of the format table: how to recognise a checkpoint by
+// its first bytes, and how to parse it.
+type Format struct {
+	Name string
+	// Sniff reports whether head (the file's first bytes, up to SniffLen)
+	// looks like this format.
+	Sniff func(head []byte) bool
+	// Parse reads the whole structure of one file and validates it. The
+	// returned Index has Sources == []string{f.Name()} and Source == 0 in
+	// every tensor; paths are not assigned yet.
+	Parse func(f index.File) (*index.Index, error)
+}
+
+// SniffLen is how many leading bytes Detect needs (index.SniffLen).
+const SniffLen = index.SniffLen
+
+// Table is the explicit table of supported formats, in detection order.
+// Order matters only where magic bytes could overlap: zip-based formats
+// (PyTorch, npz) are told apart by their members, inside their parsers'
+// Sniff.
+var Table = []Format{
+	{Name: "gguf", Sniff: gguf.Sniff, Parse: gguf.Parse},
+	{Name: "numpy", Sniff: numpy.SniffNPY, Parse: numpy.ParseNPY},
+	{Name: "pytorch", Sniff: torch.Sniff, Parse: torch.Parse},
+	{Name: "npz", Sniff: numpy.SniffNPZ, Parse: parseNPZ},
+	{Name: "safetensors", Sniff: safetensors.Sniff, Parse: safetensors.Parse},
+}
+
+// parseNPZ is numpy.ParseNPZ, which hands a torch.save zip archive (no
+// arrays, a data.pkl) to torch.ParseZip.
+func parseNPZ(f index.File) (*index.Index, error) {
+	idx, err := numpy.ParseNPZ(f)
+	if errors.Is(err, numpy.ErrTorchZip) {
+		return torch.ParseZip(f)
+	}
+	return idx, err
+}
+
+// Detect returns the format whose Sniff accepts head.
+func Detect(head []byte) (*Format, bool) {
+	for i := range Table {
+		if Table[i].Sniff(head) {
+			return &Table[i], true
+		}
+	}
+	return nil, false
+}
+
+// ParseFile detects f's format by content and parses it.
+func ParseFile(f index.File) (*index.Index, error) {
+	head := make([]byte, SniffLen)
+	n, err := f.ReadAt(head, 0)
+	if n < len(head) && err != nil && err != io.EOF {
+		return nil, index.Errorf(f.Name(), 0, "cannot read: %v", err)
+	}
+	head = head[:n]
+	fm, ok := Detect(head)
+	if !ok && IsLFSPointer(head) {
+		return nil, &index.FormatError{File: f.Name(), Offset: -1, Msg: describeLFSPointer(f)}
+	}
+	if !ok {
+		if msg, known := describeRefusedFile(f, head); known { // refused.go
+			return nil, &index.FormatError{File: f.Name(), Offset: -1, Msg: msg}
+		}
+	}
+	if !ok {
+		return nil, &index.FormatError{File: f.Name(), Offset: -1, Msg: "not a checkpoint tensorfs knows (want safetensors, PyTorch, GGUF, .npy or .npz)" + describeHead(head)}
+	}
+	return fm.Parse(f)
+}
+
+// lfsPrefix begins every Git LFS pointer file
+// (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md).
+const lfsPrefix = "version https://git-lfs.github.com/spec/"
+
+// IsLFSPointer reports whether head, the start of a file, is a Git LFS
+// pointer: the small text file git leaves in place of a large file that
+// was not downloaded (a Hugging Face repository cloned without git-lfs).
+func IsLFSPointer(head []byte) bool { return bytes.HasPrefix(head, []byte(lfsPrefix)) }
+
+// describeLFSPointer is the message for a Git LFS pointer file f: what it
+// is, the size of the real file where the pointer says, and what to run.
+func describeLFSPointer(f index.File) string {
+	buf := make([]byte, min(f.Size(), 1024))
+	n, _ := f.ReadAt(buf, 0)
+	size := ""
+	for _, line := range strings.Split(string(buf[:n]), "\n") {
+		if v, ok := strings.CutPrefix(line, "size "); ok {
+			if b, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && b >= 0 {
+				size = fmt.Sprintf(" of a %d-byte file", b)
+			}
+		}
+	}
+	return "a Git LFS pointer" + size + ", not the checkpoint itself: the file was not downloaded; run `git lfs pull` in its repository (or download the file directly)"
+}
+
+func describeHead(head []byte) string {
+	if len(head) == 0 {
+		return "; the file is empty"
+	}
+	n := len(head)
+	if n > 8 {
+		n = 8
+	}
+	var b bytes.Buffer
+	b.WriteString("; it starts with")
+	for _, c := range head[:n] {
+		b.WriteString(" ")
+		const hex = "0123456789abcdef"
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}

@@ -1,0 +1,193 @@
+package formats
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/index/gguf"
+)
+
+// Options are what Load and LoadTree need besides the files.
+type Options struct {
+	// Inflate decodes the compressed members of a checkpoint (npz and
+	// torch zip members stored deflated, Latin-1 numpy strings in a
+	// pickle) on first read. Callers share one cache per process (today
+	// backing.DefaultInflateCache()) so that its memory limit holds for
+	// all mounts; a checkpoint with such members fails to load without it.
+	Inflate *backing.InflateCache
+}
+
+// Opener opens one backing file by path. backing.Open provides it.
+type Opener func(path string) (index.File, error)
+
+// Load opens SOURCE (a checkpoint file, or a directory holding a sharded
+// checkpoint) through open, detects the format(s) by content, parses and
+// validates everything, merges shards into one Index whose Sources are the
+// shard paths, sorts Tensors by Name and assigns Paths (AssignPaths). The
+// returned files are the opened sources, files[i] for Sources[i]; on error
+// every file opened is closed.
+//
+// What SOURCE may be:
+//
+//   - A checkpoint file of any format. When it is one part of a split GGUF
+//     model (metadata split.count > 1), the other parts are found beside it
+//     by llama.cpp's naming, PREFIX-NNNNN-of-CCCCC.gguf, and merged.
+//   - A weight map, *.index.json, as Hugging Face writes it ({"metadata":
+//     {...}, "weight_map": {TENSOR: SHARD}}): the same as its directory
+//     with that weight map.
+//   - A directory with a weight map: the shards it names (relative paths
+//     inside the directory, any format, all of one format) are parsed;
+//     every tensor of the map must be in the shard it names, and every
+//     tensor of a shard must be in the map. With several *.index.json
+//     files, model.safetensors.index.json is used, else the only
+//     *.safetensors.index.json, else pytorch_model.bin.index.json; other
+//     combinations are refused. Files the map does not name are ignored.
+//   - A directory without a weight map: every regular file in it (symbolic
+//     links followed, subdirectories ignored) that is a checkpoint by
+//     content; files that are not (README.md, config.json) are ignored.
+//     They must be of one format. GGUF files must be the parts of one split
+//     model, merged in split.no order; other sets of files are merged in
+//     file name order.
+//
+// Merging: Sources are the shards' in order and each tensor's Source is
+// renumbered; Format is the shards' format; Metadata is the weight map's
+// "metadata" object, then each shard's metadata keys that are not there
+// yet, shards in order (so for split GGUF the first part's values win);
+// a tensor name found twice is refused. At most MaxShards shards and
+// MaxTensors tensors. The Sources of the result are absolute paths.
+func Load(path string, open Opener, o Options) (*index.Index, []index.File, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := &loader{open: open, inflate: o.Inflate}
+	var idx *index.Index
+	switch {
+	case st.IsDir():
+		idx, err = l.dir(path)
+	case st.Mode().IsRegular():
+		idx, err = l.file(path)
+	default:
+		err = index.ErrorAt(path, "", "not a regular file or a directory (%s); tensorfs reads only regular files", backing.DescribeType(st.Mode()))
+	}
+	if err == nil {
+		err = finish(idx, l.files)
+	}
+	if err != nil {
+		l.closeAll()
+		return nil, nil, err
+	}
+	// Sources name the backing files for other processes too (the
+	// user.tensorfs.source xattr, index.json): absolute, whatever the
+	// working directory they are read from. Messages above keep the path
+	// as the user gave it.
+	for i, s := range idx.Sources {
+		if abs, err := filepath.Abs(s); err == nil {
+			idx.Sources[i] = abs
+		}
+	}
+	return idx, l.files, nil
+}
+
+// loader holds the files opened so far, so that all are closed on error.
+type loader struct {
+	open    Opener
+	inflate *backing.InflateCache // Options.Inflate
+	tree    Tree                  // where dir lists files; nil: the local filesystem
+	files   []index.File          // checkpoint files, files[i] for the merged Sources[i] once merged
+	spare   []index.File          // opened, not (yet) part of the result
+}
+
+// part is one parsed checkpoint file.
+type part struct {
+	path string
+	f    index.File
+	idx  *index.Index
+}
+
+func closeFile(f index.File) {
+	if c, ok := f.(io.Closer); ok {
+		c.Close()
+	}
+}
+
+func (l *loader) closeAll() {
+	for _, f := range l.files {
+		closeFile(f)
+	}
+	for _, f := range l.spare {
+		closeFile(f)
+	}
+	l.files, l.spare = nil, nil
+}
+
+// openFile opens path and keeps it for closeAll.
+func (l *loader) openFile(path string) (index.File, error) {
+	f, err := l.open(path)
+	if err != nil {
+		return nil, err
+	}
+	l.spare = append(l.spare, f)
+	return f, nil
+}
+
+// release closes f now and forgets it.
+func (l *loader) release(f index.File) {
+	if i := slices.Index(l.spare, f); i >= 0 {
+		l.spare = slices.Delete(l.spare, i, i+1)
+	}
+	closeFile(f)
+}
+
+// sniff returns the format of f, or nil when f is not a checkpoint.
+func sniff(f index.File) (*Format, error) {
+	head := make([]byte, SniffLen)
+	n, err := f.ReadAt(head, 0)
+	if n < len(head) && err != nil && err != io.EOF {
+		return nil, index.Errorf(f.Name(), 0, "cannot read: %v", err)
+	}
+	fm, ok := Detect(head[:n])
+	if !ok {
+		return nil, nil
+	}
+	return fm, nil
+}
+
+// isLFSPointerFile reports whether f is a Git LFS pointer (IsLFSPointer).
+func isLFSPointerFile(f index.File) bool {
+	head := make([]byte, len(lfsPrefix))
+	n, _ := f.ReadAt(head, 0)
+	return IsLFSPointer(head[:n])
+}
+
+// file loads a SOURCE that is a file.
+func (l *loader) file(path string) (*index.Index, error) {
+	f, err := l.openFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasSuffix(path, ".index.json") {
+		fm, err := sniff(f)
+		if err != nil {
+			return nil, err
+		}
+		if fm == nil {
+			l.release(f)
+			return l.weightMap(filepath.Dir(path), path)
+		}
+	}
+	idx, err := ParseFile(f)
+	if err != nil {
+		return nil, err
+	}
+	p := part{path: path, f: f, idx: idx}
+	if no, count, ok := gguf.SplitInfo(idx); ok && count > 1 {
+		return l.ggufSiblings(p, no, count)
+	}
+	return l.merge([]part{p}, nil)
+}

@@ -1,0 +1,133 @@
+package formats
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+	"strconv"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/index"
+)
+
+// merge joins parsed parts, in order, into one Index (see Load) and makes
+// their files the loader's result files.
+func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) {
+	out := &index.Index{Format: parts[0].idx.Format}
+	if len(parts) == 1 && meta == nil {
+		out.Metadata = parts[0].idx.Metadata
+	} else {
+		out.Metadata = make(map[string]any, len(meta))
+		for k, v := range meta {
+			out.Metadata[k] = v
+		}
+	}
+	total := 0
+	for _, p := range parts {
+		total += len(p.idx.Tensors)
+	}
+	if total > index.MaxTensors {
+		return nil, index.ErrorAt(parts[0].path, "", "%d tensors in %d files is over the limit of %d", total, len(parts), index.MaxTensors)
+	}
+	out.Tensors = make([]index.Tensor, 0, total)
+	files := make([]index.File, 0, len(parts))
+	var members []index.File // opened here: closed on error
+	fail := func(err error) (*index.Index, error) {
+		for _, m := range members {
+			closeFile(m)
+		}
+		return nil, err
+	}
+	for _, p := range parts {
+		if len(p.idx.Sources) != 1+len(p.idx.Members) {
+			return fail(index.ErrorAt(p.path, "", "internal error: the %s parser returned %d sources for one file", p.idx.Format, len(p.idx.Sources)))
+		}
+		base := len(out.Sources)
+		out.Sources = append(out.Sources, p.idx.Sources...)
+		files = append(files, p.f)
+		for i, m := range p.idx.Members {
+			if m.Source != 1+i || m.File < 0 || m.File >= m.Source {
+				return fail(index.ErrorAt(p.path, "", "internal error: the %s parser returned member %d as source %d of source %d", p.idx.Format, i, m.Source, m.File))
+			}
+			src, err := l.openMember(files[base+m.File], m)
+			if err != nil {
+				return fail(err)
+			}
+			members = append(members, src)
+			files = append(files, src)
+			m.Source += base
+			m.File += base
+			out.Members = append(out.Members, m)
+		}
+		for _, t := range p.idx.Tensors {
+			t.Source += base
+			out.Tensors = append(out.Tensors, t)
+		}
+		if len(parts) > 1 || meta != nil {
+			for k, v := range p.idx.Metadata {
+				if _, ok := out.Metadata[k]; !ok {
+					out.Metadata[k] = index.WithSource(v, base)
+				}
+			}
+		}
+		if i := slices.Index(l.spare, p.f); i >= 0 {
+			l.spare = slices.Delete(l.spare, i, i+1)
+		}
+	}
+	l.files = append(l.files, files...)
+	return out, nil
+}
+
+// openMember opens the source of member m of f (a file or a member): it
+// decodes the member on first read (backing.InflateCache), within the
+// limits of the cache in Options.Inflate.
+func (l *loader) openMember(f index.File, m index.Member) (index.File, error) {
+	bm := backing.Member{Name: m.Name, Offset: m.Offset, CompressedSize: m.CompressedSize, Size: m.Size, CRC32: m.CRC32}
+	where := "member " + m.Name
+	switch m.Method {
+	case index.MethodDeflate:
+	case index.MethodLatin1:
+		bm.Latin1 = true
+		where = "tensor " + strconv.Quote(m.Name)
+	default:
+		return nil, index.ErrorAt(f.Name(), where, "internal error: member method %d", m.Method)
+	}
+	if l.inflate == nil {
+		return nil, index.ErrorAt(f.Name(), where, "internal error: no inflate cache (formats.Options.Inflate) to decode this member")
+	}
+	src, err := l.inflate.OpenMember(f, bm)
+	if err != nil {
+		var me *backing.MemberError
+		if errors.As(err, &me) {
+			return nil, index.ErrorAt(f.Name(), where, "%s", me.Msg)
+		}
+		return nil, err
+	}
+	return src, nil
+}
+
+// finish sorts the tensors by name, refuses duplicates, checks what every
+// parser promises (so that a parser bug is an error here, not a crash when
+// serving) and assigns paths.
+func finish(idx *index.Index, files []index.File) error {
+	slices.SortStableFunc(idx.Tensors, func(a, b index.Tensor) int { return cmp.Compare(a.Name, b.Name) })
+	for i := range idx.Tensors {
+		t := &idx.Tensors[i]
+		if t.Source < 0 || t.Source >= len(idx.Sources) || t.Source >= len(files) {
+			return index.ErrorAt("", "tensor "+strconv.Quote(t.Name), "internal error: source %d of %d", t.Source, len(idx.Sources))
+		}
+		src := idx.Sources[t.Source]
+		if i > 0 && idx.Tensors[i-1].Name == t.Name {
+			where := "tensor " + strconv.Quote(t.Name)
+			other := idx.Sources[idx.Tensors[i-1].Source]
+			if other == src {
+				return index.ErrorAt(src, where, "two tensors have this name")
+			}
+			return index.ErrorAt(src, where, "this tensor is also in %s", other)
+		}
+		if err := index.CheckTensor(t, src, files[t.Source].Size()); err != nil {
+			return err
+		}
+	}
+	return index.AssignPaths(idx)
+}

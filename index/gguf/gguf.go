@@ -1,0 +1,407 @@
+package gguf
+
+// GGUF (llama.cpp / ggml), versions 2 and 3, little-endian.
+//
+// Layout: "GGUF", u32 version, u64 tensor count, u64 metadata count, the
+// metadata key/values, the tensor infos, padding to general.alignment
+// (default 32), then the data section. A tensor info is a string name, u32
+// n_dims (at most 4), n_dims u64 dims (innermost first: reversed here into
+// the row-major Shape), u32 ggml type, u64 offset relative to the data
+// section. Strings are u64 length + bytes.
+//
+// Hardening: the header is read through a small buffered reader over the
+// io.ReaderAt. Every count and length read from the file is checked against
+// the bytes the file still has (each entry of its kind needs at least a
+// known number of bytes) before anything is allocated for it, so a hostile
+// file costs time and memory in proportion to its real size. Array nesting
+// is capped at MaxNesting, names at MaxNameLength, n_dims at 4; element
+// counts and byte sizes use checked arithmetic.
+//
+// Metadata: every key/value of the file, nothing added. Integers become
+// uint64 (u8..u64) or int64 (i8..i64), floats float64 (f32 widened
+// exactly), bools bool, strings string. Arrays become typed slices:
+// Uint8s for u8 (one byte per element, rendered as JSON numbers), []uint16,
+// []int8, []int16, []int32, []int64, []uint32, []uint64, []float32,
+// []float64, []bool, []string, and []any for arrays of arrays. JSON has no
+// NaN or infinity, so a non-finite float is stored as the string "NaN",
+// "+Inf" or "-Inf" (a float array holding one becomes []any). A string or
+// array whose encoding is over MaxInlineMetadata bytes is a *FileValue:
+// only its place in the file is kept (an array of strings or arrays is
+// walked once to find its end, without allocating), so a large value costs
+// no memory at all; see metadata.go.
+//
+// split.count (the number of parts of a split model) is refused over
+// MaxShards here, before anything is sized from it.
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"sort"
+
+	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
+)
+
+const (
+	Magic                = "GGUF"
+	ggufDefaultAlignment = 32
+	ggufMaxDims          = 4 // GGML_MAX_DIMS
+	ggufBufSize          = 64 << 10
+	ggufMaxAlignment     = 1 << 30 // general.alignment cap (real files use 32)
+
+	// The fewest bytes one entry of each kind occupies, used to bound
+	// counts by the bytes left: a key/value is a key length (8), a type (4)
+	// and a value of at least 1 byte; a tensor info is a name length (8),
+	// n_dims (4), a type (4) and an offset (8).
+	ggufMinKV         = 13
+	ggufMinTensorInfo = 24
+)
+
+// GGUF metadata value types.
+const (
+	ggufTypeU8 uint32 = iota
+	ggufTypeI8
+	ggufTypeU16
+	ggufTypeI16
+	ggufTypeU32
+	ggufTypeI32
+	ggufTypeF32
+	ggufTypeBool
+	ggufTypeString
+	ggufTypeArray
+	ggufTypeU64
+	ggufTypeI64
+	ggufTypeF64
+	ggufNumTypes
+)
+
+var ggufTypeNames = [ggufNumTypes]string{"uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "bool", "string", "array", "uint64", "int64", "float64"}
+
+// ggufMinSize is the fewest bytes one value of each type occupies (a
+// string: its length; an array: its element type and count).
+var ggufMinSize = [ggufNumTypes]int64{1, 1, 2, 2, 4, 4, 4, 1, 8, 12, 8, 8, 8}
+
+func ggufTypeName(t uint32) string {
+	if t < ggufNumTypes {
+		return ggufTypeNames[t]
+	}
+	return fmt.Sprintf("type %d", t)
+}
+
+func Sniff(head []byte) bool { return len(head) >= 4 && string(head[:4]) == Magic }
+
+// SplitInfo reports the split.no (0-based) and split.count keys of a
+// part of a split GGUF model (`*-00001-of-0000N.gguf`), and false when idx
+// is not GGUF or the keys are missing, not integers, or inconsistent
+// (count < 1 or over MaxShards, no outside [0, count)). The parser refuses
+// a file whose split.count is over MaxShards, so a count is never larger.
+func SplitInfo(idx *index.Index) (no, count int, ok bool) {
+	if idx == nil || idx.Format != "gguf" {
+		return 0, 0, false
+	}
+	n, ok1 := Int(idx.Metadata["split.no"])
+	c, ok2 := Int(idx.Metadata["split.count"])
+	if !ok1 || !ok2 || c < 1 || c > index.MaxShards || n < 0 || n >= c {
+		return 0, 0, false
+	}
+	return int(n), int(c), true
+}
+
+// Int returns an integer metadata value as int64.
+func Int(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return x, true
+	case uint64:
+		if x > math.MaxInt64 {
+			return 0, false
+		}
+		return int64(x), true
+	}
+	return 0, false
+}
+
+// ggufQuote quotes a name from the file for an error message, shortened.
+func ggufQuote(s string) string {
+	if len(s) > 120 {
+		return fmt.Sprintf("%q...", s[:120])
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// ggufTensorInfo is a tensor info as read, before validation.
+type ggufTensorInfo struct {
+	name   string
+	at     int64 // file offset of the info
+	nd     int
+	ne     [ggufMaxDims]int64
+	typ    uint32
+	offset uint64 // relative to the data section
+}
+
+type ggufParser struct {
+	r    ggufReader
+	name string
+	// inline is the largest string or array value read into memory, in
+	// bytes of the file (MaxInlineMetadata; tests use less)
+	inline int64
+}
+
+func Parse(f index.File) (*index.Index, error) {
+	return parseGGUFInline(f, index.MaxInlineMetadata)
+}
+
+// parseGGUFInline parses with a given MaxInlineMetadata.
+func parseGGUFInline(f index.File, inline int64) (*index.Index, error) {
+	p := &ggufParser{name: f.Name(), inline: inline}
+	p.r = ggufReader{f: f, name: f.Name(), size: f.Size(), raw: make([]byte, min(ggufBufSize, max(f.Size(), 0)))}
+	return p.parse()
+}
+
+func (p *ggufParser) errAt(off int64, where, format string, args ...any) error {
+	return &index.FormatError{File: p.name, Offset: off, Where: where, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (p *ggufParser) parse() (*index.Index, error) {
+	r := &p.r
+	r.what = "header"
+	magic, err := r.next(4)
+	if err != nil {
+		return nil, err
+	}
+	if string(magic) != Magic {
+		return nil, index.Errorf(p.name, 0, "gguf: bad magic %q (want \"GGUF\")", magic)
+	}
+	version, err := r.u32()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case version == 2 || version == 3:
+	case version == 1:
+		return nil, index.Errorf(p.name, 4, "gguf: version 1 (GGUF's first release, August 2023, with 32-bit counts) is not supported; convert the model again with a current llama.cpp (convert_hf_to_gguf.py), which writes version 3 (want version 2 or 3)")
+	case version != 0 && version&0xffff == 0:
+		return nil, index.Errorf(p.name, 4, "gguf: big-endian file (version field reads %#08x, version %d byte-swapped); only little-endian GGUF is supported: convert a copy with llama.cpp's gguf-py (gguf_convert_endian.py COPY little, which rewrites the file in place)", version, bits.ReverseBytes32(version))
+	default:
+		return nil, index.Errorf(p.name, 4, "gguf: unsupported version %d (want 2 or 3)", version)
+	}
+	countsAt := r.pos
+	nTensors, err := r.u64()
+	if err != nil {
+		return nil, err
+	}
+	nKV, err := r.u64()
+	if err != nil {
+		return nil, err
+	}
+	left := uint64(r.left())
+	if nTensors > index.MaxTensors {
+		return nil, index.Errorf(p.name, countsAt, "gguf: tensor count %d is over the limit of %d", nTensors, index.MaxTensors)
+	}
+	if nTensors > left/ggufMinTensorInfo {
+		return nil, index.Errorf(p.name, countsAt, "gguf: tensor count %d is impossible: each tensor info needs at least %d bytes and the file has %d left", nTensors, ggufMinTensorInfo, left)
+	}
+	if nKV > left/ggufMinKV {
+		return nil, index.Errorf(p.name, countsAt+8, "gguf: metadata count %d is impossible: each key/value needs at least %d bytes and the file has %d left", nKV, ggufMinKV, left)
+	}
+	if nKV*ggufMinKV+nTensors*ggufMinTensorInfo > left {
+		return nil, index.Errorf(p.name, countsAt, "gguf: %d key/values and %d tensor infos need at least %d bytes, the file has %d left", nKV, nTensors, nKV*ggufMinKV+nTensors*ggufMinTensorInfo, left)
+	}
+
+	md := make(map[string]any, min(nKV, 1024))
+	splitCountAt := int64(-1)
+	for i := uint64(0); i < nKV; i++ {
+		r.at("metadata entry", i)
+		at := r.pos
+		key, err := r.str(index.MaxNameLength, "metadata key")
+		if err != nil {
+			return nil, err
+		}
+		r.named(key)
+		if _, dup := md[key]; dup {
+			return nil, p.errAt(at, "key "+ggufQuote(key), "gguf: duplicate metadata key")
+		}
+		typAt := r.pos
+		typ, err := r.u32()
+		if err != nil {
+			return nil, err
+		}
+		if key == "split.count" {
+			splitCountAt = r.pos
+		}
+		v, err := p.value(typ, typAt, key, 0)
+		if err != nil {
+			return nil, err
+		}
+		md[key] = v
+	}
+
+	// split.count sizes the loader's list of parts: refused here, before
+	// anything is allocated from it, when over the limit.
+	if v, ok := md["split.count"]; ok {
+		over := false
+		switch x := v.(type) {
+		case uint64:
+			over = x > index.MaxShards
+		case int64:
+			over = x > index.MaxShards
+		}
+		if over {
+			return nil, p.errAt(splitCountAt, `key "split.count"`, "gguf: split.count %v is over the limit of %d parts of a split model", v, index.MaxShards)
+		}
+	}
+
+	alignment := uint64(ggufDefaultAlignment)
+	if v, ok := md["general.alignment"]; ok {
+		a, isInt := Int(v)
+		if u, big := v.(uint64); big && !isInt {
+			return nil, index.ErrorAt(p.name, "key \"general.alignment\"", "gguf: general.alignment %d is over the limit of %d", u, ggufMaxAlignment)
+		}
+		if !isInt {
+			return nil, index.ErrorAt(p.name, "key \"general.alignment\"", "gguf: general.alignment must be an unsigned integer, got %T", v)
+		}
+		if a <= 0 || a&(a-1) != 0 {
+			return nil, index.ErrorAt(p.name, "key \"general.alignment\"", "gguf: general.alignment must be a non-zero power of two, got %d", a)
+		}
+		if a > ggufMaxAlignment {
+			return nil, index.ErrorAt(p.name, "key \"general.alignment\"", "gguf: general.alignment %d is over the limit of %d", a, ggufMaxAlignment)
+		}
+		alignment = uint64(a)
+	}
+
+	// Tensor infos: each is validated as it is read, except for where its
+	// data lies, which needs the end of the infos.
+	tensors := make([]index.Tensor, 0, min(nTensors, 1<<16))
+	var infoAt []int64 // file offset of each tensor's info, for errors
+	var rel []uint64   // each tensor's offset in the data section
+	for i := uint64(0); i < nTensors; i++ {
+		r.at("tensor info", i)
+		ti := ggufTensorInfo{at: r.pos}
+		ti.name, err = r.str(index.MaxNameLength, "tensor name")
+		if err != nil {
+			return nil, err
+		}
+		r.named(ti.name)
+		where := "tensor " + ggufQuote(ti.name)
+		ndAt := r.pos
+		nd, err := r.u32()
+		if err != nil {
+			return nil, err
+		}
+		if nd > ggufMaxDims {
+			return nil, p.errAt(ndAt, where, "gguf: %d dimensions (at most %d)", nd, ggufMaxDims)
+		}
+		ti.nd = int(nd)
+		for j := 0; j < ti.nd; j++ {
+			dimAt := r.pos
+			d, err := r.u64()
+			if err != nil {
+				return nil, err
+			}
+			if d > math.MaxInt64 {
+				return nil, p.errAt(dimAt, where, "gguf: dimension %d is %d, over 2^63-1", j, d)
+			}
+			ti.ne[j] = int64(d)
+		}
+		if ti.typ, err = r.u32(); err != nil {
+			return nil, err
+		}
+		if ti.offset, err = r.u64(); err != nil {
+			return nil, err
+		}
+		t, err := p.tensor(&ti, alignment)
+		if err != nil {
+			return nil, err
+		}
+		tensors = append(tensors, t)
+		infoAt = append(infoAt, ti.at)
+		rel = append(rel, ti.offset)
+	}
+
+	// The data section starts at the end of the tensor infos, aligned (no
+	// overflow: both are far below 2^62).
+	end := uint64(r.pos)
+	dataStart := int64((end + alignment - 1) &^ (alignment - 1))
+	for i := range tensors {
+		t := &tensors[i]
+		room := r.size - dataStart // bytes from the data section to the end, < 0 if it starts past the end
+		if rel[i] > uint64(r.size) || int64(rel[i]) > room || t.Size > room-int64(rel[i]) {
+			return nil, p.errAt(infoAt[i], "tensor "+ggufQuote(t.Name), "gguf: %d data bytes at offset %d of the data section (which starts at byte %d) run past the end of the file (%d bytes)", t.Size, rel[i], dataStart, r.size)
+		}
+		t.Offset = dataStart + int64(rel[i])
+	}
+	if err := p.checkTensors(tensors); err != nil {
+		return nil, err
+	}
+	return &index.Index{
+		Format:   "gguf",
+		Sources:  []string{p.name},
+		Metadata: md,
+		Tensors:  tensors,
+	}, nil
+}
+
+// tensor validates one tensor info, all but where its data lies, and makes
+// its Tensor (Offset not set).
+func (p *ggufParser) tensor(ti *ggufTensorInfo, alignment uint64) (index.Tensor, error) {
+	where := "tensor " + ggufQuote(ti.name)
+	dt, ok := dtype.ByGGML(ti.typ)
+	if !ok {
+		return index.Tensor{}, p.errAt(ti.at, where, "gguf: unknown ggml type code %d", ti.typ)
+	}
+	shape := make([]int64, ti.nd)
+	for j := 0; j < ti.nd; j++ {
+		shape[ti.nd-1-j] = ti.ne[j]
+	}
+	n, ok := index.Elements(shape)
+	if !ok {
+		return index.Tensor{}, p.errAt(ti.at, where, "gguf: element count of shape %v overflows int64", shape)
+	}
+	info := dt.Info()
+	if info.BlockElems > 1 {
+		ne0 := int64(1)
+		if ti.nd > 0 {
+			ne0 = ti.ne[0]
+		}
+		if ne0%info.BlockElems != 0 {
+			return index.Tensor{}, p.errAt(ti.at, where, "gguf: innermost dimension %d is not a multiple of the %s block size %d", ne0, dt, info.BlockElems)
+		}
+	}
+	size, ok := dt.ByteSize(n)
+	if !ok {
+		return index.Tensor{}, p.errAt(ti.at, where, "gguf: byte size of %d %s elements overflows int64", n, dt)
+	}
+	if ti.offset%alignment != 0 {
+		return index.Tensor{}, p.errAt(ti.at, where, "gguf: data offset %d is not a multiple of the alignment %d", ti.offset, alignment)
+	}
+	return index.Tensor{Name: ti.name, DType: dt, Shape: shape, Size: size}, nil
+}
+
+// checkTensors refuses duplicate names and overlapping data, and leaves
+// tensors sorted by Name.
+func (p *ggufParser) checkTensors(ts []index.Tensor) error {
+	byOffset := make([]int, len(ts))
+	for i := range byOffset {
+		byOffset[i] = i
+	}
+	sort.SliceStable(byOffset, func(a, b int) bool { return ts[byOffset[a]].Offset < ts[byOffset[b]].Offset })
+	prev := -1
+	for _, i := range byOffset {
+		if ts[i].Size == 0 {
+			continue
+		}
+		if prev >= 0 && ts[prev].Offset+ts[prev].Size > ts[i].Offset {
+			return index.ErrorAt(p.name, "tensor "+ggufQuote(ts[i].Name), "gguf: data [%d, %d) overlaps tensor %s at [%d, %d)",
+				ts[i].Offset, ts[i].Offset+ts[i].Size, ggufQuote(ts[prev].Name), ts[prev].Offset, ts[prev].Offset+ts[prev].Size)
+		}
+		prev = i
+	}
+	sort.SliceStable(ts, func(a, b int) bool { return ts[a].Name < ts[b].Name })
+	for i := 1; i < len(ts); i++ {
+		if ts[i].Name == ts[i-1].Name {
+			return index.ErrorAt(p.name, "tensor "+ggufQuote(ts[i].Name), "gguf: duplicate tensor name")
+		}
+	}
+	return nil
+}

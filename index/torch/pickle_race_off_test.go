@@ -1,0 +1,5 @@
+//go:build !race
+
+package torch
+
+const ptRaceEnabled = false

@@ -1,0 +1,383 @@
+package torch
+
+// PyTorch checkpoints: torch.save files (zip, torch >= 1.6, any archive
+// root name, with or without the byteorder record) and legacy pre-1.6
+// files (a magic pickle, a protocol pickle, a sys_info pickle, the main
+// pickle, a pickled list of storage keys, then each storage as an 8-byte
+// little-endian element count and its raw little-endian bytes); TorchScript
+// archives (torch.jit.save) are served through their data.pkl.
+//
+// The pickles are read by the restricted unpickler of index/pickle
+// (pickle.go here locates its errors in the file): nothing is imported or
+// executed, and a file naming a dangerous global (os.system ...) is
+// refused. torch_pickle.go is the Env that interprets what torch names;
+// the tree walk (torch_tree.go) names tensors by their keys joined with
+// "/", never drops one, and charges every path to the pickle's budgets.
+//
+// Decisions:
+//   - Storages of a zip file must be stored members (not deflated): their
+//     bytes are served straight from the file. A compressed storage refuses
+//     the file, naming the tensor.
+//   - A "big" byteorder record sets Tensor.BigEndian (the view layer swaps);
+//     legacy files are little-endian whatever the saving machine was
+//     (torch converts when it writes them).
+//   - A tensor whose strides are the row-major ones of its shape is served
+//     as one range (Strides nil); any other view keeps its strides (the
+//     view layer gathers), after checking that every element it can reach
+//     lies inside its storage. Negative strides are refused.
+//   - Quantized, sparse, meta and other special tensors refuse the file,
+//     naming the tensor. TorchScript constants (constants.pkl) and code are
+//     not served; a TorchScript archive or a checkpoint without tensors
+//     gives an empty tensor list (its other values are in Metadata).
+//   - The old tar-based format (torch < 0.1.10) is not recognised.
+
+import (
+	"archive/zip"
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"strings"
+
+	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/index/numpy"
+	"github.com/lazyweights/tensorfs/index/pickle"
+)
+
+func Sniff(head []byte) bool {
+	if name, complete, ok := index.ZipFirstName(head); ok {
+		// A name cut off by the 64-byte head is taken as torch's when it
+		// already has a folder (npz members rarely do); Parse hands a
+		// zip of .npy members to numpy.ParseNPZ anyway.
+		return index.TorchMember(name) || (!complete && strings.Contains(name, "/"))
+	}
+	return ptSniffLegacy(head)
+}
+
+// The legacy magic number, pickled first in every legacy file.
+var ptLegacyMagic, _ = new(big.Int).SetString("1950a86a20f9469cfc6c", 16)
+
+// ptSniffLegacy recognises the magic-number pickle at the start of a
+// legacy file: [PROTO n] [FRAME len] then LONG1 of the magic (protocol
+// >= 2) or the text LONG "119547037146038801333356L" (protocols 0, 1).
+func ptSniffLegacy(head []byte) bool {
+	i := 0
+	if len(head) >= 2 && head[0] == pickle.OpPROTO {
+		i = 2
+	}
+	if len(head) >= i+9 && head[i] == pickle.OpFRAME {
+		i += 9
+	}
+	if len(head) >= i+12 && head[i] == pickle.OpLONG1 && head[i+1] == 10 {
+		b, ok := pickle.DecodeLong(head[i+2 : i+12]).(*big.Int)
+		return ok && b.Cmp(ptLegacyMagic) == 0
+	}
+	if len(head) > i && head[i] == pickle.OpLONG {
+		s := string(head[i+1:])
+		want := ptLegacyMagic.String()
+		return strings.HasPrefix(s, want+"L\n") || strings.HasPrefix(s, want+"\n")
+	}
+	return false
+}
+
+func Parse(f index.File) (*index.Index, error) {
+	head := make([]byte, 4)
+	if n, _ := f.ReadAt(head, 0); n == 4 && string(head) == index.ZipMagic {
+		return ParseZip(f)
+	}
+	return parseTorchLegacy(f)
+}
+
+// ptReadSmall reads a small member (byteorder, version), at most max
+// bytes.
+func ptReadSmall(zf *zip.File, max int64) ([]byte, error) {
+	if zf.UncompressedSize64 > uint64(max) {
+		return nil, fmt.Errorf("%d bytes (at most %d expected)", zf.UncompressedSize64, max)
+	}
+	rc, err := zf.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(io.LimitReader(rc, max))
+}
+
+func ParseZip(f index.File) (*index.Index, error) {
+	file := f.Name()
+	zr, err := index.OpenZip(f)
+	if err != nil {
+		return nil, err
+	}
+	// The pickle is <root>/data.pkl for a root folder of any name (or
+	// data.pkl at the top).
+	var pkl *zip.File
+	npy := 0
+	for _, zf := range zr.File {
+		if pkl == nil && (zf.Name == "data.pkl" || (strings.HasSuffix(zf.Name, "/data.pkl") && strings.Count(zf.Name, "/") == 1)) {
+			pkl = zf
+		}
+		if strings.HasSuffix(zf.Name, ".npy") {
+			npy++
+		}
+	}
+	if pkl == nil {
+		if npy > 0 {
+			return numpy.ParseNPZ(f)
+		}
+		return nil, index.ErrorAt(file, "", "zip archive has no data.pkl: not a torch.save checkpoint")
+	}
+	root := strings.TrimSuffix(pkl.Name, "data.pkl")
+	members := map[string]*zip.File{}
+	bigEndian := false
+	for _, zf := range zr.File {
+		if key, ok := strings.CutPrefix(zf.Name, root+"data/"); ok && key != "" {
+			if _, dup := members[key]; dup {
+				return nil, index.ErrorAt(file, "member "+zf.Name, "storage member appears twice in the archive")
+			}
+			members[key] = zf
+		}
+		if zf.Name == root+"byteorder" {
+			b, err := ptReadSmall(zf, 16)
+			if err != nil {
+				return nil, index.ErrorAt(file, "member "+zf.Name, "cannot read the byteorder record: %v", err)
+			}
+			switch string(b) {
+			case "little":
+			case "big":
+				bigEndian = true
+			default:
+				return nil, index.ErrorAt(file, "member "+zf.Name, "byteorder record says %q (want little or big)", pickle.Clip(string(b)))
+			}
+		}
+	}
+
+	// Read data.pkl: straight from the file when stored, through the
+	// decompressor (bounded) otherwise.
+	var r io.Reader
+	var pklMember *index.Member
+	st := ptStream{file: file, base: -1, where: "member " + pkl.Name}
+	if pkl.Method == zip.Store {
+		off, err := pkl.DataOffset()
+		if err != nil {
+			return nil, index.ErrorAt(file, "member "+pkl.Name, "cannot read its local header: %v", err)
+		}
+		n := int64(pkl.UncompressedSize64)
+		if pkl.UncompressedSize64 > math.MaxInt64 || pkl.CompressedSize64 != pkl.UncompressedSize64 || off > f.Size() || n > f.Size()-off {
+			return nil, index.Errorf(file, off, "member %s (%d bytes) runs past the end of the file", pkl.Name, pkl.UncompressedSize64)
+		}
+		st.base, st.size = off, n
+		r = io.NewSectionReader(f, off, n)
+	} else {
+		rc, err := pkl.Open()
+		if err != nil {
+			return nil, index.ErrorAt(file, "member "+pkl.Name, "cannot open: %v", err)
+		}
+		data, err := io.ReadAll(io.LimitReader(rc, pickle.MaxPickle+1))
+		rc.Close()
+		if err != nil {
+			return nil, index.ErrorAt(file, "member "+pkl.Name, "cannot decompress: %v", err)
+		}
+		if len(data) > pickle.MaxPickle {
+			return nil, index.ErrorAt(file, "member "+pkl.Name, "compressed pickle larger than %d bytes (torch.save stores data.pkl uncompressed)", pickle.MaxPickle)
+		}
+		st.size = int64(len(data))
+		r = bytes.NewReader(data)
+		// Inline numpy arrays are ranges of the inflated pickle: it is
+		// a member (archive/zip has checked its CRC-32 reading it).
+		off, err := pkl.DataOffset()
+		if err != nil {
+			return nil, index.ErrorAt(file, "member "+pkl.Name, "cannot read its local header: %v", err)
+		}
+		if pkl.Method != zip.Deflate || pkl.CompressedSize64 > uint64(f.Size()) || off > f.Size()-int64(pkl.CompressedSize64) {
+			pklMember = nil // served only when deflated (refused where needed)
+		} else {
+			pklMember = &index.Member{File: 0, Name: pkl.Name, Method: index.MethodDeflate, Offset: off,
+				CompressedSize: int64(pkl.CompressedSize64), Size: st.size, CRC32: pkl.CRC32}
+		}
+	}
+	m := st.machine(r, newTorchEnv())
+	root0, err := m.Run()
+	if err != nil {
+		return nil, st.err(err)
+	}
+
+	type span struct{ off, size int64 }
+	spans := map[*torchStorage]span{}
+	var spanOf ptSpan
+	spanOf = func(st *torchStorage) (int64, int64, string) {
+		if sp, ok := spans[st]; ok {
+			return sp.off, sp.size, ""
+		}
+		if st.root != nil {
+			return ptViewSpan(st, spanOf)
+		}
+		es := ptElemSize(st)
+		need, ok := ptMul(st.numel, es)
+		if es == 0 || !ok {
+			return 0, 0, fmt.Sprintf("storage %q of %d %s elements overflows", st.key, st.numel, st.typ.name)
+		}
+		zf := members[st.key]
+		if zf == nil {
+			return 0, 0, fmt.Sprintf("its storage %sdata/%s is missing from the archive", root, st.key)
+		}
+		if zf.Method != zip.Store {
+			return 0, 0, fmt.Sprintf("its storage member %s is compressed (zip method %d); tensorfs serves only stored members", zf.Name, zf.Method)
+		}
+		if zf.CompressedSize64 != zf.UncompressedSize64 || zf.UncompressedSize64 > math.MaxInt64 {
+			return 0, 0, fmt.Sprintf("its storage member %s has inconsistent sizes", zf.Name)
+		}
+		off, err := zf.DataOffset()
+		if err != nil {
+			return 0, 0, fmt.Sprintf("cannot read the local header of its storage member %s: %v", zf.Name, err)
+		}
+		have := int64(zf.UncompressedSize64)
+		if off < 0 || off > f.Size() || have > f.Size()-off {
+			return 0, 0, fmt.Sprintf("its storage member %s runs past the end of the file", zf.Name)
+		}
+		if need > have {
+			return 0, 0, fmt.Sprintf("its storage member %s holds %d bytes, %d %s elements need %d", zf.Name, have, st.numel, st.typ.name, need)
+		}
+		spans[st] = span{off, need}
+		return off, need, ""
+	}
+	w := newPtWalker(st, spanOf)
+	w.m = m
+	w.pkl = pklMember
+	w.bigEndian = bigEndian
+	return ptFinish(w, root0, "pytorch")
+}
+
+// ptViewSpan locates a legacy storage view inside its root storage.
+func ptViewSpan(st *torchStorage, spanOf ptSpan) (int64, int64, string) {
+	off, size, msg := spanOf(st.root)
+	if msg != "" {
+		return 0, 0, msg
+	}
+	es := ptElemSize(st.root)
+	end, ok := ptAdd(st.viewOff, st.numel)
+	if ok {
+		end, ok = ptMul(end, es)
+	}
+	if !ok || end > size {
+		return 0, 0, fmt.Sprintf("storage view %q (elements %d..+%d) reaches past its storage %q", st.key, st.viewOff, st.numel, st.root.key)
+	}
+	return off + st.viewOff*es, st.numel * es, ""
+}
+
+func ptMul(a, b int64) (int64, bool) {
+	if a < 0 || b < 0 || (b != 0 && a > math.MaxInt64/b) {
+		return 0, false
+	}
+	return a * b, true
+}
+
+func ptAdd(a, b int64) (int64, bool) {
+	if a < 0 || b < 0 || a > math.MaxInt64-b {
+		return 0, false
+	}
+	return a + b, true
+}
+
+const ptLegacyProtocol = 1001
+
+func parseTorchLegacy(f index.File) (*index.Index, error) {
+	file := f.Name()
+	size := f.Size()
+	st := ptStream{file: file, base: 0, size: size}
+	m := st.machine(io.NewSectionReader(f, 0, size), pickle.PlainEnv{})
+	magic, err := m.Run()
+	if err != nil {
+		return nil, st.err(err)
+	}
+	if b, ok := magic.(*big.Int); !ok || b.Cmp(ptLegacyMagic) != 0 {
+		return nil, index.Errorf(file, 0, "not a PyTorch checkpoint (no zip header and no legacy magic number)")
+	}
+	at := m.Pos()
+	proto, err := m.Run()
+	if err != nil {
+		return nil, st.err(err)
+	}
+	if p, ok := proto.(int64); !ok || p != ptLegacyProtocol {
+		return nil, index.Errorf(file, at, "legacy PyTorch protocol version %s (want %d)", pickle.Repr(proto, 40), ptLegacyProtocol)
+	}
+	at = m.Pos()
+	sysInfo, err := m.Run()
+	if err != nil {
+		return nil, st.err(err)
+	}
+	if _, ok := sysInfo.(*pickle.Dict); !ok {
+		return nil, index.Errorf(file, at, "legacy sys_info is a %s, not a dict", pickle.TypeName(sysInfo))
+	}
+	mainAt := m.Pos()
+	env := newTorchEnv()
+	m.SetEnv(env)
+	root, err := m.Run()
+	if err != nil {
+		return nil, st.err(err)
+	}
+	at = m.Pos()
+	m.SetEnv(pickle.PlainEnv{})
+	keysV, err := m.Run()
+	if err != nil {
+		return nil, st.err(err)
+	}
+	keys, ok := pickle.Items(keysV)
+	if !ok {
+		return nil, index.Errorf(file, at, "legacy storage key list is a %s, not a list", pickle.TypeName(keysV))
+	}
+
+	// The storages follow, in the order of the key list.
+	type span struct{ off, size int64 }
+	spans := map[*torchStorage]span{}
+	pos := m.Pos()
+	for _, kv := range keys {
+		key, ok := torchKey(kv)
+		if !ok {
+			return nil, index.Errorf(file, at, "legacy storage key %s is not a string", pickle.Repr(kv, 40))
+		}
+		st := env.storages[key]
+		if st == nil {
+			return nil, index.Errorf(file, pos, "legacy storage %q is listed but no tensor uses it (its element size is unknown)", key)
+		}
+		if _, dup := spans[st]; dup {
+			return nil, index.Errorf(file, at, "legacy storage %q is listed twice", key)
+		}
+		var cnt [8]byte
+		if pos > size-8 {
+			return nil, index.Errorf(file, pos, "legacy storage %q: file ends before its element count", key)
+		}
+		if _, err := f.ReadAt(cnt[:], pos); err != nil {
+			return nil, index.Errorf(file, pos, "cannot read: %v", err)
+		}
+		n := int64(0)
+		for i := 7; i >= 0; i-- {
+			n = n<<8 | int64(cnt[i])
+		}
+		es := ptElemSize(st)
+		nb, ok := ptMul(n, es)
+		if es == 0 || !ok || nb > size-pos-8 {
+			return nil, index.Errorf(file, pos, "legacy storage %q of %d %s elements runs past the end of the file", key, n, st.typ.name)
+		}
+		if n != st.numel {
+			return nil, index.Errorf(file, pos, "legacy storage %q holds %d elements, the pickle says %d", key, n, st.numel)
+		}
+		spans[st] = span{pos + 8, nb}
+		pos += 8 + nb
+	}
+	var spanOf ptSpan
+	spanOf = func(st *torchStorage) (int64, int64, string) {
+		if st.root != nil {
+			return ptViewSpan(st, spanOf)
+		}
+		sp, ok := spans[st]
+		if !ok {
+			return 0, 0, fmt.Sprintf("its storage %q is not in the file's storage list", st.key)
+		}
+		return sp.off, sp.size, ""
+	}
+	w := newPtWalker(st, spanOf)
+	w.m = m
+	w.budget = pickle.NewBudget(at - mainAt)
+	return ptFinish(w, root, "pytorch")
+}
