@@ -332,6 +332,7 @@ var groupOf = map[string]string{
 	"cache-size":        groupRemote,
 	"allow-unvalidated": groupRemote,
 	"remote-timeout":    groupRemote,
+	"proxy":             groupRemote,
 	"inflate-mem":       groupRemote,
 	"inflate-disk":      groupRemote,
 
