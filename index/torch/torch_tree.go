@@ -46,9 +46,10 @@ import (
 // value 2^19 times are refused with the limit named, in time and memory
 // that follow the file.
 
-// ptSpan locates a storage's bytes: the file range [off, off+size) holding
-// its elements, or a message saying why it cannot be served.
-type ptSpan func(st *torchStorage) (off, size int64, msg string)
+// ptSpan locates a storage's bytes: the range [off, off+size) of source
+// src (0: the file; a deflated storage member is a source of its own)
+// holding its elements, or a message saying why it cannot be served.
+type ptSpan func(st *torchStorage) (src int, off, size int64, msg string)
 
 type ptWalker struct {
 	st        ptStream
@@ -536,11 +537,11 @@ func (w *ptWalker) tensor(t *torchTensor) error {
 	if !ok {
 		return index.ErrorAt(w.file, where, "shape %v of %s overflows", t.shape, t.dt)
 	}
-	off0, stBytes, msg := w.span(t.storage)
+	src, off0, stBytes, msg := w.span(t.storage)
 	if msg != "" {
 		return index.ErrorAt(w.file, where, "%s", msg)
 	}
-	out := index.Tensor{Name: name, DType: t.dt, Shape: append([]int64{}, t.shape...), Offset: off0, Size: size}
+	out := index.Tensor{Name: name, DType: t.dt, Shape: append([]int64{}, t.shape...), Source: src, Offset: off0, Size: size}
 	if n > 0 {
 		last := t.offset // index of the last reachable element
 		for i, d := range t.shape {

@@ -1,0 +1,128 @@
+package client
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/internal/testdata"
+)
+
+// deflatedTorchPy writes a torch.save state dict (several dtypes, views,
+// an empty tensor, a storage that compresses well) to argv[1]/plain.pt
+// and rewrites it with Python's zipfile as a non-Python writer would:
+// every member deflated (deflated.pt), or only the storages
+// (deflated_storages.pt). It prints, per rewritten file, the sha256 of
+// each tensor's C-order bytes as torch.load reads that file.
+const deflatedTorchPy = `
+import sys, os, zipfile, hashlib, json, torch
+out = sys.argv[1]
+g = torch.Generator().manual_seed(3)
+base = torch.randn(6, 8, generator=g)
+sd = {"w": base, "h": torch.randn(5, 7, generator=g).half(), "b": torch.randn(4, generator=g).bfloat16(),
+      "i": torch.arange(-20, 20, dtype=torch.int64), "m": torch.rand(3, 3, generator=g) > 0.5,
+      "t": base.t(), "s": base[2:, 1::3], "z": torch.zeros(0, 3), "big": torch.arange(40000, dtype=torch.float32) % 7}
+p = os.path.join(out, "plain.pt")
+torch.save(sd, p)
+def rewrite(dst, which):
+    with zipfile.ZipFile(p) as zi, zipfile.ZipFile(os.path.join(out, dst), "w") as zo:
+        for info in zi.infolist():
+            zo.writestr(info.filename, zi.read(info.filename), compress_type=zipfile.ZIP_DEFLATED if which(info.filename) else zipfile.ZIP_STORED)
+rewrite("deflated.pt", lambda n: True)
+rewrite("deflated_storages.pt", lambda n: "/data/" in n)
+res = {}
+for f in ("deflated.pt", "deflated_storages.pt"):
+    d = torch.load(os.path.join(out, f))
+    res[f] = {k: hashlib.sha256((v.view(torch.int16) if v.dtype == torch.bfloat16 else v).contiguous().numpy().tobytes()).hexdigest() for k, v in d.items()}
+print(json.dumps(res))
+`
+
+// TestStreamDeflatedTorchZip: a torch.save zip whose members are deflated
+// (as TorchSharp and other non-Python writers store them) is served
+// through the inflate path, every tensor byte-exact to torch.load of the
+// same file; a storage whose CRC-32 does not match fails its read instead
+// of serving wrong bytes.
+func TestStreamDeflatedTorchZip(t *testing.T) {
+	py := testdata.Python(t, "torch")
+	dir := t.TempDir()
+	out, err := exec.Command(py, "-c", deflatedTorchPy, dir).Output()
+	if err != nil {
+		t.Fatalf("python: %v", err)
+	}
+	var want map[string]map[string]string
+	if err := json.Unmarshal(out, &want); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{"deflated.pt", "deflated_storages.pt"} {
+		t.Run(file, func(t *testing.T) {
+			c, err := Open(filepath.Join(dir, file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if n := len(c.idx.Members); n != 7 { // w (with its views t, s), h, b, i, m, z, big
+				t.Errorf("%d members, want the 7 deflated storages", n)
+			}
+			for _, m := range c.idx.Members {
+				if m.Method != index.MethodDeflate {
+					t.Errorf("member %+v is not deflated", m)
+				}
+			}
+			s := newHashSink()
+			if err := c.Stream(context.Background(), s, StreamOptions{ChunkSize: 13, Parallel: 3}); err != nil {
+				t.Fatal(err)
+			}
+			if len(s.sums) != len(want[file]) {
+				t.Errorf("%d tensors (%s), torch has %d", len(s.sums), keys(s.sums), len(want[file]))
+			}
+			for name, sum := range want[file] {
+				if s.sums[name] != sum {
+					t.Errorf("%s: sha256 %s, torch says %s", name, s.sums[name], sum)
+				}
+			}
+		})
+	}
+
+	// The CRC-32 of storage data/8 ("big", 160000 bytes) in the central
+	// directory changed: that tensor's read fails, naming the CRC.
+	data, err := os.ReadFile(filepath.Join(dir, "deflated.pt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crc []byte
+	for _, zf := range zr.File {
+		if zf.UncompressedSize64 == 160000 {
+			crc = binary.LittleEndian.AppendUint32(nil, zf.CRC32)
+		}
+	}
+	at := bytes.LastIndex(data, crc)
+	if crc == nil || at < 0 {
+		t.Fatal("no storage of 160000 bytes")
+	}
+	data[at] ^= 1
+	bad := filepath.Join(dir, "badcrc.pt")
+	if err := os.WriteFile(bad, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(bad)
+	if err != nil {
+		t.Fatal(err) // the data are checked when read, not when opened
+	}
+	defer c.Close()
+	err = c.Stream(context.Background(), newHashSink(), StreamOptions{})
+	if err == nil || !strings.Contains(err.Error(), "CRC-32") {
+		t.Errorf("stream with a bad CRC-32: %v, want a CRC-32 error", err)
+	}
+}
