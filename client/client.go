@@ -262,6 +262,17 @@ func jsonValues(m map[string]any) map[string]any {
 	return out
 }
 
+// Notes returns what the checkpoint's parser left out of the tensors
+// without failing, one line each naming the file (index.Index.Notes: the
+// .npz members of no tensor dtype, which are in Metadata instead); nil
+// for most checkpoints and for a mount (whose server logged them).
+func (c *Checkpoint) Notes() []string {
+	if c.idx == nil {
+		return nil
+	}
+	return append([]string(nil), c.idx.Notes...)
+}
+
 // Tensors returns every tensor in index order (sorted by name). The slice
 // is a copy; the Shape slices are shared and must not be modified.
 func (c *Checkpoint) Tensors() []TensorInfo { return append([]TensorInfo(nil), c.tensors...) }

@@ -1,6 +1,8 @@
 package formats
 
 import (
+	"archive/zip"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -572,4 +574,43 @@ func TestLoadDirectoryOfNPY(t *testing.T) {
 	ldWrite(t, dir, "model.safetensors", stBuild(nil, true, stT{Name: "w", DType: "F32", Shape: []int{1}, Bytes: 4}))
 	_, err = ldLoad(t, dir, nil)
 	stCheckError(t, err, "mixes checkpoint formats: bias.npy is numpy, model.safetensors is safetensors")
+}
+
+// TestLoadNotesNameTheFile: an .npz with a string member beside its
+// arrays loads; the note the parser leaves says which file, and the
+// member is in the metadata.
+func TestLoadNotesNameTheFile(t *testing.T) {
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for name, data := range map[string][]byte{"w.npy": ldNPY(2), "format.npy": ldNPYHeader("{'descr': '|S3', 'fortran_order': False, 'shape': (), }", []byte("csr"))} {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(data)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "m.npz")
+	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := ldLoad(t, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idx.Tensors) != 1 || idx.Metadata["format"] != "csr" {
+		t.Errorf("tensors %v, metadata %v", idx.Tensors, idx.Metadata)
+	}
+	if len(idx.Notes) != 1 || !strings.HasPrefix(idx.Notes[0], p+": 1 .npz member(s) of no tensor dtype") || !strings.Contains(idx.Notes[0], `"format" (|S3)`) {
+		t.Errorf("notes %q", idx.Notes)
+	}
+}
+
+// ldNPYHeader is a version 1.0 .npy of header h and data.
+func ldNPYHeader(h string, data []byte) []byte {
+	h += "\n"
+	b := append([]byte("\x93NUMPY\x01\x00"), byte(len(h)), byte(len(h)>>8))
+	return append(append(b, h...), data...)
 }

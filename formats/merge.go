@@ -59,6 +59,9 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 			m.File += base
 			out.Members = append(out.Members, m)
 		}
+		for _, n := range p.idx.Notes {
+			out.Notes = append(out.Notes, index.Printable(p.path+": "+n))
+		}
 		for _, t := range p.idx.Tensors {
 			t.Source += base
 			out.Tensors = append(out.Tensors, t)

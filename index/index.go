@@ -52,6 +52,11 @@ type Index struct {
 	// range of one (see Member), in Source order; nil for most
 	// checkpoints.
 	Members []Member
+	// Notes are what a parser left out of the tensors without failing,
+	// one line each without the file name (the .npz members of no
+	// tensor dtype it put in Metadata instead); every command that opens
+	// the checkpoint logs them. nil for most checkpoints.
+	Notes []string
 }
 
 // Member is a source that is not a file of its own but derived from a

@@ -96,6 +96,7 @@ func runConvert(args []string) error {
 		return err
 	}
 	defer ck.Close()
+	logNotes(ck.Notes())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -60,6 +60,7 @@ func uploadForMount(source string, ckpt *checkpoint, view dtype.DType, dev int, 
 		ck, err = client.OpenWith(source, client.Options{Backing: &backing.Options{Mode: backing.Pread}})
 		if err == nil {
 			defer ck.Close()
+			logNotes(ck.Notes())
 		}
 	} else {
 		ck, err = client.FromIndex(source, ckpt.idx, ckpt.sources)

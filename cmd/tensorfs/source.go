@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 
@@ -49,6 +50,7 @@ func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 		}
 		return nil, err
 	}
+	logNotes(ck.Index.Notes)
 	return &checkpoint{idx: ck.Index, sources: ck.Sources, remote: ck.Remote}, nil
 }
 
@@ -95,4 +97,13 @@ func (c *checkpoint) find(name string) (*index.Tensor, bool) {
 		}
 	}
 	return nil, false
+}
+
+// logNotes writes the checkpoint's notes (index.Index.Notes: what its
+// parser left out of the tensors without failing) to stderr, one line
+// each.
+func logNotes(notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(os.Stderr, "tensorfs: %s\n", n)
+	}
 }
