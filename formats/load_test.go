@@ -106,6 +106,10 @@ func ldLoad(t *testing.T, path string, o *ldOpener) (*index.Index, error) {
 		t.Fatalf("%d files for %d sources", len(files), len(idx.Sources))
 	}
 	for i, f := range files {
+		if idx.Member(i) != nil {
+			f.(interface{ Close() error }).Close() // a member's source, decoded or joined from the files
+			continue
+		}
 		if abs, _ := filepath.Abs(f.Name()); abs != idx.Sources[i] {
 			t.Errorf("files[%d] is %s, Sources[%d] is %s, want %s", i, f.Name(), i, idx.Sources[i], abs)
 		}
@@ -613,4 +617,33 @@ func ldNPYHeader(h string, data []byte) []byte {
 	h += "\n"
 	b := append([]byte("\x93NUMPY\x01\x00"), byte(len(h)), byte(len(h)>>8))
 	return append(append(b, h...), data...)
+}
+
+// TestLoadPaddle: a .pdparams file loads; a pickle of a dict without
+// numpy arrays is not claimed (the unknown-file line, and a directory
+// skips it beside the checkpoint).
+func TestLoadPaddle(t *testing.T) {
+	fixtures := filepath.Join("..", "index", "paddle", "testdata")
+	pd, err := os.ReadFile(filepath.Join(fixtures, "big_p2.pdparams"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ints, err := os.ReadFile(filepath.Join(fixtures, "ints_only.pkl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ldWrite(t, dir, "model.pdparams", pd)
+	ldWrite(t, dir, "vocab.pkl", ints)
+	for _, p := range []string{filepath.Join(dir, "model.pdparams"), dir} {
+		idx, err := ldLoad(t, p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if idx.Format != "paddle" || len(idx.Tensors) != 9 || len(idx.Members) == 0 {
+			t.Errorf("%s: format %q, %d tensors, %d members", p, idx.Format, len(idx.Tensors), len(idx.Members))
+		}
+	}
+	_, err = ldLoad(t, filepath.Join(dir, "vocab.pkl"), nil)
+	stCheckError(t, err, "vocab.pkl: not a checkpoint tensorfs knows (want safetensors, PyTorch, GGUF, .npy, .npz or PaddlePaddle); it is a pickle of a dict without numpy arrays")
 }

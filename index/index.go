@@ -80,6 +80,16 @@ type Member struct {
 	CompressedSize int64
 	Size           int64
 	CRC32          uint32
+	// Parts are, for MethodConcat, the ranges whose bytes it is, in
+	// order (their Sizes add up to Size); File is the first part's.
+	Parts []Part
+}
+
+// Part is one range of a MethodConcat member: [Offset, Offset+Size) of
+// Sources[Source], a file or a member before it.
+type Part struct {
+	Source       int
+	Offset, Size int64
 }
 
 // Member methods (Member.Method).
@@ -91,6 +101,10 @@ const (
 	// member: the bytes pickle protocol 2 writes as
 	// _codecs.encode(str, "latin1"). Not a zip method.
 	MethodLatin1 uint16 = 0xFF01
+	// MethodConcat is the ranges Member.Parts end to end: one tensor
+	// that a writer split into slices (PaddlePaddle's name@@.N slices of
+	// a parameter over 1 GiB). Not a zip method; nothing is decoded.
+	MethodConcat uint16 = 0xFF02
 )
 
 // Member returns the member that source is, or nil when it is a file.
