@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -172,5 +173,64 @@ func TestStreamPaddle(t *testing.T) {
 	}
 	if concat == 0 {
 		t.Error("no joined parameter read through a concatenation")
+	}
+}
+
+// TestStreamModernTorchDtypes: torch 2.6's file of every dtype (the four
+// float8 kinds, the fnuz ones included, uint16/32/64, complex, bool, an
+// empty and a 0-d tensor, a view) loads whole, each tensor byte-exact as
+// stored (modern/EXPECTED.json, written by torch), its dtype the one
+// torch names.
+func TestStreamModernTorchDtypes(t *testing.T) {
+	raw, err := os.ReadFile(testdata.Path(t, "modern/EXPECTED.json"))
+	if err != nil {
+		testdata.SkipOrFail(t, "no modern/EXPECTED.json: "+err.Error())
+	}
+	var exp struct {
+		Cases map[string]struct {
+			Tensors []struct {
+				DType string  `json:"dtype"`
+				FQN   string  `json:"fqn"`
+				SHA   string  `json:"sha256"`
+				Shape []int64 `json:"shape"`
+			} `json:"tensors"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(raw, &exp); err != nil {
+		t.Fatal(err)
+	}
+	want := exp.Cases["torch26_dtypes.pt"].Tensors
+	if len(want) < 15 {
+		t.Fatalf("EXPECTED.json lists %d tensors of torch26_dtypes.pt", len(want))
+	}
+	c, err := Open(testdata.Path(t, "modern/torch26_dtypes.pt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := newHashSink()
+	if err := c.Stream(context.Background(), s, StreamOptions{ChunkSize: 7}); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{ // torch's dtype names, as tensorfs names them
+		"bfloat16": "BF16", "bool": "BOOL", "complex64": "C64", "float16": "F16", "float32": "F32",
+		"float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "float8_e4m3fnuz": "F8_E4M3FNUZ", "float8_e5m2fnuz": "F8_E5M2FNUZ",
+		"int8": "I8", "uint8": "U8", "uint16": "U16", "uint32": "U32", "uint64": "U64",
+	}
+	if len(s.sums) != len(want) {
+		t.Errorf("%d tensors (%s), torch saved %d", len(s.sums), keys(s.sums), len(want))
+	}
+	for _, w := range want {
+		info, ok := c.Tensor(w.FQN)
+		if !ok {
+			t.Errorf("%s: missing", w.FQN)
+			continue
+		}
+		if info.DType.String() != names[w.DType] || !reflect.DeepEqual(append([]int64{}, info.Shape...), append([]int64{}, w.Shape...)) {
+			t.Errorf("%s: %s%v, torch says %s%v", w.FQN, info.DType, info.Shape, w.DType, w.Shape)
+		}
+		if s.sums[w.FQN] != w.SHA {
+			t.Errorf("%s (%s): sha256 %s, torch says %s", w.FQN, w.DType, s.sums[w.FQN], w.SHA)
+		}
 	}
 }

@@ -65,8 +65,10 @@ type Index struct {
 // Unserved is one entry of a checkpoint that tensorfs lists but does not
 // serve, so that one thing it cannot read never costs the rest of the file:
 // a tensor of a type it does not know (a GGUF type code newer than this
-// build: its size cannot be computed) or, for other formats, a member that
-// is not an array of numbers. It is in index.json ("unserved"), each
+// build: its size cannot be computed), a PyTorch tensor of a dtype
+// tensorfs has no type for (float4_e2m1fn_x2). (An .npz member of no
+// tensor dtype is Metadata and a Note instead: it has no tensor to miss.)
+// It is in index.json ("unserved"), each
 // command that opens the checkpoint logs one line for it, `convert` refuses
 // to write an incomplete OUT and `load` fails after the rest.
 type Unserved struct {

@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
 // membersScript writes, with numpy and torch, into argv[1]: scipy.npz
@@ -93,6 +97,29 @@ func TestPartlyReadable(t *testing.T) {
 	if s := m.Stderr(); strings.Count(s, "of no tensor dtype") != 1 {
 		t.Errorf("server log: %q", s)
 	}
+
+	// torch 2.6's dtypes: every tensor served as stored, its dtype in the
+	// xattr and index.json; the .f32 view holds what converts (the float8
+	// kinds, fnuz ones too) and not what does not (complex, uint64).
+	modern := filepath.Join(testdata.Dir(t), "modern", "torch26_dtypes.pt")
+	m = mount(t, modern)
+	x := make([]byte, 64)
+	for name, dt := range map[string]string{"f8_e4m3fnuz": "F8_E4M3FNUZ", "f8_e5m2fnuz": "F8_E5M2FNUZ", "c64": "C64", "u64": "U64", "u16": "U16"} {
+		n, err := unix.Getxattr(m.Path(name), "user.tensorfs.dtype", x)
+		if err != nil || string(x[:n]) != dt {
+			t.Errorf("%s: dtype xattr %q %v, want %s", name, x[:max(n, 0)], err, dt)
+		}
+	}
+	for name, in := range map[string]bool{"f8_e4m3fnuz": true, "f8_e5m2fnuz": true, "f8_e4m3fn": true, "c64": false, "u64": false} {
+		if _, err := os.Stat(m.Path(".f32/" + name)); (err == nil) != in {
+			t.Errorf(".f32/%s: %v, want present %v", name, err, in)
+		}
+	}
+	b, err = os.ReadFile(m.Path(".tensorfs/index.json"))
+	if err != nil || !strings.Contains(string(b), `"F8_E4M3FNUZ"`) {
+		t.Errorf("index.json of torch26_dtypes.pt: %v, no F8_E4M3FNUZ", err)
+	}
+	m.Unmount()
 
 	// PaddlePaddle: a parameter split into slices is one tensor.
 	pd, err := filepath.Abs(filepath.Join("..", "index", "paddle", "testdata", "big_p2.pdparams"))

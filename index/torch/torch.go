@@ -31,6 +31,10 @@ package torch
 //     as one range (Strides nil); any other view keeps its strides (the
 //     view layer gathers), after checking that every element it can reach
 //     lies inside its storage. Negative strides are refused.
+//   - A tensor of a dtype tensorfs has no type for (float4_e2m1fn_x2, the
+//     bits* dtypes) is listed in Index.Unserved and the rest served; every
+//     dtype it has a type for (the float8 kinds, uint16/32/64, complex) is
+//     served as stored.
 //   - Quantized, sparse, meta and other special tensors refuse the file,
 //     naming the tensor. TorchScript constants (constants.pkl) and code are
 //     not served; a TorchScript archive or a checkpoint without tensors
