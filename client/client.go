@@ -270,6 +270,17 @@ func jsonValues(m map[string]any) map[string]any {
 	return out
 }
 
+// Notes returns what the checkpoint's parser left out of the tensors
+// without failing, one line each naming the file (index.Index.Notes: the
+// .npz members of no tensor dtype, which are in Metadata instead); nil
+// for most checkpoints and for a mount (whose server logged them).
+func (c *Checkpoint) Notes() []string {
+	if c.idx == nil {
+		return nil
+	}
+	return append([]string(nil), c.idx.Notes...)
+}
+
 // Unserved is an entry of the checkpoint that is not served: a tensor of
 // a type this tensorfs does not know (index.Unserved), in name order. Its
 // data cannot be read through the client.

@@ -1,11 +1,13 @@
 package formats
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/gguf"
+	"github.com/lazyweights/tensorfs/index/paddle"
 )
 
 // dir loads a SOURCE that is a directory.
@@ -62,6 +64,10 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 			return nil, index.ErrorAt(dir, "", "more than %d checkpoint files", index.MaxShards)
 		}
 		idx, err := fm.Parse(f)
+		if errors.Is(err, paddle.ErrNotPaddle) {
+			l.release(f) // a pickle of other data: not a checkpoint
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -77,7 +83,7 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory: %s", refused)
 	}
 	if len(parts) == 0 {
-		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory (%d files looked at; want a *.index.json weight map or safetensors, PyTorch, GGUF, .npy or .npz files)", len(files))
+		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory (%d files looked at; want a *.index.json weight map or safetensors, PyTorch, GGUF, .npy, .npz or PaddlePaddle files)", len(files))
 	}
 	if parts[0].idx.Format == "gguf" {
 		if len(parts) == 1 {

@@ -11,6 +11,7 @@ import (
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/gguf"
 	"github.com/lazyweights/tensorfs/index/numpy"
+	"github.com/lazyweights/tensorfs/index/paddle"
 	"github.com/lazyweights/tensorfs/index/safetensors"
 	"github.com/lazyweights/tensorfs/index/torch"
 )
@@ -41,7 +42,32 @@ var Table = []Format{
 	{Name: "pytorch", Sniff: torch.Sniff, Parse: torch.Parse},
 	{Name: "npz", Sniff: numpy.SniffNPZ, Parse: parseNPZ},
 	{Name: "safetensors", Sniff: safetensors.Sniff, Parse: safetensors.Parse},
+	// Last: any pickle of a dict is sniffed; Parse tells a Paddle file
+	// (numpy arrays) from other pickles, which are not claimed.
+	{Name: "paddle", Sniff: paddle.Sniff, Parse: parsePaddle},
 }
+
+// unknownMsg is the message for a file no row of Table reads.
+const unknownMsg = "not a checkpoint tensorfs knows (want safetensors, PyTorch, GGUF, .npy, .npz or PaddlePaddle)"
+
+// parsePaddle is paddle.Parse, which leaves a pickle without numpy
+// arrays (paddle.ErrNotPaddle) unclaimed: it is reported as a file that
+// is no checkpoint, not as a broken Paddle one.
+func parsePaddle(f index.File) (*index.Index, error) {
+	idx, err := paddle.Parse(f)
+	if errors.Is(err, paddle.ErrNotPaddle) {
+		return nil, unclaimed{&index.FormatError{File: f.Name(), Offset: -1, Msg: unknownMsg + "; it is a pickle of a dict without numpy arrays"}}
+	}
+	return idx, err
+}
+
+// unclaimed is the error for a file that a row sniffed but is not of its
+// format after all (a pickle without numpy arrays): a *index.FormatError
+// that is also paddle.ErrNotPaddle, so that a directory skips the file
+// as it skips any file that is not a checkpoint.
+type unclaimed struct{ *index.FormatError }
+
+func (u unclaimed) Unwrap() []error { return []error{u.FormatError, paddle.ErrNotPaddle} }
 
 // parseNPZ is numpy.ParseNPZ, which hands a torch.save zip archive (no
 // arrays, a data.pkl) to torch.ParseZip.
@@ -81,7 +107,7 @@ func ParseFile(f index.File) (*index.Index, error) {
 		}
 	}
 	if !ok {
-		return nil, &index.FormatError{File: f.Name(), Offset: -1, Msg: "not a checkpoint tensorfs knows (want safetensors, PyTorch, GGUF, .npy or .npz)" + describeHead(head)}
+		return nil, &index.FormatError{File: f.Name(), Offset: -1, Msg: unknownMsg + describeHead(head)}
 	}
 	return fm.Parse(f)
 }

@@ -1,6 +1,8 @@
 package formats
 
 import (
+	"archive/zip"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -104,6 +106,10 @@ func ldLoad(t *testing.T, path string, o *ldOpener) (*index.Index, error) {
 		t.Fatalf("%d files for %d sources", len(files), len(idx.Sources))
 	}
 	for i, f := range files {
+		if idx.Member(i) != nil {
+			f.(interface{ Close() error }).Close() // a member's source, decoded or joined from the files
+			continue
+		}
 		if abs, _ := filepath.Abs(f.Name()); abs != idx.Sources[i] {
 			t.Errorf("files[%d] is %s, Sources[%d] is %s, want %s", i, f.Name(), i, idx.Sources[i], abs)
 		}
@@ -572,4 +578,72 @@ func TestLoadDirectoryOfNPY(t *testing.T) {
 	ldWrite(t, dir, "model.safetensors", stBuild(nil, true, stT{Name: "w", DType: "F32", Shape: []int{1}, Bytes: 4}))
 	_, err = ldLoad(t, dir, nil)
 	stCheckError(t, err, "mixes checkpoint formats: bias.npy is numpy, model.safetensors is safetensors")
+}
+
+// TestLoadNotesNameTheFile: an .npz with a string member beside its
+// arrays loads; the note the parser leaves says which file, and the
+// member is in the metadata.
+func TestLoadNotesNameTheFile(t *testing.T) {
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for name, data := range map[string][]byte{"w.npy": ldNPY(2), "format.npy": ldNPYHeader("{'descr': '|S3', 'fortran_order': False, 'shape': (), }", []byte("csr"))} {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(data)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "m.npz")
+	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := ldLoad(t, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idx.Tensors) != 1 || idx.Metadata["format"] != "csr" {
+		t.Errorf("tensors %v, metadata %v", idx.Tensors, idx.Metadata)
+	}
+	if len(idx.Notes) != 1 || !strings.HasPrefix(idx.Notes[0], p+": 1 .npz member(s) of no tensor dtype") || !strings.Contains(idx.Notes[0], `"format" (|S3)`) {
+		t.Errorf("notes %q", idx.Notes)
+	}
+}
+
+// ldNPYHeader is a version 1.0 .npy of header h and data.
+func ldNPYHeader(h string, data []byte) []byte {
+	h += "\n"
+	b := append([]byte("\x93NUMPY\x01\x00"), byte(len(h)), byte(len(h)>>8))
+	return append(append(b, h...), data...)
+}
+
+// TestLoadPaddle: a .pdparams file loads; a pickle of a dict without
+// numpy arrays is not claimed (the unknown-file line, and a directory
+// skips it beside the checkpoint).
+func TestLoadPaddle(t *testing.T) {
+	fixtures := filepath.Join("..", "index", "paddle", "testdata")
+	pd, err := os.ReadFile(filepath.Join(fixtures, "big_p2.pdparams"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ints, err := os.ReadFile(filepath.Join(fixtures, "ints_only.pkl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ldWrite(t, dir, "model.pdparams", pd)
+	ldWrite(t, dir, "vocab.pkl", ints)
+	for _, p := range []string{filepath.Join(dir, "model.pdparams"), dir} {
+		idx, err := ldLoad(t, p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if idx.Format != "paddle" || len(idx.Tensors) != 9 || len(idx.Members) == 0 {
+			t.Errorf("%s: format %q, %d tensors, %d members", p, idx.Format, len(idx.Tensors), len(idx.Members))
+		}
+	}
+	_, err = ldLoad(t, filepath.Join(dir, "vocab.pkl"), nil)
+	stCheckError(t, err, "vocab.pkl: not a checkpoint tensorfs knows (want safetensors, PyTorch, GGUF, .npy, .npz or PaddlePaddle); it is a pickle of a dict without numpy arrays")
 }

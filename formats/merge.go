@@ -49,15 +49,28 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 			if m.Source != 1+i || m.File < 0 || m.File >= m.Source {
 				return fail(index.ErrorAt(p.path, "", "internal error: the %s parser returned member %d as source %d of source %d", p.idx.Format, i, m.Source, m.File))
 			}
-			src, err := l.openMember(files[base+m.File], m)
+			var src index.File
+			var err error
+			if m.Method == index.MethodConcat {
+				src, err = concatMember(p.path, files[base:], m)
+			} else {
+				src, err = l.openMember(files[base+m.File], m)
+			}
 			if err != nil {
 				return fail(err)
+			}
+			m.Parts = slices.Clone(m.Parts)
+			for j := range m.Parts {
+				m.Parts[j].Source += base
 			}
 			members = append(members, src)
 			files = append(files, src)
 			m.Source += base
 			m.File += base
 			out.Members = append(out.Members, m)
+		}
+		for _, n := range p.idx.Notes {
+			out.Notes = append(out.Notes, index.Printable(p.path+": "+n))
 		}
 		for _, t := range p.idx.Tensors {
 			t.Source += base
@@ -83,6 +96,29 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 	}
 	l.files = append(l.files, files...)
 	return out, nil
+}
+
+// concatMember opens the source of a MethodConcat member m: its parts,
+// ranges of files (the part's sources, numbered from 0), end to end.
+func concatMember(path string, files []index.File, m index.Member) (index.File, error) {
+	where := "tensor " + strconv.Quote(m.Name)
+	parts := make([]backing.ConcatPart, len(m.Parts))
+	total := int64(0)
+	for i, p := range m.Parts {
+		if p.Source < 0 || p.Source >= m.Source || p.Source >= len(files) || p.Offset < 0 || p.Size < 0 || p.Offset > files[p.Source].Size()-p.Size {
+			return nil, index.ErrorAt(path, where, "internal error: part %d [%d, +%d) of source %d", i, p.Offset, p.Size, p.Source)
+		}
+		parts[i] = backing.ConcatPart{Src: files[p.Source], Off: p.Offset, Size: p.Size}
+		total += p.Size
+	}
+	if total != m.Size {
+		return nil, index.ErrorAt(path, where, "internal error: parts of %d bytes for a member of %d", total, m.Size)
+	}
+	src, err := backing.Concat(path+":"+m.Name, parts)
+	if err != nil {
+		return nil, index.ErrorAt(path, where, "internal error: %v", err)
+	}
+	return src, nil
 }
 
 // openMember opens the source of member m of f (a file or a member): it

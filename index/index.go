@@ -55,13 +55,20 @@ type Index struct {
 	// Unserved lists, sorted by Name, what the checkpoint holds that
 	// tensorfs does not serve (see Unserved); nil for most checkpoints.
 	Unserved []Unserved
+	// Notes are what a parser left out of the tensors without failing,
+	// one line each without the file name (the .npz members of no
+	// tensor dtype it put in Metadata instead); every command that opens
+	// the checkpoint logs them. nil for most checkpoints.
+	Notes []string
 }
 
 // Unserved is one entry of a checkpoint that tensorfs lists but does not
 // serve, so that one thing it cannot read never costs the rest of the file:
 // a tensor of a type it does not know (a GGUF type code newer than this
-// build: its size cannot be computed) or, for other formats, a member that
-// is not an array of numbers. It is in index.json ("unserved"), each
+// build: its size cannot be computed), a PyTorch tensor of a dtype
+// tensorfs has no type for (float4_e2m1fn_x2). (An .npz member of no
+// tensor dtype is Metadata and a Note instead: it has no tensor to miss.)
+// It is in index.json ("unserved"), each
 // command that opens the checkpoint logs one line for it, `convert` refuses
 // to write an incomplete OUT and `load` fails after the rest.
 type Unserved struct {
@@ -98,6 +105,16 @@ type Member struct {
 	// row-major) are tiled from chunks in other sources; Offset,
 	// CompressedSize and CRC32 are unused, File is the first chunk's.
 	Tiles *Tiles
+	// Parts are, for MethodConcat, the ranges whose bytes it is, in
+	// order (their Sizes add up to Size); File is the first part's.
+	Parts []Part
+}
+
+// Part is one range of a MethodConcat member: [Offset, Offset+Size) of
+// Sources[Source], a file or a member before it.
+type Part struct {
+	Source       int
+	Offset, Size int64
 }
 
 // Tiles describes a tensor tiled from chunks, as a distributed checkpoint
@@ -132,6 +149,10 @@ const (
 	// (Member.Tiles): read by gathering, never decoded whole. Not a zip
 	// method.
 	MethodTiles uint16 = 0xFF02
+	// MethodConcat is the ranges Member.Parts end to end: one tensor
+	// that a writer split into slices (PaddlePaddle's name@@.N slices of
+	// a parameter over 1 GiB). Not a zip method; nothing is decoded.
+	MethodConcat uint16 = 0xFF03
 )
 
 // Member returns the member that source is, or nil when it is a file.

@@ -288,7 +288,8 @@ def np_ref(path):
             items = [(os.path.splitext(os.path.basename(path))[0], np.load(path, allow_pickle=False))]
     except Exception:
         return None
-    return {k: np.ascontiguousarray(a.astype(a.dtype.newbyteorder("<"))).tobytes() for k, a in items}
+    # Members of no tensor dtype (strings, records) are in the metadata, not tensors.
+    return {k: np.ascontiguousarray(a.astype(a.dtype.newbyteorder("<"))).tobytes() for k, a in items if a.dtype.names is None and a.dtype.kind in "biufc"}
 
 def st_ref(path):
     if os.path.isdir(path):

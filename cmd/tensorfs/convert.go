@@ -78,6 +78,7 @@ func runConvert(args []string) error {
 		return err
 	}
 	defer ck.Close()
+	logNotes(ck.Notes())
 	if us := ck.Unserved(); len(us) > 0 {
 		logUnserved(source, us)
 		return fmt.Errorf("convert: %s: cannot write %s: %s; %s not written", source, plural(len(us), "tensor"), unservedNames(us), out)

@@ -168,6 +168,7 @@ func runLoad(args []string) error {
 		return err
 	}
 	defer ck.Close()
+	logNotes(ck.Notes())
 	if ck.IsMount() && f.isSet("io") {
 		return usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", source)
 	}

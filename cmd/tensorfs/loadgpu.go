@@ -84,6 +84,7 @@ func loadGPU(f *flags, g gpuLoad) error {
 		return err
 	}
 	defer ck.Close()
+	logNotes(ck.Notes())
 	if ck.IsMount() && g.ioSet {
 		return usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", g.source)
 	}

@@ -53,6 +53,7 @@ func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 		}
 		return nil, err
 	}
+	logNotes(ck.Index.Notes)
 	for _, u := range ck.Index.Unserved {
 		logUnserved(path, []client.Unserved{{Name: u.Name, Type: u.Type, Why: u.Why}})
 	}
@@ -102,6 +103,15 @@ func (c *checkpoint) find(name string) (*index.Tensor, bool) {
 		}
 	}
 	return nil, false
+}
+
+// logNotes writes the checkpoint's notes (index.Index.Notes: what its
+// parser left out of the tensors without failing) to stderr, one line
+// each.
+func logNotes(notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(os.Stderr, "tensorfs: %s\n", n)
+	}
 }
 
 // logUnserved writes one line to stderr for each entry of the checkpoint

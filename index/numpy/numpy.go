@@ -19,8 +19,14 @@ package numpy
 //     member without ".npy". A member without ".npy" is a tensor under its
 //     whole name when it starts with the .npy magic (numpy.load reads it
 //     as an array too); other members are ignored (numpy gives them as
-//     bytes). A member whose dtype is refused refuses the whole file (the
-//     message names the member) — a mount never silently lacks an array.
+//     bytes). A member of no tensor dtype (string, bytes, record, object,
+//     datetime: scipy.sparse.save_npz writes its format as |S3, test
+//     goldens keep class names as <U) never costs the file: the numeric
+//     members are served, each other member is a Metadata entry under
+//     its name (npz_other.go: a fixed-width string array as its values,
+//     anything else as its dtype, shape and size) and Index.Notes says
+//     which, in one line. An .npz with no numeric member is refused, the
+//     message naming the first member and its dtype.
 //   - Stored members (np.savez) are ranges of the file. A deflated member
 //     (np.savez_compressed) is a source of its own (Index.Members): its
 //     .npy header is inflated here to be parsed, its data is inflated by
@@ -77,6 +83,14 @@ type npyArray struct {
 	shape     []int64
 	dataOff   int64 // from the start of the .npy
 	size      int64 // bytes of data
+	// notNumeric is set (the message a plain .npy is refused with) when
+	// the array has no tensor dtype: strings, records, objects,
+	// datetimes. Then dt is Invalid, descr is the dtype as the header
+	// writes it, and size is the data's bytes only for a fixed-width
+	// string (item > 0), else -1.
+	notNumeric error
+	descr      string
+	item       int64 // bytes per element of a fixed-width string ('S': n, 'U': 4n)
 }
 
 // npyReadHeader parses the .npy at [base, base+avail) of f. where names
@@ -155,10 +169,13 @@ func npyReadHeader(f index.File, base, avail int64, where string) (*npyArray, er
 			seen[0] = true
 			s, ok := v.(string)
 			if !ok {
-				return nil, fail(hstart, "structured dtype %s is not supported (no tensor dtype for records)", npyShort(v))
+				a.descr = npyShort(v)
+				a.notNumeric = fail(hstart, "structured dtype %s is not supported (no tensor dtype for records)", a.descr)
+				continue
 			}
+			a.descr = s
 			if a.dt, a.bigEndian, err = DType(s); err != nil {
-				return nil, fail(hstart, "%v", err)
+				a.notNumeric = fail(hstart, "%v", err)
 			}
 		case "fortran_order":
 			seen[1] = true
@@ -196,6 +213,16 @@ func npyReadHeader(f index.File, base, avail int64, where string) (*npyArray, er
 	n64, ok := index.Elements(a.shape)
 	if !ok {
 		return nil, fail(hstart, "shape %v overflows", a.shape)
+	}
+	if a.notNumeric != nil {
+		a.size = -1
+		if a.item = npyStringItem(a.descr); a.item > 0 {
+			if n64 > (avail-a.dataOff)/a.item {
+				return nil, fail(a.dataOff, "string array data of %d %s elements runs past the end (%d bytes left)", n64, a.descr, avail-a.dataOff)
+			}
+			a.size = n64 * a.item
+		}
+		return a, nil
 	}
 	if a.size, ok = a.dt.ByteSize(n64); !ok {
 		return nil, fail(hstart, "shape %v of %s overflows", a.shape, a.dt)
@@ -333,6 +360,9 @@ func ParseNPY(f index.File) (*index.Index, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.notNumeric != nil {
+		return nil, a.notNumeric
+	}
 	return &index.Index{Format: "numpy", Sources: []string{f.Name()}, Metadata: map[string]any{},
 		Tensors: []index.Tensor{npyTensor(index.BaseName(f.Name()), a, 0)}}, nil
 }
@@ -367,6 +397,7 @@ func ParseNPZ(f index.File) (*index.Index, error) {
 		return nil, err
 	}
 	var ts []index.Tensor
+	var others []npzOther // members that are arrays of no tensor dtype
 	idx := &index.Index{Format: "numpy", Sources: []string{file}, Metadata: map[string]any{}}
 	seen := map[string]bool{}
 	hasPkl := false
@@ -397,6 +428,10 @@ func ParseNPZ(f index.File) (*index.Index, error) {
 			if err != nil {
 				return nil, err
 			}
+			if a.notNumeric != nil {
+				others = append(others, npzOther{name: name, zf: zf, a: a, off: -1})
+				continue
+			}
 			idx.Sources = append(idx.Sources, file+":"+zf.Name)
 			idx.Members = append(idx.Members, *m)
 			t := npyTensor(name, a, 0)
@@ -419,10 +454,20 @@ func ParseNPZ(f index.File) (*index.Index, error) {
 		if err != nil {
 			return nil, err
 		}
+		if a.notNumeric != nil {
+			others = append(others, npzOther{name: name, zf: zf, a: a, off: off})
+			continue
+		}
 		ts = append(ts, npyTensor(name, a, off))
 	}
 	if len(ts) == 0 && hasPkl {
 		return nil, ErrTorchZip
+	}
+	if len(ts) == 0 && len(others) > 0 {
+		return nil, others[0].a.notNumeric // nothing to serve: one line, naming the first
+	}
+	if len(others) > 0 {
+		npzDescribe(f, idx, others)
 	}
 	if len(ts) == 0 {
 		return nil, index.ErrorAt(file, "", "zip archive has no .npy members: not an .npz file")

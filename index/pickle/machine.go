@@ -28,6 +28,15 @@ type Env interface {
 	Persistent(m *Machine, pid any, off int64) (any, error)
 }
 
+// Claimer is an Env that claims globals CheckGlobal would refuse,
+// because it recognises a fixed form of their use and never calls them
+// (the Paddle reader's builtins.eval in ('data', {'data': array})):
+// Global is asked for a claimed name instead of refusing the file, and
+// the Env's Call must refuse any other use of the value it returns.
+type Claimer interface {
+	Claims(module, name string) bool
+}
+
 // Error is a problem in a pickle at stream offset Off (bytes from the
 // start of the stream the Machine reads). Err is the read error behind
 // it, if any. Clients turn it into their own error with their file name

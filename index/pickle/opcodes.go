@@ -157,6 +157,9 @@ func (m *Machine) parseInt(s string, off int64) (any, error) {
 }
 
 func (m *Machine) global(mod, name string, off int64) (any, error) {
+	if c, ok := m.env.(Claimer); ok && c.Claims(NormModule(mod), name) {
+		return m.env.Global(m, NormModule(mod), name, off)
+	}
 	if bad, why := CheckGlobal(mod, name); bad {
 		return nil, m.errAt(off, "refused global %s.%s%s", Clip(mod), Clip(name), why)
 	}

@@ -29,12 +29,12 @@ func ptWalkPickle(p []byte) (*index.Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := newPtWalker(st, func(s *torchStorage) (int64, int64, string) {
+	w := newPtWalker(st, func(s *torchStorage) (int, int64, int64, string) {
 		n, ok := ptMul(s.numel, ptElemSize(s))
 		if !ok {
-			return 0, 0, "storage too big"
+			return 0, 0, 0, "storage too big"
 		}
-		return 0, n, ""
+		return 0, 0, n, ""
 	})
 	return ptFinish(w, v, "pytorch")
 }
@@ -159,12 +159,12 @@ func FuzzUnpickle(f *testing.F) {
 			return
 		}
 		size := int64(len(b))
-		w := newPtWalker(st, func(st *torchStorage) (int64, int64, string) {
+		w := newPtWalker(st, func(st *torchStorage) (int, int64, int64, string) {
 			n, ok := ptMul(st.numel, ptElemSize(st))
 			if !ok || n > size {
-				return 0, 0, "storage too big"
+				return 0, 0, 0, "storage too big"
 			}
-			return 0, n, ""
+			return 0, 0, n, ""
 		})
 		idx, err := ptFinish(w, v, "pytorch")
 		if err == nil {

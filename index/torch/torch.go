@@ -15,9 +15,15 @@ package torch
 // "/", never drops one, and charges every path to the pickle's budgets.
 //
 // Decisions:
-//   - Storages of a zip file must be stored members (not deflated): their
-//     bytes are served straight from the file. A compressed storage refuses
-//     the file, naming the tensor.
+//   - Storages of a zip file that are stored members (torch.save) are
+//     served straight from the file. A deflated storage member (written
+//     by non-Python writers such as TorchSharp) is a source of its own
+//     (Index.Members, MethodDeflate), inflated by the backing layer on
+//     first read with its size and CRC-32 checked, as a compressed .npz
+//     member is; its declared size is checked here against what deflate
+//     can produce (numpy.DeflateMaxRatio) and its compressed range
+//     against the file. Other methods and encrypted members refuse the
+//     file, naming the tensor.
 //   - A "big" byteorder record sets Tensor.BigEndian (the view layer swaps);
 //     legacy files are little-endian whatever the saving machine was
 //     (torch converts when it writes them).
@@ -25,6 +31,10 @@ package torch
 //     as one range (Strides nil); any other view keeps its strides (the
 //     view layer gathers), after checking that every element it can reach
 //     lies inside its storage. Negative strides are refused.
+//   - A tensor of a dtype tensorfs has no type for (float4_e2m1fn_x2, the
+//     bits* dtypes) is listed in Index.Unserved and the rest served; every
+//     dtype it has a type for (the float8 kinds, uint16/32/64, complex) is
+//     served as stored.
 //   - Quantized, sparse, meta and other special tensors refuse the file,
 //     naming the tensor. TorchScript constants (constants.pkl) and code are
 //     not served; a TorchScript archive or a checkpoint without tensors
@@ -202,12 +212,16 @@ func ParseZip(f index.File) (*index.Index, error) {
 		return nil, st.err(err)
 	}
 
-	type span struct{ off, size int64 }
+	type span struct {
+		src       int
+		off, size int64
+	}
 	spans := map[*torchStorage]span{}
+	var w *ptWalker
 	var spanOf ptSpan
-	spanOf = func(st *torchStorage) (int64, int64, string) {
+	spanOf = func(st *torchStorage) (int, int64, int64, string) {
 		if sp, ok := spans[st]; ok {
-			return sp.off, sp.size, ""
+			return sp.src, sp.off, sp.size, ""
 		}
 		if st.root != nil {
 			return ptViewSpan(st, spanOf)
@@ -215,44 +229,83 @@ func ParseZip(f index.File) (*index.Index, error) {
 		es := ptElemSize(st)
 		need, ok := ptMul(st.numel, es)
 		if es == 0 || !ok {
-			return 0, 0, fmt.Sprintf("storage %q of %d %s elements overflows", st.key, st.numel, st.typ.name)
+			return 0, 0, 0, fmt.Sprintf("storage %q of %d %s elements overflows", st.key, st.numel, st.typ.name)
 		}
 		zf := members[st.key]
 		if zf == nil {
-			return 0, 0, fmt.Sprintf("its storage %sdata/%s is missing from the archive", root, st.key)
+			return 0, 0, 0, fmt.Sprintf("its storage %sdata/%s is missing from the archive", root, st.key)
 		}
 		if zf.Method != zip.Store {
-			return 0, 0, fmt.Sprintf("its storage member %s is compressed (zip method %d); tensorfs serves only stored members", zf.Name, zf.Method)
+			m, msg := ptDeflated(f, zf)
+			if msg != "" {
+				return 0, 0, 0, msg
+			}
+			if need > m.Size {
+				return 0, 0, 0, fmt.Sprintf("its storage member %s holds %d bytes (inflated), %d %s elements need %d", zf.Name, m.Size, st.numel, st.typ.name, need)
+			}
+			m.Source = 1 + len(w.members)
+			w.members = append(w.members, *m)
+			spans[st] = span{m.Source, 0, need}
+			return m.Source, 0, need, ""
 		}
 		if zf.CompressedSize64 != zf.UncompressedSize64 || zf.UncompressedSize64 > math.MaxInt64 {
-			return 0, 0, fmt.Sprintf("its storage member %s has inconsistent sizes", zf.Name)
+			return 0, 0, 0, fmt.Sprintf("its storage member %s has inconsistent sizes", zf.Name)
 		}
 		off, err := zf.DataOffset()
 		if err != nil {
-			return 0, 0, fmt.Sprintf("cannot read the local header of its storage member %s: %v", zf.Name, err)
+			return 0, 0, 0, fmt.Sprintf("cannot read the local header of its storage member %s: %v", zf.Name, err)
 		}
 		have := int64(zf.UncompressedSize64)
 		if off < 0 || off > f.Size() || have > f.Size()-off {
-			return 0, 0, fmt.Sprintf("its storage member %s runs past the end of the file", zf.Name)
+			return 0, 0, 0, fmt.Sprintf("its storage member %s runs past the end of the file", zf.Name)
 		}
 		if need > have {
-			return 0, 0, fmt.Sprintf("its storage member %s holds %d bytes, %d %s elements need %d", zf.Name, have, st.numel, st.typ.name, need)
+			return 0, 0, 0, fmt.Sprintf("its storage member %s holds %d bytes, %d %s elements need %d", zf.Name, have, st.numel, st.typ.name, need)
 		}
-		spans[st] = span{off, need}
-		return off, need, ""
+		spans[st] = span{0, off, need}
+		return 0, off, need, ""
 	}
-	w := newPtWalker(st, spanOf)
+	w = newPtWalker(st, spanOf)
 	w.m = m
 	w.pkl = pklMember
 	w.bigEndian = bigEndian
 	return ptFinish(w, root0, "pytorch")
 }
 
+// ptDeflated checks deflated storage member zf of f: the member it will
+// be (Source not set) or a message saying why it cannot be served. The
+// data is inflated (and its CRC-32 checked) by the backing layer on first
+// read, never here.
+func ptDeflated(f index.File, zf *zip.File) (*index.Member, string) {
+	if zf.Method != zip.Deflate {
+		return nil, fmt.Sprintf("its storage member %s is compressed with zip method %d; tensorfs reads stored members and inflates deflated ones (method 8)", zf.Name, zf.Method)
+	}
+	if zf.Flags&1 != 0 {
+		return nil, fmt.Sprintf("its storage member %s is encrypted; tensorfs cannot read it", zf.Name)
+	}
+	csize, size := zf.CompressedSize64, zf.UncompressedSize64
+	if csize > math.MaxInt64/numpy.DeflateMaxRatio || size > math.MaxInt64 {
+		return nil, fmt.Sprintf("its storage member %s has sizes out of range (%d compressed, %d inflated)", zf.Name, csize, size)
+	}
+	if size > csize*numpy.DeflateMaxRatio+258 {
+		return nil, fmt.Sprintf("its storage member %s declares %d bytes inflated from %d compressed bytes, more than deflate can produce (at most %d to 1): a zip bomb or a broken directory", zf.Name, size, csize, numpy.DeflateMaxRatio)
+	}
+	off, err := zf.DataOffset()
+	if err != nil {
+		return nil, fmt.Sprintf("cannot read the local header of its storage member %s: %v", zf.Name, err)
+	}
+	if off < 0 || off > f.Size() || int64(csize) > f.Size()-off {
+		return nil, fmt.Sprintf("its storage member %s: its %d compressed bytes run past the end of the file", zf.Name, csize)
+	}
+	return &index.Member{File: 0, Name: zf.Name, Method: index.MethodDeflate, Offset: off,
+		CompressedSize: int64(csize), Size: int64(size), CRC32: zf.CRC32}, ""
+}
+
 // ptViewSpan locates a legacy storage view inside its root storage.
-func ptViewSpan(st *torchStorage, spanOf ptSpan) (int64, int64, string) {
-	off, size, msg := spanOf(st.root)
+func ptViewSpan(st *torchStorage, spanOf ptSpan) (int, int64, int64, string) {
+	src, off, size, msg := spanOf(st.root)
 	if msg != "" {
-		return 0, 0, msg
+		return 0, 0, 0, msg
 	}
 	es := ptElemSize(st.root)
 	end, ok := ptAdd(st.viewOff, st.numel)
@@ -260,9 +313,9 @@ func ptViewSpan(st *torchStorage, spanOf ptSpan) (int64, int64, string) {
 		end, ok = ptMul(end, es)
 	}
 	if !ok || end > size {
-		return 0, 0, fmt.Sprintf("storage view %q (elements %d..+%d) reaches past its storage %q", st.key, st.viewOff, st.numel, st.root.key)
+		return 0, 0, 0, fmt.Sprintf("storage view %q (elements %d..+%d) reaches past its storage %q", st.key, st.viewOff, st.numel, st.root.key)
 	}
-	return off + st.viewOff*es, st.numel * es, ""
+	return src, off + st.viewOff*es, st.numel * es, ""
 }
 
 func ptMul(a, b int64) (int64, bool) {
@@ -366,15 +419,15 @@ func parseTorchLegacy(f index.File) (*index.Index, error) {
 		pos += 8 + nb
 	}
 	var spanOf ptSpan
-	spanOf = func(st *torchStorage) (int64, int64, string) {
+	spanOf = func(st *torchStorage) (int, int64, int64, string) {
 		if st.root != nil {
 			return ptViewSpan(st, spanOf)
 		}
 		sp, ok := spans[st]
 		if !ok {
-			return 0, 0, fmt.Sprintf("its storage %q is not in the file's storage list", st.key)
+			return 0, 0, 0, fmt.Sprintf("its storage %q is not in the file's storage list", st.key)
 		}
-		return sp.off, sp.size, ""
+		return 0, sp.off, sp.size, ""
 	}
 	w := newPtWalker(st, spanOf)
 	w.m = m

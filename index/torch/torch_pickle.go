@@ -49,7 +49,7 @@ var torchDTypes = map[string]dtype.DType{
 	"complex32": dtype.C32, "chalf": dtype.C32,
 	"float8_e4m3fn": dtype.F8E4M3, "float8_e5m2": dtype.F8E5M2,
 	"float8_e8m0fnu":  dtype.F8E8M0,
-	"float8_e4m3fnuz": dtype.Invalid, "float8_e5m2fnuz": dtype.Invalid,
+	"float8_e4m3fnuz": dtype.F8E4M3FNUZ, "float8_e5m2fnuz": dtype.F8E5M2FNUZ,
 	"float4_e2m1fn_x2": dtype.Invalid,
 	"qint8":            dtype.Invalid, "quint8": dtype.Invalid, "qint32": dtype.Invalid,
 	"quint4x2": dtype.Invalid, "quint2x4": dtype.Invalid,
@@ -444,9 +444,6 @@ func (e *torchEnv) rebuild(m *pickle.Machine, fn string, args pickle.Tuple, dtAr
 		if !ok {
 			return nil, m.Errorf(off, "%s: dtype argument is %s", fn, pickle.Repr(dtArg, 60))
 		}
-		if d.dt == dtype.Invalid {
-			return &pickle.Refused{What: "a tensor of dtype " + d.String(), Off: off}, nil
-		}
 		t.dt, t.dtName = d.dt, d.name
 	}
 	var ok bool
@@ -471,8 +468,24 @@ func (e *torchEnv) rebuild(m *pickle.Machine, fn string, args pickle.Tuple, dtAr
 			return nil, m.Errorf(off, "%s: negative dimension in size %v", fn, t.shape)
 		}
 	}
+	if t.dt == dtype.Invalid {
+		// A dtype tensorfs has no type for (float4_e2m1fn_x2, bits8 ...):
+		// listed, not served, never a reason to refuse the file.
+		return &torchUnserved{dtName: "torch." + t.dtName, shape: t.shape, off: off}, nil
+	}
 	return t, nil
 }
+
+// torchUnserved is a tensor of a dtype tensorfs has no type for: the
+// walk lists it in Index.Unserved and serves the rest.
+type torchUnserved struct {
+	dtName string
+	shape  []int64
+	off    int64 // stream offset of its rebuild call
+}
+
+// PyType names the Python type in messages.
+func (u *torchUnserved) PyType() string { return "torch.Tensor" }
 
 func (e *torchEnv) ints(m *pickle.Machine, fn, what string, v any, off int64) ([]int64, error) {
 	items, ok := pickle.Items(v)

@@ -89,6 +89,28 @@ func TestTorchZipVariants(t *testing.T) {
 					t.Fatalf("%+v", idx.Tensors[0])
 				}
 			}},
+		{"deflated storage", []ptMember{{Name: "a/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2}, rb(f32), []byte("."))}, {Name: "a/data/0", Data: ptF32(4), Deflate: true}},
+			func(t *testing.T, idx *index.Index) {
+				tn := idx.Tensors[0]
+				if len(idx.Members) != 1 || len(idx.Sources) != 2 || tn.Source != 1 || tn.Offset != 0 || tn.Size != 16 {
+					t.Fatalf("%+v %+v", tn, idx.Members)
+				}
+				if m := idx.Members[0]; m.Source != 1 || m.File != 0 || m.Method != index.MethodDeflate || m.Name != "a/data/0" || m.Size != 16 || !strings.HasSuffix(idx.Sources[1], ":a/data/0") {
+					t.Fatalf("%+v %q", m, idx.Sources)
+				}
+			}},
+		{"v3 dtype without a type", []ptMember{{Name: "a/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2, '}', '('}, ptPkStr("q"),
+			ptPkGlobal("torch._utils", "_rebuild_tensor_v3"),
+			ptPkTuple(ptCat(ptPkTuple(ptPkStr("storage"), ptPkGlobal("torch", "UntypedStorage"), ptPkStr("1"), ptPkStr("cpu"), ptPkInt(4)), []byte{'Q'}),
+				ptPkInt(0), ptPkInts(2, 2), ptPkInts(2, 1), []byte{pickle.OpNEWFALSE}, []byte("}"), ptPkGlobal("torch", "float4_e2m1fn_x2")), []byte("R"),
+			ptPkStr("w"), rb(f32), []byte("u."))}, data0, {Name: "a/data/1", Data: ptF32(1)}},
+			func(t *testing.T, idx *index.Index) {
+				// Listed, not served; the file's other tensors are.
+				want := []index.Unserved{{Name: "q", Type: "torch.float4_e2m1fn_x2", Shape: []int64{2, 2}, Offset: -1, Why: "tensorfs has no dtype for torch.float4_e2m1fn_x2"}}
+				if !reflect.DeepEqual(idx.Unserved, want) || len(idx.Tensors) != 1 || idx.Tensors[0].Name != "w" {
+					t.Fatalf("unserved %+v, tensors %v", idx.Unserved, ptNames(idx))
+				}
+			}},
 		{"v3 float8 from untyped storage", []ptMember{{Name: "a/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2},
 			ptPkGlobal("torch._utils", "_rebuild_tensor_v3"),
 			ptPkTuple(ptCat(ptPkTuple(ptPkStr("storage"), ptPkGlobal("torch", "UntypedStorage"), ptPkStr("0"), ptPkStr("cpu"), ptPkInt(16)), []byte{'Q'}),
@@ -183,8 +205,8 @@ func TestTorchZipBad(t *testing.T) {
 		members []ptMember
 		want    string
 	}{
-		{"compressed storage", []ptMember{{Name: "r/data.pkl", Data: ptTensorPickle(false, ts("w", 4, 0, []int64{4}, []int64{1}))}, {Name: "r/data/0", Data: ptF32(4), Deflate: true}},
-			`storage member r/data/0 is compressed (zip method 8); tensorfs serves only stored members (tensor "w")`},
+		{"deflated storage too short", []ptMember{{Name: "r/data.pkl", Data: ptTensorPickle(false, ts("w", 4, 0, []int64{4}, []int64{1}))}, {Name: "r/data/0", Data: ptF32(2), Deflate: true}},
+			`storage member r/data/0 holds 8 bytes (inflated), 4 FloatStorage elements need 16 (tensor "w")`},
 		{"missing storage", one(ptTS{"w", "FloatStorage", "7", 4, 0, []int64{4}, []int64{1}, nil}, ptF32(4)),
 			`its storage r/data/7 is missing from the archive (tensor "w")`},
 		{"view past storage", one(ts("w", 4, 1, []int64{4}, []int64{1}), ptF32(4)),
@@ -214,11 +236,6 @@ func TestTorchZipBad(t *testing.T) {
 		{"meta tensor", []ptMember{{Name: "r/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2, '}'}, ptPkStr("m"),
 			ptPkGlobal("torch._utils", "_rebuild_meta_tensor_no_storage"), ptPkTuple(ptPkGlobal("torch", "float32"), ptPkInts(2), ptPkInts(1)), []byte("Rs."))}},
 			`a meta tensor (it has no data) (torch._utils._rebuild_meta_tensor_no_storage) is not supported (tensor "m", at byte `},
-		{"v3 unsupported dtype", []ptMember{{Name: "r/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2},
-			ptPkGlobal("torch._utils", "_rebuild_tensor_v3"),
-			ptPkTuple(ptCat(ptPkTuple(ptPkStr("storage"), ptPkGlobal("torch", "UntypedStorage"), ptPkStr("0"), ptPkStr("cpu"), ptPkInt(4)), []byte{'Q'}),
-				ptPkInt(0), ptPkInts(4), ptPkInts(1), []byte{pickle.OpNEWFALSE}, []byte("}"), ptPkGlobal("torch", "float8_e4m3fnuz")), []byte("R."))},
-			{Name: "r/data/0", Data: ptF32(1)}}, `a tensor of dtype torch.float8_e4m3fnuz is not supported (tensor "m", at byte `},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := ptZip(t, c.members...)

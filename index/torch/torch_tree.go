@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/big"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -46,9 +47,10 @@ import (
 // value 2^19 times are refused with the limit named, in time and memory
 // that follow the file.
 
-// ptSpan locates a storage's bytes: the file range [off, off+size) holding
-// its elements, or a message saying why it cannot be served.
-type ptSpan func(st *torchStorage) (off, size int64, msg string)
+// ptSpan locates a storage's bytes: the range [off, off+size) of source
+// src (0: the file; a deflated storage member is a source of its own)
+// holding its elements, or a message saying why it cannot be served.
+type ptSpan func(st *torchStorage) (src int, off, size int64, msg string)
 
 type ptWalker struct {
 	st        ptStream
@@ -58,7 +60,8 @@ type ptWalker struct {
 	m         *pickle.Machine // where inline numpy data lie (SpanOf); may be nil
 	bigEndian bool
 	tensors   []index.Tensor
-	members   []index.Member // Sources 1, 2, ... (see torch_numpy.go)
+	unserved  []index.Unserved // tensors of dtypes tensorfs has no type for
+	members   []index.Member   // Sources 1, 2, ... (see torch_numpy.go)
 	// pkl is the deflated data.pkl as a member, made on first use
 	// (streamSource); nil when the stream is a range of the file.
 	pkl       *index.Member
@@ -233,6 +236,14 @@ func (w *ptWalker) walk(v any, depth int) (any, bool, error) {
 		return nil, false, w.tensor(&torchTensor{storage: x, dt: x.typ.dt, dtName: x.typ.name, shape: []int64{n}, strides: []int64{1}})
 	case *pickle.NDArray:
 		return w.ndarray(x, depth)
+	case *torchUnserved:
+		name, err := w.tensorName()
+		if err != nil {
+			return nil, false, err
+		}
+		w.unserved = append(w.unserved, index.Unserved{Name: name, Type: x.dtName, Shape: append([]int64{}, x.shape...), Offset: -1,
+			Why: "tensorfs has no dtype for " + x.dtName})
+		return nil, false, nil
 	case *pickle.Refused:
 		return nil, false, &index.FormatError{File: w.file, Offset: w.st.fileOff(x.Off), Where: index.TensorWhere(w.name()), Msg: x.What + " is not supported"}
 	case *pickle.Invalid:
@@ -536,11 +547,11 @@ func (w *ptWalker) tensor(t *torchTensor) error {
 	if !ok {
 		return index.ErrorAt(w.file, where, "shape %v of %s overflows", t.shape, t.dt)
 	}
-	off0, stBytes, msg := w.span(t.storage)
+	src, off0, stBytes, msg := w.span(t.storage)
 	if msg != "" {
 		return index.ErrorAt(w.file, where, "%s", msg)
 	}
-	out := index.Tensor{Name: name, DType: t.dt, Shape: append([]int64{}, t.shape...), Offset: off0, Size: size}
+	out := index.Tensor{Name: name, DType: t.dt, Shape: append([]int64{}, t.shape...), Source: src, Offset: off0, Size: size}
 	if n > 0 {
 		last := t.offset // index of the last reachable element
 		for i, d := range t.shape {
@@ -604,7 +615,9 @@ func ptFinish(w *ptWalker, root any, format string) (*index.Index, error) {
 	for _, m := range w.members {
 		srcs = append(srcs, srcs[m.File]+":"+m.Name)
 	}
-	return &index.Index{Format: format, Sources: srcs, Metadata: md, Tensors: ts, Members: w.members}, nil
+	us := w.unserved
+	sort.Slice(us, func(i, j int) bool { return us[i].Name < us[j].Name })
+	return &index.Index{Format: format, Sources: srcs, Metadata: md, Tensors: ts, Members: w.members, Unserved: us}, nil
 }
 
 // streamSource returns the source and offset of stream offset off: the

@@ -262,6 +262,19 @@ func NPYBuild(hdr string, major int, data []byte) []byte {
 func CheckMembers(t testing.TB, idx *index.Index, name string, size, deflateMaxRatio int64) {
 	t.Helper()
 	for i, m := range idx.Members {
+		if m.Method == index.MethodConcat {
+			total := int64(0)
+			for _, p := range m.Parts {
+				if p.Source < 0 || p.Source >= m.Source || p.Offset < 0 || p.Size < 0 {
+					t.Fatalf("%s: member %s: part %+v", name, m.Name, p)
+				}
+				total += p.Size
+			}
+			if m.Source != 1+i || len(m.Parts) == 0 || m.File != m.Parts[0].Source || total != m.Size || idx.Sources[m.Source] != idx.Sources[0]+":"+m.Name {
+				t.Fatalf("%s: member %d: %+v, source %q", name, i, m, idx.Sources[m.Source])
+			}
+			continue
+		}
 		if m.Source != 1+i || m.File < 0 || m.File >= m.Source || idx.Sources[m.Source] != idx.Sources[m.File]+":"+m.Name || (m.Method != index.MethodDeflate && m.Method != index.MethodLatin1) {
 			t.Fatalf("%s: member %d: %+v, source %q", name, i, m, idx.Sources[m.Source])
 		}
@@ -294,6 +307,13 @@ func SourceBytes(t testing.TB, data []byte, idx *index.Index, i int) []byte {
 	m := idx.Member(i)
 	if m == nil {
 		return data
+	}
+	if m.Method == index.MethodConcat {
+		var b []byte
+		for _, p := range m.Parts {
+			b = append(b, SourceBytes(t, data, idx, p.Source)[p.Offset:p.Offset+p.Size]...)
+		}
+		return b
 	}
 	in := SourceBytes(t, data, idx, m.File)[m.Offset : m.Offset+m.CompressedSize]
 	switch m.Method {
