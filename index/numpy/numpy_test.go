@@ -93,9 +93,14 @@ def why(dt):
     if k in "Mm": return "datetime array"
     if (k, dt.itemsize) not in SUP: return "is not supported"
     return None
+BIG = "numpy reads at most 10000 characters"
 def header(f):
     v = np.lib.format.read_magic(f)
-    shape, fo, dt = np.lib.format._read_array_header(f, v, max_header_size=1 << 30)
+    try:
+        shape, fo, dt = np.lib.format._read_array_header(f, v)
+    except ValueError as e:
+        if "max_header_size" in str(e): return BIG  # numpy.load refuses it too
+        raise
     return dt
 def sha(arr):
     arr = np.ascontiguousarray(arr)
@@ -113,7 +118,8 @@ for f in files + made:
         for info in z.infolist():
             if not info.filename.endswith(".npy"):
                 continue
-            w = why(header(z.open(info.filename)))
+            h = header(z.open(info.filename))
+            w = h if h is BIG else why(h)
             if w:
                 r["expect"] = "refuse:%s|(member %s, at byte" % (w, info.filename)
                 break
@@ -125,7 +131,8 @@ for f in files + made:
                     r["arrays"][k] = desc(v)
     else:
         with open(f, "rb") as fh:
-            w = why(header(fh))
+            h = header(fh)
+            w = h if h is BIG else why(h)
         if w:
             r["expect"] = "refuse:" + w
         else:
