@@ -181,7 +181,9 @@ func ParseZip(f index.File) (*index.Index, error) {
 		if len(data) > pickle.MaxPickle {
 			return nil, index.ErrorAt(file, "member "+pkl.Name, "compressed pickle larger than %d bytes (torch.save stores data.pkl uncompressed)", pickle.MaxPickle)
 		}
-		st.size = int64(len(data))
+		// Budgets follow the file's bytes, not the inflated size: a
+		// deflated pickle of a few KB must cost what a few KB may.
+		st.size, st.cost = int64(len(data)), max(int64(pkl.CompressedSize64), 1)
 		r = bytes.NewReader(data)
 		// Inline numpy arrays are ranges of the inflated pickle: it is
 		// a member (archive/zip has checked its CRC-32 reading it).
