@@ -103,6 +103,18 @@ func ptReadSmall(zf *zip.File, max int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(rc, max))
 }
 
+// ZipPickle returns the data.pkl of a torch.save zip archive: the first
+// member <root>/data.pkl, for a root folder of any name, or data.pkl at
+// the top; nil when zr has none (it is no torch.save archive).
+func ZipPickle(zr *zip.Reader) *zip.File {
+	for _, zf := range zr.File {
+		if zf.Name == "data.pkl" || (strings.HasSuffix(zf.Name, "/data.pkl") && strings.Count(zf.Name, "/") == 1) {
+			return zf
+		}
+	}
+	return nil
+}
+
 func ParseZip(f index.File) (*index.Index, error) {
 	file := f.Name()
 	zr, err := index.OpenZip(f)
@@ -111,12 +123,9 @@ func ParseZip(f index.File) (*index.Index, error) {
 	}
 	// The pickle is <root>/data.pkl for a root folder of any name (or
 	// data.pkl at the top).
-	var pkl *zip.File
+	pkl := ZipPickle(zr)
 	npy := 0
 	for _, zf := range zr.File {
-		if pkl == nil && (zf.Name == "data.pkl" || (strings.HasSuffix(zf.Name, "/data.pkl") && strings.Count(zf.Name, "/") == 1)) {
-			pkl = zf
-		}
 		if strings.HasSuffix(zf.Name, ".npy") {
 			npy++
 		}
