@@ -66,7 +66,7 @@ func ZipSpans(f File, zr *zip.Reader) ([]ZipSpan, error) {
 		}
 		d := h + 30 + n + e
 		if zf.CompressedSize64 > uint64(f.Size()-d) {
-			return nil, Errorf(file, d, "member %s: its %d stored bytes run past the end of the file", zf.Name, zf.CompressedSize64)
+			return nil, Errorf(file, d, "member %s (%d bytes in the file) runs past the end of the file", zf.Name, zf.CompressedSize64)
 		}
 		end := d + int64(zf.CompressedSize64)
 		if zf.Flags&8 != 0 { // a data descriptor follows the data
