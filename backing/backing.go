@@ -155,7 +155,9 @@ func (e *FaultError) Error() string {
 	case e.Now >= 0 && e.Now < e.Size:
 		fmt.Fprintf(&b, ": truncated to %d bytes (was %d when opened)", e.Now, e.Size)
 	case e.Err != nil:
-		fmt.Fprintf(&b, ": %v", e.Err)
+		// A remote store's error names the object already: once is
+		// enough.
+		fmt.Fprintf(&b, ": %s", strings.TrimPrefix(e.Err.Error(), e.Name+": "))
 	}
 	fmt.Fprintf(&b, " (reading %d bytes at byte %d)", e.Len, e.Off)
 	return b.String()

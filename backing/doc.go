@@ -69,7 +69,14 @@
 // one byte per code point, every byte and the decoded length checked; its
 // holder may itself be a member (the str inside a deflated data.pkl). It
 // implements none of the optional interfaces: it has no descriptor to
-// splice and no page cache of the checkpoint to drop.
+// splice and no page cache of the checkpoint to drop. A member that fits
+// the disk limit never fails for room taken by others: its reservation
+// waits (bounded by InflateOptions.Wait) while members are being inflated
+// or read, and a file being read is never dropped (inflate_room.go).
+//
+// Reopen opens a local file's source again in another mode from its
+// descriptor, never by name: the very file validated (mount --gpu uploads
+// from it by pread while the mount serves its mapping).
 //
 // # New kinds of source
 //

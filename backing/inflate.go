@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Deflated members: a source that is one deflate-compressed member of a
@@ -23,7 +24,9 @@ import (
 // moved (spilled) to files. Files are bounded by the disk limit: the
 // least recently read ones beyond it are dropped, and inflated again on
 // their next read. A member larger than the disk limit cannot be served
-// and OpenMember refuses it.
+// and OpenMember refuses it; one that fits waits for room while the limit
+// is taken by members being inflated or read (see reserveDisk), at most
+// InflateOptions.Wait.
 //
 // After inflating, the size and the CRC-32 are checked against the zip's
 // directory: the inflated bytes are served only when both match, and the
@@ -41,6 +44,9 @@ const (
 	// DefaultInflateDisk is the disk for inflated members, all together,
 	// and so the largest member that can be served.
 	DefaultInflateDisk = 16 << 30
+	// DefaultInflateWait bounds how long a member waits for room on
+	// disk while other members are being inflated or read.
+	DefaultInflateWait = 5 * time.Minute
 )
 
 // InflateOptions configure an InflateCache. Zero fields take the
@@ -49,6 +55,10 @@ type InflateOptions struct {
 	MemLimit  int64  // bytes of inflated members in memory (DefaultInflateMem)
 	DiskLimit int64  // bytes of inflated members in files (DefaultInflateDisk)
 	Dir       string // where the files are made ("": os.TempDir())
+	// Wait bounds how long inflating a member waits for room within
+	// DiskLimit, taken by members being inflated or read meanwhile
+	// (DefaultInflateWait).
+	Wait time.Duration
 	// Logf logs the one line said when a member cannot be inflated
 	// (default log.Printf).
 	Logf func(format string, args ...any)
@@ -88,8 +98,10 @@ type InflateCache struct {
 	diskUsed int64     // GUARDED_BY(mu): members in files and reservations
 	mem      list.List // GUARDED_BY(mu): of *memberSource in memory, most recent first
 	disk     list.List // GUARDED_BY(mu): of *memberSource in files, most recent first
+	// changed is closed (and replaced) when room may have come: a
+	// reservation released, a member placed or closed. GUARDED_BY(mu)
+	changed chan struct{}
 
-	clock      atomic.Int64 // read counter, for recency
 	inflations atomic.Int64
 	spills     atomic.Int64
 	drops      atomic.Int64
@@ -112,7 +124,10 @@ func NewInflateCache(o InflateOptions) *InflateCache {
 	if o.Logf == nil {
 		o.Logf = log.Printf
 	}
-	return &InflateCache{opts: o}
+	if o.Wait <= 0 {
+		o.Wait = DefaultInflateWait
+	}
+	return &InflateCache{opts: o, changed: make(chan struct{})}
 }
 
 var defaultInflate atomic.Pointer[InflateCache]

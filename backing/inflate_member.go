@@ -34,7 +34,8 @@ type memberSource struct {
 
 	elem    *list.Element // GUARDED_BY(c.mu): in c.mem or c.disk
 	stamp   int64         // GUARDED_BY(c.mu): lastUse when last placed in its list
-	lastUse atomic.Int64
+	lastUse atomic.Int64  // monoNow of the last read's start or end
+	pins    atomic.Int32  // reads in progress: a file being read is not dropped
 }
 
 // attempt is one inflation; err is set before done is closed.
@@ -63,6 +64,9 @@ func (s *memberSource) ReadAt(p []byte, off int64) (int, error) {
 	if want == 0 {
 		return 0, nil
 	}
+	s.pins.Add(1)
+	defer s.unpin()
+	s.lastUse.Store(monoNow())
 	for {
 		s.mu.RLock()
 		switch {
@@ -95,7 +99,7 @@ func (s *memberSource) ReadAt(p []byte, off int64) (int, error) {
 // done finishes a read of n bytes: it marks the member used and says
 // io.EOF where the read ran past the end.
 func (s *memberSource) done(n, want, asked int) (int, error) {
-	s.lastUse.Store(s.c.clock.Add(1))
+	s.lastUse.Store(monoNow())
 	if want < asked {
 		return n, io.EOF
 	}
@@ -188,6 +192,21 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 	fail := func(bad bool, cause error, format string, args ...any) ([]byte, *os.File, bool, error) {
 		return nil, nil, bad, &MemberError{File: s.file.Name(), Member: m.Name, Latin1: m.Latin1, Msg: fmt.Sprintf(format, args...), Err: cause}
 	}
+	// A member of a member (a Latin-1 str in a deflated data.pkl) reads
+	// the outer one while it is inflated: have that inflated first and
+	// keep it (pinned) until done, so that this one's reservation never
+	// waits for room the outer one needs, and count it as held.
+	var held int64
+	if outer, ok := s.file.(*memberSource); ok {
+		outer.pins.Add(1)
+		defer outer.unpin()
+		if err := outer.load(); err != nil {
+			return fail(false, err, "cannot inflate the member it is read from")
+		}
+		if outer.c == c && !c.inMemory(outer.m.Size) {
+			held = outer.m.Size
+		}
+	}
 	inMem := c.inMemory(m.Size)
 	var w io.Writer
 	if inMem {
@@ -195,7 +214,7 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 		mem = make([]byte, m.Size)
 		w = &sliceWriter{b: mem}
 	} else {
-		if err := c.reserveDisk(m.Size); err != nil {
+		if err := c.reserveDisk(m.Size, true, held); err != nil {
 			return fail(false, err, "cannot make room to inflate it")
 		}
 		if f, err = c.newFile(); err != nil {
@@ -396,6 +415,7 @@ func (s *memberSource) Close() error {
 			c.diskUsed -= s.m.Size
 		}
 		s.elem = nil
+		c.signal()
 	}
 	return nil
 }

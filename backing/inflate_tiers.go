@@ -2,7 +2,6 @@ package backing
 
 import (
 	"container/list"
-	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -42,23 +41,6 @@ func (c *InflateCache) reserveMem(size int64) {
 	}
 }
 
-// reserveDisk counts size bytes of disk, dropping the least recently
-// used files to stay within the limit.
-func (c *InflateCache) reserveDisk(size int64) error {
-	c.mu.Lock()
-	c.diskUsed += size
-	victims := c.evict(&c.disk, &c.diskUsed, c.opts.DiskLimit)
-	if c.diskUsed > c.opts.DiskLimit {
-		c.diskUsed -= size
-		c.mu.Unlock()
-		c.dropAll(victims)
-		return fmt.Errorf("the %d bytes of disk for inflated members (tensorfs --inflate-disk) are taken by members being inflated now", c.opts.DiskLimit)
-	}
-	c.mu.Unlock()
-	c.dropAll(victims)
-	return nil
-}
-
 // evict takes least recently used members off l until *used <= limit
 // (a member read since it was placed goes to the front instead) and
 // returns them, their bytes no longer counted. REQUIRES c.mu.
@@ -91,6 +73,7 @@ func (c *InflateCache) place(s *memberSource, inMem bool) {
 	}
 	s.stamp = s.lastUse.Load()
 	s.elem = l.PushFront(s)
+	c.signal()
 }
 
 // release uncounts a reservation that was not placed.
@@ -102,6 +85,7 @@ func (c *InflateCache) release(inMem bool, size int64) {
 	} else {
 		c.diskUsed -= size
 	}
+	c.signal()
 }
 
 // spill moves member v, taken off the memory list, to a file; where that
@@ -114,7 +98,9 @@ func (c *InflateCache) spill(v *memberSource) {
 		return
 	}
 	v.mem = nil
-	if err := c.reserveDisk(int64(len(data))); err != nil {
+	// No waiting here (a reservation is under way, and readers of v
+	// wait on v.mu): without room now, the bytes are dropped.
+	if err := c.reserveDisk(int64(len(data)), false, 0); err != nil {
 		return
 	}
 	f, err := c.newFile()

@@ -56,6 +56,7 @@ type Checkpoint struct {
 	metadata map[string]any
 	tensors  []TensorInfo
 	byName   map[string]int
+	unserved []Unserved
 
 	// Direct (in-process) access; nil for a mount.
 	idx   *index.Index
@@ -152,6 +153,13 @@ func FromIndex(path string, idx *index.Index, files []backing.Source) (*Checkpoi
 		sources: idx.Files(),
 		idx:     idx,
 		files:   files,
+	}
+	for _, u := range idx.Unserved {
+		src := ""
+		if u.Source >= 0 && u.Source < len(idx.Sources) {
+			src = idx.Sources[idx.FileOf(u.Source)]
+		}
+		c.unserved = append(c.unserved, Unserved{Name: u.Name, Type: u.Type, Shape: u.Shape, Source: src, Why: u.Why})
 	}
 	infos := make([]TensorInfo, len(idx.Tensors))
 	for i := range idx.Tensors {
@@ -261,6 +269,22 @@ func jsonValues(m map[string]any) map[string]any {
 	}
 	return out
 }
+
+// Unserved is an entry of the checkpoint that is not served: a tensor of
+// a type this tensorfs does not know (index.Unserved), in name order. Its
+// data cannot be read through the client.
+type Unserved struct {
+	Name   string
+	Type   string  // as the format names it, e.g. "ggml type 43"
+	Shape  []int64 // nil where not known
+	Source string  // the file that holds it, "" where not known
+	Why    string
+}
+
+// Unserved returns what the checkpoint holds that is not served, in name
+// order; nil for most checkpoints. A program that must have every tensor
+// (a converter, a loader that checks every byte) fails on a non-empty list.
+func (c *Checkpoint) Unserved() []Unserved { return append([]Unserved(nil), c.unserved...) }
 
 // Tensors returns every tensor in index order (sorted by name). The slice
 // is a copy; the Shape slices are shared and must not be modified.

@@ -44,6 +44,9 @@ func openMount(mount string) (*Checkpoint, error) {
 		mount:   mount,
 	}
 	c.metadata = doc.Metadata // JSON values already (ParseDocument)
+	for _, u := range doc.Unserved {
+		c.unserved = append(c.unserved, Unserved{Name: u.Name, Type: u.Type, Shape: u.Shape, Source: u.Source, Why: u.Why})
+	}
 	// A mount made with --dtype has a converted top level: the tensors as
 	// stored are under .native/, which "native" describes.
 	list := doc.Tensors

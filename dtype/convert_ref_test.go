@@ -19,6 +19,7 @@ type format struct {
 	unsigned     bool // no sign bit (E8M0)
 	noMant       bool // E8M0: value 2^(e-127), 0xFF NaN
 	payload      bool // a NaN carries a payload into the target
+	fnuz         int  // "fnuz": this bias, no Inf, no -0, 0x80 the only NaN (positive, no payload)
 }
 
 var formats = map[DType]format{
@@ -30,9 +31,17 @@ var formats = map[DType]format{
 	F8E4M3: {ebits: 4, mbits: 3, e4m3: true},
 	F8E8M0: {ebits: 8, unsigned: true, noMant: true},
 	F4:     {ebits: 2, mbits: 1},
+
+	F8E4M3FNUZ: {ebits: 4, mbits: 3, fnuz: 8},
+	F8E5M2FNUZ: {ebits: 5, mbits: 2, fnuz: 16},
 }
 
-func (f format) bias() int { return 1<<(f.ebits-1) - 1 }
+func (f format) bias() int {
+	if f.fnuz != 0 {
+		return f.fnuz
+	}
+	return 1<<(f.ebits-1) - 1
+}
 
 // refVal is one decoded source element.
 type refVal struct {
@@ -50,6 +59,9 @@ func refDecode(d DType, v uint64) refVal {
 			return refVal{nan: true}
 		}
 		return refVal{sig: 1, exp: int(v) - 127}
+	}
+	if f.fnuz != 0 && v == 0x80 {
+		return refVal{nan: true}
 	}
 	var r refVal
 	r.neg = v>>(f.ebits+f.mbits)&1 == 1

@@ -179,6 +179,27 @@ func e8m0ToF32Bits(v uint8) uint32 {
 	}
 }
 
+// fnuzToF32Bits: the "fnuz" 8-bit floats (F8_E4M3FNUZ: ebits 4, bias 8;
+// F8_E5M2FNUZ: ebits 5, bias 16): no Inf and no negative zero, 0x80 the only
+// NaN, which has no payload and becomes the positive default quiet NaN (as
+// torch converts it); subnormals where the exponent field is 0.
+func fnuzToF32Bits(v uint8, ebits, bias uint32) uint32 {
+	if v == 0x80 {
+		return 0x7fc00000
+	}
+	mbits := 7 - ebits
+	sign := uint32(v&0x80) << 24
+	e := uint32(v&0x7f) >> mbits
+	m := uint32(v) & (1<<mbits - 1)
+	if e == 0 { // m * 2^(1-bias-mbits), exact
+		return sign | math.Float32bits(float32(math.Ldexp(float64(m), 1-int(bias)-int(mbits))))
+	}
+	return sign | (e-bias+127)<<23 | m<<(23-mbits)
+}
+
+func e4m3fnuzToF32Bits(v uint8) uint32 { return fnuzToF32Bits(v, 4, 8) }
+func e5m2fnuzToF32Bits(v uint8) uint32 { return fnuzToF32Bits(v, 5, 16) }
+
 // e2m1ToF32Bits: F4 (E2M1), one nibble: bias 1, no Inf or NaN, values
 // 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives.
 func e2m1ToF32Bits(v uint8) uint32 {
@@ -194,10 +215,10 @@ func e2m1ToF32Bits(v uint8) uint32 {
 // smallTables holds, for each 8-bit source format, its 256 values in every
 // target format, and the 16 F4 values likewise. Built on first use.
 type smallTables struct {
-	f64  [3][256]uint64 // index: 0 E4M3, 1 E5M2, 2 E8M0
-	f32  [3][256]uint32
-	f16  [3][256]uint16
-	bf16 [3][256]uint16
+	f64  [5][256]uint64 // index: 0 E4M3, 1 E5M2, 2 E8M0, 3 E4M3FNUZ, 4 E5M2FNUZ
+	f32  [5][256]uint32
+	f16  [5][256]uint16
+	bf16 [5][256]uint16
 
 	// F4: one byte holds two elements, low nibble first. Pairs are
 	// packed into one word, first element in the low half, so one
@@ -210,7 +231,7 @@ type smallTables struct {
 
 var tables = sync.OnceValue(func() *smallTables {
 	t := new(smallTables)
-	dec := [3]func(uint8) uint32{e4m3ToF32Bits, e5m2ToF32Bits, e8m0ToF32Bits}
+	dec := [5]func(uint8) uint32{e4m3ToF32Bits, e5m2ToF32Bits, e8m0ToF32Bits, e4m3fnuzToF32Bits, e5m2fnuzToF32Bits}
 	for k, d := range dec {
 		for v := range 256 {
 			x := d(uint8(v))
@@ -241,6 +262,10 @@ func f8Index(d DType) int {
 		return 1
 	case F8E8M0:
 		return 2
+	case F8E4M3FNUZ:
+		return 3
+	case F8E5M2FNUZ:
+		return 4
 	}
 	return -1
 }

@@ -20,10 +20,15 @@
 //	F8_E4M3               "fn": bias 7, no Inf, S.1111.111 is NaN, max 448
 //	F8_E5M2               IEEE-like: bias 15, Inf and NaN (the top byte of an F16)
 //	F8_E8M0               unsigned scale 2^(e-127); 0xFF is NaN
+//	F8_E4M3FNUZ           bias 8, no Inf, no -0: 0x80 is the only NaN, max 240
+//	F8_E5M2FNUZ           bias 16, no Inf, no -0: 0x80 is the only NaN, max 57344
+//	                      (torch float8_e4m3fnuz, float8_e5m2fnuz; the NaN
+//	                      becomes the positive default quiet NaN, as torch gives)
 //	F4                    E2M1, bias 1, no Inf or NaN; two per byte, element 0
 //	                      in the low nibble (OCP MX / torch float4_e2m1fn_x2)
-//	quantized             through quantDequantizer (quant.go) to float32, then
-//	                      to the target; types without one do not convert
+//	quantized             every ggml type, through quantDequantizer (quant.go)
+//	                      to float32 exactly as ggml's to_float, then to the
+//	                      target
 //
 // Integer, bool and complex dtypes have no converter, and nothing converts
 // to a dtype outside the four targets. A dtype converts to itself by a
@@ -78,4 +83,20 @@
 // build tag purego, or another architecture, uses the pure-Go loops only.
 // Tests run both paths over every F16 and BF16 input and require identical
 // bytes.
+//
+// # ggml dequantization
+//
+// Every ggml block type has a dequantizer that gives the float32 bits of
+// ggml's own to_float (dequantize_row_* in ggml-quants.c): the same float32
+// operations in the same order, each rounded on its own (explicit float32
+// conversions keep Go from fusing a multiply-add C does not). The IQ types'
+// codebooks are data generated from ggml-common.h (quant_iqgrid.go, by
+// quant_iqgrid_gen.py; a test pins each table's sha256 as the header prints
+// it). Tests compare every type bit for bit with libggml0's to_float on
+// blocks from ggml's own quantizer (testdata/ggmltypes and the shared
+// gguf/types). On amd64 with AVX2, Q4_K, Q6_K, Q8_0, Q8_1, TQ2_0, IQ4_XS,
+// IQ4_NL, MXFP4, NVFP4 and the IQ2/IQ3 grid types run through assembly
+// kernels (quant_accel.go, quant_amd64.s: nibble codebooks, Q6_K, int8,
+// TQ2_0, signed grid bytes) after Go computes each block's scales; the plain loops are the
+// reference, and tests require identical bits from both on every type.
 package dtype

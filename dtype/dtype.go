@@ -20,9 +20,13 @@ const (
 	F8E5M2 // F8_E5M2 (IEEE-like: Inf and NaN)
 	F8E8M0 // F8_E8M0 (scale format: 2^(e-127), 0xFF NaN)
 	F4     // F4 (E2M1, two per byte, low nibble first)
-	C64    // complex64: two F32
-	C128   // complex128: two F64
-	C32    // complex32: two F16 (torch ComplexHalf)
+	// F8_E4M3FNUZ and F8_E5M2FNUZ (torch float8_e4m3fnuz, float8_e5m2fnuz;
+	// AMD's formats): bias 8 and 16, no Inf, no -0, 0x80 the only NaN.
+	F8E4M3FNUZ
+	F8E5M2FNUZ
+	C64  // complex64: two F32
+	C128 // complex128: two F64
+	C32  // complex32: two F16 (torch ComplexHalf)
 	I64
 	I32
 	I16
@@ -57,6 +61,9 @@ const (
 	TQ1_0
 	TQ2_0
 	MXFP4
+	NVFP4
+	Q1_0
+	Q2_0
 	numDTypes
 )
 
@@ -88,51 +95,56 @@ type Info struct {
 }
 
 var table = [numDTypes]Info{
-	Invalid: {Name: "INVALID", GGML: -1},
-	F64:     {"F64", KindFloat, 1, 8, 8, "<f8", 28},
-	F32:     {"F32", KindFloat, 1, 4, 4, "<f4", 0},
-	F16:     {"F16", KindFloat, 1, 2, 2, "<f2", 1},
-	BF16:    {"BF16", KindFloat, 1, 2, 2, "", 30},
-	F8E4M3:  {"F8_E4M3", KindFloat, 1, 1, 1, "", -1},
-	F8E5M2:  {"F8_E5M2", KindFloat, 1, 1, 1, "", -1},
-	F8E8M0:  {"F8_E8M0", KindFloat, 1, 1, 1, "", -1},
-	F4:      {"F4", KindFloat, 2, 1, 1, "", -1},
-	C64:     {"C64", KindComplex, 1, 8, 4, "<c8", -1},
-	C128:    {"C128", KindComplex, 1, 16, 8, "<c16", -1},
-	C32:     {"C32", KindComplex, 1, 4, 2, "", -1},
-	I64:     {"I64", KindInt, 1, 8, 8, "<i8", 27},
-	I32:     {"I32", KindInt, 1, 4, 4, "<i4", 26},
-	I16:     {"I16", KindInt, 1, 2, 2, "<i2", 25},
-	I8:      {"I8", KindInt, 1, 1, 1, "|i1", 24},
-	U64:     {"U64", KindInt, 1, 8, 8, "<u8", -1},
-	U32:     {"U32", KindInt, 1, 4, 4, "<u4", -1},
-	U16:     {"U16", KindInt, 1, 2, 2, "<u2", -1},
-	U8:      {"U8", KindInt, 1, 1, 1, "|u1", -1},
-	Bool:    {"BOOL", KindBool, 1, 1, 1, "|b1", -1},
-	Q4_0:    {"Q4_0", KindQuant, 32, 18, 1, "", 2},
-	Q4_1:    {"Q4_1", KindQuant, 32, 20, 1, "", 3},
-	Q5_0:    {"Q5_0", KindQuant, 32, 22, 1, "", 6},
-	Q5_1:    {"Q5_1", KindQuant, 32, 24, 1, "", 7},
-	Q8_0:    {"Q8_0", KindQuant, 32, 34, 1, "", 8},
-	Q8_1:    {"Q8_1", KindQuant, 32, 36, 1, "", 9},
-	Q2_K:    {"Q2_K", KindQuant, 256, 84, 1, "", 10},
-	Q3_K:    {"Q3_K", KindQuant, 256, 110, 1, "", 11},
-	Q4_K:    {"Q4_K", KindQuant, 256, 144, 1, "", 12},
-	Q5_K:    {"Q5_K", KindQuant, 256, 176, 1, "", 13},
-	Q6_K:    {"Q6_K", KindQuant, 256, 210, 1, "", 14},
-	Q8_K:    {"Q8_K", KindQuant, 256, 292, 1, "", 15},
-	IQ2_XXS: {"IQ2_XXS", KindQuant, 256, 66, 1, "", 16},
-	IQ2_XS:  {"IQ2_XS", KindQuant, 256, 74, 1, "", 17},
-	IQ3_XXS: {"IQ3_XXS", KindQuant, 256, 98, 1, "", 18},
-	IQ1_S:   {"IQ1_S", KindQuant, 256, 50, 1, "", 19},
-	IQ4_NL:  {"IQ4_NL", KindQuant, 32, 18, 1, "", 20},
-	IQ3_S:   {"IQ3_S", KindQuant, 256, 110, 1, "", 21},
-	IQ2_S:   {"IQ2_S", KindQuant, 256, 82, 1, "", 22},
-	IQ4_XS:  {"IQ4_XS", KindQuant, 256, 136, 1, "", 23},
-	IQ1_M:   {"IQ1_M", KindQuant, 256, 56, 1, "", 29},
-	TQ1_0:   {"TQ1_0", KindQuant, 256, 54, 1, "", 34},
-	TQ2_0:   {"TQ2_0", KindQuant, 256, 66, 1, "", 35},
-	MXFP4:   {"MXFP4", KindQuant, 32, 17, 1, "", 39},
+	Invalid:    {Name: "INVALID", GGML: -1},
+	F64:        {"F64", KindFloat, 1, 8, 8, "<f8", 28},
+	F32:        {"F32", KindFloat, 1, 4, 4, "<f4", 0},
+	F16:        {"F16", KindFloat, 1, 2, 2, "<f2", 1},
+	BF16:       {"BF16", KindFloat, 1, 2, 2, "", 30},
+	F8E4M3:     {"F8_E4M3", KindFloat, 1, 1, 1, "", -1},
+	F8E5M2:     {"F8_E5M2", KindFloat, 1, 1, 1, "", -1},
+	F8E8M0:     {"F8_E8M0", KindFloat, 1, 1, 1, "", -1},
+	F4:         {"F4", KindFloat, 2, 1, 1, "", -1},
+	F8E4M3FNUZ: {"F8_E4M3FNUZ", KindFloat, 1, 1, 1, "", -1},
+	F8E5M2FNUZ: {"F8_E5M2FNUZ", KindFloat, 1, 1, 1, "", -1},
+	C64:        {"C64", KindComplex, 1, 8, 4, "<c8", -1},
+	C128:       {"C128", KindComplex, 1, 16, 8, "<c16", -1},
+	C32:        {"C32", KindComplex, 1, 4, 2, "", -1},
+	I64:        {"I64", KindInt, 1, 8, 8, "<i8", 27},
+	I32:        {"I32", KindInt, 1, 4, 4, "<i4", 26},
+	I16:        {"I16", KindInt, 1, 2, 2, "<i2", 25},
+	I8:         {"I8", KindInt, 1, 1, 1, "|i1", 24},
+	U64:        {"U64", KindInt, 1, 8, 8, "<u8", -1},
+	U32:        {"U32", KindInt, 1, 4, 4, "<u4", -1},
+	U16:        {"U16", KindInt, 1, 2, 2, "<u2", -1},
+	U8:         {"U8", KindInt, 1, 1, 1, "|u1", -1},
+	Bool:       {"BOOL", KindBool, 1, 1, 1, "|b1", -1},
+	Q4_0:       {"Q4_0", KindQuant, 32, 18, 1, "", 2},
+	Q4_1:       {"Q4_1", KindQuant, 32, 20, 1, "", 3},
+	Q5_0:       {"Q5_0", KindQuant, 32, 22, 1, "", 6},
+	Q5_1:       {"Q5_1", KindQuant, 32, 24, 1, "", 7},
+	Q8_0:       {"Q8_0", KindQuant, 32, 34, 1, "", 8},
+	Q8_1:       {"Q8_1", KindQuant, 32, 36, 1, "", 9},
+	Q2_K:       {"Q2_K", KindQuant, 256, 84, 1, "", 10},
+	Q3_K:       {"Q3_K", KindQuant, 256, 110, 1, "", 11},
+	Q4_K:       {"Q4_K", KindQuant, 256, 144, 1, "", 12},
+	Q5_K:       {"Q5_K", KindQuant, 256, 176, 1, "", 13},
+	Q6_K:       {"Q6_K", KindQuant, 256, 210, 1, "", 14},
+	Q8_K:       {"Q8_K", KindQuant, 256, 292, 1, "", 15},
+	IQ2_XXS:    {"IQ2_XXS", KindQuant, 256, 66, 1, "", 16},
+	IQ2_XS:     {"IQ2_XS", KindQuant, 256, 74, 1, "", 17},
+	IQ3_XXS:    {"IQ3_XXS", KindQuant, 256, 98, 1, "", 18},
+	IQ1_S:      {"IQ1_S", KindQuant, 256, 50, 1, "", 19},
+	IQ4_NL:     {"IQ4_NL", KindQuant, 32, 18, 1, "", 20},
+	IQ3_S:      {"IQ3_S", KindQuant, 256, 110, 1, "", 21},
+	IQ2_S:      {"IQ2_S", KindQuant, 256, 82, 1, "", 22},
+	IQ4_XS:     {"IQ4_XS", KindQuant, 256, 136, 1, "", 23},
+	IQ1_M:      {"IQ1_M", KindQuant, 256, 56, 1, "", 29},
+	TQ1_0:      {"TQ1_0", KindQuant, 256, 54, 1, "", 34},
+	TQ2_0:      {"TQ2_0", KindQuant, 256, 66, 1, "", 35},
+	MXFP4:      {"MXFP4", KindQuant, 32, 17, 1, "", 39},
+	NVFP4:      {"NVFP4", KindQuant, 64, 36, 1, "", 40},
+	Q1_0:       {"Q1_0", KindQuant, 128, 18, 1, "", 41},
+	Q2_0:       {"Q2_0", KindQuant, 64, 18, 1, "", 42},
 }
 
 // Info returns d's row of the table. Invalid and out-of-range values give

@@ -13,16 +13,15 @@ package dtype
 //     [k*BlockElems, (k+1)*BlockElems) and depends on no other block, so any
 //     range of whole blocks converts on its own and equals the same range of
 //     the whole tensor's conversion.
-//   - quantDequantizer(d) returns the dequantizer to float32 for Q4_0, Q4_1,
-//     Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL and MXFP4.
-//     Each is a port of ggml's dequantize_row_* (ggml-quants.c) that gives
-//     the same float32 bits: fp16 scales are widened exactly (NaN quieted,
-//     as the hardware conversion does), and every product and sum is
-//     rounded to float32 in ggml's order, with explicit float32 conversions
-//     so that Go never fuses a multiply-add that C does not.
-//   - The other ggml types (Q8_1, IQ2_*, IQ3_*, IQ1_*, IQ4_XS, TQ1_0, TQ2_0)
-//     have no dequantizer here: they are served raw and are absent from the
-//     converted views.
+//   - quantDequantizer(d) returns the dequantizer to float32 for every ggml
+//     type: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, the k-quants
+//     (quant_kquants.go), the IQ types (quant_iq.go), TQ1_0, TQ2_0, MXFP4,
+//     NVFP4, Q1_0 and Q2_0. Each is a port of ggml's dequantize_row_*
+//     (ggml-quants.c) that gives the same float32 bits: fp16 scales are
+//     widened exactly (NaN quieted, as the hardware conversion does), and
+//     every product and sum is rounded to float32 in ggml's order, with
+//     explicit float32 conversions so that Go never fuses a multiply-add
+//     that C does not. Q8_1 has no to_float in ggml; it gives q*d.
 
 import (
 	"encoding/binary"
@@ -63,6 +62,34 @@ func quantDequantizer(d DType) (func(dst []float32, src []byte), bool) {
 		return dequantIQ4NL, true
 	case MXFP4:
 		return dequantMXFP4, true
+	case Q8_1:
+		return dequantQ8_1, true
+	case IQ2_XXS:
+		return dequantIQ2XXS, true
+	case IQ2_XS:
+		return dequantIQ2XS, true
+	case IQ2_S:
+		return dequantIQ2S, true
+	case IQ3_XXS:
+		return dequantIQ3XXS, true
+	case IQ3_S:
+		return dequantIQ3S, true
+	case IQ1_S:
+		return dequantIQ1S, true
+	case IQ1_M:
+		return dequantIQ1M, true
+	case IQ4_XS:
+		return dequantIQ4XS, true
+	case TQ1_0:
+		return dequantTQ1_0, true
+	case TQ2_0:
+		return dequantTQ2_0, true
+	case NVFP4:
+		return dequantNVFP4, true
+	case Q1_0:
+		return dequantQ1_0, true
+	case Q2_0:
+		return dequantQ2_0, true
 	}
 	return nil, false
 }
@@ -191,6 +218,10 @@ func dequantQ5_1(dst []float32, src []byte) {
 
 // Q8_0: {f16 d; i8 qs[32]}: y = q*d.
 func dequantQ8_0(dst []float32, src []byte) {
+	if useAccel {
+		dequantQ8Accel(dst, src, 34, 2)
+		return
+	}
 	const bs, be = 34, 32
 	n := len(src) / bs
 	dst = dst[:n*be]
@@ -206,6 +237,10 @@ func dequantQ8_0(dst []float32, src []byte) {
 
 // IQ4_NL: {f16 d; u8 qs[16]}: y = d*kvalues[nibble].
 func dequantIQ4NL(dst []float32, src []byte) {
+	if useAccel {
+		dequantIQ4NLAccel(dst, src)
+		return
+	}
 	const bs, be = 18, 32
 	n := len(src) / bs
 	dst = dst[:n*be]
@@ -223,6 +258,10 @@ func dequantIQ4NL(dst []float32, src []byte) {
 
 // MXFP4: {u8 e (E8M0); u8 qs[16]}: y = kvalues[nibble]*2^(e-128).
 func dequantMXFP4(dst []float32, src []byte) {
+	if useAccel {
+		dequantMXFP4Accel(dst, src)
+		return
+	}
 	const bs, be = 17, 32
 	n := len(src) / bs
 	dst = dst[:n*be]
@@ -234,6 +273,164 @@ func dequantMXFP4(dst []float32, src []byte) {
 			q := b[1+j]
 			y[j] = float32(kvaluesMXFP4[q&0x0f]) * d
 			y[j+16] = float32(kvaluesMXFP4[q>>4]) * d
+		}
+	}
+}
+
+// quantUE4M3 is ggml's ggml_ue4m3_to_fp32, the NVFP4 sub-block scale: an
+// unsigned E4M3 (bias 7) value halved, to match the doubled E2M1 codebook.
+// The top bit is ignored; 0x00, 0x7F (and 0x80) give 0.
+func quantUE4M3(x uint8) float32 {
+	if x == 0 || x == 0x7f {
+		return 0
+	}
+	exp, man := uint32(x>>3&0xf), uint32(x&7)
+	if exp == 0 {
+		return float32(man) * (1.0 / 1024) // man * 2^-9 / 2, exact
+	}
+	return math.Float32frombits((exp+119)<<23 | man<<20) // (1 + man/8) * 2^(exp-7) / 2
+}
+
+// NVFP4: {u8 d[4] (UE4M3); u8 qs[32]}: four sub-blocks of 16, each
+// y = kvalues[nibble]*scale, low nibbles first within the sub-block.
+func dequantNVFP4(dst []float32, src []byte) {
+	if useAccel {
+		dequantNVFP4Accel(dst, src)
+		return
+	}
+	const bs, be = 36, 64
+	n := len(src) / bs
+	dst = dst[:n*be]
+	for i := 0; i < n; i++ {
+		b := (*[bs]byte)(src[i*bs:])
+		y := (*[be]float32)(dst[i*be:])
+		for s := 0; s < 4; s++ {
+			d := quantUE4M3(b[s])
+			q := (*[8]byte)(b[4+8*s:])
+			yb := (*[16]float32)(y[16*s:])
+			for j := 0; j < 8; j++ {
+				yb[j] = float32(kvaluesMXFP4[q[j]&0x0f]) * d
+				yb[j+8] = float32(kvaluesMXFP4[q[j]>>4]) * d
+			}
+		}
+	}
+}
+
+// Q1_0: {f16 d; u8 qs[16]}: 128 elements, bit j set gives d, clear gives -d.
+func dequantQ1_0(dst []float32, src []byte) {
+	const bs, be = 18, 128
+	n := len(src) / bs
+	dst = dst[:n*be]
+	for i := 0; i < n; i++ {
+		b := (*[bs]byte)(src[i*bs:])
+		y := (*[be]float32)(dst[i*be:])
+		d := quantHalfAt(b[0:])
+		pm := [2]float32{-d, d}
+		for j := 0; j < 16; j++ {
+			q := b[2+j]
+			for k := 0; k < 8; k++ {
+				y[8*j+k] = pm[q>>k&1]
+			}
+		}
+	}
+}
+
+// Q2_0: {f16 d; u8 qs[16]}: 64 elements of 2 bits, low bits first,
+// y = (q-1)*d (-1, 0, +1, +2).
+func dequantQ2_0(dst []float32, src []byte) {
+	const bs, be = 18, 64
+	n := len(src) / bs
+	dst = dst[:n*be]
+	for i := 0; i < n; i++ {
+		b := (*[bs]byte)(src[i*bs:])
+		y := (*[be]float32)(dst[i*be:])
+		d := quantHalfAt(b[0:])
+		for j := 0; j < 16; j++ {
+			q := b[2+j]
+			for k := 0; k < 4; k++ {
+				y[4*j+k] = float32(int32(q>>(2*k)&3)-1) * d
+			}
+		}
+	}
+}
+
+// Q8_1: {f16 d, s; i8 qs[32]}: y = q*d (s, d times the sum of qs, is for
+// dot products). ggml has no to_float for Q8_1 (it is an internal
+// activation format); this is the value the block encodes, as Q8_0's.
+func dequantQ8_1(dst []float32, src []byte) {
+	if useAccel {
+		dequantQ8Accel(dst, src, 36, 4)
+		return
+	}
+	const bs, be = 36, 32
+	n := len(src) / bs
+	dst = dst[:n*be]
+	for i := 0; i < n; i++ {
+		b := (*[bs]byte)(src[i*bs:])
+		y := (*[be]float32)(dst[i*be:])
+		d := quantHalfAt(b[0:])
+		for j := 0; j < 32; j++ {
+			y[j] = float32(int8(b[4+j])) * d
+		}
+	}
+}
+
+// quantTernary is the value of trit n (0..4) of a TQ1_0 byte q, as ggml
+// packs five base-3 digits into a byte scaled by 256/243: -1, 0 or +1.
+func quantTernary(q uint8, n int) float32 {
+	q *= [5]uint8{1, 3, 9, 27, 81}[n]
+	return float32(int32(uint16(q)*3>>8) - 1)
+}
+
+// TQ1_0: {u8 qs[48]; u8 qh[4]; f16 d}: ternary weights, five per qs byte
+// (in five passes over 32 then 16 bytes), four per qh byte; y = t*d.
+func dequantTQ1_0(dst []float32, src []byte) {
+	const bs, be = 54, 256
+	n := len(src) / bs
+	dst = dst[:n*be]
+	for i := 0; i < n; i++ {
+		b := (*[bs]byte)(src[i*bs:])
+		y := (*[be]float32)(dst[i*be:])
+		d := quantHalfAt(b[52:])
+		k := 0
+		for _, r := range [2][2]int{{0, 32}, {32, 48}} {
+			for t := 0; t < 5; t++ {
+				for m := r[0]; m < r[1]; m++ {
+					y[k] = quantTernary(b[m], t) * d
+					k++
+				}
+			}
+		}
+		for t := 0; t < 4; t++ {
+			for j := 0; j < 4; j++ {
+				y[k] = quantTernary(b[48+j], t) * d
+				k++
+			}
+		}
+	}
+}
+
+// TQ2_0: {u8 qs[64]; f16 d}: 2-bit ternary weights (0, 1, 2 for -1, 0, +1;
+// 3 gives +2), four passes over each 32 bytes; y = (q-1)*d.
+func dequantTQ2_0(dst []float32, src []byte) {
+	if useAccel {
+		dequantTQ2_0Accel(dst, src)
+		return
+	}
+	const bs, be = 66, 256
+	n := len(src) / bs
+	dst = dst[:n*be]
+	for i := 0; i < n; i++ {
+		b := (*[bs]byte)(src[i*bs:])
+		y := (*[be]float32)(dst[i*be:])
+		d := quantHalfAt(b[64:])
+		for j := 0; j < 64; j += 32 {
+			for l := 0; l < 4; l++ {
+				yb := (*[32]float32)(y[4*j+32*l:])
+				for m := 0; m < 32; m++ {
+					yb[m] = float32(int32(b[j+m]>>(2*l)&3)-1) * d
+				}
+			}
 		}
 	}
 }

@@ -121,6 +121,10 @@ func quantScaleMinK4(j int, q *[12]byte) (sc, m uint8) {
 // Q4_K: {f16 d; f16 dmin; u8 scales[12]; u8 qs[128]} = 144 bytes.
 // y = d*sc*q - dmin*m per 32 elements.
 func dequantQ4K(dst []float32, src []byte) {
+	if useAccel {
+		dequantQ4KAccel(dst, src)
+		return
+	}
 	const bs = 144
 	n := len(src) / bs
 	dst = dst[:n*qkK]
@@ -191,6 +195,10 @@ func dequantQ5K(dst []float32, src []byte) {
 // Q6_K: {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d} = 210 bytes.
 // y = d*sc*(6-bit value - 32) per 16 elements.
 func dequantQ6K(dst []float32, src []byte) {
+	if useAccel {
+		dequantQ6KAccel(dst, src)
+		return
+	}
 	const bs = 210
 	n := len(src) / bs
 	dst = dst[:n*qkK]

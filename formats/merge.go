@@ -63,6 +63,10 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 			t.Source += base
 			out.Tensors = append(out.Tensors, t)
 		}
+		for _, u := range p.idx.Unserved {
+			u.Source += base
+			out.Unserved = append(out.Unserved, u)
+		}
 		if len(parts) > 1 || meta != nil {
 			for k, v := range p.idx.Metadata {
 				if _, ok := out.Metadata[k]; !ok {
@@ -73,6 +77,9 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 		if i := slices.Index(l.spare, p.f); i >= 0 {
 			l.spare = slices.Delete(l.spare, i, i+1)
 		}
+	}
+	if len(parts) > 1 {
+		slices.SortStableFunc(out.Unserved, func(a, b index.Unserved) int { return cmp.Compare(a.Name, b.Name) })
 	}
 	l.files = append(l.files, files...)
 	return out, nil

@@ -2,8 +2,10 @@ package fs
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/lazyweights/tensorfs/dtype"
@@ -12,9 +14,11 @@ import (
 // indexFile is .tensorfs/index.json: the index.Document of the top-level
 // tensors (format, sources, metadata, tensors in name order), with "view"
 // added after "format" when the top level is a converted view
-// (Options.View), and then "native" after "tensors": the stored tree under
+// (Options.View), then "native" after "tensors": the stored tree under
 // .native/, described the same way (every tensor, integers included, at
-// paths starting ".native/"). Each tensor's dtype and size are those of
+// paths starting ".native/"), and last "unserved" where the checkpoint
+// holds something that is not served (index.Index.Unserved). Each
+// tensor's dtype and size are those of
 // its file, and source and offset are present where the file is one
 // contiguous range of its source. It is indented with one tensor per line
 // so that `head` shows the top.
@@ -55,11 +59,22 @@ func (r *Root) newIndexFile(listed, native []uint32) (*indexFile, error) {
 		}
 		return "]"
 	}
+	// What the checkpoint holds that is not served, after the lists.
+	end := "\n}\n"
+	if us := r.idx.DocUnserved(); len(us) > 0 {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(us); err != nil {
+			return nil, err
+		}
+		end = ",\n  \"unserved\": " + strings.TrimSuffix(b.String(), "\n") + end
+	}
 	if r.opts.View != dtype.Invalid {
 		f.mid = []byte(close(len(listed)) + ",\n  \"native\": [")
-		f.tail = []byte(close(len(native)) + "\n}\n")
+		f.tail = []byte(close(len(native)) + end)
 	} else {
-		f.mid = []byte(close(len(listed)) + "\n}\n")
+		f.mid = []byte(close(len(listed)) + end)
 	}
 	f.units = len(listed) + len(native) + 3
 	f.marks = make([]int64, 0, f.units/indexMarkEvery+1)

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -634,6 +635,12 @@ func TestToErrno(t *testing.T) {
 		{&backing.FaultError{Name: "f", Err: syscall.EIO}, syscall.EIO},
 		{&backing.FaultError{Name: "f"}, syscall.EIO},
 		{fmt.Errorf("x: %w", backing.ErrFault), syscall.EIO},
+		// A full --cache-dir is a fault of the server's reading: EIO,
+		// never ENOSPC (issue 28); an interrupted one stays EINTR.
+		{&backing.MemberError{File: "m.npz", Member: "a.npy", Msg: "cannot write", Err: &os.PathError{Op: "write", Path: "c", Err: syscall.ENOSPC}}, syscall.EIO},
+		{fmt.Errorf("t: %w", &backing.FaultError{Name: "f", Err: syscall.ENOSPC, Now: -1}), syscall.EIO},
+		{&backing.FaultError{Name: "f", Err: fmt.Errorf("x: %w", context.Canceled), Now: -1}, syscall.EINTR},
+		{fmt.Errorf("x: %w", syscall.ENOMEM), syscall.ENOMEM},
 		{os.ErrNotExist, syscall.ENOENT},
 		{&os.PathError{Op: "open", Path: "x", Err: syscall.EACCES}, syscall.EACCES},
 	} {

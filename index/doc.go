@@ -44,6 +44,24 @@
 //     allocation. Fuzz targets here: FuzzJSON, FuzzPaths,
 //     FuzzRenderMetadata; one per parser in the format packages.
 //
+// # What is not served
+//
+// One thing a parser cannot read never costs the readable rest of a file.
+// Index.Unserved lists, in name order, the entries a checkpoint holds that
+// are not served, each an Unserved{Name, Type, Shape, Source, Offset, Why}:
+// Type is the stored type as the format names it ("ggml type 43"), Shape
+// and Offset are given where known (nil, -1 otherwise), Why is one line
+// without the file name. Today a GGUF tensor of a type code this build does
+// not know goes there (its size cannot be computed); a parser for another
+// format puts there what it lists but cannot serve (a torch dtype it cannot
+// size, an .npz member that is not an array of numbers) in the same way.
+// formats.Load keeps every part's entries (Source renumbered); the
+// Document lists them under "unserved" (DocUnserved: name, type, shape,
+// source, offset, why; absent when there are none); each command that
+// opens the checkpoint logs one line per entry, convert refuses to write an incomplete OUT and
+// load fails after the rest. A file with nothing to serve but such entries
+// is still refused, in one line.
+//
 // # Errors
 //
 // Problems in a file are *FormatError (errors.Is(err, ErrFormat)): one line,

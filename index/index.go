@@ -52,6 +52,25 @@ type Index struct {
 	// range of one (see Member), in Source order; nil for most
 	// checkpoints.
 	Members []Member
+	// Unserved lists, sorted by Name, what the checkpoint holds that
+	// tensorfs does not serve (see Unserved); nil for most checkpoints.
+	Unserved []Unserved
+}
+
+// Unserved is one entry of a checkpoint that tensorfs lists but does not
+// serve, so that one thing it cannot read never costs the rest of the file:
+// a tensor of a type it does not know (a GGUF type code newer than this
+// build: its size cannot be computed) or, for other formats, a member that
+// is not an array of numbers. It is in index.json ("unserved"), each
+// command that opens the checkpoint logs one line for it, `convert` refuses
+// to write an incomplete OUT and `load` fails after the rest.
+type Unserved struct {
+	Name   string  // exact name in the checkpoint
+	Type   string  // the stored type as the format names it: "ggml type 43"
+	Shape  []int64 // row-major where known, nil otherwise
+	Source int     // index into Sources
+	Offset int64   // byte offset of its data in the source where known, else -1
+	Why    string  // why it is not served: one line, no file name
 }
 
 // Member is a source that is not a file of its own but derived from a

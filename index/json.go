@@ -32,6 +32,21 @@ type Document struct {
 	// Native, only with View, describes the stored tree under .native/:
 	// every tensor as stored, at paths that start ".native/".
 	Native []DocTensor `json:"native,omitempty"`
+	// Unserved lists what the checkpoint holds that is not served
+	// (Index.Unserved), in name order; absent when there is nothing.
+	Unserved []DocUnserved `json:"unserved,omitempty"`
+}
+
+// DocUnserved is one Index.Unserved entry in a Document. Shape is absent
+// where it is not known, Source and Offset where the data's place is not.
+type DocUnserved struct {
+	Name    string  `json:"name"`
+	NameHex string  `json:"name_hex,omitempty"` // as DocTensor's
+	Type    string  `json:"type"`
+	Shape   []int64 `json:"shape,omitempty"`
+	Source  string  `json:"source,omitempty"`
+	Offset  *int64  `json:"offset,omitempty"`
+	Why     string  `json:"why"`
 }
 
 // DocTensor is one tensor in a Document.
@@ -94,7 +109,25 @@ func (idx *Index) Document() Document {
 	if !slices.IsSortedFunc(d.Tensors, func(a, b DocTensor) int { return cmpString(a.Name, b.Name) }) {
 		slices.SortStableFunc(d.Tensors, func(a, b DocTensor) int { return cmpString(a.Name, b.Name) })
 	}
+	d.Unserved = idx.DocUnserved()
 	return d
+}
+
+// DocUnserved returns idx.Unserved as a Document lists it, in name order;
+// nil when there is nothing.
+func (idx *Index) DocUnserved() []DocUnserved {
+	var out []DocUnserved
+	for _, u := range idx.Unserved {
+		du := DocUnserved{Name: u.Name, NameHex: NameHex(u.Name), Type: u.Type, Shape: u.Shape, Why: u.Why}
+		if u.Offset >= 0 && u.Source >= 0 && u.Source < len(idx.Sources) && idx.Member(u.Source) == nil {
+			du.Source = idx.Sources[u.Source]
+			off := u.Offset
+			du.Offset = &off
+		}
+		out = append(out, du)
+	}
+	slices.SortStableFunc(out, func(a, b DocUnserved) int { return cmpString(a.Name, b.Name) })
+	return out
 }
 
 // JSON returns the document as compact JSON followed by a newline. Names
@@ -189,6 +222,11 @@ func (d Document) WriteJSON(w io.Writer) error {
 			return err
 		}
 	}
+	if len(d.Unserved) > 0 {
+		if err := field(false, "unserved", d.Unserved); err != nil {
+			return err
+		}
+	}
 	put([]byte("}\n"))
 	return werr
 }
@@ -234,6 +272,19 @@ func ParseDocument(data []byte) (*Document, error) {
 	}
 	if err := d.checkTensors(file, "native tensor ", d.Native); err != nil {
 		return nil, err
+	}
+	for i := range d.Unserved {
+		u := &d.Unserved[i]
+		if u.NameHex != "" {
+			b, err := hex.DecodeString(u.NameHex)
+			if err != nil {
+				return nil, ErrorAt(file, "unserved "+strconv.Quote(u.Name), "bad name_hex")
+			}
+			u.Name = string(b)
+		}
+		if u.Type == "" || u.Why == "" {
+			return nil, ErrorAt(file, "unserved "+strconv.Quote(u.Name), "missing type or why")
+		}
 	}
 	return &d, nil
 }

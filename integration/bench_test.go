@@ -32,9 +32,12 @@ func TestBenchCommand(t *testing.T) {
 			t.Errorf("no %q row with GB/s and a ratio in:\n%s", label, r.stdout)
 			continue
 		}
+		// The text rounds to two decimals: on a loaded machine a slow
+		// row can print 0.00, so only a negative or unreadable figure is
+		// wrong here; --json below checks the unrounded figures.
 		for _, v := range m[1:] {
-			if f, err := strconv.ParseFloat(v, 64); err != nil || f <= 0 {
-				t.Errorf("%q row: figure %q is not positive:\n%s", label, v, r.stdout)
+			if f, err := strconv.ParseFloat(v, 64); err != nil || f < 0 {
+				t.Errorf("%q row: figure %q is not a figure:\n%s", label, v, r.stdout)
 			}
 		}
 	}

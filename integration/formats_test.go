@@ -945,7 +945,7 @@ for i in range(0, len(args), 3):
                 or x.get("user.tensorfs.source") != t["source"] or x.get("user.tensorfs.offset") != str(t["offset"]) \
                 or x.get("user.tensorfs.name") != name:
             bad("%s: xattrs %s disagree with index.json %s" % (name, x, t))
-        if name.startswith("blk.") and t["dtype"] != kind:
+        if name.startswith("blk.") and kind != "*" and t["dtype"] != kind:
             bad("%s: dtype %s, want %s" % (name, t["dtype"], kind))
         if name == "blk.0.ffn_up.weight" and t["shape"] != [3, 256]:
             bad("%s: shape %s, want [3,256] (GGUF's dims reversed)" % (name, t["shape"]))
@@ -1057,6 +1057,107 @@ func TestGGUFThroughMount(t *testing.T) {
 		if mountedAt(mnt) {
 			t.Errorf("%s is mounted", mnt)
 		}
+	}
+}
+
+// TestGGUFEveryTypeThroughMount mounts the shared file of every ggml type
+// (gguf/types/types.gguf: one tensor of each of the 25 types ggml's own
+// quantizer makes, with ggml's own to_float in types.f32ref) and checks
+// every tensor's raw blocks, xattrs, .f32/.f16/.bf16/.f64 views, .npy/ and
+// reads at any offset against ggml's dequantization (fxGGUFScript); the
+// .split/ parts of whole blocks (raw) and of rows (.f32/); the safetensors
+// export (every tensor as F32); and, without mounting, `tensorfs load
+// --sha256 --dtype f32` against the sha256 types.json gives and `tensorfs
+// convert --dtype f16` against the reference rounded.
+func TestGGUFEveryTypeThroughMount(t *testing.T) {
+	needFUSE(t)
+	testdata.Python(t, "numpy")
+	src := filepath.Join(testdata.Path(t, "gguf/types"), "types.gguf")
+	ref := strings.TrimSuffix(src, ".gguf") + ".f32ref"
+	if _, err := os.Stat(ref); err != nil {
+		testdata.SkipOrFail(t, err.Error())
+	}
+	for _, r := range fxGGUFReports(t, fxCheckMounts(t, fxGGUFScript, nil, []fxSource{{path: src, args: []string{ref, "*"}}})) {
+		if r.Tensors != 25 || r.Checks < 25*4 {
+			t.Errorf("%s: %d tensors, %d checks; want the 25 types", r.Mount, r.Tensors, r.Checks)
+		}
+	}
+
+	m := mount(t, src)
+	out := runPy(t, `
+import os, sys, json, struct
+import numpy as np
+m, ref = sys.argv[1], sys.argv[2]
+r = np.fromfile(ref, "<f4")
+doc = json.load(open(os.path.join(m, ".tensorfs", "index.json")))
+ts = sorted(doc["tensors"], key=lambda t: t["offset"])
+st = open(os.path.join(m, ".safetensors", "model.safetensors"), "rb").read()
+n = struct.unpack("<Q", st[:8])[0]
+hdr = json.loads(st[8:8 + n])
+bad, pos = [], 0
+for t in ts:
+    rows, cols = t["shape"]
+    k = rows * cols
+    rt = r[pos:pos + k].reshape(rows, cols)
+    pos += k
+    raw = open(os.path.join(m, t["path"]), "rb").read()
+    rb = len(raw) // rows
+    # raw blocks: columns split in two (whole blocks), rows in three
+    half = open(os.path.join(m, ".split", "1", "2", "1", t["path"]), "rb").read()
+    if half != b"".join(raw[i * rb + rb // 2:(i + 1) * rb] for i in range(rows)):
+        bad.append("%s: .split/1/2/1 is not the rows' second halves" % t["name"])
+    if open(os.path.join(m, ".split", "0", "3", "1", t["path"]), "rb").read() != raw[rb:2 * rb]:
+        bad.append("%s: .split/0/3/1 is not row 1" % t["name"])
+    f = open(os.path.join(m, ".f32", ".split", "1", "3", "2", t["path"]), "rb").read()
+    if f != np.ascontiguousarray(rt[:, cols - cols // 3:]).tobytes():
+        bad.append("%s: .f32/.split/1/3/2 differs from ggml's" % t["name"])
+    h = hdr.get(t["name"])
+    if h is None or h["dtype"] != "F32" or h["shape"] != t["shape"] or \
+            st[8 + n + h["data_offsets"][0]:8 + n + h["data_offsets"][1]] != rt.tobytes():
+        bad.append("%s: safetensors export %s differs from ggml's" % (t["name"], h))
+print("\n".join(bad) or "ok %d" % len(ts))
+`, m.Dir, ref)
+	if strings.TrimSpace(out) != "ok 25" {
+		t.Errorf("through the mount:\n%s", out)
+	}
+	m.Unmount()
+
+	var doc struct {
+		Tensors []struct {
+			Name      string `json:"name"`
+			SHA256F32 string `json:"sha256_f32"`
+		} `json:"tensors"`
+	}
+	js, err := os.ReadFile(strings.TrimSuffix(src, ".gguf") + ".json")
+	if err != nil || json.Unmarshal(js, &doc) != nil || len(doc.Tensors) != 25 {
+		t.Fatalf("types.json: %v", err)
+	}
+	sort.Slice(doc.Tensors, func(i, j int) bool { return doc.Tensors[i].Name < doc.Tensors[j].Name })
+	var want strings.Builder
+	for _, tn := range doc.Tensors {
+		want.WriteString(tn.SHA256F32 + "  " + tn.Name + "\n")
+	}
+	if got := mustRun(t, tensorfsBinary(t), "load", "--sha256", "--dtype", "f32", "--quiet", src); got != want.String() {
+		t.Errorf("tensorfs load --sha256 --dtype f32:\n%s\nwant (ggml's, types.json):\n%s", got, want.String())
+	}
+	dst := filepath.Join(t.TempDir(), "f16.safetensors")
+	mustRun(t, tensorfsBinary(t), "convert", "--dtype", "f16", "--quiet", src, dst)
+	out = runPy(t, `
+import sys, json, struct
+import numpy as np
+st, ref, meta = open(sys.argv[1], "rb").read(), np.fromfile(sys.argv[2], "<f4"), json.load(open(sys.argv[3]))
+n = struct.unpack("<Q", st[:8])[0]
+hdr, bad, pos = json.loads(st[8:8 + n]), [], 0
+for t in meta["tensors"]:
+    k = t["shape"][0] * t["shape"][1]
+    h = hdr[t["name"]]
+    if h["dtype"] != "F16" or st[8 + n + h["data_offsets"][0]:8 + n + h["data_offsets"][1]] != ref[pos:pos + k].astype("<f2").tobytes():
+        bad.append(t["name"])
+    pos += k
+print(" ".join(bad) or "ok")
+`, dst, ref, strings.TrimSuffix(src, ".gguf")+".json")
+	if strings.TrimSpace(out) != "ok" {
+		t.Errorf("tensorfs convert --dtype f16: these differ from ggml's rounded to F16: %s", out)
 	}
 }
 
@@ -1458,11 +1559,14 @@ print(total)
 	}
 }
 
-// TestGGUFRawOnlyTypes: a tensor of a ggml type without a dequantizer yet
-// (the IQ family, TQ, Q8_1) is served as its raw blocks, with its ggml
-// dtype and row-major shape, and is absent from the converted views and
-// .npy/; `tensorfs cat --dtype f32` says it cannot convert it.
-func TestGGUFRawOnlyTypes(t *testing.T) {
+// TestGGUFUnknownTypeCode: a tensor of a ggml type code tensorfs does not
+// know (77 here; 40-42 before this build knew them) never costs the file:
+// the mount serves every other tensor (the IQ, TQ and Q8_1 ones in every
+// view and .npy/) and lists it in index.json under "unserved" (name, type
+// code, offset, why), logging one line; `tensorfs convert` names it and
+// exits 1 without writing OUT; `tensorfs load --sha256` lists the others
+// and exits 1 naming it.
+func TestGGUFUnknownTypeCode(t *testing.T) {
 	needFUSE(t)
 	le32 := func(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) }
 	le64 := func(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) }
@@ -1474,6 +1578,7 @@ func TestGGUFRawOnlyTypes(t *testing.T) {
 		bytes int
 	}{
 		{"iq2_xxs", 16, []uint64{256, 2}, 2 * 66},
+		{"future", 77, []uint64{32}, 40},
 		{"tq2_0", 35, []uint64{256}, 66},
 		{"q8_1", 9, []uint64{64, 3}, 6 * 36},
 		{"f32", 0, []uint64{4}, 16},
@@ -1481,10 +1586,14 @@ func TestGGUFRawOnlyTypes(t *testing.T) {
 	b := append([]byte("GGUF"), 3, 0, 0, 0)
 	b = le64(le64(b, uint64(len(ts))), 0)
 	var data []byte
+	futureOff := 0
 	for _, tn := range ts {
 		b = le32(str(b, tn.name), uint32(len(tn.dims)))
 		for _, d := range tn.dims {
 			b = le64(b, d)
+		}
+		if tn.name == "future" {
+			futureOff = len(data)
 		}
 		b = le64(le32(b, tn.code), uint64(len(data)))
 		data = append(data, pattern(tn.bytes, byte(len(data)))...)
@@ -1495,30 +1604,65 @@ func TestGGUFRawOnlyTypes(t *testing.T) {
 	for len(b)%32 != 0 {
 		b = append(b, 0)
 	}
-	src := filepath.Join(t.TempDir(), "raw.gguf")
+	futureOff += len(b)
+	src := filepath.Join(t.TempDir(), "mixed.gguf")
 	if err := os.WriteFile(src, append(b, data...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m := mount(t, src)
 	out := runPy(t, `
-import os, sys
+import os, sys, json
 m = sys.argv[1]
 res = []
-for name in ("iq2_xxs", "tq2_0", "q8_1", "f32"):
+for name in ("iq2_xxs", "tq2_0", "q8_1", "f32", "future"):
     p = os.path.join(m, name)
+    if not os.path.exists(p):
+        res.append("%s absent" % name)
+        continue
     views = [v for v in (".f32", ".f16", ".bf16", ".f64") if os.path.exists(os.path.join(m, v, name))]
     npy = os.path.exists(os.path.join(m, ".npy", name + ".npy"))
     res.append("%s %s %s %d %s %s" % (name, os.getxattr(p, "user.tensorfs.dtype").decode(),
         os.getxattr(p, "user.tensorfs.shape").decode(), len(open(p, "rb").read()), ",".join(views) or "-", npy))
+doc = json.load(open(os.path.join(m, ".tensorfs", "index.json")))
+res.append(json.dumps(doc.get("unserved"), sort_keys=True))
+res.append(" ".join(t["name"] for t in doc["tensors"]))
 print("\n".join(res))
 `, m.Dir)
-	want := "iq2_xxs IQ2_XXS [2,256] 132 - False\n" +
-		"tq2_0 TQ2_0 [256] 66 - False\n" +
-		"q8_1 Q8_1 [3,64] 216 - False\n" +
-		"f32 F32 [4] 16 .f32,.f16,.bf16,.f64 True\n"
+	unserved := `[{"name": "future", "offset": ` + itoa(int64(futureOff)) + `, "shape": [32], "source": "` + src +
+		`", "type": "ggml type 77", "why": "unknown ggml type code 77 (newer than this tensorfs: its block size, so the tensor's size, is not known)"}]`
+	want := "iq2_xxs IQ2_XXS [2,256] 132 .f32,.f16,.bf16,.f64 True\n" +
+		"tq2_0 TQ2_0 [256] 66 .f32,.f16,.bf16,.f64 True\n" +
+		"q8_1 Q8_1 [3,64] 216 .f32,.f16,.bf16,.f64 True\n" +
+		"f32 F32 [4] 16 .f32,.f16,.bf16,.f64 True\n" +
+		"future absent\n" + unserved + "\n" +
+		"f32 iq2_xxs q8_1 tq2_0\n"
 	if out != want {
 		t.Errorf("through the mount:\n%s\nwant:\n%s", out, want)
 	}
 	m.Unmount()
-	checkOneLineError(t, runTensorfs(t, "cat", "--dtype", "f32", src, "iq2_xxs"), 1, `tensor "iq2_xxs" is IQ2_XXS, which cannot be converted to F32`)
+	if log := m.Stderr(); strings.Count(log, `tensor "future" (ggml type 77) is not served`) != 1 {
+		t.Errorf("mount log: want one line for the unserved tensor:\n%s", log)
+	}
+
+	// convert: names it, exits 1, writes nothing.
+	dst := filepath.Join(t.TempDir(), "out.safetensors")
+	r := runTensorfs(t, "convert", "--dtype", "f16", src, dst)
+	if r.code != 1 || !strings.Contains(r.stderr, `cannot write 1 tensor: "future" (ggml type 77); `+dst+` not written`) || r.stdout != "" {
+		t.Errorf("convert: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(dst); !os.IsNotExist(err) {
+		t.Errorf("convert wrote %s (%v)", dst, err)
+	}
+	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(dst), "*"))
+	if len(matches) != 0 {
+		t.Errorf("convert left %v", matches)
+	}
+
+	// load --sha256: every other tensor listed, then exit 1 naming it.
+	r = runTensorfs(t, "load", "--sha256", "--dtype", "f32", "--quiet", src)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 1 || len(lines) != 4 || !strings.HasSuffix(lines[0], "  f32") || !strings.HasSuffix(lines[3], "  tq2_0") ||
+		!strings.Contains(r.stderr, `tensor "future" (ggml type 77) is not served`) || !strings.Contains(r.stderr, `1 tensor not loaded: "future" (ggml type 77)`) {
+		t.Errorf("load --sha256: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -59,6 +60,7 @@ func TestLoadGPU(t *testing.T) {
 		"generated/np_f4_fortran.npy",
 		"gguf/quantized/ollama-ggml-q4_0.gguf",
 		"gguf/quantized/ollama-ggml-q2_k.gguf",
+		"gguf/types/types.gguf", // every ggml type, converted with --dtype f16
 		"pytorch/gopickle/tensor_bfloat16_proto2.pt",
 	}
 	for _, f := range files {
@@ -280,6 +282,39 @@ func TestMountGPU(t *testing.T) {
 				t.Fatalf("the server's CUDA calls: want one cudaMalloc freed at unmount, one IPC handle:\n%s", calls)
 			}
 		})
+	}
+}
+
+// TestMountGPUSourceReplaced: a `mv` that replaces SOURCE after mount
+// --gpu validated it and before it uploads (the stand-in runtime renames
+// at its first call, which comes between the two) changes nothing: the
+// device holds the bytes of the file the tree serves, the one validated,
+// not the file now at SOURCE's name.
+func TestMountGPUSourceReplaced(t *testing.T) {
+	needFUSE(t)
+	fakeCUDA(t)
+	dir := t.TempDir()
+	src, other := filepath.Join(dir, "model.safetensors"), filepath.Join(dir, "other.safetensors")
+	const n = 1 << 16
+	writeSafetensors(t, src, []stTensor{{Name: "w", DType: "F32", Shape: []int64{n}, Data: pattern(4*n, 1)}}, nil)
+	writeSafetensors(t, other, []stTensor{{Name: "w", DType: "F32", Shape: []int64{n}, Data: pattern(4*n, 2)}}, nil)
+	t.Setenv("FAKE_CUDART_RENAME", other+":"+src)
+	m := mount(t, src, "--gpu", "0")
+	if _, err := os.Stat(other); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the stand-in did not move %s over SOURCE: %v", other, err)
+	}
+	if got, err := os.ReadFile(m.Path("w")); err != nil || !bytes.Equal(got, pattern(4*n, 1)) {
+		t.Fatalf("the tree does not serve the validated file: %v", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), ipcConsumerEnv+"="+m.Dir, "FAKE_CUDART_LOG=", "FAKE_CUDART_RENAME=")
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok 1" {
+		t.Fatalf("the device does not hold what the tree serves: %v: %s", err, out)
 	}
 }
 

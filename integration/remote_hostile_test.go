@@ -150,3 +150,67 @@ func TestRemoteInterruptStalledRead(t *testing.T) {
 		}
 	})
 }
+
+// lyingRangeServer serves one safetensors file (a header and one 64 KiB
+// tensor "w") whose replies for ranges from byte 4 KiB on carry a
+// Content-Range for other bytes than those asked for (and those other
+// bytes). It returns the file's URL.
+func lyingRangeServer(t *testing.T) string {
+	t.Helper()
+	hdr := []byte(`{"w":{"dtype":"F32","shape":[16384],"data_offsets":[0,65536]}}`)
+	for len(hdr)%8 != 0 {
+		hdr = append(hdr, ' ')
+	}
+	data := binary.LittleEndian.AppendUint64(nil, uint64(len(hdr)))
+	data = append(append(data, hdr...), pattern(64<<10, 7)...)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"v1"`)
+		var a, b int64
+		if _, err := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &a, &b); err != nil {
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+			w.Write(data)
+			return
+		}
+		b = min(b, int64(len(data))-1)
+		if a >= 4<<10 {
+			a, b = a-1, b-1 // one byte early: the lie
+		}
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", a, b, len(data)))
+		w.Header().Set("Content-Length", strconv.FormatInt(b-a+1, 10))
+		w.WriteHeader(http.StatusPartialContent)
+		w.Write(data[a : b+1])
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + l.Addr().String() + "/model.safetensors"
+}
+
+// TestRemoteLyingContentRange: a read that fails on a Content-Range for
+// other bytes than asked is one line, exit 1, naming the URL once, from
+// cat, load and convert.
+func TestRemoteLyingContentRange(t *testing.T) {
+	src := lyingRangeServer(t)
+	flags := []string{"--part-size", "4KiB", "--remote-readahead", "0"}
+	for _, tc := range []struct {
+		name string
+		args func(dir string) []string
+	}{
+		{"cat", func(string) []string { return append(append([]string{"cat"}, flags...), src, "w") }},
+		{"load", func(string) []string { return append(append([]string{"load", "--quiet"}, flags...), src) }},
+		{"convert", func(dir string) []string {
+			return append(append([]string{"convert", "--quiet"}, flags...), src, filepath.Join(dir, "out.safetensors"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runTensorfs(t, tc.args(t.TempDir())...)
+			t.Log(r.stderr)
+			if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || strings.Count(r.stderr, src) != 1 || !strings.Contains(r.stderr, "Content-Range") {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and one line naming the URL once and the Content-Range", r.code, r.stderr)
+			}
+		})
+	}
+}

@@ -20,9 +20,11 @@ import (
 const MountIndexPath = ".tensorfs/index.json"
 
 // S3Func opens the store of one S3 bucket: noSign sends requests without
-// credentials (public buckets), conns is the most idle connections to
-// keep. backing/s3.Open is one.
-type S3Func func(ctx context.Context, bucket string, noSign bool, conns int) (remote.Store, error)
+// credentials (public buckets); ro are the remote options the store's
+// client will have (Parallel sizes its connection pool, Proxy is the
+// cache tier its GETs go through, Logf says a failing tier once).
+// backing/s3.Open is one.
+type S3Func func(ctx context.Context, bucket string, noSign bool, ro remote.Options) (remote.Store, error)
 
 // Options configure Load.
 type Options struct {
@@ -189,7 +191,7 @@ func newStore(ctx context.Context, source string, opts RemoteOptions) (remote.St
 		if opts.S3 == nil {
 			return nil, "", fmt.Errorf("%s: s3:// is not enabled in this program: pass an S3 opener (source.RemoteOptions{S3: s3.Open}, package github.com/lazyweights/tensorfs/backing/s3)", source)
 		}
-		st, err := opts.S3(ctx, bucket, opts.NoSign, max(64, opts.Remote.Parallel))
+		st, err := opts.S3(ctx, bucket, opts.NoSign, opts.Remote)
 		if err != nil {
 			return nil, "", err
 		}
@@ -202,7 +204,7 @@ func newStore(ctx context.Context, source string, opts RemoteOptions) (remote.St
 		scheme, _, _ := strings.Cut(source, "://")
 		return nil, "", fmt.Errorf("%s:// URL: not a valid URL", strings.ToLower(scheme))
 	}
-	st, key, err := httpsrc.New(u)
+	st, key, err := httpsrc.NewWith(u, httpsrc.Options{Proxy: opts.Remote.Proxy, Logf: opts.Remote.Logf})
 	if err != nil {
 		return nil, "", err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/url"
@@ -35,6 +36,23 @@ var _ remote.Store = (*Store)(nil)
 // that a name from a weight map ("%2e%2e/x") is requested as that name,
 // never as the path it would decode to.
 func New(u *url.URL) (store *Store, key string, err error) {
+	return NewWith(u, Options{})
+}
+
+// Options configure NewWith.
+type Options struct {
+	// Proxy, when set, is an HTTP proxy (a cache tier) that every
+	// request goes through: http:// URLs in absolute form, https:// ones
+	// through CONNECT. When it is down or answers 5xx, requests go to
+	// the server directly (remote.TierTransport).
+	Proxy *url.URL
+	// Logf logs the proxy's failure, once per process (default
+	// log.Printf).
+	Logf func(format string, args ...any)
+}
+
+// NewWith is New with options.
+func NewWith(u *url.URL, opts Options) (store *Store, key string, err error) {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, "", fmt.Errorf("%s: not an http(s) URL", redact(u))
 	}
@@ -47,7 +65,11 @@ func New(u *url.URL) (store *Store, key string, err error) {
 	tr.ResponseHeaderTimeout = 30 * time.Second
 	tr.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	tr.DisableCompression = true // byte ranges of the file, not of a gzip of it
-	s := &Store{base: url.URL{Scheme: u.Scheme, Host: u.Host, User: u.User}, query: u.RawQuery, client: &http.Client{Transport: tr, CheckRedirect: noReferer}}
+	logf := opts.Logf
+	if logf == nil {
+		logf = log.Printf
+	}
+	s := &Store{base: url.URL{Scheme: u.Scheme, Host: u.Host, User: u.User}, query: u.RawQuery, client: &http.Client{Transport: remote.ProxyTransport(opts.Proxy, tr, logf), CheckRedirect: noReferer}}
 	if isHuggingFace(u.Hostname()) {
 		s.token = os.Getenv("HF_TOKEN")
 	}

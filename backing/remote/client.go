@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"math/rand/v2"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,12 @@ type Options struct {
 	// source, or when a server's reply does not match its request
 	// (default log.Printf).
 	Logf func(format string, args ...any)
+	// ReadErrorsReturned says the caller reports every read error
+	// itself (a command that exits with it, not a mount): the lines
+	// Logf would say when an object changes under an open source or a
+	// reply does not match its request are left out, so the error is
+	// said once.
+	ReadErrorsReturned bool
 	// Context, when set, bounds the Client's life: once it is done
 	// (the command was interrupted), every open, fetch and read waiting
 	// on the store ends at once with an error wrapping its cause
@@ -58,6 +65,13 @@ type Options struct {
 	// them: nothing could show that an object replaced while it is read
 	// is not served as a mix of both versions.
 	AllowUnvalidated bool
+	// Proxy, when set, is the HTTP proxy (a cache tier: Dragonfly's
+	// dfdaemon, an nginx cache) that the stores send every GET through
+	// (--proxy, TENSORFS_PROXY; see TierTransport). The Client does not
+	// use it: it is for the store constructors (backing/s3's and
+	// backing/httpsrc's Options.Proxy), which the opener of a source
+	// gives it to. Check it with ParseProxy.
+	Proxy *url.URL
 }
 
 // Defaults.
@@ -148,7 +162,7 @@ func (c *Client) interrupted(url string) error {
 type Client struct {
 	store Store
 	opts  Options
-	sem   chan struct{} // one token per GET in flight
+	lim   *limiter // the GETs in flight (AIMD)
 	mem   *memCache
 	disk  *diskCache // nil without CacheDir
 
@@ -167,7 +181,7 @@ func New(store Store, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{store: store, opts: opts, sem: make(chan struct{}, opts.Parallel)}
+	c := &Client{store: store, opts: opts, lim: newLimiter(opts.Parallel)}
 	c.mem = newMemCache(opts.MemCache, opts.PartSize)
 	if opts.CacheDir != "" {
 		d, err := openDiskCache(opts.CacheDir, opts.CacheSize, opts.Logf)

@@ -53,6 +53,18 @@
 // checked directory's descriptor, without following symbolic links, and
 // only regular files are read, never waited on.
 //
+// # Fleets
+//
+// Options.Proxy names a cache tier (Dragonfly's dfdaemon, an nginx slice
+// cache) that the stores send every GET through: TierTransport, http://
+// in absolute form, https:// through CONNECT; a tier that is down or
+// answers 5xx is bypassed for a few seconds at a time, said once per
+// process. backing/s3 presigns its GETs behind a proxy, so that the tier
+// can key an object by its path. GETs in flight are bounded by an AIMD
+// limiter: a throttled GET (503, 429) halves the bound, each window of
+// successes raises it by one, up to Options.Parallel (Client.Limit); a
+// GET holds its slot while it runs, not while it backs off.
+//
 // # Invariants
 //
 //   - Every GET after Open is pinned to the version Open validated

@@ -212,6 +212,10 @@ func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 	return int(want), nil
 }
 
+// errNoSlot is a try that waited for a slot for GETs in flight until
+// its deadline.
+var errNoSlot = errors.New("timed out waiting for a connection")
+
 // waitSlack is how long after its deadline a read still waits for a
 // part being fetched: the fetches it started end by the deadline with
 // their own error, which says more than "no answer".
@@ -300,31 +304,35 @@ func (s *Source) fetchRun(run []*part, ready func(*part, error), deadline time.T
 	}
 }
 
-// get fills bufs with the bytes from off on: one GET at a time per token,
-// retried until ctx's deadline, each try from the first buffer not yet
-// filled. filled(i), when not nil, is called as bufs[i] is full.
+// get fills bufs with the bytes from off on, retried until ctx's
+// deadline, each try from the first buffer not yet filled. Each try holds
+// one of the Client's slots for GETs in flight (the AIMD limiter) while
+// it runs, not while it backs off: after a throttle halves the bound,
+// only that many GETs, retries included, are in flight. filled(i), when
+// not nil, is called as bufs[i] is full.
 func (s *Source) get(ctx context.Context, off int64, bufs [][]byte, filled func(i int)) error {
-	select {
-	case s.c.sem <- struct{}{}:
-	case <-ctx.Done():
-		if err := s.c.interrupted(s.url); err != nil {
-			return err
-		}
-		return &Error{URL: s.url, Kind: Transient, Msg: "timed out waiting for a connection"}
-	}
-	defer func() { <-s.c.sem }()
 	if err := s.changedErr(); err != nil {
 		return err
 	}
 	k := 0 // buffers filled by earlier tries
 	try := func(ctx context.Context) error {
+		if err := s.c.lim.acquire(ctx); err != nil {
+			if err := s.c.interrupted(s.url); err != nil {
+				return err
+			}
+			return &Error{URL: s.url, Kind: Transient, Msg: errNoSlot.Error(), Err: errNoSlot}
+		}
+		defer s.c.lim.release()
 		base := k
-		return s.c.store.Get(ctx, s.obj, off+BufsLen(bufs[:base]), bufs[base:], func(i int) {
+		ticket := s.c.lim.ticket()
+		err := s.c.store.Get(ctx, s.obj, off+BufsLen(bufs[:base]), bufs[base:], func(i int) {
 			k = base + i + 1
 			if filled != nil {
 				filled(base + i)
 			}
 		})
+		s.c.lim.done(ticket, err)
+		return err
 	}
 	var err error
 	probe := false
@@ -345,6 +353,9 @@ func (s *Source) get(ctx context.Context, off int64, bufs [][]byte, filled func(
 		return s.c.interrupted(s.url)
 	case KindOf(err) == Changed:
 		s.markChanged(err)
+	case KindOf(err) == Transient && errors.Is(err, errNoSlot):
+		// Every slot was taken until the deadline: the process is
+		// busy, the store not known to be away.
 	case KindOf(err) == Transient:
 		if !probe {
 			s.c.awayAt.Store(time.Now().UnixNano())
@@ -357,6 +368,9 @@ func (s *Source) get(ctx context.Context, off int64, bufs [][]byte, filled func(
 		}
 	case KindOf(err) == Invalid:
 		s.badReply.Do(func() {
+			if s.c.opts.ReadErrorsReturned {
+				return
+			}
 			s.c.opts.Logf("tensorfs: %s: %v; the reads that need it fail with EIO", s.url, err)
 		})
 	}
@@ -376,6 +390,9 @@ func (s *Source) waitError() error {
 func (s *Source) markChanged(err error) {
 	s.changeOnce.Do(func() {
 		s.changed.Store(&err)
+		if s.c.opts.ReadErrorsReturned {
+			return
+		}
 		s.c.opts.Logf("tensorfs: %s: the object changed after it was opened (%v); its reads fail with EIO, remount to serve the new version", s.url, err)
 	})
 }

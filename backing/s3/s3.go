@@ -34,9 +34,13 @@ type Options struct {
 	// Conns is the most idle connections kept to the endpoint (default
 	// 64): at least the Client's Parallel.
 	Conns int
-	// Logf logs the one line said of each listed key that is skipped
-	// (default log.Printf).
+	// Logf logs the one line said of each listed key that is skipped,
+	// and the proxy's failure (default log.Printf).
 	Logf func(format string, args ...any)
+	// Proxy, when set, is an HTTP proxy (a cache tier) that the object's
+	// GETs go through, presigned (see presign.go); when it is down or
+	// answers 5xx they go to the endpoint directly (remote.TierTransport).
+	Proxy *url.URL
 }
 
 // Store is one bucket.
@@ -44,6 +48,10 @@ type Store struct {
 	client *s3.Client
 	bucket string
 	logf   func(format string, args ...any)
+	// Behind a proxy: the presigner, and the client its GETs go
+	// through. nil without one.
+	presign *s3.PresignClient
+	tier    *http.Client
 }
 
 var _ remote.Store = (*Store)(nil)
@@ -101,7 +109,23 @@ func New(ctx context.Context, bucket string, opts Options) (*Store, error) {
 	if logf == nil {
 		logf = log.Printf
 	}
-	return &Store{client: client, bucket: bucket, logf: logf}, nil
+	st := &Store{client: client, bucket: bucket, logf: logf}
+	if opts.Proxy != nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = conns
+		tr.MaxIdleConnsPerHost = conns
+		tr.ResponseHeaderTimeout = 30 * time.Second
+		tr.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		tr.DisableCompression = true
+		st.tier = &http.Client{
+			Transport: remote.TierTransport(opts.Proxy, tr, logf),
+			// S3 does not redirect a GET that it can serve; a
+			// redirect would carry the signature elsewhere.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+		st.presign = s3.NewPresignClient(client)
+	}
+	return st, nil
 }
 
 // URL is s3://bucket/key.
@@ -121,6 +145,9 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 		}
 		return obj, 0, nil
 	}
+	if s.presign != nil {
+		return s.openPresigned(ctx, key, head)
+	}
 	rng := fmt.Sprintf("bytes=0-%d", len(head)-1)
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: &rng})
 	if err != nil {
@@ -135,22 +162,28 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 	if out.LastModified != nil {
 		obj.LastModified = *out.LastModified
 	}
-	n := aws.ToInt64(out.ContentLength)
+	return s.readHead(obj, head, aws.ToString(out.ContentRange), aws.ToInt64(out.ContentLength), out.Body)
+}
+
+// readHead checks an open's reply, of n bytes with Content-Range cr
+// ("" for the whole object), against the request for len(head) bytes,
+// and reads it into head; obj gets the object's size.
+func (s *Store) readHead(obj remote.Object, head []byte, cr string, n int64, body io.Reader) (remote.Object, int, error) {
 	obj.Size = n
-	if cr := aws.ToString(out.ContentRange); cr != "" {
+	if cr != "" {
 		// The reply must hold bytes 0 to len(head)-1, or the whole
 		// object when it is shorter.
 		first, last, total, ok := remote.ContentRange(cr)
 		if !ok || first != 0 || last != min(total, int64(len(head)))-1 {
-			return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for bytes 0-%d, the server answered with Content-Range %s", len(head)-1, strconv.Quote(cr))}
+			return remote.Object{}, 0, &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for bytes 0-%d, the server answered with Content-Range %s", len(head)-1, strconv.Quote(cr))}
 		}
 		obj.Size = total
 	}
-	if n > int64(len(head)) || n > obj.Size {
-		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for %d bytes, the server sent %d", len(head), n)}
+	if n < 0 || n > int64(len(head)) || n > obj.Size {
+		return remote.Object{}, 0, &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for %d bytes, the server sent %d", len(head), n)}
 	}
-	if _, err := io.ReadFull(out.Body, head[:n]); err != nil {
-		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Transient, Msg: "reading the response: " + err.Error(), Err: err}
+	if _, err := io.ReadFull(body, head[:n]); err != nil {
+		return remote.Object{}, 0, &remote.Error{URL: s.URL(obj.Key), Kind: remote.Transient, Msg: "reading the response: " + err.Error(), Err: err}
 	}
 	return obj, int(n), nil
 }
@@ -161,6 +194,9 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 	want := remote.BufsLen(bufs)
 	if want == 0 {
 		return nil
+	}
+	if s.presign != nil {
+		return s.getPresigned(ctx, obj, off, bufs, filled)
 	}
 	rng := fmt.Sprintf("bytes=%d-%d", off, off+want-1)
 	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &obj.Key, Range: &rng}
@@ -266,19 +302,7 @@ func (s *Store) error(key string, err error) error {
 		if e.Msg == http.StatusText(e.Status) || e.Msg == e.Code {
 			e.Msg = "" // a HEAD's answer: no body, no message
 		}
-		switch e.Code {
-		case "NoSuchBucket":
-			e.URL = "s3://" + s.bucket
-			e.Kind = remote.NotFound
-		case "NoSuchKey", "NotFound":
-			e.Kind = remote.NotFound
-		case "SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout":
-			e.Kind = remote.Transient
-		case "PreconditionFailed":
-			e.Kind = remote.Changed
-		case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken", "InvalidToken":
-			e.Kind = remote.Denied
-		}
+		s.classify(e)
 	}
 	if e.Msg == "" {
 		e.Msg = describe(err, e.Status)
@@ -287,6 +311,24 @@ func (s *Store) error(key string, err error) error {
 		e.Msg = "the object changed (If-Match failed)"
 	}
 	return e
+}
+
+// classify sets e's kind (and for a missing bucket its URL) from its S3
+// error code.
+func (s *Store) classify(e *remote.Error) {
+	switch e.Code {
+	case "NoSuchBucket":
+		e.URL = "s3://" + s.bucket
+		e.Kind = remote.NotFound
+	case "NoSuchKey", "NotFound":
+		e.Kind = remote.NotFound
+	case "SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout":
+		e.Kind = remote.Transient
+	case "PreconditionFailed":
+		e.Kind = remote.Changed
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken", "InvalidToken":
+		e.Kind = remote.Denied
+	}
 }
 
 // describe is the cause of an error without a useful S3 message: the
@@ -322,8 +364,10 @@ func describe(err error, status int) string {
 // Open is New as the S3 opener that source.RemoteOptions.S3 takes: a
 // program passes it there to read s3:// SOURCEs (the Go client and
 // package source do not link this package themselves).
-func Open(ctx context.Context, bucket string, noSign bool, conns int) (remote.Store, error) {
-	st, err := New(ctx, bucket, Options{NoSign: noSign, Conns: conns})
+// ro's Parallel sizes the connection pool (at least 64), its Proxy and
+// Logf are Options'.
+func Open(ctx context.Context, bucket string, noSign bool, ro remote.Options) (remote.Store, error) {
+	st, err := New(ctx, bucket, Options{NoSign: noSign, Conns: max(64, ro.Parallel), Proxy: ro.Proxy, Logf: ro.Logf})
 	if err != nil {
 		return nil, err
 	}

@@ -34,10 +34,12 @@ converted to DT and the others kept as stored.
 Memory stays bounded (a few chunk buffers, whatever the checkpoint's
 size). OUT is written to a temporary file in its directory, synced and
 renamed into place, so OUT is either absent or complete: an existing OUT
-is refused without --force (one that is not a regular file, such as
-/dev/null, always), and an interrupted convert (SIGINT, SIGTERM) leaves
-nothing behind. SOURCE may also be a tensorfs mount point. On a terminal a progress bar shows bytes, rate and
-time left; a summary line follows (bytes, time, throughput, peak memory).`
+is refused without --force, and one that is not a regular file (a
+symbolic link, /dev/stdout, a named pipe, a device, a directory) always:
+convert never writes through a link nor replaces anything but a regular
+file, and exit 0 means the bytes are at OUT. An interrupted convert
+(SIGINT, SIGTERM) leaves nothing behind. SOURCE may also be a tensorfs
+mount point. On a terminal a progress bar shows bytes, rate and time left; a summary line follows (bytes, time, throughput, peak memory).`
 
 func runConvert(args []string) error {
 	f := newFlags("convert", "[--dtype DT] [--force] [--quiet] SOURCE OUT", convertAbout)
@@ -60,28 +62,8 @@ func runConvert(args []string) error {
 	if out == "" || source == "" {
 		return usagef("convert: empty SOURCE or OUT (usage: %s)", f.synopsis())
 	}
-	if st, err := os.Lstat(out); err == nil && st.Mode()&os.ModeSymlink != 0 {
-		if _, err := os.Stat(out); err != nil {
-			// A link to nothing: --force would replace the link, not
-			// write where it points.
-			if !*force {
-				target, _ := os.Readlink(out)
-				return fmt.Errorf("%s: already exists as a symbolic link to %s, which does not exist (use --force to replace the link)", out, strconv.Quote(target))
-			}
-		}
-	}
-	if st, err := os.Stat(out); err == nil {
-		if st.IsDir() {
-			return fmt.Errorf("%s: is a directory (OUT is the file to write)", out)
-		}
-		if !st.Mode().IsRegular() {
-			// --force renames over OUT: it would replace a device
-			// node (/dev/null) or a named pipe with a regular file.
-			return fmt.Errorf("%s: not a regular file (%s); convert writes a new regular file and replaces only one", out, backing.DescribeType(st.Mode()))
-		}
-		if !*force {
-			return fmt.Errorf("%s: already exists (use --force to overwrite it)", out)
-		}
+	if err := checkOut(out, *force); err != nil {
+		return err
 	}
 
 	if err := checkDeadMount(source); err != nil {
@@ -96,6 +78,10 @@ func runConvert(args []string) error {
 		return err
 	}
 	defer ck.Close()
+	if us := ck.Unserved(); len(us) > 0 {
+		logUnserved(source, us)
+		return fmt.Errorf("convert: %s: cannot write %s: %s; %s not written", source, plural(len(us), "tensor"), unservedNames(us), out)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -229,8 +215,43 @@ func removeStaleTemps(out string) {
 	}
 }
 
+// checkOut refuses an OUT that convert must not replace: anything but a
+// regular file (a symbolic link whatever it points to, as /dev/stdout and
+// a link to /proc/self/fd/1 are; a named pipe, a device, a directory),
+// and without force an existing regular file.
+func checkOut(out string, force bool) error {
+	st, err := os.Lstat(out)
+	if err != nil {
+		return nil // absent (or unreachable: creating it will say why)
+	}
+	if why := notReplaceable(out, st.Mode()); why != "" {
+		return fmt.Errorf("%s: %s", out, why)
+	}
+	if !force {
+		return fmt.Errorf("%s: already exists (use --force to overwrite it)", out)
+	}
+	return nil
+}
+
+// notReplaceable says why the thing of mode m at path is no file convert
+// may replace; "" for a regular file.
+func notReplaceable(path string, m os.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return ""
+	case m&os.ModeSymlink != 0:
+		target, _ := os.Readlink(path)
+		return fmt.Sprintf("is a symbolic link (to %s); convert neither writes through a link nor replaces one: name a regular file or a new one", strconv.Quote(target))
+	case m.IsDir():
+		return "is a directory (OUT is the file to write)"
+	default:
+		return fmt.Sprintf("not a regular file (%s); convert writes a new regular file and replaces only one", backing.DescribeType(m))
+	}
+}
+
 // commit syncs the file and gives it OUT's name: without force only if
-// OUT does not exist (link fails then), with force replacing it.
+// OUT does not exist (link fails then), with force replacing only a
+// regular file (replaceRegular).
 func (t *tempOut) commit(force bool) error {
 	if err := t.f.Sync(); err != nil {
 		return err
@@ -246,13 +267,13 @@ func (t *tempOut) commit(force bool) error {
 			return linkError(t.out, err)
 		}
 		if force {
-			if err := os.Rename(target, t.out); err != nil {
+			if err := replaceRegular(target, t.out); err != nil {
 				os.Remove(target)
 				return err
 			}
 		}
 	} else if force {
-		if err := os.Rename(t.name, t.out); err != nil {
+		if err := replaceRegular(t.name, t.out); err != nil {
 			return err
 		}
 	} else {
@@ -267,10 +288,48 @@ func (t *tempOut) commit(force bool) error {
 	return nil
 }
 
+// replaceRegular renames tmp to out, replacing out only if it is absent
+// or a regular file: whatever took out's name while converting (a link,
+// a pipe) stays. Where the filesystem can exchange two names atomically
+// (renameat2 RENAME_EXCHANGE), it exchanges them, looks at what it got
+// back, and exchanges again if that is not a regular file, so no window
+// is left between the look and the rename; elsewhere it looks (lstat)
+// just before renaming.
+func replaceRegular(tmp, out string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, out, unix.RENAME_EXCHANGE)
+	switch {
+	case err == nil:
+		st, lerr := os.Lstat(tmp) // what was at out
+		if lerr != nil {
+			return lerr
+		}
+		if why := notReplaceable(tmp, st.Mode()); why != "" {
+			if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, out, unix.RENAME_EXCHANGE); err != nil {
+				return fmt.Errorf("%s; cannot put it back (it is at %s now): %v", why, tmp, err)
+			}
+			return fmt.Errorf("took this name while converting and %s", why)
+		}
+		return os.Remove(tmp)
+	case errors.Is(err, unix.ENOENT):
+		// out is gone: take the name only if it is still free.
+		if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, out, unix.RENAME_NOREPLACE); err != nil {
+			return linkError(out, err)
+		}
+		return nil
+	}
+	// No exchange here (EINVAL: the filesystem has none).
+	if st, err := os.Lstat(out); err == nil {
+		if why := notReplaceable(out, st.Mode()); why != "" {
+			return fmt.Errorf("took this name while converting and %s", why)
+		}
+	}
+	return os.Rename(tmp, out)
+}
+
 func linkError(out string, err error) error {
 	if errors.Is(err, os.ErrExist) {
-		if st, lerr := os.Lstat(out); lerr == nil && st.Mode()&os.ModeSymlink != 0 {
-			return fmt.Errorf("a symbolic link appeared there while converting; not overwritten (use --force to replace the link)")
+		if st, lerr := os.Lstat(out); lerr == nil && !st.Mode().IsRegular() {
+			return fmt.Errorf("%v appeared while converting; not overwritten", backing.DescribeType(st.Mode()))
 		}
 		return fmt.Errorf("appeared while converting; not overwritten (use --force)")
 	}

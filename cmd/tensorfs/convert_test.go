@@ -89,3 +89,79 @@ func TestConvertNamedTempFallback(t *testing.T) {
 		t.Fatalf("temporary file left after commit: %v", err)
 	}
 }
+
+// TestReplaceRegular: the last step of convert --force replaces only a
+// regular file or takes a free name; a link, a pipe or a directory that
+// took OUT's name while converting stays as it was, and the converted
+// file stays at its temporary name for the caller to remove.
+func TestReplaceRegular(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func(p, target string) error
+		ok   bool
+	}{
+		{"absent", func(p, _ string) error { return nil }, true},
+		{"regular", func(p, _ string) error { return os.WriteFile(p, []byte("old"), 0o644) }, true},
+		{"link-to-regular", func(p, target string) error { return os.Symlink(target, p) }, false},
+		{"link-proc-self-fd-1", func(p, _ string) error { return os.Symlink("/proc/self/fd/1", p) }, false},
+		{"fifo", func(p, _ string) error { return unix.Mkfifo(p, 0o644) }, false},
+		{"dir", func(p, _ string) error { return os.Mkdir(p, 0o755) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tmp, out, target := filepath.Join(dir, "tmp"), filepath.Join(dir, "out"), filepath.Join(dir, "target")
+			if err := os.WriteFile(tmp, []byte("new"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(target, []byte("target"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.make(out, target); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := os.Lstat(out)
+			err := replaceRegular(tmp, out)
+			if tc.ok {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, _ := os.ReadFile(out); string(got) != "new" {
+					t.Fatalf("OUT holds %q", got)
+				}
+				if _, err := os.Lstat(tmp); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("temporary name left: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("replaced")
+			}
+			after, lerr := os.Lstat(out)
+			if lerr != nil || after.Mode() != before.Mode() {
+				t.Fatalf("OUT was %v, now %v (%v)", before.Mode(), after, lerr)
+			}
+			if got, _ := os.ReadFile(target); string(got) != "target" {
+				t.Fatalf("the link's target now holds %q", got)
+			}
+			if got, _ := os.ReadFile(tmp); string(got) != "new" {
+				t.Fatalf("the converted file is not at its temporary name: %q", got)
+			}
+		})
+	}
+}
+
+// TestURLOnce: an error wrapped at every layer names each remote object
+// once, and leaves other text (a local path said twice) alone.
+func TestURLOnce(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"http://h:1/m: tensor \"w\": read: http://h:1/m: fault: http://h:1/m: asked for bytes 1-2",
+			"http://h:1/m: tensor \"w\": read: fault: asked for bytes 1-2"},
+		{"out: view: s3://b/p/a: x: s3://b/p/b: y: s3://b/p/a: z", "out: view: s3://b/p/a: x: s3://b/p/b: y: z"},
+		{"/a/b: x: /a/b: y", "/a/b: x: /a/b: y"},
+		{"see https://example.com/docs for more", "see https://example.com/docs for more"},
+	} {
+		if got := urlOnce(tc.in); got != tc.want {
+			t.Errorf("urlOnce(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

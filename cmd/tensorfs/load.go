@@ -172,6 +172,8 @@ func runLoad(args []string) error {
 		return usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", source)
 	}
 	tensors := ck.Tensors()
+	unserved := ck.Unserved()
+	logUnserved(source, unserved)
 
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
 	sink := &loadSink{hash: *sha, out: out, n: len(tensors), pending: map[int][32]byte{}, names: tensors}
@@ -215,6 +217,9 @@ func runLoad(args []string) error {
 		n := sink.bytes.Load()
 		fmt.Fprintf(os.Stderr, "loaded %s: %s (%s) in %.3f s, %.2f GB/s, peak memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
 			plural(int(sink.tensors.Load()), "tensor"), plural(int(n), "byte"), bytesize.Format(n), elapsed.Seconds(), float64(n)/elapsed.Seconds()/1e9, bytesize.Format(peakAnon), bytesize.Format(hwm))
+	}
+	if len(unserved) > 0 { // the rest is loaded (and listed); the checkpoint is not whole
+		return fmt.Errorf("load: %s: %s not loaded: %s", source, plural(len(unserved), "tensor"), unservedNames(unserved))
 	}
 	return nil
 }

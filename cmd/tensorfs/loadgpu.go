@@ -88,6 +88,8 @@ func loadGPU(f *flags, g gpuLoad) error {
 		return usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", g.source)
 	}
 	tensors := ck.Tensors()
+	unserved := ck.Unserved()
+	logUnserved(g.source, unserved)
 	var split func(client.TensorInfo) *client.Split
 	nsplit := 0
 	if g.rules != nil {
@@ -163,6 +165,9 @@ func loadGPU(f *flags, g gpuLoad) error {
 			fmt.Fprintf(os.Stderr, "verified %s on cuda:%d: the sha256 of every tensor copied back matches the host's (%s in %.3f s)\n",
 				plural(vs.Tensors, "tensor"), g.device, bytesize.Format(vs.Bytes), vs.Elapsed.Seconds())
 		}
+	}
+	if len(unserved) > 0 { // the rest is on the device; the checkpoint is not whole
+		return fmt.Errorf("load: %s: %s not uploaded: %s", g.source, plural(len(unserved), "tensor"), unservedNames(unserved))
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -108,8 +109,25 @@ func exitStatus(err error) int {
 		fmt.Fprintln(os.Stderr, "tensorfs: "+oneLine(ue.msg))
 		return 2
 	}
-	fmt.Fprintln(os.Stderr, "tensorfs: "+oneLine(describe(err)))
+	fmt.Fprintln(os.Stderr, "tensorfs: "+oneLine(urlOnce(describe(err))))
 	return 1
+}
+
+// remotePrefix is a remote object's URL opening an error's clause.
+var remotePrefix = regexp.MustCompile(`\b(?:s3|https?)://\S+?: `)
+
+// urlOnce names each remote object once in msg: an error wrapped on its
+// way up (the store's reply, the read that needed it, the tensor) would
+// otherwise repeat its URL at every layer.
+func urlOnce(msg string) string {
+	seen := map[string]bool{}
+	return remotePrefix.ReplaceAllStringFunc(msg, func(m string) string {
+		if seen[m] {
+			return ""
+		}
+		seen[m] = true
+		return m
+	})
 }
 
 // describe is err's message, with a failed system call on a path said as
@@ -314,6 +332,7 @@ var groupOf = map[string]string{
 	"cache-size":        groupRemote,
 	"allow-unvalidated": groupRemote,
 	"remote-timeout":    groupRemote,
+	"proxy":             groupRemote,
 	"inflate-mem":       groupRemote,
 	"inflate-disk":      groupRemote,
 

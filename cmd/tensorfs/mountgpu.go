@@ -51,19 +51,34 @@ func uploadForMount(source string, ckpt *checkpoint, view dtype.DType, dev int, 
 	}
 	// The upload reads local files by pread (measured: the mount's own
 	// mapping, faulted in page by page, uploaded at 25.8 GB/s where load
-	// --gpu's pread reached 40 GB/s on the same machine): the checkpoint
-	// is opened again for it, and closed once uploaded. A remote
-	// checkpoint is read through the mount's own sources, which the
-	// client then does not own.
-	var ck *client.Checkpoint
+	// --gpu's pread reached 40 GB/s on the same machine): each file the
+	// mount serves is opened again for it from its descriptor, never by
+	// name, so a checkpoint replaced (mv) since it was validated is not
+	// uploaded in its place, and closed once uploaded. Compressed members
+	// (any source that is no file of its own) and a remote checkpoint are
+	// read through the mount's own sources, which the client then does
+	// not own.
+	files := ckpt.sources
 	if ckpt.remote == nil {
-		ck, err = client.OpenWith(source, client.Options{Backing: &backing.Options{Mode: backing.Pread}})
-		if err == nil {
-			defer ck.Close()
+		files = make([]backing.Source, len(ckpt.sources))
+		defer func() {
+			for i, f := range files {
+				if f != nil && f != ckpt.sources[i] {
+					f.Close()
+				}
+			}
+		}()
+		for i, src := range ckpt.sources {
+			files[i], err = backing.Reopen(src, backing.Options{Mode: backing.Pread})
+			if errors.Is(err, backing.ErrNotFile) {
+				files[i], err = src, nil // a member, or made of other sources
+			}
+			if err != nil {
+				return fail(err)
+			}
 		}
-	} else {
-		ck, err = client.FromIndex(source, ckpt.idx, ckpt.sources)
 	}
+	ck, err := client.FromIndex(source, ckpt.idx, files)
 	if err != nil {
 		return fail(err)
 	}

@@ -26,7 +26,8 @@ ranged GETs of --part-size parts, only the ranges that are needed. S3
 credentials, region and endpoint come from the standard AWS configuration
 (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION,
 AWS_PROFILE, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, ~/.aws/config);
-HF_TOKEN is sent to huggingface.co only.`
+HF_TOKEN is sent to huggingface.co only. --proxy (or TENSORFS_PROXY)
+sends every GET through a cache tier (docs/SCALE.md).`
 
 // remoteFlags are the flags for a remote SOURCE, shared by every command
 // that takes one. They are read by loadRemote and remoteOptions.
@@ -41,6 +42,7 @@ type remoteFlags struct {
 	cacheSize   *string
 	timeout     *time.Duration
 	unvalidated *bool
+	proxy       *string
 
 	// Not remote: where and how much of compressed .npz members is kept
 	// inflated (backing.InflateCache); files go under --cache-dir too.
@@ -71,6 +73,7 @@ func addRemoteFlags(f *flags) {
 		cacheDir:    f.String("cache-dir", "", "remote: keep fetched parts in `DIR` on disk, keyed by the store and the object's ETag and checked when read, so that the next open starts warm; DIR must be yours (or root's) and writable by nobody else"),
 		cacheSize:   f.String("cache-size", "10GiB", "remote: at most `SIZE` in --cache-dir"),
 		unvalidated: f.Bool("allow-unvalidated", false, "remote: accept an HTTP(S) server or store that gives no ETag and no Last-Modified (refused without it: a file replaced while it is read would be served as a mix of both versions)"),
+		proxy:       f.String("proxy", "", "remote: send every GET through the HTTP proxy at `URL` (a cache tier: Dragonfly's dfdaemon, an nginx slice cache; default $TENSORFS_PROXY); s3:// GETs are then presigned, and a proxy that is down or answers 5xx is bypassed"),
 		timeout:     f.Duration("remote-timeout", remote.DefaultTimeout, "remote: a read that cannot be served within `D`, retries included, fails (EIO); opening waits at most 10s or D if less"),
 
 		inflateMem:  f.String("inflate-mem", "256MiB", "compressed .npz members: keep at most `SIZE` of them inflated in memory (members up to a quarter of it go to memory, larger ones and the least recently read to unlinked files in --cache-dir or $TMPDIR)"),
@@ -125,6 +128,10 @@ func remoteOptions() (source.RemoteOptions, error) {
 		}
 		fmt.Fprintf(os.Stderr, format+"\n", args...)
 	}
+	// A mount logs a read that fails on the store's reply (its reader
+	// sees only EIO); the other commands say it once, as the error they
+	// exit with.
+	o.Remote.ReadErrorsReturned = rf.cmd != "mount"
 	if o.Remote.CacheSize, err = size("cache-size", *rf.cacheSize); err != nil {
 		return o, err
 	}
@@ -133,6 +140,15 @@ func remoteOptions() (source.RemoteOptions, error) {
 	}
 	o.Remote.Timeout = *rf.timeout
 	o.Remote.AllowUnvalidated = *rf.unvalidated
+	proxy, from := strings.TrimSpace(*rf.proxy), "--proxy"
+	if proxy == "" {
+		proxy, from = strings.TrimSpace(os.Getenv("TENSORFS_PROXY")), "TENSORFS_PROXY"
+	}
+	if proxy != "" {
+		if o.Remote.Proxy, err = remote.ParseProxy(proxy); err != nil {
+			return o, usagef("%s: %s: %v", rf.cmd, from, err)
+		}
+	}
 	o.Remote.Context = remoteCtx
 	o.NoSign = *rf.noSign
 	var io backing.InflateOptions

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
+	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/remote"
+	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/source"
@@ -48,6 +52,9 @@ func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 			return nil, errors.New(describePath(pe))
 		}
 		return nil, err
+	}
+	for _, u := range ck.Index.Unserved {
+		logUnserved(path, []client.Unserved{{Name: u.Name, Type: u.Type, Why: u.Why}})
 	}
 	return &checkpoint{idx: ck.Index, sources: ck.Sources, remote: ck.Remote}, nil
 }
@@ -95,4 +102,30 @@ func (c *checkpoint) find(name string) (*index.Tensor, bool) {
 		}
 	}
 	return nil, false
+}
+
+// logUnserved writes one line to stderr for each entry of the checkpoint
+// at source that is not served (a tensor of a type this build does not
+// know); the rest is served.
+func logUnserved(source string, us []client.Unserved) {
+	for _, u := range us {
+		fmt.Fprintf(os.Stderr, "tensorfs: %s: tensor %s (%s) is not served: %s\n", source, strconv.Quote(u.Name), u.Type, u.Why)
+	}
+}
+
+// unservedNames lists the names of us for an error line: the first few,
+// quoted, with their types, then how many more.
+func unservedNames(us []client.Unserved) string {
+	var b strings.Builder
+	for i, u := range us {
+		if i == 4 {
+			fmt.Fprintf(&b, " and %d more", len(us)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%s)", strconv.Quote(u.Name), u.Type)
+	}
+	return b.String()
 }

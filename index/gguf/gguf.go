@@ -275,6 +275,9 @@ func (p *ggufParser) parse() (*index.Index, error) {
 	tensors := make([]index.Tensor, 0, min(nTensors, 1<<16))
 	var infoAt []int64 // file offset of each tensor's info, for errors
 	var rel []uint64   // each tensor's offset in the data section
+	var unserved []index.Unserved
+	var unservedAt []int64 // file offset of the first unserved tensor's info
+	var unservedCode uint32
 	for i := uint64(0); i < nTensors; i++ {
 		r.at("tensor info", i)
 		ti := ggufTensorInfo{at: r.pos}
@@ -310,6 +313,23 @@ func (p *ggufParser) parse() (*index.Index, error) {
 		if ti.offset, err = r.u64(); err != nil {
 			return nil, err
 		}
+		if _, known := dtype.ByGGML(ti.typ); !known {
+			// A type code newer than this build: its block size, so the
+			// tensor's size, cannot be known. It is listed, not served,
+			// and costs nothing else (its bytes are simply not read).
+			shape := make([]int64, ti.nd)
+			for j := 0; j < ti.nd; j++ {
+				shape[ti.nd-1-j] = ti.ne[j]
+			}
+			unserved = append(unserved, index.Unserved{
+				Name: ti.name, Type: fmt.Sprintf("ggml type %d", ti.typ), Shape: shape, Offset: int64(min(ti.offset, math.MaxInt64)),
+				Why: fmt.Sprintf("unknown ggml type code %d (newer than this tensorfs: its block size, so the tensor's size, is not known)", ti.typ),
+			})
+			if len(unservedAt) == 0 {
+				unservedAt, unservedCode = append(unservedAt, ti.at), ti.typ
+			}
+			continue
+		}
 		t, err := p.tensor(&ti, alignment)
 		if err != nil {
 			return nil, err
@@ -334,11 +354,26 @@ func (p *ggufParser) parse() (*index.Index, error) {
 	if err := p.checkTensors(tensors); err != nil {
 		return nil, err
 	}
+	for i := range unserved {
+		u := &unserved[i]
+		// Where its data starts, when that lies in the file (it is
+		// not read); -1 otherwise.
+		if u.Offset > r.size-dataStart || dataStart > r.size {
+			u.Offset = -1
+		} else {
+			u.Offset += dataStart
+		}
+	}
+	if len(tensors) == 0 && len(unserved) > 0 {
+		return nil, p.errAt(unservedAt[0], "tensor "+ggufQuote(unserved[0].Name), "gguf: unknown ggml type code %d, and no tensor of a known type to serve", unservedCode)
+	}
+	sort.Slice(unserved, func(i, j int) bool { return unserved[i].Name < unserved[j].Name })
 	return &index.Index{
 		Format:   "gguf",
 		Sources:  []string{p.name},
 		Metadata: md,
 		Tensors:  tensors,
+		Unserved: unserved,
 	}, nil
 }
 

@@ -12,7 +12,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -667,5 +669,66 @@ func BenchmarkGGUFParse(b *testing.B) {
 		if _, err := Parse(ggufFile(p, data)); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestGGUFUnknownTypeCode: a tensor of a ggml type code this build does not
+// know (the next one ggml adds) is listed in Unserved and in index.json
+// (name, type code, shape, offset, why), and costs nothing else: the other
+// tensors are served. Only a file whose every tensor is unknown is refused.
+func TestGGUFUnknownTypeCode(t *testing.T) {
+	g := &ggufBuild{
+		kvs: []ggufKV{{"general.architecture", ggufTypeString, ggufStr("llama")}},
+		tensors: []ggufTI{
+			{"a.weight", []uint64{4}, 0, 0},          // F32
+			{"b.future", []uint64{256, 3}, 4242, 32}, // not a ggml type (yet)
+			{"c.nvfp4", []uint64{64}, 40, 32 + 7*32}, // NVFP4: 36 bytes
+			{"d.gone", []uint64{32}, 4, 1 << 40},     // Q4_2, removed; data past the end
+		},
+		data: make([]byte, 32+7*32+36),
+	}
+	b := g.bytes()
+	idx, err := Parse(ggufFile("mix.gguf", b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tn := range idx.Tensors {
+		names = append(names, tn.Name+" "+tn.DType.String())
+	}
+	if want := []string{"a.weight F32", "c.nvfp4 NVFP4"}; !slices.Equal(names, want) {
+		t.Fatalf("tensors %v, want %v", names, want)
+	}
+	dataStart := int64(len(b) - len(g.data))
+	want := []index.Unserved{
+		{Name: "b.future", Type: "ggml type 4242", Shape: []int64{3, 256}, Offset: dataStart + 32},
+		{Name: "d.gone", Type: "ggml type 4", Shape: []int64{32}, Offset: -1},
+	}
+	if len(idx.Unserved) != len(want) {
+		t.Fatalf("unserved %+v, want %+v", idx.Unserved, want)
+	}
+	for i, u := range idx.Unserved {
+		w := want[i]
+		if u.Name != w.Name || u.Type != w.Type || !slices.Equal(u.Shape, w.Shape) || u.Offset != w.Offset || u.Source != 0 ||
+			!strings.Contains(u.Why, "unknown ggml type code") {
+			t.Errorf("unserved %d: %+v, want %+v", i, u, w)
+		}
+	}
+	if err := index.AssignPaths(idx); err != nil {
+		t.Fatal(err)
+	}
+	js, err := idx.Document().JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJS := `"unserved":[{"name":"b.future","type":"ggml type 4242","shape":[3,256],"source":"mix.gguf","offset":` +
+		strconv.FormatInt(dataStart+32, 10) + `,"why":"unknown ggml type code 4242 (newer than this tensorfs: its block size, so the tensor's size, is not known)"},` +
+		`{"name":"d.gone","type":"ggml type 4","shape":[32],"why":"unknown ggml type code 4 (newer than this tensorfs: its block size, so the tensor's size, is not known)"}]}`
+	if !strings.HasSuffix(strings.TrimSpace(string(js)), wantJS) {
+		t.Errorf("index.json ends\n%s\nwant\n%s", js[max(0, len(js)-len(wantJS)-40):], wantJS)
+	}
+	doc, err := index.ParseDocument(js)
+	if err != nil || len(doc.Unserved) != 2 || doc.Unserved[0].Name != "b.future" {
+		t.Errorf("ParseDocument: %+v, %v", doc, err)
 	}
 }

@@ -15,6 +15,9 @@
 //   - Every copy must lie inside one live allocation (device side, and
 //     pinned host side for async copies), else cudaErrorInvalidValue.
 //
+// $FAKE_CUDART_RENAME="FROM:TO" renames a file at the first call (see
+// init_env).
+//
 // Every call is logged, one line each, to the file named by
 // $FAKE_CUDART_LOG (read at the first call) so the test can count pinned
 // buffers, copies, and buffer reuse.
@@ -102,6 +105,20 @@ static void init_env(void) {
 		if (d && *d) devices = atoi(d);
 		const char* m = getenv("FAKE_CUDART_MEM");
 		if (m && *m) device_mem = (size_t)strtoull(m, NULL, 10);
+		// $FAKE_CUDART_RENAME="FROM:TO" renames FROM to TO at the first
+		// call: a `mv` over a checkpoint that lands after the command
+		// validated it and before it uploads (tests of mount --gpu).
+		const char* r = getenv("FAKE_CUDART_RENAME");
+		const char* colon = r ? strchr(r, ':') : NULL;
+		if (colon) {
+			char from[4096];
+			size_t n = (size_t)(colon - r);
+			if (n < sizeof from) {
+				memcpy(from, r, n);
+				from[n] = 0;
+				rename(from, colon + 1);
+			}
+		}
 	}
 }
 
