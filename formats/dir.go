@@ -18,6 +18,9 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 	if err != nil {
 		return nil, err
 	}
+	if idx, ok, err := l.dcpDir(dir, files); ok { // dcp.go
+		return idx, err
+	}
 	var maps []string
 	for _, p := range files {
 		if name := filepath.Base(p); strings.HasSuffix(name, ".index.json") {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/index/dcp"
 	"github.com/lazyweights/tensorfs/index/gguf"
 )
 
@@ -170,6 +171,14 @@ func (l *loader) file(path string) (*index.Index, error) {
 	f, err := l.openFile(path)
 	if err != nil {
 		return nil, err
+	}
+	if filepath.Base(path) == dcp.MetadataName { // a distributed checkpoint's: read its directory
+		head := make([]byte, dcp.SniffLen)
+		n, _ := f.ReadAt(head, 0)
+		if dcp.Sniff(head[:n]) {
+			l.release(f)
+			return l.dir(filepath.Dir(path))
+		}
 	}
 	if strings.HasSuffix(path, ".index.json") {
 		fm, err := sniff(f)

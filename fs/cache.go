@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"fmt"
 	"io"
 	"slices"
 	"sort"
@@ -91,6 +92,16 @@ func newCacheDrop(idx *index.Index, sources []backing.Source, keep bool) *cacheD
 			continue // a strided tensor may read only part of its extent
 		}
 		ranges[t.Source] = append(ranges[t.Source], [2]int64{t.Offset, t.Offset + t.Size})
+		// A tensor tiled from chunks (a distributed checkpoint's)
+		// covers its chunks' bytes in their files.
+		if m := idx.Member(t.Source); m != nil && m.Tiles != nil {
+			for _, ch := range m.Tiles.Chunks {
+				n, ok := index.Elements(ch.Shape)
+				if ok && ch.Source >= 0 && ch.Source < len(sources) && n > 0 {
+					ranges[ch.Source] = append(ranges[ch.Source], [2]int64{ch.Offset, ch.Offset + n*m.Tiles.ElemSize})
+				}
+			}
+		}
 	}
 	some := false
 	for s, src := range sources {
@@ -192,6 +203,54 @@ func (w *servedSource) ReadAt(p []byte, off int64) (int, error) {
 		w.r.cache.served(w.s, off, int64(n))
 	}
 	return n, err
+}
+
+// countTiles makes the reads of tensors tiled from chunks (a distributed
+// checkpoint's backing.Tiled sources) count as served on the chunks'
+// files, whose pages are dropped like a stored tensor's: each such
+// source is rebuilt (in the Root's own copy of the sources) with tiles
+// that read through servedSource. Reads that Tiled.Run hands out as a
+// chunk's range then come with the file's source number for splicing
+// (exportFd, tiledSplice).
+func (r *Root) countTiles() error {
+	if r.cache == nil {
+		return nil
+	}
+	copied := false
+	for _, m := range r.idx.Members {
+		if m.Tiles == nil || m.Source < 0 || m.Source >= len(r.sources) {
+			continue
+		}
+		if _, ok := r.sources[m.Source].(*backing.Tiled); !ok {
+			continue
+		}
+		tiles := make([]backing.Tile, len(m.Tiles.Chunks))
+		counted := false
+		for i, ch := range m.Tiles.Chunks {
+			if ch.Source < 0 || ch.Source >= len(r.sources) {
+				return fmt.Errorf("fs: tensor %q: chunk source %d out of range", m.Name, ch.Source)
+			}
+			var src backing.ReaderAt = r.sources[ch.Source]
+			if r.cache.srcs[ch.Source] != nil {
+				src = &servedSource{Source: r.sources[ch.Source], r: r, s: ch.Source}
+				counted = true
+			}
+			tiles[i] = backing.Tile{Src: src, Offset: ch.Offset, Start: ch.Start, Shape: ch.Shape}
+		}
+		if !counted {
+			continue
+		}
+		tl, err := backing.NewTiled(r.sources[m.Source].Name(), m.Tiles.Shape, m.Tiles.ElemSize, tiles)
+		if err != nil {
+			return fmt.Errorf("fs: %w", err)
+		}
+		if !copied {
+			r.sources = slices.Clone(r.sources)
+			copied = true
+		}
+		r.sources[m.Source] = tl
+	}
+	return nil
 }
 
 // viewSource returns what a view's reader of source s reads through: the

@@ -288,3 +288,51 @@ func TestExportReadNoAlloc(t *testing.T) {
 		}
 	}
 }
+
+// TestTiledReadsCountServed: the reads of a tensor tiled from chunks of
+// two files (a distributed checkpoint's) count as served on those files,
+// so each file's chunk is dropped once the tensor has been read, as a
+// stored tensor's would be; the bytes are the tensor's.
+func TestTiledReadsCountServed(t *testing.T) {
+	const half = cacheChunk // each file holds one 2 MiB chunk of the tensor
+	var files []*dropSource
+	var tiles []backing.Tile
+	want := make([]byte, 0, 2*half)
+	for i := range 2 {
+		data := make([]byte, half)
+		for j := range data {
+			data[j] = byte(j*7 + i)
+		}
+		want = append(want, data...)
+		f := &dropSource{memSource: &memSource{name: fmt.Sprint("f", i), data: data}}
+		files = append(files, f)
+		tiles = append(tiles, backing.Tile{Src: f.memSource, Start: []int64{int64(2 * i), 0}, Shape: []int64{2, half / 2}})
+	}
+	shape := []int64{4, half / 2}
+	tl, err := backing.NewTiled("x:w", shape, 1, tiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks := []index.Chunk{{Source: 0, Start: []int64{0, 0}, Shape: []int64{2, half / 2}}, {Source: 1, Start: []int64{2, 0}, Shape: []int64{2, half / 2}}}
+	idx := &index.Index{Sources: []string{"f0", "f1", "x:w"},
+		Members: []index.Member{{Source: 2, File: 0, Name: "w", Method: index.MethodTiles, Size: 2 * half, Tiles: &index.Tiles{Shape: shape, ElemSize: 1, Chunks: chunks}}},
+		Tensors: []index.Tensor{{Name: "w", Path: "w", DType: dtype.U8, Shape: shape, Size: 2 * half, Source: 2}}}
+	r, err := NewRoot(idx, []backing.Source{files[0], files[1], tl}, Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]*node{}
+	tensorFiles(r.lookupPath(""), "", nodes)
+	e := nodes["/w"]
+	if e == nil {
+		t.Fatalf("no /w in %v", nodes)
+	}
+	if got := readCounted(t, r, e, 96<<10); !bytes.Equal(got, want) {
+		t.Fatal("the tensor's bytes differ")
+	}
+	for i, f := range files {
+		if len(f.drops) != 1 || f.drops[0] != [2]int64{0, cacheChunk} {
+			t.Errorf("file %d: drops %v, want its chunk once", i, f.drops)
+		}
+	}
+}

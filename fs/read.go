@@ -83,6 +83,9 @@ func (r *Root) read(e *node, dest []byte, off int64) (fuse.ReadResult, syscall.E
 			}
 			return r.fdResult(f.t.Source, fd, at, n), 0 // cache.go
 		}
+		if res, ok := r.tiledSplice(r.sources[f.t.Source], at, n); ok {
+			return res, 0
+		}
 		got, err = r.sources[f.t.Source].ReadAt(dest[:n], at)
 		if got == n && r.cacheActive(f.t.Source) {
 			r.cache.served(f.t.Source, at, int64(n)) // cache.go
@@ -145,6 +148,34 @@ func (r *Root) reader(e *node) (view.Reader, error) {
 		r.logger.Printf("tensor %q (%s, %s): %v", f.t.Name, f.dtype, f.form, err)
 	}
 	return c.r, c.err
+}
+
+// tiledSplice serves a read of a tensor tiled from chunks (a distributed
+// checkpoint's) that lies in one chunk as one run, by splicing from the
+// chunk's file, as a stored tensor's read is: ok is false for any other
+// read (it crosses a chunk's end, or the file has no descriptor to
+// splice), which is then copied through ReadAt.
+func (r *Root) tiledSplice(src backing.Source, at int64, n int) (fuse.ReadResult, bool) {
+	tl, ok := src.(*backing.Tiled)
+	if !ok {
+		return nil, false
+	}
+	piece, off, ok := tl.Piece(at, int64(n))
+	if !ok {
+		return nil, false
+	}
+	ps, ok := piece.(backing.Source)
+	if !ok {
+		return nil, false
+	}
+	s, fd := r.exportFd(ps) // export.go: a counted chunk file has its number
+	if fd < 0 || checkExtent(fd, off+int64(n)) != nil {
+		return nil, false
+	}
+	if s < 0 {
+		return fuse.ReadResultFd(uintptr(fd), off, n), true
+	}
+	return r.fdResult(s, fd, off, n), true // counted once sent: cache.go
 }
 
 // checkExtent fails unless the file open as fd still holds at least end

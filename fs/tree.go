@@ -391,6 +391,10 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 	}
 
 	r.cache = newCacheDrop(idx, sources, opts.KeepBackingCache) // cache.go
+	// Tiled tensors count their reads on their chunks' files: cache.go.
+	if err := r.countTiles(); err != nil {
+		return nil, err
+	}
 
 	if err := r.buildPaths(); err != nil {
 		return nil, err

@@ -94,6 +94,29 @@ type Member struct {
 	CompressedSize int64
 	Size           int64
 	CRC32          uint32
+	// Tiles, for MethodTiles, say how the member's bytes (a tensor,
+	// row-major) are tiled from chunks in other sources; Offset,
+	// CompressedSize and CRC32 are unused, File is the first chunk's.
+	Tiles *Tiles
+}
+
+// Tiles describes a tensor tiled from chunks, as a distributed checkpoint
+// saves a tensor sharded over ranks: every element lies in exactly one
+// chunk, and each chunk's elements are stored contiguously, row-major.
+type Tiles struct {
+	Shape    []int64 // the whole tensor's
+	ElemSize int64   // bytes per element
+	Chunks   []Chunk
+}
+
+// Chunk is one chunk of a tiled tensor: the box [Start[k], Start[k] +
+// Shape[k]) along each dim k, stored row-major at Offset of Source (a
+// file).
+type Chunk struct {
+	Source int
+	Offset int64
+	Start  []int64
+	Shape  []int64
 }
 
 // Member methods (Member.Method).
@@ -105,6 +128,10 @@ const (
 	// member: the bytes pickle protocol 2 writes as
 	// _codecs.encode(str, "latin1"). Not a zip method.
 	MethodLatin1 uint16 = 0xFF01
+	// MethodTiles is a tensor tiled from chunks of other sources
+	// (Member.Tiles): read by gathering, never decoded whole. Not a zip
+	// method.
+	MethodTiles uint16 = 0xFF02
 )
 
 // Member returns the member that source is, or nil when it is a file.

@@ -62,6 +62,7 @@ func TestLoadGPU(t *testing.T) {
 		"gguf/quantized/ollama-ggml-q2_k.gguf",
 		"gguf/types/types.gguf", // every ggml type, converted with --dtype f16
 		"pytorch/gopickle/tensor_bfloat16_proto2.pt",
+		"modern/dcp_ws4", // tensors tiled from chunks of 4 ranks
 	}
 	for _, f := range files {
 		path := filepath.Join(dir, f)
@@ -223,6 +224,7 @@ func TestMountGPU(t *testing.T) {
 		{"gguf/quantized/ollama-ggml-q4_0.gguf", []string{"--dtype", "f16"}},
 		{"generated/torch_mixed_zip.pt", []string{"--dtype", "bf16", "--allow-other"}},
 		{"generated/npz_compressed.npz", nil},
+		{"modern/dcp_ws2", []string{"--dtype", "f32"}},
 	} {
 		t.Run(filepath.Base(tc.file)+strings.Join(tc.flags, ""), func(t *testing.T) {
 			logPath := filepath.Join(t.TempDir(), "calls.log")

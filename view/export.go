@@ -374,12 +374,19 @@ func (x *Export) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// minTiledRun is the shortest run of a tiled tensor's chunk that Segment
+// hands out to be copied from its file: shorter ones cost a system call
+// each.
+const minTiledRun = 64 << 10
+
 // Segment describes the part of the export that holds byte off: it ends
 // at end; when that part is one contiguous range of a backing file (a
 // tensor stored contiguously, served as stored), src is that file and
 // srcOff the offset in it of byte off, so a caller may copy [off, end)
 // straight from it (splice, copy_file_range). ok is false for the header
 // and for data that must be read with ReadAt. off must be in [0, Size()).
+// For a tensor tiled from chunks (backing.Tiled), the part is one chunk's
+// run: end may then lie before the tensor's end.
 func (x *Export) Segment(off int64) (end int64, src backing.Source, srcOff int64, ok bool) {
 	if off < int64(len(x.header)) {
 		return int64(len(x.header)), nil, 0, false
@@ -391,6 +398,18 @@ func (x *Export) Segment(off int64) (end int64, src backing.Source, srcOff int64
 	pt := &x.parts[i]
 	if rg, isR := pt.r.(Ranger); isR {
 		if s, base, ok := rg.FileRange(); ok {
+			if tl, isT := s.(*backing.Tiled); isT {
+				// A tensor tiled from chunks (a distributed
+				// checkpoint's): the run of one chunk's file.
+				// Short runs (chunks along an inner dim) are
+				// gathered by ReadAt instead.
+				cs, at, n, ok := tl.Run(base + off - pt.off)
+				src, isS := cs.(backing.Source)
+				if !ok || !isS || n < minTiledRun {
+					return x.ends[i], nil, 0, false
+				}
+				return min(x.ends[i], off+n), src, at, true
+			}
 			return x.ends[i], s, base + off - pt.off, true
 		}
 	}

@@ -440,10 +440,10 @@ func runHelp(args []string) error {
 
 func printHelp(w io.Writer) {
 	var b bytes.Buffer
-	b.WriteString(`tensorfs mounts an ML checkpoint (safetensors, PyTorch, GGUF, NumPy, sharded
-Hugging Face directories) as a read-only directory with one file per tensor,
-read lazily from the checkpoint and converted on the fly (.f32/ .f16/ .bf16/
-.f64/ .npy/ views).
+	b.WriteString(`tensorfs mounts an ML checkpoint (safetensors, PyTorch, PyTorch Distributed
+Checkpoints, GGUF, NumPy, sharded Hugging Face directories) as a read-only
+directory with one file per tensor, read lazily from the checkpoint and
+converted on the fly (.f32/ .f16/ .bf16/ .f64/ .npy/ views).
 
 usage: tensorfs COMMAND [flags] [arguments]
 

@@ -54,6 +54,11 @@ var safeInRefusedModules = map[string]bool{
 	"types.SimpleNamespace": true, "pathlib.Path": true, "pathlib.PosixPath": true,
 	"pathlib.WindowsPath": true, "pathlib.PurePath": true, "pathlib.PurePosixPath": true,
 	"pathlib.PureWindowsPath": true,
+	// Python 3.13 defines them in pathlib._local (DCP's .metadata names
+	// pathlib._local.PosixPath, its StorageMeta.checkpoint_id).
+	"pathlib._local.Path": true, "pathlib._local.PosixPath": true,
+	"pathlib._local.WindowsPath": true, "pathlib._local.PurePath": true,
+	"pathlib._local.PurePosixPath": true, "pathlib._local.PureWindowsPath": true,
 }
 
 // The builtins a data file may name; every other builtin is refused.

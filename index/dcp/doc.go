@@ -1,0 +1,57 @@
+// Package dcp reads PyTorch Distributed Checkpoints (torch.distributed.
+// checkpoint, "DCP"): a directory holding a .metadata file (a pickle of
+// DCP's dataclasses) and the __R_K.distcp files each rank wrote. It is
+// detected by content: a .metadata pickle naming torch.distributed.
+// checkpoint's classes (Sniff).
+//
+// # What is read
+//
+// .metadata is read with the restricted unpickler and an allowlist: the
+// DCP dataclasses (Metadata, TensorStorageMetadata, BytesStorageMetadata,
+// ChunkStorageMetadata, TensorProperties at its current and its torch
+// 2.0-2.2 module path, MetadataIndex, StorageMeta, filesystem's
+// _StorageInfo), the memory-format enum, torch.Size, torch dtypes,
+// torch.serialization._get_layout and pathlib paths. Any other global
+// refuses the file in one line, where it appears.
+//
+// The loader (formats) finds the .metadata among a directory's files
+// (MetadataFile, Sniff) and calls ParseDir, then opens each tiled tensor
+// as a backing.Tiled over the .distcp files.
+//
+// Each tensor is whole: its chunks (TensorStorageMetadata.chunks, boxes
+// of the tensor) are located through storage_data (relative_path, offset,
+// length: an item, a torch.save zip of the chunk whose storage is stored
+// uncompressed), so that a chunk is a plain range of a .distcp file. A
+// tensor held by one chunk is that range; a tensor tiled from several is
+// an index.Member of method MethodTiles whose bytes backing.Tiled gathers
+// per read (one read per contiguous run: per chunk for chunks along dim
+// 0, per row piece otherwise), never materialising the tensor.
+//
+// Names: a tensor's name is its path in the saved state dict
+// (planner_data) joined with '/' (SPEC's rule for nested containers,
+// e.g. model/layers.0.attention.wq.weight); the dotted DCP key of every
+// name is in the metadata under "dcp.keys". Non-tensor items
+// (BytesStorageMetadata: ints, floats, strings, tuples...) are metadata
+// entries under their name: their value where the restricted unpickler
+// reads plain data, else {"value": repr or why not, "bytes": size}.
+//
+// # Validation
+//
+// Refused with one line, nothing opened left open: other globals; a
+// chunk outside its tensor, overlapping another, or chunks that leave
+// holes; a chunk or value with no storage item; an item past its file's
+// end, not a torch.save zip, holding another dtype or shape than the
+// metadata says, or compressed; a relative_path that is not a file name
+// in the directory (../, absolute, a missing .distcp) or, locally, a
+// symbolic link out of it (Dir.Inside, which formats sets); more than MaxChunks chunks per tensor; a
+// .metadata over MaxMetadata bytes. Results are charged to a budget that
+// grows with the .metadata's size (pickle.Budget): a small pickle cannot
+// make millions of chunks through shared references.
+//
+// Newer layouts are recognised and named in the message: items stored
+// through transforms (torch >= 2.7's zstd, _StorageInfo.
+// transform_descriptors), .distcp files in the safetensors format (torch
+// >= 2.8). Tensors Megatron's mcore_data says were saved in a reformulated
+// shape are not served and are listed under "dcp.not_read" in the
+// metadata; the rest of such a checkpoint is.
+package dcp

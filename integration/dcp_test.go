@@ -1,0 +1,249 @@
+package integration
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lazyweights/tensorfs/backing/s3/s3test"
+	"github.com/lazyweights/tensorfs/internal/testdata"
+)
+
+// dcpCheckPy reads a mount of a distributed checkpoint from another
+// process and compares it with EXPECTED.json (what DCP's own reader
+// assembles): every tensor file, its .npy, the safetensors export, the
+// .f32 view of the 16-bit floats (bf16 widened by shifting, f16 by numpy),
+// and .split/0/2/i and .split/1/2/i slices, each against numpy slicing of
+// the whole. argv: mount, EXPECTED.json, case.
+const dcpCheckPy = `
+import hashlib, json, os, struct, sys
+mnt, exp, case = sys.argv[1:4]
+c = json.load(open(exp))["cases"][case]
+sha = lambda b: hashlib.sha256(b).hexdigest()
+ES = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "bool": 1, "float8_e4m3fn": 1}
+st = open(os.path.join(mnt, ".safetensors", "model.safetensors"), "rb").read()
+n = struct.unpack("<Q", st[:8])[0]
+hdr = json.loads(st[8:8 + n])
+
+def take(raw, shape, es, dim, lo, hi):
+    """Elements whose index along dim is in [lo, hi), row-major."""
+    outer = 1
+    for d in shape[:dim]:
+        outer *= d
+    inner = es
+    for d in shape[dim + 1:]:
+        inner *= d
+    step = shape[dim] * inner
+    return b"".join(raw[o * step + lo * inner:o * step + hi * inner] for o in range(outer))
+
+checked = 0
+for t in c["tensors"]:
+    name = "/".join(str(p) for p in t["path"])
+    raw = open(os.path.join(mnt, name), "rb").read()
+    assert sha(raw) == t["sha256"], (name, "file")
+    assert json.loads(os.getxattr(os.path.join(mnt, name), "user.tensorfs.shape")) == t["shape"], name
+    npy = open(os.path.join(mnt, ".npy", name + ".npy"), "rb").read()
+    hl = struct.unpack("<H", npy[8:10])[0]
+    if t["dtype"] in ("bfloat16", "float8_e4m3fn"):  # no NumPy dtype: float32
+        assert npy[10 + hl:] == open(os.path.join(mnt, ".f32", name), "rb").read(), (name, "npy")
+    else:
+        assert sha(npy[10 + hl:]) == t["sha256"], (name, "npy")
+    s, e = hdr[name]["data_offsets"]
+    assert sha(st[8 + n + s:8 + n + e]) == t["sha256"], (name, "export")
+    if t["dtype"] in ("bfloat16", "float16"):
+        k = len(raw) // 2
+        if t["dtype"] == "bfloat16":
+            want = struct.pack("<%dI" % k, *[u << 16 for u in struct.unpack("<%dH" % k, raw)])
+        else:
+            want = struct.pack("<%df" % k, *struct.unpack("<%de" % k, raw))
+        assert open(os.path.join(mnt, ".f32", name), "rb").read() == want, (name, "f32")
+    for dim in range(min(2, len(t["shape"]))):
+        d = t["shape"][dim]
+        if d < 2:
+            continue
+        for part in range(2):
+            p = os.path.join(mnt, ".split", str(dim), "2", str(part), name)
+            lo, hi = (0, (d + 1) // 2) if part == 0 else ((d + 1) // 2, d)
+            assert open(p, "rb").read() == take(raw, t["shape"], ES[t["dtype"]], dim, lo, hi), (name, "split", dim, part)
+    checked += 1
+print("checked", checked)
+`
+
+func TestDCPThroughMount(t *testing.T) {
+	needFUSE(t)
+	dir := testdata.Path(t, "modern")
+	exp := filepath.Join(dir, "EXPECTED.json")
+	for _, c := range []struct {
+		name    string
+		tensors int
+	}{{"dcp_single", 13}, {"dcp_threads", 13}, {"dcp_ws2", 17}, {"dcp_ws4", 17}} {
+		t.Run(c.name, func(t *testing.T) {
+			m := mount(t, filepath.Join(dir, c.name))
+			defer m.Unmount()
+			out := runPy(t, dcpCheckPy, m.Dir, exp, c.name)
+			if want := "checked " + itoa(int64(c.tensors)); !strings.Contains(out, want) {
+				t.Fatalf("python: %s, want %q", out, want)
+			}
+		})
+	}
+}
+
+// dcpExpected reads EXPECTED.json: for each DCP case, sha256 by tensor
+// name (keys joined by '/').
+func dcpExpected(t *testing.T) map[string]map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(testdata.Path(t, "modern/EXPECTED.json"))
+	if err != nil {
+		testdata.SkipOrFail(t, err.Error())
+	}
+	var e struct {
+		Cases map[string]struct {
+			Kind    string
+			Tensors []struct {
+				Path   []any
+				SHA256 string
+			}
+		}
+	}
+	if err := json.Unmarshal(data, &e); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]string{}
+	for name, c := range e.Cases {
+		if c.Kind != "dcp" {
+			continue
+		}
+		out[name] = map[string]string{}
+		for _, tt := range c.Tensors {
+			parts := make([]string, len(tt.Path))
+			for i, p := range tt.Path {
+				parts[i] = fmt.Sprint(p)
+			}
+			out[name][strings.Join(parts, "/")] = tt.SHA256
+		}
+	}
+	return out
+}
+
+// TestDCPLoadConvert: `load --sha256` (every read path) and `convert` of
+// each fixture give DCP's own reader's bytes, and `cat` one tensor tiled
+// along dim 1.
+func TestDCPLoadConvert(t *testing.T) {
+	dir := testdata.Path(t, "modern")
+	exp := dcpExpected(t)
+	if len(exp) < 4 {
+		t.Fatalf("%d DCP cases in EXPECTED.json", len(exp))
+	}
+	for name, want := range exp {
+		src := filepath.Join(dir, name)
+		for _, flags := range [][]string{nil, {"--io", "mmap"}, {"--io", "direct"}, {"--parallel", "1", "--chunk", "4KiB"}} {
+			r := runTensorfs(t, append(append([]string{"load", "--sha256"}, flags...), src)...)
+			if r.code != 0 {
+				t.Fatalf("load %s %v: exit %d: %s", name, flags, r.code, r.stderr)
+			}
+			got := map[string]string{}
+			for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+				sum, tn, ok := strings.Cut(line, "  ")
+				if ok {
+					got[tn] = sum
+				}
+			}
+			if !maps.Equal(got, want) {
+				t.Fatalf("load --sha256 %s %v:\n got %v\nwant %v", name, flags, got, want)
+			}
+		}
+		out := filepath.Join(t.TempDir(), "model.safetensors")
+		if r := runTensorfs(t, "convert", "--quiet", src, out); r.code != 0 {
+			t.Fatalf("convert %s: exit %d: %s", name, r.code, r.stderr)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := binary.LittleEndian.Uint64(data)
+		var hdr map[string]json.RawMessage
+		if err := json.Unmarshal(data[8:8+n], &hdr); err != nil {
+			t.Fatal(err)
+		}
+		for tn, sum := range want {
+			var e struct {
+				DataOffsets [2]int64 `json:"data_offsets"`
+			}
+			json.Unmarshal(hdr[tn], &e)
+			h := sha256.Sum256(data[8+int64(n)+e.DataOffsets[0] : 8+int64(n)+e.DataOffsets[1]])
+			if hex.EncodeToString(h[:]) != sum {
+				t.Errorf("convert %s: %s differs", name, tn)
+			}
+		}
+	}
+	r := runTensorfs(t, "cat", filepath.Join(dir, "dcp_ws4"), "model/layers.0.attention.wo.weight")
+	h := sha256.Sum256([]byte(r.stdout))
+	if r.code != 0 || hex.EncodeToString(h[:]) != exp["dcp_ws4"]["model/layers.0.attention.wo.weight"] {
+		t.Fatalf("cat: exit %d, %s", r.code, r.stderr)
+	}
+}
+
+// TestDCPHostileMount: a DCP whose .distcp file was cut short mounts
+// nothing: one line naming the file, exit 1; ls says the same.
+func TestDCPHostileMount(t *testing.T) {
+	needFUSE(t)
+	src := testdata.Path(t, "modern/dcp_ws2")
+	dir := t.TempDir()
+	for _, f := range []string{".metadata", "__0_0.distcp", "__1_0.distcp"} {
+		data, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "__1_0.distcp" {
+			data = data[:len(data)/2]
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cmd := range [][]string{{"ls", dir}, {"mount", dir, filepath.Join(t.TempDir())}} {
+		r := runTensorfs(t, cmd...)
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		if r.code != 1 || len(lines) != 1 || !strings.Contains(lines[0], "past the file's end") || !strings.Contains(lines[0], filepath.Join(dir, ".metadata")) {
+			t.Fatalf("%s: exit %d, stderr %q", cmd[0], r.code, r.stderr)
+		}
+	}
+}
+
+// TestDCPRemoteS3: a DCP under an S3 prefix loads, converts and mounts
+// as the local directory does (its .metadata is found by listing).
+func TestDCPRemoteS3(t *testing.T) {
+	local := testdata.Path(t, "modern/dcp_ws4")
+	srv := s3test.Start(t)
+	srv.Bucket(t, "ckpt")
+	for _, f := range []string{".metadata", "__0_0.distcp", "__1_0.distcp", "__2_0.distcp", "__3_0.distcp"} {
+		srv.PutFile(t, "ckpt", "run1/step-100/"+f, filepath.Join(local, f))
+	}
+	env := srv.Env()
+	want := runEnv(t, env, "load", "--quiet", "--sha256", local)
+	got := runEnv(t, env, "load", "--quiet", "--sha256", "--part-size", "8KiB", "s3://ckpt/run1/step-100/")
+	if want.code != 0 || got.code != 0 || got.stdout != want.stdout {
+		t.Fatalf("load --sha256 s3://ckpt/run1/step-100/: exit %d %s\nwant:\n%s\ngot:\n%s", got.code, got.stderr, want.stdout, got.stdout)
+	}
+	needFUSE(t)
+	m := mountEnv(t, env, "s3://ckpt/run1/step-100/", "--part-size", "8KiB")
+	lm := mount(t, local)
+	for _, rel := range []string{"model/layers.0.feed_forward.w2.weight", "model/tok_embeddings.weight", ".f32/model/layers.0.attention.wo.weight", "model/freqs", ".safetensors/model.safetensors"} {
+		w, err := os.ReadFile(lm.Path(rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := os.ReadFile(m.Path(rel))
+		if err != nil || !bytes.Equal(g, w) {
+			t.Fatalf("%s: %v, %d bytes; want the local mount's %d", rel, err, len(g), len(w))
+		}
+	}
+}
