@@ -69,9 +69,21 @@ type unclaimed struct{ *index.FormatError }
 
 func (u unclaimed) Unwrap() []error { return []error{u.FormatError, paddle.ErrNotPaddle} }
 
-// parseNPZ is numpy.ParseNPZ, which hands a torch.save zip archive (no
-// arrays, a data.pkl) to torch.ParseZip.
+// parseNPZ parses a zip archive that the npz row's Sniff claimed. The
+// first bytes cannot tell the zip formats apart (a torch.save root
+// folder named after a long file stem hides its data.pkl past them): the
+// central directory decides. An archive with a torch data.pkl is a
+// torch.save checkpoint (torch.ParseZip); otherwise it is an .npz, and
+// numpy.ParseNPZ hands one with no arrays but a data.pkl deeper down to
+// torch.ParseZip too.
 func parseNPZ(f index.File) (*index.Index, error) {
+	zr, err := index.OpenZip(f)
+	if err != nil {
+		return nil, err
+	}
+	if torch.ZipPickle(zr) != nil {
+		return torch.ParseZip(f)
+	}
 	idx, err := numpy.ParseNPZ(f)
 	if errors.Is(err, numpy.ErrTorchZip) {
 		return torch.ParseZip(f)
@@ -109,7 +121,22 @@ func ParseFile(f index.File) (*index.Index, error) {
 	if !ok {
 		return nil, &index.FormatError{File: f.Name(), Offset: -1, Msg: unknownMsg + describeHead(head)}
 	}
-	return fm.Parse(f)
+	idx, err := fm.Parse(f)
+	if err == nil {
+		return idx, nil
+	}
+	// Where the first bytes fit two formats (a safetensors header whose
+	// length spells a zip's "PK\x03\x04"), the file is what the other
+	// reader reads in full; if none does, the first reader's error
+	// stands.
+	for i := range Table {
+		if other := &Table[i]; other != fm && other.Name != "pytorch" && other.Name != "npz" && other.Sniff(head) {
+			if idx, err2 := other.Parse(f); err2 == nil {
+				return idx, nil
+			}
+		}
+	}
+	return nil, err
 }
 
 // lfsPrefix begins every Git LFS pointer file

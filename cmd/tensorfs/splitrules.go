@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
-	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/lazyweights/tensorfs/client"
 )
@@ -14,7 +16,6 @@ import (
 // they are split along.
 type splitRule struct {
 	pattern string
-	re      *regexp.Regexp
 	dim     int
 }
 
@@ -46,20 +47,7 @@ func parseSplitRules(s string) ([]splitRule, error) {
 		if !ok || pat == "" || err != nil || dim < 0 || dim > 63 {
 			return nil, fmt.Errorf("%q is not PATTERN=DIM (a name glob and a dimension, 0 the outermost) or a preset (llama)", r)
 		}
-		var re strings.Builder
-		re.WriteString("^")
-		for _, c := range pat {
-			switch c {
-			case '*':
-				re.WriteString(".*")
-			case '?':
-				re.WriteString(".")
-			default:
-				re.WriteString(regexp.QuoteMeta(string(c)))
-			}
-		}
-		re.WriteString("$")
-		rules = append(rules, splitRule{pattern: pat, re: regexp.MustCompile(re.String()), dim: dim})
+		rules = append(rules, splitRule{pattern: pat, dim: dim})
 	}
 	if len(rules) == 0 {
 		return nil, fmt.Errorf("no rules in %q", s)
@@ -72,17 +60,132 @@ func parseSplitRules(s string) ([]splitRule, error) {
 // dimension; and how many tensors are split.
 func splitPlan(ck *client.Checkpoint, rules []splitRule, parts, part int) (func(client.TensorInfo) *client.Split, int, error) {
 	which := map[string]*client.Split{}
+	m := newRuleMatcher(rules)
 	for _, t := range ck.Tensors() {
-		for _, r := range rules {
-			if !r.re.MatchString(t.Name) {
-				continue
-			}
+		if i := m.match(t.Name); i >= 0 {
+			r := rules[i]
 			if r.dim >= len(t.Shape) {
 				return nil, 0, fmt.Errorf("%s: tensor %q matches --split rule %q but has no dimension %d (shape %v)", ck.Path(), t.Name, r.pattern, r.dim, t.Shape)
 			}
 			which[t.Name] = &client.Split{Dim: r.dim, Parts: parts, Part: part}
-			break
 		}
 	}
 	return func(t client.TensorInfo) *client.Split { return which[t.Name] }, len(which), nil
+}
+
+// ruleMatcher finds the first rule matching a name without trying every
+// rule (10,000 rules on 10,000 tensors took 55 s with a regexp per rule
+// per tensor): a rule without wildcards is a map entry; one with
+// wildcards is filed under its longest literal run, which every name it
+// matches contains, and a name is globbed only against the rules whose
+// run it contains (its substrings of those runs' lengths, looked up).
+// Rules of wildcards only are tried for every name.
+type ruleMatcher struct {
+	rules   []splitRule
+	exact   map[string]int   // name -> first rule
+	byRun   map[string][]int // literal run -> rules, in order
+	runLens []int            // the distinct run lengths, ascending
+	anyName []int            // rules without a literal run
+	globs   int              // full glob matches tried (for tests)
+}
+
+func newRuleMatcher(rules []splitRule) *ruleMatcher {
+	m := &ruleMatcher{rules: rules, exact: map[string]int{}, byRun: map[string][]int{}}
+	lens := map[int]bool{}
+	for i, r := range rules {
+		if !strings.ContainsAny(r.pattern, "*?") {
+			if _, dup := m.exact[r.pattern]; !dup {
+				m.exact[r.pattern] = i
+			}
+			continue
+		}
+		run := ""
+		for _, s := range strings.FieldsFunc(r.pattern, func(c rune) bool { return c == '*' || c == '?' }) {
+			if len(s) > len(run) {
+				run = s
+			}
+		}
+		if run == "" {
+			m.anyName = append(m.anyName, i)
+			continue
+		}
+		m.byRun[run] = append(m.byRun[run], i)
+		lens[len(run)] = true
+	}
+	for n := range lens {
+		m.runLens = append(m.runLens, n)
+	}
+	sort.Ints(m.runLens)
+	return m
+}
+
+// match returns the index of the first rule matching name, or -1.
+func (m *ruleMatcher) match(name string) int {
+	best := -1
+	if i, ok := m.exact[name]; ok {
+		best = i
+	}
+	try := func(rules []int) {
+		for _, i := range rules {
+			if best >= 0 && i >= best {
+				return
+			}
+			m.globs++
+			if globMatch(m.rules[i].pattern, name) {
+				best = i
+				return
+			}
+		}
+	}
+	try(m.anyName)
+	var tried []string // runs whose rules were tried for this name
+	for _, n := range m.runLens {
+		for a := 0; a+n <= len(name); a++ {
+			run := name[a : a+n]
+			if rules, ok := m.byRun[run]; ok && !slices.Contains(tried, run) {
+				tried = append(tried, run)
+				try(rules)
+			}
+		}
+	}
+	return best
+}
+
+// globMatch reports whether name matches pattern: '*' any run of
+// characters, '?' one character (rune), anything else itself. It
+// backtracks only to the last '*', so it takes at most
+// len(pattern)*len(name) steps.
+func globMatch(pattern, name string) bool {
+	p, n := 0, 0
+	star, mark := -1, 0
+	for n < len(name) {
+		if p < len(pattern) {
+			switch c := pattern[p]; c {
+			case '*':
+				star, mark = p, n
+				p++
+				continue
+			case '?':
+				_, size := utf8.DecodeRuneInString(name[n:])
+				p, n = p+1, n+size
+				continue
+			default:
+				if c == name[n] {
+					p, n = p+1, n+1
+					continue
+				}
+			}
+		}
+		if star < 0 {
+			return false
+		}
+		p = star + 1
+		_, size := utf8.DecodeRuneInString(name[mark:])
+		mark += size
+		n = mark
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
 }

@@ -35,6 +35,14 @@ package numpy
 //     compressed byte, so a zip bomb cannot declare more), the compressed
 //     range against the file; other methods and encrypted members are
 //     refused.
+//   - As Python's zipfile, every member's local header must name it as
+//     the central directory does, and no two members may share bytes
+//     (index.ZipSpans): many entries pointing at one deflate stream
+//     would inflate it many times. With each member's bound, the deflate
+//     bound then holds for the file as a whole: the members' compressed
+//     bytes are distinct bytes of it.
+//   - A header of more than 10,000 characters is refused, as numpy.load
+//     refuses it (it could only hold a structured dtype, refused anyway).
 //   - Index.Format is "numpy" for both.
 
 import (
@@ -57,9 +65,12 @@ import (
 
 const (
 	npyMagic = "\x93NUMPY"
-	// npyMaxHeader caps the header text (numpy itself stops at 10000
-	// bytes unless told otherwise; huge structured dtypes need more).
-	npyMaxHeader = 16 << 20
+	// npyMaxHeader caps the header text at numpy's own limit
+	// (numpy.lib.format._MAX_HEADER_SIZE, since 1.24: numpy.load refuses
+	// a longer header unless told to trust the file), counted as numpy
+	// counts it: in characters after decoding (Latin-1 in versions 1 and
+	// 2, UTF-8 in 3.0, so at most 4 bytes each).
+	npyMaxHeader = 10000
 )
 
 func SniffNPY(head []byte) bool { return bytes.HasPrefix(head, []byte(npyMagic)) }
@@ -136,8 +147,8 @@ func npyReadHeader(f index.File, base, avail int64, where string) (*npyArray, er
 	if hlen > avail-hstart {
 		return nil, fail(8, ".npy header of %d bytes runs past the end of the data (%d bytes left)", hlen, avail-hstart)
 	}
-	if hlen > npyMaxHeader {
-		return nil, fail(8, ".npy header of %d bytes (at most %d)", hlen, npyMaxHeader)
+	if hlen > npyMaxHeader && (major < 3 || hlen > 4*npyMaxHeader) {
+		return nil, fail(8, ".npy header of %d bytes (numpy reads at most %d characters)", hlen, npyMaxHeader)
 	}
 	hdr := make([]byte, hlen)
 	if _, err := f.ReadAt(hdr, base+hstart); err != nil && !(err == io.EOF && len(hdr) == 0) {
@@ -151,6 +162,8 @@ func npyReadHeader(f index.File, base, avail int64, where string) (*npyArray, er
 		}
 	} else if !utf8.ValidString(text) {
 		return nil, fail(hstart, ".npy 3.0 header is not valid UTF-8")
+	} else if n := utf8.RuneCountInString(text); n > npyMaxHeader {
+		return nil, fail(8, ".npy header of %d characters (numpy reads at most %d characters)", n, npyMaxHeader)
 	}
 	lit, err := npyParseLiteral(text)
 	if err != nil {
@@ -396,12 +409,16 @@ func ParseNPZ(f index.File) (*index.Index, error) {
 	if err != nil {
 		return nil, err
 	}
+	spans, err := index.ZipSpans(f, zr)
+	if err != nil {
+		return nil, err
+	}
 	var ts []index.Tensor
 	var others []npzOther // members that are arrays of no tensor dtype
 	idx := &index.Index{Format: "numpy", Sources: []string{file}, Metadata: map[string]any{}}
 	seen := map[string]bool{}
 	hasPkl := false
-	for _, zf := range zr.File {
+	for i, zf := range zr.File {
 		if zf.Name == "data.pkl" || strings.HasSuffix(zf.Name, "/data.pkl") {
 			hasPkl = true
 		}
@@ -424,7 +441,7 @@ func ParseNPZ(f index.File) (*index.Index, error) {
 			return nil, index.ErrorAt(file, where, "more than %d arrays", index.MaxTensors)
 		}
 		if zf.Method != zip.Store {
-			m, a, err := npzDeflated(f, zf, len(idx.Sources))
+			m, a, err := npzDeflated(f, zf, spans[i].Data, len(idx.Sources))
 			if err != nil {
 				return nil, err
 			}
@@ -442,10 +459,7 @@ func ParseNPZ(f index.File) (*index.Index, error) {
 		if zf.CompressedSize64 != zf.UncompressedSize64 || zf.UncompressedSize64 > math.MaxInt64 {
 			return nil, index.ErrorAt(file, where, "stored member has inconsistent sizes")
 		}
-		off, err := zf.DataOffset()
-		if err != nil {
-			return nil, index.ErrorAt(file, where, "cannot read its local header: %v", err)
-		}
+		off := spans[i].Data
 		n := int64(zf.UncompressedSize64)
 		if off < 0 || off > f.Size() || n > f.Size()-off {
 			return nil, index.Errorf(file, off, "member %s runs past the end of the file", zf.Name)
@@ -487,7 +501,7 @@ const DeflateMaxRatio = 1032
 
 // npzDeflated checks deflated member zf of f, which will be source
 // number source, and parses its .npy header (inflating only the header).
-func npzDeflated(f index.File, zf *zip.File, source int) (*index.Member, *npyArray, error) {
+func npzDeflated(f index.File, zf *zip.File, off int64, source int) (*index.Member, *npyArray, error) {
 	file := f.Name()
 	where := "member " + zf.Name
 	if zf.Method != zip.Deflate {
@@ -502,10 +516,6 @@ func npzDeflated(f index.File, zf *zip.File, source int) (*index.Member, *npyArr
 	}
 	if size > csize*DeflateMaxRatio+258 {
 		return nil, nil, index.ErrorAt(file, where, "declares %d bytes inflated from %d compressed bytes, more than deflate can produce (at most %d to 1): a zip bomb or a broken directory", size, csize, DeflateMaxRatio)
-	}
-	off, err := zf.DataOffset()
-	if err != nil {
-		return nil, nil, index.ErrorAt(file, where, "cannot read its local header: %v", err)
 	}
 	if off < 0 || off > f.Size() || int64(csize) > f.Size()-off {
 		return nil, nil, index.Errorf(file, off, "member %s: its %d compressed bytes run past the end of the file", zf.Name, csize)
@@ -546,7 +556,7 @@ func npzInflateHead(zf *zip.File, size int64) ([]byte, error) {
 	default:
 		return head, nil
 	}
-	hlen = min(hlen, size, 12+npyMaxHeader)
+	hlen = min(hlen, size, 12+4*npyMaxHeader)
 	if hlen <= 12 {
 		return head[:hlen], nil
 	}

@@ -54,6 +54,19 @@ const (
 	// client renders (strings, keys and reprs, counted as stored).
 	MetaBytesFloor   = 1 << 20
 	MetaBytesPerByte = 8
+	// MemoFloor and one entry per MemoBytesPerEntry bytes bound the
+	// memo: pickle writes an object (at least one byte) before each
+	// MEMOIZE or BINPUT, so a pickle of n bytes memoizes fewer than n/2
+	// values; a flood of MEMOIZE opcodes cannot grow it past that.
+	MemoFloor         = 1 << 16
+	MemoBytesPerEntry = 2
+	// TensorsFloor and one tensor per TensorBytesPerEntry bytes bound the
+	// tensors a client derives: a tensor of a state dict costs its key
+	// and at least a memo GET, and each costs the index far more than
+	// its bytes of pickle (torch.save([t]*1000000), 2 MB, is a million
+	// tensors).
+	TensorsFloor        = 1 << 14
+	TensorBytesPerEntry = 16
 )
 
 func scaled(floor, per, n int64) int64 {
@@ -75,20 +88,33 @@ func MaxResults(n int64) int64 { return scaled(ResultsFloor, ResultsPerByte, n) 
 // MaxNameBytes is the name budget of a pickle of n bytes.
 func MaxNameBytes(n int64) int64 { return scaled(NameBytesFloor, NameBytesPerByte, n) }
 
+// MaxMemo is the memo budget (entries) of a pickle of n bytes.
+func MaxMemo(n int64) int64 { return MemoFloor + max(n, 0)/MemoBytesPerEntry }
+
+// MaxTensors is the tensor budget of a pickle of n bytes.
+func MaxTensors(n int64) int64 { return TensorsFloor + max(n, 0)/TensorBytesPerEntry }
+
 // MaxMetaBytes is the metadata budget of a pickle of n bytes.
 func MaxMetaBytes(n int64) int64 { return scaled(MetaBytesFloor, MetaBytesPerByte, n) }
 
 // Budget is what a client may still derive from one pickle of Size
 // bytes: it charges every result, name and metadata byte it produces and
-// stops at the first error, which names the limit crossed.
+// stops at the first error, which names the limit crossed. Size is the
+// bytes the pickle costs in its file: for a compressed pickle, its
+// compressed size (a few KB must not buy what megabytes would).
 type Budget struct {
-	Size                          int64
-	results, nameBytes, metaBytes int64 // left
+	Size                                   int64
+	results, nameBytes, metaBytes, tensors int64 // left
 }
 
 // NewBudget returns the budget of a pickle of size bytes.
 func NewBudget(size int64) *Budget {
-	return &Budget{Size: size, results: MaxResults(size), nameBytes: MaxNameBytes(size), metaBytes: MaxMetaBytes(size)}
+	return &Budget{Size: size, results: MaxResults(size), nameBytes: MaxNameBytes(size), metaBytes: MaxMetaBytes(size), tensors: MaxTensors(size)}
+}
+
+// Tensors charges n tensors.
+func (b *Budget) Tensors(n int64) error {
+	return b.take(&b.tensors, n, "its tensors, counted once per path,", "pickle.MaxTensors", MaxTensors)
 }
 
 func (b *Budget) take(left *int64, n int64, what, limit string, max func(int64) int64) error {

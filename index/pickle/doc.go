@@ -41,13 +41,15 @@
 //     checked against the bytes it really has left before anything is
 //     allocated; the stack, MARK nesting, text lines and integers have
 //     named caps; str and bytes longer than MaxValue are skipped and stand
-//     as a Large; the memo grows by at most one entry per opcode; copies
-//     an Env makes of containers it was handed are charged against
-//     MaxWork (budget.go). Shared references are shared Go pointers, never
-//     copied.
+//     as a Large; the memo holds at most MaxMemo entries (half an entry a
+//     byte, 16 bytes each when its keys are dense); copies an Env makes
+//     of containers it was handed are charged against MaxWork (budget.go).
+//     Shared references are shared Go pointers, never copied. A stream
+//     that is smaller in its file than it is (a deflated data.pkl) gets
+//     the budgets of its bytes in the file (Machine.SetCost).
 //   - Clients budget their own results: a value reached by k paths costs
 //     k, and k can be exponential in the stream's size. Budget counts
-//     results, bytes of names and bytes of metadata against limits that
+//     results, tensors, bytes of names and bytes of metadata against limits that
 //     are a floor plus a multiple of the pickle's size, and its error
 //     names the limit crossed.
 //

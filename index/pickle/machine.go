@@ -60,8 +60,13 @@ type Machine struct {
 
 	stack []any
 	marks []int // stack lengths at each MARK
-	memo  map[int64]any
+	memo  memo
 	work  int64 // copy budget left (Charge)
+	// cost is the bytes the stream costs in its file (limit, or less
+	// for a compressed stream: SetCost); memoLeft the memo entries it
+	// may still add (MaxMemo of cost).
+	cost     int64
+	memoLeft int64
 
 	// Where str and bytes values lie in the stream, for every Run
 	// (Span): bytes by their first byte, str by value.
@@ -73,7 +78,15 @@ type Machine struct {
 // interpreting with env.
 func NewMachine(r io.Reader, limit int64, env Env) *Machine {
 	return &Machine{r: bufio.NewReaderSize(r, 64<<10), limit: limit, env: env, work: MaxWork(limit),
-		byteSpans: map[*byte]Span{}, strSpans: map[string]Span{}}
+		cost: limit, memoLeft: MaxMemo(limit), byteSpans: map[*byte]Span{}, strSpans: map[string]Span{}}
+}
+
+// SetCost sets the bytes the stream costs in its file, before the first
+// Run: a compressed pickle of limit bytes that is cost bytes in the
+// file gets the copy and memo budgets of cost bytes, so that a few KB of
+// deflate cannot buy what megabytes of pickle would.
+func (m *Machine) SetCost(cost int64) {
+	m.cost, m.work, m.memoLeft = cost, MaxWork(cost), MaxMemo(cost)
 }
 
 // Pos is the stream offset of the next byte the machine reads.
@@ -95,7 +108,7 @@ func (m *Machine) Errorf(off int64, format string, args ...any) error {
 // the stream does not have.
 func (m *Machine) Charge(n int, off int64) error {
 	if int64(n) > m.work {
-		return m.Errorf(off, "pickle copies more values than its size allows (limit pickle.MaxWork: %d for %d bytes); shared references multiply", MaxWork(m.limit), m.limit)
+		return m.Errorf(off, "pickle copies more values than its size allows (limit pickle.MaxWork: %d for %d bytes); shared references multiply", MaxWork(m.cost), m.cost)
 	}
 	m.work -= int64(n)
 	return nil
@@ -223,7 +236,7 @@ func (m *Machine) popMark(off int64) ([]any, error) {
 func (m *Machine) Run() (any, error) {
 	m.stack = m.stack[:0]
 	m.marks = m.marks[:0]
-	m.memo = map[int64]any{}
+	m.memo = memo{}
 	for {
 		off := m.pos
 		op, err := m.readByte()
@@ -264,4 +277,50 @@ func (m *Machine) step(op byte, off int64) (v any, push bool, err error) {
 		return v, push, err
 	}
 	return nil, false, m.errAt(off, "unknown pickle opcode 0x%02x", op)
+}
+
+// memo is a pickle's memo: keys 0, 1, 2, ... (MEMOIZE, and what
+// pickle.dump writes with BINPUT) in a slice, 16 bytes an entry; other
+// keys in a map.
+type memo struct {
+	dense  []any
+	sparse map[int64]any
+}
+
+func (mm *memo) len() int64 { return int64(len(mm.dense) + len(mm.sparse)) }
+
+func (mm *memo) get(k int64) (any, bool) {
+	if k >= 0 && k < int64(len(mm.dense)) {
+		return mm.dense[k], true
+	}
+	v, ok := mm.sparse[k]
+	return v, ok
+}
+
+// put sets entry k and reports whether it is a new entry.
+func (mm *memo) put(k int64, v any) bool {
+	if k >= 0 && k < int64(len(mm.dense)) {
+		mm.dense[k] = v
+		return false
+	}
+	_, had := mm.sparse[k]
+	if k != int64(len(mm.dense)) {
+		if mm.sparse == nil {
+			mm.sparse = map[int64]any{}
+		}
+		mm.sparse[k] = v
+		return !had
+	}
+	delete(mm.sparse, k)
+	mm.dense = append(mm.dense, v)
+	for { // keys that were sparse and now continue the dense run
+		n := int64(len(mm.dense))
+		x, ok := mm.sparse[n]
+		if !ok {
+			break
+		}
+		delete(mm.sparse, n)
+		mm.dense = append(mm.dense, x)
+	}
+	return !had
 }

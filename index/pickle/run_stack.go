@@ -46,7 +46,7 @@ func (m *Machine) runStack(op byte, off int64) (v any, push, ok bool, err error)
 		if err != nil {
 			return nil, false, true, err
 		}
-		x, ok := m.memo[k]
+		x, ok := m.memo.get(k)
 		if !ok {
 			return nil, false, true, m.errAt(off, "pickle memo has no entry %d", k)
 		}
@@ -55,7 +55,7 @@ func (m *Machine) runStack(op byte, off int64) (v any, push, ok bool, err error)
 		push = false
 		var k int64
 		if op == OpMEMOIZE {
-			k = int64(len(m.memo))
+			k = m.memo.len()
 		} else if k, err = m.memoIndex(op, off); err != nil {
 			return nil, false, true, err
 		}
@@ -63,7 +63,14 @@ func (m *Machine) runStack(op byte, off int64) (v any, push, ok bool, err error)
 		if err != nil {
 			return nil, false, true, err
 		}
-		m.memo[k] = t
+		if m.memoLeft <= 0 {
+			if _, ok := m.memo.get(k); !ok {
+				return nil, false, true, m.errAt(off, "pickle memoizes more values than its size allows (limit pickle.MaxMemo: %d for %d bytes)", MaxMemo(m.cost), m.cost)
+			}
+		}
+		if m.memo.put(k, t) {
+			m.memoLeft--
+		}
 	default:
 		return nil, false, false, nil
 	}

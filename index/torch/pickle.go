@@ -21,10 +21,26 @@ type ptStream struct {
 	base  int64
 	where string
 	size  int64
+	// cost is what the stream costs in the file when less than size
+	// (a deflated data.pkl: its compressed bytes); 0: size. Budgets
+	// follow it.
+	cost int64
+}
+
+// budgetSize is the size the stream's budgets follow.
+func (s ptStream) budgetSize() int64 {
+	if s.cost > 0 && s.cost < s.size {
+		return s.cost
+	}
+	return s.size
 }
 
 func (s ptStream) machine(r io.Reader, env pickle.Env) *pickle.Machine {
-	return pickle.NewMachine(r, s.size, env)
+	m := pickle.NewMachine(r, s.size, env)
+	if n := s.budgetSize(); n < s.size {
+		m.SetCost(n)
+	}
+	return m
 }
 
 // errAt is a FormatError at stream offset off.

@@ -85,7 +85,7 @@ func TestPickleWalkBounds(t *testing.T) {
 		name, want string
 		pickle     []byte
 	}{
-		{"tensor 2^19 times", "(pickle.MaxNameBytes: ", ptCat(fan(w4, 19), []byte{'.'})},
+		{"tensor 2^19 times", "(pickle.MaxTensors: ", ptCat(fan(w4, 19), []byte{'.'})},
 		{"tensor 2^19 times under a 60 KiB key", "(pickle.MaxNameBytes: ", ptCat([]byte{'}'}, ptPkStr(strings.Repeat("k", 60<<10)), fan(w4, 19), []byte("s."))},
 		{"None 2^19 times", "(pickle.MaxResults: ", ptCat(fan([]byte{'N'}, 19), []byte{'.'})},
 		{"1 MiB string 10,000 times", "(pickle.MaxMetaBytes: ", ptCat([]byte("]("), ptPkStr(strings.Repeat("m", 1<<20)), bytes.Repeat([]byte{'2'}, 9999), []byte("e."))},

@@ -113,6 +113,18 @@ func ptReadSmall(zf *zip.File, max int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(rc, max))
 }
 
+// ZipPickle returns the data.pkl of a torch.save zip archive: the first
+// member <root>/data.pkl, for a root folder of any name, or data.pkl at
+// the top; nil when zr has none (it is no torch.save archive).
+func ZipPickle(zr *zip.Reader) *zip.File {
+	for _, zf := range zr.File {
+		if zf.Name == "data.pkl" || (strings.HasSuffix(zf.Name, "/data.pkl") && strings.Count(zf.Name, "/") == 1) {
+			return zf
+		}
+	}
+	return nil
+}
+
 func ParseZip(f index.File) (*index.Index, error) {
 	file := f.Name()
 	zr, err := index.OpenZip(f)
@@ -121,12 +133,9 @@ func ParseZip(f index.File) (*index.Index, error) {
 	}
 	// The pickle is <root>/data.pkl for a root folder of any name (or
 	// data.pkl at the top).
-	var pkl *zip.File
+	pkl := ZipPickle(zr)
 	npy := 0
 	for _, zf := range zr.File {
-		if pkl == nil && (zf.Name == "data.pkl" || (strings.HasSuffix(zf.Name, "/data.pkl") && strings.Count(zf.Name, "/") == 1)) {
-			pkl = zf
-		}
 		if strings.HasSuffix(zf.Name, ".npy") {
 			npy++
 		}
@@ -191,7 +200,9 @@ func ParseZip(f index.File) (*index.Index, error) {
 		if len(data) > pickle.MaxPickle {
 			return nil, index.ErrorAt(file, "member "+pkl.Name, "compressed pickle larger than %d bytes (torch.save stores data.pkl uncompressed)", pickle.MaxPickle)
 		}
-		st.size = int64(len(data))
+		// Budgets follow the file's bytes, not the inflated size: a
+		// deflated pickle of a few KB must cost what a few KB may.
+		st.size, st.cost = int64(len(data)), max(int64(pkl.CompressedSize64), 1)
 		r = bytes.NewReader(data)
 		// Inline numpy arrays are ranges of the inflated pickle: it is
 		// a member (archive/zip has checked its CRC-32 reading it).

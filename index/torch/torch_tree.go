@@ -75,7 +75,7 @@ type ptWalker struct {
 
 func newPtWalker(st ptStream, span ptSpan) *ptWalker {
 	return &ptWalker{st: st, file: st.file, base: index.BaseName(st.file), span: span,
-		budget: pickle.NewBudget(st.size), onPath: map[any]bool{}}
+		budget: pickle.NewBudget(st.budgetSize()), onPath: map[any]bool{}}
 }
 
 // ptUniq hands out distinct names: a name already taken gets the first
@@ -523,6 +523,9 @@ func (w *ptWalker) tensorName() (string, error) {
 		return "", index.ErrorAt(w.file, "", "a tensor name is %d bytes long (at most %d)", nl, index.MaxNameLength)
 	}
 	if err := w.budget.NameBytes(int64(nl)); err != nil {
+		return "", index.ErrorAt(w.file, "", "%v", err)
+	}
+	if err := w.budget.Tensors(1); err != nil {
 		return "", index.ErrorAt(w.file, "", "%v", err)
 	}
 	return w.name(), nil
