@@ -337,6 +337,16 @@ func (c *Checkpoint) Fill(ctx context.Context, tensors []FillTensor, sink FillSi
 	err = forEach(ctx, len(jobs), stats.Workers, func(ctx context.Context, i int) error {
 		return run(ctx, &jobs[i])
 	})
+	if err == nil {
+		// Stored .npz members read whole: their CRC-32s.
+		for _, t := range tensors {
+			if t.Split == nil {
+				if err = c.verify(t.Info); err != nil {
+					break
+				}
+			}
+		}
+	}
 	stats.Bytes, stats.ReadBytes, stats.Chunks = delivered.Load(), readBytes.Load(), count.Load()
 	for i := range stats.Files {
 		stats.Files[i].Bytes = perFile[stats.Files[i].index].Load()

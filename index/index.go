@@ -30,6 +30,9 @@ type Tensor struct {
 	// BigEndian is set when the stored bytes are big-endian; they are
 	// served little-endian (swapped per dtype.Info.Unit).
 	BigEndian bool
+	// Check, when set, is the CRC-32 of the stored zip member holding
+	// the tensor (header included), for a reader that reads it whole.
+	Check *Check
 }
 
 // Contiguous reports whether the tensor is one contiguous byte range of its

@@ -472,7 +472,9 @@ func ParseNPZ(f index.File) (*index.Index, error) {
 			others = append(others, npzOther{name: name, zf: zf, a: a, off: off})
 			continue
 		}
-		ts = append(ts, npyTensor(name, a, off))
+		t := npyTensor(name, a, off)
+		t.Check = &index.Check{Member: zf.Name, Offset: off, Size: n, CRC32: zf.CRC32}
+		ts = append(ts, t)
 	}
 	if len(ts) == 0 && hasPkl {
 		return nil, ErrTorchZip
