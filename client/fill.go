@@ -474,7 +474,7 @@ func (c *Checkpoint) fillReaders(ranged map[int]bool, path ReadPath) ([]fillRead
 		if !ranged[f] {
 			continue
 		}
-		rep := FileRead{Source: c.idx.Sources[f], Path: ReadCached, Resident: -1, index: f}
+		rep := FileRead{Source: c.idx.SourceName(f), Path: ReadCached, Resident: -1, index: f}
 		frac, known := backing.Residency(src)
 		if known {
 			rep.Resident = frac
@@ -491,7 +491,7 @@ func (c *Checkpoint) fillReaders(ranged map[int]bool, path ReadPath) ([]fillRead
 			direct = known && frac < ColdResidency
 		}
 		if direct {
-			d, err := backing.Open(c.idx.Sources[f], backing.Options{Mode: backing.Direct})
+			d, err := backing.Open(c.idx.SourceName(f), backing.Options{Mode: backing.Direct})
 			switch {
 			case err == nil && d.Size() != src.Size():
 				d.Close()

@@ -449,7 +449,7 @@ func ParseNPZ(f index.File) (*index.Index, error) {
 				others = append(others, npzOther{name: name, zf: zf, a: a, off: -1})
 				continue
 			}
-			idx.Sources = append(idx.Sources, file+":"+zf.Name)
+			idx.Sources = append(idx.Sources, "") // SourceName joins file and name
 			idx.Members = append(idx.Members, *m)
 			t := npyTensor(name, a, 0)
 			t.Source = m.Source
