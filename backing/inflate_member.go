@@ -45,7 +45,8 @@ type attempt struct {
 
 var _ Source = (*memberSource)(nil)
 
-func (s *memberSource) Size() int64  { return s.m.Size }
+func (s *memberSource) Size() int64 { return s.m.Size }
+
 // Name is "FILE:MEMBER", joined when asked (not held: 100,000 members
 // would each hold a copy of the file's path).
 func (s *memberSource) Name() string { return s.file.Name() + ":" + s.m.Name }

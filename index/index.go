@@ -87,8 +87,8 @@ type Unserved struct {
 // byte range of another source: a deflated .npy in an .npz written by
 // numpy.savez_compressed, a deflated data.pkl of a torch zip file, or the
 // bytes of a numpy array that a protocol-2 pickle holds as a Latin-1 str
-// in UTF-8. Its Sources entry is "" (SourceName gives "HOLDER:NAME"); its bytes are the range
-// decoded (Size bytes), which the loader serves through a backing source
+// in UTF-8. Its Sources entry is "" (SourceName gives "HOLDER:NAME");
+// its bytes are the range decoded (Size bytes), which the loader serves through a backing source
 // that decodes it on first read. Tensors in it have Offsets into the
 // decoded bytes: they are not ranges of any file.
 type Member struct {

@@ -52,7 +52,6 @@ func npzStored(t *testing.T, path string, flip bool) {
 	}
 }
 
-
 // Whole reads check the CRC-32 of a stored .npz member: cat, load
 // (stream and fill) and convert fail on a flipped data byte with one
 // line naming the member and "CRC-32"; the intact file passes.
