@@ -207,7 +207,7 @@ func (c *InflateCache) OpenMember(file MemberFile, m Member) (Source, error) {
 	if !c.inMemory(m.Size) && m.Size > c.opts.DiskLimit {
 		return nil, &MemberError{File: file.Name(), Member: m.Name, Latin1: m.Latin1, Msg: fmt.Sprintf("inflates to %d bytes, more than the %d bytes of disk the cache of inflated members may use (tensorfs --inflate-disk)", m.Size, c.opts.DiskLimit)}
 	}
-	return &memberSource{c: c, file: file, m: m, name: file.Name() + ":" + m.Name}, nil
+	return &memberSource{c: c, file: file, m: m}, nil
 }
 
 // inMemory reports whether a member of size bytes is inflated into

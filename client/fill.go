@@ -337,6 +337,16 @@ func (c *Checkpoint) Fill(ctx context.Context, tensors []FillTensor, sink FillSi
 	err = forEach(ctx, len(jobs), stats.Workers, func(ctx context.Context, i int) error {
 		return run(ctx, &jobs[i])
 	})
+	if err == nil {
+		// Stored .npz members read whole: their CRC-32s.
+		for _, t := range tensors {
+			if t.Split == nil {
+				if err = c.verify(t.Info); err != nil {
+					break
+				}
+			}
+		}
+	}
 	stats.Bytes, stats.ReadBytes, stats.Chunks = delivered.Load(), readBytes.Load(), count.Load()
 	for i := range stats.Files {
 		stats.Files[i].Bytes = perFile[stats.Files[i].index].Load()
@@ -464,7 +474,7 @@ func (c *Checkpoint) fillReaders(ranged map[int]bool, path ReadPath) ([]fillRead
 		if !ranged[f] {
 			continue
 		}
-		rep := FileRead{Source: c.idx.Sources[f], Path: ReadCached, Resident: -1, index: f}
+		rep := FileRead{Source: c.idx.SourceName(f), Path: ReadCached, Resident: -1, index: f}
 		frac, known := backing.Residency(src)
 		if known {
 			rep.Resident = frac
@@ -481,7 +491,7 @@ func (c *Checkpoint) fillReaders(ranged map[int]bool, path ReadPath) ([]fillRead
 			direct = known && frac < ColdResidency
 		}
 		if direct {
-			d, err := backing.Open(c.idx.Sources[f], backing.Options{Mode: backing.Direct})
+			d, err := backing.Open(c.idx.SourceName(f), backing.Options{Mode: backing.Direct})
 			switch {
 			case err == nil && d.Size() != src.Size():
 				d.Close()

@@ -121,7 +121,11 @@ func (c *Checkpoint) WriteSafetensors(ctx context.Context, w io.Writer, opts Saf
 		x = d.Export
 	}
 	out, _ := w.(*os.File)
-	return writeExport(ctx, w, out, sf, x, opts)
+	n, err := writeExport(ctx, w, out, sf, x, opts)
+	if err == nil && x != nil {
+		err = c.verifyAll() // stored .npz members, read whole: their CRC-32s
+	}
+	return n, err
 }
 
 // chunk is one step of writeExport: a range read into buf by a worker

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
 )
 
 // Sink receives the tensors of a Stream. Begin is called once per tensor,
@@ -180,7 +181,24 @@ func (c *Checkpoint) streamOne(ctx context.Context, sink Sink, pool *pool, t Ten
 	if ts == nil {
 		return nil
 	}
+	var cs *index.CheckStream
+	if it := c.checked(t); it != nil && part == nil {
+		if r.DType() == t.DType {
+			cs = index.NewCheckStream(it, c.files[it.Source])
+			ts = checkSink{ts, cs}
+		}
+	}
 	err = c.deliver(ctx, ts, pool, r, size)
+	if err == nil && part == nil {
+		// A stored .npz member read whole: its CRC-32.
+		if cs != nil {
+			if cerr := cs.Done(); cerr != nil {
+				err = &TensorError{Source: c.path, Name: t.Name, Op: "check", Off: -1, Err: cerr}
+			}
+		} else {
+			err = c.verify(t)
+		}
+	}
 	c.dropPages(t, r.DType(), -1, 0)
 	endErr := ts.End(err)
 	if err != nil {

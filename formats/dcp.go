@@ -39,7 +39,7 @@ func (l *loader) dcpDir(dir string, files []string) (idx *index.Index, ok bool, 
 	}
 	l.files = append(l.files, dfiles...)
 	for _, m := range idx.Members {
-		src, err := openTiles(idx.Sources[m.Source], l.files, m)
+		src, err := openTiles(idx.SourceName(m.Source), l.files, m)
 		if err != nil {
 			return nil, true, index.ErrorAt(mp, "tensor "+fmt.Sprintf("%q", m.Name), "%v", err)
 		}

@@ -88,6 +88,9 @@ func Load(path string, open Opener, o Options) (*index.Index, []index.File, erro
 	// working directory they are read from. Messages above keep the path
 	// as the user gave it.
 	for i, s := range idx.Sources {
+		if s == "" {
+			continue // a member: SourceName joins its file's name
+		}
 		if abs, err := filepath.Abs(s); err == nil {
 			idx.Sources[i] = abs
 		}

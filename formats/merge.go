@@ -159,10 +159,10 @@ func finish(idx *index.Index, files []index.File) error {
 		if t.Source < 0 || t.Source >= len(idx.Sources) || t.Source >= len(files) {
 			return index.ErrorAt("", "tensor "+strconv.Quote(t.Name), "internal error: source %d of %d", t.Source, len(idx.Sources))
 		}
-		src := idx.Sources[t.Source]
+		src := idx.SourceName(t.Source)
 		if i > 0 && idx.Tensors[i-1].Name == t.Name {
 			where := "tensor " + strconv.Quote(t.Name)
-			other := idx.Sources[idx.Tensors[i-1].Source]
+			other := idx.SourceName(idx.Tensors[i-1].Source)
 			if other == src {
 				return index.ErrorAt(src, where, "two tensors have this name")
 			}

@@ -44,6 +44,9 @@ func LoadTree(path string, tree Tree, open Opener, o Options) (*index.Index, []i
 		return nil, nil, err
 	}
 	for i := range files {
+		if i < len(idx.Sources) && idx.Sources[i] == "" {
+			continue // a member: SourceName joins its file's name
+		}
 		idx.Sources[i] = files[i].Name()
 	}
 	return idx, files, nil

@@ -82,6 +82,9 @@ func ModelDirFiles(source string, idx *index.Index) ([]ExportFile, error) {
 	}
 	isSource := map[string]bool{}
 	for _, s := range idx.Sources {
+		if s == "" {
+			continue // a member
+		}
 		if abs, err := filepath.Abs(s); err == nil {
 			isSource[abs] = true
 		}

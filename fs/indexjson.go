@@ -170,7 +170,7 @@ func (r *Root) docOf(p place, ti uint32) index.DocTensor {
 	}
 	if f.form == formDirect && r.idx.Member(t.Source) == nil { // not a compressed member
 		off := t.Offset
-		d.Source, d.Offset = r.idx.Sources[t.Source], &off
+		d.Source, d.Offset = r.idx.SourceName(t.Source), &off
 	}
 	return d
 }

@@ -138,7 +138,7 @@ func (r *Root) xattrs(e *node) [][2]string {
 		{xattrShape, string(shape)},
 	}
 	if f.form == formDirect && r.idx.Member(f.t.Source) == nil { // not a compressed member
-		a = append(a, [2]string{xattrSource, r.idx.Sources[f.t.Source]}, [2]string{xattrOffset, strconv.FormatInt(f.t.Offset+f.skip(), 10)})
+		a = append(a, [2]string{xattrSource, r.idx.SourceName(f.t.Source)}, [2]string{xattrOffset, strconv.FormatInt(f.t.Offset+f.skip(), 10)})
 	}
 	if f.sliced() {
 		a = append(a, [2]string{xattrSplit, splitXattr(f)})

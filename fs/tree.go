@@ -474,6 +474,9 @@ func (r *Root) count() {
 func (r *Root) sourcesMtime() time.Time {
 	var newest time.Time
 	for _, s := range r.idx.Sources {
+		if s == "" {
+			continue // a member
+		}
 		if st, err := os.Stat(s); err == nil && st.ModTime().After(newest) {
 			newest = st.ModTime()
 		}

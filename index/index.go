@@ -30,6 +30,9 @@ type Tensor struct {
 	// BigEndian is set when the stored bytes are big-endian; they are
 	// served little-endian (swapped per dtype.Info.Unit).
 	BigEndian bool
+	// Check, when set, is the CRC-32 of the stored zip member holding
+	// the tensor (header included), for a reader that reads it whole.
+	Check *Check
 }
 
 // Contiguous reports whether the tensor is one contiguous byte range of its
@@ -84,8 +87,8 @@ type Unserved struct {
 // byte range of another source: a deflated .npy in an .npz written by
 // numpy.savez_compressed, a deflated data.pkl of a torch zip file, or the
 // bytes of a numpy array that a protocol-2 pickle holds as a Latin-1 str
-// in UTF-8. Its Sources entry is "HOLDER:NAME"; its bytes are the range
-// decoded (Size bytes), which the loader serves through a backing source
+// in UTF-8. Its Sources entry is "" (SourceName gives "HOLDER:NAME");
+// its bytes are the range decoded (Size bytes), which the loader serves through a backing source
 // that decodes it on first read. Tensors in it have Offsets into the
 // decoded bytes: they are not ranges of any file.
 type Member struct {
@@ -154,6 +157,23 @@ const (
 	// a parameter over 1 GiB). Not a zip method; nothing is decoded.
 	MethodConcat uint16 = 0xFF03
 )
+
+// SourceName returns the name of Sources[i]: a file's path, or for a
+// Member "HOLDER:NAME", joined here. Parsers leave a member's Sources
+// entry "" so that 100,000 members of one file do not each hold a copy
+// of its path; a non-empty entry is returned as it is.
+func (x *Index) SourceName(i int) string {
+	if i < 0 || i >= len(x.Sources) {
+		return ""
+	}
+	if s := x.Sources[i]; s != "" {
+		return s
+	}
+	if m := x.Member(i); m != nil && m.File != i {
+		return x.SourceName(m.File) + ":" + m.Name
+	}
+	return ""
+}
 
 // Member returns the member that source is, or nil when it is a file.
 func (x *Index) Member(source int) *Member {

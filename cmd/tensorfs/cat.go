@@ -66,6 +66,10 @@ func runCat(args []string) error {
 		return fmt.Errorf("%s: no tensor named %q (see `tensorfs ls %s`)", source, name, source)
 	}
 	src := ckpt.sources[t.Source]
+	// A stored .npz member's CRC-32, before any of its bytes go out.
+	if err := t.Verify(src); err != nil {
+		return fmt.Errorf("%s: %v", source, err)
+	}
 	if part != nil {
 		return catPart(source, t, src, to, *npy, *part)
 	}

@@ -449,7 +449,7 @@ func ParseNPZ(f index.File) (*index.Index, error) {
 				others = append(others, npzOther{name: name, zf: zf, a: a, off: -1})
 				continue
 			}
-			idx.Sources = append(idx.Sources, file+":"+zf.Name)
+			idx.Sources = append(idx.Sources, "") // SourceName joins file and name
 			idx.Members = append(idx.Members, *m)
 			t := npyTensor(name, a, 0)
 			t.Source = m.Source
@@ -472,7 +472,9 @@ func ParseNPZ(f index.File) (*index.Index, error) {
 			others = append(others, npzOther{name: name, zf: zf, a: a, off: off})
 			continue
 		}
-		ts = append(ts, npyTensor(name, a, off))
+		t := npyTensor(name, a, off)
+		t.Check = &index.Check{Member: zf.Name, Offset: off, Size: n, CRC32: zf.CRC32}
+		ts = append(ts, t)
 	}
 	if len(ts) == 0 && hasPkl {
 		return nil, ErrTorchZip

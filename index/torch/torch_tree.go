@@ -615,8 +615,8 @@ func ptFinish(w *ptWalker, root any, format string) (*index.Index, error) {
 		ts = []index.Tensor{}
 	}
 	srcs := []string{file}
-	for _, m := range w.members {
-		srcs = append(srcs, srcs[m.File]+":"+m.Name)
+	for range w.members {
+		srcs = append(srcs, "") // SourceName joins file and name
 	}
 	us := w.unserved
 	sort.Slice(us, func(i, j int) bool { return us[i].Name < us[j].Name })

@@ -270,13 +270,13 @@ func CheckMembers(t testing.TB, idx *index.Index, name string, size, deflateMaxR
 				}
 				total += p.Size
 			}
-			if m.Source != 1+i || len(m.Parts) == 0 || m.File != m.Parts[0].Source || total != m.Size || idx.Sources[m.Source] != idx.Sources[0]+":"+m.Name {
-				t.Fatalf("%s: member %d: %+v, source %q", name, i, m, idx.Sources[m.Source])
+			if m.Source != 1+i || len(m.Parts) == 0 || m.File != m.Parts[0].Source || total != m.Size || idx.SourceName(m.Source) != idx.Sources[0]+":"+m.Name {
+				t.Fatalf("%s: member %d: %+v, source %q", name, i, m, idx.SourceName(m.Source))
 			}
 			continue
 		}
-		if m.Source != 1+i || m.File < 0 || m.File >= m.Source || idx.Sources[m.Source] != idx.Sources[m.File]+":"+m.Name || (m.Method != index.MethodDeflate && m.Method != index.MethodLatin1) {
-			t.Fatalf("%s: member %d: %+v, source %q", name, i, m, idx.Sources[m.Source])
+		if m.Source != 1+i || m.File < 0 || m.File >= m.Source || idx.SourceName(m.Source) != idx.SourceName(m.File)+":"+m.Name || (m.Method != index.MethodDeflate && m.Method != index.MethodLatin1) {
+			t.Fatalf("%s: member %d: %+v, source %q", name, i, m, idx.SourceName(m.Source))
 		}
 		holder := size
 		if h := idx.Member(m.File); h != nil {
