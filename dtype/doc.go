@@ -90,7 +90,7 @@
 // ggml's own to_float (dequantize_row_* in ggml-quants.c): the same float32
 // operations in the same order, each rounded on its own (explicit float32
 // conversions keep Go from fusing a multiply-add C does not). The IQ types'
-// codebooks are data generated from ggml-common.h (quant_iqgrid.go, by
+// codebooks are data generated from ggml-common.h (quant_iqgrid_iq{1,2,3}.go, by
 // quant_iqgrid_gen.py; a test pins each table's sha256 as the header prints
 // it). Tests compare every type bit for bit with libggml0's to_float on
 // blocks from ggml's own quantizer (testdata/ggmltypes and the shared

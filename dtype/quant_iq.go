@@ -1,7 +1,7 @@
 package dtype
 
 // The IQ types: ggml's codebook ("importance") quantizations. Each group of
-// 8 (or 4) elements is an index into a grid of magnitudes (quant_iqgrid.go,
+// 8 (or 4) elements is an index into a grid of magnitudes (quant_iqgrid_iq{1,2,3}.go,
 // generated from ggml-common.h) and, for IQ2 and IQ3, 7 sign bits whose
 // parity gives the 8th (ksignsIQ2XS). Every function below gives the float32
 // bits of ggml's dequantize_row_*: the same operations on float32 in the
