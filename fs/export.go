@@ -113,9 +113,12 @@ func ModelDirFiles(source string, idx *index.Index) ([]ExportFile, error) {
 		if err != nil {
 			return fail(err)
 		}
-		head := make([]byte, index.SniffLen)
-		n, _ := src.ReadAt(head, 0)
-		if _, ok := formats.Detect(head[:n]); ok {
+		head, err := index.ReadHead(src, index.SniffLen)
+		if err != nil {
+			src.Close()
+			return fail(err)
+		}
+		if _, ok := formats.Detect(head); ok {
 			src.Close() // a checkpoint the index does not use
 			continue
 		}

@@ -122,7 +122,7 @@ func runMount(args []string) error {
 	// A model directory's config and tokenizer files, for .safetensors/.
 	exportFiles, err := fs.ModelDirFiles(source, ckpt.idx)
 	if err == nil && ckpt.remote != nil {
-		exportFiles, err = remoteModelDirFiles(ckpt.remote, source, ckpt.idx)
+		exportFiles, err = remoteModelDirFiles(ckpt, source)
 	}
 	if err != nil {
 		return err

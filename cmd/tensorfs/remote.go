@@ -18,16 +18,9 @@ import (
 	"github.com/lazyweights/tensorfs/source"
 )
 
-// remoteHelp is said in the help of every command that takes a SOURCE.
-const remoteHelp = `
-SOURCE may be remote: s3://BUCKET/KEY, s3://BUCKET/PREFIX/ (a sharded
-checkpoint under a prefix), or an http:// or https:// URL, read with
-ranged GETs of --part-size parts, only the ranges that are needed. S3
-credentials, region and endpoint come from the standard AWS configuration
-(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION,
-AWS_PROFILE, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, ~/.aws/config);
-HF_TOKEN is sent to huggingface.co only. --proxy (or TENSORFS_PROXY)
-sends every GET through a cache tier (docs/SCALE.md).`
+// remoteHelp is said in the help of every command that takes a SOURCE:
+// a paragraph per scheme, from source.Schemes.
+var remoteHelp = source.RemoteHelp()
 
 // remoteFlags are the flags for a remote SOURCE, shared by every command
 // that takes one. They are read by loadRemote and remoteOptions.
@@ -185,18 +178,19 @@ func remoteOptions() (source.RemoteOptions, error) {
 	return o, nil
 }
 
-// remoteModelDirFiles is fs.ModelDirFiles for a remote SOURCE read by c:
-// when it is an S3 prefix (or a *.index.json weight map, whose prefix it
-// stands for), the objects directly under that prefix that are neither
-// idx's sources, nor weight maps, nor checkpoints by content (config.json,
-// tokenizer files...), opened, to go beside model.safetensors; nil for
-// one object or an HTTP(S) URL, which cannot be listed.
-func remoteModelDirFiles(c *remote.Client, source string, idx *index.Index) ([]fs.ExportFile, error) {
-	if c == nil || !strings.HasPrefix(strings.ToLower(source), "s3://") {
+// remoteModelDirFiles is fs.ModelDirFiles for a remote SOURCE: when
+// its store lists (source.Scheme.Listable) and it names a prefix (or a
+// *.index.json weight map, whose prefix it stands for), the objects
+// directly under that prefix that are neither the checkpoint's sources,
+// nor weight maps, nor checkpoints by content (config.json, tokenizer
+// files...), opened, to go beside model.safetensors; nil for one object
+// or a store that cannot list.
+func remoteModelDirFiles(ck *checkpoint, source string) ([]fs.ExportFile, error) {
+	c, idx, key := ck.remote, ck.idx, ck.remoteKey
+	if c == nil || !ck.remoteListable {
 		return nil, nil
 	}
 	ctx := context.Background()
-	_, key, _ := strings.Cut(source[len("s3://"):], "/")
 	prefix := key
 	switch {
 	case strings.HasSuffix(key, ".index.json"):
@@ -205,7 +199,11 @@ func remoteModelDirFiles(c *remote.Client, source string, idx *index.Index) ([]f
 			prefix = ""
 		}
 	case key != "" && !strings.HasSuffix(key, "/"):
-		if isDir, err := c.Stat(ctx, key); err != nil || !isDir {
+		isDir, err := c.Stat(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if !isDir {
 			return nil, nil // one object
 		}
 	}
@@ -235,9 +233,13 @@ func remoteModelDirFiles(c *remote.Client, source string, idx *index.Index) ([]f
 			fs.CloseExportFiles(out)
 			return nil, err
 		}
-		head := make([]byte, index.SniffLen)
-		n, _ := src.ReadAt(head, 0)
-		if _, ok := formats.Detect(head[:n]); ok || isSource[src.Name()] {
+		head, err := index.ReadHead(src, index.SniffLen)
+		if err != nil {
+			src.Close()
+			fs.CloseExportFiles(out)
+			return nil, err
+		}
+		if _, ok := formats.Detect(head); ok || isSource[src.Name()] {
 			src.Close() // a checkpoint the index does not use
 			continue
 		}

@@ -24,6 +24,9 @@ type checkpoint struct {
 	idx     *index.Index
 	sources []backing.Source // sources[i] reads idx.Sources[i]
 	remote  *remote.Client   // a remote SOURCE's client, else nil
+	// remoteKey and remoteListable are source.Checkpoint's.
+	remoteKey      string
+	remoteListable bool
 }
 
 // loadCheckpoint parses and validates SOURCE completely (source.Load),
@@ -57,7 +60,7 @@ func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 	for _, u := range ck.Index.Unserved {
 		logUnserved(path, []client.Unserved{{Name: u.Name, Type: u.Type, Why: u.Why}})
 	}
-	return &checkpoint{idx: ck.Index, sources: ck.Sources, remote: ck.Remote}, nil
+	return &checkpoint{idx: ck.Index, sources: ck.Sources, remote: ck.Remote, remoteKey: ck.RemoteKey, remoteListable: ck.RemoteListable}, nil
 }
 
 // checkDeadMount refuses a SOURCE that is, or is inside, a FUSE mount
