@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/lazyweights/tensorfs/backing/hf"
 	"github.com/lazyweights/tensorfs/backing/httpsrc"
 	"github.com/lazyweights/tensorfs/backing/remote"
 )
@@ -48,6 +49,16 @@ configuration (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
 AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL,
 ~/.aws/config); --no-sign-request for public buckets.`,
 			Open: openS3,
+		},
+		{
+			Prefix:   "hf://",
+			Listable: true,
+			Help: `hf://[models/|datasets/]ORG/NAME[@REV][/PATH]: a Hugging Face Hub
+repository at a branch, tag, commit or refs/pr/N (default main), pinned to
+its commit sha; HF_ENDPOINT, HF_TOKEN (or HF_TOKEN_PATH, $HF_HOME/token;
+sent to the endpoint's host only), the HF cache (HF_HUB_CACHE, HF_HOME)
+read without a request, HF_HUB_OFFLINE=1 (the cache only).`,
+			Open: openHF,
 		},
 		{
 			Prefix: "http://",
@@ -97,6 +108,16 @@ func openS3(ctx context.Context, source string, opts RemoteOptions) (remote.Stor
 		return nil, "", fmt.Errorf("%s: s3:// is not enabled in this program: pass an S3 opener (source.RemoteOptions{S3: s3.Open}, package github.com/lazyweights/tensorfs/backing/s3)", source)
 	}
 	st, err := opts.S3(ctx, bucket, opts.NoSign, opts.Remote)
+	if err != nil {
+		return nil, "", err
+	}
+	return st, key, nil
+}
+
+func openHF(ctx context.Context, source string, opts RemoteOptions) (remote.Store, string, error) {
+	o := opts.HF
+	o.Proxy, o.Logf, o.Conns = opts.Remote.Proxy, opts.Remote.Logf, max(64, opts.Remote.Parallel)
+	st, key, err := hf.Open(ctx, source, o)
 	if err != nil {
 		return nil, "", err
 	}

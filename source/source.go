@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/backing/hf"
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
@@ -53,6 +54,10 @@ type RemoteOptions struct {
 	// S3 opens an S3 bucket's store; nil refuses s3:// SOURCEs. Pass
 	// backing/s3.Open to read them.
 	S3 S3Func
+	// HF configures hf:// SOURCEs; its zero value reads the environment
+	// as huggingface_hub does (HF_ENDPOINT, HF_TOKEN, HF_HOME...). Proxy,
+	// Logf and Conns are taken from Remote.
+	HF hf.Options
 }
 
 // Checkpoint is a loaded SOURCE: its index and its open files.
