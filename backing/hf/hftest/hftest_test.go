@@ -62,7 +62,7 @@ func TestServer(t *testing.T) {
 	s.Commit("org/gated", "main", File{Path: "a", Data: []byte("a")})
 	for _, tc := range []struct {
 		url, auth, code string
-		status         int
+		status          int
 	}{
 		{"/org/gated/resolve/main/a", "", "GatedRepo", 401},
 		{"/org/gated/resolve/main/a", "Bearer nope", "GatedRepo", 403},
