@@ -616,7 +616,7 @@ func (s *Store) info(key string) (fileInfo, string, error) {
 	sha := s.sha
 	s.mu.Unlock()
 	if !ok {
-		return fileInfo{}, sha, &remote.Error{URL: s.URL(key), Kind: remote.NotFound, Code: "EntryNotFound", Msg: fmt.Sprintf("no such file at revision %s", sha)}
+		return fileInfo{}, sha, &remote.Error{URL: s.URL(key), Kind: remote.NotFound, Code: "EntryNotFound", Msg: fmt.Sprintf("not found in the repository at revision %s", sha)}
 	}
 	return fi, sha, nil
 }

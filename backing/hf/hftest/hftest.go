@@ -153,6 +153,14 @@ func (s *Server) Expire() {
 	s.mu.Unlock()
 }
 
+// ReplaceBlob makes the CDN serve b for the LFS object sum (a CDN that
+// changed under its URL: its ETag changes too).
+func (s *Server) ReplaceBlob(sum string, b []byte) {
+	s.mu.Lock()
+	s.blobs[sum] = b
+	s.mu.Unlock()
+}
+
 // Throttle makes the next n Hub requests answer 429.
 func (s *Server) Throttle(n int) { s.throttle.Store(int64(n)) }
 
