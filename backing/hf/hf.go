@@ -52,7 +52,11 @@ type Store struct {
 	token    string
 	offline  bool
 	cacheDir string // HubCache/models--ORG--NAME
-	client   *http.Client
+	// api sends the Hub's API requests and resolve's HEADs, directly:
+	// small, of a revision that may move, and holding the token. data
+	// sends the GETs of bytes (the CDN's, resolve-cache's), through
+	// the cache tier when there is one: their paths name content.
+	api, data *http.Client
 
 	mu      sync.Mutex
 	sha     string              // GUARDED_BY(mu): "" until resolved
@@ -124,12 +128,11 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 	if logf == nil {
 		logf = log.Printf
 	}
-	s.client = &http.Client{
-		Transport: remote.ProxyTransport(opts.Proxy, tr, logf),
-		// Redirects are followed by the store itself, which decides
-		// where the token may go.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	// Redirects are followed by the store itself, which decides where
+	// the token may go.
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	s.api = &http.Client{Transport: tr, CheckRedirect: noRedirect}
+	s.data = &http.Client{Transport: remote.ProxyTransport(opts.Proxy, tr, logf), CheckRedirect: noRedirect}
 	return s, key, nil
 }
 
@@ -322,8 +325,8 @@ func (s *Store) URL(key string) string {
 // revision cannot change.
 func (s *Store) Origin() string { return s.ep.String() + "\x00" + s.kind + "/" + s.id }
 
-// api is the URL of an API path under the endpoint.
-func (s *Store) api(p string) string { return s.ep.String() + p }
+// apiURL is the URL of an API path under the endpoint.
+func (s *Store) apiURL(p string) string { return s.ep.String() + p }
 
 // resolveURL is the resolve URL of key at the pinned sha (hf_hub_url).
 func (s *Store) resolveURL(sha, key string) string {
@@ -331,7 +334,7 @@ func (s *Store) resolveURL(sha, key string) string {
 	if s.kind == "datasets" {
 		p = "/datasets" + p
 	}
-	return s.api(p + "/resolve/" + quote(sha, "") + "/" + quote(key, "/"))
+	return s.apiURL(p + "/resolve/" + quote(sha, "") + "/" + quote(key, "/"))
 }
 
 // isHub reports whether u is on the endpoint's scheme, host and port:
@@ -354,10 +357,10 @@ func (s *Store) request(ctx context.Context, method, u string, body io.Reader) (
 	return req, nil
 }
 
-// do sends req; a transport error is a *remote.Error naming key's URL
-// (never the request's, whose query may be a signature).
-func (s *Store) do(req *http.Request, key string) (*http.Response, error) {
-	resp, err := s.client.Do(req)
+// do sends req through c; a transport error is a *remote.Error naming
+// key's URL (never the request's, whose query may be a signature).
+func (s *Store) do(c *http.Client, req *http.Request, key string) (*http.Response, error) {
+	resp, err := c.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -459,11 +462,11 @@ func isSHA(rev string) bool {
 
 // resolveRevision asks the Hub for the commit sha of the revision.
 func (s *Store) resolveRevision(ctx context.Context) (string, error) {
-	req, err := s.request(ctx, http.MethodGet, s.api("/api/"+s.kind+"/"+s.id+"/revision/"+quote(s.rev, "")), nil)
+	req, err := s.request(ctx, http.MethodGet, s.apiURL("/api/"+s.kind+"/"+s.id+"/revision/"+quote(s.rev, "")), nil)
 	if err != nil {
 		return "", err
 	}
-	resp, err := s.do(req, "")
+	resp, err := s.do(s.api, req, "")
 	if err != nil {
 		return "", err
 	}
@@ -489,13 +492,13 @@ const maxTreeEntries = 1 << 20
 // listTree lists the whole tree at sha (recursive, every page).
 func (s *Store) listTree(ctx context.Context, sha string) (map[string]fileInfo, error) {
 	files := map[string]fileInfo{}
-	next := s.api("/api/" + s.kind + "/" + s.id + "/tree/" + quote(sha, "") + "?recursive=true")
+	next := s.apiURL("/api/" + s.kind + "/" + s.id + "/tree/" + quote(sha, "") + "?recursive=true")
 	for n := 0; next != ""; n++ {
 		req, err := s.request(ctx, http.MethodGet, next, nil)
 		if err != nil {
 			return nil, err
 		}
-		resp, err := s.do(req, "")
+		resp, err := s.do(s.api, req, "")
 		if err != nil {
 			return nil, err
 		}
@@ -705,7 +708,7 @@ func (s *Store) locate(ctx context.Context, obj remote.Object) (location, error)
 	if err != nil {
 		return location{}, err
 	}
-	resp, err := s.do(req, key)
+	resp, err := s.do(s.api, req, key)
 	if err != nil {
 		return location{}, err
 	}
@@ -827,7 +830,7 @@ func (s *Store) getAt(ctx context.Context, loc location, obj remote.Object, off 
 		return err
 	}
 	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+want-1))
-	resp, err := s.do(req, key)
+	resp, err := s.do(s.data, req, key)
 	if err != nil {
 		return err
 	}

@@ -264,6 +264,7 @@ func (s *Server) commit(w http.ResponseWriter, rp *repo, rev string) (string, ma
 }
 
 func (s *Server) serveHub(w http.ResponseWriter, r *http.Request) {
+	w = &countWriter{ResponseWriter: w, n: &s.HubBytes}
 	s.HubRequests.Add(1)
 	if r.Header.Get("Authorization") != "" {
 		s.HubAuth.Add(1)
@@ -385,8 +386,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, rp *repo, sha
 		return
 	}
 	w.Header().Set("ETag", `"`+GitOID(f.Data)+`"`)
-	cw := &countWriter{ResponseWriter: w, n: &s.HubBytes}
-	http.ServeContent(cw, r, "", time.Time{}, strings.NewReader(string(f.Data)))
+	http.ServeContent(w, r, "", time.Time{}, strings.NewReader(string(f.Data)))
 }
 
 // cdnURL is a presigned URL of blob sum: a path by content, an expiry and
