@@ -32,6 +32,7 @@
 package hftest
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/md5"
 	"crypto/sha1"
@@ -386,7 +387,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, rp *repo, sha
 		return
 	}
 	w.Header().Set("ETag", `"`+GitOID(f.Data)+`"`)
-	http.ServeContent(w, r, "", time.Time{}, strings.NewReader(string(f.Data)))
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(f.Data))
 }
 
 // cdnURL is a presigned URL of blob sum: a path by content, an expiry and
@@ -436,7 +437,7 @@ func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
 	sum := md5.Sum(b)
 	w.Header().Set("ETag", `"`+hex.EncodeToString(sum[:])+`"`)
 	cw := &countWriter{ResponseWriter: w, n: &s.CDNBytes}
-	http.ServeContent(cw, r, "", time.Time{}, strings.NewReader(string(b)))
+	http.ServeContent(cw, r, "", time.Time{}, bytes.NewReader(b))
 }
 
 type countWriter struct {
