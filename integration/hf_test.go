@@ -143,3 +143,40 @@ func TestHFMount(t *testing.T) {
 		t.Errorf("index.json does not name the sha: %v", err)
 	}
 }
+
+// TestHFFleetTLSCDN: the CDN speaks https:// (as the Hub's does), which a
+// CONNECT tunnel would make uncacheable; with --proxy-terminates-tls the
+// 8 processes send the CDN GETs to the nginx tier in absolute form
+// ("GET https://..."), the tier makes the TLS requests and caches them
+// by path, and the Hub and CDN serve at most 1.10x the model.
+func TestHFFleetTLSCDN(t *testing.T) {
+	srv := hftest.NewTLSCDN()
+	defer srv.Close()
+	_, size, want := hfRepo(t, srv)
+	ng := startNginx(t)
+	env := hfEnv(t, srv)
+	var wg sync.WaitGroup
+	results := make([]result, 8)
+	for i := range results {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			results[i] = runEnv(t, env, "load", "--quiet", "--sha256", "--part-size", "1MiB", "--proxy", ng.Tier, "--proxy-terminates-tls", "hf://org/model")
+		}(i)
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.code != 0 || r.stdout != want {
+			t.Fatalf("process %d of 8: exit %d, stdout:\n%s\nwant:\n%s\nstderr: %s", i, r.code, r.stdout, want, r.stderr)
+		}
+		if strings.Contains(r.stderr, "reading from the origin directly") {
+			t.Fatalf("the tier was bypassed: %s", r.stderr)
+		}
+	}
+	hub, cdn := srv.HubBytes.Load(), srv.CDNBytes.Load()
+	ratio := float64(hub+cdn) / float64(size)
+	t.Logf("https CDN through a terminating tier: Hub %d + CDN %d bytes for a model of %d: %.3fx", hub, cdn, size, ratio)
+	if ratio > 1.10 || cdn < size {
+		t.Fatalf("the origin served %.3fx the model (CDN %d of %d), want 1 to 1.10x", ratio, cdn, size)
+	}
+}

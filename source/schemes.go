@@ -117,6 +117,7 @@ func openS3(ctx context.Context, source string, opts RemoteOptions) (remote.Stor
 func openHF(ctx context.Context, source string, opts RemoteOptions) (remote.Store, string, error) {
 	o := opts.HF
 	o.Proxy, o.Logf, o.Conns = opts.Remote.Proxy, opts.Remote.Logf, max(64, opts.Remote.Parallel)
+	o.ProxyTerminatesTLS = opts.Remote.ProxyTerminatesTLS
 	st, key, err := hf.Open(ctx, source, o)
 	if err != nil {
 		return nil, "", err

@@ -41,6 +41,10 @@ type Options struct {
 	Proxy *url.URL
 	Logf  func(format string, args ...any)
 	Conns int
+	// ProxyTerminatesTLS sends the https:// byte GETs (the CDN's) to
+	// Proxy in absolute form, for a tier that terminates TLS and caches
+	// them (remote.TerminatingTierTransport), instead of through CONNECT.
+	ProxyTerminatesTLS bool
 }
 
 // Store is one repository at one revision.
@@ -132,7 +136,11 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 	// the token may go.
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	s.api = &http.Client{Transport: tr, CheckRedirect: noRedirect}
-	s.data = &http.Client{Transport: remote.ProxyTransport(opts.Proxy, tr, logf), CheckRedirect: noRedirect}
+	data := remote.ProxyTransport(opts.Proxy, tr, logf)
+	if opts.Proxy != nil && opts.ProxyTerminatesTLS {
+		data = remote.TerminatingTierTransport(opts.Proxy, tr, logf)
+	}
+	s.data = &http.Client{Transport: data, CheckRedirect: noRedirect}
 	return s, key, nil
 }
 

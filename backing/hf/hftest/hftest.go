@@ -89,10 +89,20 @@ type repo struct {
 }
 
 // New starts a Hub and its CDN.
-func New() *Server {
+func New() *Server { return start(false) }
+
+// NewTLSCDN is New with a CDN that speaks https:// (a self-signed
+// certificate, CDN.Certificate()), as the Hub's does.
+func NewTLSCDN() *Server { return start(true) }
+
+func start(tlsCDN bool) *Server {
 	s := &Server{PageSize: 3, URLTTL: time.Hour, secret: []byte("hftest-cdn-key"), repos: map[string]*repo{}, grants: map[string][]string{}, blobs: map[string][]byte{}}
 	s.Hub = httptest.NewServer(http.HandlerFunc(s.serveHub))
-	s.CDN = httptest.NewServer(http.HandlerFunc(s.serveCDN))
+	if tlsCDN {
+		s.CDN = httptest.NewTLSServer(http.HandlerFunc(s.serveCDN))
+	} else {
+		s.CDN = httptest.NewServer(http.HandlerFunc(s.serveCDN))
+	}
 	return s
 }
 
