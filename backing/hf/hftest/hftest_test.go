@@ -1,8 +1,10 @@
 package hftest
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -31,6 +33,19 @@ func TestServer(t *testing.T) {
 	r := get(s.Hub.URL + "/api/models/org/m/tree/main?recursive=true")
 	if r.StatusCode != 200 || !strings.Contains(r.Header.Get("Link"), `rel="next"`) {
 		t.Errorf("tree: %d, Link %q", r.StatusCode, r.Header.Get("Link"))
+	}
+	form := url.Values{"paths": {"a.bin", "sub", "nope"}}
+	pr, err := http.PostForm(s.Hub.URL+"/api/models/org/m/paths-info/main", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var infos []struct {
+		Type, Path string
+		LFS        *struct{ OID string }
+	}
+	json.NewDecoder(pr.Body).Decode(&infos)
+	if len(infos) != 2 || infos[0].Path != "a.bin" || infos[0].LFS == nil || infos[0].LFS.OID != SHA256(big) || infos[1].Type != "directory" {
+		t.Errorf("paths-info: %+v", infos)
 	}
 	r = get(s.Hub.URL + "/org/m/resolve/main/a.bin")
 	if r.StatusCode != 302 || r.Header.Get("X-Repo-Commit") != sha || r.Header.Get("X-Linked-Etag") != `"`+SHA256(big)+`"` || r.Header.Get("X-Linked-Size") != "1000" {
