@@ -70,7 +70,7 @@ type Server struct {
 	mu      sync.Mutex
 	repos   map[string]*repo    // GUARDED_BY(mu): "models/ORG/NAME"
 	grants  map[string][]string // GUARDED_BY(mu): token -> repo keys
-	blobs   map[string][]byte   // GUARDED_BY(mu): sha256 hex -> bytes
+	blobs   map[string]blob     // GUARDED_BY(mu): sha256 hex -> bytes
 	clock   time.Duration       // GUARDED_BY(mu): added to now (Expire)
 	ncommit int                 // GUARDED_BY(mu)
 
@@ -84,8 +84,27 @@ type Server struct {
 
 type repo struct {
 	private, gated bool
-	branches       map[string]string          // name -> sha
-	commits        map[string]map[string]File // sha -> path -> file
+	branches       map[string]string             // name -> sha
+	commits        map[string]map[string]*stored // sha -> path -> file
+}
+
+// stored is a committed file with its sums, computed once.
+type stored struct {
+	File
+	sha256  string // of the bytes (the LFS oid)
+	oid     string // git oid of what git holds: the bytes, or the LFS pointer
+	ptrSize int64  // the LFS pointer's size
+}
+
+// blob is an LFS object on the CDN.
+type blob struct {
+	data []byte
+	etag string // its MD5, as S3 gives a single-part object
+}
+
+func newBlob(b []byte) blob {
+	sum := md5.Sum(b)
+	return blob{data: b, etag: `"` + hex.EncodeToString(sum[:]) + `"`}
 }
 
 // New starts a Hub and its CDN.
@@ -96,7 +115,7 @@ func New() *Server { return start(false) }
 func NewTLSCDN() *Server { return start(true) }
 
 func start(tlsCDN bool) *Server {
-	s := &Server{PageSize: 3, URLTTL: time.Hour, secret: []byte("hftest-cdn-key"), repos: map[string]*repo{}, grants: map[string][]string{}, blobs: map[string][]byte{}}
+	s := &Server{PageSize: 3, URLTTL: time.Hour, secret: []byte("hftest-cdn-key"), repos: map[string]*repo{}, grants: map[string][]string{}, blobs: map[string]blob{}}
 	s.Hub = httptest.NewServer(http.HandlerFunc(s.serveHub))
 	if tlsCDN {
 		s.CDN = httptest.NewTLSServer(http.HandlerFunc(s.serveCDN))
@@ -117,7 +136,7 @@ func (s *Server) Close() {
 func (s *Server) Repo(id string, private, gated bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.repos[repoKey(id)] = &repo{private: private, gated: gated, branches: map[string]string{}, commits: map[string]map[string]File{}}
+	s.repos[repoKey(id)] = &repo{private: private, gated: gated, branches: map[string]string{}, commits: map[string]map[string]*stored{}}
 }
 
 // Grant gives token access to the repository id.
@@ -135,20 +154,22 @@ func (s *Server) Commit(id, branch string, files ...File) string {
 	k := repoKey(id)
 	r := s.repos[k]
 	if r == nil {
-		r = &repo{branches: map[string]string{}, commits: map[string]map[string]File{}}
+		r = &repo{branches: map[string]string{}, commits: map[string]map[string]*stored{}}
 		s.repos[k] = r
 	}
 	s.ncommit++
 	h := sha1.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%d", k, branch, s.ncommit)
-	tree := map[string]File{}
+	tree := map[string]*stored{}
 	for _, f := range files {
-		fmt.Fprintf(h, "\x00%s\x00%x", f.Path, sha256.Sum256(f.Data))
-		tree[f.Path] = f
+		st := &stored{File: f, sha256: SHA256(f.Data), oid: GitOID(f.Data)}
+		fmt.Fprintf(h, "\x00%s\x00%s", f.Path, st.sha256)
 		if f.LFS {
-			sum := sha256.Sum256(f.Data)
-			s.blobs[hex.EncodeToString(sum[:])] = f.Data
+			ptr := LFSPointer(f.Data)
+			st.oid, st.ptrSize = GitOID(ptr), int64(len(ptr))
+			s.blobs[st.sha256] = newBlob(f.Data)
 		}
+		tree[f.Path] = st
 	}
 	sha := hex.EncodeToString(h.Sum(nil))
 	r.commits[sha] = tree
@@ -168,7 +189,7 @@ func (s *Server) Expire() {
 // changed under its URL: its ETag changes too).
 func (s *Server) ReplaceBlob(sum string, b []byte) {
 	s.mu.Lock()
-	s.blobs[sum] = b
+	s.blobs[sum] = newBlob(b)
 	s.mu.Unlock()
 }
 
@@ -259,7 +280,7 @@ func (s *Server) access(w http.ResponseWriter, r *http.Request, k string, resolv
 }
 
 // commit resolves rev of rp: its sha and tree, or an answer sent.
-func (s *Server) commit(w http.ResponseWriter, rp *repo, rev string) (string, map[string]File) {
+func (s *Server) commit(w http.ResponseWriter, rp *repo, rev string) (string, map[string]*stored) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sha := rev
@@ -375,10 +396,10 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, rp *repo, sha
 	if resolve {
 		s.Redirects.Add(1)
 		if f.LFS {
-			w.Header().Set("ETag", `"`+GitOID(LFSPointer(f.Data))+`"`)
-			w.Header().Set("X-Linked-Etag", `"`+SHA256(f.Data)+`"`)
+			w.Header().Set("ETag", `"`+f.oid+`"`)
+			w.Header().Set("X-Linked-Etag", `"`+f.sha256+`"`)
 			w.Header().Set("X-Linked-Size", strconv.Itoa(len(f.Data)))
-			w.Header().Set("Location", s.cdnURL(SHA256(f.Data)))
+			w.Header().Set("Location", s.cdnURL(f.sha256))
 			w.WriteHeader(http.StatusFound)
 			return
 		}
@@ -387,7 +408,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, rp *repo, sha
 			rest, typ = strings.TrimPrefix(r.URL.EscapedPath(), "/"), "models"
 		}
 		parts := strings.SplitN(rest, "/", 5) // ORG NAME resolve REV PATH
-		w.Header().Set("ETag", `"`+GitOID(f.Data)+`"`)
+		w.Header().Set("ETag", `"`+f.oid+`"`)
 		w.Header().Set("Location", "/api/resolve-cache/"+typ+"/"+parts[0]+"/"+parts[1]+"/"+sha+"/"+parts[4])
 		w.WriteHeader(http.StatusTemporaryRedirect)
 		return
@@ -396,7 +417,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, rp *repo, sha
 		hubError(w, 404, "EntryNotFound", p+" is in LFS")
 		return
 	}
-	w.Header().Set("ETag", `"`+GitOID(f.Data)+`"`)
+	w.Header().Set("ETag", `"`+f.oid+`"`)
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(f.Data))
 }
 
@@ -444,10 +465,9 @@ func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
 		xml(404, "NoSuchKey", "The specified key does not exist.")
 		return
 	}
-	sum := md5.Sum(b)
-	w.Header().Set("ETag", `"`+hex.EncodeToString(sum[:])+`"`)
+	w.Header().Set("ETag", b.etag)
 	cw := &countWriter{ResponseWriter: w, n: &s.CDNBytes}
-	http.ServeContent(cw, r, "", time.Time{}, bytes.NewReader(b))
+	http.ServeContent(cw, r, "", time.Time{}, bytes.NewReader(b.data))
 }
 
 type countWriter struct {
@@ -477,15 +497,14 @@ type lfsEntry struct {
 	PointerSize int64  `json:"pointerSize"`
 }
 
-func fileEntry(f File) entry {
+func fileEntry(f *stored) entry {
 	if f.LFS {
-		ptr := LFSPointer(f.Data)
-		return entry{Type: "file", OID: GitOID(ptr), Size: int64(len(f.Data)), Path: f.Path, LFS: &lfsEntry{OID: SHA256(f.Data), Size: int64(len(f.Data)), PointerSize: int64(len(ptr))}}
+		return entry{Type: "file", OID: f.oid, Size: int64(len(f.Data)), Path: f.Path, LFS: &lfsEntry{OID: f.sha256, Size: int64(len(f.Data)), PointerSize: f.ptrSize}}
 	}
-	return entry{Type: "file", OID: GitOID(f.Data), Size: int64(len(f.Data)), Path: f.Path}
+	return entry{Type: "file", OID: f.oid, Size: int64(len(f.Data)), Path: f.Path}
 }
 
-func (s *Server) info(w http.ResponseWriter, k, sha string, rp *repo, tree map[string]File) {
+func (s *Server) info(w http.ResponseWriter, k, sha string, rp *repo, tree map[string]*stored) {
 	type sibling struct {
 		RFilename string `json:"rfilename"`
 	}
@@ -502,7 +521,7 @@ func (s *Server) info(w http.ResponseWriter, k, sha string, rp *repo, tree map[s
 	json.NewEncoder(w).Encode(map[string]any{"id": id, "sha": sha, "private": rp.private, "gated": gated, "siblings": sib})
 }
 
-func sortedPaths(tree map[string]File) []string {
+func sortedPaths(tree map[string]*stored) []string {
 	var ps []string
 	for p := range tree {
 		ps = append(ps, p)
@@ -513,7 +532,7 @@ func sortedPaths(tree map[string]File) []string {
 
 // tree lists dir (recursively with ?recursive=true), a page at a time:
 // ?cursor=N starts at entry N.
-func (s *Server) tree(w http.ResponseWriter, r *http.Request, sha string, tree map[string]File, dir string) {
+func (s *Server) tree(w http.ResponseWriter, r *http.Request, sha string, tree map[string]*stored, dir string) {
 	dir = strings.Trim(dir, "/")
 	recursive := r.URL.Query().Get("recursive") == "true" || r.URL.Query().Get("recursive") == "True"
 	var all []entry
@@ -578,7 +597,7 @@ func (s *Server) tree(w http.ResponseWriter, r *http.Request, sha string, tree m
 	json.NewEncoder(w).Encode(page)
 }
 
-func (s *Server) pathsInfo(w http.ResponseWriter, tree map[string]File, paths []string) {
+func (s *Server) pathsInfo(w http.ResponseWriter, tree map[string]*stored, paths []string) {
 	out := []entry{}
 	for _, p := range paths {
 		if f, ok := tree[p]; ok {
