@@ -16,6 +16,8 @@ import (
 	"github.com/lazyweights/tensorfs/backing/hf"
 	"github.com/lazyweights/tensorfs/backing/hf/hftest"
 	"github.com/lazyweights/tensorfs/backing/remote"
+	"github.com/lazyweights/tensorfs/client"
+	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/source"
 )
 
@@ -165,6 +167,7 @@ func TestRevisionPinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Commit("org/model", "main", shardedRepo(5)...) // a push during the mount
+	srv.Expire()                                       // and the CDN URLs must be asked for again
 	got := readAll(t, ck)
 	if !bytes.Equal(got["hf://org/model@"+sha1+"/"+old[0].Path], old[0].Data) {
 		t.Errorf("after a push to main, the mount serves other bytes (sources %v)", ck.Index.Sources)
@@ -496,5 +499,30 @@ func TestOffline(t *testing.T) {
 	_, err = load(t, "hf://org/model")
 	if err == nil || !strings.Contains(err.Error(), files[1].Path) || strings.Contains(err.Error(), "\n") {
 		t.Errorf("a shard missing offline: %v", err)
+	}
+}
+
+// TestGoClient: the Go client opens hf:// with its default options (no
+// AWS SDK, no opener to pass) and reads a tensor's bytes.
+func TestGoClient(t *testing.T) {
+	srv := hftest.New()
+	defer srv.Close()
+	srv.Commit("org/model", "main", shardedRepo(1)...)
+	env(t, srv)
+	ck, err := client.Open("hf://org/model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	r, err := ck.OpenTensor("b", dtype.Invalid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, r.Size())
+	if _, err := r.ReadAt(got, 0); err != nil && err != io.EOF {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, fill(200<<10, 2)) {
+		t.Error("wrong bytes")
 	}
 }
