@@ -62,8 +62,9 @@ read without a request, HF_HUB_OFFLINE=1 (the cache only).`,
 		},
 		{
 			Prefix: "http://",
-			Help:   `http://URL, https://URL: one file (or a *.index.json weight map and its shards).`,
-			Open:   openHTTP,
+			Help: `http://URL, https://URL: one file (or a *.index.json weight map
+and its shards).`,
+			Open: openHTTP,
 		},
 		{
 			Prefix: "https://",

@@ -20,7 +20,7 @@ import (
 
 // remoteHelp is said in the help of every command that takes a SOURCE:
 // a paragraph per scheme, from source.Schemes.
-var remoteHelp = source.RemoteHelp()
+var remoteHelp = "\n" + source.RemoteHelp()
 
 // remoteFlags are the flags for a remote SOURCE, shared by every command
 // that takes one. They are read by loadRemote and remoteOptions.
