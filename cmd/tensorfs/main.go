@@ -47,7 +47,7 @@ var commands = []command{
 	{"convert", "write a checkpoint as one safetensors file", runConvert},
 	{"bench", "measure reads through a mount beside direct reads of the same bytes", runBench},
 	{"demo", "mount a small generated checkpoint and show around it", runDemo},
-	{"help", "explain the commands, or one command's flags", nil},
+	{"help", "explain the commands, one command's flags, or a topic (remote)", nil},
 	{"version", "print the version", runVersion},
 }
 
@@ -76,6 +76,27 @@ func run(args []string) int {
 		return exitStatus(runHelp(args[1:]))
 	}
 	return exitStatus(cmd.run(args[1:]))
+}
+
+// topic is a subject of `tensorfs help TOPIC` that is no command.
+type topic struct {
+	name    string
+	summary string
+	print   func(w io.Writer)
+}
+
+// topics are the help topics, in the order `tensorfs help` lists them.
+var topics = []topic{
+	{"remote", "remote SOURCEs (s3://, http(s)://) and the flags of their reads and caches", printRemoteHelp},
+}
+
+func findTopic(name string) *topic {
+	for i := range topics {
+		if topics[i].name == name {
+			return &topics[i]
+		}
+	}
+	return nil
 }
 
 func findCommand(name string) *command {
@@ -360,18 +381,38 @@ func flagGroup(fl *flag.Flag) string {
 // help writes the command's usage and the first paragraph of its
 // description, its everyday flags, the rest of the description, then the
 // other flags in their groups (flagGroups), each group in name order.
+// The remote group, the same in every command that has it, is not
+// repeated: one line points to `tensorfs help remote`, which prints it
+// once (remoteTopic).
 func (f *flags) help(w io.Writer) {
 	var b bytes.Buffer
 	about := strings.TrimSpace(f.about)
 	first, rest, _ := strings.Cut(about, "\n\n")
 	fmt.Fprintf(&b, "usage: %s\n\n%s\n", f.synopsis(), first)
 	for i, g := range flagGroups {
+		if g == groupRemote {
+			if f.hasGroup(g) {
+				fmt.Fprintf(&b, "\n%s\n%s", g, wrap(remotePointer, "  ", 78))
+			}
+			continue
+		}
 		f.writeGroup(&b, g)
 		if i == 0 && strings.TrimSpace(rest) != "" {
 			fmt.Fprintf(&b, "\n%s\n", strings.TrimSpace(rest))
 		}
 	}
 	w.Write(b.Bytes())
+}
+
+// remotePointer is what a command's help says in place of the remote
+// group's flags.
+const remotePointer = "SOURCE may be s3://BUCKET/KEY, s3://BUCKET/PREFIX/ or an http(s):// URL; its flags (--part-size, --cache-dir, --proxy and the rest) are explained once by `tensorfs help remote` and in docs/REMOTE.md."
+
+// hasGroup reports whether f defines a flag of group g.
+func (f *flags) hasGroup(g string) bool {
+	has := false
+	f.VisitAll(func(fl *flag.Flag) { has = has || flagGroup(fl) == g })
+	return has
 }
 
 // writeGroup writes the flags of group g under its heading; nothing when
@@ -391,12 +432,19 @@ func (f *flags) writeGroup(b *bytes.Buffer, g string) {
 		if arg != "" {
 			fmt.Fprintf(b, " %s", arg)
 		}
-		if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "0" {
+		if showDefault(fl.DefValue) {
 			usage += " (default " + fl.DefValue + ")"
 		}
 		b.WriteByte('\n')
 		b.WriteString(wrap(usage, "      ", 78))
 	})
+}
+
+// showDefault reports whether help shows a flag's default value: not
+// when it is the zero value or -1, which mean "not set" (--gpu N: no
+// device).
+func showDefault(v string) bool {
+	return v != "" && v != "false" && v != "0" && v != "-1"
 }
 
 // wrap fills text into lines of at most width bytes, each starting with
@@ -419,12 +467,16 @@ func wrap(text, indent string, width int) string {
 }
 
 func runHelp(args []string) error {
-	f := newFlags("help", "[COMMAND]", "Lists the commands, or explains one command and its flags.")
+	f := newFlags("help", "[COMMAND | TOPIC]", "Lists the commands and help topics, or explains one command and its flags, or one topic (remote: the flags of remote SOURCEs).")
 	if err := f.parse(args, 0, 1); err != nil {
 		return err
 	}
 	if f.NArg() == 0 {
 		printHelp(os.Stdout)
+		return nil
+	}
+	if t := findTopic(f.Arg(0)); t != nil {
+		t.print(os.Stdout)
 		return nil
 	}
 	cmd := findCommand(f.Arg(0))
@@ -451,6 +503,10 @@ commands:
 `)
 	for _, c := range commands {
 		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nhelp topics (tensorfs help TOPIC):\n")
+	for _, t := range topics {
+		fmt.Fprintf(&b, "  %-8s %s\n", t.name, t.summary)
 	}
 	prog := invocation()
 	fmt.Fprintf(&b, `
