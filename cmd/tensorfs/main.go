@@ -22,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
 )
@@ -447,6 +448,10 @@ func showDefault(v string) bool {
 	return v != "" && v != "false" && v != "0" && v != "-1"
 }
 
+// para is text filled into lines of at most 74 bytes, for a help
+// paragraph built from parts (formats.List), without the last newline.
+func para(text string) string { return strings.TrimSuffix(wrap(text, "", 74), "\n") }
+
 // wrap fills text into lines of at most width bytes, each starting with
 // indent and ending with a newline.
 func wrap(text, indent string, width int) string {
@@ -492,10 +497,8 @@ func runHelp(args []string) error {
 
 func printHelp(w io.Writer) {
 	var b bytes.Buffer
-	b.WriteString(`tensorfs mounts an ML checkpoint (safetensors, PyTorch, PyTorch Distributed
-Checkpoints, GGUF, NumPy, sharded Hugging Face directories) as a read-only
-directory with one file per tensor, read lazily from the checkpoint and
-converted on the fly (.f32/ .f16/ .bf16/ .f64/ .npy/ views).
+	b.WriteString(para("tensorfs mounts an ML checkpoint (" + formats.List() + ") as a read-only directory with one file per tensor, read lazily from the checkpoint and converted on the fly (.f32/ .f16/ .bf16/ .f64/ .npy/ views)."))
+	b.WriteString(`
 
 usage: tensorfs COMMAND [flags] [arguments]
 
