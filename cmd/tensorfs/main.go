@@ -540,6 +540,38 @@ func invocation() string {
 	return arg0
 }
 
+// selfCommand is a command line that runs this program again from the
+// user's shell, after this process has exited (demo --keep's umount
+// line): selfCommandFor(os.Executable()).
+func selfCommand() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return invocation()
+	}
+	return selfCommandFor(exe)
+}
+
+// selfCommandFor is selfCommand for the binary at exe: "go run
+// ./cmd/tensorfs" where go run built it (go run removes that binary when
+// it exits), else exe itself, an absolute path that works from any
+// directory whether or not tensorfs is on PATH, quoted for the shell
+// where it must be.
+func selfCommandFor(exe string) string {
+	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return "go run ./cmd/tensorfs"
+	}
+	return shellQuote(exe)
+}
+
+// shellQuote returns s as one word for a POSIX shell: as it is when it
+// holds only characters no shell treats specially, else in single quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+,:@%=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // version is set at build time with -ldflags "-X main.version=v1.2.3";
 // otherwise the module version or VCS revision recorded by the Go tool.
 var version = ""
