@@ -46,6 +46,7 @@ var commands = []command{
 	{"cat", "write one tensor's bytes to stdout without mounting", runCat},
 	{"load", "pull every tensor through the Go client with bounded memory", runLoad},
 	{"convert", "write a checkpoint as one safetensors file", runConvert},
+	{"check", "check that a checkpoint is whole and consistent; one line per problem", runCheck},
 	{"bench", "measure reads through a mount beside direct reads of the same bytes", runBench},
 	{"demo", "mount a small generated checkpoint and show around it", runDemo},
 	{"help", "explain the commands, one command's flags, or a topic (remote)", nil},
@@ -121,12 +122,18 @@ func usagef(format string, args ...any) error {
 // errHelp ends a command whose help was asked for: exit status 0.
 var errHelp = errors.New("help requested")
 
+// errReported ends a command that has said what went wrong itself (check,
+// one line per problem): exit status 1, nothing more printed.
+var errReported = errors.New("reported")
+
 // exitStatus prints err as one "tensorfs: " line and returns the status.
 func exitStatus(err error) int {
 	var ue *usageError
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
+	case errors.Is(err, errReported):
+		return 1
 	case errors.As(err, &ue):
 		fmt.Fprintln(os.Stderr, "tensorfs: "+oneLine(ue.msg))
 		return 2
