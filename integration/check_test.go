@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/backing/s3/s3test"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 	"github.com/lazyweights/tensorfs/source"
 )
@@ -182,6 +183,38 @@ func TestCheckSharedFixtures(t *testing.T) {
 	for rel, ok := range mustPass {
 		if !ok {
 			t.Errorf("check --data %s: not exit 0", rel)
+		}
+	}
+}
+
+// TestCheckRemote: check reads s3:// and http(s):// SOURCEs as every
+// other command does: a broken sharded prefix gives the same problems as
+// the local directory, each naming its object by URL; a whole one over
+// HTTP (by its weight map) passes, --data included.
+func TestCheckRemote(t *testing.T) {
+	broken := checkShards(t, map[string]string{"a": "1", "b": "2", "c": "2", "e": "1", "f": "x.safetensors"})
+	srv := s3test.Start(t)
+	srv.Bucket(t, "models")
+	uploadTree(t, srv, "models", broken)
+	env := srv.Env()
+	local := runEnv(t, env, "check", broken)
+	remote := runEnv(t, env, "check", "--part-size", "8KiB", "s3://models/")
+	ll, rl := checkLines(local), checkLines(remote)
+	if remote.code != 1 || len(rl) != 4 || len(ll) != len(rl) {
+		t.Fatalf("check s3://models/: exit %d, %d lines (local: %d):\n%s", remote.code, len(rl), len(ll), remote.stderr)
+	}
+	for _, l := range rl {
+		if !strings.HasPrefix(l, "tensorfs: check: s3://models/") || strings.Contains(l, broken) {
+			t.Errorf("check s3://models/: %q does not name the object by its URL", l)
+		}
+	}
+
+	good := checkShards(t, map[string]string{"a": "1", "b": "1", "c": "2", "d": "2"})
+	base := httpServer(t, good)
+	for _, args := range [][]string{{"check"}, {"check", "--data"}} {
+		r := runTensorfs(t, append(args, base+"/model.safetensors.index.json")...)
+		if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, ": ok: 4 tensors in 2 files (safetensors)") {
+			t.Errorf("%s over HTTP: exit %d, %q %q", args, r.code, r.stdout, r.stderr)
 		}
 	}
 }
