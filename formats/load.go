@@ -26,7 +26,9 @@ type Options struct {
 	// otherwise return (a *index.FormatError): a shard that cannot be
 	// opened, parsed or is of another format is left out; a tensor of a
 	// shard that the map does not list, or lists in another shard, is
-	// kept; a tensor the map lists that its shard lacks is reported. What
+	// kept; a tensor the map lists that its shard lacks is reported. In
+	// a directory without a weight map, a checkpoint file that does not
+	// parse (or is of another format than the first) is left out. What
 	// is left must still load (at least one shard, no tensor twice).
 	// `tensorfs check` reports every problem this way; nil fails at the
 	// first, as every other command does.

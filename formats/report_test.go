@@ -77,3 +77,34 @@ func TestLoadReport(t *testing.T) {
 		t.Errorf("no shard left: %v", err)
 	}
 }
+
+// TestLoadReportDir: in a directory without a weight map, Report gets
+// each checkpoint file that does not parse, and the rest loads.
+func TestLoadReportDir(t *testing.T) {
+	dir := t.TempDir()
+	good := stBuild(nil, true, stT{Name: "a", DType: "F32", Shape: []int{2}, Bytes: 8})
+	ldWrite(t, dir, "a.safetensors", good)
+	bad := stBuild(nil, true, stT{Name: "b", DType: "F32", Shape: []int{2}, Bytes: 8})
+	ldWrite(t, dir, "b.safetensors", bad[:len(bad)-4]) // its data cut short
+	ldWrite(t, dir, "c.safetensors", bad[:len(bad)-2])
+	if _, err := ldLoad(t, dir, nil); err == nil {
+		t.Fatal("a directory with a truncated shard loads without Report")
+	}
+	var got []string
+	o := newLdOpener()
+	opts := testOptions
+	opts.Report = func(err error) { got = append(got, err.Error()) }
+	idx, files, err := Load(dir, o.Open, opts)
+	if err != nil {
+		t.Fatalf("Load with Report: %v", err)
+	}
+	for _, f := range files {
+		f.(*ldFile).Close()
+	}
+	if open := o.stillOpen(); len(open) > 0 {
+		t.Errorf("left open: %v", open)
+	}
+	if len(idx.Tensors) != 1 || idx.Tensors[0].Name != "a" || len(got) != 2 || !strings.Contains(got[0], "b.safetensors: ") || !strings.Contains(got[1], "c.safetensors: ") {
+		t.Errorf("tensors %v, problems:\n%s", idx.Tensors, strings.Join(got, "\n"))
+	}
+}
