@@ -39,6 +39,7 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 	var parts []part
 	lfs := ""     // the first Git LFS pointer among the files
 	refused := "" // what the first file of Refused's formats is, until a checkpoint is found
+	broken := 0   // checkpoint files left out (Options.Report)
 	for _, p := range files {
 		f, err := l.openFile(p)
 		if err != nil {
@@ -68,13 +69,23 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 			l.release(f) // a pickle of other data: not a checkpoint
 			continue
 		}
-		if err != nil {
-			return nil, err
+		if err == nil && len(parts) > 0 && idx.Format != parts[0].idx.Format {
+			err = index.ErrorAt(dir, "", "mixes checkpoint formats: %s is %s, %s is %s", display(filepath.Base(parts[0].path)), parts[0].idx.Format, display(filepath.Base(p)), idx.Format)
 		}
-		if len(parts) > 0 && idx.Format != parts[0].idx.Format {
-			return nil, index.ErrorAt(dir, "", "mixes checkpoint formats: %s is %s, %s is %s", display(filepath.Base(parts[0].path)), parts[0].idx.Format, display(filepath.Base(p)), idx.Format)
+		if err != nil {
+			// With Options.Report, a shard that cannot be read is left
+			// out and the others are checked too.
+			if l.tolerate(err) != nil {
+				return nil, err
+			}
+			l.release(f)
+			broken++
+			continue
 		}
 		parts = append(parts, part{path: p, f: f, idx: idx})
+	}
+	if len(parts) == 0 && broken > 0 {
+		return nil, index.ErrorAt(dir, "", "none of the %d checkpoint files in the directory can be read", broken)
 	}
 	if len(parts) == 0 && lfs != "" {
 		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory: %s is a Git LFS pointer, not the file itself (not downloaded); run `git lfs pull` in the repository (or download the files directly)", display(filepath.Base(lfs)))

@@ -17,6 +17,21 @@
 //	             pickle with torch's magic number
 //	npz          zip whose first member is an .npy       index/numpy
 //	safetensors  u64 header length <= 100 MB, then '{'   index/safetensors
+//	paddle       a pickle of a dict (protocol 2+) whose  index/paddle
+//	             values are NumPy arrays (PaddlePaddle
+//	             .pdparams/.pdopt); last: other pickles
+//	             are not claimed
+//
+// Directories are read by Load (below), not by a row: PyTorch
+// Distributed Checkpoints (a .metadata and its *.distcp, index/dcp) and
+// sharded Hugging Face checkpoints of any row's format.
+//
+// Families (families.go) names the formats as users know them (NumPy is
+// the numpy and npz rows; a distributed checkpoint and a sharded Hugging
+// Face checkpoint are directories): every row is in one family
+// (TestFamilies), the CLI's help lists them from it, and
+// cmd/tensorfs's TestFormatListsAgree holds the README and
+// docs/FORMATS.md to it.
 //
 // A parser reads one index.File (io.ReaderAt, Size, Name), validates all
 // of it and returns an Index with Sources == []string{f.Name()}, Source 0

@@ -21,6 +21,18 @@ type Options struct {
 	// backing.DefaultInflateCache()) so that its memory limit holds for
 	// all mounts; a checkpoint with such members fails to load without it.
 	Inflate *backing.InflateCache
+	// Report, when set, makes Load go on past the problems of a weight
+	// map and its shards, each passed to Report as the error Load would
+	// otherwise return (a *index.FormatError): a shard that cannot be
+	// opened, parsed or is of another format is left out; a tensor of a
+	// shard that the map does not list, or lists in another shard, is
+	// kept; a tensor the map lists that its shard lacks is reported. In
+	// a directory without a weight map, a checkpoint file that does not
+	// parse (or is of another format than the first) is left out. What
+	// is left must still load (at least one shard, no tensor twice).
+	// `tensorfs check` reports every problem this way; nil fails at the
+	// first, as every other command does.
+	Report func(error)
 }
 
 // Opener opens one backing file by path. backing.Open provides it.
@@ -66,7 +78,7 @@ func Load(path string, open Opener, o Options) (*index.Index, []index.File, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	l := &loader{open: open, inflate: o.Inflate}
+	l := &loader{open: open, inflate: o.Inflate, report: o.Report}
 	var idx *index.Index
 	switch {
 	case st.IsDir():
@@ -105,6 +117,17 @@ type loader struct {
 	tree    Tree                  // where dir lists files; nil: the local filesystem
 	files   []index.File          // checkpoint files, files[i] for the merged Sources[i] once merged
 	spare   []index.File          // opened, not (yet) part of the result
+	report  func(error)           // Options.Report
+}
+
+// tolerate returns err, or nil after passing it to Options.Report when
+// Load goes on past such problems (Report set).
+func (l *loader) tolerate(err error) error {
+	if l.report == nil {
+		return err
+	}
+	l.report(err)
+	return nil
 }
 
 // part is one parsed checkpoint file.

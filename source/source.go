@@ -37,6 +37,10 @@ type Options struct {
 	// backing.DefaultInflateCache(), the one the CLI's --inflate-* flags
 	// configure.
 	Inflate *backing.InflateCache
+	// Report, when set, is given each problem of a weight map and its
+	// shards, and loading goes on with what can be served
+	// (formats.Options.Report): `tensorfs check`.
+	Report func(error)
 }
 
 func (o *Options) formats() formats.Options {
@@ -44,7 +48,7 @@ func (o *Options) formats() formats.Options {
 	if c == nil {
 		c = backing.DefaultInflateCache()
 	}
-	return formats.Options{Inflate: c}
+	return formats.Options{Inflate: c, Report: o.Report}
 }
 
 // RemoteOptions configure a remote SOURCE (s3://, http://, https://).

@@ -11,14 +11,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/formats"
 )
 
-const lsAbout = `
-Lists the tensors of SOURCE (a checkpoint file or a sharded checkpoint
-directory) without mounting: one line per tensor in name order with its
-name, dtype, shape and size in bytes (of the stored representation). With
---json, prints the index document instead: the same JSON a mount serves
-as .tensorfs/index.json.`
+var lsAbout = "\n" + para("Lists the tensors of SOURCE without mounting: one line per tensor in name order with its name, dtype, shape and size in bytes (of the stored representation). With --json, prints the index document instead: the same JSON a mount serves as .tensorfs/index.json.") + "\n\n" +
+	para("SOURCE is a checkpoint file or a directory holding one: "+formats.DetailList()+"; the format is detected from the content, not the name.")
 
 func runLs(args []string) error {
 	f := newFlags("ls", "[--json] SOURCE", lsAbout)

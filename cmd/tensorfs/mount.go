@@ -15,12 +15,13 @@ import (
 	"time"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/view"
 )
 
-const mountAbout = `
+var mountAbout = `
 Parses and validates SOURCE completely, then mounts it read-only at
 MOUNTPOINT and serves it in the foreground until the mount is unmounted
 (tensorfs umount, fusermount3 -u, umount) or the process gets SIGINT,
@@ -29,12 +30,14 @@ validation mounts nothing and exits 1. MOUNTPOINT must be an empty
 directory (its files would be hidden) unless --allow-non-empty. The mount
 is ready when MOUNTPOINT/.tensorfs/index.json exists.
 
-SOURCE is a checkpoint file (safetensors, PyTorch, GGUF, .npy, .npz; the
-format is detected from the content) or a directory holding a sharded
-checkpoint. The tree: one file per tensor at its name ('/' makes
+` + para("SOURCE is a checkpoint file or a directory holding one: "+formats.DetailList()+"; the format is detected from the content, not the name.") + `
+
+The tree (docs/TREE.md): one file per tensor at its name ('/' makes
 directories), xattrs user.tensorfs.{name,dtype,shape,source,offset},
-.tensorfs/index.json, .tensorfs/metadata/, .tensorfs/stats.json, and the
-converted views .f32/ .f16/ .bf16/ .f64/ and .npy/.
+.tensorfs/index.json, .tensorfs/metadata/, .tensorfs/stats.json, the
+converted views .f32/ .f16/ .bf16/ .f64/, NumPy files in .npy/,
+tensor-parallel parts in .split/D/N/K/, and the whole checkpoint as one
+safetensors file, .safetensors/model.safetensors (in every view too).
 
 --gpu N uploads every tensor (converted with --dtype) to CUDA device N
 before the mount is ready, through the same path as load --gpu, and keeps

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"strings"
@@ -18,7 +20,7 @@ import (
 	"github.com/lazyweights/tensorfs/source"
 )
 
-// remoteHelp is said in the help of every command that takes a SOURCE.
+// remoteHelp opens `tensorfs help remote`.
 const remoteHelp = `
 SOURCE may be remote: s3://BUCKET/KEY, s3://BUCKET/PREFIX/ (a sharded
 checkpoint under a prefix), or an http:// or https:// URL, read with
@@ -60,9 +62,43 @@ var remoteCtx, stopRemote = context.WithCancel(context.Background())
 // addRemoteFlags; one command runs per process).
 var remoteOpts *remoteFlags
 
+// printRemoteHelp is `tensorfs help remote`: what a remote SOURCE is,
+// the commands that take one, and the remote flags, once (each command's
+// help points here instead of repeating them).
+func printRemoteHelp(w io.Writer) {
+	saved := remoteOpts
+	defer func() { remoteOpts = saved }()
+	f := newFlags("remote", "", "")
+	addRemoteFlags(f)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s\n\nThe commands that read a SOURCE take these flags (%s):\n", strings.TrimSpace(remoteHelp), strings.Join(remoteCommands(), ", "))
+	f.writeGroup(&b, groupRemote)
+	b.WriteString("\nIn full: docs/REMOTE.md (the sources, caches and their limits) and\ndocs/SCALE.md (a fleet's cache tier, --proxy).\n")
+	w.Write(b.Bytes())
+}
+
+// remoteCommands are the commands that take the remote flags, found by
+// asking each for its flags (as -h does, with nothing printed).
+func remoteCommands() []string {
+	saved := helpRequested
+	defer func() { helpRequested = saved }()
+	var names []string
+	for _, c := range commands {
+		if c.run == nil {
+			continue
+		}
+		var seen *flags
+		helpRequested = func(f *flags) { seen = f }
+		c.run([]string{"-h"})
+		if seen != nil && seen.hasGroup(groupRemote) {
+			names = append(names, c.name)
+		}
+	}
+	return names
+}
+
 // addRemoteFlags adds the remote SOURCE flags to f.
 func addRemoteFlags(f *flags) {
-	f.about += "\n" + remoteHelp
 	remoteOpts = &remoteFlags{
 		cmd:         f.name,
 		noSign:      f.Bool("no-sign-request", false, "remote: send S3 requests without credentials (public buckets)"),

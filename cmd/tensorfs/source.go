@@ -30,6 +30,14 @@ type checkpoint struct {
 // reading local files in the given backing mode; the parsers read them
 // through backing.ForParsing.
 func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
+	return loadCheckpointWith(path, mode, nil)
+}
+
+// loadCheckpointWith is loadCheckpoint that, when report is set, goes on
+// past the problems of a weight map and its shards, each given to
+// report (source.Options.Report), and leaves the index's unserved
+// entries to the caller rather than logging them: `tensorfs check`.
+func loadCheckpointWith(path string, mode backing.Mode, report func(error)) (*checkpoint, error) {
 	// The remote flags are checked for a local SOURCE too, as load and
 	// convert check them: a bad value is a usage error either way.
 	ro, err := remoteOptions()
@@ -42,7 +50,7 @@ func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 	if source.IsMount(path) {
 		return nil, fmt.Errorf("%s: a tensorfs mount, not a checkpoint: its index is %s (tensorfs load reads a mount)", path, filepath.Join(path, source.MountIndexPath))
 	}
-	ck, err := source.Load(context.Background(), path, source.Options{Backing: backing.Options{Mode: mode}, Remote: ro})
+	ck, err := source.Load(context.Background(), path, source.Options{Backing: backing.Options{Mode: mode}, Remote: ro, Report: report})
 	if err != nil {
 		if source.IsRemote(path) {
 			return nil, fmt.Errorf("%v", err)
@@ -54,8 +62,10 @@ func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 		return nil, err
 	}
 	logNotes(ck.Index.Notes)
-	for _, u := range ck.Index.Unserved {
-		logUnserved(path, []client.Unserved{{Name: u.Name, Type: u.Type, Why: u.Why}})
+	if report == nil {
+		for _, u := range ck.Index.Unserved {
+			logUnserved(path, []client.Unserved{{Name: u.Name, Type: u.Type, Why: u.Why}})
+		}
 	}
 	return &checkpoint{idx: ck.Index, sources: ck.Sources, remote: ck.Remote}, nil
 }
