@@ -75,7 +75,9 @@ func (k *bnbKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error 
 		am = am[:j1-j0]
 		s.flts[5] = am
 		for j := j0; j < j1; j++ {
-			v := nqm[a[j-j0]] * na[j/k.nbs-n0]
+			// two float32 operations, not fused (bitsandbytes adds the
+			// offset after dequantize_blockwise has rounded the product)
+			v := float32(nqm[a[j-j0]] * na[j/k.nbs-n0])
 			am[j-j0] = v + k.offset
 		}
 	}

@@ -115,6 +115,9 @@ func (p *planner) fp8Weight(scheme, name, wname, sname string, bm, bn int64, bat
 	if k.sm == 1 && k.sn == 1 && len(wt.Shape) == 2 && isScalar(st) {
 		ok = true
 	}
+	if len(wt.Shape) == 3 && k.sm == 1 && bn == 1 && shapeIs(st, wt.Shape[0], n, 1) {
+		ok = true // fbgemm's down_proj_scale [E, N, 1]: the same bytes as [E, 1, N]
+	}
 	if !ok {
 		p.fail(name, fmt.Sprintf("%s has shape %v, not %v (weight %v in blocks of %d×%d)", short(sname), st.Shape, want, wt.Shape, bm, bn), parts...)
 		return
