@@ -141,9 +141,7 @@ func planBnb(p *planner) {
 	for _, nm := range p.names {
 		if x, ok := cutPart(nm, ".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map"); ok {
 			if _, done := p.weights[x]; !done {
-				if _, bad := p.probs[x]; !bad {
-					p.fail(x, "its quant_state is missing", x, nm)
-				}
+				p.fail(x, "its quant_state is missing", x, nm)
 			}
 		}
 	}

@@ -328,10 +328,9 @@ func (p *planner) add(name, scheme string, shape []int64, parts []string, k kern
 
 // fail records a broken weight and hides its stored parts that exist.
 func (p *planner) fail(name, why string, parts ...string) {
-	if _, ok := p.probs[name]; ok {
-		return
+	if _, ok := p.probs[name]; !ok {
+		p.probs[name] = why // the first reason found
 	}
-	p.probs[name] = why
 	delete(p.weights, name)
 	for _, h := range parts {
 		if p.byName[h] != nil {
