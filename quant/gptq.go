@@ -33,51 +33,49 @@ func (k *gptqKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) error
 	if err != nil {
 		return err
 	}
-	var gi []byte
-	g0, g1 := i0/k.gsize, (i1-1)/k.gsize+1
+	var gidx []int32
 	if k.gidx >= 0 {
-		if gi, err = s.bytes(4, k.gidx, 4*i0, 4*(i1-i0)); err != nil {
+		b, err := s.bytes(4, k.gidx, 4*i0, 4*(i1-i0))
+		if err != nil {
 			return err
 		}
-		g0, g1 = k.groups, 0
-		for i := int64(0); i < i1-i0; i++ {
-			g := int64(int32(binary.LittleEndian.Uint32(gi[4*i:])))
-			if g < 0 || g >= k.groups {
-				return fmt.Errorf("g_idx[%d] is %d, outside its %d groups", i0+i, g, k.groups)
+		gidx = make([]int32, i1-i0)
+		for i := range gidx {
+			g := int32(binary.LittleEndian.Uint32(b[4*i:]))
+			if g < 0 || int64(g) >= k.groups {
+				return fmt.Errorf("g_idx[%d] is %d, outside its %d groups", i0+int64(i), g, k.groups)
 			}
-			g0, g1 = min(g0, g), max(g1, g+1)
+			gidx[i] = g
 		}
 	}
+	groups, pos := groupsOf(gidx, i0, i1, k.gsize)
+	ow, iw := o1-o0, i1-i0
 	zp0, zp1 := o0/f, (o1-1)/f+1
-	qz, err := s.strided(1, 1, 4*(k.out/f), g0, g1, 4*zp0, 4*zp1)
-	if err != nil {
-		return err
+	n := int64(len(groups)) * ow
+	zs, sc := s.flts[3], s.flts[5]
+	if int64(cap(zs)) < n {
+		zs, sc = make([]float32, n), make([]float32, n)
 	}
-	sc, err := s.stridedFloats(2, 2, k.sdt, k.out, g0, g1, o0, o1)
-	if err != nil {
-		return err
-	}
-	ow, iw, zw := o1-o0, i1-i0, zp1-zp0
-	zs := s.flts[3]
-	if int64(cap(zs)) < (g1-g0)*ow {
-		zs = make([]float32, (g1-g0)*ow)
-	}
-	zs = zs[:(g1-g0)*ow]
-	s.flts[3] = zs
-	for g := int64(0); g < g1-g0; g++ {
+	zs, sc = zs[:n], sc[:n]
+	s.flts[3], s.flts[5] = zs, sc
+	for d, g := range groups {
+		qz, err := s.strided(1, 1, 4*(k.out/f), g, g+1, 4*zp0, 4*zp1)
+		if err != nil {
+			return err
+		}
+		srow, err := s.stridedFloats(2, 2, k.sdt, k.out, g, g+1, o0, o1)
+		if err != nil {
+			return err
+		}
+		copy(sc[int64(d)*ow:], srow)
 		for o := o0; o < o1; o++ {
-			z := (le32(qz, g*zw+o/f-zp0) >> (k.bits * uint(o%f))) & mask
-			zs[g*ow+o-o0] = float32(z) + k.plus1
+			z := (le32(qz, o/f-zp0) >> (k.bits * uint(o%f))) & mask
+			zs[int64(d)*ow+o-o0] = float32(z) + k.plus1
 		}
 	}
 	for i := i0; i < i1; i++ {
-		var g int64
-		if gi != nil {
-			g = int64(int32(binary.LittleEndian.Uint32(gi[4*(i-i0):]))) - g0
-		} else {
-			g = i/k.gsize - g0
-		}
-		zrow, srow := zs[g*ow:(g+1)*ow], sc[g*ow:(g+1)*ow]
+		d := int64(pos[i-i0])
+		zrow, srow := zs[d*ow:(d+1)*ow], sc[d*ow:(d+1)*ow]
 		row := qw[(i/f-p0)*4*ow : (i/f-p0+1)*4*ow]
 		sh := k.bits * uint(i%f)
 		for o := int64(0); o < ow; o++ {

@@ -51,7 +51,6 @@ func (k *packedKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) err
 	if err != nil {
 		return err
 	}
-	g0, g1 := c0/k.gsize, (c1-1)/k.gsize+1
 	var gi []int32
 	if k.gidx >= 0 {
 		b, err := s.bytes(3, k.gidx, 4*c0, 4*(c1-c0))
@@ -59,29 +58,32 @@ func (k *packedKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) err
 			return err
 		}
 		gi = make([]int32, c1-c0)
-		g0, g1 = k.groups, 0
 		for i := range gi {
-			g := int64(int32(binary.LittleEndian.Uint32(b[4*i:])))
-			if g < 0 || g >= k.groups {
+			g := int32(binary.LittleEndian.Uint32(b[4*i:]))
+			if g < 0 || int64(g) >= k.groups {
 				return fmt.Errorf("weight_g_idx[%d] is %d, outside its %d groups", c0+int64(i), g, k.groups)
 			}
-			gi[i] = int32(g)
-			g0, g1 = min(g0, g), max(g1, g+1)
+			gi[i] = g
 		}
 	}
-	gw := g1 - g0
-	sc, err := s.stridedFloats(1, 1, k.sdt, k.groups, r0, r1, g0, g1)
+	groups, pos := groupsOf(gi, c0, c1, k.gsize)
+	gw := int64(len(groups))
+	raw, err := s.gather(1, 1, k.sdt.ElemSize(), k.groups, r0, r1, groups)
+	if err != nil {
+		return err
+	}
+	sc, err := s.decode(1, k.sdt, raw, (r1-r0)*gw)
 	if err != nil {
 		return err
 	}
 	var zw []byte
 	if k.zp >= 0 {
-		zw, err = s.strided(2, k.zp, 4*k.groups, r0/f, (r1-1)/f+1, 4*g0, 4*g1)
+		zw, err = s.gather(2, k.zp, 4, k.groups, r0/f, (r1-1)/f+1, groups)
 		if err != nil {
 			return err
 		}
 	}
-	zero := make([]float32, gw) // the row's (q - z) offsets, per group
+	zero := make([]float32, gw) // the row's zero point per group
 	w := c1 - c0
 	pw := p1 - p0
 	for r := r0; r < r1; r++ {
@@ -98,12 +100,7 @@ func (k *packedKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) err
 		for c := c0; c < c1; c++ {
 			word := le32(prow, c/f-p0)
 			q := int32((word>>(k.bits*uint(c%f)))&mask) - half
-			var g int64
-			if gi != nil {
-				g = int64(gi[c-c0]) - g0
-			} else {
-				g = c/k.gsize - g0
-			}
+			g := pos[c-c0]
 			out[c-c0] = (float32(q) - zero[g]) * srow[g]
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"unsafe"
 
@@ -313,6 +314,10 @@ func (p *planner) t(name string) *index.Tensor { return p.byName[name] }
 
 // add records a weight; parts are hidden unless one is the weight's own name.
 func (p *planner) add(name, scheme string, shape []int64, parts []string, k kernel, hide ...string) {
+	if !dimsOK(shape) {
+		p.fail(name, fmt.Sprintf("its logical shape %v is too large", shape), append(parts, hide...)...)
+		return
+	}
 	rows := int64(1)
 	for _, d := range shape[:len(shape)-1] {
 		rows *= d
@@ -409,4 +414,73 @@ func dimsOK(s []int64) bool {
 		n *= d
 	}
 	return true
+}
+
+// gather reads, of a part seen as rows of rowElems elements of es bytes,
+// rows [a, b) at the sorted distinct columns cols, into slot as
+// [(b-a) × len(cols)] elements: one read a row when the columns span
+// little more than they count, else one read an element. Its memory is
+// bounded by the elements returned, whatever the columns' span.
+func (s *scratch) gather(slot, part int, es, rowElems, a, b int64, cols []int64) ([]byte, error) {
+	n := int64(len(cols))
+	c0, c1 := cols[0], cols[n-1]+1
+	if c1-c0 <= 2*n+16 {
+		raw, err := s.strided(slot, part, rowElems*es, a, b, c0*es, c1*es)
+		if err != nil || c1-c0 == n {
+			return raw, err
+		}
+		span := (c1 - c0) * es
+		// compact in place: element j of a row moves left, never past
+		// what is still to be read
+		out := raw[:0]
+		for r := int64(0); r < b-a; r++ {
+			row := raw[r*span : (r+1)*span]
+			for _, c := range cols {
+				out = append(out, row[(c-c0)*es:(c-c0+1)*es]...)
+			}
+		}
+		return out, nil
+	}
+	buf := s.bufs[slot]
+	if int64(cap(buf)) < (b-a)*n*es {
+		buf = make([]byte, (b-a)*n*es)
+	}
+	buf = buf[:(b-a)*n*es]
+	s.bufs[slot] = buf
+	for r := a; r < b; r++ {
+		for j, c := range cols {
+			at := ((r-a)*n + int64(j)) * es
+			if err := s.read(part, r*rowElems*es+c*es, buf[at:at+es]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return buf, nil
+}
+
+// groupsOf returns the sorted distinct groups of a tile's columns and each
+// column's position among them; idx holds each column's group (nil: the
+// column c0+i is in group (c0+i)/size).
+func groupsOf(idx []int32, c0, c1, size int64) (groups []int64, pos []int32) {
+	pos = make([]int32, c1-c0)
+	if idx == nil {
+		g0 := c0 / size
+		for c := c0; c < c1; c++ {
+			pos[c-c0] = int32(c/size - g0)
+		}
+		for g := g0; g <= (c1-1)/size; g++ {
+			groups = append(groups, g)
+		}
+		return groups, pos
+	}
+	for _, g := range idx {
+		groups = append(groups, int64(g))
+	}
+	slices.Sort(groups)
+	groups = slices.Compact(groups)
+	for i, g := range idx {
+		j, _ := slices.BinarySearch(groups, int64(g))
+		pos[i] = int32(j)
+	}
+	return groups, pos
 }
