@@ -50,13 +50,18 @@ func (k *awqKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) error 
 			zs[g*ow+o-o0] = float32((le32(qz, g*pw+o/8-p0) >> awqShift[o%8]) & 15)
 		}
 	}
-	for i := i0; i < i1; i++ {
-		g := i/k.gsize - g0
-		zrow, srow := zs[g*ow:(g+1)*ow], sc[g*ow:(g+1)*ow]
-		row := qw[(i-i0)*4*pw:]
-		for o := o0; o < o1; o++ {
-			q := float32((le32(row, o/8-p0) >> awqShift[o%8]) & 15)
-			dst[(o-o0)*iw+i-i0] = (q - zrow[o-o0]) * srow[o-o0]
+	// a word holds eight out-columns of one in-row: eight output rows,
+	// each written along i
+	for p := p0; p < p1; p++ {
+		oa, ob := max(o0, 8*p), min(o1, 8*p+8)
+		for i := i0; i < i1; i++ {
+			g := i/k.gsize - g0
+			word := le32(qw, (i-i0)*pw+p-p0)
+			for o := oa; o < ob; o++ {
+				d := g*ow + o - o0
+				q := float32((word >> awqShift[o%8]) & 15)
+				dst[(o-o0)*iw+i-i0] = (q - zs[d]) * sc[d]
+			}
 		}
 	}
 	return nil

@@ -54,7 +54,10 @@ func (k *gptqKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) error
 	n := int64(len(groups)) * ow
 	zs, sc := s.flts[3], s.flts[5]
 	if int64(cap(zs)) < n {
-		zs, sc = make([]float32, n), make([]float32, n)
+		zs = make([]float32, n)
+	}
+	if int64(cap(sc)) < n {
+		sc = make([]float32, n)
 	}
 	zs, sc = zs[:n], sc[:n]
 	s.flts[3], s.flts[5] = zs, sc
@@ -73,14 +76,20 @@ func (k *gptqKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) error
 			zs[int64(d)*ow+o-o0] = float32(z) + k.plus1
 		}
 	}
-	for i := i0; i < i1; i++ {
-		d := int64(pos[i-i0])
-		zrow, srow := zs[d*ow:(d+1)*ow], sc[d*ow:(d+1)*ow]
-		row := qw[(i/f-p0)*4*ow : (i/f-p0+1)*4*ow]
-		sh := k.bits * uint(i%f)
+	// a word holds f consecutive in-rows of one out-column: decode it
+	// once, into f consecutive elements of that column's output row
+	for p := p0; p < p1; p++ {
+		ia, ib := max(i0, p*f), min(i1, (p+1)*f)
+		row := qw[(p-p0)*4*ow : (p-p0+1)*4*ow]
 		for o := int64(0); o < ow; o++ {
-			q := float32((le32(row, o) >> sh) & mask)
-			dst[o*iw+i-i0] = srow[o] * (q - zrow[o])
+			word := le32(row, o) >> (k.bits * uint(ia-p*f))
+			out := dst[o*iw+ia-i0 : o*iw+ib-i0]
+			ps := pos[ia-i0 : ib-i0]
+			for j := range out {
+				d := int64(ps[j])*ow + o
+				out[j] = sc[d] * (float32(word&mask) - zs[d])
+				word >>= k.bits
+			}
 		}
 	}
 	return nil

@@ -48,15 +48,15 @@ func (k *mlxKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error 
 		for c := c0; c < c1; {
 			e := min((c/k.gsize+1)*k.gsize, c1)
 			sv, bv := srow[c/k.gsize-g0], brow[c/k.gsize-g0]
-			if c%f == 0 && e%f == 0 {
-				o := out[c-c0 : e-c0]
-				for pi := c/f - p0; pi < e/f-p0; pi++ {
-					word := le32(prow, pi)
-					for j := int64(0); j < f; j++ {
-						prod := float32(sv * float32((word>>(k.bits*uint(j)))&mask))
-						o[(pi+p0)*f+j-c] = prod + bv
-					}
+			if k.bits <= 4 {
+				// the 2^bits values of this group, each by the same
+				// two operations, then whole words by table
+				var tbl [16]float32
+				for v := range tbl[:1<<k.bits] {
+					prod := float32(sv * float32(v))
+					tbl[v] = prod + bv
 				}
+				decodeRun(prow, p0, c, e, k.bits, tbl[:], out[c-c0:e-c0])
 			} else {
 				for cc := c; cc < e; cc++ {
 					q := (le32(prow, cc/f-p0) >> (k.bits * uint(cc%f))) & mask

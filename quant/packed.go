@@ -97,11 +97,26 @@ func (k *packedKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) err
 		}
 		prow := packed[(r-r0)*4*pw : (r-r0+1)*4*pw]
 		out := dst[(r-r0)*w : (r-r0+1)*w]
-		for c := c0; c < c1; c++ {
-			word := le32(prow, c/f-p0)
-			q := int32((word>>(k.bits*uint(c%f)))&mask) - half
+		if gi != nil || k.bits > 4 {
+			for c := c0; c < c1; c++ {
+				word := le32(prow, c/f-p0)
+				q := int32((word>>(k.bits*uint(c%f)))&mask) - half
+				g := pos[c-c0]
+				out[c-c0] = (float32(q) - zero[g]) * srow[g]
+			}
+			continue
+		}
+		// groups of contiguous columns: a table of the 2^bits values
+		// (the same operations, once per code) and whole words
+		var tbl [16]float32
+		for c := c0; c < c1; {
+			e := min((c/k.gsize+1)*k.gsize, c1)
 			g := pos[c-c0]
-			out[c-c0] = (float32(q) - zero[g]) * srow[g]
+			for v := range tbl[:1<<k.bits] {
+				tbl[v] = (float32(int32(v)-half) - zero[g]) * srow[g]
+			}
+			decodeRun(prow, p0, c, e, k.bits, tbl[:], out[c-c0:e-c0])
+			c = e
 		}
 	}
 	return nil

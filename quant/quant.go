@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 	"unsafe"
 
 	"github.com/lazyweights/tensorfs/dtype"
@@ -74,7 +75,12 @@ func (w *Weight) Dequantize(read func(part int, off int64, p []byte) error, firs
 	if len(dst) == 0 {
 		return nil
 	}
-	s := &scratch{read: read, parts: len(w.Parts)}
+	s := scratchPool.Get().(*scratch)
+	*s = scratch{read: read, parts: len(w.Parts), bufs: s.bufs, flts: s.flts}
+	defer func() {
+		s.read = nil
+		scratchPool.Put(s)
+	}()
 	p, out := first, dst
 	for len(out) > 0 {
 		r, c := p/w.cols, p%w.cols
@@ -93,6 +99,10 @@ func (w *Weight) Dequantize(read func(part int, off int64, p []byte) error, firs
 	}
 	return nil
 }
+
+// scratchPool keeps scratch buffers between Dequantize calls (at most a
+// tile's worth each).
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // scratch holds one Dequantize call's buffers, reused across its tiles.
 type scratch struct {
@@ -483,4 +493,27 @@ func groupsOf(idx []int32, c0, c1, size int64) (groups []int64, pos []int32) {
 		pos[i] = int32(j)
 	}
 	return groups, pos
+}
+
+// decodeRun writes out[cc-c] = tbl[code cc] for the columns [c, e) of a
+// row of packed words (32/bits codes a word, LSB first; words[0] is the
+// row's word p0): whole words eight or sixteen codes at a time.
+func decodeRun(words []byte, p0, c, e int64, bits uint, tbl []float32, out []float32) {
+	f := int64(32 / bits)
+	mask := uint32(1)<<bits - 1
+	cc := c
+	for ; cc < e && cc%f != 0; cc++ {
+		out[cc-c] = tbl[(le32(words, cc/f-p0)>>(bits*uint(cc%f)))&mask]
+	}
+	for ; cc+f <= e; cc += f {
+		word := le32(words, cc/f-p0)
+		o := out[cc-c : cc-c+f]
+		for j := range o {
+			o[j] = tbl[word&mask]
+			word >>= bits
+		}
+	}
+	for ; cc < e; cc++ {
+		out[cc-c] = tbl[(le32(words, cc/f-p0)>>(bits*uint(cc%f)))&mask]
+	}
 }
