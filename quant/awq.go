@@ -54,14 +54,35 @@ func (k *awqKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) error 
 	// each written along i
 	for p := p0; p < p1; p++ {
 		oa, ob := max(o0, 8*p), min(o1, 8*p+8)
-		for i := i0; i < i1; i++ {
+		for i := i0; i < i1; {
+			ie := min((i/k.gsize+1)*k.gsize, i1)
 			g := i/k.gsize - g0
-			word := le32(qw, (i-i0)*pw+p-p0)
-			for o := oa; o < ob; o++ {
-				d := g*ow + o - o0
-				q := float32((word >> awqShift[o%8]) & 15)
-				dst[(o-o0)*iw+i-i0] = (q - zs[d]) * sc[d]
+			if ob-oa == 8 {
+				// the group's eight zeros and scales held in registers
+				var zz, ss [8]float32
+				var outs [8][]float32
+				for m := range zz {
+					d := g*ow + 8*p + int64(m) - o0
+					zz[m], ss[m] = zs[d], sc[d]
+					outs[m] = dst[(8*p+int64(m)-o0)*iw+i-i0 : (8*p+int64(m)-o0)*iw+ie-i0]
+				}
+				for ii := int64(0); ii < ie-i; ii++ {
+					word := le32(qw, (i+ii-i0)*pw+p-p0)
+					for m := range outs {
+						outs[m][ii] = (float32((word>>awqShift[m])&15) - zz[m]) * ss[m]
+					}
+				}
+			} else {
+				for ii := i; ii < ie; ii++ {
+					word := le32(qw, (ii-i0)*pw+p-p0)
+					for o := oa; o < ob; o++ {
+						d := g*ow + o - o0
+						q := float32((word >> awqShift[o%8]) & 15)
+						dst[(o-o0)*iw+ii-i0] = (q - zs[d]) * sc[d]
+					}
+				}
 			}
+			i = ie
 		}
 	}
 	return nil

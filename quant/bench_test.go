@@ -71,6 +71,8 @@ func benchCheckpoint(b *testing.B, scheme string) (*ckpt, *Weight) {
 		bd.put(X+".qzeros", "I32", []int64{I / 128, O / 8}, rnd(I/128*O/2))
 		bd.put(X+".scales", "F16", []int64{I / 128, O}, fill16(I/128*O, 0x1c00))
 	case "gptq":
+		bd, _ = gptqCase(r, 4, 128, "gptq", false, O, I)
+	case "gptq-desc-act":
 		bd, _ = gptqCase(r, 4, 128, "gptq", true, O, I)
 	case "bnb-nf4":
 		bd = newBuilder(map[string]any{"quantization_config": map[string]any{"quant_method": "bitsandbytes", "load_in_4bit": true, "bnb_4bit_quant_type": "nf4"}})
@@ -98,7 +100,7 @@ func benchCheckpoint(b *testing.B, scheme string) (*ckpt, *Weight) {
 	return c, &res.Weights[0]
 }
 
-var benchSchemes = []string{"fp8-block", "fp8-channel", "mxfp4", "nvfp4", "int4-packed", "awq", "gptq", "bnb-nf4", "mlx-affine"}
+var benchSchemes = []string{"fp8-block", "fp8-channel", "mxfp4", "nvfp4", "int4-packed", "awq", "gptq", "gptq-desc-act", "bnb-nf4", "mlx-affine"}
 
 // BenchmarkDequantize reads each scheme's weight in 1 Mi-element pieces,
 // from memory; elements/s is the figure (also as MB/s of float32 output),

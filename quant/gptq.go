@@ -85,6 +85,16 @@ func (k *gptqKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) error
 			word := le32(row, o) >> (k.bits * uint(ia-p*f))
 			out := dst[o*iw+ia-i0 : o*iw+ib-i0]
 			ps := pos[ia-i0 : ib-i0]
+			if ps[0] == ps[len(ps)-1] && gidx == nil {
+				// one group for the whole word
+				d := int64(ps[0])*ow + o
+				sv, zv := sc[d], zs[d]
+				for j := range out {
+					out[j] = sv * (float32(word&mask) - zv)
+					word >>= k.bits
+				}
+				continue
+			}
 			for j := range out {
 				d := int64(ps[j])*ow + o
 				out[j] = sc[d] * (float32(word&mask) - zs[d])

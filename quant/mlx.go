@@ -56,7 +56,7 @@ func (k *mlxKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error 
 					prod := float32(sv * float32(v))
 					tbl[v] = prod + bv
 				}
-				decodeRun(prow, p0, c, e, k.bits, tbl[:], out[c-c0:e-c0])
+				decodeRun(prow, p0, c, e, k.bits, &tbl, out[c-c0:e-c0])
 			} else {
 				for cc := c; cc < e; cc++ {
 					q := (le32(prow, cc/f-p0) >> (k.bits * uint(cc%f))) & mask

@@ -115,7 +115,7 @@ func (k *packedKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) err
 			for v := range tbl[:1<<k.bits] {
 				tbl[v] = (float32(int32(v)-half) - zero[g]) * srow[g]
 			}
-			decodeRun(prow, p0, c, e, k.bits, tbl[:], out[c-c0:e-c0])
+			decodeRun(prow, p0, c, e, k.bits, &tbl, out[c-c0:e-c0])
 			c = e
 		}
 	}

@@ -496,24 +496,25 @@ func groupsOf(idx []int32, c0, c1, size int64) (groups []int64, pos []int32) {
 }
 
 // decodeRun writes out[cc-c] = tbl[code cc] for the columns [c, e) of a
-// row of packed words (32/bits codes a word, LSB first; words[0] is the
-// row's word p0): whole words eight or sixteen codes at a time.
-func decodeRun(words []byte, p0, c, e int64, bits uint, tbl []float32, out []float32) {
+// row of packed words (32/bits codes a word, LSB first, bits <= 4;
+// words[0] is the row's word p0): whole words eight or sixteen codes at a
+// time, with no bounds check on the table (a code is at most 15).
+func decodeRun(words []byte, p0, c, e int64, bits uint, tbl *[16]float32, out []float32) {
 	f := int64(32 / bits)
 	mask := uint32(1)<<bits - 1
 	cc := c
 	for ; cc < e && cc%f != 0; cc++ {
-		out[cc-c] = tbl[(le32(words, cc/f-p0)>>(bits*uint(cc%f)))&mask]
+		out[cc-c] = tbl[(le32(words, cc/f-p0)>>(bits*uint(cc%f)))&mask&15]
 	}
 	for ; cc+f <= e; cc += f {
 		word := le32(words, cc/f-p0)
 		o := out[cc-c : cc-c+f]
 		for j := range o {
-			o[j] = tbl[word&mask]
+			o[j] = tbl[word&mask&15]
 			word >>= bits
 		}
 	}
 	for ; cc < e; cc++ {
-		out[cc-c] = tbl[(le32(words, cc/f-p0)>>(bits*uint(cc%f)))&mask]
+		out[cc-c] = tbl[(le32(words, cc/f-p0)>>(bits*uint(cc%f)))&mask&15]
 	}
 }
