@@ -43,12 +43,14 @@ func benchCheckpoint(b *testing.B, scheme string) (*ckpt, *Weight) {
 	case "mxfp4":
 		bd = newBuilder(map[string]any{"quantization_config": map[string]any{"quant_method": "mxfp4"}})
 		X = "model.layers.0.mlp.experts.gate_up_proj"
-		bd.put(X+"_blocks", "U8", []int64{4, 1024, 64, 16}, rnd(4*1024*64*16))
-		s := rnd(4 * 1024 * 64)
+		// one expert of gpt-oss-120b's gate_up_proj: [5760, 2880] stored,
+		// [2880, 5760] logical
+		bd.put(X+"_blocks", "U8", []int64{1, 5760, 90, 16}, rnd(5760*90*16))
+		s := rnd(5760 * 90)
 		for i := range s {
 			s[i] = 120 + s[i]%16
 		}
-		bd.put(X+"_scales", "U8", []int64{4, 1024, 64}, s)
+		bd.put(X+"_scales", "U8", []int64{1, 5760, 90}, s)
 	case "nvfp4":
 		bd = newBuilder(map[string]any{})
 		bd.files["hf_quant_config.json"] = []byte(`{"quantization":{"quant_algo":"NVFP4","group_size":16}}`)

@@ -46,52 +46,38 @@ func (k *mxfp4Kernel) rect(s *scratch, q0, q1, r0, r1 int64, dst []float32) erro
 		}
 		bw, gw := b1-b0, g1-g0
 		out := dst[(q-q0)*w:]
-		// a transpose: 16 stored rows at a time are decoded row-major
-		// into tmp (a table of the 16 values of each group of 32, the
-		// same one multiply each), then written out 16 contiguous floats
-		// to each output row
-		const rb = 16
-		cw := cb - ca
-		st := cw + 16 // tmp's row stride: not a multiple of 4 KiB, so that the 16 rows read together do not share a cache set
-		tmp := s.flts[6]
-		if int64(cap(tmp)) < rb*st {
-			tmp = make([]float32, rb*st)
-		}
-		tmp = tmp[:rb*st]
-		s.flts[6] = tmp
-		var tbl [16]float32
-		for rs := int64(0); rs < w; rs += rb {
-			re := min(w, rs+rb)
-			for r := rs; r < re; r++ {
-				brow, srow := blk[r*bw:(r+1)*bw], sc[r*gw:(r+1)*gw]
-				t := tmp[(r-rs)*st : (r-rs)*st+cw]
-				for cc := ca; cc < cb; {
-					e := min((cc/32+1)*32, cb)
-					f := pow2E8M0[srow[cc/32-g0]]
-					for n := range tbl {
-						tbl[n] = fp4Values[n] * f
-					}
-					if cc&1 == 0 && e&1 == 0 {
-						in := brow[cc/2-b0 : e/2-b0]
-						o := t[cc-ca : e-ca]
-						o = o[:2*len(in)]
-						for i, b := range in {
-							o[2*i] = tbl[b&15]
-							o[2*i+1] = tbl[b>>4]
-						}
-					} else {
-						for x := cc; x < e; x++ {
-							t[x-ca] = tbl[(brow[x/2-b0]>>(uint(x&1)*4))&15]
-						}
-					}
-					cc = e
-				}
-			}
+		// a transpose, by tiles of 16 stored rows × one group of 32
+		// columns: decoded into blkT (in L1) in output order, then each
+		// output row gets its 16 floats in one store
+		var blkT [32][16]float32
+		for rs := int64(0); rs < w; rs += 16 {
+			re := min(w, rs+16)
 			n := re - rs
-			for cc := int64(0); cc < cw; cc++ {
-				o := out[cc*w+rs : cc*w+re]
-				for j := range o[:n] {
-					o[j] = tmp[int64(j)*st+cc]
+			for g := g0; g < g1; g++ {
+				cs, ce := max(ca, 32*g), min(cb, 32*g+32)
+				for r := rs; r < re; r++ {
+					f := pow2E8M0[sc[r*gw+g-g0]]
+					j := r - rs
+					if cs == 32*g && ce == 32*g+32 {
+						in := blk[r*bw+16*g-b0 : r*bw+16*g-b0+16]
+						for i, b := range in {
+							blkT[2*i][j] = fp4Values[b&15] * f
+							blkT[2*i+1][j] = fp4Values[b>>4] * f
+						}
+						continue
+					}
+					for x := cs; x < ce; x++ {
+						b := blk[r*bw+x/2-b0] >> (uint(x&1) * 4)
+						blkT[x-32*g][j] = fp4Values[b&15] * f
+					}
+				}
+				for x := cs; x < ce; x++ {
+					o := out[(x-ca)*w+rs : (x-ca)*w+re]
+					if n == 16 {
+						*(*[16]float32)(o) = blkT[x-32*g]
+					} else {
+						copy(o, blkT[x-32*g][:n])
+					}
 				}
 			}
 		}
