@@ -233,3 +233,39 @@ func TestNoSmallReader(t *testing.T) {
 	}
 	_ = dtype.F32
 }
+
+// TestGather: both ways of gathering columns (one read a row when dense,
+// one read an element when sparse) give the same elements.
+func TestGather(t *testing.T) {
+	const rows, cols, es = 5, 200, 2
+	data := make([]byte, rows*cols*es)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	reads := 0
+	s := &scratch{parts: 1, read: func(part int, off int64, p []byte) error {
+		reads++
+		copy(p, data[off:])
+		return nil
+	}}
+	for _, sel := range [][]int64{{3}, {3, 4, 5}, {1, 9, 20}, {0, 100, 199}, {7, 8, 60, 61, 150}} {
+		reads = 0
+		got, err := s.gather(0, 0, es, cols, 1, 4, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []byte
+		for r := int64(1); r < 4; r++ {
+			for _, c := range sel {
+				want = append(want, data[(r*cols+c)*es:(r*cols+c+1)*es]...)
+			}
+		}
+		if string(got) != string(want) {
+			t.Errorf("%v: got %v, want %v", sel, got, want)
+		}
+		sparse := sel[len(sel)-1]-sel[0]+1 > 2*int64(len(sel))+16
+		if sparse && reads != 3*len(sel) || !sparse && reads > 3 {
+			t.Errorf("%v: %d reads", sel, reads)
+		}
+	}
+}

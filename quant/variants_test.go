@@ -159,6 +159,10 @@ var variants = []variant{
 	{"deepseek_v4_e8m0", dsv4Case, "fp8-block"},
 	{"ct_nvfp4", ctNVFP4Case, "nvfp4"},
 	{"ct_int8_channel", ctInt8Case, "int8-packed"},
+	{"ct_int4_actorder", func(r *rand.Rand) (*builder, map[string][]float32) { return ctInt4ActorderCase(r, 32) }, "int4-packed"},
+	// group size 8: 12 groups scattered by g_idx, so that a short range's
+	// groups span widely and are read one by one (scratch.gather)
+	{"ct_int4_actorder_g8", func(r *rand.Rand) (*builder, map[string][]float32) { return ctInt4ActorderCase(r, 8) }, "int4-packed"},
 }
 
 // gptqCase: AutoGPTQ qlinear_cuda_old.py pack/forward; v2 per gptqmodel.
@@ -522,4 +526,49 @@ func TestVariants(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ctInt4ActorderCase: compressed-tensors pack-quantized int4, group 32,
+// asymmetric, actorder "group": weight_g_idx [in] maps each column to its
+// group (forward.py _dequantize with g_idx: scale[:, g_idx],
+// zero_point[:, g_idx]); zero points packed along dim 0; out not a
+// multiple of 8, so the last zero-point word is padded.
+func ctInt4ActorderCase(r *rand.Rand, gs int) (*builder, map[string][]float32) {
+	b := newBuilder(map[string]any{"quantization_config": map[string]any{"quant_method": "compressed-tensors", "format": "pack-quantized",
+		"config_groups": map[string]any{"group_0": map[string]any{"targets": []string{"Linear"}, "weights": map[string]any{"num_bits": 4, "type": "int", "strategy": "group", "group_size": gs, "symmetric": false, "actorder": "group"}}}}})
+	X := "model.layers.0.self_attn.o_proj"
+	O, I := 13, 320
+	G := I / gs
+	q := make([]int32, O*I)
+	words := make([]uint32, O*I/8)
+	for i := range q {
+		q[i] = int32(r.IntN(16)) - 8
+		words[i/8] |= uint32(q[i]+8) << (4 * (i % 8))
+	}
+	zp := make([]int32, O*G)
+	zw := make([]uint32, (O+7)/8*G)
+	for o := 0; o < O; o++ {
+		for g := 0; g < G; g++ {
+			zp[o*G+g] = int32(r.IntN(16)) - 8
+			zw[(o/8)*G+g] |= uint32(zp[o*G+g]+8) << (4 * (o % 8))
+		}
+	}
+	gidx := make([]uint32, I)
+	for i := range gidx {
+		gidx[i] = uint32(i / gs)
+	}
+	r.Shuffle(len(gidx), func(i, j int) { gidx[i], gidx[j] = gidx[j], gidx[i] })
+	sb, s := half(dtype.BF16, scales(r, O*G, -9, -4))
+	b.put(X+".weight_packed", "I32", []int64{int64(O), int64(I / 8)}, u32s(words))
+	b.put(X+".weight_scale", "BF16", []int64{int64(O), int64(G)}, sb)
+	b.put(X+".weight_zero_point", "I32", []int64{int64((O + 7) / 8), int64(G)}, u32s(zw))
+	b.put(X+".weight_g_idx", "I32", []int64{int64(I)}, u32s(gidx))
+	b.put(X+".weight_shape", "I32", []int64{2}, u32s([]uint32{uint32(O), uint32(I)}))
+	W := make([]float32, O*I)
+	for i := range W {
+		o, c := i/I, i%I
+		g := int(gidx[c])
+		W[i] = (float32(q[i]) - float32(zp[o*G+g])) * s[o*G+g]
+	}
+	return b, map[string][]float32{X + ".weight": W}
 }
