@@ -42,22 +42,29 @@ func (k *nvfp4Kernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) erro
 		return err
 	}
 	w, bw, jw := c1-c0, b1-b0, j1-j0
-	var blk [16]float32
+	// every (scale byte, code) value at once when the tile is large
+	// enough to pay for it: entry [s][n] = LUT4[n] * (f32(s) op g), the
+	// same two operations as per group
+	var all *[256][16]float32
+	if (r1-r0)*w >= 1<<12 {
+		all = s.nvTable(g, k.div)
+	}
+	var own [16]float32
 	for r := int64(0); r < r1-r0; r++ {
 		brow := codes[r*bw : (r+1)*bw]
 		srow := sc[r*jw : (r+1)*jw]
 		out := dst[r*w : (r+1)*w]
 		for c := c0; c < c1; {
 			e := min((c/16+1)*16, c1)
-			f := e4m3Table[srow[c/16-j0]]
-			var ps float32
-			if k.div {
-				ps = f / g
+			sb := srow[c/16-j0]
+			blk := &own
+			if all != nil {
+				blk = &all[sb]
 			} else {
-				ps = f * g
-			}
-			for i := range blk {
-				blk[i] = fp4Values[i] * ps
+				ps := nvScale(e4m3Table[sb], g, k.div)
+				for i := range own {
+					own[i] = fp4Values[i] * ps
+				}
 			}
 			if c&1 == 0 && e&1 == 0 {
 				in := brow[c/2-b0 : e/2-b0]
@@ -80,6 +87,34 @@ func (k *nvfp4Kernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) erro
 		}
 	}
 	return nil
+}
+
+// nvScale is a group's scale: f32(e4m3 scale) * global (ModelOpt) or
+// / global (compressed-tensors).
+func nvScale(f, g float32, div bool) float32 {
+	if div {
+		return f / g
+	}
+	return f * g
+}
+
+// nvTable returns the table of every scale byte's 16 values for global
+// scale g, made once per Dequantize call.
+func (s *scratch) nvTable(g float32, div bool) *[256][16]float32 {
+	if s.nvOK && s.nvG == g && s.nvDiv == div {
+		return s.nv
+	}
+	if s.nv == nil {
+		s.nv = new([256][16]float32)
+	}
+	for b := range s.nv {
+		ps := nvScale(e4m3Table[b], g, div)
+		for n := range s.nv[b] {
+			s.nv[b][n] = fp4Values[n] * ps
+		}
+	}
+	s.nvG, s.nvDiv, s.nvOK = g, div, true
+	return s.nv
 }
 
 // nvfp4Weight checks and adds one NVFP4 weight: packed, scale, global.

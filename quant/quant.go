@@ -76,7 +76,7 @@ func (w *Weight) Dequantize(read func(part int, off int64, p []byte) error, firs
 		return nil
 	}
 	s := scratchPool.Get().(*scratch)
-	*s = scratch{read: read, parts: len(w.Parts), bufs: s.bufs, flts: s.flts}
+	*s = scratch{read: read, parts: len(w.Parts), bufs: s.bufs, flts: s.flts, nv: s.nv}
 	defer func() {
 		s.read = nil
 		scratchPool.Put(s)
@@ -114,6 +114,12 @@ type scratch struct {
 	// checked is set once a kernel has checked a part's stored shape
 	// values against the plan.
 	checked bool
+	// nv is NVFP4's table of every scale byte's values for global scale
+	// nvG (nvfp4.go), kept with the pooled scratch.
+	nv    *[256][16]float32
+	nvG   float32
+	nvDiv bool
+	nvOK  bool // nv holds nvG's table (false at the start of each call)
 }
 
 // bytes reads n bytes at off of part into buffer slot.
