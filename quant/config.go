@@ -31,10 +31,14 @@ func Find(files map[string][]byte) (*Config, error) {
 				return nil, fmt.Errorf("config.json: quantization_config is not an object")
 			}
 			meth, _ := m["quant_method"].(string)
-			if meth == "" {
+			if meth != "" {
+				return &Config{File: "config.json", Method: strings.ToLower(meth), Params: m}, nil
+			}
+			// mlx-lm writes its "quantization" again as
+			// "quantization_config", without a quant_method
+			if _, mlx := top["quantization"].(map[string]any); !mlx {
 				return nil, fmt.Errorf("config.json: quantization_config has no quant_method")
 			}
-			return &Config{File: "config.json", Method: strings.ToLower(meth), Params: m}, nil
 		}
 	}
 	if b, ok := files["hf_quant_config.json"]; ok {

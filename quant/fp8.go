@@ -28,6 +28,7 @@ type fp8Kernel struct {
 	bm, bn int64 // block
 	sm, sn int64 // scale grid per batch: ceil(m/bm), ceil(n/bn)
 	sdt    dtype.DType
+	lut    *[256]float32 // the code's value: E4M3, or I8 for int-quantized
 }
 
 func newFP8(shape []int64, bm, bn int64, sdt dtype.DType) *fp8Kernel {
@@ -35,7 +36,7 @@ func newFP8(shape []int64, bm, bn int64, sdt dtype.DType) *fp8Kernel {
 	if len(shape) == 1 {
 		m, n = 1, shape[0]
 	}
-	return &fp8Kernel{m: m, n: n, bm: bm, bn: bn, sm: ceilDiv(m, bm), sn: ceilDiv(n, bn), sdt: sdt}
+	return &fp8Kernel{m: m, n: n, bm: bm, bn: bn, sm: ceilDiv(m, bm), sn: ceilDiv(n, bn), sdt: sdt, lut: e4m3Table}
 }
 
 // scaleRow is the scale grid row of weight row r.
@@ -54,7 +55,7 @@ func (k *fp8Kernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error 
 		return err
 	}
 	sw := j1 - j0
-	lut := e4m3Table
+	lut := k.lut
 	for r := r0; r < r1; r++ {
 		srow := sc[(k.scaleRow(r)-sr0)*sw : (k.scaleRow(r)-sr0+1)*sw]
 		row := codes[(r-r0)*w : (r-r0+1)*w]
@@ -87,8 +88,12 @@ func (p *planner) fp8Weight(scheme, name, wname, sname string, bm, bn int64, bat
 		p.fail(name, "its "+short(sname)+" is missing", parts...)
 		return
 	}
-	if wt.DType != dtype.F8E4M3 {
-		p.fail(name, fmt.Sprintf("%s is %s, not F8_E4M3", short(wname), wt.DType), parts...)
+	code := dtype.F8E4M3
+	if strings.HasPrefix(scheme, "int8") {
+		code = dtype.I8
+	}
+	if wt.DType != code {
+		p.fail(name, fmt.Sprintf("%s is %s, not %s", short(wname), wt.DType, code), parts...)
 		return
 	}
 	if !(len(wt.Shape) == 2 || (batch && len(wt.Shape) == 3)) || !dimsOK(wt.Shape) {
@@ -107,6 +112,9 @@ func (p *planner) fp8Weight(scheme, name, wname, sname string, bm, bn int64, bat
 		bn = n
 	}
 	k := newFP8(wt.Shape, bm, bn, st.DType)
+	if code == dtype.I8 {
+		k.lut = int8Table
+	}
 	want := []int64{k.sm, k.sn}
 	if len(wt.Shape) == 3 {
 		want = []int64{wt.Shape[0], k.sm, k.sn}
@@ -232,24 +240,39 @@ func planFbgemm(p *planner) {
 
 // ctFP8 is one compressed-tensors float-quantized weight: the scale's shape
 // says the strategy (tensor, channel, block; group is refused).
-func (p *planner) ctFP8(x string, blocks [][2]int64) {
+// int8Table is a signed byte's value.
+var int8Table = func() *[256]float32 {
+	var t [256]float32
+	for i := range t {
+		t[i] = float32(int8(i))
+	}
+	return &t
+}()
+
+// ctFP8 plans one float-quantized (kind "fp8") or int-quantized (kind
+// "int8", symmetric: W = f32(int8 q) * scale, exact) weight.
+func (p *planner) ctFP8(x string, blocks [][2]int64, kind string) {
 	wname, sname := x+".weight", x+".weight_scale"
 	wt, st := p.t(wname), p.t(sname)
-	extra := []string{x + ".input_scale"}
+	extra := []string{x + ".input_scale", x + ".input_zero_point"}
+	if p.t(x+".weight_zero_point") != nil {
+		p.fail(wname, "an asymmetric int-quantized weight (weight_zero_point) is not supported", wname, sname, x+".weight_zero_point", x+".input_scale")
+		return
+	}
 	if wt == nil || st == nil || len(wt.Shape) != 2 || !dimsOK(wt.Shape) {
-		p.fp8Weight("fp8-channel", wname, wname, sname, 1, 0, false, extra...)
+		p.fp8Weight(kind+"-channel", wname, wname, sname, 1, 0, false, extra...)
 		return
 	}
 	o, i := wt.Shape[0], wt.Shape[1]
 	switch {
 	case isScalar(st):
-		p.fp8Weight("fp8-tensor", wname, wname, sname, 0, 0, false, extra...)
+		p.fp8Weight(kind+"-tensor", wname, wname, sname, 0, 0, false, extra...)
 	case shapeIs(st, o, 1):
-		p.fp8Weight("fp8-channel", wname, wname, sname, 1, 0, false, extra...)
+		p.fp8Weight(kind+"-channel", wname, wname, sname, 1, 0, false, extra...)
 	default:
 		for _, b := range blocks {
 			if shapeIs(st, ceilDiv(o, b[0]), ceilDiv(i, b[1])) {
-				p.fp8Weight("fp8-block", wname, wname, sname, b[0], b[1], false, extra...)
+				p.fp8Weight(kind+"-block", wname, wname, sname, b[0], b[1], false, extra...)
 				return
 			}
 		}

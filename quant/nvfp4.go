@@ -146,6 +146,9 @@ func (p *planner) nvfp4Weight(name, packed, scale, global string, div bool, extr
 // weight_scale per tensor).
 func planModelOpt(p *planner) {
 	algo := str(p.cfg.Params, "quant_algo")
+	if algo == "" { // config.json's quantization_config may nest hf_quant_config's object
+		algo = str(obj(p.cfg.Params, "quantization"), "quant_algo")
+	}
 	switch algo {
 	case "nvfp4":
 		p.scheme = "nvfp4"

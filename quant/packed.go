@@ -235,12 +235,16 @@ func planCompressed(p *planner) {
 		}
 	}
 	switch format {
-	case "float-quantized", "naive-quantized":
-		p.scheme = "fp8-channel"
+	case "float-quantized", "naive-quantized", "int-quantized":
+		kind, code := "fp8", dtype.F8E4M3
+		if format == "int-quantized" {
+			kind, code = "int8", dtype.I8
+		}
+		p.scheme = kind + "-channel"
 		for _, nm := range p.names {
 			if x, ok := strings.CutSuffix(nm, ".weight_scale"); ok {
-				p.ctFP8(x, blocks)
-			} else if x, ok := strings.CutSuffix(nm, ".weight"); ok && p.t(nm).DType == dtype.F8E4M3 && p.t(x+".weight_scale") == nil {
+				p.ctFP8(x, blocks, kind)
+			} else if x, ok := strings.CutSuffix(nm, ".weight"); ok && p.t(nm).DType == code && p.t(x+".weight_scale") == nil {
 				p.fail(nm, "its weight_scale is missing", nm, x+".input_scale")
 			}
 		}

@@ -156,6 +156,7 @@ func TestFind(t *testing.T) {
 		{map[string]string{"quantize_config.json": `{"bits":4,"group_size":128}`}, "gptq", ""},
 		{map[string]string{"config.json": `{"quantization":{"bits":4,"group_size":64}}`}, "mlx", ""},
 		{map[string]string{"config.json": `{"quantization_config":{"quant_method":"awq"},"quantization":{"bits":4}}`}, "awq", ""},
+		{map[string]string{"config.json": `{"quantization":{"bits":4,"group_size":64},"quantization_config":{"bits":4,"group_size":64}}`}, "mlx", ""},
 		{map[string]string{"config.json": `{"quantization_config":`}, "", "config.json: not a JSON object"},
 		{map[string]string{"config.json": `{"quantization_config":{"bits":4}}`}, "", "no quant_method"},
 		{map[string]string{"config.json": `{"quantization_config":[1]}`}, "", "not an object"},

@@ -159,6 +159,7 @@ var variants = []variant{
 	{"deepseek_v4_e8m0", dsv4Case, "fp8-block"},
 	{"ct_nvfp4", ctNVFP4Case, "nvfp4"},
 	{"ct_int8_channel", ctInt8Case, "int8-packed"},
+	{"ct_int_quantized", ctIntQuantizedCase, "int8-channel"},
 	{"ct_int4_actorder", func(r *rand.Rand) (*builder, map[string][]float32) { return ctInt4ActorderCase(r, 32) }, "int4-packed"},
 	// group size 8: 12 groups scattered by g_idx, so that a short range's
 	// groups span widely and are read one by one (scratch.gather)
@@ -569,6 +570,29 @@ func ctInt4ActorderCase(r *rand.Rand, gs int) (*builder, map[string][]float32) {
 		o, c := i/I, i%I
 		g := int(gidx[c])
 		W[i] = (float32(q[i]) - float32(zp[o*G+g])) * s[o*G+g]
+	}
+	return b, map[string][]float32{X + ".weight": W}
+}
+
+// ctIntQuantizedCase: compressed-tensors int-quantized (W8A8 int8, as
+// llm-compressor writes it): weight I8 [out, in], weight_scale [out, 1];
+// forward.py _dequantize: x_q.to(scale.dtype) * scale (exact in float32).
+func ctIntQuantizedCase(r *rand.Rand) (*builder, map[string][]float32) {
+	b := newBuilder(map[string]any{"quantization_config": map[string]any{"quant_method": "compressed-tensors", "format": "int-quantized",
+		"config_groups": map[string]any{"group_0": map[string]any{"targets": []string{"Linear"}, "weights": map[string]any{"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": true}}}}})
+	X := "model.layers.0.mlp.up_proj"
+	O, I := 24, 72
+	q := make([]byte, O*I)
+	for i := range q {
+		q[i] = byte(r.IntN(256))
+	}
+	sb, s := half(dtype.BF16, scales(r, O, -9, -4))
+	b.put(X+".weight", "I8", []int64{int64(O), int64(I)}, q)
+	b.put(X+".weight_scale", "BF16", []int64{int64(O), 1}, sb)
+	b.put(X+".input_scale", "F32", []int64{1}, f32s([]float32{0.02}))
+	W := make([]float32, O*I)
+	for i := range W {
+		W[i] = float32(int8(q[i])) * s[i/I]
 	}
 	return b, map[string][]float32{X + ".weight": W}
 }
