@@ -65,6 +65,10 @@
 //     through its small argument: bitsandbytes' quant_state JSON and
 //     compressed-tensors' weight_shape. Without small, bitsandbytes weights
 //     are Problems and weight_shape is checked on each Dequantize call.
+//   - With a configuration, the KV-cache and activation scales of
+//     attention (X.k_scale, X.v_scale, X.q_scale, X.kv_scale,
+//     X.prob_scale; one float each) are hidden too: they are no weight of
+//     the unquantized model.
 //   - Stable output: Weights sorted by Name, Hidden and Problems sorted;
 //     Parts in the order Dequantize's read indexes them. A logical weight
 //     that keeps a stored name (X.weight of block FP8, MLX, bitsandbytes)

@@ -270,3 +270,21 @@ func TestGather(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheScalesHidden: a quantized checkpoint's KV-cache scales are not
+// model weights; without a configuration they are left alone.
+func TestCacheScalesHidden(t *testing.T) {
+	b, _ := ctNVFP4Case(rand.New(rand.NewPCG(7, 8)))
+	b.put("model.layers.0.self_attn.k_scale", "F32", []int64{}, f32s([]float32{1}))
+	b.put("model.layers.0.self_attn.v_scale", "F32", []int64{1}, f32s([]float32{1}))
+	c := b.build(t)
+	r := c.plan(t)
+	for _, n := range []string{"model.layers.0.self_attn.k_scale", "model.layers.0.self_attn.v_scale"} {
+		if !slices.Contains(r.Hidden, n) {
+			t.Errorf("%s not hidden: %v", n, r.Hidden)
+		}
+	}
+	if r := Plan(nil, c.tensors, nil); slices.Contains(r.Hidden, "model.layers.0.self_attn.k_scale") {
+		t.Errorf("hidden without a configuration: %v", r.Hidden)
+	}
+}

@@ -296,11 +296,26 @@ func (p *planner) run() {
 		if sc.method == p.cfg.Method {
 			p.scheme = sc.name
 			sc.plan(p)
+			p.hideCacheScales()
 			return
 		}
 	}
 	p.scheme = "unknown"
 	p.probs["(checkpoint)"] = fmt.Sprintf("quantization method %q (%s) is not supported: no weight is dequantized", p.cfg.Method, p.cfg.File)
+}
+
+// cacheScales are the scales a quantized checkpoint keeps for its
+// attention's KV cache and activations (ModelOpt, compressed-tensors,
+// fp8 with kv_cache_scheme): not weights of the unquantized model.
+var cacheScales = []string{".k_scale", ".v_scale", ".q_scale", ".kv_scale", ".prob_scale"}
+
+// hideCacheScales hides the KV-cache scales of a quantized checkpoint.
+func (p *planner) hideCacheScales() {
+	for _, nm := range p.names {
+		if _, ok := cutPart(nm, cacheScales...); ok && isScalar(p.t(nm)) && isScaleDType(p.t(nm).DType) {
+			p.hidden[nm] = true
+		}
+	}
 }
 
 func (p *planner) result() *Result {
