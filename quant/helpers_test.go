@@ -141,13 +141,19 @@ func shas(f []float32) (string, string, string) {
 	return h(b), h(bf), h(hf)
 }
 
+// weightByName finds a weight by a linear scan, and checks that
+// Result.Weight's binary search agrees.
 func weightByName(r *Result, name string) *Weight {
+	var w *Weight
 	for i := range r.Weights {
 		if r.Weights[i].Name == name {
-			return &r.Weights[i]
+			w = &r.Weights[i]
 		}
 	}
-	return nil
+	if r.Weight(name) != w {
+		panic("Result.Weight disagrees with a scan for " + name)
+	}
+	return w
 }
 
 // checkRanges compares Dequantize over odd sub-ranges with the whole.

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -19,6 +20,21 @@ type Result struct {
 	Weights  []Weight  // logical weights, sorted by Name
 	Hidden   []string  // stored names the converted views must not list, sorted
 	Problems []Problem // weights left out of the views, sorted by Name
+}
+
+// Weight returns the logical weight named name, nil when there is none.
+func (r *Result) Weight(name string) *Weight {
+	i, ok := slices.BinarySearchFunc(r.Weights, name, func(w Weight, n string) int { return strings.Compare(w.Name, n) })
+	if !ok {
+		return nil
+	}
+	return &r.Weights[i]
+}
+
+// IsHidden reports whether a stored name is left out of the converted views.
+func (r *Result) IsHidden(name string) bool {
+	_, ok := slices.BinarySearch(r.Hidden, name)
+	return ok
 }
 
 // Problem is a weight left out of the converted views and why (one line,

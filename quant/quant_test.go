@@ -74,6 +74,11 @@ func TestSharedFixtures(t *testing.T) {
 			if !slices.Equal(r.Hidden, wantHidden) {
 				t.Errorf("hidden %v, want %v", r.Hidden, wantHidden)
 			}
+			for n := range c.data {
+				if r.IsHidden(n) != slices.Contains(wantHidden, n) {
+					t.Errorf("IsHidden(%s) = %v", n, r.IsHidden(n))
+				}
+			}
 			quantized := 0
 			for _, l := range cs.Logical {
 				w := weightByName(r, l.Name)
