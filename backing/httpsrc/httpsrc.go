@@ -69,7 +69,7 @@ func NewWith(u *url.URL, opts Options) (store *Store, key string, err error) {
 	if logf == nil {
 		logf = log.Printf
 	}
-	s := &Store{base: url.URL{Scheme: u.Scheme, Host: u.Host, User: u.User}, query: u.RawQuery, client: &http.Client{Transport: remote.ProxyTransport(opts.Proxy, tr, logf), CheckRedirect: noReferer}}
+	s := &Store{base: url.URL{Scheme: u.Scheme, Host: u.Host, User: u.User}, query: u.RawQuery, client: &http.Client{Transport: remote.ProxyTransport(opts.Proxy, tr, noReferer, logf), CheckRedirect: noReferer}}
 	if isHuggingFace(u.Hostname()) {
 		s.token = os.Getenv("HF_TOKEN")
 	}

@@ -117,12 +117,10 @@ func New(ctx context.Context, bucket string, opts Options) (*Store, error) {
 		tr.ResponseHeaderTimeout = 30 * time.Second
 		tr.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		tr.DisableCompression = true
-		st.tier = &http.Client{
-			Transport: remote.TierTransport(opts.Proxy, tr, logf),
-			// S3 does not redirect a GET that it can serve; a
-			// redirect would carry the signature elsewhere.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+		// S3 does not redirect a GET that it can serve; a redirect
+		// would carry the signature elsewhere.
+		noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		st.tier = &http.Client{Transport: remote.TierTransport(opts.Proxy, tr, noRedirect, logf), CheckRedirect: noRedirect}
 		st.presign = s3.NewPresignClient(client)
 	}
 	return st, nil
