@@ -38,8 +38,8 @@ type Options struct {
 	// and the proxy's failure (default log.Printf).
 	Logf func(format string, args ...any)
 	// Proxy, when set, is an HTTP proxy (a cache tier) that the object's
-	// GETs go through, presigned (see presign.go); when it is down or
-	// answers 5xx they go to the endpoint directly (remote.TierTransport).
+	// GETs go through, presigned (see presign.go); when it fails in any
+	// way they go to the endpoint directly (remote.TierTransport).
 	Proxy *url.URL
 }
 
