@@ -255,7 +255,7 @@ func (r *Root) readExport(e *node, dest []byte, off int64) (fuse.ReadResult, sys
 		return nil, toErrno(err)
 	}
 	n := len(dest)
-	if x, ok := v.(*view.Export); ok && !r.opts.NoSplice {
+	if x, ok := v.(*view.Export); ok && !r.opts.NoSplice && n <= maxSpliced { // read.go
 		if end, src, at, ok := x.Segment(off); ok && end >= off+int64(n) {
 			if s, fd := r.exportFd(src); fd >= 0 {
 				if err := checkExtent(fd, at+int64(n)); err != nil {

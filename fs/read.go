@@ -2,9 +2,11 @@ package fs
 
 import (
 	"fmt"
+	"os"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/hanwen/go-fuse/v2/splice"
 	"golang.org/x/sys/unix"
 
 	"github.com/lazyweights/tensorfs/backing"
@@ -22,6 +24,16 @@ func spliceFd(src backing.Source) int {
 	}
 	return -1
 }
+
+// maxSpliced is the largest read handed to go-fuse to splice: go-fuse
+// grows a pipe to hold the reply (a 16-byte header and the data) and one
+// page more, and a pipe grows to /proc/sys/fs/pipe-max-size at most
+// (1 MiB by default). A larger read would fail there, be logged by
+// go-fuse ("trySplice: splice: want 1052688 bytes, max pipe size
+// 1048576"), then be copied after all; it is copied into dest instead,
+// quietly. Mount caps requests at it when it splices (MaxRequestSize),
+// but a kernel may still send a larger READ (a large folio read whole).
+var maxSpliced = splice.MaxPipeSize() - os.Getpagesize() - 16
 
 // clamp returns how many bytes a read of len(dest) at off may return from
 // a file of size bytes: 0 at or past the end.
@@ -74,7 +86,7 @@ func (r *Root) read(e *node, dest []byte, off int64) (fuse.ReadResult, syscall.E
 	var err error
 	if f.form == formDirect {
 		at := f.t.Offset + f.skip() + off
-		if fd := r.fds[f.t.Source]; fd >= 0 {
+		if fd := r.fds[f.t.Source]; fd >= 0 && n <= maxSpliced {
 			// go-fuse turns a splice that comes back short into a short
 			// reply, which the kernel takes for the end of the file; so
 			// the range must still exist before it is handed over.
@@ -169,7 +181,7 @@ func (r *Root) tiledSplice(src backing.Source, at int64, n int) (fuse.ReadResult
 		return nil, false
 	}
 	s, fd := r.exportFd(ps) // export.go: a counted chunk file has its number
-	if fd < 0 || checkExtent(fd, off+int64(n)) != nil {
+	if fd < 0 || n > maxSpliced || checkExtent(fd, off+int64(n)) != nil {
 		return nil, false
 	}
 	if s < 0 {
