@@ -83,7 +83,7 @@ func (r *Root) read(e *node, dest []byte, off int64) (fuse.ReadResult, syscall.E
 			}
 			return r.fdResult(f.t.Source, fd, at, n), 0 // cache.go
 		}
-		if res, ok := r.tiledSplice(r.sources[f.t.Source], at, n); ok {
+		if res, ok := r.gatheredSplice(r.sources[f.t.Source], at, n); ok {
 			return res, 0
 		}
 		got, err = r.sources[f.t.Source].ReadAt(dest[:n], at)
@@ -150,13 +150,13 @@ func (r *Root) reader(e *node) (view.Reader, error) {
 	return c.r, c.err
 }
 
-// tiledSplice serves a read of a tensor tiled from chunks (a distributed
-// checkpoint's) that lies in one chunk as one run, by splicing from the
-// chunk's file, as a stored tensor's read is: ok is false for any other
-// read (it crosses a chunk's end, or the file has no descriptor to
-// splice), which is then copied through ReadAt.
-func (r *Root) tiledSplice(src backing.Source, at int64, n int) (fuse.ReadResult, bool) {
-	tl, ok := src.(*backing.Tiled)
+// gatheredSplice serves a read of a source gathered from others
+// (backing.Gathered: a distributed checkpoint's tiled tensor) that lies
+// in one run, by splicing from the run's file, as a stored tensor's read
+// is: ok is false for any other read (it crosses a chunk's end, or the
+// file has no descriptor to splice), which is then copied through ReadAt.
+func (r *Root) gatheredSplice(src backing.Source, at int64, n int) (fuse.ReadResult, bool) {
+	tl, ok := src.(backing.Gathered)
 	if !ok {
 		return nil, false
 	}

@@ -385,8 +385,8 @@ const minTiledRun = 64 << 10
 // srcOff the offset in it of byte off, so a caller may copy [off, end)
 // straight from it (splice, copy_file_range). ok is false for the header
 // and for data that must be read with ReadAt. off must be in [0, Size()).
-// For a tensor tiled from chunks (backing.Tiled), the part is one chunk's
-// run: end may then lie before the tensor's end.
+// For a tensor gathered from other sources (backing.Gathered: one tiled
+// from chunks), the part is one run: end may then lie before the tensor's end.
 func (x *Export) Segment(off int64) (end int64, src backing.Source, srcOff int64, ok bool) {
 	if off < int64(len(x.header)) {
 		return int64(len(x.header)), nil, 0, false
@@ -398,7 +398,7 @@ func (x *Export) Segment(off int64) (end int64, src backing.Source, srcOff int64
 	pt := &x.parts[i]
 	if rg, isR := pt.r.(Ranger); isR {
 		if s, base, ok := rg.FileRange(); ok {
-			if tl, isT := s.(*backing.Tiled); isT {
+			if tl, isT := s.(backing.Gathered); isT {
 				// A tensor tiled from chunks (a distributed
 				// checkpoint's): the run of one chunk's file.
 				// Short runs (chunks along an inner dim) are
