@@ -439,17 +439,11 @@ func (c *Checkpoint) openPart(t TensorInfo, to dtype.DType, part *Split) (*Tenso
 		return nil, &TensorError{Source: c.path, Name: t.Name, Op: "open", Off: -1,
 			Err: fmt.Errorf("%w: no %s view of %s", ErrNotConvertible, to, t.DType)}
 	}
-	vto := to
+	form := view.Form{To: to, Split: part}
 	if native(t, to) {
-		vto = dtype.Invalid
+		form.To = dtype.Invalid
 	}
-	var v view.Reader
-	var err error
-	if part != nil {
-		v, err = view.NewSlice(it, src, vto, *part)
-	} else {
-		v, err = view.New(it, src, vto)
-	}
+	v, err := view.Open(it, src, form)
 	if err != nil {
 		return nil, &TensorError{Source: c.path, Name: t.Name, Op: "open", Off: -1, Err: err}
 	}

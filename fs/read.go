@@ -8,7 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lazyweights/tensorfs/backing"
-	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/view"
 )
 
@@ -108,8 +107,8 @@ func (r *Root) read(e *node, dest []byte, off int64) (fuse.ReadResult, syscall.E
 // reader returns the view.Reader of tensor file e (any form but
 // formDirect), building it on first use. Concurrent first reads may each
 // build one; the first stored is kept and the others dropped (readers
-// hold no state). NewRoot sized the file with view.Size or view.NPYSize,
-// which run the checks New and NewNPY run, so building cannot fail;
+// hold no state). NewRoot sized the file with view.Sizeof,
+// which runs the checks view.Open runs, so building cannot fail;
 // should it, or should the size differ, the file is EIO from then on,
 // with one log line.
 func (r *Root) reader(e *node) (view.Reader, error) {
@@ -123,16 +122,9 @@ func (r *Root) reader(e *node) (view.Reader, error) {
 	src := r.viewSource(f.t.Source) // counts served bytes: cache.go
 	var v view.Reader
 	var err error
-	switch {
-	case f.sliced():
-		v, err = r.sliceReader(f, src) // split.go
-	case f.form == formNative:
-		v, err = view.New(f.t, src, dtype.Invalid)
-	case f.form == formConverted:
-		v, err = view.New(f.t, src, f.dtype)
-	case f.form == formNPY:
-		v, err = view.NewNPY(f.t, src)
-	default:
+	if form, ok := f.viewForm(); ok {
+		v, err = view.Open(f.t, src, form)
+	} else {
 		err = fmt.Errorf("no reader for a %s file", f.form)
 	}
 	if err == nil && v.Size() != f.size {

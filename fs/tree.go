@@ -215,10 +215,33 @@ const (
 	// formDirect: the file is [t.Offset, t.Offset+t.Size) of its source,
 	// served without a view (spliced where the source has a descriptor).
 	formDirect    tensorForm = iota + 1
-	formNative               // view.New(t, src, dtype.Invalid): strided or big-endian, as stored
-	formConverted            // view.New(t, src, dtype): converted to the file's dtype
-	formNPY                  // view.NewNPY(t, src)
+	formNative               // view.Form{}: strided or big-endian, as stored
+	formConverted            // view.Form{To: dtype}: converted to the file's dtype
+	formNPY                  // view.Form{NPY: true}
 )
+
+// viewForm returns the view.Form whose reader (view.Open) serves f's
+// bytes, its part's where f is one (a part served directly is read
+// through the native view); ok is false for a whole file served without
+// a view (formDirect).
+func (f *fileData) viewForm() (form view.Form, ok bool) {
+	if f.sliced() {
+		s := f.split()
+		form.Split = &s
+	}
+	switch f.form {
+	case formDirect:
+		return form, f.sliced()
+	case formNative:
+	case formConverted:
+		form.To = f.dtype
+	case formNPY:
+		form.NPY = true
+	default:
+		return form, false
+	}
+	return form, true
+}
 
 func (f tensorForm) String() string {
 	switch f {
@@ -541,7 +564,7 @@ func (r *Root) buildPaths() error {
 				r.drop(t, fv.dt.String(), err)
 			}
 		}
-		if _, err := view.NPYSize(t, r.sources[t.Source]); err == nil {
+		if _, err := view.Sizeof(t, r.sources[t.Source], view.Form{NPY: true}); err == nil {
 			in[i] |= inNPY
 		} // else no .npy form (complex32, a quantized type without dequantizer...)
 	}
@@ -580,7 +603,7 @@ func viewIndex(dt dtype.DType) int {
 }
 
 // storedFile serves t as stored: directly from its source when it is one
-// contiguous little-endian range, through view.New otherwise (built on
+// contiguous little-endian range, through view.Open otherwise (built on
 // first read; view.Size checks now everything New would).
 func (r *Root) storedFile(t *index.Tensor) (fileData, error) {
 	src := r.sources[t.Source]
@@ -592,7 +615,7 @@ func (r *Root) storedFile(t *index.Tensor) (fileData, error) {
 		f.form, f.size = formDirect, t.Size
 		return f, nil
 	}
-	size, err := view.Size(t, src, dtype.Invalid)
+	size, err := view.Sizeof(t, src, view.Form{})
 	if err != nil {
 		return fileData{}, err
 	}
@@ -610,7 +633,7 @@ func (r *Root) viewFile(t *index.Tensor, dt dtype.DType) (f fileData, ok bool, e
 	if !view.Convertible(t, dt) {
 		return fileData{}, false, nil
 	}
-	size, err := view.Size(t, r.sources[t.Source], dt)
+	size, err := view.Sizeof(t, r.sources[t.Source], view.Form{To: dt})
 	if err != nil {
 		return fileData{}, false, err
 	}
