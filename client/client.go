@@ -33,6 +33,18 @@ type TensorInfo struct {
 	// little-endian range of it; Offset is -1 otherwise.
 	Source string
 	Offset int64
+	// Role says which listings hold it (Listed): stored, a part of a
+	// logical tensor, or a logical tensor.
+	Role index.Role
+}
+
+// Listed reports whether the tensors a reader of dtype to gets (Stream,
+// Fill, TensorsIn) include t: AsStored lists every stored tensor, parts
+// included; a view dtype lists the stored tensors that are not parts
+// and the logical ones (index.Tensor.Listed).
+func (t TensorInfo) Listed(to dtype.DType) bool {
+	it := index.Tensor{Role: t.Role}
+	return it.Listed(to != AsStored)
 }
 
 // NumElements returns the product of the shape (1 for a scalar).
@@ -175,7 +187,7 @@ func FromIndex(path string, idx *index.Index, files []backing.Source) (*Checkpoi
 		}
 		infos[i] = TensorInfo{
 			Name: t.Name, Path: t.Path, DType: t.DType, Shape: t.Shape, Size: t.Size,
-			Source: src, Offset: off,
+			Source: src, Offset: off, Role: t.Role,
 		}
 	}
 	if err := c.setTensors(infos); err != nil {
@@ -300,6 +312,19 @@ func (c *Checkpoint) Unserved() []Unserved { return append([]Unserved(nil), c.un
 // Tensors returns every tensor in index order (sorted by name). The slice
 // is a copy; the Shape slices are shared and must not be modified.
 func (c *Checkpoint) Tensors() []TensorInfo { return append([]TensorInfo(nil), c.tensors...) }
+
+// TensorsIn returns the tensors a reader of dtype to gets (Listed), in
+// index order: what Stream and Fill deliver with that DType and no
+// Filter.
+func (c *Checkpoint) TensorsIn(to dtype.DType) []TensorInfo {
+	var out []TensorInfo
+	for _, t := range c.tensors {
+		if t.Listed(to) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
 
 // Tensor returns the tensor with this exact name.
 func (c *Checkpoint) Tensor(name string) (TensorInfo, bool) {

@@ -555,18 +555,15 @@ func (r *Root) buildPaths() error {
 	in := make([]uint8, len(tensors))
 	for i := range tensors {
 		t := &tensors[i]
-		in[i] = inStored
-		for k, fv := range floatViews {
-			_, ok, err := r.viewFile(t, fv.dt)
-			if ok {
-				in[i] |= inBF16 << k
-			} else if err != nil {
-				r.drop(t, fv.dt.String(), err)
-			}
+		if t.Listed(false) { // the stored tree and .npy/
+			in[i] = inStored
+			if _, err := view.Sizeof(t, r.sources[t.Source], view.Form{NPY: true}); err == nil {
+				in[i] |= inNPY
+			} // else no .npy form (complex32, a quantized type without dequantizer...)
 		}
-		if _, err := view.Sizeof(t, r.sources[t.Source], view.Form{NPY: true}); err == nil {
-			in[i] |= inNPY
-		} // else no .npy form (complex32, a quantized type without dequantizer...)
+		if t.Listed(true) { // the float views
+			in[i] |= r.convertedIn(t)
+		}
 	}
 	pt, err := buildPathTree(tensors, in, func(t uint32, err error) { r.drop(&tensors[t], "npy", err) })
 	if c, ok := err.(*pathClash); ok {
@@ -590,6 +587,22 @@ func (r *Root) buildPaths() error {
 	}
 	r.places[placeNPY] = inNPY
 	return nil
+}
+
+// convertedIn returns the membership bits of the float views that show
+// t (index.Tensor.Listed decides whether they list it at all), logging
+// each view t cannot be served in.
+func (r *Root) convertedIn(t *index.Tensor) uint8 {
+	var in uint8
+	for k, fv := range floatViews {
+		_, ok, err := r.viewFile(t, fv.dt)
+		if ok {
+			in |= inBF16 << k
+		} else if err != nil {
+			r.drop(t, fv.dt.String(), err)
+		}
+	}
+	return in
 }
 
 // viewIndex returns the position of dt among floatViews.

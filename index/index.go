@@ -33,6 +33,53 @@ type Tensor struct {
 	// Check, when set, is the CRC-32 of the stored zip member holding
 	// the tensor (header included), for a reader that reads it whole.
 	Check *Check
+	// Role says which listings show the tensor (Listed): stored (the
+	// zero value), a part of a logical tensor, or a logical tensor.
+	Role Role
+}
+
+// Role is what a tensor is to the model a checkpoint encodes. Only the
+// listings consult it (the mounted tree, the exports, index.json, the
+// client's tensor list); every reader reads any tensor alike.
+type Role uint8
+
+const (
+	// RoleStored is a tensor as the checkpoint stores it, which is
+	// also a tensor of the model: in every view.
+	RoleStored Role = iota
+	// RolePart is a stored tensor that is one part of a logical
+	// tensor (a quantized weight's codes, its scales): in the native
+	// tree and its export only.
+	RolePart
+	// RoleLogical is a tensor of the model that the checkpoint does
+	// not store as such but as parts (a quantized weight, read as its
+	// values): in the converted views and their exports only, never
+	// in the native tree.
+	RoleLogical
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleStored:
+		return "stored"
+	case RolePart:
+		return "part"
+	case RoleLogical:
+		return "logical"
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// Listed reports whether a listing shows t: the native listing
+// (converted false: the stored tree, its export, .npy/) shows every
+// stored tensor, parts included; a converted one (.f32/ and the other
+// float views, their exports, convert and load with a dtype) shows the
+// stored tensors that are not parts, and the logical ones.
+func (t *Tensor) Listed(converted bool) bool {
+	if converted {
+		return t.Role != RolePart
+	}
+	return t.Role != RoleLogical
 }
 
 // Contiguous reports whether the tensor is one contiguous byte range of its

@@ -128,7 +128,8 @@ var _ Reader = (*Export)(nil)
 
 // NewExport returns the safetensors export of idx, whose Sources[i] is
 // read through srcs[i], in view dtype to (dtype.Invalid: the stored
-// dtypes; see ExportForm for what lands in it). It fails when a tensor
+// dtypes; see ExportForm for what lands in it). The tensors are those
+// index.Tensor.Listed shows in that view. It fails when a tensor
 // cannot be served (the checks New runs), when two tensors would have the
 // same name in it, or when the header would exceed MaxExportHeader.
 func NewExport(idx *index.Index, srcs []backing.Source, to dtype.DType) (*Export, error) {
@@ -166,11 +167,14 @@ func layoutExport(idx *index.Index, srcs []backing.Source, to dtype.DType, sizeO
 	if to != dtype.Invalid && !to.IsFloatView() {
 		return nil, fmt.Errorf("view: export: %s is not a view dtype (want F32, F16, BF16 or F64)", to)
 	}
-	x := &Export{parts: make([]exportPart, len(idx.Tensors))}
+	x := &Export{parts: make([]exportPart, 0, len(idx.Tensors))}
 	relabeled := map[string]any{}
 	renamed := false
 	for i := range idx.Tensors {
 		t := &idx.Tensors[i]
+		if !t.Listed(to != dtype.Invalid) {
+			continue // a part in a converted export, a logical tensor in the native one
+		}
 		if t.Source < 0 || t.Source >= len(srcs) {
 			return nil, fmt.Errorf("view: export: tensor %q: source %d out of range", t.Name, t.Source)
 		}
@@ -198,7 +202,7 @@ func layoutExport(idx *index.Index, srcs []backing.Source, to dtype.DType, sizeO
 			}
 			relabeled[name] = map[string]any{"dtype": t.DType.String(), "shape": st}
 		}
-		x.parts[i] = exportPart{t: t, src: srcs[t.Source], name: name, dt: dt, shape: shape, conv: conv, align: max(1, dt.ElemSize()), plan: pl}
+		x.parts = append(x.parts, exportPart{t: t, src: srcs[t.Source], name: name, dt: dt, shape: shape, conv: conv, align: max(1, dt.ElemSize()), plan: pl})
 	}
 	// Data order: widest alignment first, then by name, so every
 	// tensor's data starts at a multiple of its element size (each

@@ -11,6 +11,7 @@ import (
 	"hash"
 	"os"
 	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -172,7 +173,7 @@ func runLoad(args []string) error {
 	if ck.IsMount() && f.isSet("io") {
 		return usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", source)
 	}
-	tensors := ck.Tensors()
+	tensors := ck.TensorsIn(to)
 	unserved := ck.Unserved()
 	logUnserved(source, unserved)
 
@@ -243,6 +244,12 @@ type loadSink struct {
 	pending map[int][32]byte // GUARDED_BY(mu): finished, not yet printed
 }
 
+// order returns the position among s.names (the tensors loaded, in
+// index order) of the tensor at index i of the checkpoint.
+func (s *loadSink) order(i int) int {
+	return sort.Search(len(s.names), func(k int) bool { return s.names[k].Index >= i })
+}
+
 type loadTensor struct {
 	s     *loadSink
 	index int
@@ -250,7 +257,7 @@ type loadTensor struct {
 }
 
 func (s *loadSink) Begin(t client.TensorInfo, dt dtype.DType, size int64) (client.TensorSink, error) {
-	lt := &loadTensor{s: s, index: t.Index}
+	lt := &loadTensor{s: s, index: s.order(t.Index)}
 	if s.hash {
 		lt.h = sha256.New()
 	}

@@ -88,7 +88,7 @@ func loadGPU(f *flags, g gpuLoad) error {
 	if ck.IsMount() && g.ioSet {
 		return usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", g.source)
 	}
-	tensors := ck.Tensors()
+	tensors := ck.TensorsIn(g.to)
 	unserved := ck.Unserved()
 	logUnserved(g.source, unserved)
 	var split func(client.TensorInfo) *client.Split

@@ -43,6 +43,9 @@ func runLs(args []string) error {
 	fmt.Fprintln(tw, "NAME\tDTYPE\tSHAPE\tBYTES")
 	for i := range ckpt.idx.Tensors {
 		t := &ckpt.idx.Tensors[i]
+		if !t.Listed(false) {
+			continue // a logical tensor: in the converted views only
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", displayName(t.Name), t.DType, shapeString(t.Shape), t.Size)
 	}
 	if err := tw.Flush(); err != nil {

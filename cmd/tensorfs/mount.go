@@ -234,15 +234,18 @@ func checkEmpty(mountpoint string) error {
 // servedCount says how many tensors the top level of the mount serves:
 // all of them, or with --dtype those that have a view in it.
 func servedCount(ckpt *checkpoint, to dtype.DType) string {
-	n := len(ckpt.idx.Tensors)
-	if to == dtype.Invalid {
-		return plural(n, "tensor")
-	}
-	conv := 0
+	n, conv := 0, 0
 	for i := range ckpt.idx.Tensors {
-		if t := &ckpt.idx.Tensors[i]; t.DType == to || view.Convertible(t, to) {
+		t := &ckpt.idx.Tensors[i]
+		if t.Listed(false) {
+			n++
+		}
+		if t.Listed(true) && (t.DType == to || view.Convertible(t, to)) {
 			conv++
 		}
+	}
+	if to == dtype.Invalid {
+		return plural(n, "tensor")
 	}
 	s := plural(conv, "tensor") + " as " + to.Name()
 	if conv < n {
