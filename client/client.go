@@ -142,12 +142,21 @@ func openSource(path string, opts Options) (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
+	return FromSource(path, ck, so.Backing.Mode)
+}
+
+// FromSource wraps a checkpoint that source.Load has loaded, its local
+// files read in mode, as a Checkpoint, which takes ownership of its
+// sources (Close closes them). It is what Open does after loading: a
+// command that loads a SOURCE itself (to log, check or mount it) reads
+// it through the same Checkpoint.
+func FromSource(path string, ck *source.Checkpoint, mode backing.Mode) (*Checkpoint, error) {
 	c, err := FromIndex(path, ck.Index, ck.Sources)
 	if err != nil {
 		return nil, err
 	}
 	c.remote = ck.Remote != nil
-	c.dropMapped = !c.remote && so.Backing.Mode == backing.Mmap
+	c.dropMapped = !c.remote && mode == backing.Mmap
 	return c, nil
 }
 

@@ -55,7 +55,7 @@ func runCat(args []string) error {
 		return usagef("cat: --dtype and --npy cannot be combined")
 	}
 	source, name := f.Arg(0), f.Arg(1)
-	ckpt, err := loadCheckpoint(source, backing.Mmap)
+	ckpt, err := openSource(source, sourceOptions{Mode: backing.Mmap})
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/bytesize"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/dtype"
@@ -155,8 +154,9 @@ func runLoad(args []string) error {
 		return err
 	}
 
-	ro, err := remoteOptions()
-	if err != nil {
+	// The remote flags, checked before any work (openSource checks
+	// them again).
+	if _, err := remoteOptions(); err != nil {
 		return err
 	}
 	stopProfile, err := startCPUProfile("load", *cpuProfile)
@@ -164,18 +164,21 @@ func runLoad(args []string) error {
 		return err
 	}
 	defer stopProfile()
-	ck, err := client.OpenWith(source, client.Options{Backing: &backing.Options{Mode: mode}, Remote: &ro})
+	opened, err := openSource(source, sourceOptions{Mode: mode, Mount: true})
+	if err != nil {
+		return err
+	}
+	defer opened.close()
+	ck, err := opened.client()
 	if err != nil {
 		return err
 	}
 	defer ck.Close()
-	logNotes(ck.Notes())
 	if ck.IsMount() && f.isSet("io") {
 		return usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", source)
 	}
 	tensors := ck.TensorsIn(to)
 	unserved := ck.Unserved()
-	logUnserved(source, unserved)
 
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
 	sink := &loadSink{hash: *sha, out: out, n: len(tensors), pending: map[int][32]byte{}, names: tensors}

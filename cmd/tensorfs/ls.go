@@ -27,7 +27,7 @@ func runLs(args []string) error {
 	if err := f.parse(args, 1, 1); err != nil {
 		return err
 	}
-	ckpt, err := loadCheckpoint(f.Arg(0), backing.Pread)
+	ckpt, err := openSource(f.Arg(0), sourceOptions{Mode: backing.Pread})
 	if err != nil {
 		return err
 	}

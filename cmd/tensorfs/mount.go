@@ -114,7 +114,7 @@ func runMount(args []string) error {
 	}
 
 	// Everything is validated before anything is mounted.
-	ckpt, err := loadCheckpoint(source, mode)
+	ckpt, err := openSource(source, sourceOptions{Mode: mode})
 	if err != nil {
 		return err
 	}
