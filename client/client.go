@@ -80,6 +80,9 @@ type Checkpoint struct {
 	dropMapped bool
 	// remote: the files are remote sources (s3://, http(s)://).
 	remote bool
+	// loaded is what source.Load returned (its Sources are files),
+	// for the files beside it (Beside); nil otherwise.
+	loaded *source.Checkpoint
 
 	// Mount access; "" for a direct checkpoint.
 	mount string
@@ -157,7 +160,19 @@ func FromSource(path string, ck *source.Checkpoint, mode backing.Mode) (*Checkpo
 	}
 	c.remote = ck.Remote != nil
 	c.dropMapped = !c.remote && mode == backing.Mmap
+	c.loaded = ck
 	return c, nil
+}
+
+// Beside returns the files of the model directory beside the checkpoint
+// (config.json, tokenizer files...), found one way for every SOURCE kind
+// (source.Checkpoint.Beside); none for a mount or a Checkpoint made by
+// FromIndex. Close closes them.
+func (c *Checkpoint) Beside(ctx context.Context) ([]source.File, error) {
+	if c.loaded == nil {
+		return nil, nil
+	}
+	return c.loaded.Beside(ctx)
 }
 
 // FromIndex wraps an index that the caller has already loaded, with its
@@ -234,6 +249,11 @@ func (c *Checkpoint) Close() error {
 		}
 	}
 	c.files = nil
+	if c.loaded != nil {
+		c.loaded.Sources = nil // the files, closed above
+		c.loaded.Close()       // the files beside it
+		c.loaded = nil
+	}
 	return first
 }
 

@@ -93,7 +93,7 @@ type Options struct {
 	UID, GID *uint32
 
 	// ExportFiles go beside model.safetensors in every .safetensors/
-	// directory (see export.go and ModelDirFiles).
+	// directory (see export.go and source.Checkpoint.Beside).
 	ExportFiles []ExportFile
 
 	// Extra are directories of fixed files that the command serves at the

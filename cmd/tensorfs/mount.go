@@ -120,14 +120,16 @@ func runMount(args []string) error {
 	}
 	defer ckpt.close()
 	// A model directory's config and tokenizer files, for .safetensors/.
-	exportFiles, err := fs.ModelDirFiles(source, ckpt.idx)
-	if err == nil && ckpt.remote != nil {
-		exportFiles, err = remoteModelDirFiles(ckpt.remote, source, ckpt.idx)
-	}
+	// They stay open (the checkpoint's: ckpt.close closes them) until
+	// the server has stopped.
+	beside, err := ckpt.beside()
 	if err != nil {
 		return err
 	}
-	defer fs.CloseExportFiles(exportFiles)
+	var exportFiles []fs.ExportFile
+	for _, b := range beside {
+		exportFiles = append(exportFiles, fs.ExportFile{Name: b.Name, Src: b.Src})
+	}
 	logger := log.New(os.Stderr, "tensorfs: ", 0)
 	if f.isSet("gpu") && *gpuFlag < 0 {
 		return usagef("mount: --gpu: %d is not a device ordinal (0, 1, ...)", *gpuFlag)

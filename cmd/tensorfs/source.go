@@ -28,6 +28,18 @@ type checkpoint struct {
 	sources []backing.Source // sources[i] reads idx.Sources[i]
 	remote  *remote.Client   // a remote SOURCE's client, else nil
 	mount   *client.Checkpoint
+	loaded  *source.Checkpoint // what source.Load returned; nil for a mount
+}
+
+// beside returns the files of the model directory beside the
+// checkpoint (source.Checkpoint.Beside): config.json, tokenizer
+// files...; none for a mount. They are the checkpoint's: close closes
+// them.
+func (c *checkpoint) beside() ([]source.File, error) {
+	if c.loaded == nil {
+		return nil, nil
+	}
+	return c.loaded.Beside(context.Background())
 }
 
 // sourceOptions say how a command opens its SOURCE.
@@ -83,7 +95,7 @@ func openSource(path string, o sourceOptions) (*checkpoint, error) {
 	for _, u := range ck.Index.Unserved {
 		logUnserved(path, []client.Unserved{{Name: u.Name, Type: u.Type, Why: u.Why}})
 	}
-	return &checkpoint{path: path, mode: o.Mode, idx: ck.Index, sources: ck.Sources, remote: ck.Remote}, nil
+	return &checkpoint{path: path, mode: o.Mode, idx: ck.Index, sources: ck.Sources, remote: ck.Remote, loaded: ck}, nil
 }
 
 // client returns c read through the client, which takes over its
@@ -94,11 +106,11 @@ func (c *checkpoint) client() (*client.Checkpoint, error) {
 		c.mount = nil
 		return ck, nil
 	}
-	ck, err := client.FromSource(c.path, &source.Checkpoint{Index: c.idx, Sources: c.sources, Remote: c.remote}, c.mode)
+	ck, err := client.FromSource(c.path, c.loaded, c.mode)
 	if err != nil {
 		return nil, err
 	}
-	c.sources = nil
+	c.sources, c.loaded.Sources = nil, nil
 	return ck, nil
 }
 
@@ -129,6 +141,11 @@ func (c *checkpoint) close() {
 		s.Close()
 	}
 	c.sources = nil
+	if c.loaded != nil {
+		c.loaded.Sources = nil // closed above, or the client's
+		c.loaded.Close()       // the files beside it
+		c.loaded = nil
+	}
 	if c.mount != nil {
 		c.mount.Close()
 		c.mount = nil
