@@ -105,7 +105,7 @@
 //     at each open);
 //   - .f32/ .f16/ .bf16/ .f64/: the tree of tensors that view.Convertible
 //     accepts (a tensor already in that dtype is served as stored), and
-//     .npy/ with <path>.npy for each tensor view.NewNPY accepts. Each
+//     .npy/ with <path>.npy for each tensor view.Open accepts as .npy. Each
 //     exists even with no tensor in it (a checkpoint of integers, or of
 //     no tensors; .native/ too, with Options.View), so that its
 //     .safetensors/ export does: its place is then empty. Inside a view,
