@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/dcp"
 )
@@ -38,35 +37,15 @@ func (l *loader) dcpDir(dir string, files []string) (idx *index.Index, ok bool, 
 		return nil, true, err
 	}
 	l.files = append(l.files, dfiles...)
-	for _, m := range idx.Members {
-		src, err := openTiles(idx.SourceName(m.Source), l.files, m)
+	for i := range idx.Members {
+		m := &idx.Members[i]
+		src, err := l.openMember(idx.SourceName(m.Source), l.files, m)
 		if err != nil {
 			return nil, true, index.ErrorAt(mp, "tensor "+fmt.Sprintf("%q", m.Name), "%v", err)
 		}
 		l.files = append(l.files, src)
 	}
 	return idx, true, nil
-}
-
-// openTiles opens member m of method MethodTiles: a backing.Tiled over
-// its chunks' files, named name (read without the parsing view: a mapped file is read
-// through its mapping).
-func openTiles(name string, files []index.File, m index.Member) (index.File, error) {
-	if m.Method != index.MethodTiles || m.Tiles == nil {
-		return nil, fmt.Errorf("internal error: member method %d", m.Method)
-	}
-	tiles := make([]backing.Tile, len(m.Tiles.Chunks))
-	for i, c := range m.Tiles.Chunks {
-		if c.Source < 0 || c.Source >= len(files) {
-			return nil, fmt.Errorf("internal error: chunk source %d of %d", c.Source, len(files))
-		}
-		var f backing.ReaderAt = files[c.Source]
-		if s, ok := f.(backing.Source); ok {
-			f = backing.Unwrap(s)
-		}
-		tiles[i] = backing.Tile{Src: f, Offset: c.Offset, Start: c.Start, Shape: c.Shape}
-	}
-	return backing.NewTiled(name, m.Tiles.Shape, m.Tiles.ElemSize, tiles)
 }
 
 // insideDir refuses a file of dir that is a symbolic link leading out of

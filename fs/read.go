@@ -10,7 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lazyweights/tensorfs/backing"
-	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/view"
 )
 
@@ -95,7 +94,7 @@ func (r *Root) read(e *node, dest []byte, off int64) (fuse.ReadResult, syscall.E
 			}
 			return r.fdResult(f.t.Source, fd, at, n), 0 // cache.go
 		}
-		if res, ok := r.tiledSplice(r.sources[f.t.Source], at, n); ok {
+		if res, ok := r.gatheredSplice(r.sources[f.t.Source], at, n); ok {
 			return res, 0
 		}
 		got, err = r.sources[f.t.Source].ReadAt(dest[:n], at)
@@ -120,8 +119,8 @@ func (r *Root) read(e *node, dest []byte, off int64) (fuse.ReadResult, syscall.E
 // reader returns the view.Reader of tensor file e (any form but
 // formDirect), building it on first use. Concurrent first reads may each
 // build one; the first stored is kept and the others dropped (readers
-// hold no state). NewRoot sized the file with view.Size or view.NPYSize,
-// which run the checks New and NewNPY run, so building cannot fail;
+// hold no state). NewRoot sized the file with view.Sizeof,
+// which runs the checks view.Open runs, so building cannot fail;
 // should it, or should the size differ, the file is EIO from then on,
 // with one log line.
 func (r *Root) reader(e *node) (view.Reader, error) {
@@ -135,16 +134,9 @@ func (r *Root) reader(e *node) (view.Reader, error) {
 	src := r.viewSource(f.t.Source) // counts served bytes: cache.go
 	var v view.Reader
 	var err error
-	switch {
-	case f.sliced():
-		v, err = r.sliceReader(f, src) // split.go
-	case f.form == formNative:
-		v, err = view.New(f.t, src, dtype.Invalid)
-	case f.form == formConverted:
-		v, err = view.New(f.t, src, f.dtype)
-	case f.form == formNPY:
-		v, err = view.NewNPY(f.t, src)
-	default:
+	if form, ok := f.viewForm(); ok {
+		v, err = view.Open(f.t, src, form)
+	} else {
 		err = fmt.Errorf("no reader for a %s file", f.form)
 	}
 	if err == nil && v.Size() != f.size {
@@ -162,13 +154,13 @@ func (r *Root) reader(e *node) (view.Reader, error) {
 	return c.r, c.err
 }
 
-// tiledSplice serves a read of a tensor tiled from chunks (a distributed
-// checkpoint's) that lies in one chunk as one run, by splicing from the
-// chunk's file, as a stored tensor's read is: ok is false for any other
-// read (it crosses a chunk's end, or the file has no descriptor to
-// splice), which is then copied through ReadAt.
-func (r *Root) tiledSplice(src backing.Source, at int64, n int) (fuse.ReadResult, bool) {
-	tl, ok := src.(*backing.Tiled)
+// gatheredSplice serves a read of a source gathered from others
+// (backing.Gathered: a distributed checkpoint's tiled tensor) that lies
+// in one run, by splicing from the run's file, as a stored tensor's read
+// is: ok is false for any other read (it crosses a chunk's end, or the
+// file has no descriptor to splice), which is then copied through ReadAt.
+func (r *Root) gatheredSplice(src backing.Source, at int64, n int) (fuse.ReadResult, bool) {
+	tl, ok := src.(backing.Gathered)
 	if !ok {
 		return nil, false
 	}

@@ -78,7 +78,7 @@ func (idx *Index) Document() Document {
 		Format:   idx.Format,
 		Sources:  idx.Files(), // not the compressed members
 		Metadata: idx.Metadata,
-		Tensors:  make([]DocTensor, len(idx.Tensors)),
+		Tensors:  make([]DocTensor, 0, len(idx.Tensors)),
 	}
 	if d.Sources == nil {
 		d.Sources = []string{}
@@ -88,6 +88,9 @@ func (idx *Index) Document() Document {
 	}
 	for i := range idx.Tensors {
 		t := &idx.Tensors[i]
+		if !t.Listed(false) {
+			continue // a logical tensor: not a file of the stored tree
+		}
 		dt := DocTensor{
 			Name:    t.Name,
 			NameHex: NameHex(t.Name),
@@ -104,7 +107,7 @@ func (idx *Index) Document() Document {
 			off := t.Offset
 			dt.Offset = &off
 		}
-		d.Tensors[i] = dt
+		d.Tensors = append(d.Tensors, dt)
 	}
 	if !slices.IsSortedFunc(d.Tensors, func(a, b DocTensor) int { return cmpString(a.Name, b.Name) }) {
 		slices.SortStableFunc(d.Tensors, func(a, b DocTensor) int { return cmpString(a.Name, b.Name) })

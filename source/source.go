@@ -69,6 +69,9 @@ type Checkpoint struct {
 	// Remote is a remote SOURCE's client (listing, opening objects beside
 	// the checkpoint), else nil.
 	Remote *remote.Client
+
+	path   string // the SOURCE Load was given
+	beside *besideFiles
 }
 
 // Close closes the sources.
@@ -80,6 +83,10 @@ func (c *Checkpoint) Close() error {
 		}
 	}
 	c.Sources = nil
+	if c.beside != nil {
+		closeBeside(c.beside.files)
+		c.beside = nil
+	}
 	return first
 }
 
@@ -101,10 +108,18 @@ func IsMount(path string) bool {
 // directory, or a remote SOURCE; see IsRemote) completely and returns it
 // open. A mount point is not a checkpoint: see IsMount.
 func Load(ctx context.Context, source string, opts Options) (*Checkpoint, error) {
+	var ck *Checkpoint
+	var err error
 	if IsRemote(source) {
-		return loadRemote(ctx, source, opts.Remote, opts.formats())
+		ck, err = loadRemote(ctx, source, opts.Remote, opts.formats())
+	} else {
+		ck, err = loadLocal(source, opts.Backing, opts.formats())
 	}
-	return loadLocal(source, opts.Backing, opts.formats())
+	if err != nil {
+		return nil, err
+	}
+	ck.path, ck.beside = source, &besideFiles{}
+	return ck, nil
 }
 
 // loadLocal loads a local file or directory, its files read in mode

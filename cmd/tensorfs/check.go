@@ -58,9 +58,9 @@ func runCheck(args []string) error {
 	source := f.Arg(0)
 	rep := checkReport{Source: source, Problems: []check.Problem{}}
 	var loading []check.Problem
-	ckpt, err := loadCheckpointWith(source, backing.Pread, func(err error) {
+	ckpt, err := openSource(source, sourceOptions{Mode: backing.Pread, Report: func(err error) {
 		loading = append(loading, check.FromError(err))
-	})
+	}})
 	var ue *usageError
 	switch {
 	case errors.As(err, &ue):

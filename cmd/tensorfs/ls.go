@@ -24,7 +24,7 @@ func runLs(args []string) error {
 	if err := f.parse(args, 1, 1); err != nil {
 		return err
 	}
-	ckpt, err := loadCheckpoint(f.Arg(0), backing.Pread)
+	ckpt, err := openSource(f.Arg(0), sourceOptions{Mode: backing.Pread})
 	if err != nil {
 		return err
 	}
@@ -40,6 +40,9 @@ func runLs(args []string) error {
 	fmt.Fprintln(tw, "NAME\tDTYPE\tSHAPE\tBYTES")
 	for i := range ckpt.idx.Tensors {
 		t := &ckpt.idx.Tensors[i]
+		if !t.Listed(false) {
+			continue // a logical tensor: in the converted views only
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", displayName(t.Name), t.DType, shapeString(t.Shape), t.Size)
 	}
 	if err := tw.Flush(); err != nil {

@@ -117,20 +117,22 @@ func runMount(args []string) error {
 	}
 
 	// Everything is validated before anything is mounted.
-	ckpt, err := loadCheckpoint(source, mode)
+	ckpt, err := openSource(source, sourceOptions{Mode: mode})
 	if err != nil {
 		return err
 	}
 	defer ckpt.close()
 	// A model directory's config and tokenizer files, for .safetensors/.
-	exportFiles, err := fs.ModelDirFiles(source, ckpt.idx)
-	if err == nil && ckpt.remote != nil {
-		exportFiles, err = remoteModelDirFiles(ckpt.remote, source, ckpt.idx)
-	}
+	// They stay open (the checkpoint's: ckpt.close closes them) until
+	// the server has stopped.
+	beside, err := ckpt.beside()
 	if err != nil {
 		return err
 	}
-	defer fs.CloseExportFiles(exportFiles)
+	var exportFiles []fs.ExportFile
+	for _, b := range beside {
+		exportFiles = append(exportFiles, fs.ExportFile{Name: b.Name, Src: b.Src})
+	}
 	logger := log.New(os.Stderr, "tensorfs: ", 0)
 	if f.isSet("gpu") && *gpuFlag < 0 {
 		return usagef("mount: --gpu: %d is not a device ordinal (0, 1, ...)", *gpuFlag)
@@ -237,15 +239,18 @@ func checkEmpty(mountpoint string) error {
 // servedCount says how many tensors the top level of the mount serves:
 // all of them, or with --dtype those that have a view in it.
 func servedCount(ckpt *checkpoint, to dtype.DType) string {
-	n := len(ckpt.idx.Tensors)
-	if to == dtype.Invalid {
-		return plural(n, "tensor")
-	}
-	conv := 0
+	n, conv := 0, 0
 	for i := range ckpt.idx.Tensors {
-		if t := &ckpt.idx.Tensors[i]; t.DType == to || view.Convertible(t, to) {
+		t := &ckpt.idx.Tensors[i]
+		if t.Listed(false) {
+			n++
+		}
+		if t.Listed(true) && (t.DType == to || view.Convertible(t, to)) {
 			conv++
 		}
+	}
+	if to == dtype.Invalid {
+		return plural(n, "tensor")
 	}
 	s := plural(conv, "tensor") + " as " + to.Name()
 	if conv < n {

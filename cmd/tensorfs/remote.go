@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"strings"
 	"time"
 
@@ -14,9 +13,6 @@ import (
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/backing/s3"
 	"github.com/lazyweights/tensorfs/bytesize"
-	"github.com/lazyweights/tensorfs/formats"
-	"github.com/lazyweights/tensorfs/fs"
-	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/source"
 )
 
@@ -220,68 +216,3 @@ func remoteOptions() (source.RemoteOptions, error) {
 	backing.SetInflateOptions(io)
 	return o, nil
 }
-
-// remoteModelDirFiles is fs.ModelDirFiles for a remote SOURCE read by c:
-// when it is an S3 prefix (or a *.index.json weight map, whose prefix it
-// stands for), the objects directly under that prefix that are neither
-// idx's sources, nor weight maps, nor checkpoints by content (config.json,
-// tokenizer files...), opened, to go beside model.safetensors; nil for
-// one object or an HTTP(S) URL, which cannot be listed.
-func remoteModelDirFiles(c *remote.Client, source string, idx *index.Index) ([]fs.ExportFile, error) {
-	if c == nil || !strings.HasPrefix(strings.ToLower(source), "s3://") {
-		return nil, nil
-	}
-	ctx := context.Background()
-	_, key, _ := strings.Cut(source[len("s3://"):], "/")
-	prefix := key
-	switch {
-	case strings.HasSuffix(key, ".index.json"):
-		prefix = path.Dir(key)
-		if prefix == "." {
-			prefix = ""
-		}
-	case key != "" && !strings.HasSuffix(key, "/"):
-		if isDir, err := c.Stat(ctx, key); err != nil || !isDir {
-			return nil, nil // one object
-		}
-	}
-	if prefix = strings.TrimSuffix(prefix, "/"); prefix != "" {
-		prefix += "/"
-	}
-	ents, err := c.List(ctx, prefix)
-	if err != nil {
-		return nil, err
-	}
-	isSource := map[string]bool{}
-	for _, s := range idx.Sources {
-		isSource[s] = true
-	}
-	var out []fs.ExportFile
-	for _, e := range ents {
-		name := e.Name
-		if name == "" || strings.Contains(name, "/") || strings.HasSuffix(name, ".index.json") || name == "model.safetensors" || isSource[c.URL(prefix+name)] {
-			continue
-		}
-		if len(out) >= maxRemoteExportFiles {
-			fs.CloseExportFiles(out)
-			return nil, fmt.Errorf("%s: more than %d objects beside the checkpoint", source, maxRemoteExportFiles)
-		}
-		src, err := c.Open(ctx, prefix+name)
-		if err != nil {
-			fs.CloseExportFiles(out)
-			return nil, err
-		}
-		head := make([]byte, index.SniffLen)
-		n, _ := src.ReadAt(head, 0)
-		if _, ok := formats.Detect(head[:n]); ok || isSource[src.Name()] {
-			src.Close() // a checkpoint the index does not use
-			continue
-		}
-		out = append(out, fs.ExportFile{Name: name, Src: src})
-	}
-	return out, nil
-}
-
-// maxRemoteExportFiles caps the objects taken from a remote model
-// directory, as fs.ModelDirFiles caps a local one's files.
-const maxRemoteExportFiles = 4096

@@ -23,7 +23,7 @@
 // length: an item, a torch.save zip of the chunk whose storage is stored
 // uncompressed), so that a chunk is a plain range of a .distcp file. A
 // tensor held by one chunk is that range; a tensor tiled from several is
-// an index.Member of method MethodTiles whose bytes backing.Tiled gathers
+// an index.Member of kind index.Tiles whose bytes backing.Tiled gathers
 // per read (one read per contiguous run: per chunk for chunks along dim
 // 0, per row piece otherwise), never materialising the tensor.
 //

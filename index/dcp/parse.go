@@ -39,7 +39,7 @@ func MetadataFile(files []string) (string, bool) {
 // meta (Sniff accepted it; the caller closes it). The Index has Format
 // "dcp", the .distcp files it reads as its first Sources (files[i] is
 // Sources[i], opened here and closed again on error), then one member
-// of method MethodTiles per tensor tiled from several chunks, which the
+// of kind Tiles per tensor tiled from several chunks, which the
 // caller opens (a backing.Tiled over the files); tensors are unsorted
 // and have no paths.
 func ParseDir(d Dir, meta index.File) (*index.Index, []index.File, error) {
@@ -230,7 +230,7 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		t := &idx.Tensors[m.t]
 		src := len(idx.Sources)
 		idx.Sources = append(idx.Sources, l.dir.Path+":"+t.Name)
-		idx.Members = append(idx.Members, index.Member{Source: src, File: m.tiles.Chunks[0].Source, Name: t.Name, Method: index.MethodTiles, Size: t.Size, Tiles: m.tiles})
+		idx.Members = append(idx.Members, index.Member{Source: src, File: m.tiles.Chunks[0].Source, Name: t.Name, Size: t.Size, Kind: m.tiles})
 		t.Source, t.Offset = src, 0
 	}
 	keys := make(map[string]any, len(fqns))
