@@ -77,7 +77,9 @@ type Machine struct {
 // NewMachine returns a machine reading a stream of limit bytes from r,
 // interpreting with env.
 func NewMachine(r io.Reader, limit int64, env Env) *Machine {
-	return &Machine{r: bufio.NewReaderSize(r, 64<<10), limit: limit, env: env, work: MaxWork(limit),
+	// The buffer is no larger than the stream: a small pickle (one per
+	// item of a distributed checkpoint) does not cost 64 KiB.
+	return &Machine{r: bufio.NewReaderSize(r, int(min(64<<10, max(limit, 16)))), limit: limit, env: env, work: MaxWork(limit),
 		cost: limit, memoLeft: MaxMemo(limit), byteSpans: map[*byte]Span{}, strSpans: map[string]Span{}}
 }
 

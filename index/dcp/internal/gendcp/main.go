@@ -8,6 +8,11 @@
 // The values are pseudo-random (seeded), not torch's.
 //
 //	go run ./index/dcp/internal/gendcp -mib 400 -ranks 4 OUT
+//
+// With -hostile KIND it writes instead one of the hostile checkpoints of
+// issue 34 (dcpwrite.Kinds), of -n of what it repeats:
+//
+//	go run ./index/dcp/internal/gendcp -hostile dim1 -n 65536 OUT
 package main
 
 import (
@@ -21,6 +26,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/lazyweights/tensorfs/index/dcp/internal/dcpwrite"
 )
@@ -29,7 +35,16 @@ func main() {
 	mib := flag.Int("mib", 400, "MiB of big.weight (BF16, 4096 columns)")
 	ranks := flag.Int("ranks", 4, "ranks (files) it is sharded over along dim 0")
 	seed := flag.Uint64("seed", 1, "seed of the values")
+	hostile := flag.String("hostile", "", "write this hostile checkpoint instead (one of "+strings.Join(dcpwrite.Kinds, ", ")+")")
+	n := flag.Int("n", 1000, "with -hostile: how many of what it repeats")
 	flag.Parse()
+	if *hostile != "" && flag.NArg() == 1 {
+		if err := dcpwrite.Hostile(flag.Arg(0), *hostile, *n); err != nil {
+			fmt.Fprintln(os.Stderr, "gendcp:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if flag.NArg() != 1 || *ranks < 1 || *mib < 1 {
 		fmt.Fprintln(os.Stderr, "usage: gendcp [-mib N] [-ranks N] [-seed N] OUT")
 		os.Exit(2)
