@@ -147,3 +147,22 @@ func TestLoadDCP(t *testing.T) {
 		t.Fatalf("a directory with another .metadata: %v", err)
 	}
 }
+
+// TestLoneDistcp: a .distcp given alone (a row of torch.save zips, which
+// no reader takes for one file) says it is a shard of a Distributed
+// Checkpoint and to pass its directory, in one line.
+func TestLoneDistcp(t *testing.T) {
+	src := testdata.Path(t, "modern/dcp_ws4")
+	alone := filepath.Join(t.TempDir(), "__0_0.distcp")
+	data, err := os.ReadFile(filepath.Join(src, "__0_0.distcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(alone, data, 0o644)
+	for p, dir := range map[string]string{filepath.Join(src, "__0_0.distcp"): src, alone: filepath.Dir(alone)} {
+		_, _, err := Load(p, openDCP, testOptions)
+		if err == nil || !strings.Contains(err.Error(), "a shard of a PyTorch Distributed Checkpoint, which is read whole: pass its directory, "+dir) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
