@@ -2,6 +2,7 @@ package dcp
 
 import (
 	"archive/zip"
+	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -138,6 +139,9 @@ type section struct {
 
 func (s section) Name() string { return s.name }
 
+// smallItem is the size of an item read into memory at once.
+const smallItem = 64 << 10
+
 // itemFile returns the item's bytes as a File, after checking it lies in
 // its file.
 func (l *loader) itemFile(it Item, where string) (int, section, error) {
@@ -150,6 +154,14 @@ func (l *loader) itemFile(it Item, where string) (int, section, error) {
 		return 0, section{}, index.ErrorAt(l.metaPath(), where, "the item, bytes [%d, +%d) of %s, is past the file's end (%d bytes)", it.Offset, it.Length, index.Printable(it.RelativePath), f.Size())
 	}
 	name := fmt.Sprintf("%s (item at byte %d)", f.Name(), it.Offset)
+	if it.Length <= smallItem {
+		// One read, not one per zip record and pickle: a tensor in
+		// 65,536 chunks is 65,536 items.
+		buf := make([]byte, it.Length)
+		if n, err := f.ReadAt(buf, it.Offset); int64(n) == it.Length && (err == nil || err == io.EOF) {
+			return fi, section{io.NewSectionReader(bytes.NewReader(buf), 0, it.Length), name}, nil
+		}
+	}
 	return fi, section{io.NewSectionReader(f, it.Offset, it.Length), name}, nil
 }
 
