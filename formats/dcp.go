@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/dcp"
@@ -48,23 +47,35 @@ func (l *loader) dcpDir(dir string, files []string) (idx *index.Index, ok bool, 
 	return idx, true, nil
 }
 
-// insideDir refuses a file of dir that is a symbolic link leading out of
-// it (a distributed checkpoint's items name files by relative path).
+// insideDir refuses a file of dir that is a symbolic link to something
+// other than a regular file (a distributed checkpoint's items name files
+// by relative path). A link to a regular file is followed wherever it
+// leads, as torch follows it: a Hugging Face cache snapshot's .distcp are
+// links to ../../blobs/SHA256.
 func insideDir(dir, p string) error {
 	st, err := os.Lstat(p)
 	if err != nil {
 		return err
 	}
 	if st.Mode()&os.ModeSymlink == 0 {
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("%s is not a regular file (%s)", filepath.Base(p), st.Mode().Type())
+		}
 		return nil
 	}
-	rd, err1 := filepath.EvalSymlinks(dir)
-	rp, err2 := filepath.EvalSymlinks(p)
-	if err1 != nil || err2 != nil {
+	rp, err := filepath.EvalSymlinks(p)
+	if err != nil {
 		return fmt.Errorf("%s is a symbolic link that cannot be followed", filepath.Base(p))
 	}
-	if rel, err := filepath.Rel(rd, rp); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return fmt.Errorf("%s is a symbolic link out of the checkpoint's directory (to %s)", filepath.Base(p), rp)
+	if ts, err := os.Stat(rp); err != nil || !ts.Mode().IsRegular() {
+		what := "nothing"
+		if err == nil {
+			what = "a " + ts.Mode().Type().String() + " file, not a regular one"
+			if ts.IsDir() {
+				what = "a directory"
+			}
+		}
+		return fmt.Errorf("%s is a symbolic link to %s, which is %s", filepath.Base(p), rp, what)
 	}
 	return nil
 }

@@ -192,6 +192,24 @@ func isLFSPointerFile(f index.File) bool {
 	return IsLFSPointer(head[:n])
 }
 
+// dcpShard reports whether path, a file that no format reads, is a
+// .distcp of a distributed checkpoint: its directory holds a .metadata
+// that dcp.Sniff accepts (a .distcp alone is a row of torch.save zips,
+// which no reader takes for one file), or, with no such .metadata
+// beside it, it is named as torch names them (__R_K.distcp).
+func (l *loader) dcpShard(path string) (dir string, ok bool) {
+	dir = filepath.Dir(path)
+	if f, err := l.openFile(filepath.Join(dir, dcp.MetadataName)); err == nil {
+		head := make([]byte, dcp.SniffLen)
+		n, _ := f.ReadAt(head, 0)
+		l.release(f)
+		if dcp.Sniff(head[:n]) {
+			return dir, true
+		}
+	}
+	return dir, strings.HasSuffix(path, ".distcp")
+}
+
 // file loads a SOURCE that is a file.
 func (l *loader) file(path string) (*index.Index, error) {
 	f, err := l.openFile(path)
@@ -218,6 +236,9 @@ func (l *loader) file(path string) (*index.Index, error) {
 	}
 	idx, err := ParseFile(f)
 	if err != nil {
+		if dir, ok := l.dcpShard(path); ok {
+			return nil, index.ErrorAt(path, "", "a shard of a PyTorch Distributed Checkpoint, which is read whole: pass its directory, %s", dir)
+		}
 		return nil, err
 	}
 	p := part{path: path, f: f, idx: idx}

@@ -110,6 +110,12 @@ type Index struct {
 	// tensor dtype it put in Metadata instead); every command that opens
 	// the checkpoint logs them. nil for most checkpoints.
 	Notes []string
+	// Keys maps a name to the format's own key of it, where a format
+	// keys its entries by something else than the name tensorfs gives
+	// them (a distributed checkpoint's dotted keys), for tensors and
+	// Metadata entries alike; nil for most checkpoints. It is apart from
+	// Metadata so that no key of the checkpoint can take its place.
+	Keys map[string]string
 }
 
 // Unserved is one entry of a checkpoint that tensorfs lists but does not

@@ -35,6 +35,9 @@ type Document struct {
 	// Unserved lists what the checkpoint holds that is not served
 	// (Index.Unserved), in name order; absent when there is nothing.
 	Unserved []DocUnserved `json:"unserved,omitempty"`
+	// Keys are the format's own keys of the names (Index.Keys): a
+	// distributed checkpoint's dotted keys; absent for most formats.
+	Keys map[string]string `json:"keys,omitempty"`
 }
 
 // DocUnserved is one Index.Unserved entry in a Document. Shape is absent
@@ -79,6 +82,7 @@ func (idx *Index) Document() Document {
 		Sources:  idx.Files(), // not the compressed members
 		Metadata: idx.Metadata,
 		Tensors:  make([]DocTensor, 0, len(idx.Tensors)),
+		Keys:     idx.Keys,
 	}
 	if d.Sources == nil {
 		d.Sources = []string{}

@@ -157,7 +157,7 @@ func checkAgainst(t *testing.T, dir string, c ExpectedCase) {
 		sort.Strings(names)
 		t.Errorf("%d tensors, want %d: %v", len(got), len(c.Tensors), names)
 	}
-	keys, _ := idx.Metadata["dcp.keys"].(map[string]any)
+	keys := idx.Keys
 	tiled := 0
 	for _, w := range c.Tensors {
 		name := pathName(w.Path)
