@@ -63,7 +63,7 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 		if len(parts) >= index.MaxShards {
 			return nil, index.ErrorAt(dir, "", "more than %d checkpoint files", index.MaxShards)
 		}
-		idx, err := fm.Parse(f)
+		pt, err := l.parse(fm, p, f)
 		if errors.Is(err, paddle.ErrNotPaddle) {
 			l.release(f) // a pickle of other data: not a checkpoint
 			continue
@@ -71,10 +71,11 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 		if err != nil {
 			return nil, err
 		}
+		idx := pt.idx
 		if len(parts) > 0 && idx.Format != parts[0].idx.Format {
 			return nil, index.ErrorAt(dir, "", "mixes checkpoint formats: %s is %s, %s is %s", display(filepath.Base(parts[0].path)), parts[0].idx.Format, display(filepath.Base(p)), idx.Format)
 		}
-		parts = append(parts, part{path: p, f: f, idx: idx})
+		parts = append(parts, pt)
 	}
 	if len(parts) == 0 && lfs != "" {
 		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory: %s is a Git LFS pointer, not the file itself (not downloaded); run `git lfs pull` in the repository (or download the files directly)", display(filepath.Base(lfs)))

@@ -27,6 +27,22 @@ type Format struct {
 	// returned Index has Sources == []string{f.Name()} and Source == 0 in
 	// every tensor; paths are not assigned yet.
 	Parse func(f index.File) (*index.Index, error)
+	// ParseSiblings, set instead of Parse for a format whose file names
+	// other files beside it (ONNX external data), is Parse with an
+	// opener for them, confined to the file's directory (index.Opener).
+	// The returned Index's Sources are f's name, then the names of the
+	// files opened, in the order first opened, then its Members. open
+	// is nil when f is parsed alone (ParseFile): a file that needs
+	// others is then refused, one line.
+	ParseSiblings func(f index.File, open index.Opener) (*index.Index, error)
+}
+
+// parse is the row's parser, with open for its siblings.
+func (fm *Format) parse(f index.File, open index.Opener) (*index.Index, error) {
+	if fm.ParseSiblings != nil {
+		return fm.ParseSiblings(f, open)
+	}
+	return fm.Parse(f)
 }
 
 // SniffLen is how many leading bytes Detect needs (index.SniffLen).
@@ -101,8 +117,12 @@ func Detect(head []byte) (*Format, bool) {
 	return nil, false
 }
 
-// ParseFile detects f's format by content and parses it.
-func ParseFile(f index.File) (*index.Index, error) {
+// ParseFile detects f's format by content and parses it, alone: a file
+// that names others beside it (ONNX external data) is refused; Load
+// opens them.
+func ParseFile(f index.File) (*index.Index, error) { return parseFile(f, nil) }
+
+func parseFile(f index.File, open index.Opener) (*index.Index, error) {
 	head := make([]byte, SniffLen)
 	n, err := f.ReadAt(head, 0)
 	if n < len(head) && err != nil && err != io.EOF {
@@ -121,7 +141,7 @@ func ParseFile(f index.File) (*index.Index, error) {
 	if !ok {
 		return nil, &index.FormatError{File: f.Name(), Offset: -1, Msg: unknownMsg + describeHead(head)}
 	}
-	idx, err := fm.Parse(f)
+	idx, err := fm.parse(f, open)
 	if err == nil {
 		return idx, nil
 	}
@@ -131,7 +151,7 @@ func ParseFile(f index.File) (*index.Index, error) {
 	// stands.
 	for i := range Table {
 		if other := &Table[i]; other != fm && other.Name != "pytorch" && other.Name != "npz" && other.Sniff(head) {
-			if idx, err2 := other.Parse(f); err2 == nil {
+			if idx, err2 := other.parse(f, open); err2 == nil {
 				return idx, nil
 			}
 		}

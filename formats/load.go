@@ -109,9 +109,10 @@ type loader struct {
 
 // part is one parsed checkpoint file.
 type part struct {
-	path string
-	f    index.File
-	idx  *index.Index
+	path     string
+	f        index.File
+	idx      *index.Index
+	siblings []index.File // the files its parser opened beside it: Sources[1:1+len]
 }
 
 func closeFile(f index.File) {
@@ -193,12 +194,11 @@ func (l *loader) file(path string) (*index.Index, error) {
 			return l.weightMap(filepath.Dir(path), path)
 		}
 	}
-	idx, err := ParseFile(f)
+	p, err := l.parseFile(path, f)
 	if err != nil {
 		return nil, err
 	}
-	p := part{path: path, f: f, idx: idx}
-	if no, count, ok := gguf.SplitInfo(idx); ok && count > 1 {
+	if no, count, ok := gguf.SplitInfo(p.idx); ok && count > 1 {
 		return l.ggufSiblings(p, no, count)
 	}
 	return l.merge([]part{p}, nil)

@@ -39,14 +39,21 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 		return nil, err
 	}
 	for _, p := range parts {
-		if len(p.idx.Sources) != 1+len(p.idx.Members) {
-			return fail(index.ErrorAt(p.path, "", "internal error: the %s parser returned %d sources for one file", p.idx.Format, len(p.idx.Sources)))
+		nfiles := 1 + len(p.siblings)
+		if len(p.idx.Sources) != nfiles+len(p.idx.Members) {
+			return fail(index.ErrorAt(p.path, "", "internal error: the %s parser returned %d sources for %d files", p.idx.Format, len(p.idx.Sources), nfiles))
+		}
+		for i, f := range p.siblings {
+			if p.idx.Sources[1+i] != f.Name() {
+				return fail(index.ErrorAt(p.path, "", "internal error: the %s parser named source %d %q, not the file it opened (%s)", p.idx.Format, 1+i, p.idx.Sources[1+i], f.Name()))
+			}
 		}
 		base := len(out.Sources)
 		out.Sources = append(out.Sources, p.idx.Sources...)
 		files = append(files, p.f)
+		files = append(files, p.siblings...)
 		for i, m := range p.idx.Members {
-			if m.Source != 1+i || m.File < 0 || m.File >= m.Source {
+			if m.Source != nfiles+i || m.File < 0 || m.File >= m.Source {
 				return fail(index.ErrorAt(p.path, "", "internal error: the %s parser returned member %d as source %d of source %d", p.idx.Format, i, m.Source, m.File))
 			}
 			var src index.File
@@ -87,8 +94,10 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 				}
 			}
 		}
-		if i := slices.Index(l.spare, p.f); i >= 0 {
-			l.spare = slices.Delete(l.spare, i, i+1)
+		for _, f := range append([]index.File{p.f}, p.siblings...) {
+			if i := slices.Index(l.spare, f); i >= 0 {
+				l.spare = slices.Delete(l.spare, i, i+1)
+			}
 		}
 	}
 	if len(parts) > 1 {
@@ -131,6 +140,12 @@ func (l *loader) openMember(f index.File, m index.Member) (index.File, error) {
 	case index.MethodDeflate:
 	case index.MethodLatin1:
 		bm.Latin1 = true
+		where = "tensor " + strconv.Quote(m.Name)
+	case index.MethodDecode:
+		if m.Decode == nil {
+			return nil, index.ErrorAt(f.Name(), where, "internal error: a decoded member without its decoder")
+		}
+		bm.Decode = m.Decode
 		where = "tensor " + strconv.Quote(m.Name)
 	default:
 		return nil, index.ErrorAt(f.Name(), where, "internal error: member method %d", m.Method)

@@ -3,6 +3,7 @@ package index
 import (
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"unicode"
@@ -111,6 +112,13 @@ type Member struct {
 	// Parts are, for MethodConcat, the ranges whose bytes it is, in
 	// order (their Sizes add up to Size); File is the first part's.
 	Parts []Part
+	// Decode, for MethodDecode, writes the member's Size bytes to w,
+	// reading them from file (the Sources entry File) however the
+	// format stores them (an HDF5 dataset's gzip chunks, an ONNX
+	// tensor's varint-packed int64_data). It writes no more than Size
+	// bytes and says what is wrong in one line without the file's name.
+	// Called on first read, through the inflate cache (its budgets).
+	Decode func(w io.Writer, file io.ReaderAt) error
 }
 
 // Part is one range of a MethodConcat member: [Offset, Offset+Size) of
@@ -156,6 +164,10 @@ const (
 	// that a writer split into slices (PaddlePaddle's name@@.N slices of
 	// a parameter over 1 GiB). Not a zip method; nothing is decoded.
 	MethodConcat uint16 = 0xFF03
+	// MethodDecode is bytes the format's own decoder (Member.Decode)
+	// writes: decoded on first read, within the inflate cache's
+	// budgets, like a deflated member. Not a zip method.
+	MethodDecode uint16 = 0xFF04
 )
 
 // SourceName returns the name of Sources[i]: a file's path, or for a
