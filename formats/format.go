@@ -11,6 +11,7 @@ import (
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/gguf"
 	"github.com/lazyweights/tensorfs/index/numpy"
+	"github.com/lazyweights/tensorfs/index/onnx"
 	"github.com/lazyweights/tensorfs/index/paddle"
 	"github.com/lazyweights/tensorfs/index/safetensors"
 	"github.com/lazyweights/tensorfs/index/torch"
@@ -58,13 +59,16 @@ var Table = []Format{
 	{Name: "pytorch", Sniff: torch.Sniff, Parse: torch.Parse},
 	{Name: "npz", Sniff: numpy.SniffNPZ, Parse: parseNPZ},
 	{Name: "safetensors", Sniff: safetensors.Sniff, Parse: safetensors.Parse},
+	// Protobuf has no magic: ONNX is told by its first fields (ir_version,
+	// then another ModelProto field), after the formats with magic bytes.
+	{Name: "onnx", Sniff: onnx.Sniff, ParseSiblings: onnx.ParseSiblings},
 	// Last: any pickle of a dict is sniffed; Parse tells a Paddle file
 	// (numpy arrays) from other pickles, which are not claimed.
 	{Name: "paddle", Sniff: paddle.Sniff, Parse: parsePaddle},
 }
 
 // unknownMsg is the message for a file no row of Table reads.
-const unknownMsg = "not a checkpoint tensorfs knows (want safetensors, PyTorch, GGUF, .npy, .npz or PaddlePaddle)"
+const unknownMsg = "not a checkpoint tensorfs knows (want safetensors, PyTorch, GGUF, .npy, .npz, ONNX or PaddlePaddle)"
 
 // parsePaddle is paddle.Parse, which leaves a pickle without numpy
 // arrays (paddle.ErrNotPaddle) unclaimed: it is reported as a file that

@@ -16,7 +16,7 @@ import (
 // read: the older formats of the tools whose checkpoints it reads (GGML,
 // GGMF and GGJT before GGUF, GGUF with a byte-swapped magic, PyTorch's tar
 // format before 0.1.10) and files that users point it at which hold no
-// checkpoint of its formats (archives, compressed files, HDF5, ONNX). Like
+// checkpoint of its formats (archives, compressed files, HDF5). Like
 // Formats it is explicit, in detection order, and matches by content,
 // never by file name. ParseFile consults it only when no row of Formats
 // accepts the file, and refuses such a file with Describe's line.
@@ -28,7 +28,6 @@ var Refused = []RefusedFormat{
 	{Name: "zip", Describe: describeZip},
 	{Name: "compressed", Describe: describeCompressed},
 	{Name: "hdf5", Describe: describeHDF5},
-	{Name: "onnx", Describe: describeONNX},
 }
 
 // RefusedFormat is one row of Refused.
@@ -340,36 +339,6 @@ func describeHDF5(head []byte) string {
 		}
 	}
 	return ""
-}
-
-// describeONNX names an ONNX model: a protobuf ModelProto, which starts
-// with its ir_version (field 1, a small varint), then producer_name
-// (field 2, a short printable string, e.g. "pytorch") or another of
-// ModelProto's fields. Protobuf has no magic; this pattern is what every
-// ONNX writer emits first, and is not a checkpoint of any format above.
-func describeONNX(head []byte) string {
-	if len(head) < 4 || head[0] != 0x08 || head[1] < 3 || head[1] > 30 {
-		return ""
-	}
-	producer := ""
-	switch head[2] {
-	case 0x12: // producer_name
-		n := int(head[3])
-		if n == 0 || n > 64 || 4+n > len(head) || !printable(head[4:4+n]) {
-			return ""
-		}
-		producer = string(head[4 : 4+n])
-		if p := 4 + n; p+2 <= len(head) && head[p] == 0x1a { // producer_version
-			if m := int(head[p+1]); m > 0 && m <= 64 && p+2+m <= len(head) && printable(head[p+2:p+2+m]) {
-				producer += " " + string(head[p+2:p+2+m])
-			}
-		}
-		producer = fmt.Sprintf(", producer %q", producer)
-	case 0x3a, 0x42: // graph, opset_import
-	default:
-		return ""
-	}
-	return fmt.Sprintf("an ONNX model (ir_version %d%s), which tensorfs does not read: mount the checkpoint it was exported from, or save its initializers with the onnx package (onnx.numpy_helper.to_array) to a .npz", head[1], producer)
 }
 
 func printable(b []byte) bool {
