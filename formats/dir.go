@@ -84,7 +84,7 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory: %s", refused)
 	}
 	if len(parts) == 0 {
-		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory (%d files looked at; want a *.index.json weight map or safetensors, PyTorch, GGUF, .npy, .npz, ONNX or PaddlePaddle files)", len(files))
+		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory (%d files looked at; want a *.index.json weight map or safetensors, PyTorch, GGUF, .npy, .npz, ONNX, HDF5 (Keras) or PaddlePaddle files)", len(files))
 	}
 	if parts[0].idx.Format == "gguf" {
 		if len(parts) == 1 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/gguf"
+	"github.com/lazyweights/tensorfs/index/hdf5"
 	"github.com/lazyweights/tensorfs/index/numpy"
 	"github.com/lazyweights/tensorfs/index/onnx"
 	"github.com/lazyweights/tensorfs/index/paddle"
@@ -59,6 +60,7 @@ var Table = []Format{
 	{Name: "pytorch", Sniff: torch.Sniff, Parse: torch.Parse},
 	{Name: "npz", Sniff: numpy.SniffNPZ, Parse: parseNPZ},
 	{Name: "safetensors", Sniff: safetensors.Sniff, Parse: safetensors.Parse},
+	{Name: "hdf5", Sniff: hdf5.Sniff, Parse: hdf5.Parse},
 	// Protobuf has no magic: ONNX is told by its first fields (ir_version,
 	// then another ModelProto field), after the formats with magic bytes.
 	{Name: "onnx", Sniff: onnx.Sniff, ParseSiblings: onnx.ParseSiblings},
@@ -68,7 +70,7 @@ var Table = []Format{
 }
 
 // unknownMsg is the message for a file no row of Table reads.
-const unknownMsg = "not a checkpoint tensorfs knows (want safetensors, PyTorch, GGUF, .npy, .npz, ONNX or PaddlePaddle)"
+const unknownMsg = "not a checkpoint tensorfs knows (want safetensors, PyTorch, GGUF, .npy, .npz, ONNX, HDF5 (Keras) or PaddlePaddle)"
 
 // parsePaddle is paddle.Parse, which leaves a pickle without numpy
 // arrays (paddle.ErrNotPaddle) unclaimed: it is reported as a file that

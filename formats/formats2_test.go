@@ -52,7 +52,7 @@ func TestFormats2Load(t *testing.T) {
 	}
 	n := 0
 	for name, c := range exp.Cases {
-		if c.Kind != "onnx" {
+		if c.Kind != "onnx" && c.Kind != "h5" {
 			continue
 		}
 		n++

@@ -16,7 +16,7 @@ import (
 // read: the older formats of the tools whose checkpoints it reads (GGML,
 // GGMF and GGJT before GGUF, GGUF with a byte-swapped magic, PyTorch's tar
 // format before 0.1.10) and files that users point it at which hold no
-// checkpoint of its formats (archives, compressed files, HDF5). Like
+// checkpoint of its formats (archives, compressed files, HDF5 after a user block). Like
 // Formats it is explicit, in detection order, and matches by content,
 // never by file name. ParseFile consults it only when no row of Formats
 // accepts the file, and refuses such a file with Describe's line.
@@ -333,9 +333,11 @@ func gzipName(head []byte) string {
 const hdf5Magic = "\x89HDF\r\n\x1a\n"
 
 func describeHDF5(head []byte) string {
-	for off := 0; off+len(hdf5Magic) <= len(head); off = max(512, 2*off) {
+	// At byte 0 it is read (the hdf5 row of Table); after a user block
+	// it is named.
+	for off := 512; off+len(hdf5Magic) <= len(head); off *= 2 {
 		if string(head[off:off+len(hdf5Magic)]) == hdf5Magic {
-			return "an HDF5 file (Keras .h5 weights, or another HDF5 store), which tensorfs does not read: load it with h5py or Keras and save the arrays with safetensors (save_file) or numpy.savez"
+			return fmt.Sprintf("an HDF5 file after a user block of %d bytes, which tensorfs does not read (it reads HDF5 files that start with their superblock, as h5py and Keras write them): copy the file without its first %d bytes (tail -c +%d), or save the arrays with safetensors", off, off, off+1)
 		}
 	}
 	return ""
