@@ -26,10 +26,10 @@ const (
 	MaxChunks = 1 << 22
 	// MaxChunkBytes caps one chunk, decoded (HDF5's own limit is 4 GiB;
 	// writers use a few MiB at most).
-	MaxChunkBytes = 256 << 20
+	MaxChunkBytes = 64 << 20
 	// MaxSlabBytes caps the bytes decoded at once: one row of chunks
 	// along the first dimension, assembled in memory and then written.
-	MaxSlabBytes = 512 << 20
+	MaxSlabBytes = 256 << 20
 )
 
 // undefined is HDF5's undefined address (all bits set), after widening.
