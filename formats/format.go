@@ -61,6 +61,8 @@ var Table = []Format{
 	{Name: "npz", Sniff: numpy.SniffNPZ, Parse: parseNPZ},
 	{Name: "safetensors", Sniff: safetensors.Sniff, Parse: safetensors.Parse},
 	{Name: "hdf5", Sniff: hdf5.Sniff, Parse: hdf5.Parse},
+	// A Keras 3 .keras zip: its stored model.weights.h5, read in place.
+	{Name: "keras", Sniff: sniffKeras, Parse: parseKeras},
 	// Protobuf has no magic: ONNX is told by its first fields (ir_version,
 	// then another ModelProto field), after the formats with magic bytes.
 	{Name: "onnx", Sniff: onnx.Sniff, ParseSiblings: onnx.ParseSiblings},

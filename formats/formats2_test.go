@@ -1,6 +1,8 @@
 package formats
 
 import (
+	"archive/zip"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -205,6 +207,80 @@ func TestONNXExternalConfined(t *testing.T) {
 			if !strings.Contains(msg, c.want) || !strings.Contains(msg, "model.onnx") || !strings.Contains(msg, `initializer "w"`) || strings.Contains(msg, "\n") {
 				t.Errorf("%s (%s): %v, want one line with %q", c.location, src, err, c.want)
 			}
+		}
+	}
+}
+
+// kerasZip writes a .keras zip as Keras 3 does (metadata.json,
+// config.json, model.weights.h5), the weights member with method.
+func kerasZip(t *testing.T, h5 []byte, method uint16) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "model.keras")
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for _, m := range []struct {
+		name   string
+		data   []byte
+		method uint16
+	}{{"metadata.json", []byte(`{"keras_version": "3.12.0"}`), zip.Store}, {"config.json", []byte(`{}`), zip.Store}, {"model.weights.h5", h5, method}} {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: m.name, Method: m.method})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(m.data)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestKerasZip: a .keras zip's stored model.weights.h5 is read in place,
+// byte-exact (contiguous and gzip-chunked datasets); a deflated one is
+// one line saying what to do.
+func TestKerasZip(t *testing.T) {
+	dir := testdata.Path(t, "formats2")
+	data, err := os.ReadFile(filepath.Join(dir, "EXPECTED.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp expected2
+	if err := json.Unmarshal(data, &exp); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"keras_mlp.weights.h5", "keras_gzip.weights.h5"} {
+		h5, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx, files, err := Load(kerasZip(t, h5, zip.Store), openDCP, testOptions)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		c := exp.Cases[name]
+		if len(idx.Tensors) != len(c.Tensors) || idx.Format != "keras" {
+			t.Errorf("%s: %s with %d tensors, want keras with %d", name, idx.Format, len(idx.Tensors), len(c.Tensors))
+		}
+		for _, want := range c.Tensors {
+			i := slices.IndexFunc(idx.Tensors, func(x index.Tensor) bool { return x.Name == want.Name })
+			if i < 0 {
+				t.Errorf("%s: no %s", name, want.Name)
+				continue
+			}
+			tn := idx.Tensors[i]
+			buf := make([]byte, tn.Size)
+			files[tn.Source].ReadAt(buf, tn.Offset)
+			if sum := sha256.Sum256(buf); hex.EncodeToString(sum[:]) != want.SHA256 {
+				t.Errorf("%s %s: sha256 %x, want %s", name, want.Name, sum, want.SHA256)
+			}
+		}
+		closeAll(files)
+		_, _, err = Load(kerasZip(t, h5, zip.Deflate), openDCP, testOptions)
+		if err == nil || !strings.Contains(err.Error(), "unzip the file and mount model.weights.h5") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s deflated: %v", name, err)
 		}
 	}
 }

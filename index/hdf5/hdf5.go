@@ -28,6 +28,10 @@ func Parse(f index.File) (*index.Index, error) {
 func ParseAt(f index.File, name string, base, size int64) (*index.Index, error) {
 	r := &reader{f: f, name: name, size: base + size, base: base}
 	idx := &index.Index{Format: "hdf5", Sources: []string{f.Name()}, Metadata: map[string]any{}}
+	sig := make([]byte, len(Magic))
+	if n, _ := f.ReadAt(sig, base); n < len(sig) || string(sig) != Magic || size < int64(len(Magic)) {
+		return nil, r.errorf(base, "not an HDF5 file (no \\x89HDF signature at its start)")
+	}
 	root, err := r.superblock(base)
 	if err != nil {
 		return nil, err
