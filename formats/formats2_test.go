@@ -43,7 +43,20 @@ var numpyNames = map[string]string{"float32": "F32", "float16": "F16", "float64"
 // tensors the writers' own readers see, byte for byte (sha256 of the
 // bytes tensorfs serves, members decoded through the inflate cache).
 func TestFormats2Load(t *testing.T) {
-	dir := testdata.Path(t, "formats2")
+	checkExpectedDir(t, testdata.Path(t, "formats2"), "onnx", "h5")
+}
+
+// TestOthersRegression: real files written by others
+// (testdata/others/MANIFEST: a Keras 3 model.weights.h5 from a public
+// repository) load as their writer's own reader reads them.
+func TestOthersRegression(t *testing.T) {
+	checkExpectedDir(t, "testdata/others", "onnx", "h5")
+}
+
+// checkExpectedDir loads every case of dir/EXPECTED.json of the given
+// kinds and compares each tensor's dtype, shape and sha256.
+func checkExpectedDir(t *testing.T, dir string, kinds ...string) {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, "EXPECTED.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +67,7 @@ func TestFormats2Load(t *testing.T) {
 	}
 	n := 0
 	for name, c := range exp.Cases {
-		if c.Kind != "onnx" && c.Kind != "h5" {
+		if !slices.Contains(kinds, c.Kind) {
 			continue
 		}
 		n++
@@ -99,7 +112,7 @@ func TestFormats2Load(t *testing.T) {
 		})
 	}
 	if n == 0 {
-		t.Fatal("no ONNX or HDF5 case in EXPECTED.json")
+		t.Fatalf("no case of kinds %v in %s/EXPECTED.json", kinds, dir)
 	}
 }
 

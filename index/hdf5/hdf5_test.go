@@ -232,6 +232,11 @@ func TestUnshuffle(t *testing.T) {
 // size or fail with one line.
 func FuzzHDF5(f *testing.F) {
 	f.Add([]byte(Magic + "\x00\x00\x00\x00\x00\x08\x08\x00"))
+	if b, err := os.ReadFile("../../formats/testdata/others/bank_churn/model.weights.h5"); err == nil {
+		f.Add(b) // a Keras 3 file from a public repository (formats/testdata/others/MANIFEST)
+	} else {
+		f.Fatal(err)
+	}
 	if d := os.Getenv("TENSORFS_TESTDATA"); d != "" {
 		for _, c := range []string{"keras_mlp.weights.h5", "keras_gzip.weights.h5"} {
 			if b, err := os.ReadFile(filepath.Join(d, "formats2", c)); err == nil {
