@@ -17,10 +17,22 @@
 //	             pickle with torch's magic number
 //	npz          zip whose first member is an .npy       index/numpy
 //	safetensors  u64 header length <= 100 MB, then '{'   index/safetensors
+//	hdf5         "\x89HDF\r\n\x1a\n" at byte 0 (Keras 3  index/hdf5
+//	             .weights.h5, as h5py writes it)
+//	keras        zip whose first member is               index/hdf5
+//	             metadata.json, config.json or           (ParseAt,
+//	             model.weights.h5 (Keras 3 .keras)       in place)
+//	onnx         ir_version (field 1), then a            index/onnx
+//	             ModelProto field (no magic: after the   (ParseSiblings)
+//	             rows with magic bytes)
 //
 // A parser reads one index.File (io.ReaderAt, Size, Name), validates all
 // of it and returns an Index with Sources == []string{f.Name()}, Source 0
-// in every tensor and no paths. A file no row accepts is named as what it
+// in every tensor and no paths. A row whose file names others beside it
+// (ONNX external data) sets ParseSiblings instead of Parse: it gets an
+// index.Opener confined to the file's directory (siblings.go: "..",
+// absolute paths and symbolic links out refused, one line), and its
+// Index's Sources are the file, then the files it opened, then members. A file no row accepts is named as what it
 // is when the refused table knows it (a GGML file, a tar of torch's old
 // format, ONNX, HDF5, a Git LFS pointer...), else by its first bytes.
 //
