@@ -122,7 +122,9 @@ type plan struct {
 // along the first dimension at a time (at most MaxSlabBytes), each chunk
 // read, its filters undone in reverse order (gzip bounded to the chunk's
 // size: a chunk that inflates to more is refused at the first byte
-// over), and its part inside the dataset copied into place.
+// over), and its part inside the dataset copied into place. Buffers are
+// reused from chunk to chunk: the memory it holds is one row of chunks
+// and three chunks' worth.
 func (p *plan) decode(w io.Writer, file io.ReaderAt) error {
 	rank := len(p.shape)
 	rowElems := int64(1)
@@ -133,19 +135,23 @@ func (p *plan) decode(w io.Writer, file io.ReaderAt) error {
 	for _, d := range p.chunk {
 		chunkElems *= d
 	}
-	chunkBytes := chunkElems * p.elem
-	raw := make([]byte, chunkBytes)
-	tmp := make([]byte, chunkBytes)
+	d := &decoder{chunkBytes: chunkElems * p.elem}
+	var slab []byte
 	for i := 0; i < len(p.chunks); {
 		s0 := p.chunks[i].start[0]
 		rows := min(p.chunk[0], p.shape[0]-s0)
-		slab := make([]byte, rows*rowElems*p.elem)
+		if n := rows * rowElems * p.elem; int64(cap(slab)) < n {
+			slab = make([]byte, n)
+		} else {
+			slab = slab[:n]
+		}
 		for ; i < len(p.chunks) && p.chunks[i].start[0] == s0; i++ {
 			ch := p.chunks[i]
-			if err := p.read(file, ch, raw, tmp); err != nil {
+			data, err := d.read(p, file, ch)
+			if err != nil {
 				return err
 			}
-			p.place(slab, raw, ch.start, rank, rowElems)
+			p.place(slab, data, ch.start, rank)
 		}
 		if _, err := w.Write(slab); err != nil {
 			return err
@@ -154,48 +160,71 @@ func (p *plan) decode(w io.Writer, file io.ReaderAt) error {
 	return nil
 }
 
-// read reads chunk ch into out (chunkBytes), undoing its filters.
-func (p *plan) read(file io.ReaderAt, ch chunk, out, tmp []byte) error {
-	stored := make([]byte, ch.size)
-	if n, err := file.ReadAt(stored, ch.off); int64(n) < ch.size {
-		return fmt.Errorf("cannot read the chunk at %v (%d bytes at byte %d): %v", ch.start, ch.size, ch.off, err)
+// decoder holds the buffers and the zlib reader reused across chunks.
+type decoder struct {
+	chunkBytes int64
+	stored     []byte
+	bufs       [2][]byte
+	zr         io.ReadCloser
+	src        bytes.Reader
+}
+
+// read reads chunk ch and undoes its filters; the result (chunkBytes
+// bytes) is valid until the next call.
+func (d *decoder) read(p *plan, file io.ReaderAt, ch chunk) ([]byte, error) {
+	if int64(cap(d.stored)) < ch.size {
+		d.stored = make([]byte, ch.size)
 	}
-	cur := stored
+	stored := d.stored[:ch.size]
+	if n, err := file.ReadAt(stored, ch.off); int64(n) < ch.size {
+		return nil, fmt.Errorf("cannot read the chunk at %v (%d bytes at byte %d): %v", ch.start, ch.size, ch.off, err)
+	}
+	for i := range d.bufs {
+		if int64(cap(d.bufs[i])) < d.chunkBytes {
+			d.bufs[i] = make([]byte, d.chunkBytes)
+		}
+	}
+	cur, next := stored, 0
 	for k := len(p.filters) - 1; k >= 0; k-- {
 		if ch.mask&(1<<k) != 0 {
 			continue // not applied to this chunk
 		}
+		out := d.bufs[next][:d.chunkBytes]
 		switch f := p.filters[k]; f.id {
 		case filterDeflate:
-			zr, err := zlib.NewReader(bytes.NewReader(cur))
+			d.src.Reset(cur)
+			var err error
+			if d.zr == nil {
+				d.zr, err = zlib.NewReader(&d.src)
+			} else {
+				err = d.zr.(zlib.Resetter).Reset(&d.src, nil)
+			}
 			if err != nil {
-				return fmt.Errorf("the chunk at %v (byte %d): bad zlib header: %v", ch.start, ch.off, err)
+				return nil, fmt.Errorf("the chunk at %v (byte %d): bad zlib header: %v", ch.start, ch.off, err)
 			}
-			n, err := io.ReadFull(zr, tmp)
+			n, err := io.ReadFull(d.zr, out)
 			if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && err != io.EOF {
-				return fmt.Errorf("the chunk at %v (byte %d): %v", ch.start, ch.off, err)
+				return nil, fmt.Errorf("the chunk at %v (byte %d): %v", ch.start, ch.off, err)
 			}
-			if n < len(tmp) {
-				return fmt.Errorf("the chunk at %v (byte %d) inflates to %d bytes, not %d", ch.start, ch.off, n, len(tmp))
+			if n < len(out) {
+				return nil, fmt.Errorf("the chunk at %v (byte %d) inflates to %d bytes, not %d", ch.start, ch.off, n, len(out))
 			}
 			var one [1]byte
-			if k, _ := zr.Read(one[:]); k > 0 {
-				return fmt.Errorf("the chunk at %v (byte %d) inflates to more than its %d bytes", ch.start, ch.off, len(tmp))
+			if k, _ := d.zr.Read(one[:]); k > 0 {
+				return nil, fmt.Errorf("the chunk at %v (byte %d) inflates to more than its %d bytes", ch.start, ch.off, len(out))
 			}
-			cur = append(cur[:0:0], tmp...)
 		case filterShuffle:
-			if int64(len(cur)) != int64(len(out)) {
-				return fmt.Errorf("the chunk at %v (byte %d) is %d bytes before unshuffling, not %d", ch.start, ch.off, len(cur), len(out))
+			if int64(len(cur)) != d.chunkBytes {
+				return nil, fmt.Errorf("the chunk at %v (byte %d) is %d bytes before unshuffling, not %d", ch.start, ch.off, len(cur), d.chunkBytes)
 			}
-			unshuffle(tmp, cur, int(p.elem))
-			cur = append(cur[:0:0], tmp...)
+			unshuffle(out, cur, int(p.elem))
 		}
+		cur, next = out, 1-next
 	}
-	if len(cur) != len(out) {
-		return fmt.Errorf("the chunk at %v (byte %d) is %d bytes, not %d", ch.start, ch.off, len(cur), len(out))
+	if int64(len(cur)) != d.chunkBytes {
+		return nil, fmt.Errorf("the chunk at %v (byte %d) is %d bytes, not %d", ch.start, ch.off, len(cur), d.chunkBytes)
 	}
-	copy(out, cur)
-	return nil
+	return cur, nil
 }
 
 // unshuffle undoes HDF5's shuffle filter: src holds byte 0 of every
@@ -213,7 +242,7 @@ func unshuffle(dst, src []byte, elem int) {
 
 // place copies the part of chunk data (starting at start) inside the
 // dataset into slab (the rows of the chunk row starting at start[0]).
-func (p *plan) place(slab, data []byte, start []int64, rank int, rowElems int64) {
+func (p *plan) place(slab, data []byte, start []int64, rank int) {
 	// idx walks the chunk's in-bounds elements by runs along the last
 	// dimension.
 	ext := make([]int64, rank) // in-bounds extent of the chunk
