@@ -47,8 +47,10 @@
 //
 // # Invariants
 //
-//   - No system calls except Load's os.Stat and os.ReadDir; every byte is
-//     read through index.File. Files are opened through the caller's
+//   - No system calls except Load's os.Stat and os.ReadDir, and the
+//     symbolic-link checks (os.Lstat, filepath.EvalSymlinks) that confine
+//     the files a checkpoint names beside it to its directory (dcp.go,
+//     siblings.go); every byte is read through index.File. Files are opened through the caller's
 //     Opener and all of them are closed again when loading fails.
 //   - No state between packages: compressed members (Index.Members) are
 //     opened through the inflate cache the caller passes in
