@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/lazyweights/tensorfs/backing/s3/s3test"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
@@ -310,6 +311,30 @@ func TestFormats2Hostile(t *testing.T) {
 		lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
 		if r.code == 0 || len(lines) != 1 || !strings.Contains(r.stderr, c.want) || !strings.Contains(r.stderr, filepath.Base(c.src)) {
 			t.Errorf("%s: %s: exit %d, stderr %q; want one line naming the file with %q", c.name, c.cmd, r.code, r.stderr, c.want)
+		}
+	}
+}
+
+// TestFormats2RemoteS3: an ONNX model with one external data file per
+// tensor, under an S3 prefix, loads as the local directory does: the
+// files its initializers name are opened beside it in the bucket.
+func TestFormats2RemoteS3(t *testing.T) {
+	local := filepath.Join(testdata.Path(t, "formats2"), "onnx_ext_each")
+	srv := s3test.Start(t)
+	srv.Bucket(t, "ckpt")
+	ents, err := os.ReadDir(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		srv.PutFile(t, "ckpt", "onnx/"+e.Name(), filepath.Join(local, e.Name()))
+	}
+	env := srv.Env()
+	want := runEnv(t, env, "load", "--quiet", "--sha256", filepath.Join(local, "model.onnx"))
+	for _, src := range []string{"s3://ckpt/onnx/model.onnx", "s3://ckpt/onnx/"} {
+		got := runEnv(t, env, "load", "--quiet", "--sha256", "--part-size", "8KiB", src)
+		if want.code != 0 || got.code != 0 || got.stdout != want.stdout {
+			t.Fatalf("load --sha256 %s: exit %d %s\nwant:\n%s\ngot:\n%s", src, got.code, got.stderr, want.stdout, got.stdout)
 		}
 	}
 }
