@@ -25,6 +25,8 @@ var Families = []Family{
 	{"GGUF", "GGUF (split files too)", []string{"gguf"}},
 	{"NumPy", "NumPy .npy and .npz", []string{"numpy", "npz"}},
 	{"PaddlePaddle", "PaddlePaddle .pdparams/.pdopt", []string{"paddle"}},
+	{"ONNX", "ONNX models (initializers inline or in external data files)", []string{"onnx"}},
+	{"Keras 3", "Keras 3 .weights.h5 and .keras files (HDF5)", []string{"hdf5", "keras"}},
 	{"sharded Hugging Face checkpoints", "sharded Hugging Face checkpoints (a *.index.json weight map, or shard files of one format)", nil},
 }
 

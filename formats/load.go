@@ -132,9 +132,10 @@ func (l *loader) tolerate(err error) error {
 
 // part is one parsed checkpoint file.
 type part struct {
-	path string
-	f    index.File
-	idx  *index.Index
+	path     string
+	f        index.File
+	idx      *index.Index
+	siblings []index.File // the files its parser opened beside it: Sources[1:1+len]
 }
 
 func closeFile(f index.File) {
@@ -234,15 +235,14 @@ func (l *loader) file(path string) (*index.Index, error) {
 			return l.weightMap(filepath.Dir(path), path)
 		}
 	}
-	idx, err := ParseFile(f)
+	p, err := l.parseFile(path, f)
 	if err != nil {
 		if dir, ok := l.dcpShard(path); ok {
 			return nil, index.ErrorAt(path, "", "a shard of a PyTorch Distributed Checkpoint, which is read whole: pass its directory, %s", dir)
 		}
 		return nil, err
 	}
-	p := part{path: path, f: f, idx: idx}
-	if no, count, ok := gguf.SplitInfo(idx); ok && count > 1 {
+	if no, count, ok := gguf.SplitInfo(p.idx); ok && count > 1 {
 		return l.ggufSiblings(p, no, count)
 	}
 	return l.merge([]part{p}, nil)

@@ -27,6 +27,12 @@ func (l *loader) openMember(name string, files []index.File, m *index.Member) (i
 	case *index.Latin1:
 		bm := backing.Member{Name: m.Name, Offset: k.Offset, CompressedSize: k.Len, Size: m.Size, Latin1: true}
 		return l.inflateMember(files[m.File], bm, "tensor "+strconv.Quote(m.Name))
+	case *index.Decoded:
+		if k.Decode == nil {
+			return nil, index.ErrorAt(name, "tensor "+strconv.Quote(m.Name), "internal error: a decoded member without its decoder")
+		}
+		bm := backing.Member{Name: m.Name, Size: m.Size, Decode: k.Decode}
+		return l.inflateMember(files[m.File], bm, "tensor "+strconv.Quote(m.Name))
 	case *index.Concat:
 		return concatMember(name, files, m, k)
 	case *index.Tiles:

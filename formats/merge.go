@@ -37,14 +37,21 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 		return nil, err
 	}
 	for _, p := range parts {
-		if len(p.idx.Sources) != 1+len(p.idx.Members) {
-			return fail(index.ErrorAt(p.path, "", "internal error: the %s parser returned %d sources for one file", p.idx.Format, len(p.idx.Sources)))
+		nfiles := 1 + len(p.siblings)
+		if len(p.idx.Sources) != nfiles+len(p.idx.Members) {
+			return fail(index.ErrorAt(p.path, "", "internal error: the %s parser returned %d sources for %d files", p.idx.Format, len(p.idx.Sources), nfiles))
+		}
+		for i, f := range p.siblings {
+			if p.idx.Sources[1+i] != f.Name() {
+				return fail(index.ErrorAt(p.path, "", "internal error: the %s parser named source %d %q, not the file it opened (%s)", p.idx.Format, 1+i, p.idx.Sources[1+i], f.Name()))
+			}
 		}
 		base := len(out.Sources)
 		out.Sources = append(out.Sources, p.idx.Sources...)
 		files = append(files, p.f)
+		files = append(files, p.siblings...)
 		for i, m := range p.idx.Members {
-			if m.Source != 1+i || m.File < 0 || m.File >= m.Source {
+			if m.Source != nfiles+i || m.File < 0 || m.File >= m.Source {
 				return fail(index.ErrorAt(p.path, "", "internal error: the %s parser returned member %d as source %d of source %d", p.idx.Format, i, m.Source, m.File))
 			}
 			src, err := l.openMember(p.idx.SourceName(m.Source), files[base:], &m)
@@ -82,8 +89,10 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 				}
 			}
 		}
-		if i := slices.Index(l.spare, p.f); i >= 0 {
-			l.spare = slices.Delete(l.spare, i, i+1)
+		for _, f := range append([]index.File{p.f}, p.siblings...) {
+			if i := slices.Index(l.spare, f); i >= 0 {
+				l.spare = slices.Delete(l.spare, i, i+1)
+			}
 		}
 	}
 	if len(parts) > 1 {

@@ -3,6 +3,7 @@ package index
 import (
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"unicode"
@@ -155,7 +156,7 @@ type Member struct {
 	Name string // its name in the zip; for Latin1, Tiles and Concat, the tensor's name
 	Size int64  // bytes it decodes to
 	// Kind says how its bytes are made: *Deflated, *Latin1, *Tiles or
-	// *Concat (one type per kind; a switch on Kind is exhaustive
+	// *Concat or *Decoded (one type per kind; a switch on Kind is exhaustive
 	// over these).
 	Kind MemberKind
 }
@@ -194,10 +195,26 @@ type Concat struct {
 	Parts []Part
 }
 
+// Decoded is bytes the format's own decoder writes: an HDF5 dataset's
+// gzip chunks, an ONNX tensor's varint-packed int64_data. Decode writes
+// the member's Size bytes to w, reading them from file (the Sources
+// entry Member.File) however the format stores them; it writes no more
+// than Size bytes and says what is wrong in one line without the file's
+// name. Called on first read, through the inflate cache (its budgets),
+// like a deflated member.
+type Decoded struct {
+	Decode func(w io.Writer, file io.ReaderAt) error
+	Read   []Part // the ranges of Member.File it reads, where known
+}
+
 func (*Deflated) kind() {}
 func (*Latin1) kind()   {}
 func (*Tiles) kind()    {}
 func (*Concat) kind()   {}
+func (*Decoded) kind()  {}
+
+// Ranges is what the decoder reads, where the format says.
+func (k *Decoded) Ranges(*Member) []Part { return k.Read }
 
 // Ranges is the compressed bytes.
 func (k *Deflated) Ranges(m *Member) []Part {
