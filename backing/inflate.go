@@ -78,11 +78,16 @@ type Member struct {
 	// one byte of the member; they must decode to exactly Size bytes. No
 	// CRC-32: the encoding itself is checked, byte by byte.
 	Latin1 bool
+	// Decode, when set, writes the member's bytes (exactly Size of them)
+	// to w, reading file as its format stores them (index.MethodDecode:
+	// an HDF5 dataset's gzip chunks); Offset and CompressedSize are then
+	// unused. Its error is one line on the member's data.
+	Decode func(w io.Writer, file io.ReaderAt) error
 }
 
 // what names m in messages.
 func (m Member) what() string {
-	if m.Latin1 {
+	if m.Latin1 || m.Decode != nil {
 		return "tensor " + strconv.Quote(m.Name)
 	}
 	return "member " + m.Name

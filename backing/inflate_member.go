@@ -231,6 +231,29 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 			f.Close()
 		}
 	}
+	if m.Decode != nil {
+		dw := &decodeWriter{w: w, left: m.Size}
+		err := m.Decode(dw, s.file)
+		if err == nil && dw.left != 0 {
+			err = fmt.Errorf("decodes to %d bytes, not %d", m.Size-dw.left, m.Size)
+		}
+		if err == nil {
+			if bw, ok := w.(*bufio.Writer); ok {
+				if err := bw.Flush(); err != nil {
+					undo()
+					return fail(false, err, "cannot write the decoded bytes to their cache file in %s", c.opts.Dir)
+				}
+			}
+			c.inflations.Add(1)
+			return mem, f, false, nil
+		}
+		undo()
+		var we *writeError
+		if errors.As(err, &we) {
+			return fail(false, we.err, "cannot write the decoded bytes to their cache file in %s", c.opts.Dir)
+		}
+		return fail(true, nil, "%v", err)
+	}
 	src := &fileReader{r: io.NewSectionReader(s.file, m.Offset, m.CompressedSize)}
 	if m.Latin1 {
 		if err := latin1Decode(w, src, m); err != nil {
@@ -420,4 +443,26 @@ func (s *memberSource) Close() error {
 		c.signal()
 	}
 	return nil
+}
+
+// decodeWriter passes a Decode's bytes on to w, at most left of them: a
+// decoder that writes more than the member's size is refused at the
+// first byte over, so memory and disk stay within what was reserved.
+type decodeWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (d *decodeWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > d.left {
+		return 0, fmt.Errorf("decodes to more than its %d bytes", d.left)
+	}
+	n, err := d.w.Write(p)
+	d.left -= int64(n)
+	if err != nil {
+		if _, ok := err.(*writeError); !ok {
+			err = &writeError{err}
+		}
+	}
+	return n, err
 }

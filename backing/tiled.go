@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sort"
+	"sync/atomic"
+
+	"github.com/lazyweights/tensorfs/tiling"
 )
 
 // Tile is one chunk of a tiled source: the chunk's elements, row-major and
@@ -36,8 +38,12 @@ type Tiled struct {
 	size  int64
 	inner []int64 // inner[k]: elements of one step along dim k (product of shape[k+1:])
 	tiles []tile  // the non-empty tiles, in row-major order of their Start
-	ext0  int64   // the largest extent of a tile along dim 0
+	index *tiling.Index
 }
+
+// tiledProbes counts the tiles a find tests, for the tests: a read costs
+// a few per piece it touches, whatever the count of tiles.
+var tiledProbes atomic.Int64
 
 // tile is a Tile with what a read needs precomputed.
 type tile struct {
@@ -118,34 +124,23 @@ func NewTiled(name string, shape []int64, elemSize int64, tiles []Tile) (*Tiled,
 		t.tiles = append(t.tiles, tl)
 	}
 	slices.SortFunc(t.tiles, func(a, b tile) int { return slices.Compare(a.start, b.start) })
+	boxes := make([]tiling.Box, len(t.tiles))
 	for i := range t.tiles {
-		t.ext0 = max(t.ext0, t.tiles[i].end[0]-t.tiles[i].start[0])
-	}
-	// Overlaps: a sweep along dim 0 compares only tiles whose dim-0
-	// ranges meet.
-	for i := range t.tiles {
-		a := &t.tiles[i]
-		for j := i + 1; j < len(t.tiles) && t.tiles[j].start[0] < a.end[0]; j++ {
-			if overlap(a, &t.tiles[j]) {
-				return bad("tiles at offsets %v and %v overlap", a.start, t.tiles[j].start)
-			}
+		tl := &t.tiles[i]
+		boxes[i] = tiling.Box{Start: tl.start, Shape: make([]int64, len(tl.start))}
+		for k := range tl.start {
+			boxes[i].Shape[k] = tl.end[k] - tl.start[k]
 		}
 	}
-	if covered != n {
+	if covered < n {
 		return bad("the tiles cover %d of %d elements", covered, n)
 	}
+	if err := tiling.Check(t.shape, boxes); err != nil { // overlaps
+		return bad("%v", err)
+	}
+	t.index = tiling.NewIndex(boxes)
 	return t, nil
 }
-
-func overlap(a, b *tile) bool {
-	for k := range a.start {
-		if a.end[k] <= b.start[k] || b.end[k] <= a.start[k] {
-			return false
-		}
-	}
-	return true
-}
-
 func (t *Tiled) Size() int64  { return t.size }
 func (t *Tiled) Name() string { return t.name }
 func (t *Tiled) Close() error { return nil }
@@ -161,22 +156,18 @@ func (c *tile) contains(idx []int64) bool {
 }
 
 // find returns the tile holding idx, trying hint and the one after it
-// first (reads go forward), then the tiles whose range along dim 0 can
-// hold idx[0]: those starting at most ext0 before it, found by binary
-// search (a grid of R x C chunks looks at C of them).
+// first (reads go forward), then the index of the tiles (a few probes
+// per dim, whatever their count).
 func (t *Tiled) find(idx []int64, hint int) int {
-	for _, i := range [2]int{hint, hint + 1} {
+	for n, i := range [2]int{hint, hint + 1} {
 		if i >= 0 && i < len(t.tiles) && t.tiles[i].contains(idx) {
+			tiledProbes.Add(int64(n + 1))
 			return i
 		}
 	}
-	hi := sort.Search(len(t.tiles), func(i int) bool { return t.tiles[i].start[0] > idx[0] })
-	for i := hi - 1; i >= 0 && t.tiles[i].start[0] > idx[0]-t.ext0; i-- {
-		if t.tiles[i].contains(idx) {
-			return i
-		}
-	}
-	return -1
+	i, probes := t.index.Find(idx)
+	tiledProbes.Add(int64(probes + 2))
+	return i
 }
 
 // errHole is a read of an element no tile holds: NewTiled makes it

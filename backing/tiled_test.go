@@ -170,3 +170,46 @@ func grid(rows, cols []int64) []box {
 	}
 	return out
 }
+
+// TestTiledReadLinear: issue 34's tiling, a [32768, 2] tensor whose
+// column 0 is one chunk and column 1 32,768 [1,1] chunks, read whole and
+// in 4 KiB reads, gives the right bytes testing a few tiles per piece
+// (the dim-0 scan it replaces went back over every earlier row's tile:
+// 32,768 rows x 16,384 tiles on average).
+func TestTiledReadLinear(t *testing.T) {
+	const rows = 1 << 15
+	shape := []int64{rows, 2}
+	whole := make([]byte, rows*2*2)
+	for i := range whole {
+		whole[i] = byte(i*7 + i>>8)
+	}
+	// Column 0 at the start of one source, each element of column 1 a
+	// tile of its own after it.
+	src := &bytesSource{name: "chunks"}
+	tiles := []Tile{{Src: src, Offset: 0, Start: []int64{0, 0}, Shape: []int64{rows, 1}}}
+	for r := 0; r < rows; r++ {
+		src.b = append(src.b, whole[4*r:4*r+2]...)
+	}
+	for r := 0; r < rows; r++ {
+		tiles = append(tiles, Tile{Src: src, Offset: int64(len(src.b)), Start: []int64{int64(r), 1}, Shape: []int64{1, 1}})
+		src.b = append(src.b, whole[4*r+2:4*r+4]...)
+	}
+	tl, err := NewTiled("t", shape, 2, tiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{len(whole), 4096} {
+		before := tiledProbes.Load()
+		buf := make([]byte, size)
+		for off := 0; off < len(whole); off += size {
+			n, err := tl.ReadAt(buf, int64(off))
+			if err != nil || !bytes.Equal(buf[:n], whole[off:off+n]) {
+				t.Fatalf("read %d at %d: %d bytes, %v", size, off, n, err)
+			}
+		}
+		pieces := int64(2 * rows)
+		if probes := tiledProbes.Load() - before; probes > 64*pieces {
+			t.Errorf("reads of %d: %d tiles tested for %d pieces", size, probes, pieces)
+		}
+	}
+}

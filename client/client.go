@@ -33,6 +33,18 @@ type TensorInfo struct {
 	// little-endian range of it; Offset is -1 otherwise.
 	Source string
 	Offset int64
+	// Role says which listings hold it (Listed): stored, a part of a
+	// logical tensor, or a logical tensor.
+	Role index.Role
+}
+
+// Listed reports whether the tensors a reader of dtype to gets (Stream,
+// Fill, TensorsIn) include t: AsStored lists every stored tensor, parts
+// included; a view dtype lists the stored tensors that are not parts
+// and the logical ones (index.Tensor.Listed).
+func (t TensorInfo) Listed(to dtype.DType) bool {
+	it := index.Tensor{Role: t.Role}
+	return it.Listed(to != AsStored)
 }
 
 // NumElements returns the product of the shape (1 for a scalar).
@@ -68,6 +80,9 @@ type Checkpoint struct {
 	dropMapped bool
 	// remote: the files are remote sources (s3://, http(s)://).
 	remote bool
+	// loaded is what source.Load returned (its Sources are files),
+	// for the files beside it (Beside); nil otherwise.
+	loaded *source.Checkpoint
 
 	// Mount access; "" for a direct checkpoint.
 	mount string
@@ -130,13 +145,34 @@ func openSource(path string, opts Options) (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
+	return FromSource(path, ck, so.Backing.Mode)
+}
+
+// FromSource wraps a checkpoint that source.Load has loaded, its local
+// files read in mode, as a Checkpoint, which takes ownership of its
+// sources (Close closes them). It is what Open does after loading: a
+// command that loads a SOURCE itself (to log, check or mount it) reads
+// it through the same Checkpoint.
+func FromSource(path string, ck *source.Checkpoint, mode backing.Mode) (*Checkpoint, error) {
 	c, err := FromIndex(path, ck.Index, ck.Sources)
 	if err != nil {
 		return nil, err
 	}
 	c.remote = ck.Remote != nil
-	c.dropMapped = !c.remote && so.Backing.Mode == backing.Mmap
+	c.dropMapped = !c.remote && mode == backing.Mmap
+	c.loaded = ck
 	return c, nil
+}
+
+// Beside returns the files of the model directory beside the checkpoint
+// (config.json, tokenizer files...), found one way for every SOURCE kind
+// (source.Checkpoint.Beside); none for a mount or a Checkpoint made by
+// FromIndex. Close closes them.
+func (c *Checkpoint) Beside(ctx context.Context) ([]source.File, error) {
+	if c.loaded == nil {
+		return nil, nil
+	}
+	return c.loaded.Beside(ctx)
 }
 
 // FromIndex wraps an index that the caller has already loaded, with its
@@ -175,7 +211,7 @@ func FromIndex(path string, idx *index.Index, files []backing.Source) (*Checkpoi
 		}
 		infos[i] = TensorInfo{
 			Name: t.Name, Path: t.Path, DType: t.DType, Shape: t.Shape, Size: t.Size,
-			Source: src, Offset: off,
+			Source: src, Offset: off, Role: t.Role,
 		}
 	}
 	if err := c.setTensors(infos); err != nil {
@@ -213,6 +249,11 @@ func (c *Checkpoint) Close() error {
 		}
 	}
 	c.files = nil
+	if c.loaded != nil {
+		c.loaded.Sources = nil // the files, closed above
+		c.loaded.Close()       // the files beside it
+		c.loaded = nil
+	}
 	return first
 }
 
@@ -300,6 +341,19 @@ func (c *Checkpoint) Unserved() []Unserved { return append([]Unserved(nil), c.un
 // Tensors returns every tensor in index order (sorted by name). The slice
 // is a copy; the Shape slices are shared and must not be modified.
 func (c *Checkpoint) Tensors() []TensorInfo { return append([]TensorInfo(nil), c.tensors...) }
+
+// TensorsIn returns the tensors a reader of dtype to gets (Listed), in
+// index order: what Stream and Fill deliver with that DType and no
+// Filter.
+func (c *Checkpoint) TensorsIn(to dtype.DType) []TensorInfo {
+	var out []TensorInfo
+	for _, t := range c.tensors {
+		if t.Listed(to) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
 
 // Tensor returns the tensor with this exact name.
 func (c *Checkpoint) Tensor(name string) (TensorInfo, bool) {
@@ -439,17 +493,11 @@ func (c *Checkpoint) openPart(t TensorInfo, to dtype.DType, part *Split) (*Tenso
 		return nil, &TensorError{Source: c.path, Name: t.Name, Op: "open", Off: -1,
 			Err: fmt.Errorf("%w: no %s view of %s", ErrNotConvertible, to, t.DType)}
 	}
-	vto := to
+	form := view.Form{To: to, Split: part}
 	if native(t, to) {
-		vto = dtype.Invalid
+		form.To = dtype.Invalid
 	}
-	var v view.Reader
-	var err error
-	if part != nil {
-		v, err = view.NewSlice(it, src, vto, *part)
-	} else {
-		v, err = view.New(it, src, vto)
-	}
+	v, err := view.Open(it, src, form)
 	if err != nil {
 		return nil, &TensorError{Source: c.path, Name: t.Name, Op: "open", Off: -1, Err: err}
 	}

@@ -156,7 +156,7 @@ func (c *Checkpoint) PlanFill(opts FillOptions) ([]FillTensor, error) {
 	}
 	var out []FillTensor
 	for _, t := range c.tensors {
-		if opts.Filter != nil && !opts.Filter(t) {
+		if !t.Listed(opts.DType) || (opts.Filter != nil && !opts.Filter(t)) {
 			continue
 		}
 		to := opts.DType

@@ -73,7 +73,7 @@ func TestStreamDeflatedTorchZip(t *testing.T) {
 				t.Errorf("%d members, want the 7 deflated storages", n)
 			}
 			for _, m := range c.idx.Members {
-				if m.Method != index.MethodDeflate {
+				if _, ok := m.Kind.(*index.Deflated); !ok {
 					t.Errorf("member %+v is not deflated", m)
 				}
 			}
@@ -151,7 +151,7 @@ func TestStreamPaddle(t *testing.T) {
 			}
 			defer c.Close()
 			for _, m := range c.idx.Members {
-				if m.Method == index.MethodConcat {
+				if _, ok := m.Kind.(*index.Concat); ok {
 					concat++
 				}
 			}

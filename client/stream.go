@@ -131,7 +131,7 @@ func (c *Checkpoint) Stream(ctx context.Context, sink Sink, opts StreamOptions) 
 	opts = opts.withDefaults()
 	var sel []TensorInfo
 	for _, t := range c.tensors {
-		if opts.Filter == nil || opts.Filter(t) {
+		if t.Listed(opts.DType) && (opts.Filter == nil || opts.Filter(t)) {
 			sel = append(sel, t)
 		}
 	}

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/dcp"
 )
@@ -40,8 +38,9 @@ func (l *loader) dcpDir(dir string, files []string) (idx *index.Index, ok bool, 
 		return nil, true, err
 	}
 	l.files = append(l.files, dfiles...)
-	for _, m := range idx.Members {
-		src, err := openTiles(idx.SourceName(m.Source), l.files, m)
+	for i := range idx.Members {
+		m := &idx.Members[i]
+		src, err := l.openMember(idx.SourceName(m.Source), l.files, m)
 		if err != nil {
 			return nil, true, index.ErrorAt(mp, "tensor "+fmt.Sprintf("%q", m.Name), "%v", err)
 		}
@@ -50,44 +49,35 @@ func (l *loader) dcpDir(dir string, files []string) (idx *index.Index, ok bool, 
 	return idx, true, nil
 }
 
-// openTiles opens member m of method MethodTiles: a backing.Tiled over
-// its chunks' files, named name (read without the parsing view: a mapped file is read
-// through its mapping).
-func openTiles(name string, files []index.File, m index.Member) (index.File, error) {
-	if m.Method != index.MethodTiles || m.Tiles == nil {
-		return nil, fmt.Errorf("internal error: member method %d", m.Method)
-	}
-	tiles := make([]backing.Tile, len(m.Tiles.Chunks))
-	for i, c := range m.Tiles.Chunks {
-		if c.Source < 0 || c.Source >= len(files) {
-			return nil, fmt.Errorf("internal error: chunk source %d of %d", c.Source, len(files))
-		}
-		var f backing.ReaderAt = files[c.Source]
-		if s, ok := f.(backing.Source); ok {
-			f = backing.Unwrap(s)
-		}
-		tiles[i] = backing.Tile{Src: f, Offset: c.Offset, Start: c.Start, Shape: c.Shape}
-	}
-	return backing.NewTiled(name, m.Tiles.Shape, m.Tiles.ElemSize, tiles)
-}
-
-// insideDir refuses a file of dir that is a symbolic link leading out of
-// it (a distributed checkpoint's items name files by relative path).
+// insideDir refuses a file of dir that is a symbolic link to something
+// other than a regular file (a distributed checkpoint's items name files
+// by relative path). A link to a regular file is followed wherever it
+// leads, as torch follows it: a Hugging Face cache snapshot's .distcp are
+// links to ../../blobs/SHA256.
 func insideDir(dir, p string) error {
 	st, err := os.Lstat(p)
 	if err != nil {
 		return err
 	}
 	if st.Mode()&os.ModeSymlink == 0 {
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("%s is not a regular file (%s)", filepath.Base(p), st.Mode().Type())
+		}
 		return nil
 	}
-	rd, err1 := filepath.EvalSymlinks(dir)
-	rp, err2 := filepath.EvalSymlinks(p)
-	if err1 != nil || err2 != nil {
+	rp, err := filepath.EvalSymlinks(p)
+	if err != nil {
 		return fmt.Errorf("%s is a symbolic link that cannot be followed", filepath.Base(p))
 	}
-	if rel, err := filepath.Rel(rd, rp); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return fmt.Errorf("%s is a symbolic link out of the checkpoint's directory (to %s)", filepath.Base(p), rp)
+	if ts, err := os.Stat(rp); err != nil || !ts.Mode().IsRegular() {
+		what := "nothing"
+		if err == nil {
+			what = "a " + ts.Mode().Type().String() + " file, not a regular one"
+			if ts.IsDir() {
+				what = "a directory"
+			}
+		}
+		return fmt.Errorf("%s is a symbolic link to %s, which is %s", filepath.Base(p), rp, what)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package formats
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -48,7 +49,8 @@ func copyDir(t *testing.T, src string) string {
 
 // TestLoadDCP: a distributed checkpoint's directory, or its .metadata,
 // loads whole (Sources: the .distcp files, absolute, then the tiled
-// tensors); a symbolic link out of the directory is refused; a directory
+// tensors); a symbolic link to a regular file is followed wherever it
+// leads (a Hugging Face cache snapshot), one to anything else refused; a directory
 // whose .metadata is something else is read as any directory.
 func TestLoadDCP(t *testing.T) {
 	src := testdata.Path(t, "modern/dcp_ws4")
@@ -86,10 +88,49 @@ func TestLoadDCP(t *testing.T) {
 	if err := os.Symlink(out, filepath.Join(dir, "__1_0.distcp")); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := Load(dir, openDCP, testOptions)
-	if err == nil || !strings.Contains(err.Error(), "symbolic link out of the checkpoint's directory") || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("a .distcp linked from outside: %v", err)
+	if _, files, err := Load(dir, openDCP, testOptions); err != nil {
+		t.Fatalf("a .distcp linked to a regular file outside: %v", err)
+	} else {
+		closeAll(files)
 	}
+	// A Hugging Face cache snapshot: every file a link to ../../blobs/X.
+	hf := t.TempDir()
+	os.MkdirAll(filepath.Join(hf, "blobs"), 0o755)
+	os.MkdirAll(filepath.Join(hf, "snapshots", "abc"), 0o755)
+	ents, _ := os.ReadDir(src)
+	for i, e := range ents {
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blob := fmt.Sprintf("%064x", i)
+		os.WriteFile(filepath.Join(hf, "blobs", blob), data, 0o644)
+		if err := os.Symlink("../../blobs/"+blob, filepath.Join(hf, "snapshots", "abc", e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if idx, files, err := Load(filepath.Join(hf, "snapshots", "abc"), openDCP, testOptions); err != nil || len(idx.Tensors) != 17 {
+		t.Fatalf("a Hugging Face cache snapshot: %v", err)
+	} else {
+		closeAll(files)
+	}
+	// A link to what is not a regular file is refused, in one line.
+	os.Remove(filepath.Join(dir, "__1_0.distcp"))
+	os.Symlink("/dev/zero", filepath.Join(dir, "__1_0.distcp"))
+	_, _, err := Load(dir, openDCP, testOptions)
+	if err == nil || !strings.Contains(err.Error(), "__1_0.distcp") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("a .distcp linked to /dev/zero: %v", err)
+	}
+	t.Logf("a .distcp linked to /dev/zero: %v", err)
+	os.Remove(filepath.Join(dir, "__1_0.distcp"))
+	os.Symlink(t.TempDir(), filepath.Join(dir, "__1_0.distcp"))
+	_, _, err = Load(dir, openDCP, testOptions)
+	if err == nil || !strings.Contains(err.Error(), "__1_0.distcp") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("a .distcp linked to a directory: %v", err)
+	}
+	t.Logf("a .distcp linked to a directory: %v", err)
+	os.Remove(filepath.Join(dir, "__1_0.distcp"))
+	os.Symlink(out, filepath.Join(dir, "__1_0.distcp"))
 	// A link inside the directory is fine.
 	os.Remove(filepath.Join(dir, "__1_0.distcp"))
 	os.Rename(out, filepath.Join(dir, "rank1.bin"))
@@ -104,5 +145,24 @@ func TestLoadDCP(t *testing.T) {
 	os.WriteFile(filepath.Join(other, ".metadata"), []byte("\x80\x04N."), 0o644)
 	if _, _, err := Load(other, openDCP, testOptions); err == nil || !strings.Contains(err.Error(), "no checkpoint in the directory") {
 		t.Fatalf("a directory with another .metadata: %v", err)
+	}
+}
+
+// TestLoneDistcp: a .distcp given alone (a row of torch.save zips, which
+// no reader takes for one file) says it is a shard of a Distributed
+// Checkpoint and to pass its directory, in one line.
+func TestLoneDistcp(t *testing.T) {
+	src := testdata.Path(t, "modern/dcp_ws4")
+	alone := filepath.Join(t.TempDir(), "__0_0.distcp")
+	data, err := os.ReadFile(filepath.Join(src, "__0_0.distcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(alone, data, 0o644)
+	for p, dir := range map[string]string{filepath.Join(src, "__0_0.distcp"): src, alone: filepath.Dir(alone)} {
+		_, _, err := Load(p, openDCP, testOptions)
+		if err == nil || !strings.Contains(err.Error(), "a shard of a PyTorch Distributed Checkpoint, which is read whole: pass its directory, "+dir) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v", p, err)
+		}
 	}
 }

@@ -39,6 +39,7 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 	var parts []part
 	lfs := ""     // the first Git LFS pointer among the files
 	refused := "" // what the first file of Refused's formats is, until a checkpoint is found
+	broken := 0   // checkpoint files left out (Options.Report)
 	for _, p := range files {
 		f, err := l.openFile(p)
 		if err != nil {
@@ -69,18 +70,28 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 		if len(parts) >= index.MaxShards {
 			return nil, index.ErrorAt(dir, "", "more than %d checkpoint files", index.MaxShards)
 		}
-		idx, err := fm.Parse(f)
+		pt, err := l.parse(fm, p, f)
 		if errors.Is(err, paddle.ErrNotPaddle) {
 			l.release(f) // a pickle of other data: not a checkpoint
 			continue
 		}
+		if err == nil && len(parts) > 0 && pt.idx.Format != parts[0].idx.Format {
+			err = index.ErrorAt(dir, "", "mixes checkpoint formats: %s is %s, %s is %s", display(filepath.Base(parts[0].path)), parts[0].idx.Format, display(filepath.Base(p)), pt.idx.Format)
+		}
 		if err != nil {
-			return nil, err
+			// With Options.Report, a shard that cannot be read is left
+			// out and the others are checked too.
+			if l.tolerate(err) != nil {
+				return nil, err
+			}
+			l.release(f)
+			broken++
+			continue
 		}
-		if len(parts) > 0 && idx.Format != parts[0].idx.Format {
-			return nil, index.ErrorAt(dir, "", "mixes checkpoint formats: %s is %s, %s is %s", display(filepath.Base(parts[0].path)), parts[0].idx.Format, display(filepath.Base(p)), idx.Format)
-		}
-		parts = append(parts, part{path: p, f: f, idx: idx})
+		parts = append(parts, pt)
+	}
+	if len(parts) == 0 && broken > 0 {
+		return nil, index.ErrorAt(dir, "", "none of the %d checkpoint files in the directory can be read", broken)
 	}
 	if len(parts) == 0 && lfs != "" {
 		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory: %s is a Git LFS pointer, not the file itself (not downloaded); run `git lfs pull` in the repository (or download the files directly)", display(filepath.Base(lfs)))
@@ -89,7 +100,7 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory: %s", refused)
 	}
 	if len(parts) == 0 {
-		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory (%d files looked at; want a *.index.json weight map or safetensors, PyTorch, GGUF, .npy, .npz or PaddlePaddle files)", len(files))
+		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory (%d files looked at; want a *.index.json weight map or safetensors, PyTorch, GGUF, .npy, .npz, ONNX, HDF5 (Keras) or PaddlePaddle files)", len(files))
 	}
 	if parts[0].idx.Format == "gguf" {
 		if len(parts) == 1 {

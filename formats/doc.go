@@ -17,10 +17,37 @@
 //	             pickle with torch's magic number
 //	npz          zip whose first member is an .npy       index/numpy
 //	safetensors  u64 header length <= 100 MB, then '{'   index/safetensors
+//	paddle       a pickle of a dict (protocol 2+) whose  index/paddle
+//	             values are NumPy arrays (PaddlePaddle
+//	             .pdparams/.pdopt); last: other pickles
+//	             are not claimed
+//	hdf5         "\x89HDF\r\n\x1a\n" at byte 0 (Keras 3  index/hdf5
+//	             .weights.h5, as h5py writes it)
+//	keras        zip whose first member is               index/hdf5
+//	             metadata.json, config.json or           (ParseAt,
+//	             model.weights.h5 (Keras 3 .keras)       in place)
+//	onnx         ir_version (field 1), then a            index/onnx
+//	             ModelProto field (no magic: after the   (ParseSiblings)
+//	             rows with magic bytes)
+//
+// Directories are read by Load (below), not by a row: PyTorch
+// Distributed Checkpoints (a .metadata and its *.distcp, index/dcp) and
+// sharded Hugging Face checkpoints of any row's format.
+//
+// Families (families.go) names the formats as users know them (NumPy is
+// the numpy and npz rows; a distributed checkpoint and a sharded Hugging
+// Face checkpoint are directories): every row is in one family
+// (TestFamilies), the CLI's help lists them from it, and
+// cmd/tensorfs's TestFormatListsAgree holds the README and
+// docs/FORMATS.md to it.
 //
 // A parser reads one index.File (io.ReaderAt, Size, Name), validates all
 // of it and returns an Index with Sources == []string{f.Name()}, Source 0
-// in every tensor and no paths. A file no row accepts is named as what it
+// in every tensor and no paths. A row whose file names others beside it
+// (ONNX external data) sets ParseSiblings instead of Parse: it gets an
+// index.Opener confined to the file's directory (siblings.go: "..",
+// absolute paths and symbolic links out refused, one line), and its
+// Index's Sources are the file, then the files it opened, then members. A file no row accepts is named as what it
 // is when the refused table knows it (a GGML file, a tar of torch's old
 // format, ONNX, HDF5, a Git LFS pointer...), else by its first bytes.
 //
@@ -35,8 +62,10 @@
 //
 // # Invariants
 //
-//   - No system calls except Load's os.Stat and os.ReadDir; every byte is
-//     read through index.File. Files are opened through the caller's
+//   - No system calls except Load's os.Stat and os.ReadDir, and the
+//     symbolic-link checks (os.Lstat, filepath.EvalSymlinks) that confine
+//     the files a checkpoint names beside it to its directory (dcp.go,
+//     siblings.go); every byte is read through index.File. Files are opened through the caller's
 //     Opener and all of them are closed again when loading fails.
 //   - No state between packages: compressed members (Index.Members) are
 //     opened through the inflate cache the caller passes in

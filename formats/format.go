@@ -10,7 +10,9 @@ import (
 
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/gguf"
+	"github.com/lazyweights/tensorfs/index/hdf5"
 	"github.com/lazyweights/tensorfs/index/numpy"
+	"github.com/lazyweights/tensorfs/index/onnx"
 	"github.com/lazyweights/tensorfs/index/paddle"
 	"github.com/lazyweights/tensorfs/index/safetensors"
 	"github.com/lazyweights/tensorfs/index/torch"
@@ -27,6 +29,22 @@ type Format struct {
 	// returned Index has Sources == []string{f.Name()} and Source == 0 in
 	// every tensor; paths are not assigned yet.
 	Parse func(f index.File) (*index.Index, error)
+	// ParseSiblings, set instead of Parse for a format whose file names
+	// other files beside it (ONNX external data), is Parse with an
+	// opener for them, confined to the file's directory (index.Opener).
+	// The returned Index's Sources are f's name, then the names of the
+	// files opened, in the order first opened, then its Members. open
+	// is nil when f is parsed alone (ParseFile): a file that needs
+	// others is then refused, one line.
+	ParseSiblings func(f index.File, open index.Opener) (*index.Index, error)
+}
+
+// parse is the row's parser, with open for its siblings.
+func (fm *Format) parse(f index.File, open index.Opener) (*index.Index, error) {
+	if fm.ParseSiblings != nil {
+		return fm.ParseSiblings(f, open)
+	}
+	return fm.Parse(f)
 }
 
 // SniffLen is how many leading bytes Detect needs (index.SniffLen).
@@ -42,13 +60,19 @@ var Table = []Format{
 	{Name: "pytorch", Sniff: torch.Sniff, Parse: torch.Parse},
 	{Name: "npz", Sniff: numpy.SniffNPZ, Parse: parseNPZ},
 	{Name: "safetensors", Sniff: safetensors.Sniff, Parse: safetensors.Parse},
+	{Name: "hdf5", Sniff: hdf5.Sniff, Parse: hdf5.Parse},
+	// A Keras 3 .keras zip: its stored model.weights.h5, read in place.
+	{Name: "keras", Sniff: sniffKeras, Parse: parseKeras},
+	// Protobuf has no magic: ONNX is told by its first fields (ir_version,
+	// then another ModelProto field), after the formats with magic bytes.
+	{Name: "onnx", Sniff: onnx.Sniff, ParseSiblings: onnx.ParseSiblings},
 	// Last: any pickle of a dict is sniffed; Parse tells a Paddle file
 	// (numpy arrays) from other pickles, which are not claimed.
 	{Name: "paddle", Sniff: paddle.Sniff, Parse: parsePaddle},
 }
 
 // unknownMsg is the message for a file no row of Table reads.
-const unknownMsg = "not a checkpoint tensorfs knows (want safetensors, PyTorch, GGUF, .npy, .npz or PaddlePaddle)"
+const unknownMsg = "not a checkpoint tensorfs knows (want safetensors, PyTorch, GGUF, .npy, .npz, ONNX, HDF5 (Keras) or PaddlePaddle)"
 
 // parsePaddle is paddle.Parse, which leaves a pickle without numpy
 // arrays (paddle.ErrNotPaddle) unclaimed: it is reported as a file that
@@ -101,8 +125,12 @@ func Detect(head []byte) (*Format, bool) {
 	return nil, false
 }
 
-// ParseFile detects f's format by content and parses it.
-func ParseFile(f index.File) (*index.Index, error) {
+// ParseFile detects f's format by content and parses it, alone: a file
+// that names others beside it (ONNX external data) is refused; Load
+// opens them.
+func ParseFile(f index.File) (*index.Index, error) { return parseFile(f, nil) }
+
+func parseFile(f index.File, open index.Opener) (*index.Index, error) {
 	head := make([]byte, SniffLen)
 	n, err := f.ReadAt(head, 0)
 	if n < len(head) && err != nil && err != io.EOF {
@@ -121,7 +149,7 @@ func ParseFile(f index.File) (*index.Index, error) {
 	if !ok {
 		return nil, &index.FormatError{File: f.Name(), Offset: -1, Msg: unknownMsg + describeHead(head)}
 	}
-	idx, err := fm.Parse(f)
+	idx, err := fm.parse(f, open)
 	if err == nil {
 		return idx, nil
 	}
@@ -131,7 +159,7 @@ func ParseFile(f index.File) (*index.Index, error) {
 	// stands.
 	for i := range Table {
 		if other := &Table[i]; other != fm && other.Name != "pytorch" && other.Name != "npz" && other.Sniff(head) {
-			if idx, err2 := other.Parse(f); err2 == nil {
+			if idx, err2 := other.parse(f, open); err2 == nil {
 				return idx, nil
 			}
 		}

@@ -21,6 +21,18 @@ type Options struct {
 	// backing.DefaultInflateCache()) so that its memory limit holds for
 	// all mounts; a checkpoint with such members fails to load without it.
 	Inflate *backing.InflateCache
+	// Report, when set, makes Load go on past the problems of a weight
+	// map and its shards, each passed to Report as the error Load would
+	// otherwise return (a *index.FormatError): a shard that cannot be
+	// opened, parsed or is of another format is left out; a tensor of a
+	// shard that the map does not list, or lists in another shard, is
+	// kept; a tensor the map lists that its shard lacks is reported. In
+	// a directory without a weight map, a checkpoint file that does not
+	// parse (or is of another format than the first) is left out. What
+	// is left must still load (at least one shard, no tensor twice).
+	// `tensorfs check` reports every problem this way; nil fails at the
+	// first, as every other command does.
+	Report func(error)
 }
 
 // Opener opens one backing file by path. backing.Open provides it.
@@ -66,7 +78,7 @@ func Load(path string, open Opener, o Options) (*index.Index, []index.File, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	l := &loader{open: open, inflate: o.Inflate}
+	l := &loader{open: open, inflate: o.Inflate, report: o.Report}
 	var idx *index.Index
 	switch {
 	case st.IsDir():
@@ -105,13 +117,25 @@ type loader struct {
 	tree    Tree                  // where dir lists files; nil: the local filesystem
 	files   []index.File          // checkpoint files, files[i] for the merged Sources[i] once merged
 	spare   []index.File          // opened, not (yet) part of the result
+	report  func(error)           // Options.Report
+}
+
+// tolerate returns err, or nil after passing it to Options.Report when
+// Load goes on past such problems (Report set).
+func (l *loader) tolerate(err error) error {
+	if l.report == nil {
+		return err
+	}
+	l.report(err)
+	return nil
 }
 
 // part is one parsed checkpoint file.
 type part struct {
-	path string
-	f    index.File
-	idx  *index.Index
+	path     string
+	f        index.File
+	idx      *index.Index
+	siblings []index.File // the files its parser opened beside it: Sources[1:1+len]
 }
 
 func closeFile(f index.File) {
@@ -170,6 +194,24 @@ func isLFSPointerFile(f index.File) (bool, error) {
 	return IsLFSPointer(head), nil
 }
 
+// dcpShard reports whether path, a file that no format reads, is a
+// .distcp of a distributed checkpoint: its directory holds a .metadata
+// that dcp.Sniff accepts (a .distcp alone is a row of torch.save zips,
+// which no reader takes for one file), or, with no such .metadata
+// beside it, it is named as torch names them (__R_K.distcp).
+func (l *loader) dcpShard(path string) (dir string, ok bool) {
+	dir = filepath.Dir(path)
+	if f, err := l.openFile(filepath.Join(dir, dcp.MetadataName)); err == nil {
+		head := make([]byte, dcp.SniffLen)
+		n, _ := f.ReadAt(head, 0)
+		l.release(f)
+		if dcp.Sniff(head[:n]) {
+			return dir, true
+		}
+	}
+	return dir, strings.HasSuffix(path, ".distcp")
+}
+
 // file loads a SOURCE that is a file.
 func (l *loader) file(path string) (*index.Index, error) {
 	f, err := l.openFile(path)
@@ -196,12 +238,14 @@ func (l *loader) file(path string) (*index.Index, error) {
 			return l.weightMap(filepath.Dir(path), path)
 		}
 	}
-	idx, err := ParseFile(f)
+	p, err := l.parseFile(path, f)
 	if err != nil {
+		if dir, ok := l.dcpShard(path); ok {
+			return nil, index.ErrorAt(path, "", "a shard of a PyTorch Distributed Checkpoint, which is read whole: pass its directory, %s", dir)
+		}
 		return nil, err
 	}
-	p := part{path: path, f: f, idx: idx}
-	if no, count, ok := gguf.SplitInfo(idx); ok && count > 1 {
+	if no, count, ok := gguf.SplitInfo(p.idx); ok && count > 1 {
 		return l.ggufSiblings(p, no, count)
 	}
 	return l.merge([]part{p}, nil)

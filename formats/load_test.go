@@ -645,5 +645,5 @@ func TestLoadPaddle(t *testing.T) {
 		}
 	}
 	_, err = ldLoad(t, filepath.Join(dir, "vocab.pkl"), nil)
-	stCheckError(t, err, "vocab.pkl: not a checkpoint tensorfs knows (want safetensors, PyTorch, GGUF, .npy, .npz or PaddlePaddle); it is a pickle of a dict without numpy arrays")
+	stCheckError(t, err, "vocab.pkl: not a checkpoint tensorfs knows (want safetensors, PyTorch, GGUF, .npy, .npz, ONNX, HDF5 (Keras) or PaddlePaddle); it is a pickle of a dict without numpy arrays")
 }

@@ -2,11 +2,9 @@ package formats
 
 import (
 	"cmp"
-	"errors"
 	"slices"
 	"strconv"
 
-	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
 )
 
@@ -39,29 +37,33 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 		return nil, err
 	}
 	for _, p := range parts {
-		if len(p.idx.Sources) != 1+len(p.idx.Members) {
-			return fail(index.ErrorAt(p.path, "", "internal error: the %s parser returned %d sources for one file", p.idx.Format, len(p.idx.Sources)))
+		nfiles := 1 + len(p.siblings)
+		if len(p.idx.Sources) != nfiles+len(p.idx.Members) {
+			return fail(index.ErrorAt(p.path, "", "internal error: the %s parser returned %d sources for %d files", p.idx.Format, len(p.idx.Sources), nfiles))
+		}
+		for i, f := range p.siblings {
+			if p.idx.Sources[1+i] != f.Name() {
+				return fail(index.ErrorAt(p.path, "", "internal error: the %s parser named source %d %q, not the file it opened (%s)", p.idx.Format, 1+i, p.idx.Sources[1+i], f.Name()))
+			}
 		}
 		base := len(out.Sources)
 		out.Sources = append(out.Sources, p.idx.Sources...)
 		files = append(files, p.f)
+		files = append(files, p.siblings...)
 		for i, m := range p.idx.Members {
-			if m.Source != 1+i || m.File < 0 || m.File >= m.Source {
+			if m.Source != nfiles+i || m.File < 0 || m.File >= m.Source {
 				return fail(index.ErrorAt(p.path, "", "internal error: the %s parser returned member %d as source %d of source %d", p.idx.Format, i, m.Source, m.File))
 			}
-			var src index.File
-			var err error
-			if m.Method == index.MethodConcat {
-				src, err = concatMember(p.path, files[base:], m)
-			} else {
-				src, err = l.openMember(files[base+m.File], m)
-			}
+			src, err := l.openMember(p.idx.SourceName(m.Source), files[base:], &m)
 			if err != nil {
 				return fail(err)
 			}
-			m.Parts = slices.Clone(m.Parts)
-			for j := range m.Parts {
-				m.Parts[j].Source += base
+			if c, ok := m.Kind.(*index.Concat); ok {
+				parts := slices.Clone(c.Parts)
+				for j := range parts {
+					parts[j].Source += base
+				}
+				m.Kind = &index.Concat{Parts: parts}
 			}
 			members = append(members, src)
 			files = append(files, src)
@@ -87,8 +89,10 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 				}
 			}
 		}
-		if i := slices.Index(l.spare, p.f); i >= 0 {
-			l.spare = slices.Delete(l.spare, i, i+1)
+		for _, f := range append([]index.File{p.f}, p.siblings...) {
+			if i := slices.Index(l.spare, f); i >= 0 {
+				l.spare = slices.Delete(l.spare, i, i+1)
+			}
 		}
 	}
 	if len(parts) > 1 {
@@ -96,57 +100,6 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 	}
 	l.files = append(l.files, files...)
 	return out, nil
-}
-
-// concatMember opens the source of a MethodConcat member m: its parts,
-// ranges of files (the part's sources, numbered from 0), end to end.
-func concatMember(path string, files []index.File, m index.Member) (index.File, error) {
-	where := "tensor " + strconv.Quote(m.Name)
-	parts := make([]backing.ConcatPart, len(m.Parts))
-	total := int64(0)
-	for i, p := range m.Parts {
-		if p.Source < 0 || p.Source >= m.Source || p.Source >= len(files) || p.Offset < 0 || p.Size < 0 || p.Offset > files[p.Source].Size()-p.Size {
-			return nil, index.ErrorAt(path, where, "internal error: part %d [%d, +%d) of source %d", i, p.Offset, p.Size, p.Source)
-		}
-		parts[i] = backing.ConcatPart{Src: files[p.Source], Off: p.Offset, Size: p.Size}
-		total += p.Size
-	}
-	if total != m.Size {
-		return nil, index.ErrorAt(path, where, "internal error: parts of %d bytes for a member of %d", total, m.Size)
-	}
-	src, err := backing.Concat(path+":"+m.Name, parts)
-	if err != nil {
-		return nil, index.ErrorAt(path, where, "internal error: %v", err)
-	}
-	return src, nil
-}
-
-// openMember opens the source of member m of f (a file or a member): it
-// decodes the member on first read (backing.InflateCache), within the
-// limits of the cache in Options.Inflate.
-func (l *loader) openMember(f index.File, m index.Member) (index.File, error) {
-	bm := backing.Member{Name: m.Name, Offset: m.Offset, CompressedSize: m.CompressedSize, Size: m.Size, CRC32: m.CRC32}
-	where := "member " + m.Name
-	switch m.Method {
-	case index.MethodDeflate:
-	case index.MethodLatin1:
-		bm.Latin1 = true
-		where = "tensor " + strconv.Quote(m.Name)
-	default:
-		return nil, index.ErrorAt(f.Name(), where, "internal error: member method %d", m.Method)
-	}
-	if l.inflate == nil {
-		return nil, index.ErrorAt(f.Name(), where, "internal error: no inflate cache (formats.Options.Inflate) to decode this member")
-	}
-	src, err := l.inflate.OpenMember(f, bm)
-	if err != nil {
-		var me *backing.MemberError
-		if errors.As(err, &me) {
-			return nil, index.ErrorAt(f.Name(), where, "%s", me.Msg)
-		}
-		return nil, err
-	}
-	return src, nil
 }
 
 // finish sorts the tensors by name, refuses duplicates, checks what every

@@ -16,7 +16,7 @@ import (
 // read: the older formats of the tools whose checkpoints it reads (GGML,
 // GGMF and GGJT before GGUF, GGUF with a byte-swapped magic, PyTorch's tar
 // format before 0.1.10) and files that users point it at which hold no
-// checkpoint of its formats (archives, compressed files, HDF5, ONNX). Like
+// checkpoint of its formats (archives, compressed files, HDF5 after a user block). Like
 // Formats it is explicit, in detection order, and matches by content,
 // never by file name. ParseFile consults it only when no row of Formats
 // accepts the file, and refuses such a file with Describe's line.
@@ -28,7 +28,6 @@ var Refused = []RefusedFormat{
 	{Name: "zip", Describe: describeZip},
 	{Name: "compressed", Describe: describeCompressed},
 	{Name: "hdf5", Describe: describeHDF5},
-	{Name: "onnx", Describe: describeONNX},
 }
 
 // RefusedFormat is one row of Refused.
@@ -334,42 +333,14 @@ func gzipName(head []byte) string {
 const hdf5Magic = "\x89HDF\r\n\x1a\n"
 
 func describeHDF5(head []byte) string {
-	for off := 0; off+len(hdf5Magic) <= len(head); off = max(512, 2*off) {
+	// At byte 0 it is read (the hdf5 row of Table); after a user block
+	// it is named.
+	for off := 512; off+len(hdf5Magic) <= len(head); off *= 2 {
 		if string(head[off:off+len(hdf5Magic)]) == hdf5Magic {
-			return "an HDF5 file (Keras .h5 weights, or another HDF5 store), which tensorfs does not read: load it with h5py or Keras and save the arrays with safetensors (save_file) or numpy.savez"
+			return fmt.Sprintf("an HDF5 file after a user block of %d bytes, which tensorfs does not read (it reads HDF5 files that start with their superblock, as h5py and Keras write them): copy the file without its first %d bytes (tail -c +%d), or save the arrays with safetensors", off, off, off+1)
 		}
 	}
 	return ""
-}
-
-// describeONNX names an ONNX model: a protobuf ModelProto, which starts
-// with its ir_version (field 1, a small varint), then producer_name
-// (field 2, a short printable string, e.g. "pytorch") or another of
-// ModelProto's fields. Protobuf has no magic; this pattern is what every
-// ONNX writer emits first, and is not a checkpoint of any format above.
-func describeONNX(head []byte) string {
-	if len(head) < 4 || head[0] != 0x08 || head[1] < 3 || head[1] > 30 {
-		return ""
-	}
-	producer := ""
-	switch head[2] {
-	case 0x12: // producer_name
-		n := int(head[3])
-		if n == 0 || n > 64 || 4+n > len(head) || !printable(head[4:4+n]) {
-			return ""
-		}
-		producer = string(head[4 : 4+n])
-		if p := 4 + n; p+2 <= len(head) && head[p] == 0x1a { // producer_version
-			if m := int(head[p+1]); m > 0 && m <= 64 && p+2+m <= len(head) && printable(head[p+2:p+2+m]) {
-				producer += " " + string(head[p+2:p+2+m])
-			}
-		}
-		producer = fmt.Sprintf(", producer %q", producer)
-	case 0x3a, 0x42: // graph, opset_import
-	default:
-		return ""
-	}
-	return fmt.Sprintf("an ONNX model (ir_version %d%s), which tensorfs does not read: mount the checkpoint it was exported from, or save its initializers with the onnx package (onnx.numpy_helper.to_array) to a .npz", head[1], producer)
 }
 
 func printable(b []byte) bool {

@@ -58,7 +58,16 @@ func loadTree(path string, tree Tree, open Opener, o Options) (*index.Index, []i
 	if err != nil {
 		return nil, nil, err
 	}
-	l := &loader{open: open, tree: tree, inflate: o.Inflate}
+	l := &loader{open: open, tree: tree, inflate: o.Inflate, report: o.Report}
+	if d, ok := tree.(Displayer); ok && o.Report != nil {
+		l.report = func(err error) {
+			var fe *index.FormatError
+			if errors.As(err, &fe) && len(fe.File) > 0 && fe.File[0] == '/' {
+				fe.File = d.Display(fe.File)
+			}
+			o.Report(err)
+		}
+	}
 	var idx *index.Index
 	if isDir {
 		idx, err = l.dir(path)

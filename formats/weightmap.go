@@ -189,18 +189,29 @@ func (l *loader) weightMap(dir, mapPath string) (*index.Index, error) {
 	}
 	parts := make([]part, 0, len(wm.shards))
 	inShard := make(map[string]bool, len(wm.tensors))
+	skipped := map[string]bool{} // shards left out (Options.Report)
 	for _, shard := range wm.shards {
 		sp := filepath.Join(dir, filepath.FromSlash(shard))
 		f, err := l.openFile(sp)
 		if err != nil {
-			return nil, index.ErrorAt(mapPath, "shard "+strconv.Quote(shard), "cannot open the shard: %v", err)
+			err = index.ErrorAt(mapPath, "shard "+strconv.Quote(shard), "cannot open the shard: %v", err)
+			if l.tolerate(err) != nil {
+				return nil, err
+			}
+			skipped[shard] = true
+			continue
 		}
 		idx, err := ParseFile(f)
-		if err != nil {
-			return nil, err
+		if err == nil && len(parts) > 0 && idx.Format != parts[0].idx.Format {
+			err = index.ErrorAt(mapPath, "", "mixes checkpoint formats: shard %s is %s, shard %s is %s", display(filepath.Base(parts[0].path)), parts[0].idx.Format, display(shard), idx.Format)
 		}
-		if len(parts) > 0 && idx.Format != parts[0].idx.Format {
-			return nil, index.ErrorAt(mapPath, "", "mixes checkpoint formats: shard %s is %s, shard %s is %s", display(filepath.Base(parts[0].path)), parts[0].idx.Format, display(shard), idx.Format)
+		if err != nil {
+			if l.tolerate(err) != nil {
+				return nil, err
+			}
+			l.release(f)
+			skipped[shard] = true
+			continue
 		}
 		for i := range idx.Tensors {
 			name := idx.Tensors[i].Name
@@ -208,27 +219,40 @@ func (l *loader) weightMap(dir, mapPath string) (*index.Index, error) {
 			want, listed := wm.tensors[name]
 			switch {
 			case !listed:
-				return nil, index.ErrorAt(sp, where, "the shard holds a tensor that the weight map %s does not list", display(filepath.Base(mapPath)))
+				err = index.ErrorAt(sp, where, "the shard holds a tensor that the weight map %s does not list", display(filepath.Base(mapPath)))
 			case want != shard:
-				return nil, index.ErrorAt(sp, where, "the weight map %s puts this tensor in shard %s", display(filepath.Base(mapPath)), display(want))
+				err = index.ErrorAt(sp, where, "the weight map %s puts this tensor in shard %s", display(filepath.Base(mapPath)), display(want))
 			}
+			if err != nil && l.tolerate(err) != nil {
+				return nil, err
+			}
+			err = nil
 			inShard[name] = true
 		}
 		parts = append(parts, part{path: sp, f: f, idx: idx})
 	}
 	if len(inShard) != len(wm.tensors) {
 		var missing []string
-		for name := range wm.tensors {
-			if !inShard[name] {
+		for name, shard := range wm.tensors {
+			if !inShard[name] && !skipped[shard] {
 				missing = append(missing, name)
 			}
 		}
 		slices.Sort(missing)
-		more := ""
-		if len(missing) > 1 {
-			more = fmt.Sprintf(" (and %d more tensors)", len(missing)-1)
+		if l.report != nil {
+			for _, name := range missing {
+				l.report(index.ErrorAt(mapPath, "tensor "+strconv.Quote(name), "the weight map puts this tensor in shard %s, which does not hold it", display(wm.tensors[name])))
+			}
+		} else if len(missing) > 0 {
+			more := ""
+			if len(missing) > 1 {
+				more = fmt.Sprintf(" (and %d more tensors)", len(missing)-1)
+			}
+			return nil, index.ErrorAt(mapPath, "tensor "+strconv.Quote(missing[0]), "the weight map puts this tensor in shard %s, which does not hold it%s", display(wm.tensors[missing[0]]), more)
 		}
-		return nil, index.ErrorAt(mapPath, "tensor "+strconv.Quote(missing[0]), "the weight map puts this tensor in shard %s, which does not hold it%s", display(wm.tensors[missing[0]]), more)
+	}
+	if len(parts) == 0 {
+		return nil, index.ErrorAt(mapPath, "", "none of the %d shards the weight map names can be read", len(wm.shards))
 	}
 	return l.merge(parts, wm.metadata)
 }

@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"fmt"
 	"io"
 	"slices"
 	"sort"
@@ -94,11 +93,12 @@ func newCacheDrop(idx *index.Index, sources []backing.Source, keep bool) *cacheD
 		ranges[t.Source] = append(ranges[t.Source], [2]int64{t.Offset, t.Offset + t.Size})
 		// A tensor tiled from chunks (a distributed checkpoint's)
 		// covers its chunks' bytes in their files.
-		if m := idx.Member(t.Source); m != nil && m.Tiles != nil {
-			for _, ch := range m.Tiles.Chunks {
-				n, ok := index.Elements(ch.Shape)
-				if ok && ch.Source >= 0 && ch.Source < len(sources) && n > 0 {
-					ranges[ch.Source] = append(ranges[ch.Source], [2]int64{ch.Offset, ch.Offset + n*m.Tiles.ElemSize})
+		if m := idx.Member(t.Source); m != nil {
+			if k, ok := m.Kind.(*index.Tiles); ok {
+				for _, p := range k.Ranges(m) {
+					if p.Source >= 0 && p.Source < len(sources) {
+						ranges[p.Source] = append(ranges[p.Source], [2]int64{p.Offset, p.Offset + p.Size})
+					}
 				}
 			}
 		}
@@ -205,50 +205,48 @@ func (w *servedSource) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// countTiles makes the reads of tensors tiled from chunks (a distributed
-// checkpoint's backing.Tiled sources) count as served on the chunks'
-// files, whose pages are dropped like a stored tensor's: each such
-// source is rebuilt (in the Root's own copy of the sources) with tiles
-// that read through servedSource. Reads that Tiled.Run hands out as a
-// chunk's range then come with the file's source number for splicing
-// (exportFd, tiledSplice).
+// countTiles makes the reads of sources gathered from other sources
+// (backing.Gathered: a distributed checkpoint's tiled tensors) count as
+// served on the files they gather from, whose pages are dropped like a
+// stored tensor's: each such source is replaced (in the Root's own copy
+// of the sources) by one that reads those files through servedSource.
+// Reads that Piece hands out as a file's range then come with the
+// file's source number for splicing (exportFd, gatheredSplice).
 func (r *Root) countTiles() error {
 	if r.cache == nil {
 		return nil
 	}
+	var number map[backing.ReaderAt]int // a source (as a gathered one reads it) → its number
 	copied := false
-	for _, m := range r.idx.Members {
-		if m.Tiles == nil || m.Source < 0 || m.Source >= len(r.sources) {
+	for s, src := range r.sources {
+		g, ok := src.(backing.Gathered)
+		if !ok {
 			continue
 		}
-		if _, ok := r.sources[m.Source].(*backing.Tiled); !ok {
-			continue
+		if number == nil {
+			number = make(map[backing.ReaderAt]int, 2*len(r.sources))
+			for i, f := range r.sources {
+				number[f] = i
+				number[backing.Unwrap(f)] = i
+			}
 		}
-		tiles := make([]backing.Tile, len(m.Tiles.Chunks))
 		counted := false
-		for i, ch := range m.Tiles.Chunks {
-			if ch.Source < 0 || ch.Source >= len(r.sources) {
-				return fmt.Errorf("fs: tensor %q: chunk source %d out of range", m.Name, ch.Source)
+		w := g.Through(func(in backing.ReaderAt) backing.ReaderAt {
+			i, ok := number[in]
+			if !ok || r.cache.srcs[i] == nil {
+				return in
 			}
-			var src backing.ReaderAt = r.sources[ch.Source]
-			if r.cache.srcs[ch.Source] != nil {
-				src = &servedSource{Source: r.sources[ch.Source], r: r, s: ch.Source}
-				counted = true
-			}
-			tiles[i] = backing.Tile{Src: src, Offset: ch.Offset, Start: ch.Start, Shape: ch.Shape}
-		}
+			counted = true
+			return &servedSource{Source: r.sources[i], r: r, s: i}
+		})
 		if !counted {
 			continue
-		}
-		tl, err := backing.NewTiled(r.sources[m.Source].Name(), m.Tiles.Shape, m.Tiles.ElemSize, tiles)
-		if err != nil {
-			return fmt.Errorf("fs: %w", err)
 		}
 		if !copied {
 			r.sources = slices.Clone(r.sources)
 			copied = true
 		}
-		r.sources[m.Source] = tl
+		r.sources[s] = w
 	}
 	return nil
 }

@@ -306,7 +306,7 @@ func TestTiledReadsCountServed(t *testing.T) {
 		want = append(want, data...)
 		f := &dropSource{memSource: &memSource{name: fmt.Sprint("f", i), data: data}}
 		files = append(files, f)
-		tiles = append(tiles, backing.Tile{Src: f.memSource, Start: []int64{int64(2 * i), 0}, Shape: []int64{2, half / 2}})
+		tiles = append(tiles, backing.Tile{Src: f, Start: []int64{int64(2 * i), 0}, Shape: []int64{2, half / 2}})
 	}
 	shape := []int64{4, half / 2}
 	tl, err := backing.NewTiled("x:w", shape, 1, tiles)
@@ -315,7 +315,7 @@ func TestTiledReadsCountServed(t *testing.T) {
 	}
 	chunks := []index.Chunk{{Source: 0, Start: []int64{0, 0}, Shape: []int64{2, half / 2}}, {Source: 1, Start: []int64{2, 0}, Shape: []int64{2, half / 2}}}
 	idx := &index.Index{Sources: []string{"f0", "f1", "x:w"},
-		Members: []index.Member{{Source: 2, File: 0, Name: "w", Method: index.MethodTiles, Size: 2 * half, Tiles: &index.Tiles{Shape: shape, ElemSize: 1, Chunks: chunks}}},
+		Members: []index.Member{{Source: 2, File: 0, Name: "w", Size: 2 * half, Kind: &index.Tiles{Shape: shape, ElemSize: 1, Chunks: chunks}}},
 		Tensors: []index.Tensor{{Name: "w", Path: "w", DType: dtype.U8, Shape: shape, Size: 2 * half, Source: 2}}}
 	r, err := NewRoot(idx, []backing.Source{files[0], files[1], tl}, Options{Logger: quietLogger()})
 	if err != nil {

@@ -20,7 +20,7 @@
 // shares: the top level, .native/, .bf16/ .f16/ .f32/ .f64/ and .npy/. A
 // view is not a copy of the tree but a flag on its nodes: a membership
 // byte per file (which places hold it; worked out at NewRoot with the
-// checks view.New and NewNPY run) and per directory (which places have a
+// checks view.Open runs) and per directory (which places have a
 // file below it), so that a directory with nothing a view holds below it
 // is absent from that view, as is a tensor the view cannot show. The
 // tree is flat slices of integers: directories numbered in preorder,
@@ -86,8 +86,8 @@
 // A file served through a view.Reader (a converted or .npy view, a
 // strided or big-endian stored tensor) gets its reader on its first open
 // or read, not at mount, kept by node ID: NewRoot checks it with
-// view.Size or view.NPYSize (and they size it until the reader exists),
-// which run the very checks view.New and NewNPY run, so the tree (which
+// view.Sizeof (which sizes it until the reader exists),
+// which runs the very checks view.Open runs, so the tree (which
 // tensors each view holds, every size) is what eager readers would give.
 // Concurrent first reads may each build a reader; one is kept. Should a
 // build fail after all, the file is EIO, with one log line.
@@ -105,7 +105,7 @@
 //     at each open);
 //   - .f32/ .f16/ .bf16/ .f64/: the tree of tensors that view.Convertible
 //     accepts (a tensor already in that dtype is served as stored), and
-//     .npy/ with <path>.npy for each tensor view.NewNPY accepts. Each
+//     .npy/ with <path>.npy for each tensor view.Open accepts as .npy. Each
 //     exists even with no tensor in it (a checkpoint of integers, or of
 //     no tensors; .native/ too, with Options.View), so that its
 //     .safetensors/ export does: its place is then empty. Inside a view,

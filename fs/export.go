@@ -3,18 +3,13 @@ package fs
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
-	"github.com/lazyweights/tensorfs/formats"
-	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/view"
 )
 
@@ -43,8 +38,6 @@ const kindExport fileKind = 100
 const (
 	exportDir  = ".safetensors"
 	exportName = "model.safetensors"
-	// maxExportFiles caps the files taken from a model directory.
-	maxExportFiles = 4096
 )
 
 // ExportFile is a file served unchanged beside model.safetensors in every
@@ -53,85 +46,6 @@ const (
 type ExportFile struct {
 	Name string         // file name: one path component
 	Src  backing.Source // its bytes; owned by the caller
-}
-
-// ModelDirFiles returns the files of a Hugging Face model directory that
-// go beside model.safetensors: when source is a directory (or a
-// *.index.json weight map, whose directory it stands for), every regular
-// file in it (symbolic links followed, subdirectories ignored) that is
-// neither one of idx's sources, nor a weight map (*.index.json), nor a
-// checkpoint by content; nil for a checkpoint file or a source that is
-// not a local path. The files are open
-// (read with pread); the caller closes them with CloseExportFiles after
-// the server has stopped.
-func ModelDirFiles(source string, idx *index.Index) ([]ExportFile, error) {
-	st, err := os.Stat(source)
-	if err != nil {
-		return nil, nil // not a local path (a remote source): no files
-	}
-	dir := source
-	if !st.IsDir() {
-		if !strings.HasSuffix(source, ".index.json") {
-			return nil, nil
-		}
-		dir = filepath.Dir(source)
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	isSource := map[string]bool{}
-	for _, s := range idx.Sources {
-		if s == "" {
-			continue // a member
-		}
-		if abs, err := filepath.Abs(s); err == nil {
-			isSource[abs] = true
-		}
-	}
-	var out []ExportFile
-	fail := func(err error) ([]ExportFile, error) {
-		CloseExportFiles(out)
-		return nil, err
-	}
-	for _, e := range ents {
-		name := e.Name()
-		p := filepath.Join(dir, name)
-		if e.IsDir() || strings.HasSuffix(name, ".index.json") || name == exportName || checkComponent(name) != nil {
-			continue
-		}
-		if abs, err := filepath.Abs(p); err == nil && isSource[abs] {
-			continue
-		}
-		if fst, err := os.Stat(p); err != nil || !fst.Mode().IsRegular() {
-			continue // a dangling link, a subdirectory through a link, a device...
-		}
-		if len(out) >= maxExportFiles {
-			return fail(fmt.Errorf("%s: more than %d files beside the checkpoint", dir, maxExportFiles))
-		}
-		src, err := backing.Open(p, backing.Options{Mode: backing.Pread})
-		if err != nil {
-			return fail(err)
-		}
-		head, err := index.ReadHead(src, index.SniffLen)
-		if err != nil {
-			src.Close()
-			return fail(err)
-		}
-		if _, ok := formats.Detect(head); ok {
-			src.Close() // a checkpoint the index does not use
-			continue
-		}
-		out = append(out, ExportFile{Name: name, Src: src})
-	}
-	return out, nil
-}
-
-// CloseExportFiles closes the files ModelDirFiles opened.
-func CloseExportFiles(files []ExportFile) {
-	for _, f := range files {
-		f.Src.Close()
-	}
 }
 
 // exportEntry returns a .safetensors/ directory for the tree in dtype dt
@@ -258,7 +172,7 @@ func (r *Root) readExport(e *node, dest []byte, off int64) (fuse.ReadResult, sys
 		return nil, toErrno(err)
 	}
 	n := len(dest)
-	if x, ok := v.(*view.Export); ok && !r.opts.NoSplice {
+	if x, ok := v.(*view.Export); ok && !r.opts.NoSplice && n <= maxSpliced { // read.go
 		if end, src, at, ok := x.Segment(off); ok && end >= off+int64(n) {
 			if s, fd := r.exportFd(src); fd >= 0 {
 				if err := checkExtent(fd, at+int64(n)); err != nil {

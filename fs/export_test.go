@@ -2,15 +2,11 @@ package fs
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
-	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/view"
 )
 
@@ -104,52 +100,6 @@ func testExportTree(t *testing.T, specs []spec) {
 		}
 		if d := r.lookupPath(".f32"); r.subdirs(d) != want {
 			t.Errorf(".f32 has %d subdirectories, want %d", r.subdirs(d), want)
-		}
-	}
-}
-
-// TestModelDirFiles: a model directory's other regular files go beside
-// model.safetensors; its checkpoint files, weight maps and
-// subdirectories do not.
-func TestModelDirFiles(t *testing.T) {
-	dir := t.TempDir()
-	st := filepath.Join(dir, "model-00001-of-00001.safetensors")
-	write := func(name string, data []byte) {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A minimal safetensors file (the source) and a stray checkpoint.
-	hdr := []byte(`{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`)
-	for len(hdr)%8 != 0 {
-		hdr = append(hdr, ' ')
-	}
-	stBytes := append(append([]byte{byte(len(hdr)), 0, 0, 0, 0, 0, 0, 0}, hdr...), 0, 0, 128, 63)
-	write(filepath.Base(st), stBytes)
-	write("stray.safetensors", stBytes)
-	write("model.safetensors.index.json", []byte(`{"weight_map":{"w":"model-00001-of-00001.safetensors"}}`))
-	write("config.json", []byte(`{}`))
-	write("tokenizer.model", []byte("spm"))
-	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
-	os.Symlink("config.json", filepath.Join(dir, "link.json"))
-	os.Symlink("missing", filepath.Join(dir, "dangling"))
-	idx := &index.Index{Sources: []string{st}}
-	for _, source := range []string{dir, filepath.Join(dir, "model.safetensors.index.json"), st} {
-		files, err := ModelDirFiles(source, idx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, f := range files {
-			got = append(got, f.Name)
-		}
-		CloseExportFiles(files)
-		want := []string{"config.json", "link.json", "tokenizer.model"}
-		if source == st {
-			want = nil
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("ModelDirFiles(%s) = %v, want %v", filepath.Base(source), got, want)
 		}
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"github.com/hanwen/go-fuse/v2/splice"
 	"golang.org/x/sys/unix"
 )
 
@@ -145,8 +144,7 @@ const maxFolioPages = 512
 func MaxRequestSize(splicing bool) int {
 	n := kernelMaxPages() * pageSize
 	if splicing {
-		p := splice.MaxPipeSize() - pageSize - 16
-		n = min(n, p-p%pageSize)
+		n = min(n, maxSpliced-maxSpliced%pageSize) // read.go
 	}
 	return max(pageSize, n)
 }

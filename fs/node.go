@@ -259,7 +259,7 @@ func (r *Root) baseFileIn(t uint32, p place) fileData {
 }
 
 // fileSize returns the size of tensor file f (node id): its stored size,
-// its reader's once built, or what view.Size or view.NPYSize says (they
+// its reader's once built, or what view.Sizeof says (they
 // ran at NewRoot for the file to be in the tree, so they do not fail).
 func (r *Root) fileSize(id uint64, f *fileData) int64 {
 	if f.sliced() {
@@ -273,13 +273,8 @@ func (r *Root) fileSize(id uint64, f *fileData) int64 {
 	}
 	src := r.sources[f.t.Source]
 	var size int64
-	switch f.form {
-	case formNative:
-		size, _ = view.Size(f.t, src, dtype.Invalid)
-	case formConverted:
-		size, _ = view.Size(f.t, src, f.dtype)
-	case formNPY:
-		size, _ = view.NPYSize(f.t, src)
+	if form, ok := f.viewForm(); ok {
+		size, _ = view.Sizeof(f.t, src, form)
 	}
 	return size
 }

@@ -2,13 +2,14 @@ package fs
 
 import (
 	"fmt"
+	"os"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/hanwen/go-fuse/v2/splice"
 	"golang.org/x/sys/unix"
 
 	"github.com/lazyweights/tensorfs/backing"
-	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/view"
 )
 
@@ -22,6 +23,16 @@ func spliceFd(src backing.Source) int {
 	}
 	return -1
 }
+
+// maxSpliced is the largest read handed to go-fuse to splice: go-fuse
+// grows a pipe to hold the reply (a 16-byte header and the data) and one
+// page more, and a pipe grows to /proc/sys/fs/pipe-max-size at most
+// (1 MiB by default). A larger read would fail there, be logged by
+// go-fuse ("trySplice: splice: want 1052688 bytes, max pipe size
+// 1048576"), then be copied after all; it is copied into dest instead,
+// quietly. Mount caps requests at it when it splices (MaxRequestSize),
+// but a kernel may still send a larger READ (a large folio read whole).
+var maxSpliced = splice.MaxPipeSize() - os.Getpagesize() - 16
 
 // clamp returns how many bytes a read of len(dest) at off may return from
 // a file of size bytes: 0 at or past the end.
@@ -74,7 +85,7 @@ func (r *Root) read(e *node, dest []byte, off int64) (fuse.ReadResult, syscall.E
 	var err error
 	if f.form == formDirect {
 		at := f.t.Offset + f.skip() + off
-		if fd := r.fds[f.t.Source]; fd >= 0 {
+		if fd := r.fds[f.t.Source]; fd >= 0 && n <= maxSpliced {
 			// go-fuse turns a splice that comes back short into a short
 			// reply, which the kernel takes for the end of the file; so
 			// the range must still exist before it is handed over.
@@ -83,7 +94,7 @@ func (r *Root) read(e *node, dest []byte, off int64) (fuse.ReadResult, syscall.E
 			}
 			return r.fdResult(f.t.Source, fd, at, n), 0 // cache.go
 		}
-		if res, ok := r.tiledSplice(r.sources[f.t.Source], at, n); ok {
+		if res, ok := r.gatheredSplice(r.sources[f.t.Source], at, n); ok {
 			return res, 0
 		}
 		got, err = r.sources[f.t.Source].ReadAt(dest[:n], at)
@@ -108,8 +119,8 @@ func (r *Root) read(e *node, dest []byte, off int64) (fuse.ReadResult, syscall.E
 // reader returns the view.Reader of tensor file e (any form but
 // formDirect), building it on first use. Concurrent first reads may each
 // build one; the first stored is kept and the others dropped (readers
-// hold no state). NewRoot sized the file with view.Size or view.NPYSize,
-// which run the checks New and NewNPY run, so building cannot fail;
+// hold no state). NewRoot sized the file with view.Sizeof,
+// which runs the checks view.Open runs, so building cannot fail;
 // should it, or should the size differ, the file is EIO from then on,
 // with one log line.
 func (r *Root) reader(e *node) (view.Reader, error) {
@@ -123,16 +134,9 @@ func (r *Root) reader(e *node) (view.Reader, error) {
 	src := r.viewSource(f.t.Source) // counts served bytes: cache.go
 	var v view.Reader
 	var err error
-	switch {
-	case f.sliced():
-		v, err = r.sliceReader(f, src) // split.go
-	case f.form == formNative:
-		v, err = view.New(f.t, src, dtype.Invalid)
-	case f.form == formConverted:
-		v, err = view.New(f.t, src, f.dtype)
-	case f.form == formNPY:
-		v, err = view.NewNPY(f.t, src)
-	default:
+	if form, ok := f.viewForm(); ok {
+		v, err = view.Open(f.t, src, form)
+	} else {
 		err = fmt.Errorf("no reader for a %s file", f.form)
 	}
 	if err == nil && v.Size() != f.size {
@@ -150,13 +154,13 @@ func (r *Root) reader(e *node) (view.Reader, error) {
 	return c.r, c.err
 }
 
-// tiledSplice serves a read of a tensor tiled from chunks (a distributed
-// checkpoint's) that lies in one chunk as one run, by splicing from the
-// chunk's file, as a stored tensor's read is: ok is false for any other
-// read (it crosses a chunk's end, or the file has no descriptor to
-// splice), which is then copied through ReadAt.
-func (r *Root) tiledSplice(src backing.Source, at int64, n int) (fuse.ReadResult, bool) {
-	tl, ok := src.(*backing.Tiled)
+// gatheredSplice serves a read of a source gathered from others
+// (backing.Gathered: a distributed checkpoint's tiled tensor) that lies
+// in one run, by splicing from the run's file, as a stored tensor's read
+// is: ok is false for any other read (it crosses a chunk's end, or the
+// file has no descriptor to splice), which is then copied through ReadAt.
+func (r *Root) gatheredSplice(src backing.Source, at int64, n int) (fuse.ReadResult, bool) {
+	tl, ok := src.(backing.Gathered)
 	if !ok {
 		return nil, false
 	}
@@ -169,7 +173,7 @@ func (r *Root) tiledSplice(src backing.Source, at int64, n int) (fuse.ReadResult
 		return nil, false
 	}
 	s, fd := r.exportFd(ps) // export.go: a counted chunk file has its number
-	if fd < 0 || checkExtent(fd, off+int64(n)) != nil {
+	if fd < 0 || n > maxSpliced || checkExtent(fd, off+int64(n)) != nil {
 		return nil, false
 	}
 	if s < 0 {

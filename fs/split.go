@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/lazyweights/tensorfs/backing"
-	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/view"
 )
 
@@ -245,17 +243,12 @@ func (r *Root) sliceFile(f *fileData, s view.Split) bool {
 		}
 		f.form = formNative
 	}
-	var size int64
-	var err error
-	src := r.sources[t.Source]
-	switch f.form {
-	case formNative:
-		size, err = view.SliceSize(t, src, dtype.Invalid, s)
-	case formConverted:
-		size, err = view.SliceSize(t, src, f.dtype, s)
-	case formNPY:
-		size, err = view.NPYSliceSize(t, src, s)
+	form, ok := f.viewForm()
+	if !ok {
+		f.size = 0
+		return false
 	}
+	size, err := view.Sizeof(t, r.sources[t.Source], form)
 	f.size = size
 	return err == nil
 }
@@ -277,18 +270,6 @@ func (f *fileData) skip() int64 {
 	}
 	first, _, _, _ := view.SliceExtent(f.t.Name, f.t.Shape, f.t.DType, f.split())
 	return first
-}
-
-// sliceReader builds the reader of sliced file f.
-func (r *Root) sliceReader(f *fileData, src backing.Source) (view.Reader, error) {
-	s := f.split()
-	switch f.form {
-	case formNative, formDirect:
-		return view.NewSlice(f.t, src, dtype.Invalid, s)
-	case formConverted:
-		return view.NewSlice(f.t, src, f.dtype, s)
-	}
-	return view.NewNPYSlice(f.t, src, s)
 }
 
 // splitXattr is the value of user.tensorfs.split.

@@ -93,7 +93,7 @@ type Options struct {
 	UID, GID *uint32
 
 	// ExportFiles go beside model.safetensors in every .safetensors/
-	// directory (see export.go and ModelDirFiles).
+	// directory (see export.go and source.Checkpoint.Beside).
 	ExportFiles []ExportFile
 
 	// Extra are directories of fixed files that the command serves at the
@@ -215,10 +215,33 @@ const (
 	// formDirect: the file is [t.Offset, t.Offset+t.Size) of its source,
 	// served without a view (spliced where the source has a descriptor).
 	formDirect    tensorForm = iota + 1
-	formNative               // view.New(t, src, dtype.Invalid): strided or big-endian, as stored
-	formConverted            // view.New(t, src, dtype): converted to the file's dtype
-	formNPY                  // view.NewNPY(t, src)
+	formNative               // view.Form{}: strided or big-endian, as stored
+	formConverted            // view.Form{To: dtype}: converted to the file's dtype
+	formNPY                  // view.Form{NPY: true}
 )
+
+// viewForm returns the view.Form whose reader (view.Open) serves f's
+// bytes, its part's where f is one (a part served directly is read
+// through the native view); ok is false for a whole file served without
+// a view (formDirect).
+func (f *fileData) viewForm() (form view.Form, ok bool) {
+	if f.sliced() {
+		s := f.split()
+		form.Split = &s
+	}
+	switch f.form {
+	case formDirect:
+		return form, f.sliced()
+	case formNative:
+	case formConverted:
+		form.To = f.dtype
+	case formNPY:
+		form.NPY = true
+	default:
+		return form, false
+	}
+	return form, true
+}
 
 func (f tensorForm) String() string {
 	switch f {
@@ -532,18 +555,15 @@ func (r *Root) buildPaths() error {
 	in := make([]uint8, len(tensors))
 	for i := range tensors {
 		t := &tensors[i]
-		in[i] = inStored
-		for k, fv := range floatViews {
-			_, ok, err := r.viewFile(t, fv.dt)
-			if ok {
-				in[i] |= inBF16 << k
-			} else if err != nil {
-				r.drop(t, fv.dt.String(), err)
-			}
+		if t.Listed(false) { // the stored tree and .npy/
+			in[i] = inStored
+			if _, err := view.Sizeof(t, r.sources[t.Source], view.Form{NPY: true}); err == nil {
+				in[i] |= inNPY
+			} // else no .npy form (complex32, a quantized type without dequantizer...)
 		}
-		if _, err := view.NPYSize(t, r.sources[t.Source]); err == nil {
-			in[i] |= inNPY
-		} // else no .npy form (complex32, a quantized type without dequantizer...)
+		if t.Listed(true) { // the float views
+			in[i] |= r.convertedIn(t)
+		}
 	}
 	pt, err := buildPathTree(tensors, in, func(t uint32, err error) { r.drop(&tensors[t], "npy", err) })
 	if c, ok := err.(*pathClash); ok {
@@ -569,6 +589,22 @@ func (r *Root) buildPaths() error {
 	return nil
 }
 
+// convertedIn returns the membership bits of the float views that show
+// t (index.Tensor.Listed decides whether they list it at all), logging
+// each view t cannot be served in.
+func (r *Root) convertedIn(t *index.Tensor) uint8 {
+	var in uint8
+	for k, fv := range floatViews {
+		_, ok, err := r.viewFile(t, fv.dt)
+		if ok {
+			in |= inBF16 << k
+		} else if err != nil {
+			r.drop(t, fv.dt.String(), err)
+		}
+	}
+	return in
+}
+
 // viewIndex returns the position of dt among floatViews.
 func viewIndex(dt dtype.DType) int {
 	for k, fv := range floatViews {
@@ -580,7 +616,7 @@ func viewIndex(dt dtype.DType) int {
 }
 
 // storedFile serves t as stored: directly from its source when it is one
-// contiguous little-endian range, through view.New otherwise (built on
+// contiguous little-endian range, through view.Open otherwise (built on
 // first read; view.Size checks now everything New would).
 func (r *Root) storedFile(t *index.Tensor) (fileData, error) {
 	src := r.sources[t.Source]
@@ -592,7 +628,7 @@ func (r *Root) storedFile(t *index.Tensor) (fileData, error) {
 		f.form, f.size = formDirect, t.Size
 		return f, nil
 	}
-	size, err := view.Size(t, src, dtype.Invalid)
+	size, err := view.Sizeof(t, src, view.Form{})
 	if err != nil {
 		return fileData{}, err
 	}
@@ -610,7 +646,7 @@ func (r *Root) viewFile(t *index.Tensor, dt dtype.DType) (f fileData, ok bool, e
 	if !view.Convertible(t, dt) {
 		return fileData{}, false, nil
 	}
-	size, err := view.Size(t, r.sources[t.Source], dt)
+	size, err := view.Sizeof(t, r.sources[t.Source], view.Form{To: dt})
 	if err != nil {
 		return fileData{}, false, err
 	}

@@ -3,6 +3,7 @@ package index
 import (
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"unicode"
@@ -33,6 +34,53 @@ type Tensor struct {
 	// Check, when set, is the CRC-32 of the stored zip member holding
 	// the tensor (header included), for a reader that reads it whole.
 	Check *Check
+	// Role says which listings show the tensor (Listed): stored (the
+	// zero value), a part of a logical tensor, or a logical tensor.
+	Role Role
+}
+
+// Role is what a tensor is to the model a checkpoint encodes. Only the
+// listings consult it (the mounted tree, the exports, index.json, the
+// client's tensor list); every reader reads any tensor alike.
+type Role uint8
+
+const (
+	// RoleStored is a tensor as the checkpoint stores it, which is
+	// also a tensor of the model: in every view.
+	RoleStored Role = iota
+	// RolePart is a stored tensor that is one part of a logical
+	// tensor (a quantized weight's codes, its scales): in the native
+	// tree and its export only.
+	RolePart
+	// RoleLogical is a tensor of the model that the checkpoint does
+	// not store as such but as parts (a quantized weight, read as its
+	// values): in the converted views and their exports only, never
+	// in the native tree.
+	RoleLogical
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleStored:
+		return "stored"
+	case RolePart:
+		return "part"
+	case RoleLogical:
+		return "logical"
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// Listed reports whether a listing shows t: the native listing
+// (converted false: the stored tree, its export, .npy/) shows every
+// stored tensor, parts included; a converted one (.f32/ and the other
+// float views, their exports, convert and load with a dtype) shows the
+// stored tensors that are not parts, and the logical ones.
+func (t *Tensor) Listed(converted bool) bool {
+	if converted {
+		return t.Role != RolePart
+	}
+	return t.Role != RoleLogical
 }
 
 // Contiguous reports whether the tensor is one contiguous byte range of its
@@ -63,6 +111,12 @@ type Index struct {
 	// tensor dtype it put in Metadata instead); every command that opens
 	// the checkpoint logs them. nil for most checkpoints.
 	Notes []string
+	// Keys maps a name to the format's own key of it, where a format
+	// keys its entries by something else than the name tensorfs gives
+	// them (a distributed checkpoint's dotted keys), for tensors and
+	// Metadata entries alike; nil for most checkpoints. It is apart from
+	// Metadata so that no key of the checkpoint can take its place.
+	Keys map[string]string
 }
 
 // Unserved is one entry of a checkpoint that tensorfs lists but does not
@@ -83,38 +137,112 @@ type Unserved struct {
 	Why    string  // why it is not served: one line, no file name
 }
 
-// Member is a source that is not a file of its own but derived from a
-// byte range of another source: a deflated .npy in an .npz written by
-// numpy.savez_compressed, a deflated data.pkl of a torch zip file, or the
+// Member is a source that is not a file of its own but derived from
+// other sources: a deflated .npy in an .npz written by
+// numpy.savez_compressed, a deflated data.pkl of a torch zip file, the
 // bytes of a numpy array that a protocol-2 pickle holds as a Latin-1 str
-// in UTF-8. Its Sources entry is "" (SourceName gives "HOLDER:NAME");
-// its bytes are the range decoded (Size bytes), which the loader serves through a backing source
-// that decodes it on first read. Tensors in it have Offsets into the
-// decoded bytes: they are not ranges of any file.
+// in UTF-8, a tensor tiled from a distributed checkpoint's chunks, or
+// a tensor a writer split into slices. Its Sources entry is ""
+// (SourceName gives "HOLDER:NAME"); its bytes (Size of them) are what
+// Kind says, served by the loader through one backing source
+// (formats.OpenMember). Tensors in it have Offsets into those bytes:
+// they are not ranges of any file.
 type Member struct {
 	Source int // the Sources entry it is
 	// File is the Sources entry that holds it: a file, or a member
-	// before it (an array's str inside a deflated data.pkl).
-	File   int
-	Name   string // its name in the zip; for MethodLatin1, the tensor's name
-	Method uint16 // 8 (zip deflate) or MethodLatin1
-	// The encoded bytes are [Offset, Offset+CompressedSize) of File;
-	// they decode to Size bytes (deflate: with this CRC-32 (IEEE)).
+	// before it (an array's str inside a deflated data.pkl); for Tiles
+	// and Concat, the first chunk's or part's.
+	File int
+	Name string // its name in the zip; for Latin1, Tiles and Concat, the tensor's name
+	Size int64  // bytes it decodes to
+	// Kind says how its bytes are made: *Deflated, *Latin1, *Tiles or
+	// *Concat or *Decoded (one type per kind; a switch on Kind is exhaustive
+	// over these).
+	Kind MemberKind
+}
+
+// MemberKind is how a Member's bytes are made from other sources: one of
+// *Deflated, *Latin1, *Tiles, *Concat. Only this package defines kinds.
+type MemberKind interface {
+	// Ranges returns the byte ranges of other sources that the
+	// member's bytes are computed from, in order.
+	Ranges(m *Member) []Part
+	kind()
+}
+
+// Deflated is zip's deflate (method 8): the encoded bytes are
+// [Offset, Offset+CompressedSize) of Member.File; they decode to
+// Member.Size bytes with this CRC-32 (IEEE).
+type Deflated struct {
 	Offset         int64
 	CompressedSize int64
-	Size           int64
 	CRC32          uint32
-	// Tiles, for MethodTiles, say how the member's bytes (a tensor,
-	// row-major) are tiled from chunks in other sources; Offset,
-	// CompressedSize and CRC32 are unused, File is the first chunk's.
-	Tiles *Tiles
-	// Parts are, for MethodConcat, the ranges whose bytes it is, in
-	// order (their Sizes add up to Size); File is the first part's.
+}
+
+// Latin1 is a Python str of code points below 256 held as UTF-8 (a
+// pickle's BINUNICODE) at [Offset, Offset+Len) of Member.File, each code
+// point one byte of the member: the bytes pickle protocol 2 writes as
+// _codecs.encode(str, "latin1").
+type Latin1 struct {
+	Offset int64
+	Len    int64 // bytes of UTF-8
+}
+
+// Concat is the ranges Parts end to end: one tensor that a writer split
+// into slices (PaddlePaddle's name@@.N slices of a parameter over 1
+// GiB). Their Sizes add up to Member.Size; nothing is decoded.
+type Concat struct {
 	Parts []Part
 }
 
-// Part is one range of a MethodConcat member: [Offset, Offset+Size) of
-// Sources[Source], a file or a member before it.
+// Decoded is bytes the format's own decoder writes: an HDF5 dataset's
+// gzip chunks, an ONNX tensor's varint-packed int64_data. Decode writes
+// the member's Size bytes to w, reading them from file (the Sources
+// entry Member.File) however the format stores them; it writes no more
+// than Size bytes and says what is wrong in one line without the file's
+// name. Called on first read, through the inflate cache (its budgets),
+// like a deflated member.
+type Decoded struct {
+	Decode func(w io.Writer, file io.ReaderAt) error
+	Read   []Part // the ranges of Member.File it reads, where known
+}
+
+func (*Deflated) kind() {}
+func (*Latin1) kind()   {}
+func (*Tiles) kind()    {}
+func (*Concat) kind()   {}
+func (*Decoded) kind()  {}
+
+// Ranges is what the decoder reads, where the format says.
+func (k *Decoded) Ranges(*Member) []Part { return k.Read }
+
+// Ranges is the compressed bytes.
+func (k *Deflated) Ranges(m *Member) []Part {
+	return []Part{{Source: m.File, Offset: k.Offset, Size: k.CompressedSize}}
+}
+
+// Ranges is the str's UTF-8 bytes.
+func (k *Latin1) Ranges(m *Member) []Part {
+	return []Part{{Source: m.File, Offset: k.Offset, Size: k.Len}}
+}
+
+// Ranges is the parts.
+func (k *Concat) Ranges(*Member) []Part { return k.Parts }
+
+// Ranges is the chunks' bytes in their files (chunks of a bad shape are
+// left out).
+func (k *Tiles) Ranges(*Member) []Part {
+	out := make([]Part, 0, len(k.Chunks))
+	for _, ch := range k.Chunks {
+		if n, ok := Elements(ch.Shape); ok && n > 0 {
+			out = append(out, Part{Source: ch.Source, Offset: ch.Offset, Size: n * k.ElemSize})
+		}
+	}
+	return out
+}
+
+// Part is one byte range [Offset, Offset+Size) of Sources[Source], a
+// file or a member before it.
 type Part struct {
 	Source       int
 	Offset, Size int64
@@ -123,6 +251,7 @@ type Part struct {
 // Tiles describes a tensor tiled from chunks, as a distributed checkpoint
 // saves a tensor sharded over ranks: every element lies in exactly one
 // chunk, and each chunk's elements are stored contiguously, row-major.
+// It is read by gathering, never decoded whole.
 type Tiles struct {
 	Shape    []int64 // the whole tensor's
 	ElemSize int64   // bytes per element
@@ -138,25 +267,6 @@ type Chunk struct {
 	Start  []int64
 	Shape  []int64
 }
-
-// Member methods (Member.Method).
-const (
-	// MethodDeflate is zip's deflate.
-	MethodDeflate uint16 = 8
-	// MethodLatin1 is a Python str of code points below 256 held as
-	// UTF-8 (a pickle's BINUNICODE), each code point one byte of the
-	// member: the bytes pickle protocol 2 writes as
-	// _codecs.encode(str, "latin1"). Not a zip method.
-	MethodLatin1 uint16 = 0xFF01
-	// MethodTiles is a tensor tiled from chunks of other sources
-	// (Member.Tiles): read by gathering, never decoded whole. Not a zip
-	// method.
-	MethodTiles uint16 = 0xFF02
-	// MethodConcat is the ranges Member.Parts end to end: one tensor
-	// that a writer split into slices (PaddlePaddle's name@@.N slices of
-	// a parameter over 1 GiB). Not a zip method; nothing is decoded.
-	MethodConcat uint16 = 0xFF03
-)
 
 // SourceName returns the name of Sources[i]: a file's path, or for a
 // Member "HOLDER:NAME", joined here. Parsers leave a member's Sources

@@ -35,6 +35,9 @@ type Document struct {
 	// Unserved lists what the checkpoint holds that is not served
 	// (Index.Unserved), in name order; absent when there is nothing.
 	Unserved []DocUnserved `json:"unserved,omitempty"`
+	// Keys are the format's own keys of the names (Index.Keys): a
+	// distributed checkpoint's dotted keys; absent for most formats.
+	Keys map[string]string `json:"keys,omitempty"`
 }
 
 // DocUnserved is one Index.Unserved entry in a Document. Shape is absent
@@ -78,7 +81,8 @@ func (idx *Index) Document() Document {
 		Format:   idx.Format,
 		Sources:  idx.Files(), // not the compressed members
 		Metadata: idx.Metadata,
-		Tensors:  make([]DocTensor, len(idx.Tensors)),
+		Tensors:  make([]DocTensor, 0, len(idx.Tensors)),
+		Keys:     idx.Keys,
 	}
 	if d.Sources == nil {
 		d.Sources = []string{}
@@ -88,6 +92,9 @@ func (idx *Index) Document() Document {
 	}
 	for i := range idx.Tensors {
 		t := &idx.Tensors[i]
+		if !t.Listed(false) {
+			continue // a logical tensor: not a file of the stored tree
+		}
 		dt := DocTensor{
 			Name:    t.Name,
 			NameHex: NameHex(t.Name),
@@ -104,7 +111,7 @@ func (idx *Index) Document() Document {
 			off := t.Offset
 			dt.Offset = &off
 		}
-		d.Tensors[i] = dt
+		d.Tensors = append(d.Tensors, dt)
 	}
 	if !slices.IsSortedFunc(d.Tensors, func(a, b DocTensor) int { return cmpString(a.Name, b.Name) }) {
 		slices.SortStableFunc(d.Tensors, func(a, b DocTensor) int { return cmpString(a.Name, b.Name) })

@@ -303,6 +303,7 @@ func TestRemoteFlagsUsage(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.safetensors")
 	for _, args := range [][]string{
 		{"ls", src},
+		{"check", src},
 		{"cat", src, "ids"},
 		{"load", "--quiet", src},
 		{"convert", "--quiet", src, out},

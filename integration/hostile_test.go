@@ -512,11 +512,11 @@ func hostileCorpus(t *testing.T) []hostileFile {
 	add("old or foreign format", "gguf-big-endian.gguf", hCat([]byte("GGUF"), []byte{0, 0, 0, 3}, hLE64(0), hLE64(0)), "gguf_convert_endian.py")
 	add("old or foreign format", "torch-0.1-tar.pt", hTar(t, true, "sys_info", "pickle", "tensors", "storages"), "PyTorch checkpoint in the tar format of torch.save before PyTorch 0.1.10")
 	add("old or foreign format", "checkpoint.tar", hTar(t, false, "model.safetensors"), `a tar archive (first member "model.safetensors")`)
-	add("old or foreign format", "model.keras", hZip(t, hMember{"metadata.json", []byte("{}")}, hMember{"model.weights.h5", []byte("x")}), `ZIP archive (first member "metadata.json") that is neither`)
+	add("old or foreign format", "model.keras", hZip(t, hMember{"metadata.json", []byte("{}")}, hMember{"model.weights.h5", []byte("x")}), `model.keras:model.weights.h5: HDF5: not an HDF5 file`) // a .keras zip: read since issue 37
 	add("old or foreign format", "model.safetensors.gz", hGzip(t, "model.safetensors", hStValid().b), `gzip-compressed data (of "model.safetensors")`)
 	add("old or foreign format", "model.safetensors.zst", hCat([]byte("\x28\xb5\x2f\xfd\x24\x08\x41\x00"), sixteen), "zstd-compressed")
-	add("old or foreign format", "weights.h5", hCat([]byte("\x89HDF\r\n\x1a\n\x00\x00\x00\x00\x00\x08\x08\x00"), sixteen), "HDF5 file")
-	add("old or foreign format", "model.onnx", hCat([]byte("\x08\x07\x12\x07pytorch\x1a\x061.13.0:\xd6\x01\n\\\n"), sixteen), "ONNX model")
+	add("old or foreign format", "weights.h5", hCat([]byte("\x89HDF\r\n\x1a\n\x00\x00\x00\x00\x00\x08\x08\x00"), sixteen), "HDF5: the superblock is cut off") // read since issue 37
+	add("old or foreign format", "model.onnx", hCat([]byte("\x08\x07\x12\x07pytorch\x1a\x061.13.0:\xd6\x01\n\\\n"), sixteen), "ONNX model: ")                 // read since issue 37
 
 	// Sharded directories.
 	shard := hStRaw(`{"w":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}}`, sixteen)

@@ -35,6 +35,10 @@ type Options struct {
 	// backing.DefaultInflateCache(), the one the CLI's --inflate-* flags
 	// configure.
 	Inflate *backing.InflateCache
+	// Report, when set, is given each problem of a weight map and its
+	// shards, and loading goes on with what can be served
+	// (formats.Options.Report): `tensorfs check`.
+	Report func(error)
 }
 
 func (o *Options) formats() formats.Options {
@@ -42,7 +46,7 @@ func (o *Options) formats() formats.Options {
 	if c == nil {
 		c = backing.DefaultInflateCache()
 	}
-	return formats.Options{Inflate: c}
+	return formats.Options{Inflate: c, Report: o.Report}
 }
 
 // RemoteOptions configure a remote SOURCE (s3://, hf://, http://,
@@ -73,6 +77,9 @@ type Checkpoint struct {
 	// RemoteListable whether that store lists (Scheme.Listable).
 	RemoteKey      string
 	RemoteListable bool
+
+	path   string // the SOURCE Load was given
+	beside *besideFiles
 }
 
 // Close closes the sources.
@@ -84,6 +91,10 @@ func (c *Checkpoint) Close() error {
 		}
 	}
 	c.Sources = nil
+	if c.beside != nil {
+		closeBeside(c.beside.files)
+		c.beside = nil
+	}
 	return first
 }
 
@@ -105,10 +116,18 @@ func IsMount(path string) bool {
 // directory, or a remote SOURCE; see IsRemote) completely and returns it
 // open. A mount point is not a checkpoint: see IsMount.
 func Load(ctx context.Context, source string, opts Options) (*Checkpoint, error) {
+	var ck *Checkpoint
+	var err error
 	if IsRemote(source) {
-		return loadRemote(ctx, source, opts.Remote, opts.formats())
+		ck, err = loadRemote(ctx, source, opts.Remote, opts.formats())
+	} else {
+		ck, err = loadLocal(source, opts.Backing, opts.formats())
 	}
-	return loadLocal(source, opts.Backing, opts.formats())
+	if err != nil {
+		return nil, err
+	}
+	ck.path, ck.beside = source, &besideFiles{}
+	return ck, nil
 }
 
 // loadLocal loads a local file or directory, its files read in mode

@@ -48,6 +48,11 @@
 // files (the FUSE tree) sizes them all up front and builds readers on
 // first use.
 //
+// Open(t, src, Form{To, NPY, Split}) and Sizeof are the one entry point
+// callers use (the mount's files, cat, the client): they pick among New,
+// NewNPY, NewSlice, NewNPYSlice and their sizes, so the choice of stored
+// or converted, raw or .npy, whole or part is written once (open.go).
+//
 // # Invariants
 //
 //   - Reads are clamped first: off < 0 is ErrNegativeOffset, off >= Size()

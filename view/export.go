@@ -128,7 +128,8 @@ var _ Reader = (*Export)(nil)
 
 // NewExport returns the safetensors export of idx, whose Sources[i] is
 // read through srcs[i], in view dtype to (dtype.Invalid: the stored
-// dtypes; see ExportForm for what lands in it). It fails when a tensor
+// dtypes; see ExportForm for what lands in it). The tensors are those
+// index.Tensor.Listed shows in that view. It fails when a tensor
 // cannot be served (the checks New runs), when two tensors would have the
 // same name in it, or when the header would exceed MaxExportHeader.
 func NewExport(idx *index.Index, srcs []backing.Source, to dtype.DType) (*Export, error) {
@@ -166,11 +167,14 @@ func layoutExport(idx *index.Index, srcs []backing.Source, to dtype.DType, sizeO
 	if to != dtype.Invalid && !to.IsFloatView() {
 		return nil, fmt.Errorf("view: export: %s is not a view dtype (want F32, F16, BF16 or F64)", to)
 	}
-	x := &Export{parts: make([]exportPart, len(idx.Tensors))}
+	x := &Export{parts: make([]exportPart, 0, len(idx.Tensors))}
 	relabeled := map[string]any{}
 	renamed := false
 	for i := range idx.Tensors {
 		t := &idx.Tensors[i]
+		if !t.Listed(to != dtype.Invalid) {
+			continue // a part in a converted export, a logical tensor in the native one
+		}
 		if t.Source < 0 || t.Source >= len(srcs) {
 			return nil, fmt.Errorf("view: export: tensor %q: source %d out of range", t.Name, t.Source)
 		}
@@ -198,7 +202,7 @@ func layoutExport(idx *index.Index, srcs []backing.Source, to dtype.DType, sizeO
 			}
 			relabeled[name] = map[string]any{"dtype": t.DType.String(), "shape": st}
 		}
-		x.parts[i] = exportPart{t: t, src: srcs[t.Source], name: name, dt: dt, shape: shape, conv: conv, align: max(1, dt.ElemSize()), plan: pl}
+		x.parts = append(x.parts, exportPart{t: t, src: srcs[t.Source], name: name, dt: dt, shape: shape, conv: conv, align: max(1, dt.ElemSize()), plan: pl})
 	}
 	// Data order: widest alignment first, then by name, so every
 	// tensor's data starts at a multiple of its element size (each
@@ -385,8 +389,8 @@ const minTiledRun = 64 << 10
 // srcOff the offset in it of byte off, so a caller may copy [off, end)
 // straight from it (splice, copy_file_range). ok is false for the header
 // and for data that must be read with ReadAt. off must be in [0, Size()).
-// For a tensor tiled from chunks (backing.Tiled), the part is one chunk's
-// run: end may then lie before the tensor's end.
+// For a tensor gathered from other sources (backing.Gathered: one tiled
+// from chunks), the part is one run: end may then lie before the tensor's end.
 func (x *Export) Segment(off int64) (end int64, src backing.Source, srcOff int64, ok bool) {
 	if off < int64(len(x.header)) {
 		return int64(len(x.header)), nil, 0, false
@@ -398,7 +402,7 @@ func (x *Export) Segment(off int64) (end int64, src backing.Source, srcOff int64
 	pt := &x.parts[i]
 	if rg, isR := pt.r.(Ranger); isR {
 		if s, base, ok := rg.FileRange(); ok {
-			if tl, isT := s.(*backing.Tiled); isT {
+			if tl, isT := s.(backing.Gathered); isT {
 				// A tensor tiled from chunks (a distributed
 				// checkpoint's): the run of one chunk's file.
 				// Short runs (chunks along an inner dim) are

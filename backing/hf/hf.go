@@ -136,9 +136,9 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 	// the token may go.
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	s.api = &http.Client{Transport: tr, CheckRedirect: noRedirect}
-	data := remote.ProxyTransport(opts.Proxy, tr, logf)
+	data := remote.ProxyTransport(opts.Proxy, tr, noRedirect, logf)
 	if opts.Proxy != nil && opts.ProxyTerminatesTLS {
-		data = remote.TerminatingTierTransport(opts.Proxy, tr, logf)
+		data = remote.TerminatingTierTransport(opts.Proxy, tr, noRedirect, logf)
 	}
 	s.data = &http.Client{Transport: data, CheckRedirect: noRedirect}
 	return s, key, nil

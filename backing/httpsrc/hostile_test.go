@@ -5,9 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +20,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/remote"
+	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
 // hostile is a loopback server of one file that misbehaves as told.
@@ -263,8 +268,50 @@ func TestRangeIgnoredRefused(t *testing.T) {
 		}))
 		_, err := openHostile(t, srv.URL, remote.Options{})
 		srv.Close()
-		if err == nil || !strings.Contains(err.Error(), "does not support Range requests") {
-			t.Fatalf("%d-byte file from a server without Range: %v", n, err)
+		if err == nil || !strings.Contains(err.Error(), "does not support Range requests") || !strings.Contains(err.Error(), "download it") || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("%d-byte file from a server without Range: %v; want one line saying what to do", n, err)
 		}
+	}
+}
+
+// TestPythonHTTPServerRefused: python3 -m http.server, the first server
+// anyone tries, does not answer Range requests: refused at open with one
+// line that says what to do (a server that answers them, or download
+// the file). Needs python3 (fails under CI=true without it).
+func TestPythonHTTPServerRefused(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		testdata.SkipOrFail(t, "python3 not found")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "f.bin"), testData(20000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().(*net.TCPAddr)
+	l.Close()
+	cmd := exec.Command(py, "-m", "http.server", "--bind", "127.0.0.1", "--directory", dir, strconv.Itoa(addr.Port))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	base := "http://" + addr.String()
+	for i := 0; ; i++ {
+		resp, err := http.Head(base + "/f.bin")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if i == 200 {
+			t.Fatalf("python3 -m http.server did not answer: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, err = openHostile(t, base, remote.Options{})
+	if err == nil || !strings.Contains(err.Error(), "does not support Range requests") || !strings.Contains(err.Error(), "a server that answers Range requests") || !strings.Contains(err.Error(), "download it") {
+		t.Fatalf("python3 -m http.server: %v; want a refusal that says what to do", err)
 	}
 }

@@ -43,7 +43,7 @@ func New(u *url.URL) (store *Store, key string, err error) {
 type Options struct {
 	// Proxy, when set, is an HTTP proxy (a cache tier) that every
 	// request goes through: http:// URLs in absolute form, https:// ones
-	// through CONNECT. When it is down or answers 5xx, requests go to
+	// through CONNECT. When it fails in any way, requests go to
 	// the server directly (remote.TierTransport).
 	Proxy *url.URL
 	// Logf logs the proxy's failure, once per process (default
@@ -69,7 +69,7 @@ func NewWith(u *url.URL, opts Options) (store *Store, key string, err error) {
 	if logf == nil {
 		logf = log.Printf
 	}
-	s := &Store{base: url.URL{Scheme: u.Scheme, Host: u.Host, User: u.User}, query: u.RawQuery, client: &http.Client{Transport: remote.ProxyTransport(opts.Proxy, tr, logf), CheckRedirect: noReferer}}
+	s := &Store{base: url.URL{Scheme: u.Scheme, Host: u.Host, User: u.User}, query: u.RawQuery, client: &http.Client{Transport: remote.ProxyTransport(opts.Proxy, tr, noReferer, logf), CheckRedirect: noReferer}}
 	if isHuggingFace(u.Hostname()) {
 		s.token = os.Getenv("HF_TOKEN")
 	}
@@ -202,7 +202,7 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 		// Every later read is a ranged GET, which such a server would
 		// answer with the whole file again: refused now, whatever
 		// the file's size.
-		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "the server does not support Range requests (it answered a ranged GET with the whole file, HTTP 200)"}
+		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: "the server does not support Range requests (it answered a ranged GET with the whole file, HTTP 200): " + rangeAdvice}
 	case http.StatusPartialContent:
 		// The reply must hold bytes 0 to len(head)-1, or the whole
 		// object when it is shorter.
@@ -224,6 +224,10 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 	}
 	return obj, int(n), nil
 }
+
+// rangeAdvice is what to do about a server that ignores Range requests
+// (python3 -m http.server, the first one anyone tries).
+const rangeAdvice = "serve the file with a server that answers Range requests (nginx, caddy, rclone serve http; not python3 -m http.server), or download it and give its local path"
 
 // totalOf parses the total of "bytes A-B/TOTAL" or "bytes */TOTAL".
 func totalOf(cr string) (int64, bool) {
@@ -277,7 +281,7 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 	case http.StatusPreconditionFailed:
 		return changed("the file changed (HTTP 412 Precondition Failed)")
 	case http.StatusOK:
-		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Status: 200, Msg: "the server ignored the Range request"}
+		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.Invalid, Status: 200, Msg: "the server ignored the Range request (HTTP 200): " + rangeAdvice}
 	default:
 		return s.statusError(obj.Key, resp)
 	}

@@ -154,11 +154,13 @@ func (b *absoluteBody) Close() error {
 // instead of through CONNECT, so that it can cache them; http:// ones go
 // through TierTransport. A tier that cannot be reached or answers 5xx is
 // bypassed for that request (sent to the origin directly, over TLS),
-// said once per process through logf.
-func TerminatingTierTransport(proxy *url.URL, base *http.Transport, logf func(format string, args ...any)) http.RoundTripper {
+// said once per process through logf. checkRedirect is TierTransport's;
+// absolute-form requests are not redirected by the transport (their
+// client's policy applies).
+func TerminatingTierTransport(proxy *url.URL, base *http.Transport, checkRedirect func(*http.Request, []*http.Request) error, logf func(format string, args ...any)) http.RoundTripper {
 	direct := base.Clone()
 	direct.Proxy = nil
-	return &terminatingTier{abs: AbsoluteTransport(proxy, base.MaxIdleConnsPerHost), other: TierTransport(proxy, base, logf), direct: direct, name: RedactURL(proxy.String()), logf: logf}
+	return &terminatingTier{abs: AbsoluteTransport(proxy, base.MaxIdleConnsPerHost), other: TierTransport(proxy, base, checkRedirect, logf), direct: direct, name: RedactURL(proxy.String()), logf: logf}
 }
 
 type terminatingTier struct {

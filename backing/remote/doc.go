@@ -57,9 +57,10 @@
 //
 // Options.Proxy names a cache tier (Dragonfly's dfdaemon, an nginx slice
 // cache) that the stores send every GET through: TierTransport, http://
-// in absolute form, https:// through CONNECT; a tier that is down or
-// answers 5xx is bypassed for a few seconds at a time, said once per
-// process. backing/s3 presigns its GETs behind a proxy, so that the tier
+// in absolute form, https:// through CONNECT; a tier that fails in any
+// way (down, TLS, 5xx, 407, a redirect to what cannot be read, a whole
+// body or a 4xx where the origin answers otherwise) is bypassed for a
+// few seconds at a time, said once per process, naming the tier. backing/s3 presigns its GETs behind a proxy, so that the tier
 // can key an object by its path. GETs in flight are bounded by an AIMD
 // limiter: a throttled GET (503, 429) halves the bound, each window of
 // successes raises it by one, up to Options.Parallel (Client.Limit); a

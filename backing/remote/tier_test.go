@@ -116,7 +116,7 @@ func TestTierTransport(t *testing.T) {
 			tierLogged.Store(false)
 			var logs []string
 			base := tlsSrv.Client().Transport.(*http.Transport).Clone()
-			rt := TierTransport(pu, base, func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) })
+			rt := TierTransport(pu, base, nil, func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) })
 			c := &http.Client{Transport: rt}
 			for i := 0; i < 3; i++ {
 				resp, err := c.Get(tt.target)
@@ -144,7 +144,7 @@ func TestTierTransport(t *testing.T) {
 					t.Fatalf("logged %q, want one line", logs)
 				}
 				// A second transport in the same process logs nothing.
-				rt2 := TierTransport(pu, base, func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) })
+				rt2 := TierTransport(pu, base, nil, func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) })
 				if resp, err := (&http.Client{Transport: rt2}).Get(tt.target); err == nil {
 					resp.Body.Close()
 				}

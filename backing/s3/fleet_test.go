@@ -207,3 +207,87 @@ func TestPresignedOtherVersion(t *testing.T) {
 		t.Fatalf("logged %q, want one line saying the object changed", logs)
 	}
 }
+
+// TestFailingTierBypassedS3: behind a tier that fails (a redirect to
+// file://, a whole body to a Range request, a 404 for an object the
+// endpoint has, 502, nothing listening), the presigned GETs go to the
+// endpoint directly: the bytes are right (the tier never forwards, so
+// they are the endpoint's), and one line names the tier and what it did.
+func TestFailingTierBypassedS3(t *testing.T) {
+	data := randomBytes(100<<10+3, 11)
+	srv := s3test.Start(t)
+	srv.Bucket(t, "bkt")
+	srv.Put(t, "bkt", "obj", data)
+	srv.Setenv(t)
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+	tests := []struct {
+		name string
+		tier http.HandlerFunc // nil: nothing listens
+		want string
+	}{
+		{"redirect to file", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "file:///etc/passwd", http.StatusFound)
+		}, "HTTP 302 where the origin answered HTTP 206"},
+		{"whole body", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("ETag", `"x"`)
+			w.Write(data)
+		}, "answered a Range request with the whole body (HTTP 200)"},
+		{"404", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(404) }, "HTTP 404 where the origin answered HTTP 206"},
+		{"502", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(502) }, "HTTP 502"},
+		{"not listening", nil, "connection refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			remote.ResetTierLog()
+			proxy := closedURL
+			var tierN int
+			var mu sync.Mutex
+			if tt.tier != nil {
+				ps := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					mu.Lock()
+					tierN++
+					mu.Unlock()
+					tt.tier(w, r)
+				}))
+				defer ps.Close()
+				proxy = ps.URL
+			}
+			pu, _ := url.Parse(proxy)
+			var logs []string
+			logf := func(format string, args ...any) {
+				mu.Lock()
+				logs = append(logs, fmt.Sprintf(format, args...))
+				mu.Unlock()
+			}
+			st, err := s3.New(context.Background(), "bkt", s3.Options{Proxy: pu, Logf: logf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := small()
+			opts.Logf = logf
+			c, err := remote.New(st, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, err := c.Open(context.Background(), "obj")
+			if err != nil {
+				t.Fatalf("open: %v (logged %q)", err, logs)
+			}
+			defer src.Close()
+			if got := readAll(t, src); !bytes.Equal(got, data) {
+				t.Fatal("bytes past a failing tier differ")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(logs) != 1 || !strings.Contains(logs[0], "proxy "+proxy+": ") || !strings.Contains(logs[0], tt.want) {
+				t.Fatalf("logged %q, want one line naming %s and saying %q", logs, proxy, tt.want)
+			}
+			if tt.tier != nil && tierN == 0 {
+				t.Fatal("the tier got no request")
+			}
+		})
+	}
+}

@@ -38,8 +38,8 @@ type Options struct {
 	// and the proxy's failure (default log.Printf).
 	Logf func(format string, args ...any)
 	// Proxy, when set, is an HTTP proxy (a cache tier) that the object's
-	// GETs go through, presigned (see presign.go); when it is down or
-	// answers 5xx they go to the endpoint directly (remote.TierTransport).
+	// GETs go through, presigned (see presign.go); when it fails in any
+	// way they go to the endpoint directly (remote.TierTransport).
 	Proxy *url.URL
 }
 
@@ -117,12 +117,10 @@ func New(ctx context.Context, bucket string, opts Options) (*Store, error) {
 		tr.ResponseHeaderTimeout = 30 * time.Second
 		tr.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		tr.DisableCompression = true
-		st.tier = &http.Client{
-			Transport: remote.TierTransport(opts.Proxy, tr, logf),
-			// S3 does not redirect a GET that it can serve; a
-			// redirect would carry the signature elsewhere.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+		// S3 does not redirect a GET that it can serve; a redirect
+		// would carry the signature elsewhere.
+		noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		st.tier = &http.Client{Transport: remote.TierTransport(opts.Proxy, tr, noRedirect, logf), CheckRedirect: noRedirect}
 		st.presign = s3.NewPresignClient(client)
 	}
 	return st, nil

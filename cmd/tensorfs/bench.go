@@ -144,7 +144,7 @@ func runBench(args []string) error {
 		}
 		generated = true
 	}
-	ck, err := loadCheckpoint(source, backing.Pread)
+	ck, err := openSource(source, sourceOptions{Mode: backing.Pread})
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
-	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/view"
 )
 
@@ -56,7 +55,7 @@ func runCat(args []string) error {
 		return usagef("cat: --dtype and --npy cannot be combined")
 	}
 	source, name := f.Arg(0), f.Arg(1)
-	ckpt, err := loadCheckpoint(source, backing.Mmap)
+	ckpt, err := openSource(source, sourceOptions{Mode: backing.Mmap})
 	if err != nil {
 		return err
 	}
@@ -70,38 +69,28 @@ func runCat(args []string) error {
 	if err := t.Verify(src); err != nil {
 		return fmt.Errorf("%s: %v", source, err)
 	}
-	if part != nil {
-		return catPart(source, t, src, to, *npy, *part)
-	}
-
-	var r io.ReaderAt
-	var size int64
-	switch {
-	case *npy:
-		v, err := view.NewNPY(t, src)
-		if err != nil {
-			return fmt.Errorf("%s: tensor %q: %v", source, t.Name, err)
-		}
-		r, size = v, v.Size()
-	case to != dtype.Invalid && to != t.DType:
+	what := fmt.Sprintf("%s: tensor %q", source, t.Name)
+	form := view.Form{NPY: *npy, Split: part}
+	if !*npy && to != dtype.Invalid && to != t.DType {
 		if !view.Convertible(t, to) {
-			return fmt.Errorf("%s: tensor %q is %s, which cannot be converted to %s", source, t.Name, t.DType, to)
+			return fmt.Errorf("%s is %s, which cannot be converted to %s", what, t.DType, to)
 		}
-		v, err := view.New(t, src, to)
-		if err != nil {
-			return fmt.Errorf("%s: tensor %q: %v", source, t.Name, err)
-		}
-		r, size = v, v.Size()
-	case t.Contiguous():
-		r, size = io.NewSectionReader(src, t.Offset, t.Size), t.Size
-	default:
-		v, err := view.New(t, src, dtype.Invalid)
-		if err != nil {
-			return fmt.Errorf("%s: tensor %q: %v", source, t.Name, err)
-		}
-		r, size = v, v.Size()
+		form.To = to
 	}
-	return copyOut(os.Stdout, r, size, fmt.Sprintf("%s: tensor %q", source, t.Name))
+	if part != nil && !part.Valid(t.Shape) {
+		return fmt.Errorf("%s: no part %s: shape %v has %d dimensions", what, *part, t.Shape, len(t.Shape))
+	}
+	if form == (view.Form{}) && t.Contiguous() {
+		return copyOut(os.Stdout, io.NewSectionReader(src, t.Offset, t.Size), t.Size, what)
+	}
+	v, err := view.Open(t, src, form)
+	if err != nil {
+		if part != nil {
+			return fmt.Errorf("%s: %v", what, strings.TrimPrefix(err.Error(), "view: "+t.Name+": "))
+		}
+		return fmt.Errorf("%s: %v", what, err)
+	}
+	return copyOut(os.Stdout, v, v.Size(), what)
 }
 
 // copyOut writes the size bytes of r to w in catChunk pieces.
@@ -142,29 +131,4 @@ func parseSplit(s string) (view.Split, error) {
 		return view.Split{}, fmt.Errorf("%q: want parts N ≥ 1 and part K < N", s)
 	}
 	return view.Split{Dim: v[0], Parts: v[1], Part: v[2]}, nil
-}
-
-// catPart writes part s of t (converted to to, or as .npy) to stdout.
-func catPart(source string, t *index.Tensor, src backing.Source, to dtype.DType, npy bool, s view.Split) error {
-	what := fmt.Sprintf("%s: tensor %q", source, t.Name)
-	if !s.Valid(t.Shape) {
-		return fmt.Errorf("%s: no part %s: shape %v has %d dimensions", what, s, t.Shape, len(t.Shape))
-	}
-	var v view.Reader
-	var err error
-	switch {
-	case npy:
-		v, err = view.NewNPYSlice(t, src, s)
-	case to != dtype.Invalid && to != t.DType:
-		if !view.Convertible(t, to) {
-			return fmt.Errorf("%s is %s, which cannot be converted to %s", what, t.DType, to)
-		}
-		v, err = view.NewSlice(t, src, to, s)
-	default:
-		v, err = view.NewSlice(t, src, dtype.Invalid, s)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %v", what, strings.TrimPrefix(err.Error(), "view: "+t.Name+": "))
-	}
-	return copyOut(os.Stdout, v, v.Size(), what)
 }

@@ -36,20 +36,45 @@ func cliSections(t *testing.T) map[string]string {
 	return sections
 }
 
+// remoteSection is docs/CLI.md's section of the remote flags, which
+// `tensorfs help remote` prints.
+const remoteSection = "## Remote-source and cache flags"
+
 // TestCLIPageNamesEveryFlag: docs/CLI.md has one section per command, and
 // that section names every flag the command defines, as --NAME, so the
-// page and the code cannot drift apart.
+// page and the code cannot drift apart; the remote flags are named once,
+// in the remote section, which each command taking them points to as
+// `tensorfs help remote` does.
 func TestCLIPageNamesEveryFlag(t *testing.T) {
 	sections := cliSections(t)
+	page, err := os.ReadFile("../../docs/CLI.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, remote, ok := strings.Cut(string(page), "\n"+remoteSection+"\n")
+	if !ok {
+		t.Fatalf("docs/CLI.md has no section %q", remoteSection)
+	}
+	remote, _, _ = strings.Cut(remote, "\n## ")
+	names := func(text, flag string) bool {
+		return regexp.MustCompile(`--` + regexp.QuoteMeta(flag) + `($|[^a-z0-9-])`).MatchString(text)
+	}
 	for name, f := range commandFlags(t) {
 		text, ok := sections[name]
 		if !ok {
 			t.Errorf("docs/CLI.md has no section \"## `tensorfs %s ...`\"", name)
 			continue
 		}
+		if f.hasGroup(groupRemote) && !strings.Contains(text, "`tensorfs help remote`") {
+			t.Errorf("docs/CLI.md, section %s, does not point to `tensorfs help remote` for its remote flags", name)
+		}
 		f.VisitAll(func(fl *flag.Flag) {
-			re := regexp.MustCompile(`--` + regexp.QuoteMeta(fl.Name) + `($|[^a-z0-9-])`)
-			if !re.MatchString(text) {
+			switch {
+			case flagGroup(fl) == groupRemote:
+				if !names(remote, fl.Name) {
+					t.Errorf("docs/CLI.md, section %q, does not name --%s (a flag of %s)", remoteSection, fl.Name, name)
+				}
+			case !names(text, fl.Name):
 				t.Errorf("docs/CLI.md, section %s, does not name --%s", name, fl.Name)
 			}
 		})

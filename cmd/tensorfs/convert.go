@@ -66,21 +66,17 @@ func runConvert(args []string) error {
 		return err
 	}
 
-	if err := checkDeadMount(source); err != nil {
-		return err
-	}
-	ro, err := remoteOptions()
+	opened, err := openSource(source, sourceOptions{Mode: backing.Pread, Mount: true})
 	if err != nil {
 		return err
 	}
-	ck, err := client.OpenWith(source, client.Options{Remote: &ro})
+	defer opened.close()
+	ck, err := opened.client()
 	if err != nil {
 		return err
 	}
 	defer ck.Close()
-	logNotes(ck.Notes())
-	if us := ck.Unserved(); len(us) > 0 {
-		logUnserved(source, us)
+	if us := ck.Unserved(); len(us) > 0 { // logged by openSource
 		return fmt.Errorf("convert: %s: cannot write %s: %s; %s not written", source, plural(len(us), "tensor"), unservedNames(us), out)
 	}
 

@@ -118,8 +118,8 @@ func runDemo(args []string) error {
 	if *keep && showErr == nil {
 		cleanupDir = false
 		fmt.Printf("\nThe demo stays mounted at %s (server pid %d, log %s).\n", mnt, server.Process.Pid, logPath)
-		fmt.Printf("Unmount it and remove the files with:\n  tensorfs umount %s && rm -r %s\n", mnt, dir)
-		fmt.Printf("(or fusermount3 -u %s when tensorfs is not on your PATH)\n", mnt)
+		fmt.Printf("Unmount it and remove the files with:\n  %s umount %s && rm -r %s\n", selfCommand(), shellQuote(mnt), shellQuote(dir))
+		fmt.Printf("(or fusermount3 -u %s)\n", shellQuote(mnt))
 		return nil
 	}
 	fmt.Printf("\n# unmounting %s (what tensorfs umount does)\n", mnt)

@@ -62,3 +62,21 @@ func TestPlural(t *testing.T) {
 		}
 	}
 }
+
+// TestSelfCommand: the command demo --keep prints to unmount runs this
+// binary by its absolute path (tensorfs may not be on PATH), or as go run
+// where go run built it (its binary is gone once go run exits).
+func TestSelfCommand(t *testing.T) {
+	for exe, want := range map[string]string{
+		"/usr/local/bin/tensorfs":                    "/usr/local/bin/tensorfs",
+		"/home/me/src/tensorfs/tensorfs":             "/home/me/src/tensorfs/tensorfs",
+		"/tmp/go-build123/b001/exe/tensorfs":         "go run ./cmd/tensorfs",
+		"/home/me/my models/tensorfs":                "'/home/me/my models/tensorfs'",
+		"/home/me/it's/tensorfs":                     `'/home/me/it'\''s/tensorfs'`,
+		"/opt/tensorfs-1.2+dev/bin/tensorfs,v=1@x%y": "/opt/tensorfs-1.2+dev/bin/tensorfs,v=1@x%y",
+	} {
+		if got := selfCommandFor(exe); got != want {
+			t.Errorf("selfCommandFor(%q) = %s, want %s", exe, got, want)
+		}
+	}
+}

@@ -39,33 +39,56 @@ func commandFlags(t *testing.T) map[string]*flags {
 	return got
 }
 
+// helpHeadings parses help output: the flags printed under each
+// heading of flagGroups, flag name -> headings it is printed under.
+func helpHeadings(out string) map[string][]string {
+	heading := map[string]bool{}
+	for _, g := range flagGroups {
+		heading[g] = true
+	}
+	under := map[string][]string{}
+	group := ""
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case heading[line]:
+			group = line
+		case strings.HasPrefix(line, "  --"):
+			fl := strings.Fields(line)[0][2:]
+			under[fl] = append(under[fl], group)
+		}
+	}
+	return under
+}
+
 // TestHelpGroups: -h prints every flag of every command exactly once,
-// under the heading of its group; at most 14 everyday flags come before
-// the other groups; every flag the group table names exists.
+// under the heading of its group, except the remote group's, which are
+// printed once by `tensorfs help remote` and replaced in each command by
+// one line pointing there; at most 14 everyday flags come before the
+// other groups; every flag the group table names exists.
 func TestHelpGroups(t *testing.T) {
 	heading := map[string]bool{}
 	for _, g := range flagGroups {
 		heading[g] = true
 	}
 	named := map[string]bool{}
+	remoteFlags := map[string]bool{}
 	for name, f := range commandFlags(t) {
 		var b bytes.Buffer
 		f.help(&b)
-		under := map[string][]string{} // flag name -> headings it is printed under
-		group := ""
-		for _, line := range strings.Split(b.String(), "\n") {
-			switch {
-			case heading[line]:
-				group = line
-			case strings.HasPrefix(line, "  --"):
-				fl := strings.Fields(line)[0][2:]
-				under[fl] = append(under[fl], group)
-			}
-		}
-		everyday := 0
+		under := helpHeadings(b.String())
+		everyday, remote := 0, 0
 		f.VisitAll(func(fl *flag.Flag) {
 			named[fl.Name] = true
 			want := flagGroup(fl)
+			if want == groupRemote {
+				remote++
+				remoteFlags[fl.Name] = true
+				if got := under[fl.Name]; len(got) != 0 {
+					t.Errorf("%s -h prints --%s (under %q): the remote flags belong to `tensorfs help remote`", name, fl.Name, got)
+				}
+				delete(under, fl.Name)
+				return
+			}
 			if got := under[fl.Name]; len(got) != 1 || got[0] != want {
 				t.Errorf("%s -h prints --%s under %q, want once under %q", name, fl.Name, got, want)
 			}
@@ -80,6 +103,24 @@ func TestHelpGroups(t *testing.T) {
 		if everyday > 14 {
 			t.Errorf("%s -h: %d everyday flags, want at most 14", name, everyday)
 		}
+		if n := strings.Count(b.String(), "tensorfs help remote"); (remote > 0) != (n == 1) || n > 1 {
+			t.Errorf("%s -h: %d remote flags, %d pointers to `tensorfs help remote`", name, remote, n)
+		}
+	}
+	var b bytes.Buffer
+	printRemoteHelp(&b)
+	under := helpHeadings(b.String())
+	for fl := range remoteFlags {
+		if got := under[fl]; len(got) != 1 || got[0] != groupRemote {
+			t.Errorf("help remote prints --%s under %q, want once under %q", fl, got, groupRemote)
+		}
+		delete(under, fl)
+	}
+	for fl := range under {
+		t.Errorf("help remote prints --%s, which no command defines as a remote flag", fl)
+	}
+	if !strings.Contains(b.String(), "docs/REMOTE.md") {
+		t.Errorf("help remote does not name docs/REMOTE.md:\n%s", b.String())
 	}
 	for fl, g := range groupOf {
 		if !named[fl] {
@@ -87,6 +128,20 @@ func TestHelpGroups(t *testing.T) {
 		}
 		if !heading[g] {
 			t.Errorf("groupOf puts --%s in %q, which is not in flagGroups", fl, g)
+		}
+	}
+}
+
+// TestHelpNoUnsetDefault: no flag's help shows a default that means
+// "not set" (--gpu showed "(default -1)").
+func TestHelpNoUnsetDefault(t *testing.T) {
+	for name, f := range commandFlags(t) {
+		var b bytes.Buffer
+		f.help(&b)
+		for _, bad := range []string{"(default -1)", "(default 0)", "(default false)", "(default )"} {
+			if strings.Contains(b.String(), bad) {
+				t.Errorf("%s -h shows %s", name, bad)
+			}
 		}
 	}
 }

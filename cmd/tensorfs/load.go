@@ -11,6 +11,7 @@ import (
 	"hash"
 	"os"
 	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +22,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/bytesize"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/dtype"
@@ -154,8 +154,9 @@ func runLoad(args []string) error {
 		return err
 	}
 
-	ro, err := remoteOptions()
-	if err != nil {
+	// The remote flags, checked before any work (openSource checks
+	// them again).
+	if _, err := remoteOptions(); err != nil {
 		return err
 	}
 	stopProfile, err := startCPUProfile("load", *cpuProfile)
@@ -163,18 +164,21 @@ func runLoad(args []string) error {
 		return err
 	}
 	defer stopProfile()
-	ck, err := client.OpenWith(source, client.Options{Backing: &backing.Options{Mode: mode}, Remote: &ro})
+	opened, err := openSource(source, sourceOptions{Mode: mode, Mount: true})
+	if err != nil {
+		return err
+	}
+	defer opened.close()
+	ck, err := opened.client()
 	if err != nil {
 		return err
 	}
 	defer ck.Close()
-	logNotes(ck.Notes())
 	if ck.IsMount() && f.isSet("io") {
 		return usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", source)
 	}
-	tensors := ck.Tensors()
+	tensors := ck.TensorsIn(to)
 	unserved := ck.Unserved()
-	logUnserved(source, unserved)
 
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
 	sink := &loadSink{hash: *sha, out: out, n: len(tensors), pending: map[int][32]byte{}, names: tensors}
@@ -243,6 +247,12 @@ type loadSink struct {
 	pending map[int][32]byte // GUARDED_BY(mu): finished, not yet printed
 }
 
+// order returns the position among s.names (the tensors loaded, in
+// index order) of the tensor at index i of the checkpoint.
+func (s *loadSink) order(i int) int {
+	return sort.Search(len(s.names), func(k int) bool { return s.names[k].Index >= i })
+}
+
 type loadTensor struct {
 	s     *loadSink
 	index int
@@ -250,7 +260,7 @@ type loadTensor struct {
 }
 
 func (s *loadSink) Begin(t client.TensorInfo, dt dtype.DType, size int64) (client.TensorSink, error) {
-	lt := &loadTensor{s: s, index: t.Index}
+	lt := &loadTensor{s: s, index: s.order(t.Index)}
 	if s.hash {
 		lt.h = sha256.New()
 	}

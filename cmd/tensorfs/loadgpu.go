@@ -64,8 +64,9 @@ func loadGPU(f *flags, g gpuLoad) error {
 	if err := checkDeadMount(g.source); err != nil {
 		return err
 	}
-	ro, err := remoteOptions()
-	if err != nil {
+	// The remote flags, checked before any work (openSource checks
+	// them again).
+	if _, err := remoteOptions(); err != nil {
 		return err
 	}
 	rt, err := openGPU(fmt.Sprintf("load --gpu %d", g.device), g.device)
@@ -79,18 +80,21 @@ func loadGPU(f *flags, g gpuLoad) error {
 		return err
 	}
 	defer stopProfile()
-	ck, err := client.OpenWith(g.source, client.Options{Backing: &backing.Options{Mode: mode}, Remote: &ro})
+	opened, err := openSource(g.source, sourceOptions{Mode: mode, Mount: true})
+	if err != nil {
+		return err
+	}
+	defer opened.close()
+	ck, err := opened.client()
 	if err != nil {
 		return err
 	}
 	defer ck.Close()
-	logNotes(ck.Notes())
 	if ck.IsMount() && g.ioSet {
 		return usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", g.source)
 	}
-	tensors := ck.Tensors()
+	tensors := ck.TensorsIn(g.to)
 	unserved := ck.Unserved()
-	logUnserved(g.source, unserved)
 	var split func(client.TensorInfo) *client.Split
 	nsplit := 0
 	if g.rules != nil {

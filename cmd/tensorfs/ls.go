@@ -11,14 +11,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/formats"
 )
 
-const lsAbout = `
-Lists the tensors of SOURCE (a checkpoint file or a sharded checkpoint
-directory) without mounting: one line per tensor in name order with its
-name, dtype, shape and size in bytes (of the stored representation). With
---json, prints the index document instead: the same JSON a mount serves
-as .tensorfs/index.json.`
+var lsAbout = "\n" + para("Lists the tensors of SOURCE without mounting: one line per tensor in name order with its name, dtype, shape and size in bytes (of the stored representation). With --json, prints the index document instead: the same JSON a mount serves as .tensorfs/index.json.") + "\n\n" +
+	para("SOURCE is a checkpoint file or a directory holding one: "+formats.DetailList()+"; the format is detected from the content, not the name.")
 
 func runLs(args []string) error {
 	f := newFlags("ls", "[--json] SOURCE", lsAbout)
@@ -27,7 +24,7 @@ func runLs(args []string) error {
 	if err := f.parse(args, 1, 1); err != nil {
 		return err
 	}
-	ckpt, err := loadCheckpoint(f.Arg(0), backing.Pread)
+	ckpt, err := openSource(f.Arg(0), sourceOptions{Mode: backing.Pread})
 	if err != nil {
 		return err
 	}
@@ -43,6 +40,9 @@ func runLs(args []string) error {
 	fmt.Fprintln(tw, "NAME\tDTYPE\tSHAPE\tBYTES")
 	for i := range ckpt.idx.Tensors {
 		t := &ckpt.idx.Tensors[i]
+		if !t.Listed(false) {
+			continue // a logical tensor: in the converted views only
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", displayName(t.Name), t.DType, shapeString(t.Shape), t.Size)
 	}
 	if err := tw.Flush(); err != nil {

@@ -22,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/source"
@@ -46,9 +47,10 @@ var commands = []command{
 	{"cat", "write one tensor's bytes to stdout without mounting", runCat},
 	{"load", "pull every tensor through the Go client with bounded memory", runLoad},
 	{"convert", "write a checkpoint as one safetensors file", runConvert},
+	{"check", "check that a checkpoint is whole and consistent; one line per problem", runCheck},
 	{"bench", "measure reads through a mount beside direct reads of the same bytes", runBench},
 	{"demo", "mount a small generated checkpoint and show around it", runDemo},
-	{"help", "explain the commands, or one command's flags", nil},
+	{"help", "explain the commands, one command's flags, or a topic (remote)", nil},
 	{"version", "print the version", runVersion},
 }
 
@@ -79,6 +81,27 @@ func run(args []string) int {
 	return exitStatus(cmd.run(args[1:]))
 }
 
+// topic is a subject of `tensorfs help TOPIC` that is no command.
+type topic struct {
+	name    string
+	summary string
+	print   func(w io.Writer)
+}
+
+// topics are the help topics, in the order `tensorfs help` lists them.
+var topics = []topic{
+	{"remote", "remote SOURCEs (s3://, http(s)://) and the flags of their reads and caches", printRemoteHelp},
+}
+
+func findTopic(name string) *topic {
+	for i := range topics {
+		if topics[i].name == name {
+			return &topics[i]
+		}
+	}
+	return nil
+}
+
 func findCommand(name string) *command {
 	for i := range commands {
 		if commands[i].name == name {
@@ -100,12 +123,18 @@ func usagef(format string, args ...any) error {
 // errHelp ends a command whose help was asked for: exit status 0.
 var errHelp = errors.New("help requested")
 
+// errReported ends a command that has said what went wrong itself (check,
+// one line per problem): exit status 1, nothing more printed.
+var errReported = errors.New("reported")
+
 // exitStatus prints err as one "tensorfs: " line and returns the status.
 func exitStatus(err error) int {
 	var ue *usageError
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
+	case errors.Is(err, errReported):
+		return 1
 	case errors.As(err, &ue):
 		fmt.Fprintln(os.Stderr, "tensorfs: "+oneLine(ue.msg))
 		return 2
@@ -371,18 +400,38 @@ func flagGroup(fl *flag.Flag) string {
 // help writes the command's usage and the first paragraph of its
 // description, its everyday flags, the rest of the description, then the
 // other flags in their groups (flagGroups), each group in name order.
+// The remote group, the same in every command that has it, is not
+// repeated: one line points to `tensorfs help remote`, which prints it
+// once (remoteTopic).
 func (f *flags) help(w io.Writer) {
 	var b bytes.Buffer
 	about := strings.TrimSpace(f.about)
 	first, rest, _ := strings.Cut(about, "\n\n")
 	fmt.Fprintf(&b, "usage: %s\n\n%s\n", f.synopsis(), first)
 	for i, g := range flagGroups {
+		if g == groupRemote {
+			if f.hasGroup(g) {
+				fmt.Fprintf(&b, "\n%s\n%s", g, wrap(remotePointer, "  ", 78))
+			}
+			continue
+		}
 		f.writeGroup(&b, g)
 		if i == 0 && strings.TrimSpace(rest) != "" {
 			fmt.Fprintf(&b, "\n%s\n", strings.TrimSpace(rest))
 		}
 	}
 	w.Write(b.Bytes())
+}
+
+// remotePointer is what a command's help says in place of the remote
+// group's flags.
+const remotePointer = "SOURCE may be s3://BUCKET/KEY, s3://BUCKET/PREFIX/ or an http(s):// URL; its flags (--part-size, --cache-dir, --proxy and the rest) are explained once by `tensorfs help remote` and in docs/REMOTE.md."
+
+// hasGroup reports whether f defines a flag of group g.
+func (f *flags) hasGroup(g string) bool {
+	has := false
+	f.VisitAll(func(fl *flag.Flag) { has = has || flagGroup(fl) == g })
+	return has
 }
 
 // writeGroup writes the flags of group g under its heading; nothing when
@@ -402,13 +451,24 @@ func (f *flags) writeGroup(b *bytes.Buffer, g string) {
 		if arg != "" {
 			fmt.Fprintf(b, " %s", arg)
 		}
-		if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "0" {
+		if showDefault(fl.DefValue) {
 			usage += " (default " + fl.DefValue + ")"
 		}
 		b.WriteByte('\n')
 		b.WriteString(wrap(usage, "      ", 78))
 	})
 }
+
+// showDefault reports whether help shows a flag's default value: not
+// when it is the zero value or -1, which mean "not set" (--gpu N: no
+// device).
+func showDefault(v string) bool {
+	return v != "" && v != "false" && v != "0" && v != "-1"
+}
+
+// para is text filled into lines of at most 74 bytes, for a help
+// paragraph built from parts (formats.List), without the last newline.
+func para(text string) string { return strings.TrimSuffix(wrap(text, "", 74), "\n") }
 
 // wrap fills text into lines of at most width bytes, each starting with
 // indent and ending with a newline.
@@ -430,12 +490,16 @@ func wrap(text, indent string, width int) string {
 }
 
 func runHelp(args []string) error {
-	f := newFlags("help", "[COMMAND]", "Lists the commands, or explains one command and its flags.")
+	f := newFlags("help", "[COMMAND | TOPIC]", "Lists the commands and help topics, or explains one command and its flags, or one topic (remote: the flags of remote SOURCEs).")
 	if err := f.parse(args, 0, 1); err != nil {
 		return err
 	}
 	if f.NArg() == 0 {
 		printHelp(os.Stdout)
+		return nil
+	}
+	if t := findTopic(f.Arg(0)); t != nil {
+		t.print(os.Stdout)
 		return nil
 	}
 	cmd := findCommand(f.Arg(0))
@@ -451,10 +515,8 @@ func runHelp(args []string) error {
 
 func printHelp(w io.Writer) {
 	var b bytes.Buffer
-	b.WriteString(`tensorfs mounts an ML checkpoint (safetensors, PyTorch, PyTorch Distributed
-Checkpoints, GGUF, NumPy, sharded Hugging Face directories) as a read-only
-directory with one file per tensor, read lazily from the checkpoint and
-converted on the fly (.f32/ .f16/ .bf16/ .f64/ .npy/ views).
+	b.WriteString(para("tensorfs mounts an ML checkpoint (" + formats.List() + ") as a read-only directory with one file per tensor, read lazily from the checkpoint and converted on the fly (.f32/ .f16/ .bf16/ .f64/ .npy/ views)."))
+	b.WriteString(`
 
 usage: tensorfs COMMAND [flags] [arguments]
 
@@ -462,6 +524,10 @@ commands:
 `)
 	for _, c := range commands {
 		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nhelp topics (tensorfs help TOPIC):\n")
+	for _, t := range topics {
+		fmt.Fprintf(&b, "  %-8s %s\n", t.name, t.summary)
 	}
 	prog := invocation()
 	fmt.Fprintf(&b, `
@@ -490,6 +556,38 @@ func invocation() string {
 		return "tensorfs"
 	}
 	return arg0
+}
+
+// selfCommand is a command line that runs this program again from the
+// user's shell, after this process has exited (demo --keep's umount
+// line): selfCommandFor(os.Executable()).
+func selfCommand() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return invocation()
+	}
+	return selfCommandFor(exe)
+}
+
+// selfCommandFor is selfCommand for the binary at exe: "go run
+// ./cmd/tensorfs" where go run built it (go run removes that binary when
+// it exits), else exe itself, an absolute path that works from any
+// directory whether or not tensorfs is on PATH, quoted for the shell
+// where it must be.
+func selfCommandFor(exe string) string {
+	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return "go run ./cmd/tensorfs"
+	}
+	return shellQuote(exe)
+}
+
+// shellQuote returns s as one word for a POSIX shell: as it is when it
+// holds only characters no shell treats specially, else in single quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+,:@%=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3";

@@ -15,12 +15,13 @@ import (
 	"time"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/view"
 )
 
-const mountAbout = `
+var mountAbout = `
 Parses and validates SOURCE completely, then mounts it read-only at
 MOUNTPOINT and serves it in the foreground until the mount is unmounted
 (tensorfs umount, fusermount3 -u, umount) or the process gets SIGINT,
@@ -29,12 +30,14 @@ validation mounts nothing and exits 1. MOUNTPOINT must be an empty
 directory (its files would be hidden) unless --allow-non-empty. The mount
 is ready when MOUNTPOINT/.tensorfs/index.json exists.
 
-SOURCE is a checkpoint file (safetensors, PyTorch, GGUF, .npy, .npz; the
-format is detected from the content) or a directory holding a sharded
-checkpoint. The tree: one file per tensor at its name ('/' makes
+` + para("SOURCE is a checkpoint file or a directory holding one: "+formats.DetailList()+"; the format is detected from the content, not the name.") + `
+
+The tree (docs/TREE.md): one file per tensor at its name ('/' makes
 directories), xattrs user.tensorfs.{name,dtype,shape,source,offset},
-.tensorfs/index.json, .tensorfs/metadata/, .tensorfs/stats.json, and the
-converted views .f32/ .f16/ .bf16/ .f64/ and .npy/.
+.tensorfs/index.json, .tensorfs/metadata/, .tensorfs/stats.json, the
+converted views .f32/ .f16/ .bf16/ .f64/, NumPy files in .npy/,
+tensor-parallel parts in .split/D/N/K/, and the whole checkpoint as one
+safetensors file, .safetensors/model.safetensors (in every view too).
 
 --gpu N uploads every tensor (converted with --dtype) to CUDA device N
 before the mount is ready, through the same path as load --gpu, and keeps
@@ -114,20 +117,22 @@ func runMount(args []string) error {
 	}
 
 	// Everything is validated before anything is mounted.
-	ckpt, err := loadCheckpoint(source, mode)
+	ckpt, err := openSource(source, sourceOptions{Mode: mode})
 	if err != nil {
 		return err
 	}
 	defer ckpt.close()
 	// A model directory's config and tokenizer files, for .safetensors/.
-	exportFiles, err := fs.ModelDirFiles(source, ckpt.idx)
-	if err == nil && ckpt.remote != nil {
-		exportFiles, err = remoteModelDirFiles(ckpt, source)
-	}
+	// They stay open (the checkpoint's: ckpt.close closes them) until
+	// the server has stopped.
+	beside, err := ckpt.beside()
 	if err != nil {
 		return err
 	}
-	defer fs.CloseExportFiles(exportFiles)
+	var exportFiles []fs.ExportFile
+	for _, b := range beside {
+		exportFiles = append(exportFiles, fs.ExportFile{Name: b.Name, Src: b.Src})
+	}
 	logger := log.New(os.Stderr, "tensorfs: ", 0)
 	if f.isSet("gpu") && *gpuFlag < 0 {
 		return usagef("mount: --gpu: %d is not a device ordinal (0, 1, ...)", *gpuFlag)
@@ -234,15 +239,18 @@ func checkEmpty(mountpoint string) error {
 // servedCount says how many tensors the top level of the mount serves:
 // all of them, or with --dtype those that have a view in it.
 func servedCount(ckpt *checkpoint, to dtype.DType) string {
-	n := len(ckpt.idx.Tensors)
-	if to == dtype.Invalid {
-		return plural(n, "tensor")
-	}
-	conv := 0
+	n, conv := 0, 0
 	for i := range ckpt.idx.Tensors {
-		if t := &ckpt.idx.Tensors[i]; t.DType == to || view.Convertible(t, to) {
+		t := &ckpt.idx.Tensors[i]
+		if t.Listed(false) {
+			n++
+		}
+		if t.Listed(true) && (t.DType == to || view.Convertible(t, to)) {
 			conv++
 		}
+	}
+	if to == dtype.Invalid {
+		return plural(n, "tensor")
 	}
 	s := plural(conv, "tensor") + " as " + to.Name()
 	if conv < n {

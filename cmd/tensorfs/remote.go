@@ -1,10 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
-	"path"
 	"strings"
 	"time"
 
@@ -12,14 +13,11 @@ import (
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/backing/s3"
 	"github.com/lazyweights/tensorfs/bytesize"
-	"github.com/lazyweights/tensorfs/formats"
-	"github.com/lazyweights/tensorfs/fs"
-	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/source"
 )
 
-// remoteHelp is said in the help of every command that takes a SOURCE:
-// a paragraph per scheme, from source.Schemes.
+// remoteHelp opens `tensorfs help remote`: a paragraph per scheme, from
+// source.Schemes.
 var remoteHelp = "\n" + source.RemoteHelp()
 
 // remoteFlags are the flags for a remote SOURCE, shared by every command
@@ -54,9 +52,43 @@ var remoteCtx, stopRemote = context.WithCancel(context.Background())
 // addRemoteFlags; one command runs per process).
 var remoteOpts *remoteFlags
 
+// printRemoteHelp is `tensorfs help remote`: what a remote SOURCE is,
+// the commands that take one, and the remote flags, once (each command's
+// help points here instead of repeating them).
+func printRemoteHelp(w io.Writer) {
+	saved := remoteOpts
+	defer func() { remoteOpts = saved }()
+	f := newFlags("remote", "", "")
+	addRemoteFlags(f)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s\n\nThe commands that read a SOURCE take these flags (%s):\n", strings.TrimSpace(remoteHelp), strings.Join(remoteCommands(), ", "))
+	f.writeGroup(&b, groupRemote)
+	b.WriteString("\nIn full: docs/REMOTE.md (the sources, caches and their limits) and\ndocs/SCALE.md (a fleet's cache tier, --proxy).\n")
+	w.Write(b.Bytes())
+}
+
+// remoteCommands are the commands that take the remote flags, found by
+// asking each for its flags (as -h does, with nothing printed).
+func remoteCommands() []string {
+	saved := helpRequested
+	defer func() { helpRequested = saved }()
+	var names []string
+	for _, c := range commands {
+		if c.run == nil {
+			continue
+		}
+		var seen *flags
+		helpRequested = func(f *flags) { seen = f }
+		c.run([]string{"-h"})
+		if seen != nil && seen.hasGroup(groupRemote) {
+			names = append(names, c.name)
+		}
+	}
+	return names
+}
+
 // addRemoteFlags adds the remote SOURCE flags to f.
 func addRemoteFlags(f *flags) {
-	f.about += "\n" + remoteHelp
 	remoteOpts = &remoteFlags{
 		cmd:         f.name,
 		noSign:      f.Bool("no-sign-request", false, "remote: send S3 requests without credentials (public buckets)"),
@@ -180,77 +212,3 @@ func remoteOptions() (source.RemoteOptions, error) {
 	backing.SetInflateOptions(io)
 	return o, nil
 }
-
-// remoteModelDirFiles is fs.ModelDirFiles for a remote SOURCE: when
-// its store lists (source.Scheme.Listable) and it names a prefix (or a
-// *.index.json weight map, whose prefix it stands for), the objects
-// directly under that prefix that are neither the checkpoint's sources,
-// nor weight maps, nor checkpoints by content (config.json, tokenizer
-// files...), opened, to go beside model.safetensors; nil for one object
-// or a store that cannot list.
-func remoteModelDirFiles(ck *checkpoint, source string) ([]fs.ExportFile, error) {
-	c, idx, key := ck.remote, ck.idx, ck.remoteKey
-	if c == nil || !ck.remoteListable {
-		return nil, nil
-	}
-	ctx := context.Background()
-	prefix := key
-	switch {
-	case strings.HasSuffix(key, ".index.json"):
-		prefix = path.Dir(key)
-		if prefix == "." {
-			prefix = ""
-		}
-	case key != "" && !strings.HasSuffix(key, "/"):
-		isDir, err := c.Stat(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		if !isDir {
-			return nil, nil // one object
-		}
-	}
-	if prefix = strings.TrimSuffix(prefix, "/"); prefix != "" {
-		prefix += "/"
-	}
-	ents, err := c.List(ctx, prefix)
-	if err != nil {
-		return nil, err
-	}
-	isSource := map[string]bool{}
-	for _, s := range idx.Sources {
-		isSource[s] = true
-	}
-	var out []fs.ExportFile
-	for _, e := range ents {
-		name := e.Name
-		if name == "" || strings.Contains(name, "/") || strings.HasSuffix(name, ".index.json") || name == "model.safetensors" || isSource[c.URL(prefix+name)] {
-			continue
-		}
-		if len(out) >= maxRemoteExportFiles {
-			fs.CloseExportFiles(out)
-			return nil, fmt.Errorf("%s: more than %d objects beside the checkpoint", source, maxRemoteExportFiles)
-		}
-		src, err := c.Open(ctx, prefix+name)
-		if err != nil {
-			fs.CloseExportFiles(out)
-			return nil, err
-		}
-		head, err := index.ReadHead(src, index.SniffLen)
-		if err != nil {
-			src.Close()
-			fs.CloseExportFiles(out)
-			return nil, err
-		}
-		if _, ok := formats.Detect(head); ok || isSource[src.Name()] {
-			src.Close() // a checkpoint the index does not use
-			continue
-		}
-		out = append(out, fs.ExportFile{Name: name, Src: src})
-	}
-	return out, nil
-}
-
-// maxRemoteExportFiles caps the objects taken from a remote model
-// directory, as fs.ModelDirFiles caps a local one's files.
-const maxRemoteExportFiles = 4096

@@ -19,22 +19,53 @@ import (
 	"github.com/lazyweights/tensorfs/source"
 )
 
-// checkpoint is a loaded SOURCE: the index and the open backing files.
+// checkpoint is an opened SOURCE (openSource): a checkpoint's index and
+// open backing files, or a tensorfs mount read through the client.
 type checkpoint struct {
-	idx     *index.Index
+	path    string
+	mode    backing.Mode
+	idx     *index.Index     // nil for a mount
 	sources []backing.Source // sources[i] reads idx.Sources[i]
 	remote  *remote.Client   // a remote SOURCE's client, else nil
-	// remoteKey and remoteListable are source.Checkpoint's.
-	remoteKey      string
-	remoteListable bool
+	mount   *client.Checkpoint
+	loaded  *source.Checkpoint // what source.Load returned; nil for a mount
 }
 
-// loadCheckpoint parses and validates SOURCE completely (source.Load),
-// reading local files in the given backing mode; the parsers read them
-// through backing.ForParsing.
-func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
-	// The remote flags are checked for a local SOURCE too, as load and
-	// convert check them: a bad value is a usage error either way.
+// beside returns the files of the model directory beside the
+// checkpoint (source.Checkpoint.Beside): config.json, tokenizer
+// files...; none for a mount. They are the checkpoint's: close closes
+// them.
+func (c *checkpoint) beside() ([]source.File, error) {
+	if c.loaded == nil {
+		return nil, nil
+	}
+	return c.loaded.Beside(context.Background())
+}
+
+// sourceOptions say how a command opens its SOURCE.
+type sourceOptions struct {
+	Mode backing.Mode // how local files are read (the parsers read them through backing.ForParsing)
+	// Mount accepts a tensorfs mount as SOURCE, read through its
+	// files (load, convert); otherwise a mount is refused (mount, cat,
+	// ls: they need the checkpoint's index).
+	Mount bool
+	// Report, when set, makes the loader go on past the problems of a
+	// weight map and its shards, each given to Report
+	// (source.Options.Report), and leaves the index's unserved entries to
+	// the caller rather than logging them: `tensorfs check`.
+	Report func(error)
+}
+
+// openSource is the one way every command opens its SOURCE (a file, a
+// directory, an s3:// or http(s):// URL, or, where o.Mount allows, a
+// tensorfs mount): it checks the remote flags and that SOURCE is not in
+// a dead mount, parses and validates the checkpoint completely
+// (source.Load), and logs what its parsers left out (notes, unserved
+// tensors), one line each. Commands that read tensors through the
+// client (load, convert, check) then call client.
+func openSource(path string, o sourceOptions) (*checkpoint, error) {
+	// The remote flags are checked for a local SOURCE too: a bad value
+	// is a usage error either way.
 	ro, err := remoteOptions()
 	if err != nil {
 		return nil, err
@@ -42,10 +73,19 @@ func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 	if err := checkDeadMount(path); err != nil {
 		return nil, err
 	}
-	if source.IsMount(path) {
-		return nil, fmt.Errorf("%s: a tensorfs mount, not a checkpoint: its index is %s (tensorfs load reads a mount)", path, filepath.Join(path, source.MountIndexPath))
+	if !source.IsRemote(path) && source.IsMount(path) {
+		if !o.Mount {
+			return nil, fmt.Errorf("%s: a tensorfs mount, not a checkpoint: its index is %s (tensorfs load reads a mount)", path, filepath.Join(path, source.MountIndexPath))
+		}
+		ck, err := client.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		logNotes(ck.Notes())
+		logUnserved(path, ck.Unserved())
+		return &checkpoint{path: path, mode: o.Mode, mount: ck}, nil
 	}
-	ck, err := source.Load(context.Background(), path, source.Options{Backing: backing.Options{Mode: mode}, Remote: ro})
+	ck, err := source.Load(context.Background(), path, source.Options{Backing: backing.Options{Mode: o.Mode}, Remote: ro, Report: o.Report})
 	if err != nil {
 		if source.IsRemote(path) {
 			return nil, fmt.Errorf("%v", err)
@@ -57,10 +97,28 @@ func loadCheckpoint(path string, mode backing.Mode) (*checkpoint, error) {
 		return nil, err
 	}
 	logNotes(ck.Index.Notes)
-	for _, u := range ck.Index.Unserved {
-		logUnserved(path, []client.Unserved{{Name: u.Name, Type: u.Type, Why: u.Why}})
+	if o.Report == nil {
+		for _, u := range ck.Index.Unserved {
+			logUnserved(path, []client.Unserved{{Name: u.Name, Type: u.Type, Why: u.Why}})
+		}
 	}
-	return &checkpoint{idx: ck.Index, sources: ck.Sources, remote: ck.Remote, remoteKey: ck.RemoteKey, remoteListable: ck.RemoteListable}, nil
+	return &checkpoint{path: path, mode: o.Mode, idx: ck.Index, sources: ck.Sources, remote: ck.Remote, loaded: ck}, nil
+}
+
+// client returns c read through the client, which takes over its
+// sources: c.close closes nothing after it.
+func (c *checkpoint) client() (*client.Checkpoint, error) {
+	if c.mount != nil {
+		ck := c.mount
+		c.mount = nil
+		return ck, nil
+	}
+	ck, err := client.FromSource(c.path, c.loaded, c.mode)
+	if err != nil {
+		return nil, err
+	}
+	c.sources, c.loaded.Sources = nil, nil
+	return ck, nil
 }
 
 // checkDeadMount refuses a SOURCE that is, or is inside, a FUSE mount
@@ -90,6 +148,15 @@ func (c *checkpoint) close() {
 		s.Close()
 	}
 	c.sources = nil
+	if c.loaded != nil {
+		c.loaded.Sources = nil // closed above, or the client's
+		c.loaded.Close()       // the files beside it
+		c.loaded = nil
+	}
+	if c.mount != nil {
+		c.mount.Close()
+		c.mount = nil
+	}
 }
 
 // find returns the tensor with exactly this name, or else the one at this

@@ -107,11 +107,12 @@ func load(dir string) (*index.Index, []index.File, error) {
 		return nil, nil, err
 	}
 	for _, m := range idx.Members {
-		tiles := make([]backing.Tile, len(m.Tiles.Chunks))
-		for i, c := range m.Tiles.Chunks {
+		k := m.Kind.(*index.Tiles)
+		tiles := make([]backing.Tile, len(k.Chunks))
+		for i, c := range k.Chunks {
 			tiles[i] = backing.Tile{Src: files[c.Source], Offset: c.Offset, Start: c.Start, Shape: c.Shape}
 		}
-		tl, err := backing.NewTiled(idx.Sources[m.Source], m.Tiles.Shape, m.Tiles.ElemSize, tiles)
+		tl, err := backing.NewTiled(idx.Sources[m.Source], k.Shape, k.ElemSize, tiles)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -156,7 +157,7 @@ func checkAgainst(t *testing.T, dir string, c ExpectedCase) {
 		sort.Strings(names)
 		t.Errorf("%d tensors, want %d: %v", len(got), len(c.Tensors), names)
 	}
-	keys, _ := idx.Metadata["dcp.keys"].(map[string]any)
+	keys := idx.Keys
 	tiled := 0
 	for _, w := range c.Tensors {
 		name := pathName(w.Path)

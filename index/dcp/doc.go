@@ -23,27 +23,42 @@
 // length: an item, a torch.save zip of the chunk whose storage is stored
 // uncompressed), so that a chunk is a plain range of a .distcp file. A
 // tensor held by one chunk is that range; a tensor tiled from several is
-// an index.Member of method MethodTiles whose bytes backing.Tiled gathers
+// an index.Member of kind index.Tiles whose bytes backing.Tiled gathers
 // per read (one read per contiguous run: per chunk for chunks along dim
 // 0, per row piece otherwise), never materialising the tensor.
 //
 // Names: a tensor's name is its path in the saved state dict
 // (planner_data) joined with '/' (SPEC's rule for nested containers,
-// e.g. model/layers.0.attention.wq.weight); the dotted DCP key of every
-// name is in the metadata under "dcp.keys". Non-tensor items
-// (BytesStorageMetadata: ints, floats, strings, tuples...) are metadata
-// entries under their name: their value where the restricted unpickler
-// reads plain data, else {"value": repr or why not, "bytes": size}.
+// e.g. model/layers.0.attention.wq.weight); where two paths join to one
+// name ({"a/b": t1, "a": {"b": t2}}), the later in state_dict_metadata's
+// order is NAME#1 (#2, ...: the first suffix not taken), as for any
+// container. The dotted DCP key of every name is Index.Keys (index.json's
+// "keys"), apart from the metadata, so that no key of the checkpoint can
+// take its place. Non-tensor items (BytesStorageMetadata: ints, floats,
+// strings, tuples...) are metadata entries under their name: their value
+// where the restricted unpickler reads plain data, else {"value": repr
+// or why not, "bytes": size}.
+//
+// Each item is read once, however many chunks or values name it (a cache
+// per item within one ParseDir). Values are charged by their bytes (16
+// per element, strings and keys by their length) to one budget of
+// MetaBytesFloor plus MetaBytesPerByte per byte of the .metadata and of
+// each item read (pickle's metadata budget): values that name one item
+// each pay for it, and past the budget a value is described as not read
+// ("shared items multiply"), never the checkpoint refused.
 //
 // # Validation
 //
 // Refused with one line, nothing opened left open: other globals; a
 // chunk outside its tensor, overlapping another, or chunks that leave
-// holes; a chunk or value with no storage item; an item past its file's
+// holes (tiling.Check: O(n log n) for n chunks along any dim, naming an
+// element held twice or by none); a chunk or value with no storage item; an item past its file's
 // end, not a torch.save zip, holding another dtype or shape than the
 // metadata says, or compressed; a relative_path that is not a file name
 // in the directory (../, absolute, a missing .distcp) or, locally, a
-// symbolic link out of it (Dir.Inside, which formats sets); more than MaxChunks chunks per tensor; a
+// symbolic link to what is not a regular file (Dir.Inside, which formats
+// sets: a link to a regular file is followed wherever it leads, as in a
+// Hugging Face cache snapshot); more than MaxChunks chunks per tensor; a
 // .metadata over MaxMetadata bytes. Results are charged to a budget that
 // grows with the .metadata's size (pickle.Budget): a small pickle cannot
 // make millions of chunks through shared references.

@@ -92,7 +92,7 @@ func FuzzParseDir(f *testing.F) {
 		}
 		for _, tt := range idx.Tensors {
 			if m := idx.Member(tt.Source); m != nil {
-				if m.Tiles == nil || len(m.Tiles.Chunks) == 0 {
+				if k, ok := m.Kind.(*index.Tiles); !ok || len(k.Chunks) == 0 {
 					t.Fatalf("%s: a member with no chunks", tt.Name)
 				}
 				continue

@@ -2,17 +2,19 @@ package dcp
 
 import (
 	"archive/zip"
-	"cmp"
+	"bytes"
 	"fmt"
 	"io"
 	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/pickle"
 	"github.com/lazyweights/tensorfs/index/torch"
+	"github.com/lazyweights/tensorfs/tiling"
 )
 
 // Dir is the directory ParseDir reads: its path, its regular files (as
@@ -39,7 +41,7 @@ func MetadataFile(files []string) (string, bool) {
 // meta (Sniff accepted it; the caller closes it). The Index has Format
 // "dcp", the .distcp files it reads as its first Sources (files[i] is
 // Sources[i], opened here and closed again on error), then one member
-// of method MethodTiles per tensor tiled from several chunks, which the
+// of kind Tiles per tensor tiled from several chunks, which the
 // caller opens (a backing.Tiled over the files); tensors are unsorted
 // and have no paths.
 func ParseDir(d Dir, meta index.File) (*index.Index, []index.File, error) {
@@ -51,7 +53,9 @@ func ParseDir(d Dir, meta index.File) (*index.Index, []index.File, error) {
 	for _, p := range d.Files {
 		byName[filepath.Base(p)] = p
 	}
-	l := &loader{dir: d, meta: meta.Name(), byName: byName, fileIdx: map[string]int{}}
+	l := &loader{dir: d, meta: meta.Name(), metaSize: meta.Size(), byName: byName, fileIdx: map[string]int{},
+		chunks: map[Item]chunkItem{}, values: map[Item]valueItem{},
+		valueLeft: pickle.MetaBytesFloor + pickle.MetaBytesPerByte*meta.Size()}
 	idx, err := l.build(md)
 	if err != nil {
 		for _, f := range l.files {
@@ -66,12 +70,35 @@ func ParseDir(d Dir, meta index.File) (*index.Index, []index.File, error) {
 
 // loader builds the Index of a distributed checkpoint.
 type loader struct {
-	dir     Dir
-	meta    string            // the .metadata's name, for messages
-	byName  map[string]string // the directory's files by base name
-	files   []index.File      // opened: the .distcp files
-	paths   []string
-	fileIdx map[string]int // relative path -> index in files
+	dir      Dir
+	meta     string // the .metadata's name, for messages
+	metaSize int64
+	byName   map[string]string // the directory's files by base name
+	files    []index.File      // opened: the .distcp files
+	paths    []string
+	fileIdx  map[string]int // relative path -> index in files
+	// Each item is read once however many chunks or values name it.
+	chunks map[Item]chunkItem
+	values map[Item]valueItem
+	// valueLeft is the bytes of values still allowed: a floor and
+	// MetaBytesPerByte per byte of the .metadata and of each item read,
+	// charged per value (bytes, not visits: values naming one item each
+	// pay for it).
+	valueLeft int64
+}
+
+// chunkItem is what a chunk's item holds: its one tensor (or why not).
+type chunkItem struct {
+	fi  int
+	sec string // the item's name, for messages
+	t   index.Tensor
+	err error
+}
+
+// valueItem is a non-tensor item read: its value and what it costs.
+type valueItem struct {
+	v    any
+	cost int64
 }
 
 // file opens (once) the file an item names, after checking that the name
@@ -112,6 +139,9 @@ type section struct {
 
 func (s section) Name() string { return s.name }
 
+// smallItem is the size of an item read into memory at once.
+const smallItem = 64 << 10
+
 // itemFile returns the item's bytes as a File, after checking it lies in
 // its file.
 func (l *loader) itemFile(it Item, where string) (int, section, error) {
@@ -124,6 +154,14 @@ func (l *loader) itemFile(it Item, where string) (int, section, error) {
 		return 0, section{}, index.ErrorAt(l.metaPath(), where, "the item, bytes [%d, +%d) of %s, is past the file's end (%d bytes)", it.Offset, it.Length, index.Printable(it.RelativePath), f.Size())
 	}
 	name := fmt.Sprintf("%s (item at byte %d)", f.Name(), it.Offset)
+	if it.Length <= smallItem {
+		// One read, not one per zip record and pickle: a tensor in
+		// 65,536 chunks is 65,536 items.
+		buf := make([]byte, it.Length)
+		if n, err := f.ReadAt(buf, it.Offset); int64(n) == it.Length && (err == nil || err == io.EOF) {
+			return fi, section{io.NewSectionReader(bytes.NewReader(buf), 0, it.Length), name}, nil
+		}
+	}
 	return fi, section{io.NewSectionReader(f, it.Offset, it.Length), name}, nil
 }
 
@@ -147,9 +185,10 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 	var members []member
 	var empty []int // tensors of no elements and no chunk
 	notRead := map[string]any{}
+	var tensorNames, valueNames uniq
 	for _, tm := range md.Tensors {
 		where := "tensor " + quote(tm.FQN)
-		name := md.name(tm.FQN)
+		name := tensorNames.take(md.name(tm.FQN))
 		fqns[name] = tm.FQN
 		if why, ok := md.NotRead[tm.FQN]; ok {
 			notRead[name] = why
@@ -183,7 +222,7 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		if covered != n {
 			return nil, index.ErrorAt(l.metaPath(), where, "the chunks hold %d elements of the tensor's %d: they leave holes or overlap", covered, n)
 		}
-		if err := checkOverlap(tiles.Chunks); err != nil {
+		if err := checkOverlap(tm.Size, tiles.Chunks); err != nil {
 			return nil, index.ErrorAt(l.metaPath(), where, "%v", err)
 		}
 		var whole *index.Chunk // the one chunk holding every element
@@ -204,7 +243,7 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		idx.Tensors = append(idx.Tensors, t)
 	}
 	for _, fqn := range md.Bytes {
-		name := md.name(fqn)
+		name := valueNames.take(md.name(fqn))
 		fqns[name] = fqn
 		it, ok := md.Storage[itemKey(fqn, nil)]
 		if !ok {
@@ -213,9 +252,6 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		v, err := l.value(it, "value "+quote(fqn))
 		if err != nil {
 			return nil, err
-		}
-		if _, dup := idx.Metadata[name]; dup {
-			return nil, index.ErrorAt(l.metaPath(), "key "+quote(fqn), "two values are named %q", name)
 		}
 		idx.Metadata[name] = v
 	}
@@ -230,91 +266,112 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		t := &idx.Tensors[m.t]
 		src := len(idx.Sources)
 		idx.Sources = append(idx.Sources, l.dir.Path+":"+t.Name)
-		idx.Members = append(idx.Members, index.Member{Source: src, File: m.tiles.Chunks[0].Source, Name: t.Name, Method: index.MethodTiles, Size: t.Size, Tiles: m.tiles})
+		idx.Members = append(idx.Members, index.Member{Source: src, File: m.tiles.Chunks[0].Source, Name: t.Name, Size: t.Size, Kind: m.tiles})
 		t.Source, t.Offset = src, 0
 	}
-	keys := make(map[string]any, len(fqns))
-	for name, fqn := range fqns {
-		keys[name] = fqn
-	}
-	idx.Metadata["dcp.keys"] = keys
+	idx.Keys = fqns // beside Metadata: no key of the checkpoint can take its place
 	if len(notRead) > 0 {
 		idx.Metadata["dcp.not_read"] = notRead
 	}
 	return idx, nil
 }
 
+// uniq hands out distinct names in the order asked: a name already
+// taken gets the first free suffix #1, #2, ... (FORMATS.md's rule for
+// names that coincide: a key holding '/' can spell another path).
+type uniq struct {
+	taken map[string]bool
+	next  map[string]int // first suffix worth trying, per name
+}
+
+func (u *uniq) take(name string) string {
+	if u.taken == nil {
+		u.taken, u.next = map[string]bool{}, map[string]int{}
+	}
+	if !u.taken[name] {
+		u.taken[name] = true
+		return name
+	}
+	for n := u.next[name] + 1; ; n++ {
+		c := name + "#" + strconv.Itoa(n)
+		if !u.taken[c] {
+			u.taken[c] = true
+			u.next[name] = n
+			return c
+		}
+	}
+}
+
 // checkOverlap refuses chunks that overlap (elements counted twice; with
-// the count equal to the tensor's, a hole somewhere else).
-func checkOverlap(cs []index.Chunk) error {
+// the count equal to the tensor's, a hole somewhere else), in O(n log n)
+// for n chunks along any dim (tiling.Check).
+func checkOverlap(shape []int64, cs []index.Chunk) error {
 	if len(cs) < 2 {
 		return nil
 	}
-	order := make([]int, 0, len(cs))
+	boxes := make([]tiling.Box, len(cs))
 	for i, c := range cs {
-		if e, _ := index.Elements(c.Shape); e > 0 {
-			order = append(order, i)
-		}
+		boxes[i] = tiling.Box{Start: c.Start, Shape: c.Shape}
 	}
-	if len(order) < 2 || len(cs[order[0]].Start) == 0 {
-		return nil
-	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(cs[a].Start[0], cs[b].Start[0]) })
-	for x, i := range order {
-		a := &cs[i]
-		for _, j := range order[x+1:] {
-			b := &cs[j]
-			if b.Start[0] >= a.Start[0]+a.Shape[0] {
-				break
-			}
-			meet := true
-			for k := range a.Start {
-				if a.Start[k]+a.Shape[k] <= b.Start[k] || b.Start[k]+b.Shape[k] <= a.Start[k] {
-					meet = false
-					break
-				}
-			}
-			if meet {
-				return fmt.Errorf("the chunks at %v and %v overlap", a.Start, b.Start)
-			}
-		}
-	}
-	return nil
+	return tiling.Check(shape, boxes)
 }
 
 // chunk locates a tensor chunk's bytes: its item is a torch.save zip of
 // the chunk, whose one storage is stored (not deflated) and holds the
-// chunk's elements contiguously, row-major.
+// chunk's elements contiguously, row-major. An item is parsed once,
+// however many chunks name it.
 func (l *loader) chunk(tm TensorMeta, c ChunkMeta, it Item, where string) (int, int64, error) {
+	ci, ok := l.chunks[it]
+	if !ok {
+		ci = l.readChunk(it, where)
+		l.chunks[it] = ci
+	}
+	if ci.err != nil {
+		return 0, 0, ci.err
+	}
+	t := &ci.t
+	if t.DType != tm.DType || !slices.Equal(t.Shape, c.Sizes) && !(len(t.Shape) == 0 && len(c.Sizes) == 0) {
+		return 0, 0, index.ErrorAt(ci.sec, where, "the item holds a %s tensor of shape %v; the metadata says %s %v", t.DType, t.Shape, tm.DType, c.Sizes)
+	}
+	return ci.fi, it.Offset + t.Offset, nil
+}
+
+// readChunk reads the one tensor of a chunk's item.
+func (l *loader) readChunk(it Item, where string) chunkItem {
 	fi, sec, err := l.itemFile(it, where)
 	if err != nil {
-		return 0, 0, err
+		return chunkItem{err: err}
 	}
+	ci := chunkItem{fi: fi, sec: sec.name}
 	head := make([]byte, 9)
 	if n, _ := sec.ReadAt(head, 0); n < 4 || string(head[:4]) != "PK\x03\x04" {
 		if n == 9 && head[8] == '{' {
-			return 0, 0, index.ErrorAt(sec.name, where, "the item is in the safetensors format (a torch >= 2.8 .distcp): tensorfs does not read it")
+			ci.err = index.ErrorAt(sec.name, where, "the item is in the safetensors format (a torch >= 2.8 .distcp): tensorfs does not read it")
+			return ci
 		}
-		return 0, 0, index.ErrorAt(sec.name, where, "the item is not a torch.save zip file")
+		ci.err = index.ErrorAt(sec.name, where, "the item is not a torch.save zip file")
+		return ci
 	}
 	sub, err := torch.Parse(sec)
 	if err != nil {
-		return 0, 0, err
+		ci.err = err
+		return ci
 	}
 	if sub.Format != "pytorch" || len(sub.Tensors) != 1 || len(sub.Members) != 0 {
-		return 0, 0, index.ErrorAt(sec.name, where, "want one tensor stored uncompressed, found %d tensors in %d members", len(sub.Tensors), len(sub.Members))
+		ci.err = index.ErrorAt(sec.name, where, "want one tensor stored uncompressed, found %d tensors in %d members", len(sub.Tensors), len(sub.Members))
+		return ci
 	}
 	t := &sub.Tensors[0]
-	if t.DType != tm.DType || !slices.Equal(t.Shape, c.Sizes) && !(len(t.Shape) == 0 && len(c.Sizes) == 0) {
-		return 0, 0, index.ErrorAt(sec.name, where, "the item holds a %s tensor of shape %v; the metadata says %s %v", t.DType, t.Shape, tm.DType, c.Sizes)
-	}
 	if t.BigEndian || !rowMajor(t) {
-		return 0, 0, index.ErrorAt(sec.name, where, "the chunk is not stored contiguously, row-major, little-endian")
+		ci.err = index.ErrorAt(sec.name, where, "the chunk is not stored contiguously, row-major, little-endian")
+		return ci
 	}
 	if t.Offset < 0 || t.Size > it.Length || t.Offset > it.Length-t.Size {
-		return 0, 0, index.ErrorAt(sec.name, where, "the chunk's bytes lie outside the item")
+		ci.err = index.ErrorAt(sec.name, where, "the chunk's bytes lie outside the item")
+		return ci
 	}
-	return fi, it.Offset + t.Offset, nil
+	ci.t = *t
+	return ci
 }
 
 // rowMajor reports whether t's elements are contiguous in row-major order.
@@ -338,7 +395,61 @@ const MaxValue = 1 << 20
 // value reads a non-tensor item (torch.save of a Python object) as plain
 // data where the restricted unpickler can (numbers, strings, None and
 // containers of them); anything else is described by its repr and size.
+// An item is read once, however many values name it; each value pays
+// for its bytes (valueCost) from the budget of values, past which it is
+// described as not read.
 func (l *loader) value(it Item, where string) (any, error) {
+	vi, ok := l.values[it]
+	if !ok {
+		v, err := l.readValue(it, where)
+		if err != nil {
+			return nil, err
+		}
+		vi = valueItem{v: v, cost: valueCost(v, 0)}
+		l.values[it] = vi
+		l.valueLeft += pickle.MetaBytesPerByte * it.Length
+	}
+	if vi.cost > l.valueLeft {
+		return map[string]any{"value": fmt.Sprintf("not read: the checkpoint's values take more bytes than its files allow (%d bytes of metadata and items; shared items multiply)", l.valueBytes()), "bytes": it.Length}, nil
+	}
+	l.valueLeft -= vi.cost
+	return vi.v, nil
+}
+
+// valueBytes is the budget of values in all: what the floor and the
+// bytes read allow.
+func (l *loader) valueBytes() int64 {
+	n := pickle.MetaBytesFloor + pickle.MetaBytesPerByte*l.metaSize
+	for it := range l.values {
+		n += pickle.MetaBytesPerByte * it.Length
+	}
+	return n
+}
+
+// valueCost is the bytes a plain value holds (its strings and keys, 16
+// per element).
+func valueCost(v any, depth int) int64 {
+	switch x := v.(type) {
+	case string:
+		return 16 + int64(len(x))
+	case []any:
+		n := int64(16)
+		for _, e := range x {
+			n += valueCost(e, depth+1)
+		}
+		return n
+	case map[string]any:
+		n := int64(16)
+		for k, e := range x {
+			n += 16 + int64(len(k)) + valueCost(e, depth+1)
+		}
+		return n
+	}
+	return 16
+}
+
+// readValue reads a non-tensor item.
+func (l *loader) readValue(it Item, where string) (any, error) {
 	_, sec, err := l.itemFile(it, where)
 	if err != nil {
 		return nil, err

@@ -522,7 +522,7 @@ func npzDeflated(f index.File, zf *zip.File, off int64, source int) (*index.Memb
 	if off < 0 || off > f.Size() || int64(csize) > f.Size()-off {
 		return nil, nil, index.Errorf(file, off, "member %s: its %d compressed bytes run past the end of the file", zf.Name, csize)
 	}
-	m := &index.Member{Source: source, Name: zf.Name, Method: zf.Method, Offset: off, CompressedSize: int64(csize), Size: int64(size), CRC32: zf.CRC32}
+	m := &index.Member{Source: source, Name: zf.Name, Size: int64(size), Kind: &index.Deflated{Offset: off, CompressedSize: int64(csize), CRC32: zf.CRC32}}
 	head, err := npzInflateHead(zf, m.Size)
 	if err != nil {
 		return nil, nil, &index.FormatError{File: file, Offset: off, Where: where, Msg: fmt.Sprintf("cannot inflate its .npy header: %v", err)}

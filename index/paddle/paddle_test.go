@@ -72,10 +72,10 @@ func TestPaddleFixtures(t *testing.T) {
 				}
 			}
 			for _, m := range idx.Members {
-				switch m.Method {
-				case index.MethodConcat:
+				switch m.Kind.(type) {
+				case *index.Concat:
 					concat++
-				case index.MethodLatin1:
+				case *index.Latin1:
 					latin1++
 				}
 			}

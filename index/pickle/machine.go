@@ -77,7 +77,9 @@ type Machine struct {
 // NewMachine returns a machine reading a stream of limit bytes from r,
 // interpreting with env.
 func NewMachine(r io.Reader, limit int64, env Env) *Machine {
-	return &Machine{r: bufio.NewReaderSize(r, 64<<10), limit: limit, env: env, work: MaxWork(limit),
+	// The buffer is no larger than the stream: a small pickle (one per
+	// item of a distributed checkpoint) does not cost 64 KiB.
+	return &Machine{r: bufio.NewReaderSize(r, int(min(64<<10, max(limit, 16)))), limit: limit, env: env, work: MaxWork(limit),
 		cost: limit, memoLeft: MaxMemo(limit), byteSpans: map[*byte]Span{}, strSpans: map[string]Span{}}
 }
 
@@ -280,31 +282,46 @@ func (m *Machine) step(op byte, off int64) (v any, push bool, err error) {
 }
 
 // memo is a pickle's memo: keys 0, 1, 2, ... (MEMOIZE, and what
-// pickle.dump writes with BINPUT) in a slice, 16 bytes an entry; other
-// keys in a map.
+// pickle.dump writes with BINPUT) in blocks of memoBlock entries, 16
+// bytes an entry and nothing more (a slice grown by append would hold
+// up to twice that, and copy it); other keys in a map.
 type memo struct {
-	dense  []any
+	blocks [][]any
+	n      int64 // dense entries
 	sparse map[int64]any
 }
 
-func (mm *memo) len() int64 { return int64(len(mm.dense) + len(mm.sparse)) }
+// memoBlock is the entries of one block of the memo.
+const memoBlock = 4096
+
+func (mm *memo) len() int64 { return mm.n + int64(len(mm.sparse)) }
 
 func (mm *memo) get(k int64) (any, bool) {
-	if k >= 0 && k < int64(len(mm.dense)) {
-		return mm.dense[k], true
+	if k >= 0 && k < mm.n {
+		return mm.blocks[k/memoBlock][k%memoBlock], true
 	}
 	v, ok := mm.sparse[k]
 	return v, ok
 }
 
+// push appends the next dense entry.
+func (mm *memo) push(v any) {
+	if mm.n%memoBlock == 0 {
+		mm.blocks = append(mm.blocks, make([]any, 0, memoBlock))
+	}
+	b := &mm.blocks[len(mm.blocks)-1]
+	*b = append(*b, v)
+	mm.n++
+}
+
 // put sets entry k and reports whether it is a new entry.
 func (mm *memo) put(k int64, v any) bool {
-	if k >= 0 && k < int64(len(mm.dense)) {
-		mm.dense[k] = v
+	if k >= 0 && k < mm.n {
+		mm.blocks[k/memoBlock][k%memoBlock] = v
 		return false
 	}
 	_, had := mm.sparse[k]
-	if k != int64(len(mm.dense)) {
+	if k != mm.n {
 		if mm.sparse == nil {
 			mm.sparse = map[int64]any{}
 		}
@@ -312,15 +329,14 @@ func (mm *memo) put(k int64, v any) bool {
 		return !had
 	}
 	delete(mm.sparse, k)
-	mm.dense = append(mm.dense, v)
+	mm.push(v)
 	for { // keys that were sparse and now continue the dense run
-		n := int64(len(mm.dense))
-		x, ok := mm.sparse[n]
+		x, ok := mm.sparse[mm.n]
 		if !ok {
 			break
 		}
-		delete(mm.sparse, n)
-		mm.dense = append(mm.dense, x)
+		delete(mm.sparse, mm.n)
+		mm.push(x)
 	}
 	return !had
 }

@@ -2,6 +2,7 @@ package pickle
 
 import (
 	"bytes"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -65,4 +66,27 @@ func TestMemoBudget(t *testing.T) {
 	if _, err := NewMachine(bytes.NewReader(p), int64(len(p)), PlainEnv{}).Run(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestMemoMemory: a flood of MEMOIZE opcodes (issue 34: an 8 MB one
+// peaked at 265 MiB, 33 times the file) allocates no more than the memo
+// it is allowed: 16 bytes an entry, MaxMemo entries, about 8 times the
+// pickle. A memo grown by append allocated the entries 5 times over.
+func TestMemoMemory(t *testing.T) {
+	const n = 1 << 20
+	p := append(append([]byte("\x80\x04}"), bytes.Repeat([]byte{OpMEMOIZE}, n)...), '.')
+	m := NewMachine(bytes.NewReader(p), int64(len(p)), PlainEnv{})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := m.Run()
+	runtime.ReadMemStats(&after)
+	if err == nil {
+		t.Fatal("the flood was not refused")
+	}
+	alloc := after.TotalAlloc - before.TotalAlloc
+	limit := uint64(16*MaxMemo(int64(len(p)))) + 256<<10
+	if alloc > limit {
+		t.Errorf("the flood allocated %d bytes; the memo's limit is %d (%d entries)", alloc, limit, MaxMemo(int64(len(p))))
+	}
+	t.Logf("%d bytes allocated for %d bytes of pickle", alloc, len(p))
 }

@@ -18,7 +18,7 @@ package torch
 //   - Storages of a zip file that are stored members (torch.save) are
 //     served straight from the file. A deflated storage member (written
 //     by non-Python writers such as TorchSharp) is a source of its own
-//     (Index.Members, MethodDeflate), inflated by the backing layer on
+//     (Index.Members, index.Deflated), inflated by the backing layer on
 //     first read with its size and CRC-32 checked, as a compressed .npz
 //     member is; its declared size is checked here against what deflate
 //     can produce (numpy.DeflateMaxRatio) and its compressed range
@@ -213,8 +213,8 @@ func ParseZip(f index.File) (*index.Index, error) {
 		if pkl.Method != zip.Deflate || pkl.CompressedSize64 > uint64(f.Size()) || off > f.Size()-int64(pkl.CompressedSize64) {
 			pklMember = nil // served only when deflated (refused where needed)
 		} else {
-			pklMember = &index.Member{File: 0, Name: pkl.Name, Method: index.MethodDeflate, Offset: off,
-				CompressedSize: int64(pkl.CompressedSize64), Size: st.size, CRC32: pkl.CRC32}
+			pklMember = &index.Member{File: 0, Name: pkl.Name, Size: st.size,
+				Kind: &index.Deflated{Offset: off, CompressedSize: int64(pkl.CompressedSize64), CRC32: pkl.CRC32}}
 		}
 	}
 	m := st.machine(r, newTorchEnv())
@@ -308,8 +308,8 @@ func ptDeflated(f index.File, zf *zip.File) (*index.Member, string) {
 	if off < 0 || off > f.Size() || int64(csize) > f.Size()-off {
 		return nil, fmt.Sprintf("its storage member %s: its %d compressed bytes run past the end of the file", zf.Name, csize)
 	}
-	return &index.Member{File: 0, Name: zf.Name, Method: index.MethodDeflate, Offset: off,
-		CompressedSize: int64(csize), Size: int64(size), CRC32: zf.CRC32}, ""
+	return &index.Member{File: 0, Name: zf.Name, Size: int64(size),
+		Kind: &index.Deflated{Offset: off, CompressedSize: int64(csize), CRC32: zf.CRC32}}, ""
 }
 
 // ptViewSpan locates a legacy storage view inside its root storage.

@@ -20,11 +20,11 @@ import (
 //     the pickle (bytes, a Python 2 str, or a Latin-1 str that is all
 //     ASCII, so its UTF-8 is the same bytes), it is served from that
 //     range: of the file when the pickle is the legacy file itself or a
-//     stored data.pkl, of the inflated data.pkl (a Member, MethodDeflate)
+//     stored data.pkl, of the inflated data.pkl (a Member, Deflated)
 //     when that is deflated.
 //   - A Latin-1 str with bytes >= 0x80 is UTF-8 in the pickle (protocol
 //     2, torch.save's default): the array is a Member of its own
-//     (MethodLatin1) over the str's range, decoded on first read. Its
+//     (index.Latin1) over the str's range, decoded on first read. Its
 //     code points are checked here, while the pickle is read: one that
 //     is not below 256 (or invalid UTF-8, or a character cut off)
 //     refuses the file naming the key and the byte, as Python's
@@ -135,7 +135,7 @@ func (w *ptWalker) ndarray(a *pickle.NDArray, depth int) (any, bool, error) {
 		if !sp.Raw {
 			// UTF-8 in the pickle: its own source, decoded on first read.
 			w.members = append(w.members, index.Member{Source: 1 + len(w.members), File: src, Name: name,
-				Method: index.MethodLatin1, Offset: off, CompressedSize: sp.N, Size: size})
+				Size: size, Kind: &index.Latin1{Offset: off, Len: sp.N}})
 			t.Source, t.Offset = len(w.members), 0
 		}
 	}

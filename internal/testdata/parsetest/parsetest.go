@@ -262,20 +262,29 @@ func NPYBuild(hdr string, major int, data []byte) []byte {
 func CheckMembers(t testing.TB, idx *index.Index, name string, size, deflateMaxRatio int64) {
 	t.Helper()
 	for i, m := range idx.Members {
-		if m.Method == index.MethodConcat {
+		if c, ok := m.Kind.(*index.Concat); ok {
 			total := int64(0)
-			for _, p := range m.Parts {
+			for _, p := range c.Parts {
 				if p.Source < 0 || p.Source >= m.Source || p.Offset < 0 || p.Size < 0 {
 					t.Fatalf("%s: member %s: part %+v", name, m.Name, p)
 				}
 				total += p.Size
 			}
-			if m.Source != 1+i || len(m.Parts) == 0 || m.File != m.Parts[0].Source || total != m.Size || idx.SourceName(m.Source) != idx.Sources[0]+":"+m.Name {
+			if m.Source != 1+i || len(c.Parts) == 0 || m.File != c.Parts[0].Source || total != m.Size || idx.SourceName(m.Source) != idx.Sources[0]+":"+m.Name {
 				t.Fatalf("%s: member %d: %+v, source %q", name, i, m, idx.SourceName(m.Source))
 			}
 			continue
 		}
-		if m.Source != 1+i || m.File < 0 || m.File >= m.Source || idx.SourceName(m.Source) != idx.SourceName(m.File)+":"+m.Name || (m.Method != index.MethodDeflate && m.Method != index.MethodLatin1) {
+		var off, csize int64
+		switch k := m.Kind.(type) {
+		case *index.Deflated:
+			off, csize = k.Offset, k.CompressedSize
+		case *index.Latin1:
+			off, csize = k.Offset, k.Len
+		default:
+			t.Fatalf("%s: member %d: %+v of kind %T", name, i, m, m.Kind)
+		}
+		if m.Source != 1+i || m.File < 0 || m.File >= m.Source || idx.SourceName(m.Source) != idx.SourceName(m.File)+":"+m.Name {
 			t.Fatalf("%s: member %d: %+v, source %q", name, i, m, idx.SourceName(m.Source))
 		}
 		holder := size
@@ -283,10 +292,10 @@ func CheckMembers(t testing.TB, idx *index.Index, name string, size, deflateMaxR
 			holder = h.Size
 		}
 		ratio := deflateMaxRatio
-		if m.Method == index.MethodLatin1 {
+		if _, ok := m.Kind.(*index.Latin1); ok {
 			ratio = 1 // each byte is one or two of UTF-8
 		}
-		if m.Offset < 0 || m.CompressedSize < 0 || m.Offset+m.CompressedSize > holder || m.Size < 0 || m.Size > m.CompressedSize*ratio+258 {
+		if off < 0 || csize < 0 || off+csize > holder || m.Size < 0 || m.Size > csize*ratio+258 {
 			t.Fatalf("%s: member %s: %+v in a %d-byte holder", name, m.Name, m, holder)
 		}
 	}
@@ -308,22 +317,26 @@ func SourceBytes(t testing.TB, data []byte, idx *index.Index, i int) []byte {
 	if m == nil {
 		return data
 	}
-	if m.Method == index.MethodConcat {
+	if c, ok := m.Kind.(*index.Concat); ok {
 		var b []byte
-		for _, p := range m.Parts {
+		for _, p := range c.Parts {
 			b = append(b, SourceBytes(t, data, idx, p.Source)[p.Offset:p.Offset+p.Size]...)
 		}
 		return b
 	}
-	in := SourceBytes(t, data, idx, m.File)[m.Offset : m.Offset+m.CompressedSize]
-	switch m.Method {
-	case index.MethodDeflate:
+	rs := m.Kind.Ranges(m)
+	if len(rs) != 1 || rs[0].Source != m.File {
+		t.Fatalf("member %s: kind %T", m.Name, m.Kind)
+	}
+	in := SourceBytes(t, data, idx, m.File)[rs[0].Offset : rs[0].Offset+rs[0].Size]
+	switch k := m.Kind.(type) {
+	case *index.Deflated:
 		b, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(in)), m.Size+1))
-		if err != nil || int64(len(b)) != m.Size || crc32.ChecksumIEEE(b) != m.CRC32 {
-			t.Fatalf("member %s: %d bytes, want %d; crc ok %v; %v", m.Name, len(b), m.Size, crc32.ChecksumIEEE(b) == m.CRC32, err)
+		if err != nil || int64(len(b)) != m.Size || crc32.ChecksumIEEE(b) != k.CRC32 {
+			t.Fatalf("member %s: %d bytes, want %d; crc ok %v; %v", m.Name, len(b), m.Size, crc32.ChecksumIEEE(b) == k.CRC32, err)
 		}
 		return b
-	case index.MethodLatin1:
+	case *index.Latin1:
 		if !utf8.Valid(in) {
 			t.Fatalf("member %s: invalid UTF-8", m.Name)
 		}
@@ -339,6 +352,6 @@ func SourceBytes(t testing.TB, data []byte, idx *index.Index, i int) []byte {
 		}
 		return b
 	}
-	t.Fatalf("member %s: method %d", m.Name, m.Method)
+	t.Fatalf("member %s: kind %T", m.Name, m.Kind)
 	return nil
 }

@@ -8,19 +8,22 @@
 // The values are pseudo-random (seeded), not torch's.
 //
 //	go run ./index/dcp/internal/gendcp -mib 400 -ranks 4 OUT
+//
+// With -hostile KIND it writes instead one of the hostile checkpoints of
+// issue 34 (dcpwrite.Kinds), of -n of what it repeats:
+//
+//	go run ./index/dcp/internal/gendcp -hostile dim1 -n 65536 OUT
 package main
 
 import (
-	"archive/zip"
-	"bytes"
 	"encoding/binary"
 	"flag"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/lazyweights/tensorfs/index/dcp/internal/dcpwrite"
 )
@@ -29,7 +32,16 @@ func main() {
 	mib := flag.Int("mib", 400, "MiB of big.weight (BF16, 4096 columns)")
 	ranks := flag.Int("ranks", 4, "ranks (files) it is sharded over along dim 0")
 	seed := flag.Uint64("seed", 1, "seed of the values")
+	hostile := flag.String("hostile", "", "write this hostile checkpoint instead (one of "+strings.Join(dcpwrite.Kinds, ", ")+")")
+	n := flag.Int("n", 1000, "with -hostile: how many of what it repeats")
 	flag.Parse()
+	if *hostile != "" && flag.NArg() == 1 {
+		if err := dcpwrite.Hostile(flag.Arg(0), *hostile, *n); err != nil {
+			fmt.Fprintln(os.Stderr, "gendcp:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if flag.NArg() != 1 || *ranks < 1 || *mib < 1 {
 		fmt.Fprintln(os.Stderr, "usage: gendcp [-mib N] [-ranks N] [-seed N] OUT")
 		os.Exit(2)
@@ -101,83 +113,18 @@ func run(out string, mib, ranks int, seed uint64) error {
 	return os.WriteFile(filepath.Join(out, ".metadata"), metadata(rows, chunks, items), 0o644)
 }
 
-// countWriter counts what goes to w.
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
 // writeZip writes torch.save(tensor) of a contiguous tensor of the given
 // storage class, bytes and shape, and returns its length.
 func writeZip(w io.Writer, storage string, data []byte, shape []int64) (int64, error) {
-	cw := &countWriter{w: w}
-	zw := zip.NewWriter(cw)
 	es := int64(2)
 	if storage == "FloatStorage" {
 		es = 4
 	}
-	strides := make([]int64, len(shape))
-	s := int64(1)
-	for k := len(shape) - 1; k >= 0; k-- {
-		strides[k] = s
-		s *= shape[k]
-	}
 	p := &dcpwrite.Writer{}
 	p.Op("\x80\x02")
-	p.Global("torch._utils", "_rebuild_tensor_v2")
-	p.Op("((")
-	p.Str("storage")
-	p.Global("torch", storage)
-	p.Str("0")
-	p.Str("cpu")
-	p.Int(int64(len(data)) / es)
-	p.Op("tQ")
-	p.Int(0)
-	p.Tuple(shape)
-	p.Tuple(strides)
-	p.Op("\x89")
-	p.Global("collections", "OrderedDict")
-	p.Op(")RtR.")
-	members := []struct {
-		name string
-		data []byte
-	}{
-		{"archive/data.pkl", p.Bytes()},
-		{"archive/byteorder", []byte("little")},
-		{"archive/data/0", data},
-		{"archive/version", []byte("3\n")},
-		{"archive/.data/serialization_id", []byte("0123456789012345678901234567890123456789")},
-	}
-	for _, m := range members {
-		h := &zip.FileHeader{Name: m.name, Method: zip.Store, CRC32: crc32.ChecksumIEEE(m.data),
-			CompressedSize64: uint64(len(m.data)), UncompressedSize64: uint64(len(m.data))}
-		// Pad the local header's extra field so that the data starts at a
-		// multiple of 64 bytes from the zip's start, as torch does.
-		if err := zw.Flush(); err != nil {
-			return 0, err
-		}
-		at := cw.n + 30 + int64(len(m.name)) + 4
-		pad := (64 - at%64) % 64
-		h.Extra = binary.LittleEndian.AppendUint16(binary.LittleEndian.AppendUint16(nil, 0x4246), uint16(pad))
-		h.Extra = append(h.Extra, bytes.Repeat([]byte("Z"), int(pad))...)
-		fw, err := zw.CreateRaw(h)
-		if err != nil {
-			return 0, err
-		}
-		if _, err := fw.Write(m.data); err != nil {
-			return 0, err
-		}
-	}
-	if err := zw.Close(); err != nil {
-		return 0, err
-	}
-	return cw.n, nil
+	p.TensorOp(storage, int64(len(data))/es, shape)
+	p.Op(".")
+	return dcpwrite.TorchSave(w, p.Bytes(), data)
 }
 
 const mdMod = dcpwrite.MetadataModule

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/check"
+)
+
+const checkAbout = `
+Checks that SOURCE is whole and consistent, without reading the tensors'
+bytes: a weight map names only shards that exist and can be read, every
+tensor it names is in the shard it names, and no shard holds a tensor the
+map lacks; every entry is served (none of a type tensorfs cannot read);
+every tensor's bytes lie inside its file. Every problem is found, not only
+the first: one line each on stderr, "tensorfs: check: FILE: PROBLEM
+(WHERE)", and the exit status is 1. With none, one line on stdout says
+what was checked (tensors, files, format, bytes) and the exit status is 0.
+
+--data also reads every byte of every tensor: a read that fails (a
+truncated file, a compressed member that does not inflate, a remote
+object changed since it was opened) and a stored .npz member whose CRC-32
+does not match are problems. --json prints a JSON report on stdout
+instead of the summary line (the problems too, and with --data, each
+floating-point or quantized tensor's NaN and Inf counts on its values as
+the .f32/ view converts them).`
+
+// checkReport is the --json output of check.
+type checkReport struct {
+	Source   string          `json:"source"`
+	OK       bool            `json:"ok"`
+	Format   string          `json:"format,omitempty"`
+	Files    int             `json:"files"`
+	Tensors  int             `json:"tensors"`
+	Bytes    int64           `json:"bytes"`
+	Problems []check.Problem `json:"problems"`
+	// With --data: what was read.
+	Data *checkData `json:"data,omitempty"`
+}
+
+type checkData struct {
+	BytesRead int64                `json:"bytes_read"`
+	CRCs      int                  `json:"crc32_checked"`
+	Values    []check.TensorValues `json:"values"`
+}
+
+func runCheck(args []string) error {
+	f := newFlags("check", "[--data] [--json] SOURCE", checkAbout)
+	addRemoteFlags(f)
+	data := f.Bool("data", false, "also read every byte of every tensor: read errors and stored .npz members' CRC-32s (and NaN/Inf counts with --json)")
+	asJSON := f.Bool("json", false, "print a JSON report (summary, problems; with --data, NaN and Inf counts per floating-point tensor) on stdout")
+	if err := f.parse(args, 1, 1); err != nil {
+		return err
+	}
+	source := f.Arg(0)
+	rep := checkReport{Source: source, Problems: []check.Problem{}}
+	var loading []check.Problem
+	ckpt, err := openSource(source, sourceOptions{Mode: backing.Pread, Report: func(err error) {
+		loading = append(loading, check.FromError(err))
+	}})
+	var ue *usageError
+	switch {
+	case errors.As(err, &ue):
+		return err
+	case err != nil:
+		// Nothing to check beyond what stopped loading.
+		rep.Problems = append(append(rep.Problems, loading...), check.FromError(err))
+	default:
+		defer ckpt.close()
+		c := &check.Checkpoint{Source: source, Index: ckpt.idx, Sources: ckpt.sources, Loading: loading}
+		rep.Format = ckpt.idx.Format
+		rep.Tensors = len(ckpt.idx.Tensors)
+		for i, s := range ckpt.idx.Sources {
+			if s != "" || ckpt.idx.Member(i) == nil {
+				rep.Files++
+			}
+		}
+		for i := range ckpt.idx.Tensors {
+			rep.Bytes += ckpt.idx.Tensors[i].Size
+		}
+		rep.Problems = append(rep.Problems, check.Run(c, check.Checkers)...)
+		if *data {
+			dr, ps := check.Data(c, check.DataOptions{Values: *asJSON})
+			rep.Problems = append(rep.Problems, ps...)
+			rep.Data = &checkData{BytesRead: dr.Bytes, CRCs: dr.CRCs, Values: dr.Tensors}
+			if rep.Data.Values == nil {
+				rep.Data.Values = []check.TensorValues{}
+			}
+		}
+	}
+	rep.OK = len(rep.Problems) == 0
+	for _, p := range rep.Problems {
+		fmt.Fprintln(os.Stderr, "tensorfs: check: "+oneLine(p.String()))
+	}
+	switch {
+	case *asJSON:
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return fmt.Errorf("writing to stdout: %v", err)
+		}
+	case rep.OK:
+		line := fmt.Sprintf("%s: ok: %s in %s (%s), %d bytes of tensors", source, plural(rep.Tensors, "tensor"), plural(rep.Files, "file"), rep.Format, rep.Bytes)
+		if rep.Data != nil {
+			line += fmt.Sprintf("; every byte read (%d bytes", rep.Data.BytesRead)
+			if rep.Data.CRCs > 0 {
+				line += fmt.Sprintf(", %s checked", plural(rep.Data.CRCs, "CRC-32"))
+			}
+			line += ")"
+		}
+		fmt.Println(oneLine(line))
+	}
+	if !rep.OK {
+		return errReported
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+package formats
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/index"
+)
+
+// openMember is the one place a member of an index becomes a backing
+// source, whatever its kind: files are the sources numbered as m's
+// fields number them (m.File, a part's or a chunk's Source); name is the
+// source's name (index.SourceName). A deflated member or Latin-1 str is
+// decoded on first read (backing.InflateCache), within the limits of the
+// cache in Options.Inflate; a concatenation and a tiled tensor are read
+// through from their files.
+func (l *loader) openMember(name string, files []index.File, m *index.Member) (index.File, error) {
+	if m.File < 0 || m.File >= len(files) {
+		return nil, index.ErrorAt(name, "member "+m.Name, "internal error: source %d of %d", m.File, len(files))
+	}
+	switch k := m.Kind.(type) {
+	case *index.Deflated:
+		bm := backing.Member{Name: m.Name, Offset: k.Offset, CompressedSize: k.CompressedSize, Size: m.Size, CRC32: k.CRC32}
+		return l.inflateMember(files[m.File], bm, "member "+m.Name)
+	case *index.Latin1:
+		bm := backing.Member{Name: m.Name, Offset: k.Offset, CompressedSize: k.Len, Size: m.Size, Latin1: true}
+		return l.inflateMember(files[m.File], bm, "tensor "+strconv.Quote(m.Name))
+	case *index.Decoded:
+		if k.Decode == nil {
+			return nil, index.ErrorAt(name, "tensor "+strconv.Quote(m.Name), "internal error: a decoded member without its decoder")
+		}
+		bm := backing.Member{Name: m.Name, Size: m.Size, Decode: k.Decode}
+		return l.inflateMember(files[m.File], bm, "tensor "+strconv.Quote(m.Name))
+	case *index.Concat:
+		return concatMember(name, files, m, k)
+	case *index.Tiles:
+		return openTiles(name, files, k)
+	}
+	return nil, index.ErrorAt(name, "member "+m.Name, "internal error: member of kind %T", m.Kind)
+}
+
+// concatMember opens the source of a Concat member m: its parts, ranges
+// of files, end to end.
+func concatMember(name string, files []index.File, m *index.Member, k *index.Concat) (index.File, error) {
+	where := "tensor " + strconv.Quote(m.Name)
+	parts := make([]backing.ConcatPart, len(k.Parts))
+	total := int64(0)
+	for i, p := range k.Parts {
+		if p.Source < 0 || p.Source >= m.Source || p.Source >= len(files) || p.Offset < 0 || p.Size < 0 || p.Offset > files[p.Source].Size()-p.Size {
+			return nil, index.ErrorAt(name, where, "internal error: part %d [%d, +%d) of source %d", i, p.Offset, p.Size, p.Source)
+		}
+		parts[i] = backing.ConcatPart{Src: files[p.Source], Off: p.Offset, Size: p.Size}
+		total += p.Size
+	}
+	if total != m.Size {
+		return nil, index.ErrorAt(name, where, "internal error: parts of %d bytes for a member of %d", total, m.Size)
+	}
+	src, err := backing.Concat(name, parts)
+	if err != nil {
+		return nil, index.ErrorAt(name, where, "internal error: %v", err)
+	}
+	return src, nil
+}
+
+// openTiles opens a Tiles member: a backing.Tiled over its chunks'
+// files, named name (read without the parsing view: a mapped file is
+// read through its mapping).
+func openTiles(name string, files []index.File, k *index.Tiles) (index.File, error) {
+	tiles := make([]backing.Tile, len(k.Chunks))
+	for i, c := range k.Chunks {
+		if c.Source < 0 || c.Source >= len(files) {
+			return nil, fmt.Errorf("internal error: chunk source %d of %d", c.Source, len(files))
+		}
+		var f backing.ReaderAt = files[c.Source]
+		if s, ok := f.(backing.Source); ok {
+			f = backing.Unwrap(s)
+		}
+		tiles[i] = backing.Tile{Src: f, Offset: c.Offset, Start: c.Start, Shape: c.Shape}
+	}
+	return backing.NewTiled(name, k.Shape, k.ElemSize, tiles)
+}
+
+// inflateMember opens bm, a member of f decoded on first read.
+func (l *loader) inflateMember(f index.File, bm backing.Member, where string) (index.File, error) {
+	if l.inflate == nil {
+		return nil, index.ErrorAt(f.Name(), where, "internal error: no inflate cache (formats.Options.Inflate) to decode this member")
+	}
+	src, err := l.inflate.OpenMember(f, bm)
+	if err != nil {
+		var me *backing.MemberError
+		if errors.As(err, &me) {
+			return nil, index.ErrorAt(f.Name(), where, "%s", me.Msg)
+		}
+		return nil, err
+	}
+	return src, nil
+}

@@ -1,0 +1,294 @@
+package quant
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/lazyweights/tensorfs/dtype"
+)
+
+// FP8 with a scale per block of the weight: W[b,i,j] = f32(w[b,i,j]) *
+// s[b, i/bm, j/bn] (one float32 multiply). One kernel serves
+//   - block FP8 (DeepSeek-V3/R1, Qwen3-FP8; deepseek-ai/DeepSeek-V3
+//     inference/kernel.py weight_dequant_kernel: x.to(f32) * s, edge tiles
+//     masked): bm = bn = 128 by weight_block_size, scale F32, BF16 or
+//     F8_E8M0 (scale_fmt ue8m0, DeepSeek-V4's X.scale);
+//   - per-channel FP8 (compressed-tensors float-quantized strategy channel:
+//     x_q.to(scale.dtype) * scale, scale [out, 1]): bm = 1, bn = in;
+//   - per-tensor FP8 (strategy tensor, ModelOpt FP8): bm = out, bn = in;
+//   - fbgemm FP8 (transformers integrations/fbgemm_fp8.py; Llama 4 experts
+//     [E, H, N] with a scale [E, 1, N]): bm = rows, bn = 1.
+// The product of an E4M3 code (4 significant bits) and a scale of at most
+// 8 (BF16) or 11 (F16) significant bits is exact in float32, so for those
+// the float32 result rounds to bf16 exactly as the reference's bf16
+// multiply does; with an F32 scale the reference multiplies in float32.
+
+type fp8Kernel struct {
+	m, n   int64 // rows per batch, columns
+	bm, bn int64 // block
+	sm, sn int64 // scale grid per batch: ceil(m/bm), ceil(n/bn)
+	sdt    dtype.DType
+	lut    *[256]float32 // the code's value: E4M3, or I8 for int-quantized
+}
+
+func newFP8(shape []int64, bm, bn int64, sdt dtype.DType) *fp8Kernel {
+	m, n := shape[len(shape)-2], shape[len(shape)-1]
+	if len(shape) == 1 {
+		m, n = 1, shape[0]
+	}
+	return &fp8Kernel{m: m, n: n, bm: bm, bn: bn, sm: ceilDiv(m, bm), sn: ceilDiv(n, bn), sdt: sdt, lut: e4m3Table}
+}
+
+// scaleRow is the scale grid row of weight row r.
+func (k *fp8Kernel) scaleRow(r int64) int64 { return (r/k.m)*k.sm + (r%k.m)/k.bm }
+
+func (k *fp8Kernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error {
+	w := c1 - c0
+	codes, err := s.bytes(0, 0, r0*k.n+c0, (r1-r0)*w)
+	if err != nil {
+		return err
+	}
+	sr0, sr1 := k.scaleRow(r0), k.scaleRow(r1-1)+1
+	j0, j1 := c0/k.bn, (c1-1)/k.bn+1
+	sc, err := s.stridedFloats(1, 1, k.sdt, k.sn, sr0, sr1, j0, j1)
+	if err != nil {
+		return err
+	}
+	sw := j1 - j0
+	lut := k.lut
+	for r := r0; r < r1; r++ {
+		srow := sc[(k.scaleRow(r)-sr0)*sw : (k.scaleRow(r)-sr0+1)*sw]
+		row := codes[(r-r0)*w : (r-r0+1)*w]
+		out := dst[(r-r0)*w : (r-r0+1)*w]
+		for c := c0; c < c1; {
+			e := min((c/k.bn+1)*k.bn, c1)
+			f := srow[c/k.bn-j0]
+			in := row[c-c0 : e-c0]
+			o := out[c-c0 : e-c0]
+			o = o[:len(in)]
+			for i, b := range in {
+				o[i] = lut[b] * f
+			}
+			c = e
+		}
+	}
+	return nil
+}
+
+// fp8Weight checks an F8_E4M3 weight and its scale against a block shape
+// and adds it, or records why not.
+func (p *planner) fp8Weight(scheme, name, wname, sname string, bm, bn int64, batch bool, extra ...string) {
+	wt, st := p.t(wname), p.t(sname)
+	parts := append([]string{wname, sname}, extra...)
+	if wt == nil {
+		p.fail(name, "its "+short(wname)+" is missing", parts...)
+		return
+	}
+	if st == nil {
+		p.fail(name, "its "+short(sname)+" is missing", parts...)
+		return
+	}
+	code := dtype.F8E4M3
+	if strings.HasPrefix(scheme, "int8") {
+		code = dtype.I8
+	}
+	if wt.DType != code {
+		p.fail(name, fmt.Sprintf("%s is %s, not %s", short(wname), wt.DType, code), parts...)
+		return
+	}
+	if !(len(wt.Shape) == 2 || (batch && len(wt.Shape) == 3)) || !dimsOK(wt.Shape) {
+		p.fail(name, fmt.Sprintf("%s has shape %v, not a matrix", short(wname), wt.Shape), parts...)
+		return
+	}
+	if !isScaleDType(st.DType) && st.DType != dtype.F8E8M0 {
+		p.fail(name, fmt.Sprintf("%s is %s, not F32, BF16, F16 or F8_E8M0", short(sname), st.DType), parts...)
+		return
+	}
+	m, n := wt.Shape[len(wt.Shape)-2], wt.Shape[len(wt.Shape)-1]
+	if bm <= 0 {
+		bm = m
+	}
+	if bn <= 0 {
+		bn = n
+	}
+	k := newFP8(wt.Shape, bm, bn, st.DType)
+	if code == dtype.I8 {
+		k.lut = int8Table
+	}
+	want := []int64{k.sm, k.sn}
+	if len(wt.Shape) == 3 {
+		want = []int64{wt.Shape[0], k.sm, k.sn}
+	}
+	ok := shapeIs(st, want...)
+	if k.sm == 1 && k.sn == 1 && len(wt.Shape) == 2 && isScalar(st) {
+		ok = true
+	}
+	if len(wt.Shape) == 3 && k.sm == 1 && bn == 1 && shapeIs(st, wt.Shape[0], n, 1) {
+		ok = true // fbgemm's down_proj_scale [E, N, 1]: the same bytes as [E, 1, N]
+	}
+	if !ok {
+		p.fail(name, fmt.Sprintf("%s has shape %v, not %v (weight %v in blocks of %d×%d)", short(sname), st.Shape, want, wt.Shape, bm, bn), parts...)
+		return
+	}
+	p.add(name, scheme, wt.Shape, []string{wname, sname}, k, extra...)
+}
+
+// short is the last component of a dotted name, for Problems that already
+// name the weight.
+func short(name string) string {
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		return name[i+1:]
+	}
+	return name
+}
+
+// planFP8Block: quant_method fp8 (transformers' FineGrainedFP8): X.weight
+// F8_E4M3 with X.weight_scale_inv (or DeepSeek-V4's X.scale) per block of
+// weight_block_size; without weight_block_size, one scale per tensor
+// (X.weight_scale).
+func planFP8Block(p *planner) {
+	bm, bn := int64(0), int64(0)
+	if bs, ok := p.cfg.Params["weight_block_size"].([]any); ok {
+		if len(bs) != 2 {
+			p.probs["(checkpoint)"] = "weight_block_size is not two numbers"
+			return
+		}
+		a, ok1 := bs[0].(float64)
+		b, ok2 := bs[1].(float64)
+		if !ok1 || !ok2 || a < 1 || b < 1 || a > maxDim || b > maxDim || a != float64(int64(a)) || b != float64(int64(b)) {
+			p.probs["(checkpoint)"] = "weight_block_size is not two positive integers"
+			return
+		}
+		bm, bn = int64(a), int64(b)
+	}
+	if bm == 0 {
+		p.scheme = "fp8-tensor"
+	} else {
+		p.scheme = "fp8-block"
+	}
+	p.fp8Pairs(p.scheme, bm, bn, true)
+}
+
+// fp8Pairs joins every F8_E4M3 X.weight with its scale; an F8 weight
+// without one, or a scale without its F8 weight, is a Problem.
+func (p *planner) fp8Pairs(scheme string, bm, bn int64, strict bool) {
+	for _, nm := range p.names {
+		t := p.t(nm)
+		var x string
+		switch {
+		case strings.HasSuffix(nm, ".weight_scale_inv"):
+			x = strings.TrimSuffix(nm, "_scale_inv")
+		case strings.HasSuffix(nm, ".weight") && t.DType == dtype.F8E4M3:
+			x = nm
+		case strict && strings.HasSuffix(nm, ".scale") && t.DType == dtype.F8E8M0:
+			x = strings.TrimSuffix(nm, ".scale") + ".weight"
+		default:
+			continue
+		}
+		if _, done := p.weights[x]; done {
+			continue
+		}
+		if _, done := p.probs[x]; done {
+			continue
+		}
+		base := strings.TrimSuffix(x, ".weight")
+		var cands []string
+		for _, c := range []string{x + "_scale_inv", base + ".scale", x + "_scale"} {
+			if p.t(c) != nil {
+				cands = append(cands, c)
+			}
+		}
+		if !strict && (len(cands) != 1 || cands[0] != x+"_scale_inv") {
+			continue // without a configuration only the unambiguous pair
+		}
+		switch len(cands) {
+		case 0:
+			p.fail(x, "its weight_scale_inv is missing", x)
+		case 1:
+			b1, b2 := bm, bn
+			if !strict {
+				b1, b2 = 128, 128
+			}
+			p.fp8Weight(scheme, x, x, cands[0], b1, b2, false)
+		default:
+			p.fail(x, fmt.Sprintf("it has %d scales (%s)", len(cands), strings.Join(cands, ", ")), append([]string{x}, cands...)...)
+		}
+	}
+}
+
+// planFbgemm: quant_method fbgemm_fp8: X.weight F8 with X.weight_scale
+// [out, 1]; Llama 4 experts P F8 [E, H, N] with P_scale [E, 1, N].
+func planFbgemm(p *planner) {
+	for _, nm := range p.names {
+		t := p.t(nm)
+		if t.DType != dtype.F8E4M3 {
+			if strings.HasSuffix(nm, "_scale") && !strings.HasSuffix(nm, "input_scale") {
+				w := strings.TrimSuffix(nm, "_scale")
+				if wt := p.t(w); wt == nil || wt.DType != dtype.F8E4M3 {
+					p.fail(w, "it has a "+short(nm)+" but is not a stored F8_E4M3 tensor", w, nm)
+				}
+			}
+			continue
+		}
+		if len(t.Shape) == 3 {
+			p.fp8Weight("fp8-channel", nm, nm, nm+"_scale", t.Shape[1], 1, true)
+		} else {
+			p.fp8Weight("fp8-channel", nm, nm, nm+"_scale", 1, 0, false, strings.TrimSuffix(nm, "weight")+"input_scale_ub")
+		}
+	}
+}
+
+// ctFP8 is one compressed-tensors float-quantized weight: the scale's shape
+// says the strategy (tensor, channel, block; group is refused).
+// int8Table is a signed byte's value.
+var int8Table = func() *[256]float32 {
+	var t [256]float32
+	for i := range t {
+		t[i] = float32(int8(i))
+	}
+	return &t
+}()
+
+// ctFP8 plans one float-quantized (kind "fp8") or int-quantized (kind
+// "int8", symmetric: W = f32(int8 q) * scale, exact) weight.
+func (p *planner) ctFP8(x string, blocks [][2]int64, kind string) {
+	wname, sname := x+".weight", x+".weight_scale"
+	wt, st := p.t(wname), p.t(sname)
+	extra := []string{x + ".input_scale", x + ".input_zero_point"}
+	if p.t(x+".weight_zero_point") != nil {
+		p.fail(wname, "an asymmetric int-quantized weight (weight_zero_point) is not supported", wname, sname, x+".weight_zero_point", x+".input_scale")
+		return
+	}
+	if wt == nil || st == nil || len(wt.Shape) != 2 || !dimsOK(wt.Shape) {
+		p.fp8Weight(kind+"-channel", wname, wname, sname, 1, 0, false, extra...)
+		return
+	}
+	o, i := wt.Shape[0], wt.Shape[1]
+	switch {
+	case isScalar(st):
+		p.fp8Weight(kind+"-tensor", wname, wname, sname, 0, 0, false, extra...)
+	case shapeIs(st, o, 1):
+		p.fp8Weight(kind+"-channel", wname, wname, sname, 1, 0, false, extra...)
+	default:
+		for _, b := range blocks {
+			if shapeIs(st, ceilDiv(o, b[0]), ceilDiv(i, b[1])) {
+				p.fp8Weight(kind+"-block", wname, wname, sname, b[0], b[1], false, extra...)
+				return
+			}
+		}
+		p.fail(wname, fmt.Sprintf("weight_scale has shape %v, which is no tensor, channel or block scale of a %v weight", st.Shape, wt.Shape), wname, sname, x+".input_scale")
+	}
+}
+
+// planPairs: no configuration; only the unambiguous pairs are joined.
+func planPairs(p *planner) {
+	p.fp8Pairs("fp8-block", 128, 128, false)
+	if len(p.weights) > 0 {
+		p.scheme = "fp8-block"
+	}
+	n := len(p.weights)
+	planMXFP4Pairs(p, false)
+	if len(p.weights) > n {
+		p.scheme = "mxfp4"
+	}
+}

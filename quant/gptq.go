@@ -1,0 +1,180 @@
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/lazyweights/tensorfs/dtype"
+)
+
+// GPTQ (AutoGPTQ qlinear_cuda_old.py pack / forward; gptqmodel's
+// checkpoint_format gptq_v2): X.qweight I32 [in/f, out] holds f = 32/bits
+// values a word along in (row f*p+k of Wt at shift bits*k); X.qzeros I32
+// [G, out/f] packed along out the same way; X.scales F16 [G, out];
+// X.g_idx I32 [in] (optional; desc_act permutes it) maps in-row i to its
+// group, else g = i / group_size. Format gptq (v1) stores zero - 1, so the
+// reader adds 1; gptq_v2 stores the zero itself.
+// Wt[i, o] = scales[g, o] * (q[i, o] - z[g, o]) (exact in float32), and
+// the nn.Linear weight is W[o, i] = Wt[i, o].
+
+type gptqKernel struct {
+	in, out, gsize, groups int64
+	bits                   uint
+	plus1                  float32 // 1 for v1, 0 for v2
+	sdt                    dtype.DType
+	gidx                   int // part index, -1 when absent
+}
+
+func (k *gptqKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) error {
+	f := int64(32 / k.bits)
+	mask := uint32(1)<<k.bits - 1
+	p0, p1 := i0/f, (i1-1)/f+1
+	qw, err := s.strided(0, 0, 4*k.out, p0, p1, 4*o0, 4*o1)
+	if err != nil {
+		return err
+	}
+	var gidx []int32
+	if k.gidx >= 0 {
+		b, err := s.bytes(4, k.gidx, 4*i0, 4*(i1-i0))
+		if err != nil {
+			return err
+		}
+		gidx = make([]int32, i1-i0)
+		for i := range gidx {
+			g := int32(binary.LittleEndian.Uint32(b[4*i:]))
+			if g < 0 || int64(g) >= k.groups {
+				return fmt.Errorf("g_idx[%d] is %d, outside its %d groups", i0+int64(i), g, k.groups)
+			}
+			gidx[i] = g
+		}
+	}
+	groups, pos := groupsOf(gidx, i0, i1, k.gsize)
+	ow, iw := o1-o0, i1-i0
+	zp0, zp1 := o0/f, (o1-1)/f+1
+	n := int64(len(groups)) * ow
+	zs, sc := s.flts[3], s.flts[5]
+	if int64(cap(zs)) < n {
+		zs = make([]float32, n)
+	}
+	if int64(cap(sc)) < n {
+		sc = make([]float32, n)
+	}
+	zs, sc = zs[:n], sc[:n]
+	s.flts[3], s.flts[5] = zs, sc
+	for d, g := range groups {
+		qz, err := s.strided(1, 1, 4*(k.out/f), g, g+1, 4*zp0, 4*zp1)
+		if err != nil {
+			return err
+		}
+		srow, err := s.stridedFloats(2, 2, k.sdt, k.out, g, g+1, o0, o1)
+		if err != nil {
+			return err
+		}
+		copy(sc[int64(d)*ow:], srow)
+		for o := o0; o < o1; o++ {
+			z := (le32(qz, o/f-zp0) >> (k.bits * uint(o%f))) & mask
+			zs[int64(d)*ow+o-o0] = float32(z) + k.plus1
+		}
+	}
+	// a word holds f consecutive in-rows of one out-column: decode it
+	// once, into f consecutive elements of that column's output row
+	for p := p0; p < p1; p++ {
+		ia, ib := max(i0, p*f), min(i1, (p+1)*f)
+		row := qw[(p-p0)*4*ow : (p-p0+1)*4*ow]
+		for o := int64(0); o < ow; o++ {
+			word := le32(row, o) >> (k.bits * uint(ia-p*f))
+			out := dst[o*iw+ia-i0 : o*iw+ib-i0]
+			ps := pos[ia-i0 : ib-i0]
+			if ps[0] == ps[len(ps)-1] && gidx == nil {
+				// one group for the whole word
+				d := int64(ps[0])*ow + o
+				sv, zv := sc[d], zs[d]
+				for j := range out {
+					out[j] = sv * (float32(word&mask) - zv)
+					word >>= k.bits
+				}
+				continue
+			}
+			for j := range out {
+				d := int64(ps[j])*ow + o
+				out[j] = sc[d] * (float32(word&mask) - zs[d])
+				word >>= k.bits
+			}
+		}
+	}
+	return nil
+}
+
+func planGPTQ(p *planner) {
+	bits, ok1 := num(p.cfg.Params, "bits", 4)
+	gsize, ok2 := num(p.cfg.Params, "group_size", 128)
+	format := str(p.cfg.Params, "checkpoint_format")
+	if format == "" {
+		format = str(p.cfg.Params, "format")
+	}
+	var plus1 float32
+	scheme := "gptq-v2"
+	switch format {
+	case "", "gptq":
+		plus1, scheme = 1, "gptq"
+	case "gptq_v2":
+	default:
+		p.probs["(checkpoint)"] = fmt.Sprintf("GPTQ checkpoint_format %q (%s) is not supported: no weight is dequantized", format, p.cfg.File)
+		return
+	}
+	p.scheme = scheme
+	for _, nm := range p.names {
+		x, ok := cutPart(nm, ".qweight", ".qzeros", ".scales", ".g_idx")
+		if !ok {
+			continue
+		}
+		name := x + ".weight"
+		if _, done := p.weights[name]; done {
+			continue
+		}
+		if _, done := p.probs[name]; done {
+			continue
+		}
+		qn, zn, sn, gn := x+".qweight", x+".qzeros", x+".scales", x+".g_idx"
+		all := []string{qn, zn, sn, gn}
+		qt, zt, st, gt := p.t(qn), p.t(zn), p.t(sn), p.t(gn)
+		if !ok1 || !ok2 || (bits != 2 && bits != 4 && bits != 8) {
+			p.fail(name, fmt.Sprintf("GPTQ bits %v is not 2, 4 or 8", p.cfg.Params["bits"]), all...)
+			continue
+		}
+		if qt == nil || zt == nil || st == nil {
+			p.fail(name, "its qweight, qzeros or scales is missing", all...)
+			continue
+		}
+		f := 32 / bits
+		if qt.DType != dtype.I32 || len(qt.Shape) != 2 || !dimsOK(qt.Shape) || qt.Shape[1]%f != 0 {
+			p.fail(name, fmt.Sprintf("qweight is %s %v, not I32 [in/%d, out] with out a multiple of %d", qt.DType, qt.Shape, f, f), all...)
+			continue
+		}
+		in, out := qt.Shape[0]*f, qt.Shape[1]
+		gs := gsize
+		if gs <= 0 {
+			gs = in
+		}
+		groups := ceilDiv(in, gs)
+		if gt != nil && len(st.Shape) == 2 {
+			groups = st.Shape[0] // with g_idx the groups are as many as scales' rows
+		}
+		switch {
+		case !isScaleDType(st.DType) || !shapeIs(st, groups, out):
+			p.fail(name, fmt.Sprintf("scales is %s %v, not a float [%d, %d]", st.DType, st.Shape, groups, out), all...)
+		case zt.DType != dtype.I32 || !shapeIs(zt, groups, out/f):
+			p.fail(name, fmt.Sprintf("qzeros is %s %v, not I32 [%d, %d]", zt.DType, zt.Shape, groups, out/f), all...)
+		case gt != nil && (gt.DType != dtype.I32 || !shapeIs(gt, in)):
+			p.fail(name, fmt.Sprintf("g_idx is %s %v, not I32 [%d]", gt.DType, gt.Shape, in), all...)
+		default:
+			k := &gptqKernel{in: in, out: out, gsize: gs, groups: groups, bits: uint(bits), plus1: plus1, sdt: st.DType, gidx: -1}
+			parts := []string{qn, zn, sn}
+			if gt != nil {
+				k.gidx = 3
+				parts = append(parts, gn)
+			}
+			p.add(name, scheme, []int64{out, in}, parts, k)
+		}
+	}
+}
