@@ -22,9 +22,11 @@ func (l *loader) dcpDir(dir string, files []string) (idx *index.Index, ok bool, 
 		return nil, true, err
 	}
 	defer l.release(meta)
-	head := make([]byte, dcp.SniffLen)
-	n, _ := meta.ReadAt(head, 0)
-	if !dcp.Sniff(head[:n]) {
+	head, err := index.ReadHead(meta, dcp.SniffLen)
+	if err != nil {
+		return nil, true, err
+	}
+	if !dcp.Sniff(head) {
 		return nil, false, nil
 	}
 	d := dcp.Dir{Path: dir, Files: files, Open: l.open}

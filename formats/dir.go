@@ -50,8 +50,14 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 			return nil, err
 		}
 		if fm == nil {
-			if lfs == "" && isLFSPointerFile(f) {
-				lfs = p
+			if lfs == "" {
+				isLFS, err := isLFSPointerFile(f)
+				if err != nil {
+					return nil, err
+				}
+				if isLFS {
+					lfs = p
+				}
 			}
 			if refused == "" && len(parts) == 0 {
 				if msg, ok := describeRefusedFile(f, nil); ok { // refused.go

@@ -174,12 +174,11 @@ func (l *loader) release(f index.File) {
 
 // sniff returns the format of f, or nil when f is not a checkpoint.
 func sniff(f index.File) (*Format, error) {
-	head := make([]byte, SniffLen)
-	n, err := f.ReadAt(head, 0)
-	if n < len(head) && err != nil && err != io.EOF {
-		return nil, index.Errorf(f.Name(), 0, "cannot read: %v", err)
+	head, err := index.ReadHead(f, SniffLen)
+	if err != nil {
+		return nil, err
 	}
-	fm, ok := Detect(head[:n])
+	fm, ok := Detect(head)
 	if !ok {
 		return nil, nil
 	}
@@ -187,10 +186,12 @@ func sniff(f index.File) (*Format, error) {
 }
 
 // isLFSPointerFile reports whether f is a Git LFS pointer (IsLFSPointer).
-func isLFSPointerFile(f index.File) bool {
-	head := make([]byte, len(lfsPrefix))
-	n, _ := f.ReadAt(head, 0)
-	return IsLFSPointer(head[:n])
+func isLFSPointerFile(f index.File) (bool, error) {
+	head, err := index.ReadHead(f, len(lfsPrefix))
+	if err != nil {
+		return false, err
+	}
+	return IsLFSPointer(head), nil
 }
 
 // dcpShard reports whether path, a file that no format reads, is a
@@ -218,9 +219,11 @@ func (l *loader) file(path string) (*index.Index, error) {
 		return nil, err
 	}
 	if filepath.Base(path) == dcp.MetadataName { // a distributed checkpoint's: read its directory
-		head := make([]byte, dcp.SniffLen)
-		n, _ := f.ReadAt(head, 0)
-		if dcp.Sniff(head[:n]) {
+		head, err := index.ReadHead(f, dcp.SniffLen)
+		if err != nil {
+			return nil, err
+		}
+		if dcp.Sniff(head) {
 			l.release(f)
 			return l.dir(filepath.Dir(path))
 		}

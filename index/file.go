@@ -1,6 +1,10 @@
 package index
 
-import "io"
+import (
+	"fmt"
+	"io"
+	"strings"
+)
 
 // File is what parsers read: a random-access file of known size.
 // backing.Source satisfies it.
@@ -13,6 +17,24 @@ type File interface {
 // SniffLen is how many leading bytes of a file the format rooms' Sniff
 // functions look at (formats.Detect reads them).
 const SniffLen = 64
+
+// ReadHead reads the first n bytes of f (fewer when f is shorter) for
+// sniffing its format. A read that fails is that error, naming f: a
+// file that cannot be read (a remote GET refused, an I/O error) is never
+// taken for a file that is not a checkpoint. The error is the read's
+// own (wrapped, so that its kind is still known), prefixed with f's name
+// where it does not say it already.
+func ReadHead(f File, n int) ([]byte, error) {
+	head := make([]byte, n)
+	got, err := f.ReadAt(head, 0)
+	if got < n && err != nil && err != io.EOF {
+		if strings.Contains(err.Error(), f.Name()) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s: cannot read: %w", f.Name(), err)
+	}
+	return head[:got], nil
+}
 
 // Opener opens a file that a checkpoint file names beside it (an ONNX
 // model's external data "location"), by a path relative to the

@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/lazyweights/tensorfs/backing"
-	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
 )
@@ -52,7 +51,7 @@ func (c *Checkpoint) Beside(ctx context.Context) ([]File, error) {
 	}
 	b.once.Do(func() {
 		if c.Remote != nil {
-			b.files, b.err = remoteBeside(ctx, c.Remote, c.path, c.Index)
+			b.files, b.err = remoteBeside(ctx, c, c.path)
 		} else {
 			b.files, b.err = localBeside(c.path, c.Index)
 		}
@@ -74,12 +73,15 @@ func besideName(name string) bool {
 		!strings.HasSuffix(name, ".index.json") && name != "model.safetensors"
 }
 
-// isCheckpoint reports whether src holds a checkpoint by content.
-func isCheckpoint(src backing.Source) bool {
-	head := make([]byte, index.SniffLen)
-	n, _ := src.ReadAt(head, 0)
-	_, ok := formats.Detect(head[:n])
-	return ok
+// isCheckpoint reports whether src holds a checkpoint by content; a
+// read that fails is that error (index.ReadHead), never "not one".
+func isCheckpoint(src backing.Source) (bool, error) {
+	head, err := index.ReadHead(src, index.SniffLen)
+	if err != nil {
+		return false, err
+	}
+	_, ok := formats.Detect(head)
+	return ok, nil
 }
 
 // localBeside is Beside for a local path.
@@ -130,7 +132,13 @@ func localBeside(source string, idx *index.Index) ([]File, error) {
 			closeBeside(out)
 			return nil, err
 		}
-		if isCheckpoint(src) {
+		isCk, err := isCheckpoint(src)
+		if err != nil {
+			src.Close()
+			closeBeside(out)
+			return nil, err
+		}
+		if isCk {
 			src.Close() // a checkpoint the index does not use
 			continue
 		}
@@ -139,13 +147,14 @@ func localBeside(source string, idx *index.Index) ([]File, error) {
 	return out, nil
 }
 
-// remoteBeside is Beside for a remote SOURCE read by c: the objects
-// directly under an S3 prefix; nothing for one object or an HTTP(S) URL.
-func remoteBeside(ctx context.Context, c *remote.Client, source string, idx *index.Index) ([]File, error) {
-	if c == nil || !strings.HasPrefix(strings.ToLower(source), "s3://") {
+// remoteBeside is Beside for a remote SOURCE: when its store lists
+// (Scheme.Listable: s3://, hf://), the objects directly under the prefix
+// it names; nothing for one object or an HTTP(S) URL.
+func remoteBeside(ctx context.Context, ck *Checkpoint, source string) ([]File, error) {
+	c, idx, key := ck.Remote, ck.Index, ck.RemoteKey
+	if c == nil || !ck.RemoteListable {
 		return nil, nil
 	}
-	_, key, _ := strings.Cut(source[len("s3://"):], "/")
 	prefix := key
 	switch {
 	case strings.HasSuffix(key, ".index.json"):
@@ -154,7 +163,11 @@ func remoteBeside(ctx context.Context, c *remote.Client, source string, idx *ind
 			prefix = ""
 		}
 	case key != "" && !strings.HasSuffix(key, "/"):
-		if isDir, err := c.Stat(ctx, key); err != nil || !isDir {
+		isDir, err := c.Stat(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if !isDir {
 			return nil, nil // one object
 		}
 	}
@@ -184,7 +197,13 @@ func remoteBeside(ctx context.Context, c *remote.Client, source string, idx *ind
 			closeBeside(out)
 			return nil, err
 		}
-		if isCheckpoint(src) || isSource[src.Name()] {
+		isCk, err := isCheckpoint(src)
+		if err != nil {
+			src.Close()
+			closeBeside(out)
+			return nil, err
+		}
+		if isCk || isSource[src.Name()] {
 			src.Close() // a checkpoint the index does not use
 			continue
 		}

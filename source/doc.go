@@ -1,7 +1,7 @@
 // Package source opens a SOURCE, the one thing every command and the Go
 // client are given: a checkpoint file, a directory holding a sharded
 // checkpoint, a remote checkpoint (s3://BUCKET/KEY, s3://BUCKET/PREFIX/,
-// http(s)://HOST/PATH), or a tensorfs mount point, which IsMount
+// hf://ORG/NAME[@REV][/PATH], http(s)://HOST/PATH), or a tensorfs mount point, which IsMount
 // recognises (its reader is the caller's: the Go client reads a mount,
 // the CLI refuses one).
 //
@@ -14,7 +14,14 @@
 // RemoteOptions.S3 set (backing/s3.Open is one), so that a program that
 // imports this package, or the Go client, links the AWS SDK only when it
 // asks for s3:// itself. An s3:// SOURCE without it fails with one line
-// that says how to enable it. http(s):// needs nothing (backing/httpsrc).
+// that says how to enable it. hf:// (backing/hf) and http(s)://
+// (backing/httpsrc) need nothing.
+//
+// The remote schemes are one table, Schemes (prefix, help, whether the
+// store lists, opener): IsRemote, Load's store, the commands' help
+// (RemoteHelp) and the files a mount exports beside a remote checkpoint
+// (Checkpoint.RemoteKey, RemoteListable) all follow it; a new scheme is
+// one row and one remote.Store.
 //
 // Layers: source sits above index and backing (and backing/remote,
 // backing/httpsrc) and below view, fs, client and cmd/tensorfs; nothing

@@ -3,13 +3,11 @@ package source
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/lazyweights/tensorfs/backing"
-	"github.com/lazyweights/tensorfs/backing/httpsrc"
+	"github.com/lazyweights/tensorfs/backing/hf"
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
@@ -51,7 +49,8 @@ func (o *Options) formats() formats.Options {
 	return formats.Options{Inflate: c, Report: o.Report}
 }
 
-// RemoteOptions configure a remote SOURCE (s3://, http://, https://).
+// RemoteOptions configure a remote SOURCE (s3://, hf://, http://,
+// https://; see Schemes).
 type RemoteOptions struct {
 	Remote remote.Options
 	// NoSign sends S3 requests without credentials (public buckets).
@@ -59,6 +58,10 @@ type RemoteOptions struct {
 	// S3 opens an S3 bucket's store; nil refuses s3:// SOURCEs. Pass
 	// backing/s3.Open to read them.
 	S3 S3Func
+	// HF configures hf:// SOURCEs; its zero value reads the environment
+	// as huggingface_hub does (HF_ENDPOINT, HF_TOKEN, HF_HOME...). Proxy,
+	// Logf and Conns are taken from Remote.
+	HF hf.Options
 }
 
 // Checkpoint is a loaded SOURCE: its index and its open files.
@@ -69,6 +72,11 @@ type Checkpoint struct {
 	// Remote is a remote SOURCE's client (listing, opening objects beside
 	// the checkpoint), else nil.
 	Remote *remote.Client
+	// RemoteKey is the key in Remote's store that the SOURCE names (an
+	// object, a prefix ending in '/', or "" for the whole store), and
+	// RemoteListable whether that store lists (Scheme.Listable).
+	RemoteKey      string
+	RemoteListable bool
 
 	path   string // the SOURCE Load was given
 	beside *besideFiles
@@ -91,10 +99,10 @@ func (c *Checkpoint) Close() error {
 }
 
 // IsRemote reports whether source names a remote checkpoint: it starts
-// with s3://, http:// or https://.
+// with the prefix of a row of Schemes (s3://, hf://, http://, https://).
 func IsRemote(source string) bool {
-	l := strings.ToLower(source)
-	return strings.HasPrefix(l, "s3://") || strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://")
+	_, ok := SchemeOf(source)
+	return ok
 }
 
 // IsMount reports whether path is a tensorfs mount point: a directory
@@ -152,7 +160,11 @@ func loadLocal(path string, bopts backing.Options, fo formats.Options) (*Checkpo
 // prefix, bad credentials, an unreachable endpoint (after OpenTimeout),
 // a malformed checkpoint.
 func loadRemote(ctx context.Context, source string, opts RemoteOptions, fo formats.Options) (*Checkpoint, error) {
-	store, key, err := newStore(ctx, source, opts)
+	sch, ok := SchemeOf(source)
+	if !ok {
+		return nil, fmt.Errorf("%s: not a remote SOURCE", source)
+	}
+	store, key, err := sch.Open(ctx, source, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +200,7 @@ func loadRemote(ctx context.Context, source string, opts RemoteOptions, fo forma
 		}
 		srcs[i] = s
 	}
-	return &Checkpoint{Index: idx, Sources: srcs, Remote: c}, nil
+	return &Checkpoint{Index: idx, Sources: srcs, Remote: c, RemoteKey: key, RemoteListable: sch.Listable}, nil
 }
 
 func closeFiles(files []index.File) {
@@ -197,35 +209,4 @@ func closeFiles(files []index.File) {
 			c.Close()
 		}
 	}
-}
-
-// newStore parses source and makes its store.
-func newStore(ctx context.Context, source string, opts RemoteOptions) (remote.Store, string, error) {
-	if l := strings.ToLower(source); strings.HasPrefix(l, "s3://") {
-		rest := source[len("s3://"):]
-		bucket, key, _ := strings.Cut(rest, "/")
-		if bucket == "" {
-			return nil, "", fmt.Errorf("%s: no bucket (want s3://BUCKET/KEY or s3://BUCKET/PREFIX/)", source)
-		}
-		if opts.S3 == nil {
-			return nil, "", fmt.Errorf("%s: s3:// is not enabled in this program: pass an S3 opener (source.RemoteOptions{S3: s3.Open}, package github.com/lazyweights/tensorfs/backing/s3)", source)
-		}
-		st, err := opts.S3(ctx, bucket, opts.NoSign, opts.Remote)
-		if err != nil {
-			return nil, "", err
-		}
-		return st, key, nil
-	}
-	u, err := url.Parse(source)
-	if err != nil {
-		// Not err itself: it quotes the URL, whose query may be a
-		// presigned signature.
-		scheme, _, _ := strings.Cut(source, "://")
-		return nil, "", fmt.Errorf("%s:// URL: not a valid URL", strings.ToLower(scheme))
-	}
-	st, key, err := httpsrc.NewWith(u, httpsrc.Options{Proxy: opts.Remote.Proxy, Logf: opts.Remote.Logf})
-	if err != nil {
-		return nil, "", err
-	}
-	return st, key, nil
 }

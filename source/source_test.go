@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"path"
 	"strings"
 	"testing"
@@ -66,6 +67,40 @@ func TestS3NeedsOpener(t *testing.T) {
 		_, err := Load(context.Background(), tc.source, Options{})
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: error %v, want one line starting %q", tc.source, err, tc.want)
+		}
+	}
+}
+
+// TestSchemesTable: detection follows the table, case aside; every
+// scheme's paragraph is in the help; a local path is not remote.
+func TestSchemesTable(t *testing.T) {
+	for _, s := range Schemes() {
+		for _, src := range []string{s.Prefix + "x/y", strings.ToUpper(s.Prefix) + "x/y"} {
+			if !IsRemote(src) {
+				t.Errorf("IsRemote(%q) is false", src)
+			}
+		}
+		if s.Help != "" && !strings.Contains(RemoteHelp(), s.Help) {
+			t.Errorf("%s: its help is not in RemoteHelp", s.Prefix)
+		}
+	}
+	for _, src := range []string{"/tmp/x", "model.safetensors", "s3:/x", "ftp://x/y"} {
+		if IsRemote(src) {
+			t.Errorf("IsRemote(%q) is true", src)
+		}
+	}
+}
+
+// TestClientLinksNoAWS: the Go client and this package reach every
+// scheme but s3:// without the AWS SDK (the S3 opener is injected).
+func TestClientLinksNoAWS(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/lazyweights/tensorfs/client", "github.com/lazyweights/tensorfs/source").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v: %s", err, out)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.Contains(p, "aws") || strings.Contains(p, "backing/s3") {
+			t.Errorf("the client links %s", p)
 		}
 	}
 }

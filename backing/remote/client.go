@@ -72,6 +72,12 @@ type Options struct {
 	// backing/httpsrc's Options.Proxy), which the opener of a source
 	// gives it to. Check it with ParseProxy.
 	Proxy *url.URL
+	// ProxyTerminatesTLS says that the Proxy makes https:// requests to
+	// origins itself (--proxy-terminates-tls): https:// GETs are sent to
+	// it in absolute form (TerminatingTierTransport), so that it can
+	// cache them, instead of through CONNECT. Stores that take it:
+	// backing/hf.
+	ProxyTerminatesTLS bool
 }
 
 // Defaults.

@@ -1,7 +1,7 @@
 // Package remote reads objects of an object store or HTTP server with
 // ranged GETs, as backing.Sources.
 //
-// A Client wraps one Store (backing/s3, backing/httpsrc) and holds what
+// A Client wraps one Store (backing/s3, backing/hf, backing/httpsrc) and holds what
 // its Sources share: the in-memory part cache, the optional disk cache
 // and the limit on GETs in flight. Client.Open validates an object with
 // one GET of its first part (kept: parsing usually needs nothing else)

@@ -99,6 +99,16 @@ func (c *Client) Open(ctx context.Context, key string) (*Source, error) {
 // Object returns the identity validated at Open.
 func (s *Source) Object() Object { return s.obj }
 
+// SHA256 is the hex sha256 of the whole object as its store states it
+// (a Digester: an hf:// file in Git LFS), for checking the bytes read;
+// ok is false when the store states none.
+func (s *Source) SHA256() (hex string, ok bool) {
+	if d, isD := s.c.store.(Digester); isD {
+		return d.SHA256(s.obj.Key)
+	}
+	return "", false
+}
+
 // Size is the object's size at Open.
 func (s *Source) Size() int64 { return s.obj.Size }
 

@@ -50,6 +50,16 @@ type Store interface {
 	List(ctx context.Context, prefix string) (entries []Entry, any bool, err error)
 }
 
+// Digester is a Store that knows the sha256 of some objects' whole
+// bytes (the Hub's LFS oid of an hf:// file), for a check of the data
+// read (tensorfs check --data). Stores that do not implement it know
+// none.
+type Digester interface {
+	// SHA256 is the hex sha256 of key's bytes; ok is false when the
+	// store does not know it.
+	SHA256(key string) (hex string, ok bool)
+}
+
 // Object is the identity of one version of an object, as validated at
 // open.
 type Object struct {

@@ -24,13 +24,10 @@ func Key(p string) string { return strings.TrimPrefix(p, "/") }
 func Path(key string) string { return "/" + key }
 
 // IsDir reports whether p is a prefix (true) or an object. A path ending
-// in '/' is only looked up as a prefix.
+// in '/' is only looked up as a prefix. Either way within OpenTimeout
+// (Client.Stat): a store that cannot be reached is an error, not a wait.
 func (t Tree) IsDir(p string) (bool, error) {
-	k := Key(p)
-	if k == "" || strings.HasSuffix(k, "/") {
-		return true, t.C.checkPrefix(t.ctx(), k)
-	}
-	return t.C.Stat(t.ctx(), k)
+	return t.C.Stat(t.ctx(), Key(p))
 }
 
 // Files lists the objects directly under the prefix p, as tree paths.

@@ -25,6 +25,7 @@ import (
 	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/source"
 )
 
 // command is one row of the dispatch table: a subcommand's name, the
@@ -143,7 +144,16 @@ func exitStatus(err error) int {
 }
 
 // remotePrefix is a remote object's URL opening an error's clause.
-var remotePrefix = regexp.MustCompile(`\b(?:s3|https?)://\S+?: `)
+var remotePrefix = regexp.MustCompile(`\b(?:` + remoteSchemes() + `)\S+?: `)
+
+// remoteSchemes is source.Schemes' prefixes as a regexp alternation.
+func remoteSchemes() string {
+	var alt []string
+	for _, s := range source.Schemes() {
+		alt = append(alt, regexp.QuoteMeta(s.Prefix))
+	}
+	return strings.Join(alt, "|")
+}
 
 // urlOnce names each remote object once in msg: an error wrapped on its
 // way up (the store's reply, the read that needed it, the tensor) would
@@ -334,7 +344,7 @@ var helpRequested = func(f *flags) { f.help(os.Stdout) }
 // means the same thing wherever it is defined.
 const (
 	groupGPU    = "GPU upload (with --gpu):"
-	groupRemote = "Remote sources (s3://, http(s)://) and caches:"
+	groupRemote = "Remote sources (s3://, hf://, http(s)://) and caches:"
 	groupTuning = "Tuning (benchmarks and debugging):"
 )
 
@@ -352,18 +362,19 @@ var groupOf = map[string]string{
 	"register":       groupGPU,
 	"write-combined": groupGPU,
 
-	"no-sign-request":   groupRemote,
-	"part-size":         groupRemote,
-	"remote-parallel":   groupRemote,
-	"cache-mem":         groupRemote,
-	"remote-readahead":  groupRemote,
-	"cache-dir":         groupRemote,
-	"cache-size":        groupRemote,
-	"allow-unvalidated": groupRemote,
-	"remote-timeout":    groupRemote,
-	"proxy":             groupRemote,
-	"inflate-mem":       groupRemote,
-	"inflate-disk":      groupRemote,
+	"no-sign-request":      groupRemote,
+	"part-size":            groupRemote,
+	"remote-parallel":      groupRemote,
+	"cache-mem":            groupRemote,
+	"remote-readahead":     groupRemote,
+	"cache-dir":            groupRemote,
+	"cache-size":           groupRemote,
+	"allow-unvalidated":    groupRemote,
+	"remote-timeout":       groupRemote,
+	"proxy":                groupRemote,
+	"proxy-terminates-tls": groupRemote,
+	"inflate-mem":          groupRemote,
+	"inflate-disk":         groupRemote,
 
 	"io":                 groupTuning,
 	"max-write":          groupTuning,

@@ -16,16 +16,9 @@ import (
 	"github.com/lazyweights/tensorfs/source"
 )
 
-// remoteHelp opens `tensorfs help remote`.
-const remoteHelp = `
-SOURCE may be remote: s3://BUCKET/KEY, s3://BUCKET/PREFIX/ (a sharded
-checkpoint under a prefix), or an http:// or https:// URL, read with
-ranged GETs of --part-size parts, only the ranges that are needed. S3
-credentials, region and endpoint come from the standard AWS configuration
-(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION,
-AWS_PROFILE, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, ~/.aws/config);
-HF_TOKEN is sent to huggingface.co only. --proxy (or TENSORFS_PROXY)
-sends every GET through a cache tier (docs/SCALE.md).`
+// remoteHelp opens `tensorfs help remote`: a paragraph per scheme, from
+// source.Schemes.
+var remoteHelp = "\n" + source.RemoteHelp()
 
 // remoteFlags are the flags for a remote SOURCE, shared by every command
 // that takes one. They are read by loadRemote and remoteOptions.
@@ -41,6 +34,7 @@ type remoteFlags struct {
 	timeout     *time.Duration
 	unvalidated *bool
 	proxy       *string
+	proxyTLS    *bool
 
 	// Not remote: where and how much of compressed .npz members is kept
 	// inflated (backing.InflateCache); files go under --cache-dir too.
@@ -106,6 +100,7 @@ func addRemoteFlags(f *flags) {
 		cacheSize:   f.String("cache-size", "10GiB", "remote: at most `SIZE` in --cache-dir"),
 		unvalidated: f.Bool("allow-unvalidated", false, "remote: accept an HTTP(S) server or store that gives no ETag and no Last-Modified (refused without it: a file replaced while it is read would be served as a mix of both versions)"),
 		proxy:       f.String("proxy", "", "remote: send every GET through the HTTP proxy at `URL` (a cache tier: Dragonfly's dfdaemon, an nginx slice cache; default $TENSORFS_PROXY); s3:// GETs are then presigned, and a proxy that is down or answers 5xx is bypassed"),
+		proxyTLS:    f.Bool("proxy-terminates-tls", false, "remote: the --proxy makes https:// requests itself: send it hf:// CDN GETs as absolute-form https:// URLs it can cache, not through CONNECT (docs/SCALE.md)"),
 		timeout:     f.Duration("remote-timeout", remote.DefaultTimeout, "remote: a read that cannot be served within `D`, retries included, fails (EIO); opening waits at most 10s or D if less"),
 
 		inflateMem:  f.String("inflate-mem", "256MiB", "compressed .npz members: keep at most `SIZE` of them inflated in memory (members up to a quarter of it go to memory, larger ones and the least recently read to unlinked files in --cache-dir or $TMPDIR)"),
@@ -181,6 +176,7 @@ func remoteOptions() (source.RemoteOptions, error) {
 			return o, usagef("%s: %s: %v", rf.cmd, from, err)
 		}
 	}
+	o.Remote.ProxyTerminatesTLS = *rf.proxyTLS
 	o.Remote.Context = remoteCtx
 	o.NoSign = *rf.noSign
 	var io backing.InflateOptions

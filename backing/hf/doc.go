@@ -1,0 +1,54 @@
+// Package hf reads a Hugging Face Hub repository as a remote.Store: the
+// SOURCE hf://[models/|datasets/]ORG/NAME[@REV][/PATH].
+//
+// # Endpoint, token, cache
+//
+// As huggingface_hub reads them (constants.py): the endpoint is
+// HF_ENDPOINT (default https://huggingface.co); the token HF_TOKEN, else
+// the file HF_TOKEN_PATH, else $HF_HOME/token (HF_HOME default
+// $XDG_CACHE_HOME/huggingface, ~/.cache/huggingface); the cache
+// HF_HUB_CACHE, else $HF_HOME/hub; HF_HUB_OFFLINE=1 reads the cache only.
+// The token goes as "Authorization: Bearer" to the endpoint's scheme,
+// host and port only: never to a host a redirect leads to (the CDN),
+// never into a message or a log line.
+//
+// # Revision
+//
+// REV (a branch, tag, commit sha or refs/pr/N; default main) is resolved
+// once, by the first request that needs it, to a commit sha
+// (/api/{models,datasets}/ORG/NAME/revision/REV); the tree is then listed
+// at that sha (recursive, following Link: rel="next"), and every file is
+// read at it (resolve/SHA/PATH): a branch that moves while a mount reads
+// changes nothing it serves. The sha is in every URL the store gives
+// (hf://ORG/NAME@SHA/PATH), so index.json's sources and ls --json say it.
+//
+// # Reads
+//
+// A file's first GET asks resolve/SHA/PATH for its first bytes without
+// following redirects: a file in Git LFS or Xet is a 302 to a presigned
+// CDN URL (X-Linked-Etag, the LFS sha256, is the file's identity;
+// X-Linked-Size its size), a file in git a relative 307 to
+// /api/resolve-cache/..., which the store follows with the token (same
+// host). Ranged GETs then go to that location: for the CDN without the
+// token, its ETag pinned from the first reply (another is Changed, never
+// mixed bytes). A CDN URL is re-obtained from resolve when it is near its
+// expiry (Expires, X-Amz-Date with X-Amz-Expires) or the CDN refuses it
+// (403), and the redirect's identity must be the one pinned.
+//
+// # The local HF cache
+//
+// A file present in the cache at the pinned sha
+// (models--ORG--NAME/snapshots/SHA/PATH, a link into blobs/) is read from
+// there, with no request. With HF_HUB_OFFLINE the revision comes from
+// refs/REV (or is a sha), the listing from snapshots/SHA/, and a file
+// missing there is one line saying so. The store never writes into the
+// cache.
+//
+// # Errors
+//
+// One line from the Hub's X-Error-Code, as huggingface_hub's
+// hf_raise_for_status reads it: GatedRepo and RepoNotFound say whether
+// HF_TOKEN is needed or lacks access; RevisionNotFound and EntryNotFound
+// name the revision or path; 429 and 5xx are Transient (retried with
+// backoff by remote.Client).
+package hf

@@ -1,0 +1,182 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lazyweights/tensorfs/backing/hf/hftest"
+)
+
+// hfRepo commits a sharded checkpoint of random tensors (about 24 MiB,
+// three LFS shards, a weight map, config.json and tokenizer.json in
+// git) to srv as org/model and returns its sha, its size in bytes (the
+// shards) and its `load --sha256` lines (from a local copy).
+func hfRepo(t *testing.T, srv *hftest.Server) (sha string, size int64, want string) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(36, 1))
+	dir := t.TempDir()
+	wm := map[string]string{}
+	var files []hftest.File
+	for s := range 3 {
+		var ts []stTensor
+		for i := range 2 {
+			data := make([]byte, 4<<20+(s*2+i)*4096)
+			for j := range data {
+				data[j] = byte(r.Uint32())
+			}
+			name := fmt.Sprintf("layer%d.weight", s*2+i)
+			ts = append(ts, stTensor{Name: name, DType: "U8", Shape: []int64{int64(len(data))}, Data: data})
+			wm[name] = fmt.Sprintf("model-%05d-of-00003.safetensors", s+1)
+		}
+		p := filepath.Join(dir, fmt.Sprintf("model-%05d-of-00003.safetensors", s+1))
+		writeSafetensors(t, p, ts, nil)
+		b, _ := os.ReadFile(p)
+		size += int64(len(b))
+		files = append(files, hftest.File{Path: filepath.Base(p), Data: b, LFS: true})
+	}
+	idx, _ := json.Marshal(map[string]any{"metadata": map[string]any{}, "weight_map": wm})
+	os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), idx, 0o644)
+	files = append(files,
+		hftest.File{Path: "model.safetensors.index.json", Data: idx},
+		hftest.File{Path: "config.json", Data: []byte(`{"model_type":"llama"}`)},
+		hftest.File{Path: "tokenizer.json", Data: []byte(`{"version":"1.0"}`)})
+	w := runTensorfs(t, "load", "--quiet", "--sha256", dir)
+	if w.code != 0 {
+		t.Fatal(w.stderr)
+	}
+	return srv.Commit("org/model", "main", files...), size, w.stdout
+}
+
+// hfEnv points a tensorfs process at srv, with a token and an empty HF
+// home.
+func hfEnv(t *testing.T, srv *hftest.Server) []string {
+	return []string{"HF_ENDPOINT=" + srv.Hub.URL, "HF_HOME=" + t.TempDir(), "HF_TOKEN=hf_fleet", "HF_HUB_CACHE=", "HF_HUB_OFFLINE=", "HF_TOKEN_PATH="}
+}
+
+// TestHFFleetThroughTier: 8 processes load one hf:// repository through
+// the nginx tier (docs/scripts/nginx-tier.conf): each is byte-exact, and
+// the Hub and its CDN together serve at most 1.10x the model's bytes
+// (API replies included), against about 8x through the tier's plain
+// proxy. The CDN's presigned URLs differ per process; the tier keys
+// them by path. The token reaches the Hub only.
+func TestHFFleetThroughTier(t *testing.T) {
+	srv := hftest.New()
+	defer srv.Close()
+	_, size, want := hfRepo(t, srv)
+	ng := startNginx(t)
+	env := hfEnv(t, srv)
+	for _, tt := range []struct {
+		name, proxy string
+		tier        bool
+	}{
+		{"through the tier", ng.Tier, true},
+		{"without the tier", ng.Pass, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			hub0, cdn0 := srv.HubBytes.Load(), srv.CDNBytes.Load()
+			var wg sync.WaitGroup
+			results := make([]result, 8)
+			for i := range results {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					results[i] = runEnv(t, env, "load", "--quiet", "--sha256", "--part-size", "1MiB", "--proxy", tt.proxy, "hf://org/model")
+				}(i)
+			}
+			wg.Wait()
+			for i, r := range results {
+				if r.code != 0 || r.stdout != want {
+					t.Fatalf("process %d of 8: exit %d, stdout:\n%s\nwant:\n%s\nstderr: %s", i, r.code, r.stdout, want, r.stderr)
+				}
+				if strings.Contains(r.stderr, "reading from the origin directly") {
+					t.Fatalf("the tier was bypassed: %s", r.stderr)
+				}
+			}
+			hub, cdn := srv.HubBytes.Load()-hub0, srv.CDNBytes.Load()-cdn0
+			ratio := float64(hub+cdn) / float64(size)
+			t.Logf("%s: Hub %d + CDN %d bytes for a model of %d: %.3fx", tt.name, hub, cdn, size, ratio)
+			if tt.tier && ratio > 1.10 {
+				t.Fatalf("the origin served %.3fx the model through the tier, want at most 1.10x", ratio)
+			}
+			if !tt.tier && ratio < 7.5 {
+				t.Fatalf("the origin served %.3fx the model without the tier, want about 8x (the counting is off)", ratio)
+			}
+		})
+	}
+	if srv.CDNAuth.Load() != 0 || srv.HubAuth.Load() == 0 {
+		t.Fatalf("Authorization: %d requests to the CDN, %d to the Hub", srv.CDNAuth.Load(), srv.HubAuth.Load())
+	}
+}
+
+// TestHFMount: `tensorfs mount hf://ORG/NAME M` serves the repository's
+// tensors and, beside .safetensors/model.safetensors, its config.json
+// and tokenizer.json; index.json names the commit sha; `ls --json` too.
+func TestHFMount(t *testing.T) {
+	srv := hftest.New()
+	defer srv.Close()
+	sha, _, want := hfRepo(t, srv)
+	env := hfEnv(t, srv)
+	ls := runEnv(t, env, "ls", "--json", "hf://org/model")
+	if ls.code != 0 || !strings.Contains(ls.stdout, "hf://org/model@"+sha+"/model-00001-of-00003.safetensors") {
+		t.Fatalf("ls --json: exit %d, %s %s", ls.code, ls.stdout[:min(len(ls.stdout), 400)], ls.stderr)
+	}
+	m := mountEnv(t, env, "hf://org/model")
+	defer m.Unmount()
+	r := runCmdIn(t, m.Dir, nil, "sh", "-c", "sha256sum layer*")
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("sha256sum in the mount: %s %s", r.stdout, r.stderr)
+	}
+	for _, f := range []string{"config.json", "tokenizer.json"} {
+		b, err := os.ReadFile(filepath.Join(m.Dir, ".safetensors", f))
+		if err != nil || len(b) == 0 {
+			t.Errorf(".safetensors/%s: %v", f, err)
+		}
+	}
+	idx, err := os.ReadFile(filepath.Join(m.Dir, ".tensorfs", "index.json"))
+	if err != nil || !strings.Contains(string(idx), "@"+sha+"/") {
+		t.Errorf("index.json does not name the sha: %v", err)
+	}
+}
+
+// TestHFFleetTLSCDN: the CDN speaks https:// (as the Hub's does), which a
+// CONNECT tunnel would make uncacheable; with --proxy-terminates-tls the
+// 8 processes send the CDN GETs to the nginx tier in absolute form
+// ("GET https://..."), the tier makes the TLS requests and caches them
+// by path, and the Hub and CDN serve at most 1.10x the model.
+func TestHFFleetTLSCDN(t *testing.T) {
+	srv := hftest.NewTLSCDN()
+	defer srv.Close()
+	_, size, want := hfRepo(t, srv)
+	ng := startNginx(t)
+	env := hfEnv(t, srv)
+	var wg sync.WaitGroup
+	results := make([]result, 8)
+	for i := range results {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			results[i] = runEnv(t, env, "load", "--quiet", "--sha256", "--part-size", "1MiB", "--proxy", ng.Tier, "--proxy-terminates-tls", "hf://org/model")
+		}(i)
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.code != 0 || r.stdout != want {
+			t.Fatalf("process %d of 8: exit %d, stdout:\n%s\nwant:\n%s\nstderr: %s", i, r.code, r.stdout, want, r.stderr)
+		}
+		if strings.Contains(r.stderr, "reading from the origin directly") {
+			t.Fatalf("the tier was bypassed: %s", r.stderr)
+		}
+	}
+	hub, cdn := srv.HubBytes.Load(), srv.CDNBytes.Load()
+	ratio := float64(hub+cdn) / float64(size)
+	t.Logf("https CDN through a terminating tier: Hub %d + CDN %d bytes for a model of %d: %.3fx", hub, cdn, size, ratio)
+	if ratio > 1.10 || cdn < size {
+		t.Fatalf("the origin served %.3fx the model (CDN %d of %d), want 1 to 1.10x", ratio, cdn, size)
+	}
+}

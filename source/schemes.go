@@ -1,0 +1,138 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/lazyweights/tensorfs/backing/hf"
+	"github.com/lazyweights/tensorfs/backing/httpsrc"
+	"github.com/lazyweights/tensorfs/backing/remote"
+)
+
+// Scheme is one kind of remote SOURCE: a row of the table (Schemes) that
+// detection (IsRemote), the store (Load), the commands' help and the
+// files exported beside a checkpoint all follow. A new scheme is one row
+// and one remote.Store.
+type Scheme struct {
+	// Prefix starts every SOURCE of the scheme, lower case ("s3://");
+	// matched without regard to case.
+	Prefix string
+	// Help is the scheme's paragraph in the help of commands that take a
+	// SOURCE: its grammar, credentials and environment.
+	Help string
+	// Listable says that the store lists (Store.List): a SOURCE naming a
+	// prefix or a weight map takes the files beside the checkpoint
+	// (config.json, tokenizer files) along to the export, as a local
+	// directory does.
+	Listable bool
+	// Open makes the store of source (which starts with Prefix) and
+	// returns the key of the checkpoint in it ("" or a key ending in '/'
+	// for the whole store or a prefix).
+	Open func(ctx context.Context, source string, opts RemoteOptions) (st remote.Store, key string, err error)
+}
+
+// Schemes is the table of remote SOURCE schemes, in the order the help
+// says them. The s3:// row is always there (so that an s3:// SOURCE is
+// recognised, and refused in one line without an opener), but its store
+// comes from RemoteOptions.S3: a program that does not pass one links no
+// AWS SDK.
+func Schemes() []Scheme {
+	return []Scheme{
+		{
+			Prefix:   "s3://",
+			Listable: true,
+			Help: `s3://BUCKET/KEY, s3://BUCKET/PREFIX/ (a sharded checkpoint under a
+prefix): credentials, region and endpoint from the standard AWS
+configuration (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL,
+~/.aws/config); --no-sign-request for public buckets.`,
+			Open: openS3,
+		},
+		{
+			Prefix:   "hf://",
+			Listable: true,
+			Help: `hf://[models/|datasets/]ORG/NAME[@REV][/PATH]: a Hugging Face Hub
+repository at a branch, tag, commit or refs/pr/N (default main), pinned to
+its commit sha; HF_ENDPOINT, HF_TOKEN (or HF_TOKEN_PATH, $HF_HOME/token;
+sent to the endpoint's host only), the HF cache (HF_HUB_CACHE, HF_HOME)
+read without a request, HF_HUB_OFFLINE=1 (the cache only).`,
+			Open: openHF,
+		},
+		{
+			Prefix: "http://",
+			Help: `http://URL, https://URL: one file (or a *.index.json weight map
+and its shards).`,
+			Open: openHTTP,
+		},
+		{
+			Prefix: "https://",
+			Open:   openHTTP, // said in http://'s paragraph
+		},
+	}
+}
+
+// SchemeOf returns the row of source's scheme; ok is false for a local
+// path.
+func SchemeOf(source string) (Scheme, bool) {
+	l := strings.ToLower(source)
+	for _, s := range Schemes() {
+		if strings.HasPrefix(l, s.Prefix) {
+			return s, true
+		}
+	}
+	return Scheme{}, false
+}
+
+// RemoteHelp is the paragraph that the help of every command taking a
+// SOURCE says about remote SOURCEs: one per scheme, from the table.
+func RemoteHelp() string {
+	var b strings.Builder
+	b.WriteString("SOURCE may be remote, read with ranged GETs of --part-size parts, only the\nranges that are needed:\n")
+	for _, s := range Schemes() {
+		if s.Help != "" {
+			b.WriteString("\n" + s.Help + "\n")
+		}
+	}
+	b.WriteString("\n--proxy (or TENSORFS_PROXY) sends every GET through a cache tier\n(docs/SCALE.md).")
+	return b.String()
+}
+
+func openS3(ctx context.Context, source string, opts RemoteOptions) (remote.Store, string, error) {
+	rest := source[len("s3://"):]
+	bucket, key, _ := strings.Cut(rest, "/")
+	if bucket == "" {
+		return nil, "", fmt.Errorf("%s: no bucket (want s3://BUCKET/KEY or s3://BUCKET/PREFIX/)", source)
+	}
+	if opts.S3 == nil {
+		return nil, "", fmt.Errorf("%s: s3:// is not enabled in this program: pass an S3 opener (source.RemoteOptions{S3: s3.Open}, package github.com/lazyweights/tensorfs/backing/s3)", source)
+	}
+	st, err := opts.S3(ctx, bucket, opts.NoSign, opts.Remote)
+	if err != nil {
+		return nil, "", err
+	}
+	return st, key, nil
+}
+
+func openHF(ctx context.Context, source string, opts RemoteOptions) (remote.Store, string, error) {
+	o := opts.HF
+	o.Proxy, o.Logf, o.Conns = opts.Remote.Proxy, opts.Remote.Logf, max(64, opts.Remote.Parallel)
+	o.ProxyTerminatesTLS = opts.Remote.ProxyTerminatesTLS
+	st, key, err := hf.Open(ctx, source, o)
+	if err != nil {
+		return nil, "", err
+	}
+	return st, key, nil
+}
+
+func openHTTP(ctx context.Context, source string, opts RemoteOptions) (remote.Store, string, error) {
+	u, err := url.Parse(source)
+	if err != nil {
+		// Not err itself: it quotes the URL, whose query may be a
+		// presigned signature.
+		scheme, _, _ := strings.Cut(source, "://")
+		return nil, "", fmt.Errorf("%s:// URL: not a valid URL", strings.ToLower(scheme))
+	}
+	return httpsrc.NewWith(u, httpsrc.Options{Proxy: opts.Remote.Proxy, Logf: opts.Remote.Logf})
+}
