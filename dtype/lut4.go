@@ -1,0 +1,80 @@
+package dtype
+
+// Table lookups of 4-bit codes, the inner loop of the quantized-checkpoint
+// kernels (package quant): the caller builds each group's 16 float32 values
+// (by its scheme's own operations, so the result is bit-exact whatever does
+// the lookup) and these write one value per code. Assembly on amd64 with
+// AVX2 (lut4_amd64.s), the loops below elsewhere.
+
+// Lookup4 decodes the 4-bit codes of src, low nibble first: with src cut
+// into groups of gbytes bytes, byte k of group j writes dst[2k] and
+// dst[2k+1] (indexes within the group's 2*gbytes outputs) as t[b&15] and
+// t[b>>4], t being tables[idx[j]] when idx is not nil and tables[j]
+// otherwise. len(src) must be a multiple of gbytes and dst at least twice
+// as long; it panics (an index out of range) when a table is missing.
+func Lookup4(dst []float32, src []byte, gbytes int, tables [][16]float32, idx []byte) {
+	if len(src) == 0 {
+		return
+	}
+	if gbytes <= 0 || len(src)%gbytes != 0 {
+		panic("dtype.Lookup4: source is not whole groups")
+	}
+	groups := len(src) / gbytes
+	_ = dst[2*len(src)-1]
+	if idx != nil {
+		_ = idx[groups-1]
+		for _, x := range idx[:groups] {
+			_ = tables[x]
+		}
+	} else {
+		_ = tables[groups-1]
+	}
+	if useAccel && gbytes%4 == 0 {
+		var ip *byte
+		if idx != nil {
+			ip = &idx[0]
+		}
+		lookup4AVX2(&dst[0], &src[0], groups, gbytes, &tables[0], ip)
+		return
+	}
+	lookup4Go(dst, src, gbytes, tables, idx)
+}
+
+func lookup4Go(dst []float32, src []byte, gbytes int, tables [][16]float32, idx []byte) {
+	for j := 0; j*gbytes < len(src); j++ {
+		t := &tables[j]
+		if idx != nil {
+			t = &tables[idx[j]]
+		}
+		in := src[j*gbytes : (j+1)*gbytes]
+		out := dst[2*j*gbytes : 2*(j+1)*gbytes]
+		for k, b := range in {
+			out[2*k] = t[b&15]
+			out[2*k+1] = t[b>>4]
+		}
+	}
+}
+
+// Plane4 sets dst[i] = tbl[(w>>shift)&15] for each little-endian 32-bit
+// word w of src (word i), shift below 32: one 4-bit code out of each word,
+// as AWQ's eight output rows are each one nibble of a column of words.
+// dst must hold len(src)/4 values.
+func Plane4(dst []float32, src []byte, shift uint, tbl *[16]float32) {
+	n := len(src) / 4
+	if n == 0 {
+		return
+	}
+	if shift >= 32 {
+		panic("dtype.Plane4: shift over 31")
+	}
+	_ = dst[n-1]
+	i := 0
+	if useAccel && n >= 8 {
+		i = n &^ 7
+		plane4AVX2(&dst[0], &src[0], i, shift, tbl)
+	}
+	for ; i < n; i++ {
+		w := uint32(src[4*i]) | uint32(src[4*i+1])<<8 | uint32(src[4*i+2])<<16 | uint32(src[4*i+3])<<24
+		dst[i] = tbl[(w>>shift)&15]
+	}
+}

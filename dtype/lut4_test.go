@@ -1,0 +1,83 @@
+package dtype
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestLookup4 checks Lookup4 and Plane4 on both paths against the
+// definition, bit for bit (tables of random bit patterns: NaNs, -0 and
+// subnormals must come through unchanged).
+func TestLookup4(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, accel := range []bool{false, true} {
+		t.Run(pathName(accel), func(t *testing.T) {
+			setAccel(t, accel)
+			for _, gbytes := range []int{1, 3, 4, 8, 12, 16, 32, 64} {
+				for _, withIdx := range []bool{false, true} {
+					groups := 1 + r.IntN(9)
+					tables := make([][16]float32, 1+r.IntN(5)+groups)
+					for i := range tables {
+						for k := range tables[i] {
+							tables[i][k] = math.Float32frombits(r.Uint32())
+						}
+					}
+					var idx []byte
+					if withIdx {
+						idx = make([]byte, groups)
+						for i := range idx {
+							idx[i] = byte(r.IntN(len(tables)))
+						}
+					}
+					src := make([]byte, groups*gbytes)
+					for i := range src {
+						src[i] = byte(r.Uint32())
+					}
+					dst := make([]float32, 2*len(src)+3)
+					Lookup4(dst, src, gbytes, tables, idx)
+					for i, b := range src {
+						j := i / gbytes
+						tb := &tables[j]
+						if idx != nil {
+							tb = &tables[idx[j]]
+						}
+						for h, want := range []float32{tb[b&15], tb[b>>4]} {
+							if got := dst[2*i+h]; math.Float32bits(got) != math.Float32bits(want) {
+								t.Fatalf("gbytes %d idx %v: dst[%d] = %#x, want %#x", gbytes, withIdx, 2*i+h, math.Float32bits(got), math.Float32bits(want))
+							}
+						}
+					}
+					for _, v := range dst[2*len(src):] {
+						if v != 0 {
+							t.Fatalf("gbytes %d: wrote past the codes", gbytes)
+						}
+					}
+				}
+			}
+			for _, n := range []int{1, 7, 8, 9, 64, 101} {
+				var tbl [16]float32
+				for k := range tbl {
+					tbl[k] = math.Float32frombits(r.Uint32())
+				}
+				src := make([]byte, 4*n)
+				for i := range src {
+					src[i] = byte(r.Uint32())
+				}
+				for shift := uint(0); shift < 32; shift += 4 {
+					dst := make([]float32, n+1)
+					Plane4(dst, src, shift, &tbl)
+					for i := 0; i < n; i++ {
+						w := uint32(src[4*i]) | uint32(src[4*i+1])<<8 | uint32(src[4*i+2])<<16 | uint32(src[4*i+3])<<24
+						if want := tbl[(w>>shift)&15]; math.Float32bits(dst[i]) != math.Float32bits(want) {
+							t.Fatalf("Plane4 n %d shift %d: dst[%d] = %#x, want %#x", n, shift, i, math.Float32bits(dst[i]), math.Float32bits(want))
+						}
+					}
+					if dst[n] != 0 {
+						t.Fatalf("Plane4 n %d: wrote past the words", n)
+					}
+				}
+			}
+		})
+	}
+}
