@@ -92,7 +92,7 @@ func (w *Weight) Dequantize(read func(part int, off int64, p []byte) error, firs
 		return nil
 	}
 	s := scratchPool.Get().(*scratch)
-	*s = scratch{read: read, parts: len(w.Parts), bufs: s.bufs, flts: s.flts, nv: s.nv}
+	*s = scratch{read: read, parts: len(w.Parts), bufs: s.bufs, flts: s.flts, nv: s.nv, tbls: s.tbls}
 	defer func() {
 		s.read = nil
 		scratchPool.Put(s)
@@ -135,7 +135,8 @@ type scratch struct {
 	nv    *[256][16]float32
 	nvG   float32
 	nvDiv bool
-	nvOK  bool // nv holds nvG's table (false at the start of each call)
+	nvOK  bool          // nv holds nvG's table (false at the start of each call)
+	tbls  [][16]float32 // group tables (scratch.tables)
 }
 
 // bytes reads n bytes at off of part into buffer slot.
@@ -236,6 +237,15 @@ func (s *scratch) scalar(part int, dt dtype.DType) (float32, error) {
 }
 
 // le32 reads the little-endian 32-bit word i of b.
+// tables returns n group tables from the scratch (their values are the
+// caller's to set).
+func (s *scratch) tables(n int64) [][16]float32 {
+	if int64(cap(s.tbls)) < n {
+		s.tbls = make([][16]float32, n)
+	}
+	return s.tbls[:n]
+}
+
 func le32(b []byte, i int64) uint32 {
 	b = b[4*i : 4*i+4]
 	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
