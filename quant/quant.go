@@ -246,6 +246,15 @@ func (s *scratch) tables(n int64) [][16]float32 {
 	return s.tbls[:n]
 }
 
+// wordsOf views whole 4-byte words of b as uint32s in the machine's order:
+// for copying words, never for reading their values (le32 does that).
+func wordsOf(b []byte) []uint32 {
+	if len(b) < 4 {
+		return nil
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
 func le32(b []byte, i int64) uint32 {
 	b = b[4*i : 4*i+4]
 	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
