@@ -50,7 +50,7 @@ func (k *awqKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) error 
 			zs[g*ow+o-o0] = float32((le32(qz, g*pw+o/8-p0) >> awqShift[o%8]) & 15)
 		}
 	}
-	if o0%8 == 0 && o1%8 == 0 {
+	if useLookup && o0%8 == 0 && o1%8 == 0 {
 		k.planes(s, qw, zs, sc, o0, i0, i1, g0, pw, ow, iw, dst)
 		return nil
 	}

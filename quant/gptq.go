@@ -78,7 +78,7 @@ func (k *gptqKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) error
 	}
 	// a word holds f consecutive in-rows of one out-column: decode it
 	// once, into f consecutive elements of that column's output row
-	if gidx == nil && k.bits == 4 && i0%k.gsize == 0 && (i1%k.gsize == 0 || i1 == k.in) && k.gsize%8 == 0 && iw%8 == 0 {
+	if useLookup && gidx == nil && k.bits == 4 && i0%k.gsize == 0 && (i1%k.gsize == 0 || i1 == k.in) && k.gsize%8 == 0 && iw%8 == 0 {
 		k.rows4(s, qw, sc, zs, ow, iw, p1-p0, int64(len(groups)), dst)
 		return nil
 	}

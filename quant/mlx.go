@@ -41,7 +41,7 @@ func (k *mlxKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error 
 		return err
 	}
 	w, pw, gw := c1-c0, p1-p0, g1-g0
-	if k.bits == 4 && c0%k.gsize == 0 && c1%k.gsize == 0 && k.gsize%8 == 0 {
+	if useLookup && k.bits == 4 && c0%k.gsize == 0 && c1%k.gsize == 0 && k.gsize%8 == 0 {
 		// whole groups: each group's 16 values by the same two
 		// operations, then the row's codes by table in one call
 		tbls := s.tables(gw)

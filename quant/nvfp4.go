@@ -49,7 +49,7 @@ func (k *nvfp4Kernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) erro
 	if (r1-r0)*w >= 1<<12 {
 		all = s.nvTable(g, k.div)
 	}
-	if all != nil && c0%16 == 0 && c1%16 == 0 {
+	if useLookup && all != nil && c0%16 == 0 && c1%16 == 0 {
 		// whole groups: the codes of a row by the table of each
 		// group's scale byte, in one call
 		for r := int64(0); r < r1-r0; r++ {

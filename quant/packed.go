@@ -97,7 +97,7 @@ func (k *packedKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) err
 		}
 		prow := packed[(r-r0)*4*pw : (r-r0+1)*4*pw]
 		out := dst[(r-r0)*w : (r-r0+1)*w]
-		if gi == nil && k.bits == 4 && c0%k.gsize == 0 && (c1%k.gsize == 0 || c1 == k.cols) && k.gsize%8 == 0 && (c1-c0)%8 == 0 {
+		if useLookup && gi == nil && k.bits == 4 && c0%k.gsize == 0 && (c1%k.gsize == 0 || c1 == k.cols) && k.gsize%8 == 0 && (c1-c0)%8 == 0 {
 			// whole groups (the last may be short, whole words): each
 			// group's 16 values by the same operations, then the row's
 			// codes by table in one call per whole-group run

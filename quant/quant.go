@@ -237,6 +237,11 @@ func (s *scratch) scalar(part int, dt dtype.DType) (float32, error) {
 }
 
 // le32 reads the little-endian 32-bit word i of b.
+// useLookup sends whole groups through dtype.Lookup4 / Plane4 (each
+// group's 16 values made first, by the scheme's own operations); off, every
+// kernel takes its per-element loop. Tests run both (TestPlainLoops).
+var useLookup = true
+
 // tables returns n group tables from the scratch (their values are the
 // caller's to set).
 func (s *scratch) tables(n int64) [][16]float32 {
