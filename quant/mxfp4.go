@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unsafe"
 
 	"github.com/lazyweights/tensorfs/dtype"
 )
@@ -127,10 +128,11 @@ func mxWhole(s *scratch, blk, sc []byte, bw, gw, w, x0, n int64, out []float32) 
 				y := 32*gc + x - x0
 				o := out[y*w+rs : y*w+re]
 				if len(o) == rows {
-					o := (*[rows]float32)(o)
-					for j := range o {
-						o[j] = tile[int64(j)*cols+x]
-					}
+					t, xi, o := (*[rows][cols]float32)(unsafe.Pointer(&tile[0])), uint8(x), (*[rows]float32)(o)
+					o[0], o[1], o[2], o[3] = t[0][xi], t[1][xi], t[2][xi], t[3][xi]
+					o[4], o[5], o[6], o[7] = t[4][xi], t[5][xi], t[6][xi], t[7][xi]
+					o[8], o[9], o[10], o[11] = t[8][xi], t[9][xi], t[10][xi], t[11][xi]
+					o[12], o[13], o[14], o[15] = t[12][xi], t[13][xi], t[14][xi], t[15][xi]
 					continue
 				}
 				for j := range o {
