@@ -78,3 +78,40 @@ func Plane4(dst []float32, src []byte, shift uint, tbl *[16]float32) {
 		dst[i] = tbl[(w>>shift)&15]
 	}
 }
+
+// Lookup4At decodes the 4-bit codes of src, low nibble first, each by its
+// own offset into one table: dst[i] = tbl[at[i]+code i] (code 2k the low
+// nibble of src[k], 2k+1 its high one), as a 4-bit GPTQ weight with a
+// permuted g_idx reads each element in its group's 16 values. len(at) must
+// be 2*len(src) and dst as long; it panics when an offset is below 0 or
+// leaves fewer than 16 values of tbl.
+func Lookup4At(dst []float32, src []byte, at []int32, tbl []float32) {
+	n := 2 * len(src)
+	if len(at) != n {
+		panic("dtype.Lookup4At: not one offset per code")
+	}
+	if n == 0 {
+		return
+	}
+	_ = dst[n-1]
+	lim := uint32(len(tbl) - 16)
+	if len(tbl) < 16 {
+		panic("dtype.Lookup4At: table under 16 values")
+	}
+	i := 0
+	if useAccel && n >= 8 {
+		i = n &^ 7
+		if maxU32AVX2(&at[0], i) > lim {
+			panic("dtype.Lookup4At: offset outside the table")
+		}
+		lookup4AtAVX2(&dst[0], &src[0], i, &at[0], &tbl[0])
+	}
+	for _, a := range at[i:] {
+		if uint32(a) > lim {
+			panic("dtype.Lookup4At: offset outside the table")
+		}
+	}
+	for ; i < n; i++ {
+		dst[i] = tbl[at[i]+int32((src[i/2]>>(4*(i&1)))&15)]
+	}
+}

@@ -87,3 +87,53 @@ p4loop:
 	JB        p4loop
 	VZEROUPPER
 	RET
+
+// func lookup4AtAVX2(dst *float32, src *byte, n int, at *int32, tbl *float32)
+// n a positive multiple of 8; every at[i]+15 inside tbl (checked by the caller).
+TEXT ·lookup4AtAVX2(SB), NOSPLIT, $0-40
+	MOVQ    dst+0(FP), DI
+	MOVQ    src+8(FP), SI
+	MOVQ    n+16(FP), CX
+	MOVQ    at+24(FP), R9
+	MOVQ    tbl+32(FP), R8
+	VMOVDQU nib4mask<>(SB), X13
+
+l4aloop:
+	VMOVD      (SI), X0
+	VPSRLW     $4, X0, X1
+	VPUNPCKLBW X1, X0, X0
+	VPAND      X13, X0, X0
+	VPMOVZXBD  X0, Y0
+	VPADDD     (R9), Y0, Y0
+	VPCMPEQD   Y2, Y2, Y2
+	VGATHERDPS Y2, (R8)(Y0*4), Y1
+	VMOVUPS    Y1, (DI)
+	ADDQ       $4, SI
+	ADDQ       $32, R9
+	ADDQ       $32, DI
+	SUBQ       $8, CX
+	JNZ        l4aloop
+	VZEROUPPER
+	RET
+
+// func maxU32AVX2(p *int32, n int) uint32
+TEXT ·maxU32AVX2(SB), NOSPLIT, $0-20
+	MOVQ    p+0(FP), SI
+	MOVQ    n+8(FP), CX
+	VPXOR   Y0, Y0, Y0
+
+mxloop:
+	VPMAXUD (SI), Y0, Y0
+	ADDQ    $32, SI
+	SUBQ    $8, CX
+	JNZ     mxloop
+	VEXTRACTI128 $1, Y0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0x4e, X0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0xb1, X0, X1
+	VPMAXUD X1, X0, X0
+	VMOVD   X0, AX
+	MOVL    AX, ret+16(FP)
+	VZEROUPPER
+	RET

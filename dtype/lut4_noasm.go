@@ -9,3 +9,9 @@ func lookup4AVX2(dst *float32, src *byte, groups, gbytes int, tables *[16]float3
 func plane4AVX2(dst *float32, src *byte, n int, shift uint, tbl *[16]float32) {
 	panic("dtype: no assembly on this build")
 }
+
+func lookup4AtAVX2(dst *float32, src *byte, n int, at *int32, tbl *float32) {
+	panic("dtype: no assembly on this build")
+}
+
+func maxU32AVX2(p *int32, n int) uint32 { panic("dtype: no assembly on this build") }

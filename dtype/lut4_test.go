@@ -55,6 +55,42 @@ func TestLookup4(t *testing.T) {
 					}
 				}
 			}
+			for _, nb := range []int{1, 3, 4, 5, 32, 61} {
+				tbl := make([]float32, 16*7)
+				for k := range tbl {
+					tbl[k] = math.Float32frombits(r.Uint32())
+				}
+				src := make([]byte, nb)
+				at := make([]int32, 2*nb)
+				for i := range src {
+					src[i] = byte(r.Uint32())
+					at[2*i], at[2*i+1] = int32(r.IntN(len(tbl)-15)), int32(r.IntN(len(tbl)-15))
+				}
+				dst := make([]float32, 2*nb+1)
+				Lookup4At(dst, src, at, tbl)
+				for i := 0; i < 2*nb; i++ {
+					want := tbl[at[i]+int32((src[i/2]>>(4*(i&1)))&15)]
+					if math.Float32bits(dst[i]) != math.Float32bits(want) {
+						t.Fatalf("Lookup4At %d bytes: dst[%d] = %#x, want %#x", nb, i, math.Float32bits(dst[i]), math.Float32bits(want))
+					}
+				}
+				if dst[2*nb] != 0 {
+					t.Fatalf("Lookup4At %d bytes: wrote past the codes", nb)
+				}
+				at[len(at)-1] = int32(len(tbl) - 15)
+				if nb >= 4 {
+					at[len(at)-1] = 0
+					at[(2*nb)&^7-1] = -1 // inside the assembly's part
+				}
+				func() {
+					defer func() {
+						if recover() == nil {
+							t.Fatalf("Lookup4At: no panic for an offset past the table")
+						}
+					}()
+					Lookup4At(dst, src, at, tbl)
+				}()
+			}
 			for _, n := range []int{1, 7, 8, 9, 64, 101} {
 				var tbl [16]float32
 				for k := range tbl {

@@ -544,6 +544,25 @@ func groupsOf(idx []int32, c0, c1, size int64) (groups []int64, pos []int32) {
 		}
 		return groups, pos
 	}
+	if maxg := slices.Max(idx); maxg >= 0 && int64(maxg) < 4*int64(len(idx)) {
+		// dense: a rank per group number, no sort (idx is validated,
+		// so its groups are at least 0)
+		rank := make([]int32, maxg+1)
+		for _, g := range idx {
+			rank[g] = 1
+		}
+		for g, seen := range rank {
+			if seen != 0 {
+				rank[g] = int32(len(groups))
+				groups = append(groups, int64(g))
+			}
+		}
+		for i, g := range idx {
+			pos[i] = rank[g]
+		}
+		return groups, pos
+	}
+	groups = make([]int64, 0, len(idx))
 	for _, g := range idx {
 		groups = append(groups, int64(g))
 	}
