@@ -115,3 +115,23 @@ func Lookup4At(dst []float32, src []byte, at []int32, tbl []float32) {
 		dst[i] = tbl[at[i]+int32((src[i/2]>>(4*(i&1)))&15)]
 	}
 }
+
+// Lookup8 sets dst[i] = tbl[src[i]] * scale, one float32 multiplication
+// each (the table value the first operand, as Go's own loop computes it,
+// so even a NaN's payload is the same), as an FP8 or int8 weight is its
+// code's value times its block's scale. dst must be as long as src.
+func Lookup8(dst []float32, src []byte, tbl *[256]float32, scale float32) {
+	n := len(src)
+	if n == 0 {
+		return
+	}
+	_ = dst[n-1]
+	i := 0
+	if useAccel && n >= 8 {
+		i = n &^ 7
+		lookup8AVX2(&dst[0], &src[0], i, tbl, scale)
+	}
+	for ; i < n; i++ {
+		dst[i] = tbl[src[i]] * scale
+	}
+}

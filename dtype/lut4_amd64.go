@@ -16,3 +16,6 @@ func lookup4AtAVX2(dst *float32, src *byte, n int, at *int32, tbl *float32)
 //
 //go:noescape
 func maxU32AVX2(p *int32, n int) uint32
+
+//go:noescape
+func lookup8AVX2(dst *float32, src *byte, n int, tbl *[256]float32, scale float32)

@@ -137,3 +137,25 @@ mxloop:
 	MOVL    AX, ret+16(FP)
 	VZEROUPPER
 	RET
+
+// func lookup8AVX2(dst *float32, src *byte, n int, tbl *[256]float32, scale float32)
+// n a positive multiple of 8.
+TEXT ·lookup8AVX2(SB), NOSPLIT, $0-36
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	MOVQ         tbl+24(FP), R8
+	VBROADCASTSS scale+32(FP), Y15
+
+l8loop:
+	VPMOVZXBD  (SI), Y0
+	VPCMPEQD   Y2, Y2, Y2
+	VGATHERDPS Y2, (R8)(Y0*4), Y1
+	VMULPS     Y15, Y1, Y1
+	VMOVUPS    Y1, (DI)
+	ADDQ       $8, SI
+	ADDQ       $32, DI
+	SUBQ       $8, CX
+	JNZ        l8loop
+	VZEROUPPER
+	RET

@@ -15,3 +15,7 @@ func lookup4AtAVX2(dst *float32, src *byte, n int, at *int32, tbl *float32) {
 }
 
 func maxU32AVX2(p *int32, n int) uint32 { panic("dtype: no assembly on this build") }
+
+func lookup8AVX2(dst *float32, src *byte, n int, tbl *[256]float32, scale float32) {
+	panic("dtype: no assembly on this build")
+}

@@ -92,6 +92,30 @@ func TestLookup4(t *testing.T) {
 				}()
 			}
 			for _, n := range []int{1, 7, 8, 9, 64, 101} {
+				var tbl [256]float32
+				for k := range tbl {
+					tbl[k] = math.Float32frombits(r.Uint32())
+				}
+				tbl[3] = float32(math.NaN())
+				src := make([]byte, n)
+				for i := range src {
+					src[i] = byte(r.Uint32())
+				}
+				src[0] = 3
+				for _, scale := range []float32{1.5, math.Float32frombits(0x7fa00001), math.Float32frombits(1), float32(math.Inf(-1))} {
+					dst := make([]float32, n+1)
+					Lookup8(dst, src, &tbl, scale)
+					for i, b := range src {
+						if want := tbl[b] * scale; math.Float32bits(dst[i]) != math.Float32bits(want) {
+							t.Fatalf("Lookup8 n %d scale %v: dst[%d] = %#x, want %#x", n, scale, i, math.Float32bits(dst[i]), math.Float32bits(want))
+						}
+					}
+					if dst[n] != 0 {
+						t.Fatalf("Lookup8 n %d: wrote past the codes", n)
+					}
+				}
+			}
+			for _, n := range []int{1, 7, 8, 9, 64, 101} {
 				var tbl [16]float32
 				for k := range tbl {
 					tbl[k] = math.Float32frombits(r.Uint32())
