@@ -13,6 +13,16 @@ package dtype
 // otherwise. len(src) must be a multiple of gbytes and dst at least twice
 // as long; it panics (an index out of range) when a table is missing.
 func Lookup4(dst []float32, src []byte, gbytes int, tables [][16]float32, idx []byte) {
+	lookup4(dst, src, gbytes, tables, idx, false)
+}
+
+// Lookup4Hi is Lookup4 with the high nibble of each byte first (dst[2k] =
+// t[b>>4], dst[2k+1] = t[b&15]), as bitsandbytes packs its codes.
+func Lookup4Hi(dst []float32, src []byte, gbytes int, tables [][16]float32, idx []byte) {
+	lookup4(dst, src, gbytes, tables, idx, true)
+}
+
+func lookup4(dst []float32, src []byte, gbytes int, tables [][16]float32, idx []byte, hi bool) {
 	if len(src) == 0 {
 		return
 	}
@@ -34,13 +44,21 @@ func Lookup4(dst []float32, src []byte, gbytes int, tables [][16]float32, idx []
 		if idx != nil {
 			ip = &idx[0]
 		}
-		lookup4AVX2(&dst[0], &src[0], groups, gbytes, &tables[0], ip)
+		if hi {
+			lookup4HiAVX2(&dst[0], &src[0], groups, gbytes, &tables[0], ip)
+		} else {
+			lookup4AVX2(&dst[0], &src[0], groups, gbytes, &tables[0], ip)
+		}
 		return
 	}
-	lookup4Go(dst, src, gbytes, tables, idx)
+	lookup4Go(dst, src, gbytes, tables, idx, hi)
 }
 
-func lookup4Go(dst []float32, src []byte, gbytes int, tables [][16]float32, idx []byte) {
+func lookup4Go(dst []float32, src []byte, gbytes int, tables [][16]float32, idx []byte, hi bool) {
+	sh := uint(0)
+	if hi {
+		sh = 4
+	}
 	for j := 0; j*gbytes < len(src); j++ {
 		t := &tables[j]
 		if idx != nil {
@@ -49,8 +67,8 @@ func lookup4Go(dst []float32, src []byte, gbytes int, tables [][16]float32, idx 
 		in := src[j*gbytes : (j+1)*gbytes]
 		out := dst[2*j*gbytes : 2*(j+1)*gbytes]
 		for k, b := range in {
-			out[2*k] = t[b&15]
-			out[2*k+1] = t[b>>4]
+			out[2*k] = t[(b>>sh)&15]
+			out[2*k+1] = t[(b>>(4-sh))&15]
 		}
 	}
 }

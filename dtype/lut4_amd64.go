@@ -19,3 +19,6 @@ func maxU32AVX2(p *int32, n int) uint32
 
 //go:noescape
 func lookup8AVX2(dst *float32, src *byte, n int, tbl *[256]float32, scale float32)
+
+//go:noescape
+func lookup4HiAVX2(dst *float32, src *byte, groups, gbytes int, tables *[16]float32, idx *byte)

@@ -60,6 +60,54 @@ l4loop:
 	VZEROUPPER
 	RET
 
+// func lookup4HiAVX2(dst *float32, src *byte, groups, gbytes int, tables *[16]float32, idx *byte)
+// lookup4AVX2 with the high nibble of each byte first.
+TEXT ·lookup4HiAVX2(SB), NOSPLIT, $0-48
+	MOVQ    dst+0(FP), DI
+	MOVQ    src+8(FP), SI
+	MOVQ    groups+16(FP), CX
+	MOVQ    gbytes+24(FP), DX
+	MOVQ    tables+32(FP), R8
+	MOVQ    idx+40(FP), R9
+	VMOVDQU nib4mask<>(SB), X13
+	MOVQ    R8, R10              // the table of group 0 when idx is nil
+
+h4group:
+	TESTQ   R9, R9
+	JZ      h4seq
+	MOVBQZX (R9), AX
+	INCQ    R9
+	SHLQ    $6, AX
+	LEAQ    (R8)(AX*1), R10
+
+h4seq:
+	VMOVUPS (R10), Y14           // entries 0-7
+	VMOVUPS 32(R10), Y15         // entries 8-15
+	XORQ    AX, AX
+
+h4loop:
+	VMOVD      (SI)(AX*1), X0
+	VPSRLW     $4, X0, X1
+	VPUNPCKLBW X0, X1, X0        // b0>>4, b0, b1>>4, b1, ... (high bits masked next)
+	VPAND      X13, X0, X0
+	VPMOVZXBD  X0, Y0
+	VPERMPS    Y14, Y0, Y1
+	VPERMPS    Y15, Y0, Y2
+	VPSLLD     $28, Y0, Y3
+	VBLENDVPS  Y3, Y2, Y1, Y1
+	VMOVUPS    Y1, (DI)
+	ADDQ       $32, DI
+	ADDQ       $4, AX
+	CMPQ       AX, DX
+	JB         h4loop
+
+	ADDQ    DX, SI
+	ADDQ    $64, R10             // the next table when idx is nil
+	DECQ    CX
+	JNZ     h4group
+	VZEROUPPER
+	RET
+
 // func plane4AVX2(dst *float32, src *byte, n int, shift uint, tbl *[16]float32)
 // n a positive multiple of 8.
 TEXT ·plane4AVX2(SB), NOSPLIT, $0-40

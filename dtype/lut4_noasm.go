@@ -19,3 +19,7 @@ func maxU32AVX2(p *int32, n int) uint32 { panic("dtype: no assembly on this buil
 func lookup8AVX2(dst *float32, src *byte, n int, tbl *[256]float32, scale float32) {
 	panic("dtype: no assembly on this build")
 }
+
+func lookup4HiAVX2(dst *float32, src *byte, groups, gbytes int, tables *[16]float32, idx *byte) {
+	panic("dtype: no assembly on this build")
+}

@@ -34,23 +34,33 @@ func TestLookup4(t *testing.T) {
 					for i := range src {
 						src[i] = byte(r.Uint32())
 					}
-					dst := make([]float32, 2*len(src)+3)
-					Lookup4(dst, src, gbytes, tables, idx)
-					for i, b := range src {
-						j := i / gbytes
-						tb := &tables[j]
-						if idx != nil {
-							tb = &tables[idx[j]]
+					for _, hi := range []bool{false, true} {
+						dst := make([]float32, 2*len(src)+3)
+						if hi {
+							Lookup4Hi(dst, src, gbytes, tables, idx)
+						} else {
+							Lookup4(dst, src, gbytes, tables, idx)
 						}
-						for h, want := range []float32{tb[b&15], tb[b>>4]} {
-							if got := dst[2*i+h]; math.Float32bits(got) != math.Float32bits(want) {
-								t.Fatalf("gbytes %d idx %v: dst[%d] = %#x, want %#x", gbytes, withIdx, 2*i+h, math.Float32bits(got), math.Float32bits(want))
+						for i, b := range src {
+							j := i / gbytes
+							tb := &tables[j]
+							if idx != nil {
+								tb = &tables[idx[j]]
+							}
+							pair := []float32{tb[b&15], tb[b>>4]}
+							if hi {
+								pair[0], pair[1] = pair[1], pair[0]
+							}
+							for h, want := range pair {
+								if got := dst[2*i+h]; math.Float32bits(got) != math.Float32bits(want) {
+									t.Fatalf("gbytes %d idx %v: dst[%d] = %#x, want %#x", gbytes, withIdx, 2*i+h, math.Float32bits(got), math.Float32bits(want))
+								}
 							}
 						}
-					}
-					for _, v := range dst[2*len(src):] {
-						if v != 0 {
-							t.Fatalf("gbytes %d: wrote past the codes", gbytes)
+						for _, v := range dst[2*len(src):] {
+							if v != 0 {
+								t.Fatalf("gbytes %d: wrote past the codes", gbytes)
+							}
 						}
 					}
 				}
