@@ -49,7 +49,7 @@ func openMmap(path string) (Source, error) {
 // conversion reading 64 KiB steps of a checkpoint whose pages the mount
 // drops (the .f32/ view of BF16) spent a third of its server CPU there;
 // pread copies the same page-cache bytes with no fault (tensorfs bench,
-// --backing pread against mmap: server CPU for the .f32/ files 0.18–0.26 s
+// --backing pread against mmap: server CPU for the .f32/ files 0.18–0.30 s
 // against 0.26–0.36 s, docs/BENCHMARKS.md).
 const mmapPreadMin = 64 << 10
 
