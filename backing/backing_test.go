@@ -474,3 +474,34 @@ func TestNoAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestMappedLargeRead: a read of a mapped file of mmapPreadMin bytes or
+// more (a pread) serves the file's bytes, and after a truncation the bytes
+// that still exist and a *FaultError with the new size, as a copy from the
+// mapping does.
+func TestMappedLargeRead(t *testing.T) {
+	const size = 4*mmapPreadMin + 300
+	data := pattern(size, 6)
+	path := writeFile(t, data)
+	s := openMode(t, path, Mmap)
+	buf := make([]byte, size)
+	for _, r := range [][2]int{{0, mmapPreadMin}, {17, 2 * mmapPreadMin}, {0, size}, {size - mmapPreadMin, mmapPreadMin}} {
+		n, err := s.ReadAt(buf[:r[1]], int64(r[0]))
+		if err != nil || n != r[1] || !bytes.Equal(buf[:n], data[r[0]:r[0]+r[1]]) {
+			t.Errorf("ReadAt(%d at %d) = %d, %v; want the file's bytes", r[1], r[0], n, err)
+		}
+	}
+	n, err := s.ReadAt(buf[:2*mmapPreadMin], size-mmapPreadMin)
+	if err != io.EOF || n != mmapPreadMin || !bytes.Equal(buf[:n], data[size-mmapPreadMin:]) {
+		t.Errorf("ReadAt past the end = %d, %v; want %d bytes and io.EOF", n, err, mmapPreadMin)
+	}
+	const newSize = mmapPreadMin + 1000
+	if err := os.Truncate(path, newSize); err != nil {
+		t.Fatal(err)
+	}
+	n, err = s.ReadAt(buf[:2*mmapPreadMin], 10)
+	var fe *FaultError
+	if !errors.As(err, &fe) || fe.Now != newSize || n != newSize-10 || !bytes.Equal(buf[:n], data[10:newSize]) {
+		t.Errorf("ReadAt across the truncation = %d, %v (%+v); want the %d bytes that exist and a FaultError with size %d", n, err, fe, newSize-10, newSize)
+	}
+}

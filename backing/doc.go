@@ -4,7 +4,9 @@
 // with ReadAt. Open picks how, by Mode:
 //
 //   - Mmap (default): a read-only MAP_SHARED mapping of the whole file;
-//     ReadAt copies out of it. Empty files have no mapping.
+//     ReadAt copies out of it, except reads of 64 KiB and more, which
+//     are preads (no page faults on pages not yet mapped). Empty files
+//     have no mapping.
 //   - Pread: pread(2) on the descriptor, for network filesystems where
 //     faults on a mapping stall.
 //   - Direct: O_DIRECT preads rounded out to 4 KiB through pooled aligned

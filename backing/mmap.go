@@ -43,11 +43,25 @@ func openMmap(path string) (Source, error) {
 	return m, nil
 }
 
-// ReadAt copies from the mapping. A page that vanished (the file was
+// mmapPreadMin is the size from which a read of a mapped file is a
+// pread(2) instead of a copy out of the mapping: touching pages of the
+// mapping that are not mapped yet costs a fault per few pages, and a
+// conversion reading 64 KiB steps of a checkpoint whose pages the mount
+// drops (the .f32/ view of BF16) spent a third of its server CPU there;
+// pread copies the same page-cache bytes with no fault (tensorfs bench,
+// --backing pread against mmap: server CPU for the .f32/ files 0.18–0.30 s
+// against 0.26–0.36 s, docs/BENCHMARKS.md).
+const mmapPreadMin = 64 << 10
+
+// ReadAt copies from the mapping, or preads reads of mmapPreadMin bytes
+// and more. A page that vanished (the file was
 // truncated) raises SIGBUS, which copyMapped turns into a flag; the bytes
 // of a truncated file's last partial page read as zeros without a fault,
 // so a read whose last byte is zero also checks the file's current size.
 func (m *mmapFile) ReadAt(p []byte, off int64) (int, error) {
+	if len(p) >= mmapPreadMin {
+		return m.file.pread(p, off)
+	}
 	want, eof, err := m.span(len(p), off)
 	if err != nil {
 		return 0, err

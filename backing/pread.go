@@ -27,7 +27,11 @@ func openPread(path string) (Source, error) {
 
 // ReadAt preads until the clamped range is filled. End of file before the
 // size at Open means the file was truncated: ErrFault.
-func (s *preadFile) ReadAt(p []byte, off int64) (int, error) {
+func (s *preadFile) ReadAt(p []byte, off int64) (int, error) { return s.file.pread(p, off) }
+
+// pread reads with pread(2) (both the Pread mode's ReadAt and the Mmap
+// mode's large reads): a read that ends early or fails is a *FaultError.
+func (s *file) pread(p []byte, off int64) (int, error) {
 	want, eof, err := s.span(len(p), off)
 	if err != nil {
 		return 0, err

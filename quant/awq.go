@@ -50,6 +50,10 @@ func (k *awqKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) error 
 			zs[g*ow+o-o0] = float32((le32(qz, g*pw+o/8-p0) >> awqShift[o%8]) & 15)
 		}
 	}
+	if useLookup && o0%8 == 0 && o1%8 == 0 {
+		k.planes(s, qw, zs, sc, o0, i0, i1, g0, pw, ow, iw, dst)
+		return nil
+	}
 	// a word holds eight out-columns of one in-row: eight output rows,
 	// each written along i
 	for p := p0; p < p1; p++ {
@@ -133,4 +137,38 @@ func cutPart(name string, suffixes ...string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// planes is rect for whole words of out-columns: a column of words is
+// copied out contiguous along i, and each of its eight output rows is one
+// nibble of every word, decoded by dtype.Plane4 with a table per group
+// whose 16 values are made by the same operations as the loop in rect.
+func (k *awqKernel) planes(s *scratch, qw []byte, zs, sc []float32, o0, i0, i1, g0, pw, ow, iw int64, dst []float32) {
+	col := s.bufs[6]
+	if int64(cap(col)) < 4*iw {
+		col = make([]byte, 4*iw)
+	}
+	col = col[:4*iw]
+	s.bufs[6] = col
+	for p := int64(0); p < pw; p++ {
+		q32, c32 := wordsOf(qw), wordsOf(col)
+		for i := range c32 {
+			c32[i] = q32[int64(i)*pw+p]
+		}
+		for m := int64(0); m < 8; m++ {
+			o := 8*p + m // relative to o0
+			out := dst[o*iw : (o+1)*iw]
+			var tbl [16]float32
+			for i := i0; i < i1; {
+				ie := min((i/k.gsize+1)*k.gsize, i1)
+				d := (i/k.gsize-g0)*ow + o
+				zz, ss := zs[d], sc[d]
+				for v := range tbl {
+					tbl[v] = (float32(v) - zz) * ss
+				}
+				dtype.Plane4(out[i-i0:ie-i0], col[4*(i-i0):4*(ie-i0)], awqShift[m], &tbl)
+				i = ie
+			}
+		}
+	}
 }

@@ -82,6 +82,24 @@ func (k *bnbKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error 
 		}
 	}
 	b0 := p0 / 2
+	if useLookup && p0%k.bs == 0 && k.bs%8 == 0 && (p1-p0)%8 == 0 {
+		// whole blocks (the last may be short, whole words): each
+		// block's 16 values by the same multiplication, then every code
+		// by table, high nibble first, in one call per run
+		tbls := s.tables(j1 - j0)
+		for j := range tbls {
+			f := am[j]
+			for i := range tbls[j] {
+				tbls[j][i] = qmap[i] * f
+			}
+		}
+		full := (p1 - p0) / k.bs
+		dtype.Lookup4Hi(dst, codes[:full*k.bs/2], int(k.bs/2), tbls, nil)
+		if tail := (p1 - p0) % k.bs; tail > 0 {
+			dtype.Lookup4Hi(dst[full*k.bs:], codes[full*k.bs/2:(p1-p0)/2], int(tail/2), tbls[full:], nil)
+		}
+		return nil
+	}
 	for p := p0; p < p1; {
 		e := min((p/k.bs+1)*k.bs, p1)
 		f := am[p/k.bs-j0]

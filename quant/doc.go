@@ -50,8 +50,12 @@
 //     IEEE operation at a time in the reference's order (explicit float32
 //     conversions stop Go from fusing a multiply and an add); where a
 //     kernel uses a table of a group's values, each entry is made by the
-//     same operations. Rounding to bf16/f16 is the caller's (dtype's
-//     converters). The shared fixtures (../shared/testdata/quant) and the
+//     same operations, and the lookups of whole groups (dtype.Lookup4,
+//     Lookup4Hi, Lookup4At, Plane4: AVX2 on amd64) only move those
+//     values; dtype.Lookup8 (FP8, int8) does the loop's one multiplication
+//     with the same operand order. useLookup off, every kernel takes its
+//     per-element loop: TestPlainLoops checks both. Rounding to bf16/f16
+//     is the caller's (dtype's converters). The shared fixtures (../shared/testdata/quant) and the
 //     generated variants (variants_test.go) are checked by sha256 / bit.
 //   - Bounded memory. Dequantize works in tiles of at most 1<<20 logical
 //     elements that are whole rows or part of one row, so its scratch is

@@ -65,6 +65,11 @@ func (k *fp8Kernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error 
 			f := srow[c/k.bn-j0]
 			in := row[c-c0 : e-c0]
 			o := out[c-c0 : e-c0]
+			if useLookup {
+				dtype.Lookup8(o, in, lut, f)
+				c = e
+				continue
+			}
 			o = o[:len(in)]
 			for i, b := range in {
 				o[i] = lut[b] * f

@@ -3,6 +3,7 @@ package quant
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"github.com/lazyweights/tensorfs/dtype"
 )
@@ -78,6 +79,18 @@ func (k *gptqKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) error
 	}
 	// a word holds f consecutive in-rows of one out-column: decode it
 	// once, into f consecutive elements of that column's output row
+	if useLookup && gidx == nil && k.bits == 4 && i0%k.gsize == 0 && (i1%k.gsize == 0 || i1 == k.in) && k.gsize%8 == 0 && iw%8 == 0 {
+		k.rows4(s, qw, sc, zs, ow, iw, p1-p0, int64(len(groups)), nil, dst)
+		return nil
+	}
+	if useLookup && gidx != nil && k.bits == 4 && i0%8 == 0 && iw%8 == 0 {
+		at := make([]int32, iw)
+		for i, d := range pos {
+			at[i] = 16 * d
+		}
+		k.rows4(s, qw, sc, zs, ow, iw, p1-p0, int64(len(groups)), at, dst)
+		return nil
+	}
 	for p := p0; p < p1; p++ {
 		ia, ib := max(i0, p*f), min(i1, (p+1)*f)
 		row := qw[(p-p0)*4*ow : (p-p0+1)*4*ow]
@@ -175,6 +188,54 @@ func planGPTQ(p *planner) {
 				parts = append(parts, gn)
 			}
 			p.add(name, scheme, []int64{out, in}, parts, k)
+		}
+	}
+}
+
+// rows4 is rect for 4-bit codes over whole words: the words of 16 output
+// rows at a time are transposed into rows of contiguous codes, and each row
+// is decoded with a table per group whose 16 values are made by the same
+// operations as the loop in rect: by dtype.Lookup4 over whole groups
+// without g_idx (at nil), by dtype.Lookup4At with at[i] = 16 * element i's
+// group (its index in the rect's groups) with one.
+func (k *gptqKernel) rows4(s *scratch, qw []byte, sc, zs []float32, ow, iw, pw, ng int64, at []int32, dst []float32) {
+	const blk = 16
+	wt := s.bufs[6]
+	if int64(cap(wt)) < blk*4*pw {
+		wt = make([]byte, blk*4*pw)
+	}
+	wt = wt[:blk*4*pw]
+	s.bufs[6] = wt
+	tbls := s.tables(ng)
+	gb := k.gsize / 2
+	full := iw / k.gsize
+	for ob := int64(0); ob < ow; ob += blk {
+		oe := min(ow, ob+blk)
+		q32, w32 := wordsOf(qw), wordsOf(wt)
+		for p := int64(0); p < pw; p++ {
+			src := q32[p*ow+ob : p*ow+oe]
+			for o, v := range src {
+				w32[int64(o)*pw+p] = v
+			}
+		}
+		for o := ob; o < oe; o++ {
+			for d := range tbls {
+				sv, zv := sc[int64(d)*ow+o], zs[int64(d)*ow+o]
+				for v := range tbls[d] {
+					tbls[d][v] = sv * (float32(v) - zv)
+				}
+			}
+			row := wt[(o-ob)*4*pw : (o-ob+1)*4*pw]
+			out := dst[o*iw : (o+1)*iw]
+			if at != nil {
+				flat := unsafe.Slice(&tbls[0][0], 16*len(tbls))
+				dtype.Lookup4At(out, row[:iw/2], at, flat)
+				continue
+			}
+			dtype.Lookup4(out, row[:full*gb], int(gb), tbls, nil)
+			if tail := iw % k.gsize; tail > 0 {
+				dtype.Lookup4(out[full*k.gsize:], row[full*gb:iw/2], int(tail/2), tbls[full:], nil)
+			}
 		}
 	}
 }

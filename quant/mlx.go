@@ -41,6 +41,23 @@ func (k *mlxKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error 
 		return err
 	}
 	w, pw, gw := c1-c0, p1-p0, g1-g0
+	if useLookup && k.bits == 4 && c0%k.gsize == 0 && c1%k.gsize == 0 && k.gsize%8 == 0 {
+		// whole groups: each group's 16 values by the same two
+		// operations, then the row's codes by table in one call
+		tbls := s.tables(gw)
+		for r := int64(0); r < r1-r0; r++ {
+			srow, brow := sc[r*gw:(r+1)*gw], bi[r*gw:(r+1)*gw]
+			for g := range tbls {
+				sv, bv := srow[g], brow[g]
+				for v := range tbls[g] {
+					prod := float32(sv * float32(v))
+					tbls[g][v] = prod + bv
+				}
+			}
+			dtype.Lookup4(dst[r*w:(r+1)*w], packed[r*4*pw:(r+1)*4*pw], int(k.gsize/2), tbls, nil)
+		}
+		return nil
+	}
 	for r := int64(0); r < r1-r0; r++ {
 		prow := packed[r*4*pw : (r+1)*4*pw]
 		srow, brow := sc[r*gw:(r+1)*gw], bi[r*gw:(r+1)*gw]

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unsafe"
 
 	"github.com/lazyweights/tensorfs/dtype"
 )
@@ -34,8 +35,8 @@ func (k *mxfp4Kernel) rect(s *scratch, q0, q1, r0, r1 int64, dst []float32) erro
 		e := q / c
 		ca := q % c
 		cb := min(c, ca+(q1-q))
-		b0, b1 := ca/2, (cb-1)/2+1
 		g0, g1 := ca/32, (cb-1)/32+1
+		b0, b1 := 16*g0, 16*g1 // whole groups, also where [ca, cb) has part of one
 		blk, err := s.strided(0, 0, 16*k.g, e*k.r+r0, e*k.r+r1, b0, b1)
 		if err != nil {
 			return err
@@ -46,6 +47,11 @@ func (k *mxfp4Kernel) rect(s *scratch, q0, q1, r0, r1 int64, dst []float32) erro
 		}
 		bw, gw := b1-b0, g1-g0
 		out := dst[(q-q0)*w:]
+		if useLookup {
+			mxWhole(s, blk, sc, bw, gw, w, ca-32*g0, cb-ca, out[:(cb-ca)*w])
+			q += cb - ca
+			continue
+		}
 		// a transpose, by tiles of 16 stored rows × one group of 32
 		// columns: decoded into blkT (in L1) in output order, then each
 		// output row gets its 16 floats in one store
@@ -84,6 +90,57 @@ func (k *mxfp4Kernel) rect(s *scratch, q0, q1, r0, r1 int64, dst []float32) erro
 		q += cb - ca
 	}
 	return nil
+}
+
+// mxTables[s][n] = fp4Values[n] * 2^(s-127), the one multiplication of
+// rect, for every scale byte.
+var mxTables = func() (t [256][16]float32) {
+	for s := range t {
+		for n := range t[s] {
+			t[s][n] = fp4Values[n] * pow2E8M0[s]
+		}
+	}
+	return
+}()
+
+// mxWhole is rect's loop by dtype.Lookup4: 16 stored rows at a time, up to
+// 8 groups (256 logical rows) of each decoded into a tile in L1, then the
+// logical rows [x0, x0+n) of the groups written out transposed. blk and sc
+// hold the stored rows' whole groups (bw bytes and gw scales a row), out
+// the w stored rows' n logical rows.
+func mxWhole(s *scratch, blk, sc []byte, bw, gw, w, x0, n int64, out []float32) {
+	const rows, cols = 16, 256
+	tile := s.flts[6]
+	if cap(tile) < rows*cols {
+		tile = make([]float32, rows*cols)
+	}
+	tile = tile[:rows*cols]
+	s.flts[6] = tile
+	for rs := int64(0); rs < w; rs += rows {
+		re := min(w, rs+rows)
+		for gc := int64(0); gc < gw; gc += cols / 32 {
+			ge := min(gw, gc+cols/32)
+			nx := 32 * (ge - gc)
+			for r := rs; r < re; r++ {
+				dtype.Lookup4(tile[(r-rs)*cols:(r-rs)*cols+nx], blk[r*bw+16*gc:r*bw+16*ge], 16, mxTables[:], sc[r*gw+gc:r*gw+ge])
+			}
+			for x := max(int64(0), x0-32*gc); x < min(nx, x0+n-32*gc); x++ {
+				y := 32*gc + x - x0
+				o := out[y*w+rs : y*w+re]
+				if len(o) == rows {
+					t, xi, o := (*[rows][cols]float32)(unsafe.Pointer(&tile[0])), uint8(x), (*[rows]float32)(o)
+					o[0], o[1], o[2], o[3] = t[0][xi], t[1][xi], t[2][xi], t[3][xi]
+					o[4], o[5], o[6], o[7] = t[4][xi], t[5][xi], t[6][xi], t[7][xi]
+					o[8], o[9], o[10], o[11] = t[8][xi], t[9][xi], t[10][xi], t[11][xi]
+					o[12], o[13], o[14], o[15] = t[12][xi], t[13][xi], t[14][xi], t[15][xi]
+					continue
+				}
+				for j := range o {
+					o[j] = tile[int64(j)*cols+x]
+				}
+			}
+		}
+	}
 }
 
 func planMXFP4(p *planner) { planMXFP4Pairs(p, true) }

@@ -97,6 +97,23 @@ func (k *packedKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) err
 		}
 		prow := packed[(r-r0)*4*pw : (r-r0+1)*4*pw]
 		out := dst[(r-r0)*w : (r-r0+1)*w]
+		if useLookup && gi == nil && k.bits == 4 && c0%k.gsize == 0 && (c1%k.gsize == 0 || c1 == k.cols) && k.gsize%8 == 0 && (c1-c0)%8 == 0 {
+			// whole groups (the last may be short, whole words): each
+			// group's 16 values by the same operations, then the row's
+			// codes by table in one call per whole-group run
+			tbls := s.tables(gw)
+			for g := range tbls {
+				for v := range tbls[g] {
+					tbls[g][v] = (float32(int32(v)-half) - zero[g]) * srow[g]
+				}
+			}
+			full := (c1 - c0) / k.gsize
+			dtype.Lookup4(out, prow[:full*k.gsize/2], int(k.gsize/2), tbls, nil)
+			if tail := (c1 - c0) % k.gsize; tail > 0 {
+				dtype.Lookup4(out[full*k.gsize:], prow[full*k.gsize/2:(c1-c0)/2], int(tail/2), tbls[full:], nil)
+			}
+			continue
+		}
 		if gi != nil || k.bits > 4 {
 			for c := c0; c < c1; c++ {
 				word := le32(prow, c/f-p0)

@@ -92,7 +92,7 @@ func (w *Weight) Dequantize(read func(part int, off int64, p []byte) error, firs
 		return nil
 	}
 	s := scratchPool.Get().(*scratch)
-	*s = scratch{read: read, parts: len(w.Parts), bufs: s.bufs, flts: s.flts, nv: s.nv}
+	*s = scratch{read: read, parts: len(w.Parts), bufs: s.bufs, flts: s.flts, nv: s.nv, tbls: s.tbls}
 	defer func() {
 		s.read = nil
 		scratchPool.Put(s)
@@ -135,7 +135,8 @@ type scratch struct {
 	nv    *[256][16]float32
 	nvG   float32
 	nvDiv bool
-	nvOK  bool // nv holds nvG's table (false at the start of each call)
+	nvOK  bool          // nv holds nvG's table (false at the start of each call)
+	tbls  [][16]float32 // group tables (scratch.tables)
 }
 
 // bytes reads n bytes at off of part into buffer slot.
@@ -236,6 +237,29 @@ func (s *scratch) scalar(part int, dt dtype.DType) (float32, error) {
 }
 
 // le32 reads the little-endian 32-bit word i of b.
+// useLookup sends whole groups through dtype.Lookup4 / Plane4 (each
+// group's 16 values made first, by the scheme's own operations); off, every
+// kernel takes its per-element loop. Tests run both (TestPlainLoops).
+var useLookup = true
+
+// tables returns n group tables from the scratch (their values are the
+// caller's to set).
+func (s *scratch) tables(n int64) [][16]float32 {
+	if int64(cap(s.tbls)) < n {
+		s.tbls = make([][16]float32, n)
+	}
+	return s.tbls[:n]
+}
+
+// wordsOf views whole 4-byte words of b as uint32s in the machine's order:
+// for copying words, never for reading their values (le32 does that).
+func wordsOf(b []byte) []uint32 {
+	if len(b) < 4 {
+		return nil
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
 func le32(b []byte, i int64) uint32 {
 	b = b[4*i : 4*i+4]
 	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
@@ -520,6 +544,25 @@ func groupsOf(idx []int32, c0, c1, size int64) (groups []int64, pos []int32) {
 		}
 		return groups, pos
 	}
+	if maxg := slices.Max(idx); maxg >= 0 && int64(maxg) < 4*int64(len(idx)) {
+		// dense: a rank per group number, no sort (idx is validated,
+		// so its groups are at least 0)
+		rank := make([]int32, maxg+1)
+		for _, g := range idx {
+			rank[g] = 1
+		}
+		for g, seen := range rank {
+			if seen != 0 {
+				rank[g] = int32(len(groups))
+				groups = append(groups, int64(g))
+			}
+		}
+		for i, g := range idx {
+			pos[i] = rank[g]
+		}
+		return groups, pos
+	}
+	groups = make([]int64, 0, len(idx))
 	for _, g := range idx {
 		groups = append(groups, int64(g))
 	}

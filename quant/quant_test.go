@@ -127,3 +127,13 @@ func TestSharedFixtures(t *testing.T) {
 		})
 	}
 }
+
+// TestPlainLoops runs the fixture and variant checks with every kernel on
+// its per-element loop instead of the table lookups of whole groups, so
+// that both paths are held to the same bits.
+func TestPlainLoops(t *testing.T) {
+	useLookup = false
+	defer func() { useLookup = true }()
+	t.Run("fixtures", TestSharedFixtures)
+	t.Run("variants", TestVariants)
+}

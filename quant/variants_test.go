@@ -141,6 +141,15 @@ var variants = []variant{
 	{"gptq_v1_8bit_desc_act", func(r *rand.Rand) (*builder, map[string][]float32) {
 		return gptqCase(r, 8, 16, "gptq", true, 24, 64)
 	}, "gptq"},
+	// GPTQ 4-bit, in not a multiple of the group: the last group is short
+	// (the table kernel's tail).
+	{"gptq_v1_short_group", func(r *rand.Rand) (*builder, map[string][]float32) {
+		return gptqCase(r, 4, 64, "gptq", false, 40, 200)
+	}, "gptq"},
+	// GPTQ 4-bit with a permuted g_idx (dtype.Lookup4At).
+	{"gptq_v1_4bit_desc_act", func(r *rand.Rand) (*builder, map[string][]float32) {
+		return gptqCase(r, 4, 32, "gptq", true, 24, 160)
+	}, "gptq"},
 	// GPTQ 2-bit, group_size -1 (one group).
 	{"gptq_v2_2bit_channel", func(r *rand.Rand) (*builder, map[string][]float32) {
 		return gptqCase(r, 2, -1, "gptq_v2", false, 32, 80)
