@@ -240,8 +240,8 @@ func (l *loader) file(path string) (*index.Index, error) {
 	}
 	p, err := l.parseFile(path, f)
 	if err != nil {
-		if dir, ok := l.dcpShard(path); ok {
-			return nil, index.ErrorAt(path, "", "a shard of a PyTorch Distributed Checkpoint, which is read whole: pass its directory, %s", dir)
+		if _, ok := l.dcpShard(path); ok {
+			return nil, index.ErrorAt(path, "", "a shard of a PyTorch Distributed Checkpoint, which is read whole: pass the directory that holds it and its .metadata")
 		}
 		return nil, err
 	}
