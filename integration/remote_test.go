@@ -113,11 +113,14 @@ func uploadTree(t testing.TB, srv *s3test.Server, bucket, dir string) []string {
 
 // fingerprint is what a checkpoint opened through the Go client holds:
 // its tensors (name, dtype, shape, size, offset) and each one's sha256,
-// or its error with the file's name taken out.
+// or its error with the file's name taken out (and its directory's: an
+// error may name a file beside it, as a distributed checkpoint's
+// .metadata names its .distcp).
 func fingerprint(path string, opts client.Options) string {
 	ck, err := client.OpenWith(path, opts)
 	if err != nil {
-		return "error: " + strings.ReplaceAll(err.Error(), path, "SOURCE")
+		msg := strings.ReplaceAll(err.Error(), path, "SOURCE")
+		return "error: " + strings.ReplaceAll(msg, path[:strings.LastIndex(path, "/")+1], "DIR/")
 	}
 	defer ck.Close()
 	var b strings.Builder
