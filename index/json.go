@@ -35,6 +35,10 @@ type Document struct {
 	// Unserved lists what the checkpoint holds that is not served
 	// (Index.Unserved), in name order; absent when there is nothing.
 	Unserved []DocUnserved `json:"unserved,omitempty"`
+	// Quantization is Index.Quantization: the scheme, each logical
+	// weight (the converted views' files at its path) and its parts;
+	// absent when nothing is quantized.
+	Quantization *Quantization `json:"quantization,omitempty"`
 }
 
 // DocUnserved is one Index.Unserved entry in a Document. Shape is absent
@@ -113,6 +117,7 @@ func (idx *Index) Document() Document {
 		slices.SortStableFunc(d.Tensors, func(a, b DocTensor) int { return cmpString(a.Name, b.Name) })
 	}
 	d.Unserved = idx.DocUnserved()
+	d.Quantization = idx.Quantization
 	return d
 }
 
@@ -227,6 +232,11 @@ func (d Document) WriteJSON(w io.Writer) error {
 	}
 	if len(d.Unserved) > 0 {
 		if err := field(false, "unserved", d.Unserved); err != nil {
+			return err
+		}
+	}
+	if d.Quantization != nil {
+		if err := field(false, "quantization", d.Quantization); err != nil {
 			return err
 		}
 	}
