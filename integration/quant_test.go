@@ -215,21 +215,22 @@ func TestQuantViews(t *testing.T) {
 				t.Fatalf("convert: exit %d: %s", r.code, r.stderr)
 			}
 			checkBF16("convert --dtype bf16", out)
-			r := runTensorfs(t, "load", "--dtype", "bf16", "--sha256", "--quiet", src)
-			if r.code != 0 {
-				t.Fatalf("load: exit %d: %s", r.code, r.stderr)
-			}
-			lines := map[string]string{}
-			for _, ln := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-				h, n, _ := strings.Cut(ln, "  ")
-				lines[n] = h
-			}
-			if len(lines) != len(want) {
-				t.Errorf("load --dtype bf16 --sha256: %d lines, want %d:\n%s", len(lines), len(want), r.stdout)
-			}
-			for n, h := range want {
-				if lines[n] != h {
-					t.Errorf("load --dtype bf16 --sha256: %s: %q, want %s", n, lines[n], h)
+			hashLines(t, "load --dtype bf16 --sha256", runTensorfs(t, "load", "--dtype", "bf16", "--sha256", "--quiet", src), want)
+
+			// The same through the mount (the client reads the logical
+			// weights from index.json's quantization), and a
+			// tensor-parallel part of each 2-D logical weight.
+			hashLines(t, "load --dtype bf16 --sha256 of the mount", runTensorfs(t, "load", "--dtype", "bf16", "--sha256", "--quiet", m.Dir), want)
+			for _, l := range tc.Logical {
+				if len(l.Shape) != 2 || (tc.Negative && l.Name == tc.Missing) {
+					continue
+				}
+				p := index.NameToPath(l.Name)
+				whole, err1 := os.ReadFile(m.Path(".f32/" + p))
+				part, err2 := os.ReadFile(m.Path(".f32/.split/0/2/0/" + p))
+				rows := (l.Shape[0] + 1) / 2
+				if err1 != nil || err2 != nil || !bytes.Equal(part, whole[:rows*l.Shape[1]*4]) {
+					t.Errorf(".f32/.split/0/2/0/%s is not the first %d rows of .f32/%s (%v, %v)", p, rows, p, err1, err2)
 				}
 			}
 
@@ -271,4 +272,61 @@ func TestQuantLoadGPU(t *testing.T) {
 	if want := len(tc.Logical); up[1] != strconv.Itoa(want) {
 		t.Errorf("uploaded %s tensors, want the %d of the logical model", up[1], want)
 	}
+}
+
+// hashLines checks load --sha256's lines against want (name → sha256):
+// every name, and no other.
+func hashLines(t *testing.T, what string, r result, want map[string]string) {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("%s: exit %d: %s", what, r.code, r.stderr)
+	}
+	lines := map[string]string{}
+	for _, ln := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		h, n, _ := strings.Cut(ln, "  ")
+		lines[n] = h
+	}
+	if len(lines) != len(want) {
+		t.Errorf("%s: %d lines, want %d:\n%s", what, len(lines), len(want), r.stdout)
+	}
+	for n, h := range want {
+		if lines[n] != h {
+			t.Errorf("%s: %s: %q, want %s", what, n, lines[n], h)
+		}
+	}
+}
+
+// TestQuantMountDType: a mount made with --dtype bf16 of a block-FP8
+// checkpoint has the logical model at its top level (each weight's
+// values under its name, no scale), the stored tree under .native/
+// (the F8 codes under the same names), and load reads it as the
+// checkpoint it serves, as stored and converted.
+func TestQuantMountDType(t *testing.T) {
+	needFUSE(t)
+	dir, cases := quantCases(t)
+	tc := cases["fp8_block"]
+	src := filepath.Join(dir, "fp8_block")
+	m := mount(t, src, "--dtype", "bf16")
+	want, stored := map[string]string{}, map[string]string{}
+	for _, l := range tc.Logical {
+		want[l.Name] = l.SHA256BF16
+		b, err := os.ReadFile(m.Path(index.NameToPath(l.Name)))
+		if err != nil || sha(b) != l.SHA256BF16 {
+			t.Errorf("top level %s: %v, or not the bf16 values", l.Name, err)
+		}
+	}
+	for _, s := range tc.Stored {
+		stored[s.Name] = s.SHA256
+		b, err := os.ReadFile(m.Path(".native/" + index.NameToPath(s.Name)))
+		if err != nil || sha(b) != s.SHA256 {
+			t.Errorf(".native/%s: %v, or not as stored", s.Name, err)
+		}
+	}
+	for _, a := range tc.Absent {
+		if _, err := os.Stat(m.Path(index.NameToPath(a))); err == nil {
+			t.Errorf("top level holds %s", a)
+		}
+	}
+	hashLines(t, "load --dtype bf16 --sha256 of a --dtype mount", runTensorfs(t, "load", "--dtype", "bf16", "--sha256", "--quiet", m.Dir), want)
+	hashLines(t, "load --sha256 of a --dtype mount", runTensorfs(t, "load", "--sha256", "--quiet", m.Dir), stored)
 }
