@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lazyweights/tensorfs/backing/s3/s3test"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
@@ -329,4 +330,45 @@ func TestQuantMountDType(t *testing.T) {
 	}
 	hashLines(t, "load --dtype bf16 --sha256 of a --dtype mount", runTensorfs(t, "load", "--dtype", "bf16", "--sha256", "--quiet", m.Dir), want)
 	hashLines(t, "load --sha256 of a --dtype mount", runTensorfs(t, "load", "--sha256", "--quiet", m.Dir), stored)
+}
+
+// TestQuantRemote: an s3:// prefix holding a quantized checkpoint is read
+// as the model it encodes, as the local directory is: the scheme from
+// the config.json object beside the shards; a broken weight is left out
+// and check names it.
+func TestQuantRemote(t *testing.T) {
+	dir, cases := quantCases(t)
+	srv := s3test.Start(t)
+	srv.Bucket(t, "models")
+	root := t.TempDir()
+	for _, name := range []string{"fp8_block", "neg_fp8_badscale"} {
+		srcDir := filepath.Join(dir, name)
+		local := filepath.Join(root, name)
+		if err := os.MkdirAll(local, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		ents, _ := os.ReadDir(srcDir)
+		for _, e := range ents {
+			b, err := os.ReadFile(filepath.Join(srcDir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(local, e.Name()), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	uploadTree(t, srv, "models", root)
+	env := srv.Env()
+	tc := cases["fp8_block"]
+	want := map[string]string{}
+	for _, l := range tc.Logical {
+		want[l.Name] = l.SHA256BF16
+	}
+	hashLines(t, "load --dtype bf16 --sha256 s3://models/fp8_block/", runEnv(t, env, "load", "--dtype", "bf16", "--sha256", "--quiet", "s3://models/fp8_block/"), want)
+	neg := cases["neg_fp8_badscale"]
+	r := runEnv(t, env, "check", "s3://models/neg_fp8_badscale/")
+	if r.code != 1 || !strings.Contains(r.stderr, neg.Missing) || !strings.Contains(r.stderr, "s3://models/neg_fp8_badscale/") {
+		t.Errorf("check s3://models/neg_fp8_badscale/: exit %d, want 1 naming %s in its object:\n%s", r.code, neg.Missing, r.stderr)
+	}
 }
