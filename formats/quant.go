@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -33,6 +34,9 @@ import (
 func Quantize(idx *index.Index, files []index.File, cfg *quant.Config) ([]index.File, error) {
 	if len(files) != len(idx.Sources) {
 		return files, fmt.Errorf("internal error: %d files for %d sources", len(files), len(idx.Sources))
+	}
+	if cfg == nil && !pairCandidates(idx.Tensors) {
+		return files, nil // nothing to join: no cost for the other checkpoints
 	}
 	byName := make(map[string]int, len(idx.Tensors))
 	for i := range idx.Tensors {
@@ -157,6 +161,19 @@ func Quantize(idx *index.Index, files []index.File, cfg *quant.Config) ([]index.
 		}
 	}
 	return files, nil
+}
+
+// pairCandidates reports whether some tensor can be half of a pair that
+// quant.Plan joins without a configuration (X.weight_scale_inv, P_blocks,
+// P_scales): without one, Plan has nothing to do.
+func pairCandidates(ts []index.Tensor) bool {
+	for i := range ts {
+		n := ts[i].Name
+		if strings.HasSuffix(n, "_scale_inv") || strings.HasSuffix(n, "_blocks") || strings.HasSuffix(n, "_scales") {
+			return true
+		}
+	}
+	return false
 }
 
 // readFull reads len(p) bytes at off of f.
