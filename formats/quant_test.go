@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -250,4 +251,44 @@ func BenchmarkDequantizedRead(b *testing.B) {
 	}
 	b.Run("stored-F8", func(b *testing.B) { read(b, files[stored.Source], stored.Offset, stored.Size) })
 	b.Run("dequantized-F32", func(b *testing.B) { read(b, files[logical.Source], 0, logical.Size) })
+}
+
+// TestDequantizedConcurrent: reads of one dequantized member from
+// several goroutines at once (as a mount serves them) each get the
+// bytes a lone read gets (go test -race checks the kernel's pooled
+// scratch).
+func TestDequantizedConcurrent(t *testing.T) {
+	idx, files := loadQuant(t, testdata.Path(t, "quant/mxfp4"))
+	var src index.File
+	for i := range idx.Tensors {
+		if idx.Tensors[i].Role == index.RoleLogical {
+			src = files[idx.Tensors[i].Source]
+			break
+		}
+	}
+	if src == nil {
+		t.Fatal("no logical weight")
+	}
+	whole := readRange(t, src, 0, src.Size())
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func(g int) {
+			rnd := rand.New(rand.NewPCG(35, uint64(g)))
+			for k := 0; k < 100; k++ {
+				off := rnd.Int64N(int64(len(whole)))
+				n := 1 + rnd.Int64N(int64(len(whole))-off)
+				buf := make([]byte, n)
+				if got, err := src.ReadAt(buf, off); got != int(n) || err != nil || !bytes.Equal(buf, whole[off:off+n]) {
+					errs <- fmt.Errorf("[%d, +%d): %d, %v, or bytes differ", off, n, got, err)
+					return
+				}
+			}
+			errs <- nil
+		}(g)
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
 }
