@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
 )
 
@@ -69,6 +70,7 @@ var Checkers = []Checker{
 	{"weight map and shards", loading},
 	{"entries not served", unserved},
 	{"tensor ranges", ranges},
+	{"quantized weights", quantized},
 }
 
 // Run runs checkers on c and returns their problems in checker order.
@@ -113,6 +115,45 @@ func ranges(c *Checkpoint) []Problem {
 		}
 		if err := index.CheckTensor(t, c.Index.SourceName(t.Source), c.Sources[t.Source].Size()); err != nil {
 			ps = append(ps, FromError(err))
+		}
+	}
+	return ps
+}
+
+// quantized checks a quantized checkpoint's weights against its scheme
+// (index.Index.Quantization, made by the loader through package quant):
+// every weight has its parts, of the dtypes and shapes its scheme needs
+// (each weight the loader left out of the converted views is a problem);
+// the scheme the configuration names is the one the tensors are stored
+// in (a method named but no weight stored by it; an FP8 tensor that is
+// no part of any weight, whose codes would be read unscaled).
+func quantized(c *Checkpoint) []Problem {
+	q := c.Index.Quantization
+	if q == nil {
+		return nil
+	}
+	var ps []Problem
+	fileOf := func(name string) string {
+		for i := range c.Index.Tensors {
+			if t := &c.Index.Tensors[i]; t.Name == name && t.Role != index.RoleLogical {
+				return c.Index.SourceName(c.Index.FileOf(t.Source))
+			}
+		}
+		return c.Source
+	}
+	for _, p := range q.Problems {
+		ps = append(ps, Problem{File: fileOf(p.Name), Where: "weight " + strconv.Quote(p.Name), What: "left out of the converted views: " + p.Why})
+	}
+	if q.Method != "" && len(q.Weights) == 0 && len(q.Problems) == 0 {
+		ps = append(ps, Problem{File: c.Source, Where: q.Config, What: fmt.Sprintf("names quantization method %q, but no tensor is stored by it (no weight with the parts it needs)", q.Method)})
+	}
+	if q.Method != "" {
+		for i := range c.Index.Tensors {
+			t := &c.Index.Tensors[i]
+			if t.Role == index.RoleStored && (t.DType == dtype.F8E4M3 || t.DType == dtype.F8E5M2) {
+				ps = append(ps, Problem{File: c.Index.SourceName(c.Index.FileOf(t.Source)), Where: "tensor " + strconv.Quote(t.Name),
+					What: fmt.Sprintf("stored as %s but no part of a weight of the configured scheme (%s): its codes would be read unscaled", t.DType, q.Method)})
+			}
 		}
 	}
 	return ps

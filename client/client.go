@@ -68,6 +68,10 @@ type Checkpoint struct {
 	metadata map[string]any
 	tensors  []TensorInfo
 	byName   map[string]int
+	// twin is the second tensor of a name that two have: a quantized
+	// weight's logical tensor beside its stored part of that name
+	// (index.Twins); lookup picks by the dtype asked for.
+	twin     map[string]int
 	unserved []Unserved
 
 	// Direct (in-process) access; nil for a mount.
@@ -229,8 +233,16 @@ func (c *Checkpoint) setTensors(infos []TensorInfo) error {
 	c.byName = make(map[string]int, len(infos))
 	for i := range infos {
 		infos[i].Index = i
-		if _, dup := c.byName[infos[i].Name]; dup {
-			return fmt.Errorf("%s: tensor %q appears twice", c.path, infos[i].Name)
+		if j, dup := c.byName[infos[i].Name]; dup {
+			a, b := index.Tensor{Role: infos[j].Role}, index.Tensor{Role: infos[i].Role}
+			if _, two := c.twin[infos[i].Name]; two || !index.Twins(&a, &b) {
+				return fmt.Errorf("%s: tensor %q appears twice", c.path, infos[i].Name)
+			}
+			if c.twin == nil {
+				c.twin = map[string]int{}
+			}
+			c.twin[infos[i].Name] = i
+			continue
 		}
 		c.byName[infos[i].Name] = i
 	}
@@ -355,13 +367,39 @@ func (c *Checkpoint) TensorsIn(to dtype.DType) []TensorInfo {
 	return out
 }
 
-// Tensor returns the tensor with this exact name.
+// Tensor returns the tensor with this exact name, as stored: for a
+// quantized weight that keeps its stored name (block FP8's X.weight),
+// its stored codes; TensorIn gives the one a dtype's readers get.
 func (c *Checkpoint) Tensor(name string) (TensorInfo, bool) {
-	i, ok := c.byName[name]
+	return c.TensorIn(name, AsStored)
+}
+
+// TensorIn returns the tensor with this exact name that a reader of
+// dtype to gets (Listed): where a quantized weight keeps its stored
+// name, the stored codes for AsStored and the logical weight for a view
+// dtype.
+func (c *Checkpoint) TensorIn(name string, to dtype.DType) (TensorInfo, bool) {
+	i, ok := c.lookup(name, to)
 	if !ok {
 		return TensorInfo{}, false
 	}
 	return c.tensors[i], true
+}
+
+// lookup returns the index of the tensor called name that a reader of
+// dtype to gets (a view dtype: the converted listing; any other: the
+// native one), the one of that name when only one has it.
+func (c *Checkpoint) lookup(name string, to dtype.DType) (int, bool) {
+	i, ok := c.byName[name]
+	if !ok {
+		return 0, false
+	}
+	if j, two := c.twin[name]; two {
+		if it := (index.Tensor{Role: c.tensors[i].Role}); !it.Listed(to.IsFloatView()) {
+			return j, true
+		}
+	}
+	return i, true
 }
 
 // TotalSize returns the sum of the native sizes of all tensors.
@@ -395,7 +433,7 @@ const AsStored = dtype.Invalid
 // false for a name the checkpoint does not have. Like OpenTensor and
 // ReadFloat32, it takes the tensor's name.
 func (c *Checkpoint) Convertible(name string, to dtype.DType) bool {
-	i, ok := c.byName[name]
+	i, ok := c.lookup(name, to)
 	if !ok {
 		return false
 	}
@@ -423,7 +461,7 @@ func native(t TensorInfo, to dtype.DType) bool { return to == AsStored || to == 
 // done; for a checkpoint opened directly Close releases nothing, for a
 // mount it closes the tensor's file.
 func (c *Checkpoint) OpenTensor(name string, to dtype.DType) (*TensorReader, error) {
-	i, ok := c.byName[name]
+	i, ok := c.lookup(name, to)
 	if !ok {
 		return nil, &TensorError{Source: c.path, Name: name, Op: "open", Off: -1, Err: ErrNoTensor}
 	}

@@ -74,6 +74,9 @@ func openMount(mount string) (*Checkpoint, error) {
 		}
 		infos[i] = info
 	}
+	if q := doc.Quantization; q != nil {
+		infos = quantInfos(infos, q)
+	}
 	if err := c.setTensors(infos); err != nil {
 		return nil, err
 	}
@@ -87,8 +90,43 @@ const nativeDir = ".native"
 // tree for native bytes (the top level, or .native/ in a mount made with
 // --dtype), the .f32/.f16/.bf16/.f64 view otherwise.
 func (c *Checkpoint) mountPath(t TensorInfo, to dtype.DType) string {
-	if native(t, to) {
+	if t.Role == index.RoleLogical && native(t, to) {
+		to = t.DType // a logical weight's file is in the converted views only
+	}
+	if native(t, to) && t.Role != index.RoleLogical {
 		return filepath.Join(c.mount, c.nativeDir, filepath.FromSlash(t.Path))
 	}
 	return filepath.Join(c.mount, "."+strings.ToLower(to.Name()), filepath.FromSlash(t.Path))
+}
+
+// quantInfos gives the tensors of a mount's stored tree their roles from
+// its index.json "quantization" (the weights' parts and the hidden
+// tensors are parts) and adds the logical weights, whose files are in
+// the converted views (.f32/ holds them as computed).
+func quantInfos(infos []TensorInfo, q *index.Quantization) []TensorInfo {
+	part := map[string]bool{}
+	for _, w := range q.Weights {
+		for _, p := range w.Parts {
+			part[p] = true
+		}
+	}
+	for _, h := range q.Hidden {
+		part[h] = true
+	}
+	for _, p := range q.Problems {
+		part[p.Name] = true
+	}
+	for i := range infos {
+		if part[infos[i].Name] {
+			infos[i].Role = index.RolePart
+		}
+	}
+	for _, w := range q.Weights {
+		n, ok := index.Elements(w.Shape)
+		if !ok || !filepath.IsLocal(w.Path) {
+			continue
+		}
+		infos = append(infos, TensorInfo{Name: w.Name, Path: w.Path, DType: dtype.F32, Shape: w.Shape, Size: 4 * n, Offset: -1, Role: index.RoleLogical})
+	}
+	return infos
 }

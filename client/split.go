@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/view"
 )
 
@@ -32,7 +33,7 @@ var ErrNoPart = errors.New("no such part")
 // OpenTensor would read it, row-major. Through a mount it reads
 // M/<view>/.split/<dim>/<parts>/<part>/<path>.
 func (c *Checkpoint) OpenSlice(name string, to dtype.DType, s Split) (*TensorReader, error) {
-	i, ok := c.byName[name]
+	i, ok := c.lookup(name, to)
 	if !ok {
 		return nil, &TensorError{Source: c.path, Name: name, Op: "open", Off: -1, Err: ErrNoTensor}
 	}
@@ -69,7 +70,10 @@ func (c *Checkpoint) mountPartPath(t TensorInfo, to dtype.DType, part *Split) st
 		return c.mountPath(t, to)
 	}
 	dir := c.nativeDir
-	if !native(t, to) {
+	if t.Role == index.RoleLogical && native(t, to) {
+		to = t.DType // in the converted views only
+	}
+	if !native(t, to) || t.Role == index.RoleLogical {
 		dir = "." + strings.ToLower(to.Name())
 	}
 	return filepath.Join(c.mount, dir, ".split", strconv.Itoa(part.Dim), strconv.Itoa(part.Parts), strconv.Itoa(part.Part), filepath.FromSlash(t.Path))

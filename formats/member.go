@@ -15,7 +15,8 @@ import (
 // source's name (index.SourceName). A deflated member or Latin-1 str is
 // decoded on first read (backing.InflateCache), within the limits of the
 // cache in Options.Inflate; a concatenation and a tiled tensor are read
-// through from their files.
+// through from their files; a quantized weight's values are computed
+// from its parts on each read (quant.go).
 func (l *loader) openMember(name string, files []index.File, m *index.Member) (index.File, error) {
 	if m.File < 0 || m.File >= len(files) {
 		return nil, index.ErrorAt(name, "member "+m.Name, "internal error: source %d of %d", m.File, len(files))
@@ -37,6 +38,8 @@ func (l *loader) openMember(name string, files []index.File, m *index.Member) (i
 		return concatMember(name, files, m, k)
 	case *index.Tiles:
 		return openTiles(name, files, k)
+	case *index.Dequantized:
+		return openDequantized(name, files, m, k)
 	}
 	return nil, index.ErrorAt(name, "member "+m.Name, "internal error: member of kind %T", m.Kind)
 }

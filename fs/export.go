@@ -1,6 +1,8 @@
 package fs
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -59,15 +61,111 @@ func (r *Root) exportEntry(dt dtype.DType) *entry {
 	}
 	b := newBuilder(exportDir)
 	b.add(exportName, fileData{kind: kindExport, dtype: dt, size: size})
+	q := r.idx.Quantization
 	for _, f := range r.opts.ExportFiles {
-		e, err := b.add(f.Name, fileData{kind: kindExport, size: f.Src.Size()})
+		var rd view.Reader = sourceReader{f.Src}
+		if q != nil && dt != dtype.Invalid {
+			// A converted export holds the logical weights: a loader
+			// must not dequantize them again.
+			switch f.Name {
+			case "hf_quant_config.json", "quantize_config.json":
+				continue
+			case "config.json":
+				b, err := unquantizedConfig(f.Src, q.Scheme)
+				if err != nil {
+					r.logger.Printf("%s left out of the %s safetensors export: %v", f.Name, dt, err)
+					continue
+				}
+				rd = bytesReader(b)
+			}
+		}
+		e, err := b.add(f.Name, fileData{kind: kindExport, size: rd.Size()})
 		if err != nil {
 			r.logger.Printf("%s left out of the safetensors export: %v", f.Name, err)
 			continue
 		}
-		e.contents.Store(&fileContents{r: sourceReader{f.Src}})
+		e.contents.Store(&fileContents{r: rd})
 	}
 	return b.finish()
+}
+
+// maxConfigJSON bounds the config.json an export rewrites.
+const maxConfigJSON = 16 << 20
+
+// unquantizedConfig returns config.json (src) without the keys that name
+// a quantization ("quantization_config"; MLX's "quantization"), every
+// other byte as it is: the config.json of a converted export, whose
+// weights are the logical ones.
+func unquantizedConfig(src backing.Source, scheme string) ([]byte, error) {
+	if src.Size() > maxConfigJSON {
+		return nil, fmt.Errorf("%d bytes (over %d)", src.Size(), maxConfigJSON)
+	}
+	b := make([]byte, src.Size())
+	if n, err := src.ReadAt(b, 0); n != len(b) {
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	b, err := withoutKey(b, "quantization_config")
+	if err == nil && scheme == "mlx-affine" {
+		b, err = withoutKey(b, "quantization")
+	}
+	return b, err
+}
+
+// withoutKey returns the JSON object b without its top-level member key
+// (as it is when b has none), the rest byte for byte.
+func withoutKey(b []byte, key string) ([]byte, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return nil, fmt.Errorf("not a JSON object")
+	}
+	first := true
+	for d.More() {
+		start := d.InputOffset() // after '{' or the previous value
+		t, err := d.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := t.(string)
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return nil, err
+		}
+		end := d.InputOffset()
+		if k != key {
+			first = false
+			continue
+		}
+		if !first {
+			// ", "key": value" goes, from the comma before it
+			return slices.Concat(b[:start], b[end:]), nil
+		}
+		// the first member: it goes with the comma after it, if any
+		rest := b[end:]
+		if i := bytes.IndexByte(rest, ','); i >= 0 && d.More() {
+			rest = rest[i+1:]
+		}
+		return slices.Concat(b[:start], rest), nil
+	}
+	return b, nil
+}
+
+// bytesReader serves bytes as a view.Reader.
+type bytesReader []byte
+
+func (b bytesReader) Size() int64 { return int64(len(b)) }
+
+func (b bytesReader) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 func exportDTypeName(dt dtype.DType) string {

@@ -16,8 +16,10 @@ import (
 // added after "format" when the top level is a converted view
 // (Options.View), then "native" after "tensors": the stored tree under
 // .native/, described the same way (every tensor, integers included, at
-// paths starting ".native/"), and last "unserved" where the checkpoint
-// holds something that is not served (index.Index.Unserved). Each
+// paths starting ".native/"), "unserved" where the checkpoint
+// holds something that is not served (index.Index.Unserved), and last
+// "quantization" where it is quantized (index.Index.Quantization: the
+// logical weights of the converted views and their parts). Each
 // tensor's dtype and size are those of
 // its file, and source and offset are present where the file is one
 // contiguous range of its source. It is indented with one tensor per line
@@ -61,6 +63,13 @@ func (r *Root) newIndexFile(listed, native []uint32) (*indexFile, error) {
 	}
 	// What the checkpoint holds that is not served, after the lists.
 	end := "\n}\n"
+	if q := r.idx.Quantization; q != nil {
+		b, err := json.Marshal(q)
+		if err != nil {
+			return nil, err
+		}
+		end = ",\n  \"quantization\": " + string(b) + end
+	}
 	if us := r.idx.DocUnserved(); len(us) > 0 {
 		var b bytes.Buffer
 		enc := json.NewEncoder(&b)

@@ -119,7 +119,7 @@ func (r *Root) lookup(d *node, name string) (node, bool) {
 	}
 	pt, in := r.paths, r.placeIn(p)
 	if p&placeBase != placeNPY {
-		if s, ok := pt.child(dir, name); ok && r.shows(p, s, in) {
+		if s, ok := pt.childIn(dir, name, func(s uint32) bool { return r.shows(p, s, in) }); ok {
 			return r.pathNode(p, s, name), true
 		}
 		return node{}, false
@@ -133,8 +133,8 @@ func (r *Root) lookup(d *node, name string) (node, bool) {
 	if !ok {
 		return node{}, false
 	}
-	if s, ok := pt.child(dir, base); ok && pt.isFile(s) {
-		if m := pt.in(s); m&in != 0 && (m&npyPercent != 0) == pct && r.splitShows(p, s) {
+	if s, ok := pt.childIn(dir, base, func(s uint32) bool { return pt.isFile(s) && pt.in(s)&in != 0 }); ok {
+		if m := pt.in(s); (m&npyPercent != 0) == pct && r.splitShows(p, s) {
 			return r.pathNode(p, s, name), true
 		}
 	}

@@ -129,6 +129,23 @@ func (p *pathTree) child(d uint32, name string) (uint32, bool) {
 	return 0, false
 }
 
+// childIn is child for the node of that name that in shows (ok
+// reports it): two files share a name when they are a part and the
+// logical tensor of its name (index.Twins), which no place shows both.
+func (p *pathTree) childIn(d uint32, name string, ok func(s uint32) bool) (uint32, bool) {
+	s, found := p.child(d, name)
+	if !found {
+		return 0, false
+	}
+	_, hi := p.children(d)
+	for ; s < hi && p.slotName(s) == name; s++ {
+		if ok(s) {
+			return s, true
+		}
+	}
+	return 0, false
+}
+
 // childConcat is child for the name a+b, without making it.
 func (p *pathTree) childConcat(d uint32, a, b string) (uint32, bool) {
 	lo, hi := p.children(d)
@@ -178,8 +195,8 @@ func (c *pathClash) Error() string { return c.err.Error() }
 // new directory (its parent's number and its name; directories are
 // numbered from 1 in the order reported, the root being 0) and each file
 // (its directory's number and its tensor). It fails at the first path
-// that clashes with an earlier one (a *pathClash): two files at one path,
-// or a file and a directory. Nothing is kept per prefix: it runs in time
+// that clashes with an earlier one (a *pathClash): two files at one path
+// (but for two index.Twins, which share it), or a file and a directory. Nothing is kept per prefix: it runs in time
 // linear in the paths' bytes.
 func walkPaths(tensors []index.Tensor, order []uint32, dir func(parent uint32, name string), file func(parent, t uint32)) error {
 	type open struct {
@@ -187,9 +204,11 @@ func walkPaths(tensors []index.Tensor, order []uint32, dir func(parent uint32, n
 		name     string
 		last     string // the name of its last child so far
 		lastFile bool
+		lastT    uint32 // the tensor of that child, when a file
 	}
 	stack := []open{{}}
 	next := uint32(1)
+	twinned := map[uint32]bool{} // the second of two twins, by tensor
 	for _, ti := range order {
 		rest, d := tensorPath(&tensors[ti]), 0
 		for {
@@ -217,12 +236,19 @@ func walkPaths(tensors []index.Tensor, order []uint32, dir func(parent uint32, n
 		stack = stack[:d+1]
 		top := &stack[d]
 		if top.last == rest {
+			if top.lastFile && index.Twins(&tensors[top.lastT], &tensors[ti]) && !twinned[top.lastT] {
+				// a part and the logical tensor of its name: no
+				// place shows both (index.Tensor.Listed)
+				twinned[ti] = true
+				file(top.n, ti)
+				continue
+			}
 			if top.lastFile {
 				return &pathClash{ti, errors.New("two files at the same path")}
 			}
 			return &pathClash{ti, fmt.Errorf("%q is both a file and a directory", rest)}
 		}
-		top.last, top.lastFile = rest, true
+		top.last, top.lastFile, top.lastT = rest, true, ti
 		file(top.n, ti)
 	}
 	return nil

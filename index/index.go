@@ -117,6 +117,10 @@ type Index struct {
 	// Metadata entries alike; nil for most checkpoints. It is apart from
 	// Metadata so that no key of the checkpoint can take its place.
 	Keys map[string]string
+	// Quantization is what the loader made of a quantized checkpoint
+	// (the logical weights it added, those left out); nil when nothing
+	// is quantized.
+	Quantization *Quantization
 }
 
 // Unserved is one entry of a checkpoint that tensorfs lists but does not
@@ -155,14 +159,15 @@ type Member struct {
 	File int
 	Name string // its name in the zip; for Latin1, Tiles and Concat, the tensor's name
 	Size int64  // bytes it decodes to
-	// Kind says how its bytes are made: *Deflated, *Latin1, *Tiles or
-	// *Concat or *Decoded (one type per kind; a switch on Kind is exhaustive
-	// over these).
+	// Kind says how its bytes are made: *Deflated, *Latin1, *Tiles,
+	// *Concat, *Decoded or *Dequantized (one type per kind; a switch on
+	// Kind is exhaustive over these).
 	Kind MemberKind
 }
 
 // MemberKind is how a Member's bytes are made from other sources: one of
-// *Deflated, *Latin1, *Tiles, *Concat. Only this package defines kinds.
+// *Deflated, *Latin1, *Tiles, *Concat, *Dequantized. Only this package
+// defines kinds.
 type MemberKind interface {
 	// Ranges returns the byte ranges of other sources that the
 	// member's bytes are computed from, in order.

@@ -38,6 +38,10 @@ type Document struct {
 	// Keys are the format's own keys of the names (Index.Keys): a
 	// distributed checkpoint's dotted keys; absent for most formats.
 	Keys map[string]string `json:"keys,omitempty"`
+	// Quantization is Index.Quantization: the scheme, each logical
+	// weight (the converted views' files at its path) and its parts;
+	// absent when nothing is quantized.
+	Quantization *Quantization `json:"quantization,omitempty"`
 }
 
 // DocUnserved is one Index.Unserved entry in a Document. Shape is absent
@@ -117,6 +121,7 @@ func (idx *Index) Document() Document {
 		slices.SortStableFunc(d.Tensors, func(a, b DocTensor) int { return cmpString(a.Name, b.Name) })
 	}
 	d.Unserved = idx.DocUnserved()
+	d.Quantization = idx.Quantization
 	return d
 }
 
@@ -231,6 +236,11 @@ func (d Document) WriteJSON(w io.Writer) error {
 	}
 	if len(d.Unserved) > 0 {
 		if err := field(false, "unserved", d.Unserved); err != nil {
+			return err
+		}
+	}
+	if d.Quantization != nil {
+		if err := field(false, "quantization", d.Quantization); err != nil {
 			return err
 		}
 	}

@@ -241,7 +241,9 @@ func unhex(c byte) int {
 
 // AssignPaths sets every tensor's Path by the rule above. It fails only
 // when two tensors would get the same path, which takes duplicate names or
-// a SHA-256 collision between cut components.
+// a SHA-256 collision between cut components; two tensors of one name
+// that are Twins (a part and a logical tensor, never listed together)
+// share their path.
 //
 // Nothing is kept per directory or per component: beside the paths that
 // differ from their names (a path equal to its name is the name's string),
@@ -301,8 +303,12 @@ func firstSame(ts []Tensor, at func(int) int, key func(int) string) error {
 	first, other := -1, 0
 	for k := 1; k < len(ts); k++ {
 		// The second of a run of equal keys: the first in index order
-		// whose path is taken, by the run's first.
+		// whose path is taken, by the run's first. A run of two twins
+		// (a part and the logical tensor of its name) is no clash.
 		if key(k) == key(k-1) && (k < 2 || key(k-2) != key(k)) && (first < 0 || at(k) < first) {
+			if Twins(&ts[at(k)], &ts[at(k-1)]) && (k+1 >= len(ts) || key(k+1) != key(k)) {
+				continue
+			}
 			first, other = at(k), at(k-1)
 		}
 	}

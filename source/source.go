@@ -114,7 +114,10 @@ func IsMount(path string) bool {
 
 // Load parses and validates the checkpoint at source (a local file or
 // directory, or a remote SOURCE; see IsRemote) completely and returns it
-// open. A mount point is not a checkpoint: see IsMount.
+// open, read as the model it encodes when it is quantized: the scheme
+// named by the configuration beside it (QuantConfigFiles), its logical
+// weights added to the index (formats.Quantize). A mount point is not a
+// checkpoint: see IsMount.
 func Load(ctx context.Context, source string, opts Options) (*Checkpoint, error) {
 	var ck *Checkpoint
 	var err error
@@ -127,6 +130,10 @@ func Load(ctx context.Context, source string, opts Options) (*Checkpoint, error)
 		return nil, err
 	}
 	ck.path, ck.beside = source, &besideFiles{}
+	if err := ck.quantize(ctx); err != nil {
+		ck.Close()
+		return nil, err
+	}
 	return ck, nil
 }
 

@@ -60,7 +60,7 @@ func runCat(args []string) error {
 		return err
 	}
 	defer ckpt.close()
-	t, ok := ckpt.find(name)
+	t, ok := ckpt.find(name, to != dtype.Invalid)
 	if !ok {
 		return fmt.Errorf("%s: no tensor named %q (see `tensorfs ls %s`)", source, name, source)
 	}

@@ -15,7 +15,11 @@ Checks that SOURCE is whole and consistent, without reading the tensors'
 bytes: a weight map names only shards that exist and can be read, every
 tensor it names is in the shard it names, and no shard holds a tensor the
 map lacks; every entry is served (none of a type tensorfs cannot read);
-every tensor's bytes lie inside its file. Every problem is found, not only
+every tensor's bytes lie inside its file; a quantized checkpoint's
+weights each have the parts their scheme needs, of the dtypes and shapes
+it needs, and the scheme its configuration names (config.json's
+quantization_config, hf_quant_config.json, quantize_config.json) is the
+one its tensors are stored in (docs/QUANT.md). Every problem is found, not only
 the first: one line each on stderr, "tensorfs: check: FILE: PROBLEM
 (WHERE)", and the exit status is 1. With none, one line on stdout says
 what was checked (tensors, files, format, bytes) and the exit status is 0.
@@ -72,14 +76,16 @@ func runCheck(args []string) error {
 		defer ckpt.close()
 		c := &check.Checkpoint{Source: source, Index: ckpt.idx, Sources: ckpt.sources, Loading: loading}
 		rep.Format = ckpt.idx.Format
-		rep.Tensors = len(ckpt.idx.Tensors)
 		for i, s := range ckpt.idx.Sources {
 			if s != "" || ckpt.idx.Member(i) == nil {
 				rep.Files++
 			}
 		}
 		for i := range ckpt.idx.Tensors {
-			rep.Bytes += ckpt.idx.Tensors[i].Size
+			if t := &ckpt.idx.Tensors[i]; t.Listed(false) { // stored, not a quantized weight's values
+				rep.Tensors++
+				rep.Bytes += t.Size
+			}
 		}
 		rep.Problems = append(rep.Problems, check.Run(c, check.Checkers)...)
 		if *data {

@@ -239,7 +239,7 @@ func checkEmpty(mountpoint string) error {
 // servedCount says how many tensors the top level of the mount serves:
 // all of them, or with --dtype those that have a view in it.
 func servedCount(ckpt *checkpoint, to dtype.DType) string {
-	n, conv := 0, 0
+	n, conv, both := 0, 0, 0
 	for i := range ckpt.idx.Tensors {
 		t := &ckpt.idx.Tensors[i]
 		if t.Listed(false) {
@@ -247,14 +247,19 @@ func servedCount(ckpt *checkpoint, to dtype.DType) string {
 		}
 		if t.Listed(true) && (t.DType == to || view.Convertible(t, to)) {
 			conv++
+			if t.Listed(false) {
+				both++
+			}
 		}
 	}
 	if to == dtype.Invalid {
 		return plural(n, "tensor")
 	}
+	// A quantized weight's values are in the view, its parts (stored)
+	// only under .native/.
 	s := plural(conv, "tensor") + " as " + to.Name()
-	if conv < n {
-		s += fmt.Sprintf("; %s of %d only as stored, under .native/", plural(n-conv, "other"), n)
+	if both < n {
+		s += fmt.Sprintf("; %s of %d only as stored, under .native/", plural(n-both, "other"), n)
 	}
 	return s
 }

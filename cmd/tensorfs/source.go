@@ -160,15 +160,20 @@ func (c *checkpoint) close() {
 }
 
 // find returns the tensor with exactly this name, or else the one at this
-// path in the mounted tree.
-func (c *checkpoint) find(name string) (*index.Tensor, bool) {
+// path in the mounted tree, as a listing shows it (index.Tensor.Listed:
+// converted for a float view, native otherwise): a quantized weight that
+// keeps its stored name is its stored codes natively and its values
+// converted.
+func (c *checkpoint) find(name string, converted bool) (*index.Tensor, bool) {
 	ts := c.idx.Tensors
 	i := sort.Search(len(ts), func(i int) bool { return ts[i].Name >= name })
-	if i < len(ts) && ts[i].Name == name {
-		return &ts[i], true
+	for ; i < len(ts) && ts[i].Name == name; i++ {
+		if ts[i].Listed(converted) {
+			return &ts[i], true
+		}
 	}
 	for i := range ts {
-		if ts[i].Path == name {
+		if ts[i].Path == name && ts[i].Listed(converted) {
 			return &ts[i], true
 		}
 	}
