@@ -82,10 +82,12 @@ var mixedSpecs = []mixedSpec{
 
 // compareDevice copies every uploaded tensor back and compares it with
 // what ck delivers on the host.
-func compareDevice(t *testing.T, rt *Runtime, ck *client.Checkpoint, u *Upload) {
+func compareDevice(t *testing.T, rt *Runtime, ck *client.Checkpoint, u *Upload, to dtype.DType) {
 	t.Helper()
-	if len(u.Tensors) != len(ck.Tensors()) {
-		t.Fatalf("%d tensors uploaded, checkpoint has %d", len(u.Tensors), len(ck.Tensors()))
+	// A quantized checkpoint's readers of a dtype get its logical
+	// weights, its readers as stored the parts (TensorsIn).
+	if want := len(ck.TensorsIn(to)); len(u.Tensors) != want {
+		t.Fatalf("%d tensors uploaded, a reader of %v gets %d", len(u.Tensors), to, want)
 	}
 	for _, tt := range u.Tensors {
 		if tt.Offset%DeviceAlign != 0 || (tt.Size > 0 && tt.Ptr != u.Base+DevicePtr(tt.Offset)) {
@@ -177,7 +179,7 @@ func TestUploadCheckpointEveryByte(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			compareDevice(t, rt, ck, u)
+			compareDevice(t, rt, ck, u, tc.to)
 			st := u.Stats
 			var native int64
 			for _, tt := range u.Tensors {
@@ -280,7 +282,7 @@ func TestUploadRealCheckpoints(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
-		compareDevice(t, rt, ck, u)
+		compareDevice(t, rt, ck, u, opts.DType)
 		if err := u.Free(); err != nil {
 			t.Fatal(err)
 		}
