@@ -12,7 +12,7 @@ import (
 // openMember is the one place a member of an index becomes a backing
 // source, whatever its kind: files are the sources numbered as m's
 // fields number them (m.File, a part's or a chunk's Source); name is the
-// source's name (index.SourceName). A deflated member or Latin-1 str is
+// source's name (index.SourceName). A deflated or zstd member or Latin-1 str is
 // decoded on first read (backing.InflateCache), within the limits of the
 // cache in Options.Inflate; a concatenation and a tiled tensor are read
 // through from their files.
@@ -23,6 +23,9 @@ func (l *loader) openMember(name string, files []index.File, m *index.Member) (i
 	switch k := m.Kind.(type) {
 	case *index.Deflated:
 		bm := backing.Member{Name: m.Name, Offset: k.Offset, CompressedSize: k.CompressedSize, Size: m.Size, CRC32: k.CRC32}
+		return l.inflateMember(files[m.File], bm, "member "+m.Name)
+	case *index.Zstd:
+		bm := backing.Member{Name: m.Name, Offset: k.Offset, CompressedSize: k.CompressedSize, Size: m.Size, CRC32: k.CRC32, Zstd: true, Skip: k.Skip}
 		return l.inflateMember(files[m.File], bm, "member "+m.Name)
 	case *index.Latin1:
 		bm := backing.Member{Name: m.Name, Offset: k.Offset, CompressedSize: k.Len, Size: m.Size, Latin1: true}

@@ -154,14 +154,14 @@ type Member struct {
 	File int
 	Name string // its name in the zip; for Latin1, Tiles and Concat, the tensor's name
 	Size int64  // bytes it decodes to
-	// Kind says how its bytes are made: *Deflated, *Latin1, *Tiles or
-	// *Concat (one type per kind; a switch on Kind is exhaustive
+	// Kind says how its bytes are made: *Deflated, *Zstd, *Latin1,
+	// *Tiles or *Concat (one type per kind; a switch on Kind is exhaustive
 	// over these).
 	Kind MemberKind
 }
 
 // MemberKind is how a Member's bytes are made from other sources: one of
-// *Deflated, *Latin1, *Tiles, *Concat. Only this package defines kinds.
+// *Deflated, *Zstd, *Latin1, *Tiles, *Concat. Only this package defines kinds.
 type MemberKind interface {
 	// Ranges returns the byte ranges of other sources that the
 	// member's bytes are computed from, in order.
@@ -194,13 +194,31 @@ type Concat struct {
 	Parts []Part
 }
 
+// Zstd is a zstd stream (RFC 8878; one or more frames) at [Offset,
+// Offset+CompressedSize) of Member.File, of which the member is the
+// Member.Size decoded bytes after the first Skip, with this CRC-32
+// (IEEE): a torch >= 2.7 distributed checkpoint's zstd item, a torch.save
+// zip whose storage record is the member (the zip's CRC-32 of it).
+type Zstd struct {
+	Offset         int64
+	CompressedSize int64
+	Skip           int64
+	CRC32          uint32
+}
+
 func (*Deflated) kind() {}
+func (*Zstd) kind()     {}
 func (*Latin1) kind()   {}
 func (*Tiles) kind()    {}
 func (*Concat) kind()   {}
 
 // Ranges is the compressed bytes.
 func (k *Deflated) Ranges(m *Member) []Part {
+	return []Part{{Source: m.File, Offset: k.Offset, Size: k.CompressedSize}}
+}
+
+// Ranges is the compressed bytes.
+func (k *Zstd) Ranges(m *Member) []Part {
 	return []Part{{Source: m.File, Offset: k.Offset, Size: k.CompressedSize}}
 }
 

@@ -228,7 +228,6 @@ func TestHostile(t *testing.T) {
 		{"as saved", nil, hostile{}, ""},
 		{"other global", nil, hostile{layoutGlobal: [2]string{"torch.distributed.checkpoint.planner", "WriteItem"}}, "names torch.distributed.checkpoint.planner.WriteItem, which is not one of the classes"},
 		{"dangerous global", nil, hostile{layoutGlobal: [2]string{"os", "system"}}, "os.system"},
-		{"transforms", nil, hostile{transforms: true}, "transforms"},
 		{"chunk bomb", nil, hostile{chunkBomb: 60000}, "shared references multiply"},
 		{"overlap", func(md *Metadata, _ string) {
 			c := tensor(md, wq).Chunks
@@ -345,5 +344,37 @@ func TestMegatronReformulated(t *testing.T) {
 	nr, _ := idx.Metadata["dcp.not_read"].(map[string]any)
 	if why, _ := nr["model/layers.0.attention.wq.weight"].(string); !strings.Contains(why, "reformulated") {
 		t.Fatalf("dcp.not_read = %v", idx.Metadata["dcp.not_read"])
+	}
+}
+
+// TestUnknownTransform: items stored through a transform tensorfs does
+// not know (a descriptor other than stream.zstd/1) leave their tensors
+// unserved, one line each, and their values described; the checkpoint
+// still loads.
+func TestUnknownTransform(t *testing.T) {
+	md, dir := baseDCP(t, "dcp_ws2")
+	if err := os.WriteFile(filepath.Join(dir, MetadataName), encode(md, hostile{transforms: true}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx, files, err := load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		f.(interface{ Close() error }).Close()
+	}
+	if len(idx.Tensors) != 0 || len(idx.Unserved) != len(md.Tensors) {
+		t.Fatalf("%d tensors and %d unserved, want 0 and %d", len(idx.Tensors), len(idx.Unserved), len(md.Tensors))
+	}
+	for _, u := range idx.Unserved {
+		if !strings.Contains(u.Why, `["zstd"]`) || strings.Contains(u.Why, "\n") || u.Source < 0 || u.Source >= len(idx.Sources) {
+			t.Fatalf("unserved %+v", u)
+		}
+	}
+	for _, k := range md.Bytes {
+		v, _ := idx.Metadata[strings.Join(md.Planner[k], "/")].(map[string]any)
+		if s, _ := v["value"].(string); !strings.Contains(s, "transforms") {
+			t.Fatalf("value %s: %v", k, idx.Metadata)
+		}
 	}
 }
