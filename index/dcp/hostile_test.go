@@ -138,6 +138,8 @@ func encode(md *Metadata, h hostile) []byte {
 				attrs := []any{"relative_path", func() { w.Str(it.RelativePath) }, "offset", func() { w.Int(it.Offset) }, "length", func() { w.Int(it.Length) }}
 				if h.transforms {
 					attrs = append(attrs, "transform_descriptors", func() { w.Op("]("); w.Str("zstd"); w.Op("e") })
+				} else if it.Transform != "" {
+					attrs = append(attrs, "transform_descriptors", func() { w.Op("]("); w.Str(it.Transform); w.Op("e") })
 				}
 				w.Obj("torch.distributed.checkpoint.filesystem", "_StorageInfo", attrs...)
 			}
