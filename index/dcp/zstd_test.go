@@ -3,10 +3,10 @@ package dcp
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
