@@ -18,8 +18,6 @@ import (
 // yet (issue 37), each with what its refusal says: the test checks the
 // refusal is one line until the case is read, then the row goes.
 var formats2Pending = map[string]string{
-	"dcp_st":         "safetensors format",
-	"dcp_st_ws2":     "safetensors format",
 	"hf_sharded_ws2": "also in",
 }
 

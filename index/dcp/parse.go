@@ -83,6 +83,8 @@ type loader struct {
 	// zmembers are the zstd items' storages (index.Zstd), sources
 	// after the files: a chunk in one has fi -1-k for zmembers[k].
 	zmembers []index.Member
+	// blobs are the safetensors blobs read (nil: the item there is not one).
+	blobs map[blobKey]*blob
 	// valueLeft is the bytes of values still allowed: a floor and
 	// MetaBytesPerByte per byte of the .metadata and of each item read,
 	// charged per value (bytes, not visits: values naming one item each
@@ -370,6 +372,17 @@ func checkOverlap(shape []int64, cs []index.Chunk) error {
 // however many chunks name it.
 func (l *loader) chunk(tm TensorMeta, c ChunkMeta, it Item, where string) (int, int64, error) {
 	ci, ok := l.chunks[it]
+	if !ok && it.Transform == "" {
+		// A safetensors blob holds many tensors at one item offset:
+		// found by key, not by item.
+		b, err := l.blob(it, where)
+		if err != nil {
+			return 0, 0, err
+		}
+		if b != nil {
+			return l.blobChunk(b, tm, c, it, where)
+		}
+	}
 	if !ok {
 		if it.Transform == TransformZstd {
 			cn, _ := index.Elements(c.Sizes)
