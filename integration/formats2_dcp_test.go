@@ -17,9 +17,7 @@ import (
 // formats2Pending are the formats2 DCP/HF cases tensorfs does not read
 // yet (issue 37), each with what its refusal says: the test checks the
 // refusal is one line until the case is read, then the row goes.
-var formats2Pending = map[string]string{
-	"hf_sharded_ws2": "also in",
-}
+var formats2Pending = map[string]string{}
 
 // TestFormats2DCP: every DCP and Hugging Face case of formats2 (torch
 // 2.14's own dcp.save in each layout, EXPECTED.json from torch's own
