@@ -136,3 +136,43 @@ func zstdMember(f index.File, m index.Member, k *index.Zstd) (index.File, error)
 	}
 	return closingMem{memFile{bytes.NewReader(b), m.Name}}, nil
 }
+
+// FuzzZstdItem: a zstd chunk item of any bytes is read or refused with
+// one line, never a panic; a chunk read lies inside its member.
+func FuzzZstdItem(f *testing.F) {
+	f.Add(rleBomb(3))
+	f.Add(zstdEncode([]byte("PK\x03\x04 not a zip")))
+	if dir := os.Getenv("TENSORFS_TESTDATA"); dir != "" {
+		p := filepath.Join(dir, "formats2", "dcp_zstd")
+		if mf, err := openPread(filepath.Join(p, MetadataName)); err == nil {
+			md, err := ReadMetadata(mf)
+			mf.(io.Closer).Close()
+			data, _ := os.ReadFile(filepath.Join(p, "__0_0.distcp"))
+			if err == nil {
+				for _, it := range md.Storage {
+					if it.Transform == TransformZstd && it.Offset+it.Length <= int64(len(data)) && len(md.Storage) > 0 {
+						f.Add(data[it.Offset : it.Offset+it.Length])
+					}
+				}
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file := memFile{bytes.NewReader(data), "x.distcp"}
+		l := &loader{dir: Dir{Path: "d", Files: []string{"d/x.distcp"}, Open: func(string) (index.File, error) { return file, nil }},
+			meta: "d/.metadata", byName: map[string]string{"x.distcp": "d/x.distcp"}, fileIdx: map[string]int{},
+			chunks: map[Item]chunkItem{}, values: map[Item]valueItem{}}
+		ci := l.readZstdChunk(Item{RelativePath: "x.distcp", Length: int64(len(data)), Transform: TransformZstd}, 4096, "fuzz")
+		if ci.err != nil {
+			if strings.Contains(ci.err.Error(), "\n") {
+				t.Fatalf("two lines: %v", ci.err)
+			}
+			return
+		}
+		m := l.zmembers[len(l.zmembers)-1]
+		k := m.Kind.(*index.Zstd)
+		if ci.fi != -len(l.zmembers) || k.Skip < 0 || m.Size < 0 || ci.t.Offset < 0 || ci.t.Size > m.Size || ci.t.Offset > m.Size-ci.t.Size {
+			t.Fatalf("chunk %+v in member %+v %+v", ci.t, m, k)
+		}
+	})
+}
