@@ -172,6 +172,9 @@ func (r *Root) docOf(p place, ti uint32) index.DocTensor {
 		off := t.Offset
 		d.Source, d.Offset = r.idx.SourceName(t.Source), &off
 	}
+	if f.form == formDirect {
+		d.Chunks = r.idx.DocChunks(t) // the stored bytes: a tiled tensor's chunks
+	}
 	return d
 }
 

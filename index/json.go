@@ -72,6 +72,45 @@ type DocTensor struct {
 	Size    int64   `json:"size"`  // bytes of the native view
 	Source  string  `json:"source,omitempty"`
 	Offset  *int64  `json:"offset,omitempty"`
+	// Chunks are the pieces a tiled tensor (a distributed checkpoint's
+	// chunks, the Hugging Face storage writer's pieces) is assembled
+	// from, in the order stored; nil for any other tensor.
+	Chunks []DocChunk `json:"chunks,omitempty"`
+}
+
+// DocChunk is one chunk of a tiled tensor: the box [Offsets[k],
+// Offsets[k]+Shape[k]) of the whole along each dim k, its elements
+// row-major from byte Offset of Source (a file, or a member named
+// HOLDER:NAME: a zstd item's storage).
+type DocChunk struct {
+	Offsets []int64 `json:"offsets"`
+	Shape   []int64 `json:"shape"`
+	Source  string  `json:"source"`
+	Offset  int64   `json:"offset"`
+}
+
+// DocChunks returns the chunks of t when it is a tiled tensor (its
+// source a Tiles member, read from its start), else nil.
+func (idx *Index) DocChunks(t *Tensor) []DocChunk {
+	m := idx.Member(t.Source)
+	if m == nil || t.Offset != 0 {
+		return nil
+	}
+	k, ok := m.Kind.(*Tiles)
+	if !ok {
+		return nil
+	}
+	out := make([]DocChunk, len(k.Chunks))
+	for i, c := range k.Chunks {
+		out[i] = DocChunk{Offsets: c.Start, Shape: c.Shape, Source: idx.SourceName(c.Source), Offset: c.Offset}
+		if out[i].Offsets == nil {
+			out[i].Offsets = []int64{}
+		}
+		if out[i].Shape == nil {
+			out[i].Shape = []int64{}
+		}
+	}
+	return out
 }
 
 // Document returns idx as an index.json document: tensors in name order,
@@ -111,6 +150,7 @@ func (idx *Index) Document() Document {
 			off := t.Offset
 			dt.Offset = &off
 		}
+		dt.Chunks = idx.DocChunks(t)
 		d.Tensors = append(d.Tensors, dt)
 	}
 	if !slices.IsSortedFunc(d.Tensors, func(a, b DocTensor) int { return cmpString(a.Name, b.Name) }) {

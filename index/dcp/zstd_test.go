@@ -176,3 +176,38 @@ func FuzzZstdItem(f *testing.F) {
 		}
 	})
 }
+
+// TestChunksInDocument: index.json lists a tiled tensor's chunks (box,
+// file, byte offset); a tensor of one chunk has none.
+func TestChunksInDocument(t *testing.T) {
+	md, dir := baseDCP(t, "dcp_ws2")
+	if err := os.WriteFile(filepath.Join(dir, MetadataName), encode(md, hostile{}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx, files, err := load(dir)
+	for _, f := range files {
+		f.(interface{ Close() error }).Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := idx.Document()
+	tiled := 0
+	for _, dt := range d.Tensors {
+		if dt.Name != "model/layers.0.attention.wq.weight" {
+			continue
+		}
+		tiled++
+		if len(dt.Chunks) != 2 || dt.Chunks[0].Offsets[0] != 0 || dt.Chunks[1].Offsets[0] != 12 || dt.Chunks[1].Shape[0] != 12 || dt.Chunks[1].Shape[1] != 16 ||
+			!strings.HasSuffix(dt.Chunks[0].Source, "__0_0.distcp") || !strings.HasSuffix(dt.Chunks[1].Source, "__1_0.distcp") || dt.Chunks[0].Offset <= 0 {
+			t.Fatalf("chunks %+v", dt.Chunks)
+		}
+	}
+	if tiled != 1 {
+		t.Fatalf("no tensor model/layers.0.attention.wq.weight")
+	}
+	js, err := d.JSON()
+	if err != nil || !strings.Contains(string(js), `"chunks":[{"offsets":[0,0],"shape":[12,16],"source":"`) {
+		t.Fatalf("%v: %.400s", err, js)
+	}
+}
