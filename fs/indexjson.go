@@ -130,6 +130,15 @@ func (r *Root) writeDoc(buf *bytes.Buffer, p place, t uint32) error {
 		buf.WriteString(`,"offset":`)
 		buf.Write(strconv.AppendInt(num[:0], *d.Offset, 10))
 	}
+	if len(d.Chunks) > 0 {
+		buf.WriteString(`,"chunks":`)
+		enc := json.NewEncoder(buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(d.Chunks); err != nil {
+			return err
+		}
+		buf.Truncate(buf.Len() - 1) // Encode's newline
+	}
 	buf.WriteByte('}')
 	return nil
 }

@@ -116,6 +116,13 @@ type Index struct {
 	// Metadata entries alike; nil for most checkpoints. It is apart from
 	// Metadata so that no key of the checkpoint can take its place.
 	Keys map[string]string
+	// NotRead lists, by name, the tensors a checkpoint holds that
+	// tensorfs lists without serving and without the checkpoint being
+	// incomplete (a tensor Megatron saved in a reformulated shape, whose
+	// model tensor is another): why, one line each. Unlike Unserved,
+	// `convert` and `load` go on without them. In index.json
+	// ("not_read"), apart from Metadata; nil for most checkpoints.
+	NotRead map[string]string
 }
 
 // Unserved is one entry of a checkpoint that tensorfs lists but does not

@@ -38,6 +38,8 @@ type Document struct {
 	// Keys are the format's own keys of the names (Index.Keys): a
 	// distributed checkpoint's dotted keys; absent for most formats.
 	Keys map[string]string `json:"keys,omitempty"`
+	// NotRead is Index.NotRead: tensors listed, not served, by name.
+	NotRead map[string]string `json:"not_read,omitempty"`
 }
 
 // DocUnserved is one Index.Unserved entry in a Document. Shape is absent
@@ -122,6 +124,7 @@ func (idx *Index) Document() Document {
 		Metadata: idx.Metadata,
 		Tensors:  make([]DocTensor, 0, len(idx.Tensors)),
 		Keys:     idx.Keys,
+		NotRead:  idx.NotRead,
 	}
 	if d.Sources == nil {
 		d.Sources = []string{}
@@ -271,6 +274,11 @@ func (d Document) WriteJSON(w io.Writer) error {
 	}
 	if len(d.Unserved) > 0 {
 		if err := field(false, "unserved", d.Unserved); err != nil {
+			return err
+		}
+	}
+	if len(d.NotRead) > 0 {
+		if err := field(false, "not_read", d.NotRead); err != nil {
 			return err
 		}
 	}

@@ -115,6 +115,36 @@ func TestFormats2DCP(t *testing.T) {
 				if w := "checked " + itoa(int64(len(want))); !strings.Contains(out, w) {
 					t.Fatalf("python: %s, want %q", out, w)
 				}
+				// index.json lists a tiled tensor's chunks (the cases of
+				// more than one rank tile some tensors).
+				js, err := os.ReadFile(m.Path(".tensorfs/index.json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var doc struct {
+					Tensors []struct {
+						Name   string
+						Chunks []struct {
+							Offsets, Shape []int64
+							Source         string
+						}
+					}
+				}
+				if err := json.Unmarshal(js, &doc); err != nil {
+					t.Fatal(err)
+				}
+				tiled := 0
+				for _, dt := range doc.Tensors {
+					if len(dt.Chunks) > 0 {
+						tiled++
+						if len(dt.Chunks) < 2 || !strings.HasPrefix(dt.Chunks[0].Source, src) {
+							t.Fatalf("index.json: %s: chunks %+v", dt.Name, dt.Chunks)
+						}
+					}
+				}
+				if multi := strings.Contains(name, "ws") || name == "hf_sharded_ws2"; multi != (tiled > 0) && name != "hf_consolidated_ws2" {
+					t.Fatalf("index.json: %d tiled tensors with chunks listed", tiled)
+				}
 			})
 		})
 	}

@@ -343,9 +343,15 @@ func TestMegatronReformulated(t *testing.T) {
 	if len(idx.Tensors) != len(md.Tensors)-1 {
 		t.Fatalf("%d tensors, want %d", len(idx.Tensors), len(md.Tensors)-1)
 	}
-	nr, _ := idx.Metadata["dcp.not_read"].(map[string]any)
-	if why, _ := nr["model/layers.0.attention.wq.weight"].(string); !strings.Contains(why, "reformulated") {
-		t.Fatalf("dcp.not_read = %v", idx.Metadata["dcp.not_read"])
+	if why := idx.NotRead["model/layers.0.attention.wq.weight"]; !strings.Contains(why, "reformulated") {
+		t.Fatalf("NotRead = %v", idx.NotRead)
+	}
+	if _, ok := idx.Metadata["dcp.not_read"]; ok || len(idx.Notes) != 1 {
+		t.Fatalf("metadata %v, notes %q", idx.Metadata, idx.Notes)
+	}
+	js, err := idx.Document().JSON()
+	if err != nil || !strings.Contains(string(js), `"not_read":{"model/layers.0.attention.wq.weight":"saved by Megatron`) {
+		t.Fatalf("%v: %s", err, js)
 	}
 }
 

@@ -189,7 +189,7 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 	}
 	var members []member
 	var empty []int // tensors of no elements and no chunk
-	notRead := map[string]any{}
+	notRead := map[string]string{}
 	var tensorNames, valueNames uniq
 	for _, tm := range md.Tensors {
 		where := "tensor " + quote(tm.FQN)
@@ -309,7 +309,10 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 	}
 	idx.Keys = fqns // beside Metadata: no key of the checkpoint can take its place
 	if len(notRead) > 0 {
-		idx.Metadata["dcp.not_read"] = notRead
+		// Apart from Metadata: a key of the checkpoint could be
+		// "dcp.not_read".
+		idx.NotRead = notRead
+		idx.Notes = append(idx.Notes, fmt.Sprintf("%d tensors saved by Megatron in a reformulated shape are listed, not read (index.json not_read)", len(notRead)))
 	}
 	slices.SortFunc(idx.Unserved, func(a, b index.Unserved) int { return strings.Compare(a.Name, b.Name) })
 	return idx, nil
