@@ -39,6 +39,9 @@ func (l *loader) dcpDir(dir string, files []string) (idx *index.Index, ok bool, 
 	for i := range idx.Members {
 		m := &idx.Members[i]
 		src, err := l.openMember(idx.SourceName(m.Source), l.files, m)
+		if _, zstd := m.Kind.(*index.Zstd); err != nil && zstd {
+			return nil, true, err // names its .distcp and item
+		}
 		if err != nil {
 			return nil, true, index.ErrorAt(mp, "tensor "+fmt.Sprintf("%q", m.Name), "%v", err)
 		}

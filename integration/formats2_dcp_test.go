@@ -152,3 +152,15 @@ func TestFormats2DCP(t *testing.T) {
 		t.Fatalf("%d DCP/HF cases in %s, want 10", rows, expPath)
 	}
 }
+
+// TestFormats2DCPZstdBudget: a zstd item's storage is decoded within the
+// inflate budgets: one that cannot fit --inflate-disk refuses the
+// checkpoint in one line naming its .distcp and item.
+func TestFormats2DCPZstdBudget(t *testing.T) {
+	src := testdata.Path(t, "formats2/dcp_zstd_ws2")
+	r := runTensorfs(t, "load", "--quiet", "--inflate-mem", "1KiB", "--inflate-disk", "1KiB", src)
+	msg := strings.TrimSpace(r.stderr)
+	if r.code == 0 || strings.Contains(msg, "\n") || !strings.Contains(msg, ".distcp") || !strings.Contains(msg, "--inflate-disk") || !strings.Contains(msg, "item at byte") {
+		t.Fatalf("exit %d: %q", r.code, msg)
+	}
+}
