@@ -156,19 +156,19 @@ type Unserved struct {
 type Member struct {
 	Source int // the Sources entry it is
 	// File is the Sources entry that holds it: a file, or a member
-	// before it (an array's str inside a deflated data.pkl); for Tiles
-	// and Concat, the first chunk's or part's.
+	// before it (an array's str inside a deflated data.pkl); for Tiles,
+	// the first chunk's.
 	File int
-	Name string // its name in the zip; for Latin1, Tiles and Concat, the tensor's name
+	Name string // its name in the zip; for Latin1 and Tiles, the tensor's name
 	Size int64  // bytes it decodes to
 	// Kind says how its bytes are made: *Deflated, *Zstd, *Latin1,
-	// *Tiles or *Concat (one type per kind; a switch on Kind is exhaustive
+	// or *Tiles (one type per kind; a switch on Kind is exhaustive
 	// over these).
 	Kind MemberKind
 }
 
 // MemberKind is how a Member's bytes are made from other sources: one of
-// *Deflated, *Zstd, *Latin1, *Tiles, *Concat. Only this package defines kinds.
+// *Deflated, *Zstd, *Latin1, *Tiles. Only this package defines kinds.
 type MemberKind interface {
 	// Ranges returns the byte ranges of other sources that the
 	// member's bytes are computed from, in order.
@@ -194,11 +194,20 @@ type Latin1 struct {
 	Len    int64 // bytes of UTF-8
 }
 
-// Concat is the ranges Parts end to end: one tensor that a writer split
-// into slices (PaddlePaddle's name@@.N slices of a parameter over 1
-// GiB). Their Sizes add up to Member.Size; nothing is decoded.
-type Concat struct {
-	Parts []Part
+// ConcatTiles returns the Tiles of byte ranges end to end: one tensor
+// that a writer split into slices (PaddlePaddle's name@@.N slices of a
+// parameter over 1 GiB), as pieces of a 1-D whole of bytes (ElemSize 1,
+// each part's Start its position). Their Sizes add up to Member.Size;
+// nothing is decoded.
+func ConcatTiles(parts []Part) *Tiles {
+	k := &Tiles{ElemSize: 1, Chunks: make([]Chunk, len(parts))}
+	var pos int64
+	for i, p := range parts {
+		k.Chunks[i] = Chunk{Source: p.Source, Offset: p.Offset, Start: []int64{pos}, Shape: []int64{p.Size}}
+		pos += p.Size
+	}
+	k.Shape = []int64{pos}
+	return k
 }
 
 // Zstd is a zstd stream (RFC 8878; one or more frames) at [Offset,
@@ -217,7 +226,6 @@ func (*Deflated) kind() {}
 func (*Zstd) kind()     {}
 func (*Latin1) kind()   {}
 func (*Tiles) kind()    {}
-func (*Concat) kind()   {}
 
 // Ranges is the compressed bytes.
 func (k *Deflated) Ranges(m *Member) []Part {
@@ -233,9 +241,6 @@ func (k *Zstd) Ranges(m *Member) []Part {
 func (k *Latin1) Ranges(m *Member) []Part {
 	return []Part{{Source: m.File, Offset: k.Offset, Size: k.Len}}
 }
-
-// Ranges is the parts.
-func (k *Concat) Ranges(*Member) []Part { return k.Parts }
 
 // Ranges is the chunks' bytes in their files (chunks of a bad shape are
 // left out).
@@ -256,10 +261,12 @@ type Part struct {
 	Offset, Size int64
 }
 
-// Tiles describes a tensor tiled from chunks, as a distributed checkpoint
-// saves a tensor sharded over ranks: every element lies in exactly one
-// chunk, and each chunk's elements are stored contiguously, row-major.
-// It is read by gathering, never decoded whole.
+// Tiles is pieces placed in a whole: a tensor tiled from chunks, as a
+// distributed checkpoint saves a tensor sharded over ranks (Shape the
+// tensor's, in elements), or byte ranges end to end (ConcatTiles: a 1-D
+// whole of bytes). Every element lies in exactly one chunk, and each
+// chunk's elements are stored contiguously, row-major. It is read by
+// gathering (backing.Tiled), never decoded whole.
 type Tiles struct {
 	Shape    []int64 // the whole tensor's
 	ElemSize int64   // bytes per element

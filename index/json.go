@@ -99,8 +99,8 @@ func (idx *Index) DocChunks(t *Tensor) []DocChunk {
 		return nil
 	}
 	k, ok := m.Kind.(*Tiles)
-	if !ok {
-		return nil
+	if !ok || !slices.Equal(k.Shape, t.Shape) {
+		return nil // not tiles of the tensor's shape: a concatenation of byte ranges
 	}
 	out := make([]DocChunk, len(k.Chunks))
 	for i, c := range k.Chunks {
