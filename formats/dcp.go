@@ -28,6 +28,10 @@ func (l *loader) dcpDir(dir string, files []string) (idx *index.Index, ok bool, 
 		return nil, false, nil
 	}
 	d := dcp.Dir{Path: dir, Files: files, Open: l.open}
+	if l.inflate != nil {
+		o := l.inflate.Options()
+		d.MaxDecoded = max(o.MemLimit/4, o.DiskLimit) // backing.InflateCache.OpenMember's limit
+	}
 	if l.tree == nil {
 		d.Inside = func(p string) error { return insideDir(dir, p) }
 	}

@@ -25,6 +25,11 @@ type Dir struct {
 	Files  []string
 	Open   func(path string) (index.File, error)
 	Inside func(path string) error // nil: no check (a remote prefix)
+	// MaxDecoded, when positive, is the largest storage a zstd item may
+	// decode to (what the inflate cache can hold): a chunk said to be
+	// larger is refused before any decoding, so that no .metadata can
+	// make opening decode more than the cache could serve.
+	MaxDecoded int64
 }
 
 // MetadataFile returns the path of the .metadata among files, if any.

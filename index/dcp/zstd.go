@@ -144,6 +144,10 @@ func (l *loader) readZstdChunk(it Item, want int64, where string) chunkItem {
 		return chunkItem{err: err}
 	}
 	ci := chunkItem{fi: fi, sec: sec.name}
+	if l.dir.MaxDecoded > 0 && want > l.dir.MaxDecoded {
+		ci.err = index.ErrorAt(sec.name, where, "the zstd item's chunk is %d bytes, more than the %d the cache of decoded members may hold (tensorfs --inflate-mem, --inflate-disk)", want, l.dir.MaxDecoded)
+		return ci
+	}
 	s, err := decodeZstd(sec, want+zipSlack, where)
 	if err != nil {
 		ci.err = err
