@@ -79,10 +79,16 @@ type Member struct {
 	// CRC-32: the encoding itself is checked, byte by byte.
 	Latin1 bool
 	// Decode, when set, writes the member's bytes (exactly Size of them)
-	// to w, reading file as its format stores them (index.MethodDecode:
+	// to w, reading file as its format stores them (index.Decoded:
 	// an HDF5 dataset's gzip chunks); Offset and CompressedSize are then
 	// unused. Its error is one line on the member's data.
 	Decode func(w io.Writer, file io.ReaderAt) error
+	// Zstd: the CompressedSize bytes at Offset are a zstd stream; the
+	// member is Size of its decoded bytes after the first Skip (a
+	// torch.save zip's storage record inside a distributed checkpoint's
+	// zstd item), with this CRC-32.
+	Zstd bool
+	Skip int64
 }
 
 // what names m in messages.
@@ -206,7 +212,7 @@ func (e *MemberError) Unwrap() []error {
 // while the source is read). A member larger than the cache's disk limit
 // is refused.
 func (c *InflateCache) OpenMember(file MemberFile, m Member) (Source, error) {
-	if m.Size < 0 || m.CompressedSize < 0 || m.Offset < 0 {
+	if m.Size < 0 || m.CompressedSize < 0 || m.Offset < 0 || m.Skip < 0 || m.Skip > 0 && !m.Zstd || m.Zstd && m.Latin1 {
 		return nil, &MemberError{File: file.Name(), Member: m.Name, Latin1: m.Latin1, Msg: "negative offset or size"}
 	}
 	if !c.inMemory(m.Size) && m.Size > c.opts.DiskLimit {

@@ -277,12 +277,32 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 		c.inflations.Add(1)
 		return mem, f, false, nil
 	}
-	zr := flate.NewReader(bufio.NewReaderSize(src, 1<<20))
-	defer zr.Close()
+	var zr io.Reader
+	if m.Zstd {
+		zd, err := NewZstdReader(bufio.NewReaderSize(src, 1<<20))
+		if err != nil {
+			undo()
+			return fail(false, err, "cannot start a zstd decoder")
+		}
+		defer zd.Close()
+		if k, err := io.CopyN(io.Discard, zd, m.Skip); err != nil {
+			undo()
+			var re *readError
+			if errors.As(err, &re) {
+				return fail(false, re.err, "cannot read its compressed data (%d bytes at byte %d)", m.CompressedSize, m.Offset)
+			}
+			return fail(true, nil, "the zstd stream (%d bytes at byte %d) decodes to %d bytes, short of the %d before the member: %v", m.CompressedSize, m.Offset, k, m.Skip+m.Size, zstdCause(err))
+		}
+		zr = zd
+	} else {
+		fr := flate.NewReader(bufio.NewReaderSize(src, 1<<20))
+		defer fr.Close()
+		zr = fr
+	}
 	h := crc32.NewIEEE()
 	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(zr, m.Size))
 	var extra [1]byte
-	if err == nil && n == m.Size {
+	if err == nil && n == m.Size && !m.Zstd { // a zstd member is followed by the rest of its zip
 		// Nothing may follow the declared size.
 		var k int
 		if k, err = zr.Read(extra[:]); k > 0 {
@@ -307,10 +327,17 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 		if errors.As(err, &ce) {
 			return fail(true, nil, "the deflate data is corrupt at byte %d of it (the compressed data starts at byte %d of the file)", int64(ce), m.Offset)
 		}
+		if m.Zstd {
+			return fail(true, nil, "the zstd stream (%d bytes at byte %d) is corrupt or ends early, after %d of the member's %d bytes: %v", m.CompressedSize, m.Offset, n, m.Size, zstdCause(err))
+		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return fail(true, nil, "the deflate data ends early, after %d of the %d bytes the zip directory declares", n, m.Size)
 		}
 		return fail(true, err, "cannot inflate it")
+	}
+	if n != m.Size && m.Zstd {
+		undo()
+		return fail(true, nil, "the zstd stream (%d bytes at byte %d) ends after %d of the member's %d bytes", m.CompressedSize, m.Offset, n, m.Size)
 	}
 	if n != m.Size {
 		undo()
@@ -324,7 +351,7 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 	}
 	if sum := h.Sum32(); sum != m.CRC32 {
 		undo()
-		return fail(true, nil, "CRC-32 of the inflated bytes is %08x, the zip directory says %08x", sum, m.CRC32)
+		return fail(true, nil, "CRC-32 of the %s bytes is %08x, the zip directory says %08x", map[bool]string{false: "inflated", true: "decoded"}[m.Zstd], sum, m.CRC32)
 	}
 	c.inflations.Add(1)
 	return mem, f, false, nil

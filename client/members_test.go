@@ -151,7 +151,7 @@ func TestStreamPaddle(t *testing.T) {
 			}
 			defer c.Close()
 			for _, m := range c.idx.Members {
-				if _, ok := m.Kind.(*index.Concat); ok {
+				if _, ok := m.Kind.(*index.Tiles); ok {
 					concat++
 				}
 			}

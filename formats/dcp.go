@@ -30,6 +30,10 @@ func (l *loader) dcpDir(dir string, files []string) (idx *index.Index, ok bool, 
 		return nil, false, nil
 	}
 	d := dcp.Dir{Path: dir, Files: files, Open: l.open}
+	if l.inflate != nil {
+		o := l.inflate.Options()
+		d.MaxDecoded = max(o.MemLimit/4, o.DiskLimit) // backing.InflateCache.OpenMember's limit
+	}
 	if l.tree == nil {
 		d.Inside = func(p string) error { return insideDir(dir, p) }
 	}
@@ -41,6 +45,9 @@ func (l *loader) dcpDir(dir string, files []string) (idx *index.Index, ok bool, 
 	for i := range idx.Members {
 		m := &idx.Members[i]
 		src, err := l.openMember(idx.SourceName(m.Source), l.files, m)
+		if _, zstd := m.Kind.(*index.Zstd); err != nil && zstd {
+			return nil, true, err // names its .distcp and item
+		}
 		if err != nil {
 			return nil, true, index.ErrorAt(mp, "tensor "+fmt.Sprintf("%q", m.Name), "%v", err)
 		}

@@ -111,5 +111,16 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 			return nil, err
 		}
 	}
-	return l.merge(parts, nil)
+	info, placed, err := shardingInfo(parts) // hfshards.go
+	if err != nil {
+		return nil, err
+	}
+	idx, err := l.merge(parts, nil)
+	if err != nil || !placed {
+		return idx, err
+	}
+	if err := l.assemblePieces(dir, idx, parts, info); err != nil {
+		return nil, err
+	}
+	return idx, nil
 }

@@ -12,10 +12,10 @@ import (
 // openMember is the one place a member of an index becomes a backing
 // source, whatever its kind: files are the sources numbered as m's
 // fields number them (m.File, a part's or a chunk's Source); name is the
-// source's name (index.SourceName). A deflated member or Latin-1 str is
+// source's name (index.SourceName). A deflated or zstd member or Latin-1 str is
 // decoded on first read (backing.InflateCache), within the limits of the
-// cache in Options.Inflate; a concatenation and a tiled tensor are read
-// through from their files; a quantized weight's values are computed
+// cache in Options.Inflate; a tiled tensor (or a concatenation) is read
+// through from its files; a quantized weight's values are computed
 // from its parts on each read (quant.go).
 func (l *loader) openMember(name string, files []index.File, m *index.Member) (index.File, error) {
 	if m.File < 0 || m.File >= len(files) {
@@ -24,6 +24,9 @@ func (l *loader) openMember(name string, files []index.File, m *index.Member) (i
 	switch k := m.Kind.(type) {
 	case *index.Deflated:
 		bm := backing.Member{Name: m.Name, Offset: k.Offset, CompressedSize: k.CompressedSize, Size: m.Size, CRC32: k.CRC32}
+		return l.inflateMember(files[m.File], bm, "member "+m.Name)
+	case *index.Zstd:
+		bm := backing.Member{Name: m.Name, Offset: k.Offset, CompressedSize: k.CompressedSize, Size: m.Size, CRC32: k.CRC32, Zstd: true, Skip: k.Skip}
 		return l.inflateMember(files[m.File], bm, "member "+m.Name)
 	case *index.Latin1:
 		bm := backing.Member{Name: m.Name, Offset: k.Offset, CompressedSize: k.Len, Size: m.Size, Latin1: true}
@@ -34,37 +37,12 @@ func (l *loader) openMember(name string, files []index.File, m *index.Member) (i
 		}
 		bm := backing.Member{Name: m.Name, Size: m.Size, Decode: k.Decode}
 		return l.inflateMember(files[m.File], bm, "tensor "+strconv.Quote(m.Name))
-	case *index.Concat:
-		return concatMember(name, files, m, k)
 	case *index.Tiles:
 		return openTiles(name, files, k)
 	case *index.Dequantized:
 		return openDequantized(name, files, m, k)
 	}
 	return nil, index.ErrorAt(name, "member "+m.Name, "internal error: member of kind %T", m.Kind)
-}
-
-// concatMember opens the source of a Concat member m: its parts, ranges
-// of files, end to end.
-func concatMember(name string, files []index.File, m *index.Member, k *index.Concat) (index.File, error) {
-	where := "tensor " + strconv.Quote(m.Name)
-	parts := make([]backing.ConcatPart, len(k.Parts))
-	total := int64(0)
-	for i, p := range k.Parts {
-		if p.Source < 0 || p.Source >= m.Source || p.Source >= len(files) || p.Offset < 0 || p.Size < 0 || p.Offset > files[p.Source].Size()-p.Size {
-			return nil, index.ErrorAt(name, where, "internal error: part %d [%d, +%d) of source %d", i, p.Offset, p.Size, p.Source)
-		}
-		parts[i] = backing.ConcatPart{Src: files[p.Source], Off: p.Offset, Size: p.Size}
-		total += p.Size
-	}
-	if total != m.Size {
-		return nil, index.ErrorAt(name, where, "internal error: parts of %d bytes for a member of %d", total, m.Size)
-	}
-	src, err := backing.Concat(name, parts)
-	if err != nil {
-		return nil, index.ErrorAt(name, where, "internal error: %v", err)
-	}
-	return src, nil
 }
 
 // openTiles opens a Tiles member: a backing.Tiled over its chunks'

@@ -58,12 +58,12 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 			if err != nil {
 				return fail(err)
 			}
-			if c, ok := m.Kind.(*index.Concat); ok {
-				parts := slices.Clone(c.Parts)
-				for j := range parts {
-					parts[j].Source += base
+			if k, ok := m.Kind.(*index.Tiles); ok {
+				chunks := slices.Clone(k.Chunks)
+				for j := range chunks {
+					chunks[j].Source += base
 				}
-				m.Kind = &index.Concat{Parts: parts}
+				m.Kind = &index.Tiles{Shape: k.Shape, ElemSize: k.ElemSize, Chunks: chunks}
 			}
 			members = append(members, src)
 			files = append(files, src)

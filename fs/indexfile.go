@@ -17,9 +17,10 @@ import (
 // (Options.View), then "native" after "tensors": the stored tree under
 // .native/, described the same way (every tensor, integers included, at
 // paths starting ".native/"), "unserved" where the checkpoint
-// holds something that is not served (index.Index.Unserved), and last
-// "quantization" where it is quantized (index.Index.Quantization: the
-// logical weights of the converted views and their parts). Each
+// holds something that is not served (index.Index.Unserved), "not_read"
+// after it (index.Index.NotRead), and last "quantization" where it is
+// quantized (index.Index.Quantization: the logical weights of the
+// converted views and their parts). Each
 // tensor's dtype and size are those of
 // its file, and source and offset are present where the file is one
 // contiguous range of its source. It is indented with one tensor per line
@@ -78,6 +79,15 @@ func (r *Root) newIndexFile(listed, native []uint32) (*indexFile, error) {
 			return nil, err
 		}
 		end = ",\n  \"unserved\": " + strings.TrimSuffix(b.String(), "\n") + end
+	}
+	if len(r.idx.NotRead) > 0 {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(r.idx.NotRead); err != nil {
+			return nil, err
+		}
+		end = ",\n  \"not_read\": " + strings.TrimSuffix(b.String(), "\n") + end
 	}
 	if r.opts.View != dtype.Invalid {
 		f.mid = []byte(close(len(listed)) + ",\n  \"native\": [")

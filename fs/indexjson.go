@@ -130,6 +130,15 @@ func (r *Root) writeDoc(buf *bytes.Buffer, p place, t uint32) error {
 		buf.WriteString(`,"offset":`)
 		buf.Write(strconv.AppendInt(num[:0], *d.Offset, 10))
 	}
+	if len(d.Chunks) > 0 {
+		buf.WriteString(`,"chunks":`)
+		enc := json.NewEncoder(buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(d.Chunks); err != nil {
+			return err
+		}
+		buf.Truncate(buf.Len() - 1) // Encode's newline
+	}
 	buf.WriteByte('}')
 	return nil
 }
@@ -171,6 +180,9 @@ func (r *Root) docOf(p place, ti uint32) index.DocTensor {
 	if f.form == formDirect && r.idx.Member(t.Source) == nil { // not a compressed member
 		off := t.Offset
 		d.Source, d.Offset = r.idx.SourceName(t.Source), &off
+	}
+	if f.form == formDirect {
+		d.Chunks = r.idx.DocChunks(t) // the stored bytes: a tiled tensor's chunks
 	}
 	return d
 }

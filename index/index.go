@@ -121,6 +121,13 @@ type Index struct {
 	// (the logical weights it added, those left out); nil when nothing
 	// is quantized.
 	Quantization *Quantization
+	// NotRead lists, by name, the tensors a checkpoint holds that
+	// tensorfs lists without serving and without the checkpoint being
+	// incomplete (a tensor Megatron saved in a reformulated shape, whose
+	// model tensor is another): why, one line each. Unlike Unserved,
+	// `convert` and `load` go on without them. In index.json
+	// ("not_read"), apart from Metadata; nil for most checkpoints.
+	NotRead map[string]string
 }
 
 // Unserved is one entry of a checkpoint that tensorfs lists but does not
@@ -154,20 +161,20 @@ type Unserved struct {
 type Member struct {
 	Source int // the Sources entry it is
 	// File is the Sources entry that holds it: a file, or a member
-	// before it (an array's str inside a deflated data.pkl); for Tiles
-	// and Concat, the first chunk's or part's.
+	// before it (an array's str inside a deflated data.pkl); for Tiles,
+	// the first chunk's.
 	File int
-	Name string // its name in the zip; for Latin1, Tiles and Concat, the tensor's name
+	Name string // its name in the zip; for Latin1 and Tiles, the tensor's name
 	Size int64  // bytes it decodes to
-	// Kind says how its bytes are made: *Deflated, *Latin1, *Tiles,
-	// *Concat, *Decoded or *Dequantized (one type per kind; a switch on
+	// Kind says how its bytes are made: *Deflated, *Zstd, *Latin1,
+	// *Tiles, *Decoded or *Dequantized (one type per kind; a switch on
 	// Kind is exhaustive over these).
 	Kind MemberKind
 }
 
 // MemberKind is how a Member's bytes are made from other sources: one of
-// *Deflated, *Latin1, *Tiles, *Concat, *Dequantized. Only this package
-// defines kinds.
+// *Deflated, *Zstd, *Latin1, *Tiles, *Decoded, *Dequantized. Only this
+// package defines kinds.
 type MemberKind interface {
 	// Ranges returns the byte ranges of other sources that the
 	// member's bytes are computed from, in order.
@@ -193,11 +200,32 @@ type Latin1 struct {
 	Len    int64 // bytes of UTF-8
 }
 
-// Concat is the ranges Parts end to end: one tensor that a writer split
-// into slices (PaddlePaddle's name@@.N slices of a parameter over 1
-// GiB). Their Sizes add up to Member.Size; nothing is decoded.
-type Concat struct {
-	Parts []Part
+// ConcatTiles returns the Tiles of byte ranges end to end: one tensor
+// that a writer split into slices (PaddlePaddle's name@@.N slices of a
+// parameter over 1 GiB), as pieces of a 1-D whole of bytes (ElemSize 1,
+// each part's Start its position). Their Sizes add up to Member.Size;
+// nothing is decoded.
+func ConcatTiles(parts []Part) *Tiles {
+	k := &Tiles{ElemSize: 1, Chunks: make([]Chunk, len(parts))}
+	var pos int64
+	for i, p := range parts {
+		k.Chunks[i] = Chunk{Source: p.Source, Offset: p.Offset, Start: []int64{pos}, Shape: []int64{p.Size}}
+		pos += p.Size
+	}
+	k.Shape = []int64{pos}
+	return k
+}
+
+// Zstd is a zstd stream (RFC 8878; one or more frames) at [Offset,
+// Offset+CompressedSize) of Member.File, of which the member is the
+// Member.Size decoded bytes after the first Skip, with this CRC-32
+// (IEEE): a torch >= 2.7 distributed checkpoint's zstd item, a torch.save
+// zip whose storage record is the member (the zip's CRC-32 of it).
+type Zstd struct {
+	Offset         int64
+	CompressedSize int64
+	Skip           int64
+	CRC32          uint32
 }
 
 // Decoded is bytes the format's own decoder writes: an HDF5 dataset's
@@ -213,9 +241,9 @@ type Decoded struct {
 }
 
 func (*Deflated) kind() {}
+func (*Zstd) kind()     {}
 func (*Latin1) kind()   {}
 func (*Tiles) kind()    {}
-func (*Concat) kind()   {}
 func (*Decoded) kind()  {}
 
 // Ranges is what the decoder reads, where the format says.
@@ -226,13 +254,15 @@ func (k *Deflated) Ranges(m *Member) []Part {
 	return []Part{{Source: m.File, Offset: k.Offset, Size: k.CompressedSize}}
 }
 
+// Ranges is the compressed bytes.
+func (k *Zstd) Ranges(m *Member) []Part {
+	return []Part{{Source: m.File, Offset: k.Offset, Size: k.CompressedSize}}
+}
+
 // Ranges is the str's UTF-8 bytes.
 func (k *Latin1) Ranges(m *Member) []Part {
 	return []Part{{Source: m.File, Offset: k.Offset, Size: k.Len}}
 }
-
-// Ranges is the parts.
-func (k *Concat) Ranges(*Member) []Part { return k.Parts }
 
 // Ranges is the chunks' bytes in their files (chunks of a bad shape are
 // left out).
@@ -253,10 +283,12 @@ type Part struct {
 	Offset, Size int64
 }
 
-// Tiles describes a tensor tiled from chunks, as a distributed checkpoint
-// saves a tensor sharded over ranks: every element lies in exactly one
-// chunk, and each chunk's elements are stored contiguously, row-major.
-// It is read by gathering, never decoded whole.
+// Tiles is pieces placed in a whole: a tensor tiled from chunks, as a
+// distributed checkpoint saves a tensor sharded over ranks (Shape the
+// tensor's, in elements), or byte ranges end to end (ConcatTiles: a 1-D
+// whole of bytes). Every element lies in exactly one chunk, and each
+// chunk's elements are stored contiguously, row-major. It is read by
+// gathering (backing.Tiled), never decoded whole.
 type Tiles struct {
 	Shape    []int64 // the whole tensor's
 	ElemSize int64   // bytes per element

@@ -38,6 +38,8 @@ type Document struct {
 	// Keys are the format's own keys of the names (Index.Keys): a
 	// distributed checkpoint's dotted keys; absent for most formats.
 	Keys map[string]string `json:"keys,omitempty"`
+	// NotRead is Index.NotRead: tensors listed, not served, by name.
+	NotRead map[string]string `json:"not_read,omitempty"`
 	// Quantization is Index.Quantization: the scheme, each logical
 	// weight (the converted views' files at its path) and its parts;
 	// absent when nothing is quantized.
@@ -76,6 +78,45 @@ type DocTensor struct {
 	Size    int64   `json:"size"`  // bytes of the native view
 	Source  string  `json:"source,omitempty"`
 	Offset  *int64  `json:"offset,omitempty"`
+	// Chunks are the pieces a tiled tensor (a distributed checkpoint's
+	// chunks, the Hugging Face storage writer's pieces) is assembled
+	// from, in the order stored; nil for any other tensor.
+	Chunks []DocChunk `json:"chunks,omitempty"`
+}
+
+// DocChunk is one chunk of a tiled tensor: the box [Offsets[k],
+// Offsets[k]+Shape[k]) of the whole along each dim k, its elements
+// row-major from byte Offset of Source (a file, or a member named
+// HOLDER:NAME: a zstd item's storage).
+type DocChunk struct {
+	Offsets []int64 `json:"offsets"`
+	Shape   []int64 `json:"shape"`
+	Source  string  `json:"source"`
+	Offset  int64   `json:"offset"`
+}
+
+// DocChunks returns the chunks of t when it is a tiled tensor (its
+// source a Tiles member, read from its start), else nil.
+func (idx *Index) DocChunks(t *Tensor) []DocChunk {
+	m := idx.Member(t.Source)
+	if m == nil || t.Offset != 0 {
+		return nil
+	}
+	k, ok := m.Kind.(*Tiles)
+	if !ok || !slices.Equal(k.Shape, t.Shape) {
+		return nil // not tiles of the tensor's shape: a concatenation of byte ranges
+	}
+	out := make([]DocChunk, len(k.Chunks))
+	for i, c := range k.Chunks {
+		out[i] = DocChunk{Offsets: c.Start, Shape: c.Shape, Source: idx.SourceName(c.Source), Offset: c.Offset}
+		if out[i].Offsets == nil {
+			out[i].Offsets = []int64{}
+		}
+		if out[i].Shape == nil {
+			out[i].Shape = []int64{}
+		}
+	}
+	return out
 }
 
 // Document returns idx as an index.json document: tensors in name order,
@@ -87,6 +128,7 @@ func (idx *Index) Document() Document {
 		Metadata: idx.Metadata,
 		Tensors:  make([]DocTensor, 0, len(idx.Tensors)),
 		Keys:     idx.Keys,
+		NotRead:  idx.NotRead,
 	}
 	if d.Sources == nil {
 		d.Sources = []string{}
@@ -115,6 +157,7 @@ func (idx *Index) Document() Document {
 			off := t.Offset
 			dt.Offset = &off
 		}
+		dt.Chunks = idx.DocChunks(t)
 		d.Tensors = append(d.Tensors, dt)
 	}
 	if !slices.IsSortedFunc(d.Tensors, func(a, b DocTensor) int { return cmpString(a.Name, b.Name) }) {
@@ -236,6 +279,16 @@ func (d Document) WriteJSON(w io.Writer) error {
 	}
 	if len(d.Unserved) > 0 {
 		if err := field(false, "unserved", d.Unserved); err != nil {
+			return err
+		}
+	}
+	if len(d.Keys) > 0 {
+		if err := field(false, "keys", d.Keys); err != nil {
+			return err
+		}
+	}
+	if len(d.NotRead) > 0 {
+		if err := field(false, "not_read", d.NotRead); err != nil {
 			return err
 		}
 	}

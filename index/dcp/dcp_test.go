@@ -107,6 +107,14 @@ func load(dir string) (*index.Index, []index.File, error) {
 		return nil, nil, err
 	}
 	for _, m := range idx.Members {
+		if z, ok := m.Kind.(*index.Zstd); ok {
+			mf, err := zstdMember(files[m.File], m, z)
+			if err != nil {
+				return nil, nil, err
+			}
+			files = append(files, mf)
+			continue
+		}
 		k := m.Kind.(*index.Tiles)
 		tiles := make([]backing.Tile, len(k.Chunks))
 		for i, c := range k.Chunks {

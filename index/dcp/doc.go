@@ -63,10 +63,13 @@
 // grows with the .metadata's size (pickle.Budget): a small pickle cannot
 // make millions of chunks through shared references.
 //
-// Newer layouts are recognised and named in the message: items stored
-// through transforms (torch >= 2.7's zstd, _StorageInfo.
-// transform_descriptors), .distcp files in the safetensors format (torch
-// >= 2.8). Tensors Megatron's mcore_data says were saved in a reformulated
-// shape are not served and are listed under "dcp.not_read" in the
-// metadata; the rest of such a checkpoint is.
+// The layouts torch 2.7-2.14 add are read: items stored through the
+// zstd transform (_StorageInfo.transform_descriptors ["stream.zstd/1"]:
+// zstd.go, each chunk's storage a member of kind index.Zstd), other
+// transforms leaving their tensors in index.Unserved; .distcp files in
+// the safetensors format (torch >= 2.8: blob.go, DCP_SHARDING_INFO
+// checked). Tensors Megatron's mcore_data says were saved in a
+// reformulated shape are not served and are listed in Index.NotRead
+// (index.json "not_read", apart from the metadata); the rest of such a
+// checkpoint is.
 package dcp

@@ -39,7 +39,7 @@ func FuzzMetadata(f *testing.F) {
 		Tensors: []TensorMeta{{FQN: "a.w", DType: dtype.F32, Size: []int64{4, 2}, Chunks: []ChunkMeta{{[]int64{0, 0}, []int64{2, 2}}, {[]int64{2, 0}, []int64{2, 2}}}}},
 		Bytes:   []string{"a.step"},
 		Planner: map[string][]string{"a.w": {"a", "w"}, "a.step": {"a", "step"}},
-		Storage: map[string]Item{itemKey("a.w", []int64{0, 0}): {"__0_0.distcp", 0, 10}, itemKey("a.w", []int64{2, 0}): {"__1_0.distcp", 0, 10}, itemKey("a.step", nil): {"__0_0.distcp", 10, 5}},
+		Storage: map[string]Item{itemKey("a.w", []int64{0, 0}): {"__0_0.distcp", 0, 10, ""}, itemKey("a.w", []int64{2, 0}): {"__1_0.distcp", 0, 10, ""}, itemKey("a.step", nil): {"__0_0.distcp", 10, 5, ""}},
 	}
 	f.Add(encode(md, hostile{}))
 	f.Add(encode(md, hostile{transforms: true}))

@@ -138,6 +138,8 @@ func encode(md *Metadata, h hostile) []byte {
 				attrs := []any{"relative_path", func() { w.Str(it.RelativePath) }, "offset", func() { w.Int(it.Offset) }, "length", func() { w.Int(it.Length) }}
 				if h.transforms {
 					attrs = append(attrs, "transform_descriptors", func() { w.Op("]("); w.Str("zstd"); w.Op("e") })
+				} else if it.Transform != "" {
+					attrs = append(attrs, "transform_descriptors", func() { w.Op("]("); w.Str(it.Transform); w.Op("e") })
 				}
 				w.Obj("torch.distributed.checkpoint.filesystem", "_StorageInfo", attrs...)
 			}
@@ -228,7 +230,6 @@ func TestHostile(t *testing.T) {
 		{"as saved", nil, hostile{}, ""},
 		{"other global", nil, hostile{layoutGlobal: [2]string{"torch.distributed.checkpoint.planner", "WriteItem"}}, "names torch.distributed.checkpoint.planner.WriteItem, which is not one of the classes"},
 		{"dangerous global", nil, hostile{layoutGlobal: [2]string{"os", "system"}}, "os.system"},
-		{"transforms", nil, hostile{transforms: true}, "transforms"},
 		{"chunk bomb", nil, hostile{chunkBomb: 60000}, "shared references multiply"},
 		{"overlap", func(md *Metadata, _ string) {
 			c := tensor(md, wq).Chunks
@@ -342,8 +343,46 @@ func TestMegatronReformulated(t *testing.T) {
 	if len(idx.Tensors) != len(md.Tensors)-1 {
 		t.Fatalf("%d tensors, want %d", len(idx.Tensors), len(md.Tensors)-1)
 	}
-	nr, _ := idx.Metadata["dcp.not_read"].(map[string]any)
-	if why, _ := nr["model/layers.0.attention.wq.weight"].(string); !strings.Contains(why, "reformulated") {
-		t.Fatalf("dcp.not_read = %v", idx.Metadata["dcp.not_read"])
+	if why := idx.NotRead["model/layers.0.attention.wq.weight"]; !strings.Contains(why, "reformulated") {
+		t.Fatalf("NotRead = %v", idx.NotRead)
+	}
+	if _, ok := idx.Metadata["dcp.not_read"]; ok || len(idx.Notes) != 1 {
+		t.Fatalf("metadata %v, notes %q", idx.Metadata, idx.Notes)
+	}
+	js, err := idx.Document().JSON()
+	if err != nil || !strings.Contains(string(js), `"not_read":{"model/layers.0.attention.wq.weight":"saved by Megatron`) {
+		t.Fatalf("%v: %s", err, js)
+	}
+}
+
+// TestUnknownTransform: items stored through a transform tensorfs does
+// not know (a descriptor other than stream.zstd/1) leave their tensors
+// unserved, one line each, and their values described; the checkpoint
+// still loads.
+func TestUnknownTransform(t *testing.T) {
+	md, dir := baseDCP(t, "dcp_ws2")
+	if err := os.WriteFile(filepath.Join(dir, MetadataName), encode(md, hostile{transforms: true}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx, files, err := load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		f.(interface{ Close() error }).Close()
+	}
+	if len(idx.Tensors) != 0 || len(idx.Unserved) != len(md.Tensors) {
+		t.Fatalf("%d tensors and %d unserved, want 0 and %d", len(idx.Tensors), len(idx.Unserved), len(md.Tensors))
+	}
+	for _, u := range idx.Unserved {
+		if !strings.Contains(u.Why, `["zstd"]`) || strings.Contains(u.Why, "\n") || u.Source < 0 || u.Source >= len(idx.Sources) {
+			t.Fatalf("unserved %+v", u)
+		}
+	}
+	for _, k := range md.Bytes {
+		v, _ := idx.Metadata[strings.Join(md.Planner[k], "/")].(map[string]any)
+		if s, _ := v["value"].(string); !strings.Contains(s, "transforms") {
+			t.Fatalf("value %s: %v", k, idx.Metadata)
+		}
 	}
 }

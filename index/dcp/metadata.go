@@ -63,7 +63,16 @@ type ChunkMeta struct {
 type Item struct {
 	RelativePath   string
 	Offset, Length int64
+	// Transform is how the bytes are stored (_StorageInfo's
+	// transform_descriptors, torch >= 2.7): "" as they are, TransformZstd
+	// a zstd stream of them, anything else (a descriptor tensorfs does
+	// not know, as the pickle spells it) not read.
+	Transform string
 }
+
+// TransformZstd is the one transform tensorfs reads: torch's
+// ZStandardTransform, the item a zstd stream of the torch.save zip.
+const TransformZstd = "stream.zstd/1"
 
 // itemKey is the Storage key of the item of key fqn at chunk offsets
 // (nil for a non-tensor item).
@@ -541,7 +550,7 @@ func (r *reader) item(v any, where string) (Item, error) {
 		return it, err
 	}
 	if td, ok := f["transform_descriptors"]; ok && !pickle.Empty(td) {
-		return it, r.errorf(where, "the item is stored through transforms %s (torch >= 2.7, e.g. zstd): tensorfs does not read them", pickle.Repr(td, 60))
+		it.Transform = transform(td)
 	}
 	p, ok := f["relative_path"].(string)
 	if !ok {
@@ -552,5 +561,23 @@ func (r *reader) item(v any, where string) (Item, error) {
 	if !ok1 || !ok2 || off < 0 || n < 0 {
 		return it, r.errorf(where, "offset %s and length %s: want non-negative ints", pickle.Repr(f["offset"], 30), pickle.Repr(f["length"], 30))
 	}
-	return Item{RelativePath: p, Offset: off, Length: n}, nil
+	it.RelativePath, it.Offset, it.Length = p, off, n
+	return it, nil
+}
+
+// transform reads transform_descriptors: TransformZstd when it is that
+// one descriptor, else its repr (an item tensorfs does not read; the
+// caller says so for that tensor or value only).
+func transform(td any) string {
+	var ds []any
+	switch x := td.(type) {
+	case *pickle.List:
+		ds = x.Items
+	case pickle.Tuple:
+		ds = x
+	}
+	if len(ds) == 1 && ds[0] == TransformZstd {
+		return TransformZstd
+	}
+	return pickle.Repr(td, 60)
 }

@@ -25,6 +25,11 @@ type Dir struct {
 	Files  []string
 	Open   func(path string) (index.File, error)
 	Inside func(path string) error // nil: no check (a remote prefix)
+	// MaxDecoded, when positive, is the largest storage a zstd item may
+	// decode to (what the inflate cache can hold): a chunk said to be
+	// larger is refused before any decoding, so that no .metadata can
+	// make opening decode more than the cache could serve.
+	MaxDecoded int64
 }
 
 // MetadataFile returns the path of the .metadata among files, if any.
@@ -80,6 +85,11 @@ type loader struct {
 	// Each item is read once however many chunks or values name it.
 	chunks map[Item]chunkItem
 	values map[Item]valueItem
+	// zmembers are the zstd items' storages (index.Zstd), sources
+	// after the files: a chunk in one has fi -1-k for zmembers[k].
+	zmembers []index.Member
+	// blobs are the safetensors blobs read (nil: the item there is not one).
+	blobs map[blobKey]*blob
 	// valueLeft is the bytes of values still allowed: a floor and
 	// MetaBytesPerByte per byte of the .metadata and of each item read,
 	// charged per value (bytes, not visits: values naming one item each
@@ -184,7 +194,7 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 	}
 	var members []member
 	var empty []int // tensors of no elements and no chunk
-	notRead := map[string]any{}
+	notRead := map[string]string{}
 	var tensorNames, valueNames uniq
 	for _, tm := range md.Tensors {
 		where := "tensor " + quote(tm.FQN)
@@ -200,6 +210,17 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 			return nil, index.ErrorAt(l.metaPath(), where, "the size %v overflows", tm.Size)
 		}
 		t := index.Tensor{Name: name, DType: tm.DType, Shape: tm.Size, Size: size}
+		if it, ok := l.untransformed(md, tm); ok {
+			// Stored through a transform tensorfs does not know: this
+			// tensor is listed, not served; the rest are.
+			fi, err := l.file(it.RelativePath, where)
+			if err != nil {
+				return nil, err
+			}
+			idx.Unserved = append(idx.Unserved, index.Unserved{Name: name, Type: tm.DType.String(), Shape: tm.Size, Source: fi, Offset: -1,
+				Why: fmt.Sprintf("stored through the transforms %s (torch _StorageInfo.transform_descriptors), which tensorfs does not read", it.Transform)})
+			continue
+		}
 		tiles := &index.Tiles{Shape: tm.Size, ElemSize: int64(tm.DType.ElemSize())}
 		var covered int64
 		for _, c := range tm.Chunks {
@@ -262,18 +283,55 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		idx.Tensors[i].Source, idx.Tensors[i].Offset = 0, 0
 	}
 	idx.Sources = slices.Clone(l.paths) // every file is open: members come after
+	// The zstd items' storages, then the tiled tensors (which may read
+	// them).
+	zbase := len(idx.Sources)
+	src := func(fi int) int {
+		if fi < 0 {
+			return zbase - 1 - fi
+		}
+		return fi
+	}
+	for k, zm := range l.zmembers {
+		zm.Source = zbase + k
+		idx.Sources = append(idx.Sources, l.paths[zm.File]+":"+zm.Name)
+		idx.Members = append(idx.Members, zm)
+	}
+	for i := range idx.Tensors {
+		idx.Tensors[i].Source = src(idx.Tensors[i].Source)
+	}
+	for _, m := range members {
+		for i := range m.tiles.Chunks {
+			m.tiles.Chunks[i].Source = src(m.tiles.Chunks[i].Source)
+		}
+	}
 	for _, m := range members {
 		t := &idx.Tensors[m.t]
-		src := len(idx.Sources)
+		ms := len(idx.Sources)
 		idx.Sources = append(idx.Sources, l.dir.Path+":"+t.Name)
-		idx.Members = append(idx.Members, index.Member{Source: src, File: m.tiles.Chunks[0].Source, Name: t.Name, Size: t.Size, Kind: m.tiles})
-		t.Source, t.Offset = src, 0
+		idx.Members = append(idx.Members, index.Member{Source: ms, File: m.tiles.Chunks[0].Source, Name: t.Name, Size: t.Size, Kind: m.tiles})
+		t.Source, t.Offset = ms, 0
 	}
 	idx.Keys = fqns // beside Metadata: no key of the checkpoint can take its place
 	if len(notRead) > 0 {
-		idx.Metadata["dcp.not_read"] = notRead
+		// Apart from Metadata: a key of the checkpoint could be
+		// "dcp.not_read".
+		idx.NotRead = notRead
+		idx.Notes = append(idx.Notes, fmt.Sprintf("%d tensors saved by Megatron in a reformulated shape are listed, not read (index.json not_read)", len(notRead)))
 	}
+	slices.SortFunc(idx.Unserved, func(a, b index.Unserved) int { return strings.Compare(a.Name, b.Name) })
 	return idx, nil
+}
+
+// untransformed returns an item of tm's chunks stored through a
+// transform tensorfs does not read, if any.
+func (l *loader) untransformed(md *Metadata, tm TensorMeta) (Item, bool) {
+	for _, c := range tm.Chunks {
+		if it, ok := md.Storage[itemKey(tm.FQN, c.Offsets)]; ok && it.Transform != "" && it.Transform != TransformZstd {
+			return it, true
+		}
+	}
+	return Item{}, false
 }
 
 // uniq hands out distinct names in the order asked: a name already
@@ -322,18 +380,42 @@ func checkOverlap(shape []int64, cs []index.Chunk) error {
 // however many chunks name it.
 func (l *loader) chunk(tm TensorMeta, c ChunkMeta, it Item, where string) (int, int64, error) {
 	ci, ok := l.chunks[it]
+	if !ok && it.Transform == "" {
+		// A safetensors blob holds many tensors at one item offset:
+		// found by key, not by item.
+		b, err := l.blob(it, where)
+		if err != nil {
+			return 0, 0, err
+		}
+		if b != nil {
+			return l.blobChunk(b, tm, c, it, where)
+		}
+	}
 	if !ok {
-		ci = l.readChunk(it, where)
+		if it.Transform == TransformZstd {
+			cn, _ := index.Elements(c.Sizes)
+			want, ok := tm.DType.ByteSize(cn)
+			if !ok || want > 1<<60 {
+				want = 1 << 60
+			}
+			ci = l.readZstdChunk(it, want, where)
+		} else {
+			ci = l.readChunk(it, where)
+		}
 		l.chunks[it] = ci
 	}
 	if ci.err != nil {
 		return 0, 0, ci.err
 	}
+	base := it.Offset
+	if ci.fi < 0 {
+		base = 0 // an offset in the member
+	}
 	t := &ci.t
 	if t.DType != tm.DType || !slices.Equal(t.Shape, c.Sizes) && !(len(t.Shape) == 0 && len(c.Sizes) == 0) {
 		return 0, 0, index.ErrorAt(ci.sec, where, "the item holds a %s tensor of shape %v; the metadata says %s %v", t.DType, t.Shape, tm.DType, c.Sizes)
 	}
-	return ci.fi, it.Offset + t.Offset, nil
+	return ci.fi, base + t.Offset, nil
 }
 
 // readChunk reads the one tensor of a chunk's item.
@@ -460,7 +542,20 @@ func (l *loader) readValue(it Item, where string) (any, error) {
 	if it.Length > MaxValue {
 		return described("not read"), nil
 	}
-	zr, err := zip.NewReader(sec, it.Length)
+	var zf io.ReaderAt = sec
+	zsize := it.Length
+	switch it.Transform {
+	case "":
+	case TransformZstd:
+		data, err := zstdValue(sec)
+		if err != nil {
+			return described("not read: " + err.Error()), nil
+		}
+		zf, zsize = bytes.NewReader(data), int64(len(data))
+	default:
+		return described("not read: stored through the transforms " + it.Transform + ", which tensorfs does not read"), nil
+	}
+	zr, err := zip.NewReader(zf, zsize)
 	if err != nil {
 		return described("not a torch.save zip file"), nil
 	}

@@ -24,7 +24,7 @@
 //     (protocols 2 and 3, over 2^30 bytes: the slices listed under
 //     "UnpackBigParamInfor@@") is one tensor NAME of its OriginShape,
 //     as paddle.load joins it: one range where the slices are adjacent,
-//     else an Index member of kind index.Concat over the slices'
+//     else an Index member of kind index.Tiles (index.ConcatTiles) over the slices'
 //     ranges. "UnpackBigParamInfor@@" leaves the metadata as it leaves
 //     paddle.load's dict; "StructuredToParameterName@@" stays.
 //   - Problems are *index.FormatError. Fuzz target: FuzzPaddle.

@@ -169,7 +169,7 @@ func join(file string, idx *index.Index) error {
 			src := len(idx.Sources)
 			idx.Sources = append(idx.Sources, idx.Sources[0]+":"+key)
 			idx.Members = append(idx.Members, index.Member{Source: src, File: parts[0].Source, Name: key,
-				Size: size, Kind: &index.Concat{Parts: parts}})
+				Size: size, Kind: index.ConcatTiles(parts)})
 			t.Source = src
 		}
 		joined = append(joined, t)

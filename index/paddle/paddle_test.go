@@ -73,7 +73,7 @@ func TestPaddleFixtures(t *testing.T) {
 			}
 			for _, m := range idx.Members {
 				switch m.Kind.(type) {
-				case *index.Concat:
+				case *index.Tiles:
 					concat++
 				case *index.Latin1:
 					latin1++

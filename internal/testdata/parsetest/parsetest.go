@@ -262,15 +262,15 @@ func NPYBuild(hdr string, major int, data []byte) []byte {
 func CheckMembers(t testing.TB, idx *index.Index, name string, size, deflateMaxRatio int64) {
 	t.Helper()
 	for i, m := range idx.Members {
-		if c, ok := m.Kind.(*index.Concat); ok {
+		if c, ok := m.Kind.(*index.Tiles); ok {
 			total := int64(0)
-			for _, p := range c.Parts {
+			for _, p := range c.Ranges(&m) {
 				if p.Source < 0 || p.Source >= m.Source || p.Offset < 0 || p.Size < 0 {
 					t.Fatalf("%s: member %s: part %+v", name, m.Name, p)
 				}
 				total += p.Size
 			}
-			if m.Source != 1+i || len(c.Parts) == 0 || m.File != c.Parts[0].Source || total != m.Size || idx.SourceName(m.Source) != idx.Sources[0]+":"+m.Name {
+			if m.Source != 1+i || len(c.Chunks) == 0 || m.File != c.Chunks[0].Source || total != m.Size || idx.SourceName(m.Source) != idx.Sources[0]+":"+m.Name {
 				t.Fatalf("%s: member %d: %+v, source %q", name, i, m, idx.SourceName(m.Source))
 			}
 			continue
@@ -317,10 +317,15 @@ func SourceBytes(t testing.TB, data []byte, idx *index.Index, i int) []byte {
 	if m == nil {
 		return data
 	}
-	if c, ok := m.Kind.(*index.Concat); ok {
-		var b []byte
-		for _, p := range c.Parts {
-			b = append(b, SourceBytes(t, data, idx, p.Source)[p.Offset:p.Offset+p.Size]...)
+	if c, ok := m.Kind.(*index.Tiles); ok {
+		// Byte ranges end to end (index.ConcatTiles): each piece at its
+		// Start of a 1-D whole of bytes.
+		if len(c.Shape) != 1 || c.ElemSize != 1 {
+			t.Fatalf("member %s: tiles of shape %v, %d-byte elements", m.Name, c.Shape, c.ElemSize)
+		}
+		b := make([]byte, c.Shape[0])
+		for _, ch := range c.Chunks {
+			copy(b[ch.Start[0]:], SourceBytes(t, data, idx, ch.Source)[ch.Offset:ch.Offset+ch.Shape[0]])
 		}
 		return b
 	}

@@ -13,6 +13,11 @@
 // issue 34 (dcpwrite.Kinds), of -n of what it repeats:
 //
 //	go run ./index/dcp/internal/gendcp -hostile dim1 -n 65536 OUT
+//
+// With -zstd each item is written as torch >= 2.7's ZStandardTransform
+// writes it: a zstd stream of the torch.save zip (klauspost/compress's
+// encoder at its default level), transform_descriptors
+// ["stream.zstd/1"].
 package main
 
 import (
@@ -25,6 +30,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/lazyweights/tensorfs/index/dcp/internal/dcpwrite"
 )
 
@@ -34,6 +40,7 @@ func main() {
 	seed := flag.Uint64("seed", 1, "seed of the values")
 	hostile := flag.String("hostile", "", "write this hostile checkpoint instead (one of "+strings.Join(dcpwrite.Kinds, ", ")+")")
 	n := flag.Int("n", 1000, "with -hostile: how many of what it repeats")
+	flag.BoolVar(&zstdItems, "zstd", false, "write each item as a zstd stream (torch >= 2.7's stream.zstd/1)")
 	flag.Parse()
 	if *hostile != "" && flag.NArg() == 1 {
 		if err := dcpwrite.Hostile(flag.Arg(0), *hostile, *n); err != nil {
@@ -53,6 +60,31 @@ func main() {
 }
 
 const cols = 4096
+
+// zstdItems: items are zstd streams of their zips (-zstd).
+var zstdItems bool
+
+// itemWriter is where an item's zip is written: w, through a zstd
+// encoder with -zstd; the counter says the item's length.
+func itemWriter(w io.Writer) (io.Writer, func() error, *countingWriter) {
+	cw := &countingWriter{w: w}
+	if !zstdItems {
+		return cw, func() error { return nil }, cw
+	}
+	e, _ := zstd.NewWriter(cw)
+	return e, e.Close, cw
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
 
 type item struct {
 	fqn      string
@@ -124,7 +156,14 @@ func writeZip(w io.Writer, storage string, data []byte, shape []int64) (int64, e
 	p.Op("\x80\x02")
 	p.TensorOp(storage, int64(len(data))/es, shape)
 	p.Op(".")
-	return dcpwrite.TorchSave(w, p.Bytes(), data)
+	iw, done, cw := itemWriter(w)
+	if _, err := dcpwrite.TorchSave(iw, p.Bytes(), data); err != nil {
+		return 0, err
+	}
+	if err := done(); err != nil {
+		return 0, err
+	}
+	return cw.n, nil
 }
 
 const mdMod = dcpwrite.MetadataModule
@@ -171,8 +210,11 @@ func metadata(rows int64, chunks [][2]int64, items []item) []byte {
 			w.Op("}(")
 			for _, it := range items {
 				w.Obj(mdMod, "MetadataIndex", "fqn", func() { w.Str(it.fqn) }, "offset", func() { w.Size(it.offsets) }, "index", func() { w.Op("N") })
-				w.Obj("torch.distributed.checkpoint.filesystem", "_StorageInfo",
-					"relative_path", func() { w.Str(it.file) }, "offset", func() { w.Int(it.off) }, "length", func() { w.Int(it.len) })
+				attrs := []any{"relative_path", func() { w.Str(it.file) }, "offset", func() { w.Int(it.off) }, "length", func() { w.Int(it.len) }}
+				if zstdItems {
+					attrs = append(attrs, "transform_descriptors", func() { w.Op("]("); w.Str("stream.zstd/1"); w.Op("e") })
+				}
+				w.Obj("torch.distributed.checkpoint.filesystem", "_StorageInfo", attrs...)
 			}
 			w.Op("u")
 		})
