@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -51,12 +52,27 @@ func (c *Checkpoint) Beside(ctx context.Context) ([]File, error) {
 	}
 	b.once.Do(func() {
 		if c.Remote != nil {
-			b.files, b.err = remoteBeside(ctx, c, c.path)
+			b.files, b.err = remoteBeside(ctx, c, c.path, nil)
 		} else {
-			b.files, b.err = localBeside(c.path, c.Index)
+			b.files, b.err = localBeside(c.path, c.Index, nil)
 		}
 	})
 	return b.files, b.err
+}
+
+// BesideNamed opens only the files of these names beside the checkpoint
+// (Beside's files, picked by name: the quantization configuration), so
+// that a remote SOURCE makes no request for the others. The caller
+// closes them (Src.Close); Beside is not changed.
+func (c *Checkpoint) BesideNamed(ctx context.Context, names ...string) ([]File, error) {
+	if c.beside == nil {
+		return nil, nil // not from Load, or closed
+	}
+	only := func(name string) bool { return slices.Contains(names, name) }
+	if c.Remote != nil {
+		return remoteBeside(ctx, c, c.path, only)
+	}
+	return localBeside(c.path, c.Index, only)
 }
 
 func closeBeside(files []File) {
@@ -85,7 +101,7 @@ func isCheckpoint(src backing.Source) (bool, error) {
 }
 
 // localBeside is Beside for a local path.
-func localBeside(source string, idx *index.Index) ([]File, error) {
+func localBeside(source string, idx *index.Index, only func(name string) bool) ([]File, error) {
 	st, err := os.Stat(source)
 	if err != nil {
 		return nil, nil // not a local path
@@ -114,7 +130,7 @@ func localBeside(source string, idx *index.Index) ([]File, error) {
 	for _, e := range ents {
 		name := e.Name()
 		p := filepath.Join(dir, name)
-		if e.IsDir() || !besideName(name) {
+		if e.IsDir() || !besideName(name) || (only != nil && !only(name)) {
 			continue
 		}
 		if abs, err := filepath.Abs(p); err == nil && isSource[abs] {
@@ -150,7 +166,7 @@ func localBeside(source string, idx *index.Index) ([]File, error) {
 // remoteBeside is Beside for a remote SOURCE: when its store lists
 // (Scheme.Listable: s3://, hf://), the objects directly under the prefix
 // it names; nothing for one object or an HTTP(S) URL.
-func remoteBeside(ctx context.Context, ck *Checkpoint, source string) ([]File, error) {
+func remoteBeside(ctx context.Context, ck *Checkpoint, source string, only func(name string) bool) ([]File, error) {
 	c, idx, key := ck.Remote, ck.Index, ck.RemoteKey
 	if c == nil || !ck.RemoteListable {
 		return nil, nil
@@ -185,7 +201,7 @@ func remoteBeside(ctx context.Context, ck *Checkpoint, source string) ([]File, e
 	var out []File
 	for _, e := range ents {
 		name := e.Name
-		if strings.Contains(name, "/") || !besideName(name) || isSource[c.URL(prefix+name)] {
+		if strings.Contains(name, "/") || !besideName(name) || (only != nil && !only(name)) || isSource[c.URL(prefix+name)] {
 			continue
 		}
 		if len(out) >= MaxBeside {

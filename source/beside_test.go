@@ -36,7 +36,7 @@ func TestBeside(t *testing.T) {
 	os.Symlink("missing", filepath.Join(dir, "dangling"))
 	idx := &index.Index{Sources: []string{st}}
 	for _, source := range []string{dir, filepath.Join(dir, "model.safetensors.index.json"), st} {
-		files, err := localBeside(source, idx)
+		files, err := localBeside(source, idx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

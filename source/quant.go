@@ -48,10 +48,11 @@ func (c *Checkpoint) quantize(ctx context.Context) error {
 
 // quantConfig returns the scheme the files beside c name, nil when none.
 func (c *Checkpoint) quantConfig(ctx context.Context) (*quant.Config, error) {
-	beside, err := c.Beside(ctx)
+	beside, err := c.BesideNamed(ctx, QuantConfigFiles...)
 	if err != nil {
 		return nil, err
 	}
+	defer closeBeside(beside)
 	files := map[string][]byte{}
 	for _, f := range beside {
 		for _, n := range QuantConfigFiles {
