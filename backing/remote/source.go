@@ -136,7 +136,8 @@ func (s *Source) fault(off, n int64, err error) error {
 
 // ReadAt reads len(p) bytes at off (io.ReaderAt semantics over the
 // object as opened), fetching the parts it needs in parallel and
-// starting readahead for a sequential reader.
+// starting readahead for a sequential reader; a read of a part or more
+// that no cached part serves is fetched straight into p (direct).
 func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 	if s.closed.Load() {
 		return 0, fmt.Errorf("remote: %s: %w", s.url, os.ErrClosed)

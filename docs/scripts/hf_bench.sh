@@ -16,7 +16,7 @@
 # file, N parallel ranged GETs (curl --aws-sigv4) against
 # tensorfs load s3://bench/model.safetensors.
 # With OLD=BINARY, each repetition also loads with that tensorfs build
-# (before/after side by side, interleaved); with FLAGS="...", each load
+# (before/after side by side, interleaved, in alternating order); with FLAGS="...", each load
 # also runs with those flags added (e.g. FLAGS="--remote-readahead 0").
 # With PROFILE=DIR, the last loads also write DIR/hf-load.prof and
 # DIR/s3-load.prof (--cpuprofile). Needs: go, curl, python3, versitygw
@@ -89,6 +89,11 @@ for ((r = 1; r <= REPS; r++)); do
 		if [ -n "${OLD:-}" ]; then
 			variants+=("old|$OLD|")
 			[ -n "${FLAGS:-}" ] && variants+=("old $FLAGS|$OLD|$FLAGS")
+		fi
+		if ((r % 2 == 0)); then # alternate the order of the loads
+			local_rev=()
+			for ((i = ${#variants[@]} - 1; i >= 0; i--)); do local_rev+=("${variants[i]}"); done
+			variants=("${local_rev[@]}")
 		fi
 		for v in "${variants[@]}"; do
 			IFS='|' read -r label bin flags <<<"$v"
