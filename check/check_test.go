@@ -2,7 +2,9 @@ package check
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"hash/crc32"
 	"math"
@@ -128,5 +130,49 @@ func TestData(t *testing.T) {
 	c.Index.Tensors[2].Check.CRC32 ^= 1
 	if rep, ps = Data(c, DataOptions{}); len(ps) != 0 || rep.CRCs != 1 || rep.Bytes != 32 {
 		t.Errorf("a good CRC-32: %+v, %v", rep, ps)
+	}
+}
+
+// digestSource is a memSource that states a sha256 of its whole bytes.
+type digestSource struct {
+	memSource
+	sum string
+}
+
+func (d *digestSource) SHA256() (string, bool) { return d.sum, d.sum != "" }
+
+func TestDataSHA256(t *testing.T) {
+	// The tensor covers bytes 8..16 of 24: the whole file is hashed.
+	data := []byte("headerxxTENSOR!!trailing")
+	sum := sha256.Sum256(data)
+	good := hex.EncodeToString(sum[:])
+	src := &digestSource{memSource: memSource{data: data, failAt: -1}, sum: good}
+	idx := &index.Index{Format: "safetensors", Sources: []string{"/m/model.safetensors"}, Tensors: []index.Tensor{
+		{Name: "t", DType: dtype.U8, Shape: []int64{8}, Offset: 8, Size: 8},
+	}}
+	c := &Checkpoint{Source: "/m", Index: idx, Sources: []backing.Source{src}}
+	rep, ps := Data(c, DataOptions{})
+	if len(ps) != 0 || rep.Verified != 1 || rep.Bytes != 24 || len(rep.Files) != 1 || rep.Files[0] != (FileDigest{File: "/m/model.safetensors", SHA256: good, Status: "sha256 ok"}) {
+		t.Errorf("a good file: %+v, %v", rep, ps)
+	}
+	// Other bytes outside the tensor: the file's hash differs, one
+	// problem naming the file and both digests.
+	data[0] = 'H'
+	sum = sha256.Sum256(data)
+	got := hex.EncodeToString(sum[:])
+	rep, ps = Data(c, DataOptions{})
+	if len(ps) != 1 || ps[0].File != "/m/model.safetensors" || !strings.Contains(ps[0].What, got) || !strings.Contains(ps[0].What, good) || rep.Verified != 0 || rep.Files[0].Status != "sha256 mismatch" {
+		t.Errorf("a file with other bytes: %+v, %v", rep, ps)
+	}
+	// A read that fails: one problem, for the file.
+	src.failAt = 20
+	rep, ps = Data(c, DataOptions{})
+	if len(ps) != 1 || ps[0].File != "/m/model.safetensors" || !strings.Contains(ps[0].What, "input/output error") || rep.Files[0].Status != "read error" {
+		t.Errorf("a failing read: %+v, %v", rep, ps)
+	}
+	// A source that states no digest is not hashed.
+	src.failAt, src.sum = -1, ""
+	if rep, ps = Data(c, DataOptions{}); len(ps) != 0 || len(rep.Files) != 0 || rep.Bytes != 8 {
+		t.Errorf("no digest: %+v, %v", rep, ps)
 	}
 }

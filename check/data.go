@@ -1,7 +1,9 @@
 package check
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"math"
@@ -29,11 +31,32 @@ type TensorValues struct {
 	Inf      int64  `json:"inf"`
 }
 
+// FileDigest is a file whose source states the sha256 of its whole
+// bytes (an hf:// file in Git LFS: the Hub's X-Linked-Etag), and what
+// Data found hashing it.
+type FileDigest struct {
+	File   string `json:"file"`
+	SHA256 string `json:"sha256"`           // as the source states it
+	Status string `json:"status"`           // "sha256 ok", "sha256 mismatch" or "read error"
+	Got    string `json:"actual,omitempty"` // the bytes' sha256 when it differs
+}
+
 // DataReport is what Data read.
 type DataReport struct {
 	Bytes   int64          // bytes read from the sources
 	CRCs    int            // stored members whose CRC-32 was checked
 	Tensors []TensorValues // with DataOptions.Values, in index order
+	// Files are the files hashed whole against the sha256 their source
+	// states, in source order; Verified counts those that matched.
+	Files    []FileDigest
+	Verified int
+}
+
+// Digested is a source that states the sha256 of its whole bytes
+// (remote.Source: what its store, a remote.Digester, gives); ok is
+// false when it states none.
+type Digested interface {
+	SHA256() (hex string, ok bool)
 }
 
 // chunk is how much Data reads at a time: its memory.
@@ -45,11 +68,45 @@ const chunk = 1 << 20
 // compressed member that does not inflate, an object changed under a
 // remote SOURCE is a problem). With o.Values, each tensor that has a
 // float32 view is read through it and its NaN and Inf values counted.
+// A file whose source states the sha256 of its bytes (Digested) is
+// read whole, from byte 0 to its size whatever part of it the tensors
+// cover, and hashed: a digest that differs is a problem naming both;
+// its tensors' bytes are not read a second time unless o.Values or a
+// CRC-32 or a strided view needs them.
 // Memory: one buffer of 1 MiB.
 func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 	var rep DataReport
 	var ps []Problem
 	buf := make([]byte, chunk)
+	hashed := make([]bool, len(c.Sources))
+	for i, src := range c.Sources {
+		d, ok := src.(Digested)
+		if !ok || c.Index.Member(i) != nil {
+			continue
+		}
+		want, ok := d.SHA256()
+		if !ok {
+			continue
+		}
+		file := c.Index.SourceName(i)
+		fd := FileDigest{File: file, SHA256: want}
+		h := sha256.New()
+		err := readAll(src, src.Size(), buf, func(p []byte) { h.Write(p) })
+		rep.Bytes += src.Size()
+		switch got := hex.EncodeToString(h.Sum(nil)); {
+		case err != nil:
+			fd.Status = "read error"
+			ps = append(ps, Problem{File: file, What: "hashing the whole file: " + err.Error()})
+		case got != strings.ToLower(want):
+			fd.Status, fd.Got = "sha256 mismatch", got
+			ps = append(ps, Problem{File: file, What: fmt.Sprintf("sha256 of the file's %d bytes is %s, its source states %s", src.Size(), got, want)})
+		default:
+			fd.Status = "sha256 ok"
+			rep.Verified++
+		}
+		hashed[i] = true // its problem, if any, is said once, for the file
+		rep.Files = append(rep.Files, fd)
+	}
 	for i := range c.Index.Tensors {
 		t := &c.Index.Tensors[i]
 		if t.Source < 0 || t.Source >= len(c.Sources) {
@@ -99,6 +156,9 @@ func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 		}
 		if t.Check != nil {
 			continue // read whole by Verify
+		}
+		if hashed[t.Source] && t.Contiguous() {
+			continue // read whole by the hash
 		}
 		var r io.ReaderAt = io.NewSectionReader(src, t.Offset, t.Size)
 		if !t.Contiguous() {

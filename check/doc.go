@@ -10,7 +10,9 @@
 // served, tensor ranges against the sources as they are now); a new
 // check is one more row. Data reads every byte: CRC-32s of stored zip
 // members, read errors, and with DataOptions.Values the NaN and Inf
-// counts of every tensor with a float32 view, on its converted values.
+// counts of every tensor with a float32 view, on its converted values;
+// a file whose source states the sha256 of its whole bytes (Digested: an
+// hf:// file in Git LFS) is read whole and hashed against it.
 //
 // # Invariants
 //

@@ -180,3 +180,45 @@ func TestHFFleetTLSCDN(t *testing.T) {
 		t.Fatalf("the origin served %.3fx the model (CDN %d of %d), want 1 to 1.10x", ratio, cdn, size)
 	}
 }
+
+// TestHFCheckData: `check --data hf://…` hashes each LFS file whole
+// against the Hub's X-Linked-Etag: a good repository passes with the
+// files counted; one whose CDN serves other bytes of the same size
+// under the same headers (ETag, X-Linked-Size) fails, naming the file
+// and both digests.
+func TestHFCheckData(t *testing.T) {
+	srv := hftest.New()
+	defer srv.Close()
+	hfRepo(t, srv)
+	env := hfEnv(t, srv)
+	r := runEnv(t, env, "check", "--data", "hf://org/model")
+	if r.code != 0 || !strings.Contains(r.stdout, "3 files verified by sha256") {
+		t.Fatalf("check --data of a good repository: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	r = runEnv(t, env, "check", "--data", "--json", "hf://org/model")
+	var rep struct {
+		OK   bool
+		Data struct {
+			Files []struct{ File, SHA256, Status string }
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 || !rep.OK || len(rep.Data.Files) != 3 {
+		t.Fatalf("check --data --json: exit %d, %v, %s %s", r.code, err, r.stdout, r.stderr)
+	}
+	for _, f := range rep.Data.Files {
+		if f.Status != "sha256 ok" || len(f.SHA256) != 64 {
+			t.Errorf("check --data --json: %+v", f)
+		}
+	}
+	// The second shard's bytes change on the CDN, same size, same
+	// headers: the tensors still read, the file's hash does not match.
+	srv2 := hftest.New()
+	defer srv2.Close()
+	sha, _, _ := hfRepo(t, srv2)
+	name := "model-00002-of-00003.safetensors"
+	hub, served := srv2.CorruptLFS("org/model", sha, name, func(b []byte) { b[len(b)-1] ^= 0xff })
+	r = runEnv(t, hfEnv(t, srv2), "check", "--data", "hf://org/model")
+	if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, name) || !strings.Contains(r.stderr, hub) || !strings.Contains(r.stderr, served) {
+		t.Fatalf("check --data of a repository with a bad file: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+}

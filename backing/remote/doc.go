@@ -21,7 +21,15 @@
 // source are tracked) gets readahead: the window after its read is
 // prefetched, from one part doubling to Options.Readahead; a window that
 // slides waits until half of it is missing, so that it is fetched in few
-// GETs. Parsers read through ForParsing, which fetches
+// GETs. A read of a part or more that finds none of its parts cached
+// or being fetched (and no disk cache) skips the parts: its GETs (of up
+// to 32 MiB, in parallel, pinned and retried as any) read the body
+// straight into the caller's buffer, and nothing is cached, so the bytes
+// are copied once, not twice. Source.Prefetch of a range of a part or
+// more (a loader about to stream a tensor) therefore fetches nothing
+// ahead: the loader's reads of it, a part or more each, go straight into
+// its buffers, the loader's parallel tensors being what keeps GETs in
+// flight. Parsers read through ForParsing, which fetches
 // small reads as 256 KiB blocks instead of whole parts (a zip's local
 // headers, scattered through a large .pt).
 //

@@ -163,6 +163,27 @@ func (m *memCache) missing(src uint64, first, last int64) (n int64, firstMissing
 	return n, firstMissing
 }
 
+// absent says whether none of the parts first..last of source src is
+// cached or being fetched.
+func (m *memCache) absent(src uint64, first, last int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := first; i <= last; i++ {
+		if m.parts[partKey{src, i}] != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// missed counts n parts read without the cache (straight into a
+// reader's buffer) as misses.
+func (m *memCache) missed(n int64) {
+	m.mu.Lock()
+	m.miss += n
+	m.mu.Unlock()
+}
+
 // finish publishes a fresh part's bytes or error. A failed part is
 // forgotten, so that the next read fetches it again.
 func (m *memCache) finish(p *part, err error) {

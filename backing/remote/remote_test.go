@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/lazyweights/tensorfs/backing"
 )
@@ -26,6 +27,8 @@ type memStore struct {
 	// cut, when set, is how many buffers a Get at off fills before its
 	// connection is reset (a transient error), or -1 for all of them.
 	cut func(off int64) int
+	// into, when set, is told the first buffer of each Get.
+	into func(buf []byte)
 
 	mu    sync.Mutex
 	tried map[int64]bool // offsets asked for once
@@ -44,6 +47,9 @@ func (m *memStore) Open(ctx context.Context, key string, head []byte) (Object, i
 
 func (m *memStore) Get(ctx context.Context, obj Object, off int64, bufs [][]byte, filled func(int)) error {
 	m.gets.Add(1)
+	if m.into != nil {
+		m.into(bufs[0])
+	}
 	if m.fail != nil {
 		if err := m.fail(off); err != nil {
 			return err
@@ -275,5 +281,93 @@ func TestRunGets(t *testing.T) {
 				t.Errorf("%d reads missed the cache", miss)
 			}
 		})
+	}
+}
+
+// within says whether b lies inside p.
+func within(b, p []byte) bool {
+	if len(b) == 0 || len(p) == 0 {
+		return false
+	}
+	b0, p0 := uintptr(unsafe.Pointer(&b[0])), uintptr(unsafe.Pointer(&p[0]))
+	return b0 >= p0 && b0+uintptr(len(b)) <= p0+uintptr(len(p))
+}
+
+// TestDirectReads: a read of a part or more that finds none of its parts
+// cached is fetched straight into the caller's buffer (no part buffer,
+// no second copy), as are the reads of a part or more through a
+// Prefetch range (a loader streaming a tensor: nothing fetched ahead);
+// a transient error mid-body goes on from the first buffer not filled;
+// a changed object fails it, sticky; a read shorter than a part still
+// goes through the cache.
+func TestDirectReads(t *testing.T) {
+	const ps = 4096
+	st, s := newTest(t, 40*ps+123, Options{PartSize: ps, Logf: func(string, ...any) {}})
+	var mu sync.Mutex
+	var dst [][]byte
+	st.into = func(b []byte) { mu.Lock(); dst = append(dst, b); mu.Unlock() }
+	gets := func() (bs [][]byte) { mu.Lock(); bs, dst = dst, nil; mu.Unlock(); return bs }
+	// A tensor at an unaligned offset, streamed in reads of a part.
+	off, n := int64(2*ps+100), int64(6*ps+7) // past part 0, which Open keeps
+	s.Prefetch(off, n)
+	for at := off; at < off+n; at += ps {
+		p := make([]byte, min(ps, off+n-at))
+		if k, err := s.ReadAt(p, at); err != nil || k != len(p) || !bytes.Equal(p, st.data[at:at+int64(k)]) {
+			t.Fatalf("read at %d: %d, %v", at, k, err)
+		}
+		bs := gets()
+		if len(p) < ps {
+			break // the tail: through the cache
+		}
+		if len(bs) != 1 || !within(bs[0], p) {
+			t.Fatalf("read of a part at %d: %d GETs, into the reader's buffer: %v", at, len(bs), len(bs) == 1 && within(bs[0], p))
+		}
+	}
+	// A long read, nothing cached: GETs of up to maxRun bytes straight
+	// into it; the first one reset after two buffers goes on from the
+	// third.
+	st.cut = func(o int64) int {
+		if o == 10*ps && !st.tried[o] {
+			st.mu.Lock()
+			st.tried[o] = true
+			st.mu.Unlock()
+			return 2
+		}
+		return -1
+	}
+	st.tried = map[int64]bool{}
+	p := make([]byte, 20*ps)
+	if k, err := s.ReadAt(p, 10*ps); err != nil || k != len(p) || !bytes.Equal(p, st.data[10*ps:30*ps]) {
+		t.Fatalf("a long read: %d, %v", k, err)
+	}
+	for _, b := range gets() {
+		if !within(b, p) {
+			t.Fatal("a GET of the long read did not read into its buffer")
+		}
+	}
+	st.cut = nil
+	// Shorter than a part: a part buffer, kept for the next read.
+	q := make([]byte, 100)
+	if _, err := s.ReadAt(q, 35*ps); err != nil {
+		t.Fatal(err)
+	}
+	if bs := gets(); len(bs) != 1 || within(bs[0], q) {
+		t.Fatal("a short read did not go through a part")
+	}
+	hits, _ := s.c.CacheStats()
+	if _, err := s.ReadAt(q, 35*ps+200); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := s.c.CacheStats(); h != hits+1 {
+		t.Fatalf("the next short read: %d cache hits, want 1", h-hits)
+	}
+	// The object changes: a direct read fails, and every read after it.
+	s.inflight.Wait() // the readahead of the short reads
+	st.etag = `"v2"`
+	if _, err := s.ReadAt(make([]byte, 2*ps), 0); KindOf(err) != Changed || !errors.Is(err, backing.ErrFault) {
+		t.Fatalf("a direct read of a changed object: %v", err)
+	}
+	if _, err := s.ReadAt(q, 35*ps); KindOf(err) != Changed {
+		t.Fatalf("a cached read after the change: %v", err)
 	}
 }

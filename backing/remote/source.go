@@ -42,6 +42,10 @@ type stream struct {
 	window int64
 	used   uint64
 	limit  int64 // readahead stops here (the end of a Prefetch range); 0: the object's end
+	// direct: a Prefetch range read in reads of a part or more, each
+	// fetched straight into the reader's buffer (readDirect) rather
+	// than ahead into parts that it would then copy.
+	direct bool
 }
 
 var (
@@ -132,7 +136,8 @@ func (s *Source) fault(off, n int64, err error) error {
 
 // ReadAt reads len(p) bytes at off (io.ReaderAt semantics over the
 // object as opened), fetching the parts it needs in parallel and
-// starting readahead for a sequential reader.
+// starting readahead for a sequential reader; a read of a part or more
+// that no cached part serves is fetched straight into p (direct).
 func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 	if s.closed.Load() {
 		return 0, fmt.Errorf("remote: %s: %w", s.url, os.ErrClosed)
@@ -161,6 +166,18 @@ func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 	ctx, cancel := context.WithDeadline(s.c.opts.Context, deadline.Add(waitSlack))
 	defer cancel()
 	ps := s.c.opts.PartSize
+	if s.direct(off, want) {
+		if err := s.readDirect(ctx, p[:want], off, deadline); err != nil {
+			if cerr := s.changedErr(); cerr != nil {
+				err = cerr
+			}
+			return 0, s.fault(off, want, err)
+		}
+		if eof {
+			return int(want), io.EOF
+		}
+		return int(want), nil
+	}
 	done := int64(0)
 	for done < want {
 		// Up to Parallel parts at once.
@@ -220,6 +237,60 @@ func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 		return int(want), io.EOF
 	}
 	return int(want), nil
+}
+
+// direct says whether the read of [off, off+n) is fetched straight into
+// the caller's buffer (readDirect) rather than through parts: when it
+// is at least a part long, no part of it is cached or being fetched (so
+// the cache holds nothing the read could use, and a reader that does
+// not come back to these bytes, as a loader streaming a tensor does
+// not, would have them copied twice), and there is no disk cache to
+// fill. A small read still fetches its whole part, which the reads
+// after it use.
+func (s *Source) direct(off, n int64) bool {
+	ps := s.c.opts.PartSize
+	if n < ps || s.diskID != "" {
+		return false
+	}
+	first, last := off/ps, (off+n-1)/ps
+	return s.c.mem.absent(s.id, first, last)
+}
+
+// readDirect fills p with the bytes from off on, in GETs of up to maxRun
+// bytes in parallel (each pinned, retried and bounded by the AIMD
+// limiter as any fetch: Source.get), reading each response body straight
+// into p: nothing is cached.
+func (s *Source) readDirect(ctx context.Context, p []byte, off int64, deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	ps := int(s.c.opts.PartSize)
+	var wg sync.WaitGroup
+	errs := make([]error, 0, len(p)/maxRun+1)
+	var mu sync.Mutex
+	for at := 0; at < len(p); at += maxRun {
+		run := p[at:min(at+maxRun, len(p))]
+		// Buffers of a part each: a retry goes on from the first
+		// one not yet filled.
+		var bufs [][]byte
+		for b := 0; b < len(run); b += ps {
+			bufs = append(bufs, run[b:min(b+ps, len(run))])
+		}
+		wg.Add(1)
+		go func(o int64) {
+			defer wg.Done()
+			if err := s.get(ctx, o, bufs, nil); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}(off + int64(at))
+	}
+	wg.Wait()
+	s.c.mem.missed(int64(len(p)+ps-1) / int64(ps))
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
 }
 
 // errNoSlot is a try that waited for a slot for GETs in flight until
@@ -442,6 +513,13 @@ func (s *Source) readahead(off, n int64) {
 		s.mu.Unlock()
 		return
 	}
+	if st.direct && n >= ps && off+n <= st.limit {
+		// Read straight into the reader's buffer: nothing ahead.
+		st.end = max(st.end, off+n)
+		st.used = s.tick
+		s.mu.Unlock()
+		return
+	}
 	// Streams share the memory cache: each gets at most its share of
 	// half of it, so that readahead never evicts what a reader is about
 	// to use.
@@ -503,7 +581,11 @@ func (s *Source) prefetch(from, to int64) {
 // Prefetch says that [off, off+n) is about to be read from start to end
 // (a loader streaming one tensor): the first Readahead bytes of it are
 // fetched now, and reads that go through it sequentially get the full
-// readahead window at once, up to its end.
+// readahead window at once, up to its end. A range of a part or more
+// without a disk cache is not fetched ahead: the reads of a part or more
+// that go through it are each fetched straight into the reader's buffer
+// (readDirect: one copy of the bytes, not two), those shorter (its tail)
+// as any other read.
 func (s *Source) Prefetch(off, n int64) {
 	ra := s.c.opts.Readahead
 	if ra <= 0 || n <= 0 || off < 0 || off >= s.obj.Size {
@@ -518,9 +600,12 @@ func (s *Source) Prefetch(off, n int64) {
 			oldest = &s.streams[i]
 		}
 	}
-	*oldest = stream{end: off, window: ra, used: s.tick, limit: end}
+	direct := end-off >= s.c.opts.PartSize && s.diskID == ""
+	*oldest = stream{end: off, window: ra, used: s.tick, limit: end, direct: direct}
 	s.mu.Unlock()
-	s.prefetch(off, min(off+ra, end))
+	if !direct {
+		s.prefetch(off, min(off+ra, end))
+	}
 }
 
 // CacheStats returns the client's in-memory cache hits and misses (reads

@@ -27,7 +27,10 @@ what was checked (tensors, files, format, bytes) and the exit status is 0.
 --data also reads every byte of every tensor: a read that fails (a
 truncated file, a compressed member that does not inflate, a remote
 object changed since it was opened) and a stored .npz member whose CRC-32
-does not match are problems. --json prints a JSON report on stdout
+does not match are problems. A file whose source states the sha256 of its
+whole bytes (an hf:// file in Git LFS: the Hub's X-Linked-Etag, its LFS
+oid) is read whole and hashed: a digest that differs is a problem naming
+the file and both digests. --json prints a JSON report on stdout
 instead of the summary line (the problems too, and with --data, each
 floating-point or quantized tensor's NaN and Inf counts on its values as
 the .f32/ view converts them).`
@@ -49,12 +52,15 @@ type checkData struct {
 	BytesRead int64                `json:"bytes_read"`
 	CRCs      int                  `json:"crc32_checked"`
 	Values    []check.TensorValues `json:"values"`
+	// Files are the files hashed whole against the sha256 their source
+	// states (per file "sha256 ok", "sha256 mismatch", "read error").
+	Files []check.FileDigest `json:"files"`
 }
 
 func runCheck(args []string) error {
 	f := newFlags("check", "[--data] [--json] SOURCE", checkAbout)
 	addRemoteFlags(f)
-	data := f.Bool("data", false, "also read every byte of every tensor: read errors and stored .npz members' CRC-32s (and NaN/Inf counts with --json)")
+	data := f.Bool("data", false, "also read every byte of every tensor: read errors, stored .npz members' CRC-32s and whole files' sha256 where the source states it (hf:// LFS files) (and NaN/Inf counts with --json)")
 	asJSON := f.Bool("json", false, "print a JSON report (summary, problems; with --data, NaN and Inf counts per floating-point tensor) on stdout")
 	if err := f.parse(args, 1, 1); err != nil {
 		return err
@@ -91,9 +97,12 @@ func runCheck(args []string) error {
 		if *data {
 			dr, ps := check.Data(c, check.DataOptions{Values: *asJSON})
 			rep.Problems = append(rep.Problems, ps...)
-			rep.Data = &checkData{BytesRead: dr.Bytes, CRCs: dr.CRCs, Values: dr.Tensors}
+			rep.Data = &checkData{BytesRead: dr.Bytes, CRCs: dr.CRCs, Values: dr.Tensors, Files: dr.Files}
 			if rep.Data.Values == nil {
 				rep.Data.Values = []check.TensorValues{}
+			}
+			if rep.Data.Files == nil {
+				rep.Data.Files = []check.FileDigest{}
 			}
 		}
 	}
@@ -114,6 +123,9 @@ func runCheck(args []string) error {
 			line += fmt.Sprintf("; every byte read (%d bytes", rep.Data.BytesRead)
 			if rep.Data.CRCs > 0 {
 				line += fmt.Sprintf(", %s checked", plural(rep.Data.CRCs, "CRC-32"))
+			}
+			if n := len(rep.Data.Files); n > 0 {
+				line += fmt.Sprintf(", %s verified by sha256", plural(n, "file"))
 			}
 			line += ")"
 		}

@@ -15,6 +15,9 @@
 # and the same for s3:// in the same run: versitygw v1.8.0 over the same
 # file, N parallel ranged GETs (curl --aws-sigv4) against
 # tensorfs load s3://bench/model.safetensors.
+# With OLD=BINARY, each repetition also loads with that tensorfs build
+# (before/after side by side, interleaved, in alternating order); with FLAGS="...", each load
+# also runs with those flags added (e.g. FLAGS="--remote-readahead 0").
 # With PROFILE=DIR, the last loads also write DIR/hf-load.prof and
 # DIR/s3-load.prof (--cpuprofile). Needs: go, curl, python3, versitygw
 # (go install github.com/versity/versitygw/cmd/versitygw@v1.8.0). Run from
@@ -80,10 +83,27 @@ for ((r = 1; r <= REPS; r++)); do
 		prof=()
 		if [ -n "${PROFILE:-}" ] && ((r == REPS)); then prof=(--cpuprofile "$PROFILE/$kind-load.prof"); fi
 		t0=$(now); baseline $kind; t1=$(now)
-		out=$("$work/tensorfs" load "${prof[@]}" "$src" 2>&1 >/dev/null)
-		t2=$(now)
-		base=$(gbs "$size" "$t0" "$t1"); load=$(gbs "$size" "$t1" "$t2")
-		echo "rep $r $kind: baseline $base GB/s, load $load GB/s, ratio $(python3 -c "print('%.2f' % ($load/$base))"); $(echo "$out" | grep -o 'peak memory [^,]*' || echo "$out")"
+		base=$(gbs "$size" "$t0" "$t1")
+		variants=("new|$work/tensorfs|")
+		[ -n "${FLAGS:-}" ] && variants+=("new $FLAGS|$work/tensorfs|$FLAGS")
+		if [ -n "${OLD:-}" ]; then
+			variants+=("old|$OLD|")
+			[ -n "${FLAGS:-}" ] && variants+=("old $FLAGS|$OLD|$FLAGS")
+		fi
+		if ((r % 2 == 0)); then # alternate the order of the loads
+			local_rev=()
+			for ((i = ${#variants[@]} - 1; i >= 0; i--)); do local_rev+=("${variants[i]}"); done
+			variants=("${local_rev[@]}")
+		fi
+		for v in "${variants[@]}"; do
+			IFS='|' read -r label bin flags <<<"$v"
+			t1=$(now)
+			# shellcheck disable=SC2086 # flags are words
+			out=$("$bin" load "${prof[@]}" $flags "$src" 2>&1 >/dev/null)
+			t2=$(now)
+			load=$(gbs "$size" "$t1" "$t2")
+			echo "rep $r $kind: baseline $base GB/s, load ($label) $load GB/s, ratio $(python3 -c "print('%.2f' % ($load/$base))"); $(echo "$out" | grep -o 'peak memory [^,]*' || echo "$out")"
+		done
 	done
 	echo "  load average: $(uptime | sed 's/.*load average: //')"
 done

@@ -193,6 +193,29 @@ func (s *Server) ReplaceBlob(sum string, b []byte) {
 	s.mu.Unlock()
 }
 
+// CorruptLFS makes the CDN serve other bytes of the same size for the
+// LFS file path of repository id at commit sha, under the headers it had
+// (its ETag, and the Hub's X-Linked-Etag and X-Linked-Size unchanged):
+// bytes gone bad at rest, which only a hash of the whole file finds.
+// change alters a copy of the bytes in place. It returns the file's
+// sha256 (the Hub's) and that of the bytes now served.
+func (s *Server) CorruptLFS(id, sha, path string, change func(b []byte)) (hubSum, served string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.repos[repoKey(id)].commits[sha][path]
+	if st == nil || !st.LFS {
+		panic("hftest: CorruptLFS: no LFS file " + path + " in " + id + "@" + sha)
+	}
+	old := s.blobs[st.sha256]
+	b := append([]byte(nil), old.data...)
+	change(b)
+	if len(b) != len(old.data) {
+		panic("hftest: CorruptLFS: change altered the size")
+	}
+	s.blobs[st.sha256] = blob{data: b, etag: old.etag}
+	return st.sha256, SHA256(b)
+}
+
 // Throttle makes the next n Hub requests answer 429.
 func (s *Server) Throttle(n int) { s.throttle.Store(int64(n)) }
 
