@@ -1,0 +1,172 @@
+package hf
+
+// This file: the hf:// URI grammar and the environment huggingface_hub reads (endpoint, token, cache, offline).
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Parse splits an hf:// SOURCE: kind "models" or "datasets", the
+// repository id ORG/NAME, the revision ("main" when none is given) and
+// the path in the repository. REV may be a branch, a tag, a sha,
+// refs/pr/N or refs/convert/NAME, and may be percent-encoded
+// (@refs%2Fpr%2F1).
+func Parse(source string) (kind, id, rev, key string, err error) {
+	bad := func(why string) error {
+		return fmt.Errorf("%s: %s (want hf://[models/|datasets/]ORG/NAME[@REV][/PATH])", source, why)
+	}
+	rest, ok := cutPrefixFold(source, "hf://")
+	if !ok {
+		return "", "", "", "", bad("not an hf:// URL")
+	}
+	kind = "models"
+	if r, ok := strings.CutPrefix(rest, "models/"); ok {
+		rest = r
+	} else if r, ok := strings.CutPrefix(rest, "datasets/"); ok {
+		kind, rest = "datasets", r
+	} else if strings.HasPrefix(rest, "spaces/") {
+		return "", "", "", "", bad("Spaces are not read")
+	}
+	org, rest, _ := strings.Cut(rest, "/")
+	i := strings.IndexAny(rest, "@/")
+	name := rest
+	if i >= 0 {
+		name, rest = rest[:i], rest[i:]
+	} else {
+		rest = ""
+	}
+	if org == "" || name == "" {
+		return "", "", "", "", bad("no ORG/NAME")
+	}
+	for _, c := range []string{org, name} {
+		if c == "." || c == ".." || strings.ContainsAny(c, "%?#\\ ") {
+			return "", "", "", "", bad(strconv.Quote(c) + " is not a repository name")
+		}
+	}
+	rev = "main"
+	if r, ok := strings.CutPrefix(rest, "@"); ok {
+		// refs/pr/N and refs/convert/X hold '/': take them whole.
+		n := 1
+		if strings.HasPrefix(r, "refs/pr/") || strings.HasPrefix(r, "refs/convert/") {
+			n = 3
+		}
+		parts := strings.SplitN(r, "/", n+1)
+		if len(parts) < n || parts[n-1] == "" {
+			return "", "", "", "", bad("revision " + strconv.Quote(r) + " is cut short")
+		}
+		rev = strings.Join(parts[:n], "/")
+		rest = strings.TrimPrefix(r, rev)
+		if rev, err = url.PathUnescape(rev); err != nil || rev == "" {
+			return "", "", "", "", bad("an empty or malformed revision")
+		}
+	}
+	if rest != "" && rest[0] != '/' {
+		return "", "", "", "", bad("malformed")
+	}
+	key = strings.TrimPrefix(rest, "/")
+	if key != "" {
+		trail := strings.HasSuffix(key, "/")
+		key = strings.Trim(path.Clean("/"+key), "/")
+		if trail && key != "" {
+			key += "/"
+		}
+	}
+	return kind, org + "/" + name, rev, key, nil
+}
+
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+		return s[len(prefix):], true
+	}
+	return s, false
+}
+
+// hfHome is $HF_HOME, else $XDG_CACHE_HOME/huggingface, else
+// ~/.cache/huggingface.
+func hfHome() string {
+	if h := os.Getenv("HF_HOME"); h != "" {
+		return h
+	}
+	if x := os.Getenv("XDG_CACHE_HOME"); x != "" {
+		return filepath.Join(x, "huggingface")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".cache", "huggingface")
+	}
+	return ""
+}
+
+// TokenFromEnv is the token huggingface_hub would use: HF_TOKEN (or the
+// older HUGGING_FACE_HUB_TOKEN), else the file HF_TOKEN_PATH, else
+// $HF_HOME/token; "" when none.
+func TokenFromEnv() string {
+	for _, v := range []string{"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"} {
+		if t := strings.TrimSpace(os.Getenv(v)); t != "" {
+			return t
+		}
+	}
+	p := os.Getenv("HF_TOKEN_PATH")
+	if p == "" {
+		if h := hfHome(); h != "" {
+			p = filepath.Join(h, "token")
+		}
+	}
+	if p == "" {
+		return ""
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// HubCacheFromEnv is the HF cache: HF_HUB_CACHE (or the older
+// HUGGINGFACE_HUB_CACHE), else $HF_HOME/hub.
+func HubCacheFromEnv() string {
+	for _, v := range []string{"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"} {
+		if c := os.Getenv(v); c != "" {
+			return c
+		}
+	}
+	if h := hfHome(); h != "" {
+		return filepath.Join(h, "hub")
+	}
+	return ""
+}
+
+func offlineEnv() bool {
+	switch strings.ToUpper(strings.TrimSpace(os.Getenv("HF_HUB_OFFLINE"))) {
+	case "1", "ON", "YES", "TRUE":
+		return true
+	}
+	return false
+}
+
+// RepoFolderName is the repository's folder in the HF cache:
+// models--ORG--NAME, datasets--ORG--NAME.
+func RepoFolderName(kind, id string) string {
+	return kind + "--" + strings.ReplaceAll(id, "/", "--")
+}
+
+// quote escapes s as Python's urllib.parse.quote does, keeping the
+// bytes of safe: hf_hub_url quotes a path with safe "/" and a revision
+// with safe "".
+func quote(s, safe string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.-~", c) >= 0 || strings.IndexByte(safe, c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
