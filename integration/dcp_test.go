@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -146,41 +145,14 @@ func TestDCPLoadConvert(t *testing.T) {
 	for name, want := range exp {
 		src := filepath.Join(dir, name)
 		for _, flags := range [][]string{nil, {"--io", "mmap"}, {"--io", "direct"}, {"--parallel", "1", "--chunk", "4KiB"}} {
-			r := runTensorfs(t, append(append([]string{"load", "--sha256"}, flags...), src)...)
-			if r.code != 0 {
-				t.Fatalf("load %s %v: exit %d: %s", name, flags, r.code, r.stderr)
-			}
-			got := map[string]string{}
-			for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-				sum, tn, ok := strings.Cut(line, "  ")
-				if ok {
-					got[tn] = sum
-				}
-			}
+			got := loadDigests(t, src, flags...)
 			if !maps.Equal(got, want) {
 				t.Fatalf("load --sha256 %s %v:\n got %v\nwant %v", name, flags, got, want)
 			}
 		}
-		out := filepath.Join(t.TempDir(), "model.safetensors")
-		if r := runTensorfs(t, "convert", "--quiet", src, out); r.code != 0 {
-			t.Fatalf("convert %s: exit %d: %s", name, r.code, r.stderr)
-		}
-		data, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := binary.LittleEndian.Uint64(data)
-		var hdr map[string]json.RawMessage
-		if err := json.Unmarshal(data[8:8+n], &hdr); err != nil {
-			t.Fatal(err)
-		}
+		converted := convertDigests(t, src)
 		for tn, sum := range want {
-			var e struct {
-				DataOffsets [2]int64 `json:"data_offsets"`
-			}
-			json.Unmarshal(hdr[tn], &e)
-			h := sha256.Sum256(data[8+int64(n)+e.DataOffsets[0] : 8+int64(n)+e.DataOffsets[1]])
-			if hex.EncodeToString(h[:]) != sum {
+			if converted[tn] != sum {
 				t.Errorf("convert %s: %s differs", name, tn)
 			}
 		}

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"maps"
@@ -65,44 +64,18 @@ func TestFormats2DCP(t *testing.T) {
 				want[tt.Name] = tt.SHA256
 			}
 			for _, flags := range [][]string{nil, {"--io", "mmap"}, {"--parallel", "1", "--chunk", "4KiB"}} {
-				r := runTensorfs(t, append(append([]string{"load", "--sha256"}, flags...), src)...)
-				if r.code != 0 {
-					t.Fatalf("load %s %v: exit %d: %s", name, flags, r.code, r.stderr)
-				}
-				got := map[string]string{}
-				for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-					if sum, tn, ok := strings.Cut(line, "  "); ok {
-						got[tn] = sum
-					}
-				}
+				got := loadDigests(t, src, flags...)
 				if !maps.Equal(got, want) {
 					t.Fatalf("load --sha256 %s %v:\n got %v\nwant %v", name, flags, got, want)
 				}
 			}
-			out := filepath.Join(t.TempDir(), "model.safetensors")
-			if r := runTensorfs(t, "convert", "--quiet", src, out); r.code != 0 {
-				t.Fatalf("convert %s: exit %d: %s", name, r.code, r.stderr)
-			}
-			st, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := binary.LittleEndian.Uint64(st)
-			var hdr map[string]json.RawMessage
-			if err := json.Unmarshal(st[8:8+n], &hdr); err != nil {
-				t.Fatal(err)
-			}
+			converted := convertDigests(t, src)
 			for tn, sum := range want {
-				var te struct {
-					DataOffsets [2]int64 `json:"data_offsets"`
-				}
-				json.Unmarshal(hdr[tn], &te)
-				h := sha256.Sum256(st[8+int64(n)+te.DataOffsets[0] : 8+int64(n)+te.DataOffsets[1]])
-				if hex.EncodeToString(h[:]) != sum {
+				if converted[tn] != sum {
 					t.Errorf("convert %s: %s differs", name, tn)
 				}
 				r := runTensorfs(t, "cat", src, tn)
-				h = sha256.Sum256([]byte(r.stdout))
+				h := sha256.Sum256([]byte(r.stdout))
 				if r.code != 0 || hex.EncodeToString(h[:]) != sum {
 					t.Errorf("cat %s %s: exit %d, %s", name, tn, r.code, r.stderr)
 				}

@@ -136,40 +136,14 @@ func TestFormats2(t *testing.T) {
 				t.Fatalf("ls: exit %d, %d lines for %d tensors: %s", r.code, len(lines), len(want), r.stderr)
 			}
 			for _, flags := range [][]string{nil, {"--io", "mmap"}, {"--io", "direct"}, {"--parallel", "1", "--chunk", "4KiB"}} {
-				r := runTensorfs(t, append(append([]string{"load", "--quiet", "--sha256"}, flags...), src)...)
-				if r.code != 0 {
-					t.Fatalf("load %v: exit %d: %s", flags, r.code, r.stderr)
-				}
-				got := map[string]string{}
-				for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-					if sum, tn, ok := strings.Cut(line, "  "); ok {
-						got[tn] = sum
-					}
-				}
+				got := loadDigests(t, src, append([]string{"--quiet"}, flags...)...)
 				if !maps.Equal(got, want) {
 					t.Fatalf("load --sha256 %v:\n got %v\nwant %v", flags, got, want)
 				}
 			}
-			out := filepath.Join(t.TempDir(), "model.safetensors")
-			if r := runTensorfs(t, "convert", "--quiet", src, out); r.code != 0 {
-				t.Fatalf("convert: exit %d: %s", r.code, r.stderr)
-			}
-			data, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := binary.LittleEndian.Uint64(data)
-			var hdr map[string]json.RawMessage
-			if err := json.Unmarshal(data[8:8+n], &hdr); err != nil {
-				t.Fatal(err)
-			}
+			converted := convertDigests(t, src)
 			for tn, sum := range want {
-				var e struct {
-					DataOffsets [2]int64 `json:"data_offsets"`
-				}
-				json.Unmarshal(hdr[tn], &e)
-				h := sha256.Sum256(data[8+int64(n)+e.DataOffsets[0] : 8+int64(n)+e.DataOffsets[1]])
-				if hex.EncodeToString(h[:]) != sum {
+				if converted[tn] != sum {
 					t.Errorf("convert: %s differs", tn)
 				}
 			}
