@@ -35,7 +35,7 @@ type recSink struct {
 	writeErr map[string]error
 	endErr   map[string]error
 	skip     map[string]bool
-	onWrite  func(n int) // called with the running write count
+	onWrite  func(n int) // called with the running write count, under mu
 }
 
 type recTensor struct {
@@ -98,14 +98,15 @@ func (r *recTensor) Write(chunk []byte, off int64) error {
 	s.writes++
 	n := s.writes
 	err := s.writeErr[r.info.Name]
-	hook := s.onWrite
+	if s.onWrite != nil {
+		// Under the lock: no other Write is counted between this one and
+		// what the hook does (TestStreamCancel's bound relies on it).
+		s.onWrite(n)
+	}
 	s.mu.Unlock()
 
 	if err == nil {
 		r.data.Write(chunk)
-	}
-	if hook != nil {
-		hook(n)
 	}
 	s.mu.Lock()
 	r.busy = false
