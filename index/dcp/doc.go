@@ -69,7 +69,8 @@
 // transforms leaving their tensors in index.Unserved; .distcp files in
 // the safetensors format (torch >= 2.8: blob.go, DCP_SHARDING_INFO
 // checked). Tensors Megatron's mcore_data says were saved in a
-// reformulated shape are not served and are listed in Index.NotRead
-// (index.json "not_read", apart from the metadata); the rest of such a
-// checkpoint is.
+// reformulated shape are served in their original shape where each
+// saved chunk holds whole cells (megatron.go), else listed in
+// Index.NotRead with why (index.json "not_read", apart from the
+// metadata); the rest of such a checkpoint is.
 package dcp

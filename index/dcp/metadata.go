@@ -40,6 +40,10 @@ type Metadata struct {
 	Planner map[string][]string
 	// NotRead says why a tensor (by key) is not served.
 	NotRead map[string]string
+	// Reformulated maps a key Megatron's torch_dist saved in a
+	// reformulated shape to the shape the model holds (mcore_data's
+	// nd_reformulated_orig_global_shape).
+	Reformulated map[string][]int64
 	// Storage maps an item (its key and chunk offsets, itemKey) to where
 	// its bytes are.
 	Storage map[string]Item
@@ -277,11 +281,12 @@ func (r *reader) metadata(v any) (*Metadata, error) {
 	if err := r.known(f, "Metadata", "Metadata", "state_dict_metadata", "planner_data", "storage_data", "storage_meta", "version", "mcore_data"); err != nil {
 		return nil, err
 	}
-	md := &Metadata{Planner: map[string][]string{}, Storage: map[string]Item{}, NotRead: map[string]string{}}
+	md := &Metadata{Planner: map[string][]string{}, Storage: map[string]Item{}, NotRead: map[string]string{}, Reformulated: map[string][]int64{}}
 	if mc, ok := f["mcore_data"]; ok && !pickle.Empty(mc) {
 		// Megatron's torch_dist: tensors saved in a reformulated shape
-		// (nd_reformulated_orig_global_shape) are not the tensor the
-		// model holds; they are listed, not served. The rest are plain
+		// (nd_reformulated_orig_global_shape), served in the shape the
+		// model holds where the reformulation is a reshape of whole
+		// chunks (build), else listed, not served. The rest are plain
 		// DCP tensors.
 		d, ok := mc.(*pickle.Dict)
 		if !ok {
@@ -294,9 +299,15 @@ func (r *reader) metadata(v any) (*Metadata, error) {
 				return nil, r.errorf("Metadata.mcore_data", "an entry %s: %s", pickle.Repr(k, 60), pickle.Repr(d.Vals[i], 60))
 			}
 			for j, vk := range v.Keys {
-				if vk == "nd_reformulated_orig_global_shape" && v.Vals[j] != nil {
-					md.NotRead[fqn] = "saved by Megatron in a reformulated shape (mcore_data nd_reformulated_orig_global_shape " + pickle.Repr(v.Vals[j], 60) + "): not read"
+				if vk != "nd_reformulated_orig_global_shape" || v.Vals[j] == nil {
+					continue
 				}
+				shape, err := r.size(v.Vals[j], "Metadata.mcore_data["+quote(fqn)+"]")
+				if err != nil || len(shape) == 0 || len(shape) > index.MaxDims {
+					md.NotRead[fqn] = "saved by Megatron in a reformulated shape whose original shape tensorfs does not read (mcore_data nd_reformulated_orig_global_shape " + pickle.Repr(v.Vals[j], 60) + "): not read"
+					continue
+				}
+				md.Reformulated[fqn] = shape
 			}
 		}
 	}

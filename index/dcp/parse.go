@@ -246,6 +246,17 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		if err := checkOverlap(tm.Size, tiles.Chunks); err != nil {
 			return nil, index.ErrorAt(l.metaPath(), where, "%v", err)
 		}
+		if orig, ok := md.Reformulated[tm.FQN]; ok {
+			cs, why := unreformulate(tm.Size, orig, tiles.ElemSize, tiles.Chunks)
+			if why != "" {
+				notRead[name] = why
+				continue
+			}
+			if err := checkOverlap(orig, cs); err != nil {
+				return nil, index.ErrorAt(l.metaPath(), where, "reformulated: %v", err)
+			}
+			tiles.Shape, tiles.Chunks, t.Shape = orig, cs, orig
+		}
 		var whole *index.Chunk // the one chunk holding every element
 		for i := range tiles.Chunks {
 			if e, _ := index.Elements(tiles.Chunks[i].Shape); e == n {
@@ -317,7 +328,7 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		// Apart from Metadata: a key of the checkpoint could be
 		// "dcp.not_read".
 		idx.NotRead = notRead
-		idx.Notes = append(idx.Notes, fmt.Sprintf("%d tensors saved by Megatron in a reformulated shape are listed, not read (index.json not_read)", len(notRead)))
+		idx.Notes = append(idx.Notes, fmt.Sprintf("%d tensors saved by Megatron in a reformulated shape are listed, not read (index.json not_read says why)", len(notRead)))
 	}
 	slices.SortFunc(idx.Unserved, func(a, b index.Unserved) int { return strings.Compare(a.Name, b.Name) })
 	return idx, nil

@@ -193,13 +193,16 @@ type Checkpoint struct {
 	Tensors []Tensor
 	Values  []Value
 	Planner map[string][]string
+	// MCore is Megatron's mcore_data: the original shape of each key
+	// saved in a reformulated shape (nd_reformulated_orig_global_shape).
+	MCore map[string][]int64
 }
 
 // Metadata returns the .metadata pickle of c.
 func (c *Checkpoint) Metadata() []byte {
 	w := &Writer{}
 	w.Op("\x80\x02")
-	w.Obj(MetadataModule, "Metadata",
+	attrs := []any{
 		"state_dict_metadata", func() {
 			w.Op("}(")
 			for _, t := range c.Tensors {
@@ -253,7 +256,24 @@ func (c *Checkpoint) Metadata() []byte {
 				item(v.FQN, nil, v.Item)
 			}
 			w.Op("u")
+		},
+	}
+	if len(c.MCore) > 0 {
+		attrs = append(attrs, "mcore_data", func() {
+			w.Op("}(")
+			for _, t := range c.Tensors { // in a fixed order
+				if shape, ok := c.MCore[t.FQN]; ok {
+					w.Str(t.FQN)
+					w.Op("}(")
+					w.Str("nd_reformulated_orig_global_shape")
+					w.Tuple(shape)
+					w.Op("u")
+				}
+			}
+			w.Op("u")
 		})
+	}
+	w.Obj(MetadataModule, "Metadata", attrs...)
 	w.Op(".")
 	return w.Bytes()
 }
