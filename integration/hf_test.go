@@ -222,3 +222,61 @@ func TestHFCheckData(t *testing.T) {
 		t.Fatalf("check --data of a repository with a bad file: exit %d, %s %s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestHFCacheWrite: `load --hf-cache-write hf://…` leaves the model in
+// the HF cache as huggingface_hub lays it out, so that a second load
+// with HF_HUB_OFFLINE=1 reads the same bytes with no request; a mount
+// that reads part of a shard does not put that shard there, and leaves
+// no file behind when it is unmounted.
+func TestHFCacheWrite(t *testing.T) {
+	srv := hftest.New()
+	defer srv.Close()
+	sha, _, want := hfRepo(t, srv)
+	env := hfEnv(t, srv)
+	home := strings.TrimPrefix(env[1], "HF_HOME=")
+	repo := filepath.Join(home, "hub", "models--org--model")
+
+	m := mountEnv(t, env, "hf://org/model", "--hf-cache-write")
+	r := runCmdIn(t, m.Dir, nil, "sh", "-c", "head -c 1000 layer0.weight | wc -c")
+	m.Unmount()
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "1000" {
+		t.Fatalf("head in the mount: %q %s", r.stdout, r.stderr)
+	}
+	// The small files in git the mount read whole (the weight map,
+	// config.json, tokenizer.json) are there, named by their git sha1;
+	// no shard (an LFS blob is named by its sha256), no file left.
+	blobs, _ := filepath.Glob(filepath.Join(repo, "blobs", "*"))
+	for _, b := range blobs {
+		if len(filepath.Base(b)) != 40 {
+			t.Errorf("after reading 1000 bytes of a shard, the HF cache holds %s", filepath.Base(b))
+		}
+	}
+	if len(blobs) == 0 {
+		t.Errorf("the files in git the mount read whole are not in the HF cache")
+	}
+
+	w := runEnv(t, env, "load", "--quiet", "--sha256", "--hf-cache-write", "hf://org/model")
+	if w.code != 0 || w.stdout != want {
+		t.Fatalf("load --hf-cache-write: exit %d, %s %s", w.code, w.stdout, w.stderr)
+	}
+	if w.stderr != "" {
+		t.Errorf("load --hf-cache-write said: %s", w.stderr)
+	}
+	for i := 1; i <= 3; i++ {
+		link := filepath.Join(repo, "snapshots", sha, fmt.Sprintf("model-%05d-of-00003.safetensors", i))
+		if l, err := os.Readlink(link); err != nil || !strings.HasPrefix(l, "../../blobs/") {
+			t.Errorf("%s: %q %v", link, l, err)
+		}
+	}
+	if parts, _ := filepath.Glob(filepath.Join(repo, "blobs", "*.part")); len(parts) != 0 {
+		t.Errorf("left behind: %v", parts)
+	}
+	h0, c0 := srv.HubRequests.Load(), srv.CDNRequests.Load()
+	off := runEnv(t, append(env, "HF_HUB_OFFLINE=1"), "load", "--quiet", "--sha256", "hf://org/model")
+	if off.code != 0 || off.stdout != want {
+		t.Fatalf("offline load from what --hf-cache-write wrote: exit %d, %s %s", off.code, off.stdout, off.stderr)
+	}
+	if n := srv.HubRequests.Load() - h0 + srv.CDNRequests.Load() - c0; n != 0 {
+		t.Errorf("%d requests offline", n)
+	}
+}

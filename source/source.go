@@ -95,6 +95,12 @@ func (c *Checkpoint) Close() error {
 		closeBeside(c.beside.files)
 		c.beside = nil
 	}
+	if c.Remote != nil {
+		if err := c.Remote.Close(); err != nil && first == nil {
+			first = err
+		}
+		c.Remote = nil
+	}
 	return first
 }
 
@@ -177,6 +183,9 @@ func loadRemote(ctx context.Context, source string, opts RemoteOptions, fo forma
 	}
 	c, err := remote.New(store, opts.Remote)
 	if err != nil {
+		if cl, ok := store.(interface{ Close() error }); ok {
+			cl.Close()
+		}
 		return nil, err
 	}
 	tree := remote.Tree{C: c, Ctx: ctx}
@@ -189,6 +198,7 @@ func loadRemote(ctx context.Context, source string, opts RemoteOptions, fo forma
 	}
 	idx, files, err := formats.LoadTree(remote.Path(key), tree, open, fo)
 	if err != nil {
+		c.Close()
 		return nil, err
 	}
 	srcs := make([]backing.Source, len(files))
@@ -203,6 +213,7 @@ func loadRemote(ctx context.Context, source string, opts RemoteOptions, fo forma
 		s, ok := remote.Unwrap(f)
 		if !ok {
 			closeFiles(files)
+			c.Close()
 			return nil, fmt.Errorf("%s: internal error: the loader returned a %T", source, f)
 		}
 		srcs[i] = s

@@ -42,7 +42,8 @@
 // there, with no request. With HF_HUB_OFFLINE the revision comes from
 // refs/REV (or is a sha), the listing from snapshots/SHA/, and a file
 // missing there is one line saying so. The store never writes into the
-// cache.
+// cache unless Options.CacheWrite (--hf-cache-write) asks it to put each
+// file read whole there (cachewrite.go).
 //
 // # Errors
 //

@@ -33,6 +33,10 @@ type Options struct {
 	HubCache string
 	// Offline reads the cache only (default $HF_HUB_OFFLINE).
 	Offline bool
+	// CacheWrite puts each file read whole from the Hub into HubCache
+	// (--hf-cache-write; cachewrite.go). Without it the store never
+	// writes there.
+	CacheWrite bool
 	// Proxy, Logf and Conns are as backing/s3's: the cache tier every
 	// request goes through, its failure's log line, the connection pool.
 	Proxy *url.URL
@@ -65,6 +69,8 @@ type Store struct {
 	locs    map[string]location // GUARDED_BY(mu): path -> where its bytes are
 	cdnETag map[string]string   // GUARDED_BY(mu): path -> the CDN's ETag, pinned
 	local   map[string]*os.File // GUARDED_BY(mu): path -> its file in the HF cache
+
+	cw *cacheWriter // nil unless Options.CacheWrite
 }
 
 // fileInfo is one file of the listing.
@@ -138,6 +144,9 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 		data = remote.TerminatingTierTransport(opts.Proxy, tr, noRedirect, logf)
 	}
 	s.data = &http.Client{Transport: data, CheckRedirect: noRedirect}
+	if opts.CacheWrite && s.cacheDir != "" && !s.offline {
+		s.cw = &cacheWriter{dir: s.cacheDir, logf: logf, parts: map[string]*partial{}, done: map[string]bool{}}
+	}
 	return s, key, nil
 }
 
@@ -311,8 +320,12 @@ func (s *Store) List(ctx context.Context, prefix string) ([]remote.Entry, bool, 
 	return out, any, nil
 }
 
-// Close closes the files opened in the HF cache.
+// Close closes the files opened in the HF cache (after the files read
+// whole are put there, with CacheWrite).
 func (s *Store) Close() error {
+	if s.cw != nil {
+		s.cw.close()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, f := range s.local {

@@ -135,6 +135,11 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 			stale = loc.url // expired, or revoked: ask resolve again
 			continue
 		}
+		if err == nil && s.cw != nil {
+			if fi, _, ierr := s.info(obj.Key); ierr == nil && fi.size == obj.Size {
+				s.cw.wrote(s, obj.Key, fi, off, bufs)
+			}
+		}
 		return err
 	}
 }

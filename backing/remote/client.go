@@ -202,6 +202,17 @@ func New(store Store, opts Options) (*Client, error) {
 // Options returns the options in force (defaults filled in).
 func (c *Client) Options() Options { return c.opts }
 
+// Close closes the store, when it holds anything to close (hf://: the
+// files it opened in the HF cache, and with --hf-cache-write the files
+// read whole, put there). The sources opened from the client are closed
+// first, by their owner.
+func (c *Client) Close() error {
+	if cl, ok := c.store.(interface{ Close() error }); ok {
+		return cl.Close()
+	}
+	return nil
+}
+
 // URL names key in messages.
 func (c *Client) URL(key string) string { return c.store.URL(key) }
 

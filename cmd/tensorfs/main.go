@@ -373,6 +373,7 @@ var groupOf = map[string]string{
 	"remote-timeout":       groupRemote,
 	"proxy":                groupRemote,
 	"proxy-terminates-tls": groupRemote,
+	"hf-cache-write":       groupRemote,
 	"inflate-mem":          groupRemote,
 	"inflate-disk":         groupRemote,
 

@@ -23,18 +23,19 @@ var remoteHelp = "\n" + source.RemoteHelp()
 // remoteFlags are the flags for a remote SOURCE, shared by every command
 // that takes one. They are read by loadRemote and remoteOptions.
 type remoteFlags struct {
-	cmd         string // the command's name, for messages
-	noSign      *bool
-	partSize    *string
-	parallel    *int
-	memCache    *string
-	readahead   *string
-	cacheDir    *string
-	cacheSize   *string
-	timeout     *time.Duration
-	unvalidated *bool
-	proxy       *string
-	proxyTLS    *bool
+	cmd          string // the command's name, for messages
+	noSign       *bool
+	partSize     *string
+	parallel     *int
+	memCache     *string
+	readahead    *string
+	cacheDir     *string
+	cacheSize    *string
+	timeout      *time.Duration
+	unvalidated  *bool
+	proxy        *string
+	proxyTLS     *bool
+	hfCacheWrite *bool
 
 	// Not remote: where and how much of compressed .npz members is kept
 	// inflated (backing.InflateCache); files go under --cache-dir too.
@@ -90,18 +91,19 @@ func remoteCommands() []string {
 // addRemoteFlags adds the remote SOURCE flags to f.
 func addRemoteFlags(f *flags) {
 	remoteOpts = &remoteFlags{
-		cmd:         f.name,
-		noSign:      f.Bool("no-sign-request", false, "remote: send S3 requests without credentials (public buckets)"),
-		partSize:    f.String("part-size", "8MiB", "remote: fetch and cache in parts of `SIZE`"),
-		parallel:    f.Int("remote-parallel", remote.DefaultParallel, "remote: at most `N` GETs in flight"),
-		memCache:    f.String("cache-mem", "128MiB", "remote: keep at most `SIZE` of parts in memory"),
-		readahead:   f.String("remote-readahead", "32MiB", "remote: fetch up to `SIZE` ahead of a sequential reader (0: none)"),
-		cacheDir:    f.String("cache-dir", "", "remote: keep fetched parts in `DIR` on disk, keyed by the store and the object's ETag and checked when read, so that the next open starts warm; DIR must be yours (or root's) and writable by nobody else"),
-		cacheSize:   f.String("cache-size", "10GiB", "remote: at most `SIZE` in --cache-dir"),
-		unvalidated: f.Bool("allow-unvalidated", false, "remote: accept an HTTP(S) server or store that gives no ETag and no Last-Modified (refused without it: a file replaced while it is read would be served as a mix of both versions)"),
-		proxy:       f.String("proxy", "", "remote: send every GET through the HTTP proxy at `URL` (a cache tier: Dragonfly's dfdaemon, an nginx slice cache; default $TENSORFS_PROXY); s3:// GETs are then presigned, and a proxy that is down or answers 5xx is bypassed"),
-		proxyTLS:    f.Bool("proxy-terminates-tls", false, "remote: the --proxy makes https:// requests itself: send it hf:// CDN GETs as absolute-form https:// URLs it can cache, not through CONNECT (docs/SCALE.md)"),
-		timeout:     f.Duration("remote-timeout", remote.DefaultTimeout, "remote: a read that cannot be served within `D`, retries included, fails (EIO); opening waits at most 10s or D if less"),
+		cmd:          f.name,
+		noSign:       f.Bool("no-sign-request", false, "remote: send S3 requests without credentials (public buckets)"),
+		partSize:     f.String("part-size", "8MiB", "remote: fetch and cache in parts of `SIZE`"),
+		parallel:     f.Int("remote-parallel", remote.DefaultParallel, "remote: at most `N` GETs in flight"),
+		memCache:     f.String("cache-mem", "128MiB", "remote: keep at most `SIZE` of parts in memory"),
+		readahead:    f.String("remote-readahead", "32MiB", "remote: fetch up to `SIZE` ahead of a sequential reader (0: none)"),
+		cacheDir:     f.String("cache-dir", "", "remote: keep fetched parts in `DIR` on disk, keyed by the store and the object's ETag and checked when read, so that the next open starts warm; DIR must be yours (or root's) and writable by nobody else"),
+		cacheSize:    f.String("cache-size", "10GiB", "remote: at most `SIZE` in --cache-dir"),
+		unvalidated:  f.Bool("allow-unvalidated", false, "remote: accept an HTTP(S) server or store that gives no ETag and no Last-Modified (refused without it: a file replaced while it is read would be served as a mix of both versions)"),
+		proxy:        f.String("proxy", "", "remote: send every GET through the HTTP proxy at `URL` (a cache tier: Dragonfly's dfdaemon, an nginx slice cache; default $TENSORFS_PROXY); s3:// GETs are then presigned, and a proxy that is down or answers 5xx is bypassed"),
+		proxyTLS:     f.Bool("proxy-terminates-tls", false, "remote: the --proxy makes https:// requests itself: send it hf:// CDN GETs as absolute-form https:// URLs it can cache, not through CONNECT (docs/SCALE.md)"),
+		hfCacheWrite: f.Bool("hf-cache-write", false, "remote: put each hf:// file read whole into the local HF cache (HF_HUB_CACHE), checked against the Hub's sha256 or git sha1, as huggingface_hub lays it out, so that other tools and HF_HUB_OFFLINE find it; without it tensorfs never writes there"),
+		timeout:      f.Duration("remote-timeout", remote.DefaultTimeout, "remote: a read that cannot be served within `D`, retries included, fails (EIO); opening waits at most 10s or D if less"),
 
 		inflateMem:  f.String("inflate-mem", "256MiB", "compressed .npz members: keep at most `SIZE` of them inflated in memory (members up to a quarter of it go to memory, larger ones and the least recently read to unlinked files in --cache-dir or $TMPDIR)"),
 		inflateDisk: f.String("inflate-disk", "16GiB", "compressed .npz members: at most `SIZE` of inflated members in files (the largest member that can be read; least recently read dropped beyond it)"),
@@ -177,6 +179,7 @@ func remoteOptions() (source.RemoteOptions, error) {
 		}
 	}
 	o.Remote.ProxyTerminatesTLS = *rf.proxyTLS
+	o.HF.CacheWrite = *rf.hfCacheWrite
 	o.Remote.Context = remoteCtx
 	o.NoSign = *rf.noSign
 	var io backing.InflateOptions
