@@ -88,6 +88,11 @@ func benchCheckpoint(b *testing.B, scheme string) (*ckpt, *Weight) {
 		bd.put(X+".nested_quant_map", "F32", []int64{256}, f32s(scales(r, 256, -2, 0)))
 		js, _ := json.Marshal(map[string]any{"quant_type": "nf4", "blocksize": 64, "shape": []int{O, I}, "nested_blocksize": 256, "nested_offset": 0.05, "nested_dtype": "float32"})
 		bd.put(X+".quant_state.bitsandbytes__nf4", "U8", []int64{int64(len(js))}, js)
+	case "mlx-affine-3bit":
+		bd = newBuilder(map[string]any{"quantization": map[string]any{"bits": 3, "group_size": 64}})
+		bd.put(X+".weight", "U32", []int64{O, I * 3 / 32}, rnd(O*I*3/8))
+		bd.put(X+".scales", "BF16", []int64{O, I / 64}, fill16(O*I/64, 0x3a80))
+		bd.put(X+".biases", "BF16", []int64{O, I / 64}, fill16(O*I/64, 0xbc00))
 	case "mlx-affine":
 		bd = newBuilder(map[string]any{"quantization": map[string]any{"bits": 4, "group_size": 64}})
 		bd.put(X+".weight", "U32", []int64{O, I / 8}, rnd(O*I/2))
@@ -102,7 +107,7 @@ func benchCheckpoint(b *testing.B, scheme string) (*ckpt, *Weight) {
 	return c, &res.Weights[0]
 }
 
-var benchSchemes = []string{"fp8-block", "fp8-channel", "mxfp4", "nvfp4", "int4-packed", "awq", "gptq", "gptq-desc-act", "bnb-nf4", "mlx-affine"}
+var benchSchemes = []string{"fp8-block", "fp8-channel", "mxfp4", "nvfp4", "int4-packed", "awq", "gptq", "gptq-desc-act", "bnb-nf4", "mlx-affine", "mlx-affine-3bit"}
 
 // BenchmarkDequantize reads each scheme's weight in 1 Mi-element pieces,
 // from memory; elements/s is the figure (also as MB/s of float32 output),

@@ -21,7 +21,7 @@
 //	awq                     awq                  awq.go     (GEMM)
 //	gptq                    gptq|gptq-v2         gptq.go    (g_idx, desc_act; 2/4/8 bits)
 //	bitsandbytes            bnb-nf4|bnb-fp4      bnb.go     (with and without double quant)
-//	mlx                     mlx-affine           mlx.go     (2/4/8 bits, per-module overrides)
+//	mlx                     mlx-affine           mlx.go     (2/3/4/5/6/8 bits, per-module overrides)
 //
 // Without a configuration only the unambiguous pairs are joined: X.weight
 // F8_E4M3 with X.weight_scale_inv (blocks of 128×128) and P_blocks U8 with

@@ -11,8 +11,12 @@ import (
 // X.weight U32 [..., in*bits/32] holds 32/bits values a word, LSB first;
 // X.scales and X.biases [..., in/group_size] (BF16, F16 or F32).
 // W = scales * q + biases per group, computed as the float32 product,
-// rounded, then the float32 add (no fused multiply-add). bits 2, 4 and 8
-// (3, 5 and 6 pack across words and are refused); config.json's
+// rounded, then the float32 add (no fused multiply-add). bits 2, 3, 4,
+// 5, 6 and 8: the codes are one little-endian bit stream, value i at bits
+// [i·bits, (i+1)·bits) (mlx/backend/cpu/quantized.cpp: quantize packs
+// 3- and 5-bit codes 8 to 3 or 5 bytes and 6-bit codes 4 to 3 bytes,
+// extract_bits reads them LSB first; for 2, 4 and 8 bits that is
+// 32/bits codes a uint32 word, LSB first); config.json's
 // "quantization" gives bits and group_size, with per-module overrides
 // (a module's own object, or false for a module left unquantized).
 
@@ -23,6 +27,9 @@ type mlxKernel struct {
 }
 
 func (k *mlxKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error {
+	if k.bits&(k.bits-1) != 0 {
+		return k.rectStream(s, r0, r1, c0, c1, dst)
+	}
 	f := int64(32 / k.bits)
 	mask := uint32(1)<<k.bits - 1
 	words, groups := k.cols/f, k.cols/k.gsize
@@ -87,6 +94,90 @@ func (k *mlxKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error 
 	return nil
 }
 
+// rectStream is rect for 3, 5 and 6 bits: codes that cross bytes.
+func (k *mlxKernel) rectStream(s *scratch, r0, r1, c0, c1 int64, dst []float32) error {
+	bits := int64(k.bits)
+	mask := uint32(1)<<k.bits - 1
+	groups := k.cols / k.gsize
+	b0, b1 := c0*bits/8, (c1*bits+7)/8
+	packed, err := s.strided(0, 0, k.cols*bits/8, r0, r1, b0, b1)
+	if err != nil {
+		return err
+	}
+	sc, err := s.stridedFloats(1, 1, k.sdt, groups, r0, r1, c0/k.gsize, (c1-1)/k.gsize+1)
+	if err != nil {
+		return err
+	}
+	bi, err := s.stridedFloats(2, 2, k.bdt, groups, r0, r1, c0/k.gsize, (c1-1)/k.gsize+1)
+	if err != nil {
+		return err
+	}
+	w, pw, g0, gw := c1-c0, b1-b0, c0/k.gsize, (c1-1)/k.gsize+1-c0/k.gsize
+	// A pack: 8 codes in 3 or 5 bytes (3, 5 bits), 4 in 3 bytes (6 bits).
+	f := int64(8)
+	if bits == 6 {
+		f = 4
+	}
+	bpp := f * bits / 8
+	var tbl [64]float32
+	for r := int64(0); r < r1-r0; r++ {
+		prow := packed[r*pw : (r+1)*pw]
+		srow, brow := sc[r*gw:(r+1)*gw], bi[r*gw:(r+1)*gw]
+		out := dst[r*w : (r+1)*w]
+		for c := c0; c < c1; {
+			e := min((c/k.gsize+1)*k.gsize, c1)
+			sv, bv := srow[c/k.gsize-g0], brow[c/k.gsize-g0]
+			if c%f == 0 && (e-c)%f == 0 && e-c >= 2*f {
+				// whole packs: the group's 2^bits values by the same two
+				// operations, then each pack's codes by table
+				for v := range tbl[:1<<k.bits] {
+					prod := float32(sv * float32(v))
+					tbl[v] = prod + bv
+				}
+				sh, m := uint(bits), uint64(mask)
+				at := c*bits/8 - b0
+				o := out[c-c0 : e-c0]
+				for len(o) >= int(f) {
+					p := prow[at : at+bpp]
+					v := uint64(p[0]) | uint64(p[1])<<8 | uint64(p[2])<<16
+					if bpp == 5 {
+						v |= uint64(p[3])<<24 | uint64(p[4])<<32
+					}
+					if f == 8 {
+						o = o[:len(o):len(o)]
+						_ = o[7]
+						o[0], o[1], o[2], o[3] = tbl[v&m], tbl[v>>sh&m], tbl[v>>(2*sh)&m], tbl[v>>(3*sh)&m]
+						o[4], o[5], o[6], o[7] = tbl[v>>(4*sh)&m], tbl[v>>(5*sh)&m], tbl[v>>(6*sh)&m], tbl[v>>(7*sh)&m]
+					} else {
+						_ = o[3]
+						o[0], o[1], o[2], o[3] = tbl[v&m], tbl[v>>sh&m], tbl[v>>(2*sh)&m], tbl[v>>(3*sh)&m]
+					}
+					o = o[f:]
+					at += bpp
+				}
+				c = e
+				continue
+			}
+			for cc := c; cc < e; cc++ {
+				bit := cc*bits - b0*8
+				i := bit >> 3
+				v := uint32(prow[i])
+				if i+1 < int64(len(prow)) {
+					v |= uint32(prow[i+1]) << 8
+				}
+				q := (v >> uint(bit&7)) & mask
+				prod := float32(sv * float32(q))
+				out[cc-c0] = prod + bv
+			}
+			c = e
+		}
+	}
+	return nil
+}
+
+// mlxBits are the code widths MLX's affine mode has.
+func mlxBits(b int64) bool { return b == 2 || b == 3 || b == 4 || b == 5 || b == 6 || b == 8 }
+
 func planMLX(p *planner) {
 	bits, ok1 := num(p.cfg.Params, "bits", 0)
 	gsize, ok2 := num(p.cfg.Params, "group_size", 0)
@@ -111,18 +202,26 @@ func planMLX(p *planner) {
 		switch {
 		case m != "" && m != "affine":
 			p.fail(wn, fmt.Sprintf("MLX mode %q is not supported", m), all...)
-		case !okb || !okg || (b != 2 && b != 4 && b != 8) || g <= 0 || g > maxDim:
-			p.fail(wn, fmt.Sprintf("MLX bits %d / group_size %d: only 2, 4 and 8 bits with a positive group are read", b, g), all...)
+		case !okb || !okg || !mlxBits(b) || g <= 0 || g > maxDim:
+			p.fail(wn, fmt.Sprintf("MLX bits %d / group_size %d: only 2, 3, 4, 5, 6 and 8 bits with a positive group are read", b, g), all...)
 		case wt == nil || bt == nil:
 			p.fail(wn, "its weight or biases is missing", all...)
 		case wt.DType != dtype.U32 || len(wt.Shape) < 2 || !dimsOK(wt.Shape):
 			p.fail(wn, fmt.Sprintf("weight is %s %v, not U32 [..., in*%d/32]", wt.DType, wt.Shape, b), all...)
 		default:
+			// Codes a pack: 32/bits a word for 2, 4 and 8 bits; 8 (3 and
+			// 5 bits) or 4 (6 bits) a pack of bytes otherwise.
 			f := 32 / b
-			in := wt.Shape[len(wt.Shape)-1] * f
+			if b&(b-1) != 0 {
+				f = 8
+				if b == 6 {
+					f = 4
+				}
+			}
+			in := wt.Shape[len(wt.Shape)-1] * 32 / b
 			gs := append(append([]int64{}, wt.Shape[:len(wt.Shape)-1]...), in/g)
 			switch {
-			case in%g != 0 || g%f != 0:
+			case in%g != 0 || g%f != 0 || (wt.Shape[len(wt.Shape)-1]*32)%b != 0:
 				p.fail(wn, fmt.Sprintf("in %d is not a multiple of group_size %d", in, g), all...)
 			case !isScaleDType(st.DType) || !shapeIs(st, gs...):
 				p.fail(wn, fmt.Sprintf("scales is %s %v, not a float %v", st.DType, st.Shape, gs), all...)

@@ -164,6 +164,15 @@ var variants = []variant{
 	{"mlx_4bit_experts_override", func(r *rand.Rand) (*builder, map[string][]float32) {
 		return mlxCase(r, 4, 64, dtype.BF16, true)
 	}, "mlx-affine"},
+	// 3, 5 and 6 bits: codes that cross bytes (mlx-community's 3bit and
+	// 6bit releases).
+	{"mlx_3bit_g64", func(r *rand.Rand) (*builder, map[string][]float32) { return mlxCase(r, 3, 64, dtype.BF16, false) }, "mlx-affine"},
+	{"mlx_5bit_g32_f16", func(r *rand.Rand) (*builder, map[string][]float32) {
+		return mlxCase(r, 5, 32, dtype.F16, false)
+	}, "mlx-affine"},
+	{"mlx_6bit_experts_override", func(r *rand.Rand) (*builder, map[string][]float32) {
+		return mlxCase(r, 6, 64, dtype.BF16, true)
+	}, "mlx-affine"},
 	{"fbgemm_fp8", fbgemmCase, "fp8-channel"},
 	{"deepseek_v4_e8m0", dsv4Case, "fp8-block"},
 	{"ct_nvfp4", ctNVFP4Case, "nvfp4"},
@@ -315,8 +324,9 @@ func bnbCase(r *rand.Rand, typ string, nested bool) (*builder, map[string][]floa
 	return b, out
 }
 
-// mlxCase: mlx.core.dequantize (affine): w = scales * q + biases, q LSB
-// first in uint32 words; per-module override in config's quantization.
+// mlxCase: mlx.core.dequantize (affine): w = scales * q + biases, q a
+// little-endian bit stream (LSB first in uint32 words for 2, 4, 8 bits);
+// per-module override in config's quantization.
 func mlxCase(r *rand.Rand, bits, gs int, sdt dtype.DType, experts bool) (*builder, map[string][]float32) {
 	X := "model.layers.0.self_attn.q_proj"
 	quant := map[string]any{"group_size": gs, "bits": bits}
@@ -332,15 +342,26 @@ func mlxCase(r *rand.Rand, bits, gs int, sdt dtype.DType, experts bool) (*builde
 	for _, d := range shape[:len(shape)-1] {
 		rows *= d
 	}
-	f := 32 / bits
 	G := in / gs
 	q := make([]uint32, rows*in)
 	for i := range q {
 		q[i] = uint32(r.IntN(1 << bits))
 	}
-	words := make([]uint32, rows*in/f)
+	// One little-endian bit stream (quantized.cpp's quantize: 2, 4, 8
+	// bits LSB first in uint32 words; 3, 5, 6 bits packed into 3 or 5
+	// bytes, LSB first), as uint32 words.
+	stream := make([]byte, rows*in*bits/8)
 	for i, x := range q {
-		words[i/f] |= x << (bits * (i % f))
+		for k := range bits {
+			if x>>k&1 != 0 {
+				bit := i*bits + k
+				stream[bit/8] |= 1 << (bit % 8)
+			}
+		}
+	}
+	words := make([]uint32, len(stream)/4)
+	for i := range words {
+		words[i] = binary.LittleEndian.Uint32(stream[4*i:])
 	}
 	sb, s := half(sdt, scales(r, rows*G, -9, -4))
 	biasv := make([]float32, rows*G)
@@ -353,7 +374,7 @@ func mlxCase(r *rand.Rand, bits, gs int, sdt dtype.DType, experts bool) (*builde
 	for i, d := range shape {
 		wshape[i], gshape[i] = int64(d), int64(d)
 	}
-	wshape[len(shape)-1] = int64(in / f)
+	wshape[len(shape)-1] = int64(in * bits / 32)
 	gshape[len(shape)-1] = int64(G)
 	b.put(X+".weight", "U32", wshape, u32s(words))
 	b.put(X+".scales", sdt.String(), gshape, sb)
