@@ -139,7 +139,7 @@ type bnbState struct {
 
 func planBnb(p *planner) {
 	if b, ok := p.cfg.Params["load_in_8bit"].(bool); ok && b {
-		p.probs["(checkpoint)"] = fmt.Sprintf("bitsandbytes 8-bit (%s) is not supported: no weight is dequantized", p.cfg.File)
+		planBnb8(p)
 		return
 	}
 	p.scheme = "bnb-" + str(p.cfg.Params, "bnb_4bit_quant_type")
@@ -234,4 +234,56 @@ func (p *planner) bnbWeight(x, stn string, parts []string) string {
 	}
 	p.add(x, "bnb-"+st.QuantType, st.Shape, append(append([]string{}, use...), stn), k, parts...)
 	return ""
+}
+
+// bitsandbytes 8-bit (LLM.int8, load_in_8bit; transformers
+// integrations/bitsandbytes.py dequantize_bnb_weight and bitsandbytes
+// int8_vectorwise_dequant): X.weight I8 [out, in] with X.SCB F32 [out],
+// the absmax of each row; X.weight_format U8, 0 for the plain row-major
+// layout ("row"; 1-3 are GPU tile layouts, not read).
+// W = A * SCB.view(-1, 1) * 7.874015718698502e-3: the float32 product,
+// then a second float32 multiply by 1/127 rounded to float32 (torch's
+// float32 op with a Python scalar), never the scale times 1/127 first
+// (that order differs in most elements).
+
+// bnbInt8Scale is 7.874015718698502e-3 (1/127) as float32.
+const bnbInt8Scale = float32(7.874015718698502e-3)
+
+func planBnb8(p *planner) {
+	p.scheme = "bnb-int8"
+	for _, nm := range p.names {
+		x, ok := strings.CutSuffix(nm, ".SCB")
+		if !ok {
+			continue
+		}
+		wn, fn := x+".weight", x+".weight_format"
+		all := []string{wn, nm, fn}
+		wt, st := p.t(wn), p.t(nm)
+		switch {
+		case wt == nil:
+			p.fail(wn, "its int8 weight is missing", all...)
+		case wt.DType != dtype.I8 || len(wt.Shape) != 2 || !dimsOK(wt.Shape):
+			p.fail(wn, fmt.Sprintf("weight is %s %v, not I8 [out, in]", wt.DType, wt.Shape), all...)
+		case st.DType != dtype.F32 || !(shapeIs(st, wt.Shape[0]) || shapeIs(st, wt.Shape[0], 1)):
+			p.fail(wn, fmt.Sprintf("SCB is %s %v, not F32 [%d]", st.DType, st.Shape, wt.Shape[0]), all...)
+		default:
+			if p.t(fn) != nil {
+				b, err := p.readSmall(fn)
+				switch {
+				case err != nil:
+					p.fail(wn, "its weight_format cannot be read: "+err.Error(), all...)
+					continue
+				case p.t(fn).DType != dtype.U8 || len(b) != 1:
+					p.fail(wn, fmt.Sprintf("weight_format is %s %v, not one U8", p.t(fn).DType, p.t(fn).Shape), all...)
+					continue
+				case b[0] != 0:
+					p.fail(wn, fmt.Sprintf("weight_format %d is a GPU tile layout (col32, col_turing, col_ampere), not the row-major one (0) tensorfs reads", b[0]), all...)
+					continue
+				}
+			}
+			k := newFP8(wt.Shape, 1, wt.Shape[1], dtype.F32)
+			k.lut, k.post = int8Table, bnbInt8Scale
+			p.add(wn, "bnb-int8", wt.Shape, []string{wn, nm}, k, fn)
+		}
+	}
 }

