@@ -22,7 +22,8 @@
 //	gptq                    gptq|gptq-v2         gptq.go    (g_idx, desc_act; 2/4/8 bits)
 //	bitsandbytes            bnb-nf4|bnb-fp4|     bnb.go     (4-bit with and without double quant;
 //	                        bnb-int8                        8-bit LLM.int8, SCB per row)
-//	mlx                     mlx-affine           mlx.go     (2/3/4/5/6/8 bits, per-module overrides)
+//	mlx                     mlx-affine|mlx-mxfp4 mlx.go     (affine 2/3/4/5/6/8 bits, per-module overrides;
+//	                        |mlx-nvfp4|mlx-mxfp8            modes mxfp4, nvfp4, mxfp8)
 //
 // Without a configuration only the unambiguous pairs are joined: X.weight
 // F8_E4M3 with X.weight_scale_inv (blocks of 128×128) and P_blocks U8 with

@@ -2,6 +2,7 @@ package quant
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
@@ -175,6 +176,94 @@ func (k *mlxKernel) rectStream(s *scratch, r0, r1, c0, c1 int64, dst []float32) 
 	return nil
 }
 
+// MLX's floating-point modes (mlx/backend/cpu/quantized.cpp, fp_qmm and
+// dequantize_scale; mode "mxfp4", "nvfp4", "mxfp8" in config.json's
+// quantization): X.weight U32 holds E2M1 codes (4 bits, low nibble first)
+// or E4M3 codes (8 bits), X.scales U8 one per group, no biases: an
+// E8M0 exponent for groups of 32 (read as the bf16 of bits s<<7, s = 0
+// as 0x40, that is 2^(s-127) and 2^-127), an E4M3 value for groups of 16
+// (nvfp4). W = scale * value: a power of two or a 4-bit significand times
+// at most 4 significant bits, exact in float32, so the order of
+// operations does not matter.
+
+type mlxFPKernel struct {
+	cols, gsize int64
+	bits        uint // 4 or 8
+	e4m3Scales  bool // nvfp4: E4M3 scales, else E8M0
+}
+
+func (k *mlxFPKernel) scale(b byte) float32 {
+	if k.e4m3Scales {
+		return e4m3Table[b]
+	}
+	if b == 0 {
+		return math.Float32frombits(0x00400000) // bf16 0x0040: 2^-127
+	}
+	return math.Float32frombits(uint32(b) << 23)
+}
+
+func (k *mlxFPKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error {
+	rowBytes := k.cols * int64(k.bits) / 8
+	b0, b1 := c0*int64(k.bits)/8, (c1*int64(k.bits)+7)/8
+	codes, err := s.strided(0, 0, rowBytes, r0, r1, b0, b1)
+	if err != nil {
+		return err
+	}
+	groups := k.cols / k.gsize
+	g0, g1 := c0/k.gsize, (c1-1)/k.gsize+1
+	sc, err := s.strided(1, 1, groups, r0, r1, g0, g1)
+	if err != nil {
+		return err
+	}
+	w, pw, gw := c1-c0, b1-b0, g1-g0
+	var tbl [16]float32
+	for r := int64(0); r < r1-r0; r++ {
+		prow := codes[r*pw : (r+1)*pw]
+		out := dst[r*w : (r+1)*w]
+		for c := c0; c < c1; {
+			e := min((c/k.gsize+1)*k.gsize, c1)
+			f := k.scale(sc[r*gw+c/k.gsize-g0])
+			if k.bits == 8 {
+				dtype.Lookup8(out[c-c0:e-c0], prow[c-b0:e-b0], e4m3Table, f)
+				c = e
+				continue
+			}
+			for v := range tbl {
+				tbl[v] = f * fp4Values[v]
+			}
+			for cc := c; cc < e; cc++ {
+				b := prow[cc/2-b0]
+				out[cc-c0] = tbl[(b>>(4*uint(cc&1)))&15]
+			}
+			c = e
+		}
+	}
+	return nil
+}
+
+// planMLXFP plans a weight of one of MLX's floating-point modes.
+func planMLXFP(p *planner, wn, sn, mode string, b, g int64, all []string) {
+	wt, st := p.t(wn), p.t(sn)
+	want := map[string][2]int64{"mxfp4": {4, 32}, "nvfp4": {4, 16}, "mxfp8": {8, 32}}[mode]
+	switch {
+	case b != want[0] || g != want[1]:
+		p.fail(wn, fmt.Sprintf("MLX mode %s with bits %d / group_size %d: want bits %d, group_size %d", mode, b, g, want[0], want[1]), all...)
+	case wt == nil:
+		p.fail(wn, "its weight is missing", all...)
+	case wt.DType != dtype.U32 || len(wt.Shape) < 2 || !dimsOK(wt.Shape):
+		p.fail(wn, fmt.Sprintf("weight is %s %v, not U32 [..., in*%d/32]", wt.DType, wt.Shape, b), all...)
+	default:
+		in := wt.Shape[len(wt.Shape)-1] * 32 / b
+		gs := append(append([]int64{}, wt.Shape[:len(wt.Shape)-1]...), in/g)
+		if in%g != 0 || st.DType != dtype.U8 || !shapeIs(st, gs...) {
+			p.fail(wn, fmt.Sprintf("scales is %s %v, not U8 %v", st.DType, st.Shape, gs), all...)
+			return
+		}
+		shape := append(append([]int64{}, wt.Shape[:len(wt.Shape)-1]...), in)
+		p.add(wn, "mlx-"+mode, shape, []string{wn, sn}, &mlxFPKernel{cols: in, gsize: g, bits: uint(b), e4m3Scales: mode == "nvfp4"}, all...)
+	}
+}
+
 // mlxBits are the code widths MLX's affine mode has.
 func mlxBits(b int64) bool { return b == 2 || b == 3 || b == 4 || b == 5 || b == 6 || b == 8 }
 
@@ -183,6 +272,9 @@ func planMLX(p *planner) {
 	gsize, ok2 := num(p.cfg.Params, "group_size", 0)
 	mode := str(p.cfg.Params, "mode")
 	p.scheme = "mlx-affine"
+	if mode != "" && mode != "affine" {
+		p.scheme = "mlx-" + mode
+	}
 	for _, nm := range p.names {
 		x, ok := strings.CutSuffix(nm, ".scales")
 		if !ok {
@@ -200,6 +292,12 @@ func planMLX(p *planner) {
 		all := []string{wn, sn, bn}
 		wt, st, bt := p.t(wn), p.t(sn), p.t(bn)
 		switch {
+		case m == "mxfp4" || m == "nvfp4" || m == "mxfp8":
+			if p.t(bn) != nil {
+				p.fail(wn, fmt.Sprintf("MLX mode %s has no biases, but %s is there", m, bn), all...)
+				continue
+			}
+			planMLXFP(p, wn, sn, m, b, g, all[:2])
 		case m != "" && m != "affine":
 			p.fail(wn, fmt.Sprintf("MLX mode %q is not supported", m), all...)
 		case !okb || !okg || !mlxBits(b) || g <= 0 || g > maxDim:

@@ -66,6 +66,14 @@ func TestBrokenWeights(t *testing.T) {
 			func(b *builder) {
 				b.edit("model.layers.0.mlp.down_proj.weight", func(e *stEntryT) { e.dt = "U8" })
 			}},
+		{"mlx mxfp4 scales of the wrong dtype", "mlx_mxfp4", "model.layers.0.mlp.experts.down_proj.weight", "scales is F8_E4M3",
+			func(b *builder) {
+				b.edit("model.layers.0.mlp.experts.down_proj.scales", func(e *stEntryT) { e.dt = "F8_E4M3" })
+			}},
+		{"mlx mxfp4 with biases", "mlx_mxfp4", "model.layers.0.mlp.experts.down_proj.weight", "has no biases",
+			func(b *builder) {
+				b.put("model.layers.0.mlp.experts.down_proj.biases", "BF16", []int64{2, 6, 4}, make([]byte, 96))
+			}},
 		{"mlx biases missing", "mlx_2bit_g32", "model.layers.0.self_attn.q_proj.weight", "biases is missing",
 			func(b *builder) { b.drop("model.layers.0.self_attn.q_proj.biases") }},
 		{"mlx scales F8", "mlx_2bit_g32", "model.layers.0.self_attn.q_proj.weight", "scales is F8_E4M3",

@@ -175,6 +175,9 @@ var variants = []variant{
 	{"mlx_6bit_experts_override", func(r *rand.Rand) (*builder, map[string][]float32) {
 		return mlxCase(r, 6, 64, dtype.BF16, true)
 	}, "mlx-affine"},
+	{"mlx_mxfp4", func(r *rand.Rand) (*builder, map[string][]float32) { return mlxFPCase(r, "mxfp4") }, "mlx-mxfp4"},
+	{"mlx_nvfp4", func(r *rand.Rand) (*builder, map[string][]float32) { return mlxFPCase(r, "nvfp4") }, "mlx-nvfp4"},
+	{"mlx_mxfp8", func(r *rand.Rand) (*builder, map[string][]float32) { return mlxFPCase(r, "mxfp8") }, "mlx-mxfp8"},
 	{"fbgemm_fp8", fbgemmCase, "fp8-channel"},
 	{"deepseek_v4_e8m0", dsv4Case, "fp8-block"},
 	{"ct_nvfp4", ctNVFP4Case, "nvfp4"},
@@ -354,6 +357,78 @@ func bnbInt8Case(r *rand.Rand, format bool) (*builder, map[string][]float32) {
 		p := float32(float32(int8(q[i])) * scb[i/I])
 		W[i] = p * float32(7.874015718698502e-3)
 	}
+	return b, map[string][]float32{X + ".weight": W}
+}
+
+// decodeE4M3 is an OCP E4M3 byte's value (bias 7, subnormals, 0x7f and
+// 0xff NaN), written here from the format, apart from the package's table.
+func decodeE4M3(b byte) float32 {
+	sign := float32(1)
+	if b&0x80 != 0 {
+		sign = -1
+	}
+	e, m := int(b>>3&15), float64(b&7)
+	if e == 0 {
+		return sign * float32(math.Ldexp(m/8, -6))
+	}
+	return sign * float32(math.Ldexp(1+m/8, e-7))
+}
+
+// mlxFPCase: MLX's floating-point modes (quantized.cpp fp_qmm,
+// dequantize_scale): mxfp4 (E2M1 codes low nibble first, an E8M0 scale a
+// group of 32), nvfp4 (E4M3 scale a group of 16), mxfp8 (E4M3 codes);
+// W = scale * value. E8M0 0 is 2^-127 (bf16 0x0040).
+func mlxFPCase(r *rand.Rand, mode string) (*builder, map[string][]float32) {
+	bits, gs := 4, 32
+	switch mode {
+	case "nvfp4":
+		gs = 16
+	case "mxfp8":
+		bits = 8
+	}
+	X := "model.layers.0.mlp.experts.down_proj"
+	b := newBuilder(map[string]any{"model_type": "gpt_oss", "quantization": map[string]any{"group_size": gs, "bits": bits, "mode": mode}})
+	shape := []int{2, 6, 4 * gs} // experts, out, in
+	in, rows := shape[2], shape[0]*shape[1]
+	G := in / gs
+	codes := make([]byte, rows*in*bits/8)
+	for i := range codes {
+		codes[i] = byte(r.IntN(256))
+		if bits == 8 && codes[i]&0x7f == 0x7f {
+			codes[i] ^= 1 // no NaN
+		}
+	}
+	sc := make([]byte, rows*G)
+	scale := make([]float32, rows*G)
+	for i := range sc {
+		if mode == "nvfp4" {
+			sc[i] = byte(0x20 + r.IntN(0x40))
+			scale[i] = decodeE4M3(sc[i])
+		} else {
+			sc[i] = byte(115 + r.IntN(20))
+			if i == 0 {
+				sc[i] = 0
+			}
+			scale[i] = float32(math.Ldexp(1, int(sc[i])-127))
+		}
+	}
+	e2m1 := []float32{0, .5, 1, 1.5, 2, 3, 4, 6}
+	W := make([]float32, rows*in)
+	for i := range W {
+		var v float32
+		if bits == 8 {
+			v = decodeE4M3(codes[i])
+		} else {
+			c := codes[i/2] >> (4 * (i % 2)) & 15
+			v = e2m1[c&7]
+			if c&8 != 0 {
+				v = -v
+			}
+		}
+		W[i] = scale[(i/in)*G+(i%in)/gs] * v
+	}
+	b.put(X+".weight", "U32", []int64{int64(shape[0]), int64(shape[1]), int64(in * bits / 32)}, codes)
+	b.put(X+".scales", "U8", []int64{int64(shape[0]), int64(shape[1]), int64(G)}, sc)
 	return b, map[string][]float32{X + ".weight": W}
 }
 
