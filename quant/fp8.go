@@ -32,6 +32,35 @@ type fp8Kernel struct {
 	// post, when not 0, multiplies each product again, as a second
 	// float32 multiply (bitsandbytes 8-bit's 1/127).
 	post float32
+	// zdt, when valid, is the dtype of a zero point per scale (part 2,
+	// the scale's grid): W = (q - zero_point) * scale (compressed-tensors
+	// int-quantized, asymmetric).
+	zdt dtype.DType
+}
+
+// zeroPoints reads the zero points of scale rows [a, b), columns [x0,
+// x1) of the grid as float32 (each an integer, exact).
+func (k *fp8Kernel) zeroPoints(s *scratch, a, b, x0, x1 int64) ([]float32, error) {
+	if isScaleDType(k.zdt) {
+		return s.stridedFloats(2, 2, k.zdt, k.sn, a, b, x0, x1)
+	}
+	es := k.zdt.ElemSize()
+	raw, err := s.strided(2, 2, k.sn*es, a, b, x0*es, x1*es)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(raw)/int(es))
+	for i := range out {
+		switch k.zdt {
+		case dtype.I8:
+			out[i] = float32(int8(raw[i]))
+		case dtype.U8:
+			out[i] = float32(raw[i])
+		case dtype.I32:
+			out[i] = float32(int32(le32(raw, int64(i))))
+		}
+	}
+	return out, nil
 }
 
 func newFP8(shape []int64, bm, bn int64, sdt dtype.DType) *fp8Kernel {
@@ -58,7 +87,13 @@ func (k *fp8Kernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error 
 		return err
 	}
 	sw := j1 - j0
-	lut := k.lut
+	var zp []float32
+	if k.zdt != dtype.Invalid {
+		if zp, err = k.zeroPoints(s, sr0, sr1, j0, j1); err != nil {
+			return err
+		}
+	}
+	var shifted [256]float32
 	for r := r0; r < r1; r++ {
 		srow := sc[(k.scaleRow(r)-sr0)*sw : (k.scaleRow(r)-sr0+1)*sw]
 		row := codes[(r-r0)*w : (r-r0+1)*w]
@@ -68,6 +103,15 @@ func (k *fp8Kernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error 
 			f := srow[c/k.bn-j0]
 			in := row[c-c0 : e-c0]
 			o := out[c-c0 : e-c0]
+			lut := k.lut
+			if zp != nil {
+				// q - zero_point, exact, then the one multiply
+				z := zp[(k.scaleRow(r)-sr0)*sw+c/k.bn-j0]
+				for i, v := range lut {
+					shifted[i] = v - z
+				}
+				lut = &shifted
+			}
 			if useLookup {
 				dtype.Lookup8(o, in, lut, f)
 			} else {
@@ -267,9 +311,8 @@ func (p *planner) ctFP8(x string, blocks [][2]int64, kind string) {
 	wname, sname := x+".weight", x+".weight_scale"
 	wt, st := p.t(wname), p.t(sname)
 	extra := []string{x + ".input_scale", x + ".input_zero_point"}
-	if p.t(x+".weight_zero_point") != nil {
-		p.fail(wname, "an asymmetric int-quantized weight (weight_zero_point) is not supported", wname, sname, x+".weight_zero_point", x+".input_scale")
-		return
+	if zn := x + ".weight_zero_point"; p.t(zn) != nil {
+		defer p.ctZeroPoint(wname, sname, zn, kind)
 	}
 	if wt == nil || st == nil || len(wt.Shape) != 2 || !dimsOK(wt.Shape) {
 		p.fp8Weight(kind+"-channel", wname, wname, sname, 1, 0, false, extra...)
@@ -289,6 +332,34 @@ func (p *planner) ctFP8(x string, blocks [][2]int64, kind string) {
 			}
 		}
 		p.fail(wname, fmt.Sprintf("weight_scale has shape %v, which is no tensor, channel or block scale of a %v weight", st.Shape, wt.Shape), wname, sname, x+".input_scale")
+	}
+}
+
+// ctZeroPoint gives the planned int-quantized weight wname its zero
+// points (asymmetric: W = (q - zero_point) * scale, compressed-tensors
+// forward.py _dequantize, exact in float32), one per scale; a zero point
+// of another shape, of a dtype that is not an integer or float, or on an
+// FP8 weight leaves the weight out.
+func (p *planner) ctZeroPoint(wname, sname, zn, kind string) {
+	w := p.weights[wname]
+	if w == nil {
+		p.hidden[zn] = true
+		return
+	}
+	zt, st := p.t(zn), p.t(sname)
+	k, _ := w.kern.(*fp8Kernel)
+	all := []string{wname, sname, zn}
+	switch {
+	case kind != "int8" || k == nil:
+		p.fail(wname, "a zero point on a float-quantized weight is not read", all...)
+	case zt.DType != dtype.I8 && zt.DType != dtype.I32 && zt.DType != dtype.U8 && !isScaleDType(zt.DType):
+		p.fail(wname, fmt.Sprintf("weight_zero_point is %s, not an integer or float", zt.DType), all...)
+	case zt.NumElements() != st.NumElements() || (len(zt.Shape) != len(st.Shape) && !isScalar(zt)):
+		p.fail(wname, fmt.Sprintf("weight_zero_point has shape %v, not the weight_scale's %v", zt.Shape, st.Shape), all...)
+	default:
+		k.zdt = zt.DType
+		w.Parts = append(w.Parts, zn)
+		p.hidden[zn] = true
 	}
 }
 

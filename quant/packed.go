@@ -258,6 +258,10 @@ func planCompressed(p *planner) {
 			kind, code = "int8", dtype.I8
 		}
 		p.scheme = kind + "-channel"
+		if gsize > 0 {
+			// strategy group: a scale (and zero point) per gsize columns
+			blocks = append(blocks, [2]int64{1, gsize})
+		}
 		for _, nm := range p.names {
 			if x, ok := strings.CutSuffix(nm, ".weight_scale"); ok {
 				p.ctFP8(x, blocks, kind)

@@ -74,6 +74,10 @@ func TestBrokenWeights(t *testing.T) {
 			func(b *builder) {
 				b.put("model.layers.0.mlp.experts.down_proj.biases", "BF16", []int64{2, 6, 4}, make([]byte, 96))
 			}},
+		{"int-quantized zero point of another shape", "ct_int8_asym_group", "model.layers.0.mlp.up_proj.weight", "weight_zero_point has shape [24 2]",
+			func(b *builder) {
+				b.edit("model.layers.0.mlp.up_proj.weight_zero_point", func(e *stEntryT) { e.shape[1]--; e.data = e.data[:24*2*4] })
+			}},
 		{"mlx biases missing", "mlx_2bit_g32", "model.layers.0.self_attn.q_proj.weight", "biases is missing",
 			func(b *builder) { b.drop("model.layers.0.self_attn.q_proj.biases") }},
 		{"mlx scales F8", "mlx_2bit_g32", "model.layers.0.self_attn.q_proj.weight", "scales is F8_E4M3",

@@ -178,6 +178,8 @@ var variants = []variant{
 	{"mlx_mxfp4", func(r *rand.Rand) (*builder, map[string][]float32) { return mlxFPCase(r, "mxfp4") }, "mlx-mxfp4"},
 	{"mlx_nvfp4", func(r *rand.Rand) (*builder, map[string][]float32) { return mlxFPCase(r, "nvfp4") }, "mlx-nvfp4"},
 	{"mlx_mxfp8", func(r *rand.Rand) (*builder, map[string][]float32) { return mlxFPCase(r, "mxfp8") }, "mlx-mxfp8"},
+	{"ct_int8_asym_channel", func(r *rand.Rand) (*builder, map[string][]float32) { return ctIntAsymCase(r, 0) }, "int8-channel"},
+	{"ct_int8_asym_group", func(r *rand.Rand) (*builder, map[string][]float32) { return ctIntAsymCase(r, 32) }, "int8-channel"},
 	{"fbgemm_fp8", fbgemmCase, "fp8-channel"},
 	{"deepseek_v4_e8m0", dsv4Case, "fp8-block"},
 	{"ct_nvfp4", ctNVFP4Case, "nvfp4"},
@@ -731,6 +733,58 @@ func ctIntQuantizedCase(r *rand.Rand) (*builder, map[string][]float32) {
 	W := make([]float32, O*I)
 	for i := range W {
 		W[i] = float32(int8(q[i])) * s[i/I]
+	}
+	return b, map[string][]float32{X + ".weight": W}
+}
+
+// ctIntAsymCase: compressed-tensors int-quantized, asymmetric (W8A8 with
+// zero points; forward.py _dequantize: (x_q - zero_point) * scale), per
+// channel (scale and zero point [out, 1]) or per group (gs columns:
+// [out, in/gs]); the zero point I8 (or I32 for groups).
+func ctIntAsymCase(r *rand.Rand, gs int) (*builder, map[string][]float32) {
+	w := map[string]any{"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": false}
+	if gs > 0 {
+		w["strategy"], w["group_size"] = "group", gs
+	}
+	b := newBuilder(map[string]any{"quantization_config": map[string]any{"quant_method": "compressed-tensors", "format": "int-quantized",
+		"config_groups": map[string]any{"group_0": map[string]any{"targets": []string{"Linear"}, "weights": w}}}})
+	X := "model.layers.0.mlp.up_proj"
+	O, I := 24, 96
+	G := 1
+	if gs > 0 {
+		G = I / gs
+	}
+	q := make([]byte, O*I)
+	for i := range q {
+		q[i] = byte(r.IntN(256))
+	}
+	sb, s := half(dtype.BF16, scales(r, O*G, -9, -4))
+	zp := make([]int32, O*G)
+	for i := range zp {
+		zp[i] = int32(r.IntN(41)) - 20
+	}
+	b.put(X+".weight", "I8", []int64{int64(O), int64(I)}, q)
+	b.put(X+".weight_scale", "BF16", []int64{int64(O), int64(G)}, sb)
+	if gs > 0 {
+		zw := make([]uint32, len(zp))
+		for i, z := range zp {
+			zw[i] = uint32(z)
+		}
+		b.put(X+".weight_zero_point", "I32", []int64{int64(O), int64(G)}, u32s(zw))
+	} else {
+		zb := make([]byte, len(zp))
+		for i, z := range zp {
+			zb[i] = byte(int8(z))
+		}
+		b.put(X+".weight_zero_point", "I8", []int64{int64(O), 1}, zb)
+	}
+	W := make([]float32, O*I)
+	for i := range W {
+		g := (i/I)*G + (i%I)/max(gs, I)
+		if gs > 0 {
+			g = (i/I)*G + (i%I)/gs
+		}
+		W[i] = (float32(int8(q[i])) - float32(zp[g])) * s[g]
 	}
 	return b, map[string][]float32{X + ".weight": W}
 }
