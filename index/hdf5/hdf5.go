@@ -114,14 +114,27 @@ func (w *walker) members(msgs []message, path string, depth int) error {
 			links = append(links, l)
 		case msgLinkInfo:
 			c := &cursor{r: r, b: m.data, off: m.off}
-			c.u8()
+			if v := c.u8(); v != 0 {
+				return r.errorf(m.off, "group %s: link info message version %d (want 0)", quote(path), v)
+			}
 			flags := c.u8()
 			if flags&1 != 0 {
-				c.u64()
+				c.u64() // the largest creation order
 			}
-			if heap := c.addr(); !c.bad && heap != undefined {
-				w.idx.Unserved = append(w.idx.Unserved, index.Unserved{Name: path + "/", Type: "dense group", Offset: -1,
-					Why: "a group whose links are in a fractal heap (HDF5 1.8 dense storage, libver='latest'), which tensorfs does not read"})
+			heap, names := c.addr(), c.addr()
+			if c.bad {
+				return r.errorf(m.off, "group %s: a link info message cut off", quote(path))
+			}
+			if heap == undefined {
+				continue // compact: the links are link messages
+			}
+			l, others, what, err := r.denseLinks(heap, names, path)
+			if err != nil {
+				return err
+			}
+			links = append(links, l...)
+			for i, o := range others {
+				w.idx.Unserved = append(w.idx.Unserved, index.Unserved{Name: join(path, o.name), Type: "link", Offset: -1, Why: what[i] + ", which tensorfs does not follow"})
 			}
 		}
 	}
