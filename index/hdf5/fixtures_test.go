@@ -98,7 +98,7 @@ var unservedFixtures = map[string]string{"missing/farray": "1 of its 2 chunks ar
 // and the names are exactly h5py's listing.
 func TestFixtures(t *testing.T) {
 	exp := loadExpected(t)
-	for _, name := range []string{"dense.h5", "deep.h5"} {
+	for _, name := range []string{"dense.h5", "deep.h5", "chunks.h5", "chunks114.h5"} {
 		e, ok := exp[name]
 		if !ok {
 			t.Fatalf("%s not in EXPECTED.json", name)
@@ -164,5 +164,24 @@ func TestFixtures(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSingleChunkRange: an unfiltered dataset stored as one chunk of its
+// shape (libver='latest”s single-chunk index) is a range of the file,
+// not decoded; filtered ones are decoded.
+func TestSingleChunkRange(t *testing.T) {
+	b := gunzipFixture(t, "chunks.h5")
+	idx, err := Parse(mem(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range idx.Tensors {
+		if !strings.HasPrefix(tn.Name, "single/") {
+			continue
+		}
+		if decoded := idx.Member(tn.Source) != nil; decoded != (tn.Name != "single/plain") {
+			t.Errorf("%s: decoded %v", tn.Name, decoded)
+		}
 	}
 }

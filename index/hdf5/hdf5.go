@@ -282,6 +282,10 @@ func (w *walker) dataset(msgs []message, path string) error {
 				return r.errorf(c.off, "dataset %s: a stored chunk of %d bytes for %d bytes of data", quote(path), c.size, chunkBytes)
 			}
 		}
+		if len(d.filters) == 0 && len(chunks) == 1 && slices.Equal(d.chunk[:rank], d.shape) && chunks[0].size == size {
+			t.Offset = chunks[0].off // one unfiltered chunk the dataset's shape: a range of the file
+			break
+		}
 		w.plans = append(w.plans, &plan{shape: d.shape, chunk: d.chunk[:rank], elem: d.dt.ElemSize(), filters: d.filters, chunks: chunks})
 		w.planTensor = append(w.planTensor, len(w.idx.Tensors))
 	default:
