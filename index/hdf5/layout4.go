@@ -661,10 +661,10 @@ func (a *array) element(idx uint64) ([]byte, int64, error) {
 			if err != nil {
 				return nil, 0, err
 			}
-			if err := a.blockOffset(b, off, blockOff); err != nil {
+			if err := r.checksum(b, int(n-4), off, "the chunk index's data block"); err != nil {
 				return nil, 0, err
 			}
-			if err := r.checksum(b, int(n-4), off, "the chunk index's data block"); err != nil {
+			if err := a.blockOffset(b, off, blockOff); err != nil {
 				return nil, 0, err
 			}
 			els = b[prefix-4 : n-4]
@@ -688,10 +688,10 @@ func (a *array) element(idx uint64) ([]byte, int64, error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		if err := a.blockOffset(b, off, blockOff); err != nil {
+		if err := r.checksum(b, int(prefix-4), off, "the chunk index's data block"); err != nil {
 			return nil, 0, err
 		}
-		if err := r.checksum(b, int(prefix-4), off, "the chunk index's data block"); err != nil {
+		if err := a.blockOffset(b, off, blockOff); err != nil {
 			return nil, 0, err
 		}
 		a.dblocks[off] = nil
@@ -762,10 +762,10 @@ func (a *array) superBlock(s int, addr uint64) (*easb, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := a.blockOffset(b, off, [2]uint64{si.start, si.start}); err != nil {
+	if err := r.checksum(b, int(n-4), off, "the chunk index's super block"); err != nil {
 		return nil, err
 	}
-	if err := r.checksum(b, int(n-4), off, "the chunk index's super block"); err != nil {
+	if err := a.blockOffset(b, off, [2]uint64{si.start, si.start}); err != nil {
 		return nil, err
 	}
 	p := 6 + r.so + a.offSize
