@@ -178,6 +178,9 @@ func (r *reader) superblock(off int64) (uint64, error) {
 		if c.bad {
 			return 0, r.errorf(off, "the superblock is cut off")
 		}
+		if err := r.checksum(head, c.p, off, "the superblock"); err != nil {
+			return 0, err
+		}
 		return root, nil
 	}
 	return 0, r.errorf(off+8, "superblock version %d (tensorfs reads versions 0 to 3)", version)
