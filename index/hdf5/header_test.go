@@ -3,6 +3,8 @@ package hdf5
 import (
 	"bytes"
 	"testing"
+
+	"github.com/lazyweights/tensorfs/index"
 )
 
 // TestHeaderChecksums: a byte flipped where the structure alone cannot
@@ -54,4 +56,31 @@ func TestHeaderChecksums(t *testing.T) {
 			t.Errorf("%s: no skipped message in an %s block", c.file, c.sig)
 		}
 	}
+}
+
+// TestMetadataBudget: the bytes of structures read from one file are
+// counted, and a file that makes the reader read more than the cap is
+// one line (here with the cap lowered to what the fixture needs, less
+// one byte).
+func TestMetadataBudget(t *testing.T) {
+	b := gunzipFixture(t, "dense.h5")
+	r := &reader{f: mem(b), name: "w.h5", size: int64(len(b))}
+	root, err := r.superblock(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &walker{r: r, idx: &index.Index{}, groups: map[int64]bool{}}
+	if err := w.group(root, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if r.read <= 0 || r.read > int64(4*len(b)) {
+		t.Fatalf("%d bytes of structures read from a file of %d", r.read, len(b))
+	}
+	r2 := &reader{f: mem(b), name: "w.h5", size: int64(len(b)), read: MaxMetadataBytes - r.read + 1}
+	root, err = r2.superblock(0)
+	if err == nil {
+		w = &walker{r: r2, idx: &index.Index{}, groups: map[int64]bool{}}
+		err = w.group(root, "", 0)
+	}
+	oneLine(t, "budget", err, "bytes of HDF5 structures read")
 }
