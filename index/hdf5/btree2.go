@@ -117,7 +117,7 @@ func (t *btree2) node(addr uint64, nrec, depth int, seen map[int64]bool, visit f
 	if r.nodes++; r.nodes > MaxBTreeNodes {
 		return r.errorf(off, "more than %d B-tree nodes", MaxBTreeNodes)
 	}
-	if nrec > t.maxRec[depth] {
+	if nrec < 0 || nrec > t.maxRec[depth] {
 		return r.errorf(off, "%s's B-tree node: %d records, over %d", t.what, nrec, t.maxRec[depth])
 	}
 	b, err := r.at(off, int64(min(int64(t.nodeSize), r.size-off)), t.what+"'s B-tree node")
