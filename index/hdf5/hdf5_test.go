@@ -238,7 +238,7 @@ func FuzzHDF5(f *testing.F) {
 	} else {
 		f.Fatal(err)
 	}
-	for _, c := range []string{"dense.h5", "chunks.h5", "chunks114.h5"} {
+	for _, c := range []string{"dense.h5", "chunks.h5", "chunks114.h5", "eapaged.h5"} {
 		f.Add(gunzipFixture(f, c)) // libver='latest': dense groups, layout-4 and -5 chunk indexes (testdata/gen.py)
 	}
 	if d := os.Getenv("TENSORFS_TESTDATA"); d != "" {

@@ -615,7 +615,7 @@ func (a *array) element(idx uint64) ([]byte, int64, error) {
 	within := j - si.start
 	di, e := within/si.dblkN, within%si.dblkN
 	var daddr uint64
-	var bitmap []byte
+	var bitmap []byte // the super block's page-initialised bits
 	if s < a.nsblksIB {
 		k := si.startDblk + di
 		if k >= uint64(len(a.ibDblks)) {
@@ -634,9 +634,7 @@ func (a *array) element(idx uint64) ([]byte, int64, error) {
 			return undefElement[:a.esize], -1, nil
 		}
 		daddr = sb.dblks[di]
-		if sb.bitmap != nil {
-			bitmap = sb.bitmap[int(di)*sb.initSz : int(di+1)*sb.initSz]
-		}
+		bitmap = sb.bitmap
 	}
 	if daddr == undefined {
 		return undefElement[:a.esize], -1, nil
@@ -675,8 +673,11 @@ func (a *array) element(idx uint64) ([]byte, int64, error) {
 	if s < a.nsblksIB || bitmap == nil {
 		return nil, 0, r.errorf(-1, "a paged data block under the extensible array's index block")
 	}
+	// One bit per page of each data block, packed across the super
+	// block's data blocks (H5EA__lookup_elmt: dblk_idx * dblk_npages +
+	// page), in a bitmap of a whole number of bytes per data block.
 	p := e / a.pageN
-	if !bit(bitmap, p) {
+	if !bit(bitmap, di*(si.dblkN/a.pageN)+p) {
 		return undefElement[:a.esize], -1, nil
 	}
 	off, err := r.abs(daddr, "a data block")

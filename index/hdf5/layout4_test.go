@@ -2,7 +2,11 @@ package hdf5
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
@@ -81,5 +85,70 @@ func TestChunkIndexChecksums(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "(a damaged file)") {
 			t.Errorf("%s: %v", sig, err)
 		}
+	}
+}
+
+// TestPagedExtensibleArray: testdata/eapaged.h5's extensible array has
+// paged data blocks (super block 13), written sparsely: every chunk h5py
+// stored is found (the page-initialised bits are packed across the
+// super block's data blocks, not a byte per data block), none other,
+// and their bytes are h5py's.
+func TestPagedExtensibleArray(t *testing.T) {
+	var exp map[string]struct {
+		Stored map[string]struct {
+			First  int64
+			Chunks int
+			SHA256 string
+		}
+	}
+	raw, err := os.ReadFile("testdata/EXPECTED.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &exp); err != nil {
+		t.Fatal(err)
+	}
+	want := exp["eapaged.h5"].Stored["ea"]
+	if want.Chunks == 0 {
+		t.Fatal("EXPECTED.json: no stored chunks for eapaged.h5")
+	}
+	b := gunzipFixture(t, "eapaged.h5")
+	r := fileReader(b)
+	root, _ := r.superblock(0)
+	msgs, err := r.header(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d *dataset
+	for _, m := range msgs {
+		if l, ok, _, err := r.linkMessage(m); m.typ == msgLink && err == nil && ok && l.name == "ea" {
+			dm, err := r.header(l.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, err = r.readDataset(dm); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if d == nil || d.index != indexEArray {
+		t.Fatalf("eapaged.h5: no dataset ea with an extensible array index (%+v)", d)
+	}
+	chunks, err := r.chunks(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chunks) != want.Chunks {
+		t.Fatalf("%d chunks found, h5py stored %d", len(chunks), want.Chunks)
+	}
+	h := sha256.New()
+	for i, c := range chunks {
+		if c.start[0] != want.First+int64(i) || c.size != 1 {
+			t.Fatalf("chunk %d at %v of %d bytes, want at %d", i, c.start, c.size, want.First+int64(i))
+		}
+		h.Write(b[c.off : c.off+1])
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want.SHA256 {
+		t.Errorf("sha256 %s, want %s", got, want.SHA256)
 	}
 }

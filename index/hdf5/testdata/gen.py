@@ -75,6 +75,18 @@ def chunks114(path):
         f.create_dataset("btree2", data=arr((10, 9), "float16"), chunks=(3, 2), maxshape=(None, None), **kw)
 
 
+def eapaged(path):
+    # An extensible array whose data blocks are paged (over 1024
+    # elements: super block 13 on, past element 131060), written sparsely
+    # so that the file stays small: 2000 chunks from element 132560,
+    # over the second page of the super block's first data block and
+    # both pages of its second; its first page is never initialised.
+    # EXPECTED.json has the chunks stored and the sha256 of their bytes.
+    with h5py.File(path, "w", libver="latest") as f:
+        d = f.create_dataset("ea", shape=(135300,), maxshape=(None,), chunks=(1,), dtype="int8")
+        d[132560:134560] = arr((2000,), "int8")
+
+
 def chunks(path):
     # Chunked datasets with each layout-4 chunk index, unfiltered, gzip,
     # and gzip with shuffle; shapes that leave partial edge chunks.
@@ -131,12 +143,17 @@ def walk(g, prefix, out):
 
 
 expected = {}
-for name, fn in [("dense.h5", dense), ("deep.h5", deep), ("chunks.h5", chunks), ("chunks114.h5", chunks114)]:
+for name, fn in [("dense.h5", dense), ("deep.h5", deep), ("chunks.h5", chunks), ("chunks114.h5", chunks114), ("eapaged.h5", eapaged)]:
     p = os.path.join(out, name)
     fn(p)
     e = {"h5py": h5py.version.version, "hdf5": h5py.version.hdf5_version}
     with h5py.File(p, "r") as f:
         walk(f, "", e)
+    if name == "eapaged.h5":
+        with h5py.File(p, "r") as f:
+            d = f["ea"]
+            e["stored"] = {"ea": {"first": 132560, "chunks": d.id.get_num_chunks(),
+                                  "sha256": hashlib.sha256(d[132560:134560].tobytes()).hexdigest()}}
     if name == "deep.h5":  # 200 names of 3 KB: one digest of "path\tshape\tsha256\n" lines, sorted
         lines = "".join(f"{p}\t{d['shape']}\t{d['sha256']}\n" for p, d in sorted(e.pop("datasets").items()))
         e["listing_sha256"] = hashlib.sha256(lines.encode()).hexdigest()
