@@ -19,10 +19,10 @@ type chunk struct {
 	mask  uint32
 }
 
-// chunks walks a dataset's chunk B-tree (a v1 B-tree of type 1): each
+// chunksV1 walks a dataset's chunk B-tree (a v1 B-tree of type 1): each
 // node once, levels descending, at most MaxChunks chunks; every chunk
 // on the chunk grid, inside the dataset, once.
-func (r *reader) chunks(d *dataset) ([]chunk, error) {
+func (r *reader) chunksV1(d *dataset) ([]chunk, error) {
 	rank := len(d.chunk) - 1
 	keySize := 8 + 8*len(d.chunk)
 	var out []chunk

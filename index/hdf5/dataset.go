@@ -17,9 +17,16 @@ type dataset struct {
 	offset    int64  // compact, contiguous: absolute offset of the bytes
 	size      int64  // compact, contiguous: bytes stored
 	undefined bool   // contiguous storage never allocated
-	btree     uint64 // chunked: the chunk B-tree's address
+	btree     uint64 // chunked: the chunk B-tree's address (layout 3), the chunk index's (layout 4)
 	chunk     []int64
 	filters   []filter
+	maxShape  []int64 // the dataspace's maximum dimensions (-1: unlimited); the shape when absent
+
+	// Layout 4 (HDF5 1.10) and 5 (HDF5 2): the chunk index.
+	index      int    // 0: v1 B-tree (layout 3); 1 single chunk, 2 implicit, 3 fixed array, 4 extensible array, 5 v2 B-tree
+	singleSize uint64 // single chunk, filtered: its stored size
+	singleMask uint32 // single chunk, filtered: its filter mask
+	filtered1  bool   // single chunk: the layout message gives the filtered size
 }
 
 // filter is one filter of a dataset's pipeline.
@@ -45,35 +52,59 @@ func unserved(typ, format string, args ...any) error {
 	return &unservedError{typ: typ, why: fmt.Sprintf(format, args...)}
 }
 
-// dataspace decodes a dataspace message: the shape.
-func (r *reader) dataspace(m message) ([]int64, error) {
+// dataspace decodes a dataspace message: the shape, and the maximum
+// shape (-1 for an unlimited dimension; the shape when not stored).
+func (r *reader) dataspace(m message) ([]int64, []int64, error) {
+	shape, maxShape, err := r.dataspace1(m)
+	if err == nil && maxShape == nil {
+		maxShape = shape
+	}
+	return shape, maxShape, err
+}
+
+func (r *reader) dataspace1(m message) ([]int64, []int64, error) {
 	c := &cursor{r: r, b: m.data, off: m.off}
-	version, rank, _ := c.u8(), int(c.u8()), c.u8()
+	version, rank, flags := c.u8(), int(c.u8()), c.u8()
 	switch version {
 	case 1:
 		c.take(5)
 	case 2:
 		if typ := c.u8(); typ == 2 {
-			return nil, unserved("null dataspace", "a null dataspace (no elements, no shape)")
+			return nil, nil, unserved("null dataspace", "a null dataspace (no elements, no shape)")
 		}
 	default:
-		return nil, r.errorf(m.off, "dataspace version %d (want 1 or 2)", version)
+		return nil, nil, r.errorf(m.off, "dataspace version %d (want 1 or 2)", version)
 	}
 	if rank > index.MaxDims {
-		return nil, r.errorf(m.off, "a dataspace of %d dimensions, over %d", rank, index.MaxDims)
+		return nil, nil, r.errorf(m.off, "a dataspace of %d dimensions, over %d", rank, index.MaxDims)
 	}
 	shape := make([]int64, rank)
 	for i := range shape {
 		d := c.length()
 		if d > 1<<62 {
-			return nil, r.errorf(m.off, "dimension %d of %d", i, d)
+			return nil, nil, r.errorf(m.off, "dimension %d of %d", i, d)
 		}
 		shape[i] = int64(d)
 	}
-	if c.bad {
-		return nil, r.errorf(m.off, "a dataspace message cut off")
+	var maxShape []int64
+	if flags&1 != 0 {
+		maxShape = make([]int64, rank)
+		for i := range maxShape {
+			d := c.uint(r.sl)
+			switch {
+			case d == undefined:
+				maxShape[i] = -1
+			case d > 1<<62 || int64(d) < shape[i]:
+				return nil, nil, r.errorf(m.off, "dimension %d of %d with a maximum of %d", i, shape[i], d)
+			default:
+				maxShape[i] = int64(d)
+			}
+		}
 	}
-	return shape, nil
+	if c.bad {
+		return nil, nil, r.errorf(m.off, "a dataspace message cut off")
+	}
+	return shape, maxShape, nil
 }
 
 // datatype decodes a datatype message into a dtype, or an unserved
@@ -144,13 +175,14 @@ func (r *reader) datatype(m message, d *dataset) error {
 	return unserved(name, "a %s datatype, which tensorfs does not serve", name)
 }
 
-// layout decodes a data layout message (version 3; 4 for compact and
-// contiguous).
+// layout decodes a data layout message (version 3 to 5: 4 is HDF5
+// 1.10's, with chunk indexes; 5, HDF5 2's, differs in how filtered chunk
+// sizes are stored, which the indexes' own sizes say).
 func (r *reader) layout(m message, d *dataset) error {
 	c := &cursor{r: r, b: m.data, off: m.off}
 	version, class := c.u8(), c.u8()
-	if version < 3 || version > 4 {
-		return unserved("", "data layout message version %d, which tensorfs does not read (HDF5 before 1.6)", version)
+	if version < 3 || version > 5 {
+		return unserved("", "data layout message version %d, which tensorfs does not read (it reads 3 to 5)", version)
 	}
 	d.layout = int(class)
 	switch class {
@@ -178,8 +210,8 @@ func (r *reader) layout(m message, d *dataset) error {
 		d.offset = off
 		return nil
 	case 2:
-		if version == 4 {
-			return unserved("", "chunks indexed as HDF5 1.10 writes them (layout version 4, libver='latest'), which tensorfs does not read")
+		if version >= 4 {
+			return r.layout4(c, m, d)
 		}
 		rank := int(c.u8())
 		d.btree = c.addr()
@@ -265,7 +297,7 @@ func (r *reader) readDataset(msgs []message) (*dataset, error) {
 		var err error
 		switch m.typ {
 		case msgDataspace:
-			d.shape, err = r.dataspace(m)
+			d.shape, d.maxShape, err = r.dataspace(m)
 		case msgDatatype:
 			err = r.datatype(m, d)
 		case msgLayout:

@@ -30,6 +30,11 @@ const (
 	// MaxSlabBytes caps the bytes decoded at once: one row of chunks
 	// along the first dimension, assembled in memory and then written.
 	MaxSlabBytes = 256 << 20
+	// MaxMetadataBytes caps the bytes of structures (headers, B-tree
+	// nodes, heap and chunk index blocks; not data) read from one file:
+	// overlapping or many small structures cannot make a small file
+	// cost more.
+	MaxMetadataBytes = 1 << 30
 )
 
 // undefined is HDF5's undefined address (all bits set), after widening.
@@ -45,6 +50,7 @@ type reader struct {
 	base   int64 // the superblock's offset
 	so, sl int   // size of offsets, of lengths (bytes)
 	nodes  int   // B-tree and symbol table nodes read
+	read   int64 // bytes of structures read
 }
 
 // errorf returns a one-line error at byte off of the file.
@@ -57,6 +63,9 @@ func (r *reader) errorf(off int64, format string, args ...any) error {
 func (r *reader) at(off int64, n int64, what string) ([]byte, error) {
 	if off < 0 || n < 0 || off > r.size || n > r.size-off {
 		return nil, r.errorf(max(off, 0), "%s of %d bytes at byte %d lies outside the file (%d bytes)", what, n, off, r.size)
+	}
+	if r.read += n; r.read > MaxMetadataBytes {
+		return nil, r.errorf(off, "more than %d bytes of HDF5 structures read (reading %s)", MaxMetadataBytes, what)
 	}
 	buf := make([]byte, n)
 	if k, err := r.f.ReadAt(buf, off); int64(k) < n {
@@ -177,6 +186,9 @@ func (r *reader) superblock(off int64) (uint64, error) {
 		root := c.addr()
 		if c.bad {
 			return 0, r.errorf(off, "the superblock is cut off")
+		}
+		if err := r.checksum(head, c.p, off, "the superblock"); err != nil {
+			return 0, err
 		}
 		return root, nil
 	}

@@ -2,6 +2,7 @@ package hdf5
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 )
 
@@ -175,6 +176,52 @@ func (r *reader) symbolNode(addr uint64, h *localHeap, seen map[int64]bool) ([]l
 		links = append(links, link{name, obj})
 	}
 	return links, nil
+}
+
+// denseLinks lists the links of a dense group (HDF5 1.8 new-style
+// storage, h5py's libver='latest' beyond 8 links): the link messages in
+// the fractal heap at heapAddr, enumerated by the name index (a v2
+// B-tree of type 5 at nameIndex), each record's hash checked against
+// its name. Soft and external links come back with ok false in others.
+func (r *reader) denseLinks(heapAddr, nameIndex uint64, path string) (links []link, others []link, what []string, err error) {
+	h, err := r.fheap(heapAddr, "group "+quote(path))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	t, err := r.btree2(nameIndex, 5, "group "+quote(path))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if t.recSize != 4+h.idLen {
+		return nil, nil, nil, r.errorf(t.off, "group %s's name index has records of %d bytes, for heap IDs of %d", quote(path), t.recSize, h.idLen)
+	}
+	err = t.records(func(rec []byte, off int64) error {
+		if len(links)+len(others) >= MaxObjects {
+			return r.errorf(off, "more than %d links in group %s", MaxObjects, quote(path))
+		}
+		obj, at, err := h.object(rec[4:], off+4)
+		if err != nil {
+			return err
+		}
+		if at < 0 {
+			at = off + 4
+		}
+		l, ok, w, err := r.linkMessage(message{typ: msgLink, data: obj, off: at})
+		if err != nil {
+			return err
+		}
+		if hash := binary.LittleEndian.Uint32(rec); hash != lookup3([]byte(l.name)) {
+			return r.errorf(off, "group %s's name index: the record at byte %d hashes %08x, its link %q %08x", quote(path), off, hash, l.name, lookup3([]byte(l.name)))
+		}
+		if ok {
+			links = append(links, l)
+		} else {
+			others = append(others, l)
+			what = append(what, w)
+		}
+		return nil
+	})
+	return links, others, what, err
 }
 
 // linkMessage decodes a link message (new-style compact groups). A soft

@@ -114,14 +114,27 @@ func (w *walker) members(msgs []message, path string, depth int) error {
 			links = append(links, l)
 		case msgLinkInfo:
 			c := &cursor{r: r, b: m.data, off: m.off}
-			c.u8()
+			if v := c.u8(); v != 0 {
+				return r.errorf(m.off, "group %s: link info message version %d (want 0)", quote(path), v)
+			}
 			flags := c.u8()
 			if flags&1 != 0 {
-				c.u64()
+				c.u64() // the largest creation order
 			}
-			if heap := c.addr(); !c.bad && heap != undefined {
-				w.idx.Unserved = append(w.idx.Unserved, index.Unserved{Name: path + "/", Type: "dense group", Offset: -1,
-					Why: "a group whose links are in a fractal heap (HDF5 1.8 dense storage, libver='latest'), which tensorfs does not read"})
+			heap, names := c.addr(), c.addr()
+			if c.bad {
+				return r.errorf(m.off, "group %s: a link info message cut off", quote(path))
+			}
+			if heap == undefined {
+				continue // compact: the links are link messages
+			}
+			l, others, what, err := r.denseLinks(heap, names, path)
+			if err != nil {
+				return err
+			}
+			links = append(links, l...)
+			for i, o := range others {
+				w.idx.Unserved = append(w.idx.Unserved, index.Unserved{Name: join(path, o.name), Type: "link", Offset: -1, Why: what[i] + ", which tensorfs does not follow"})
 			}
 		}
 	}
@@ -268,6 +281,10 @@ func (w *walker) dataset(msgs []message, path string) error {
 			if c.size > 2*chunkBytes+4096 {
 				return r.errorf(c.off, "dataset %s: a stored chunk of %d bytes for %d bytes of data", quote(path), c.size, chunkBytes)
 			}
+		}
+		if len(d.filters) == 0 && len(chunks) == 1 && slices.Equal(d.chunk[:rank], d.shape) && chunks[0].size == size {
+			t.Offset = chunks[0].off // one unfiltered chunk the dataset's shape: a range of the file
+			break
 		}
 		w.plans = append(w.plans, &plan{shape: d.shape, chunk: d.chunk[:rank], elem: d.dt.ElemSize(), filters: d.filters, chunks: chunks})
 		w.planTensor = append(w.planTensor, len(w.idx.Tensors))

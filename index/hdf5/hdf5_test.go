@@ -227,7 +227,8 @@ func TestUnshuffle(t *testing.T) {
 	}
 }
 
-// FuzzHDF5: any bytes parse or fail with one line; a parsed file's
+// FuzzHDF5: any bytes parse or fail with one line, within the caps
+// (dense groups' heaps and B-trees, chunk indexes); a parsed file's
 // contiguous tensors lie inside it and its chunked ones decode to their
 // size or fail with one line.
 func FuzzHDF5(f *testing.F) {
@@ -236,6 +237,9 @@ func FuzzHDF5(f *testing.F) {
 		f.Add(b) // a Keras 3 file from a public repository (formats/testdata/others/MANIFEST)
 	} else {
 		f.Fatal(err)
+	}
+	for _, c := range []string{"dense.h5", "chunks.h5", "chunks114.h5", "eapaged.h5"} {
+		f.Add(gunzipFixture(f, c)) // libver='latest': dense groups, layout-4 and -5 chunk indexes (testdata/gen.py)
 	}
 	if d := os.Getenv("TENSORFS_TESTDATA"); d != "" {
 		for _, c := range []string{"keras_mlp.weights.h5", "keras_gzip.weights.h5"} {

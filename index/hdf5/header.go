@@ -152,29 +152,36 @@ func (r *reader) headerV2(off int64) ([]message, error) {
 	order := flags&0x04 != 0
 	var msgs []message
 	first := true
+	prefix := int64(c.p)
 	for len(blocks) > 0 {
 		bl := blocks[0]
 		blocks = blocks[1:]
-		start := bl.off
-		n := bl.n
-		if !first { // OCHK signature, then messages, then a checksum
-			sig, err := r.at(bl.off, min(4, bl.n), "a header continuation block")
-			if err != nil {
-				return nil, err
-			}
-			if !bytes.Equal(sig, []byte("OCHK")) {
-				return nil, r.errorf(bl.off, "a header continuation block without its OCHK signature")
-			}
-			start, n = bl.off+4, bl.n-8
+		// The first block is the prefix and the messages; a continuation
+		// block its OCHK signature and the messages; a checksum of the
+		// bytes before it ends each.
+		whole, start, what := bl.off-prefix, bl.off, "an object header"
+		if !first {
+			whole, start, what = bl.off, bl.off+4, "an object header continuation block"
 		}
-		first = false
+		n := bl.off + bl.n - start
+		if !first {
+			n -= 4
+		}
 		if n < 0 {
 			return nil, r.errorf(bl.off, "a header continuation block of %d bytes", bl.n)
 		}
-		data, err := r.at(start, n, "an object header block")
+		full, err := r.at(whole, start-whole+n+4, what)
 		if err != nil {
 			return nil, err
 		}
+		if !first && !bytes.Equal(full[:4], []byte("OCHK")) {
+			return nil, r.errorf(bl.off, "a header continuation block without its OCHK signature")
+		}
+		if err := r.checksum(full, int(start-whole+n), whole, what); err != nil {
+			return nil, err
+		}
+		first = false
+		data := full[start-whole : start-whole+n]
 		hl := 4
 		if order {
 			hl = 6
