@@ -72,13 +72,15 @@ def check(exp, case, mnt):
         checked += 1
     return checked
 
-args = sys.argv[1:]
+args, fail = sys.argv[1:], []
 for i in range(0, len(args), 3):
     exp, case, mnt = args[i:i + 3]
     try:
         print("checked", case, check(exp, case, mnt))
     except AssertionError as e:
-        sys.exit("%s: %s" % (case, e))
+        fail.append("%s: %s" % (case, e))
+if fail:
+    sys.exit("\n".join(fail))
 `
 
 // TestDCPHostileMount: a DCP whose .distcp file was cut short mounts

@@ -788,11 +788,13 @@ def check(exp, case, mnt):
                 assert got == raw[lo * row:hi * row], (name, "split", part)
         checked += 1
     return checked
-args = sys.argv[1:]
+args, fail = sys.argv[1:], []
 for i in range(0, len(args), 3):
     exp, case, mnt = args[i:i + 3]
     try:
         print("checked", case, check(exp, case, mnt))
     except AssertionError as e:
-        sys.exit("%s: %s" % (case, e))
+        fail.append("%s: %s" % (case, e))
+if fail:
+    sys.exit("\n".join(fail))
 `
