@@ -26,7 +26,8 @@ import (
 // fmtSafetensors: every real safetensors file of the shared test data,
 // and a Hugging Face sharded directory written here (a weight map, two
 // shards, a config.json beside them), each mounted and checked against
-// an independent Python reader (pySafetensorsCheck).
+// an independent Python reader (pySafetensorsCheck); and modern/'s file
+// (load and cat against EXPECTED.json: fmtModern).
 func fmtSafetensors(t *testing.T, tmp string) fmtSpec {
 	files := safetensorsFiles(t, testdata.Path(t, "safetensors"))
 	if len(files) == 0 {
@@ -72,7 +73,7 @@ func fmtSafetensors(t *testing.T, tmp string) fmtSpec {
 	srcs = append(srcs, fmtSrc{path: dir, mount: &fmtMount{hook: func(t *testing.T, m *Mount) {
 		runPy(t, pySafetensorsCheck, m.Dir, `{"total_size": 512, "format": "pt"}`, shard1, shard2)
 	}}})
-	return fmtSpec{srcs: srcs}
+	return fmtSpec{srcs: append(srcs, fmtModern(t, "safetensors", nil)...)}
 }
 
 // fxSources turns a reference script's expectations into TestFormats
@@ -143,7 +144,8 @@ func fxSources(t *testing.T, e *fxExpect, made string, all []string) (srcs []fmt
 // (views, tied weights, training checkpoints, whole modules, protocols
 // 1-5 in zip and legacy form, a Python 2 pickle, every dtype, a bare
 // tensor and storage, a sharded .bin checkpoint, a big-endian archive),
-// against torch itself (fxTorchScript). Malicious and unsupported files
+// against torch itself (fxTorchScript); torch 2.6's files of modern/
+// (load and cat against EXPECTED.json). Malicious and unsupported files
 // are refused with one line, and nothing of theirs runs: the extra
 // checks a malicious pickle mounts nothing and cannot be cat or loaded.
 func fmtPyTorch(t *testing.T, tmp string) fmtSpec {
@@ -160,6 +162,12 @@ func fmtPyTorch(t *testing.T, tmp string) fmtSpec {
 		t.Errorf("gopickle grid: %d tensors, want 100", n)
 	}
 	srcs, refused := fxSources(t, e, tmp, all)
+	srcs = append(srcs, fmtModern(t, "torch", map[string]string{
+		"torch26_module.pt:emb/weight": "_modules/emb/_parameters/weight",
+		"torch26_module.pt:fc/bias":    "_modules/fc/_parameters/bias",
+		"torch26_module.pt:fc/weight":  "_modules/fc/_parameters/weight",
+		"torch26_module.pt:running":    "_buffers/running",
+	})...)
 	if refused < 7 {
 		t.Errorf("only %d files refused: the fixtures did not exercise refusals", refused)
 	}
@@ -190,7 +198,8 @@ func fmtPyTorch(t *testing.T, tmp string) fmtSpec {
 // 3.0, C and Fortran order, big-endian, 0-d, empty, a Python 2 header,
 // NaN and Inf, .npz with nested and positional names, np.savez_compressed
 // files of all of those and a zip64 one), against numpy itself
-// (fxNumpyScript). Object, structured and string .npy files, and .npz
+// (fxNumpyScript); numpy 2.2's files of modern/ (load and cat against
+// EXPECTED.json). Object, structured and string .npy files, and .npz
 // files of no numeric member, are refused with one line; such members
 // beside arrays are in the metadata, the arrays served.
 func fmtNumPy(t *testing.T, tmp string) fmtSpec {
@@ -204,6 +213,7 @@ func fmtNumPy(t *testing.T, tmp string) fmtSpec {
 		t.Errorf("npyio grid: %d arrays served, want at least 80", n)
 	}
 	srcs, refused := fxSources(t, e, tmp, all)
+	srcs = append(srcs, fmtModern(t, "numpy", nil)...)
 	if refused < 10 {
 		t.Errorf("only %d files refused: the fixtures did not exercise refusals", refused)
 	}
@@ -737,6 +747,38 @@ func fmtFormats2(t *testing.T, kind string) fmtSpec {
 			mount: &fmtMount{args: []string{expPath, name}, want: "checked " + name + " " + itoa(int64(len(want)))}})
 	}
 	return fmtSpec{srcs: srcs, script: f2CheckPy}
+}
+
+// fmtModern lists the cases of modern/EXPECTED.json of the given kind
+// (files torch 2.6, numpy 2.2 and safetensors wrote, with digests from
+// their own readers) as checkpoints whose `load --sha256` and `cat` of
+// each tensor give those digests; rename maps the writer's name of a
+// tensor to tensorfs's where they differ (a whole nn.Module pickled is
+// served under its attribute paths, _modules/.../_parameters/...).
+func fmtModern(t *testing.T, kind string, rename map[string]string) []fmtSrc {
+	t.Helper()
+	dir := testdata.Path(t, "modern")
+	path := filepath.Join(dir, "EXPECTED.json")
+	if _, err := os.Stat(path); err != nil {
+		testdata.SkipOrFail(t, err.Error())
+	}
+	e := fmtReadExpected(t, path)
+	cases := e.casesOf(kind)
+	if len(cases) == 0 {
+		t.Fatalf("no case of kind %s in %s", kind, path)
+	}
+	var srcs []fmtSrc
+	for _, c := range cases {
+		want := map[string]string{}
+		for n, sum := range e.digests(c) {
+			if r, ok := rename[c+":"+n]; ok {
+				n = r
+			}
+			want[n] = sum
+		}
+		srcs = append(srcs, fmtSrc{path: filepath.Join(dir, c), loads: []fmtLoad{{flags: []string{"--quiet"}, want: want}}, cat: want})
+	}
+	return srcs
 }
 
 // f2CheckPy reads mounts from another process and compares every view of
