@@ -2,28 +2,26 @@ package integration
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
 
-	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
-// The tests here mount PyTorch, NumPy and GGUF checkpoints for real (the
-// shared third-party files, the generated fixtures and files the tests
-// write with Debian's torch and numpy) and read them from Python
-// subprocesses: every tensor's bytes, xattrs, converted views and .npy view
-// against what torch, numpy or ggml itself gives. Files that must be
-// refused are refused by the CLI with one line.
+// The reference scripts and mount checkers of TestFormats's pytorch,
+// numpy and gguf rows (formats_rows_test.go): the PyTorch and NumPy
+// references come from torch and numpy themselves, run over the shared
+// third-party files, the generated fixtures and files the scripts write;
+// GGUF's from ggml's own dequantization (.f32ref). fxReadScript and
+// fxGGUFScript read the mounts from Python subprocesses: every tensor's
+// bytes, xattrs, converted views and .npy view. Also here: the tests of
+// mount memory (TestMountMemoryFlat) and of unknown ggml type codes.
 //
 // To keep the number of mounts (and CI time) small, the two grids of
 // one-array files (gopickle's and npyio's) are mounted as one directory
@@ -139,90 +137,6 @@ func fxCheckMounts(t *testing.T, script string, pre []string, srcs []fxSource) s
 		}
 	}
 	return out.String()
-}
-
-// fxCheckExpected mounts every "ok" source of e and checks it with
-// fxReadScript, and checks that `tensorfs load --sha256` gives the same
-// bytes without mounting (and, for the sources under made, the files the
-// test wrote, `load --dtype f32` and `cat` too); every "refuse:" source
-// must make `tensorfs ls` exit 1 with one line naming the file and the
-// fragment, and every file in all must have been checked through some
-// source. It returns the number of sources served and refused.
-func fxCheckExpected(t *testing.T, e *fxExpect, refPath, made string, all []string) (served, refused int) {
-	t.Helper()
-	for _, f := range all {
-		src, ok := e.Covers[f]
-		if !ok {
-			t.Errorf("%s: not checked", f)
-			continue
-		}
-		if _, ok := e.Files[src]; !ok {
-			t.Errorf("%s: checked through %s, which has no expectation", f, src)
-		}
-	}
-	var srcs []string
-	for s := range e.Files {
-		srcs = append(srcs, s)
-	}
-	sort.Strings(srcs)
-	var mounts []fxSource
-	for _, s := range srcs {
-		exp := e.Files[s].Expect
-		if frag, ok := strings.CutPrefix(exp, "refuse:"); ok {
-			r := runTensorfs(t, "ls", s)
-			checkOneLineError(t, r, 1, s+": ", frag)
-			refused++
-			continue
-		}
-		if exp != "ok" {
-			t.Fatalf("%s: expectation %q", s, exp)
-		}
-		mounts = append(mounts, fxSource{path: s, args: []string{s}})
-		served++
-		fxCheckCLI(t, s, e, strings.HasPrefix(s, made+string(filepath.Separator)))
-	}
-	t.Logf("%s", fxCheckMounts(t, fxReadScript, []string{refPath}, mounts))
-	return served, refused
-}
-
-// fxCheckCLI checks the tensors of source s, as `tensorfs load --sha256`
-// gives them, against e; with all, also `load --sha256 --dtype f32`
-// (converted to F32 where a tensor has that view) and `tensorfs cat` of
-// the first one.
-func fxCheckCLI(t *testing.T, s string, e *fxExpect, all bool) {
-	t.Helper()
-	want := e.Files[s].Tensors
-	names := make([]string, 0, len(want))
-	for n := range want {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, f32 := range []bool{false, true} {
-		if f32 && !all {
-			break
-		}
-		args := []string{"load", "--sha256", s}
-		if f32 {
-			args = []string{"load", "--sha256", "--dtype", "f32", s}
-		}
-		var lines []string
-		for _, n := range names {
-			sum := want[n].SHA
-			if v := want[n].Views["f32"]; f32 && v != nil {
-				sum = *v
-			}
-			lines = append(lines, sum+"  "+n)
-		}
-		if got := mustRun(t, tensorfsBinary(t), args...); strings.Join(lines, "\n")+"\n" != got && len(names) > 0 {
-			t.Errorf("tensorfs %s:\n%s\nwant (torch/numpy):\n%s", strings.Join(args, " "), got, strings.Join(lines, "\n"))
-		}
-	}
-	if all && len(names) > 0 {
-		got := mustRun(t, tensorfsBinary(t), "cat", s, names[0])
-		if sum := sha256.Sum256([]byte(got)); hex.EncodeToString(sum[:]) != want[names[0]].SHA {
-			t.Errorf("tensorfs cat %s %s: bytes differ from the reference", s, names[0])
-		}
-	}
 }
 
 // fxReadScript checks mounts against the expectations of a reference
@@ -592,55 +506,6 @@ for p in made:
 json.dump({"files": files, "covers": covers, "pwned": os.path.exists(pwned)}, open(refpath, "w"))
 `
 
-// TestPyTorchThroughMount mounts every PyTorch file of the shared test
-// data (gopickle's grid of dtypes and protocols in zip and legacy form,
-// candle's, mlverse's libtorch-written file, tch-rs's TorchScript
-// archives), the generated fixtures and files written here (views,
-// tied weights, training checkpoints, whole modules, protocols 1-5 in zip
-// and legacy form, a Python 2 pickle, every dtype, a bare tensor and
-// storage, a sharded .bin checkpoint, a big-endian archive), and checks
-// every tensor through the mount against torch. Malicious and unsupported
-// files are refused by the CLI with one line, and nothing of theirs runs.
-func TestPyTorchThroughMount(t *testing.T) {
-	needFUSE(t)
-	py := testdata.Python(t, "torch", "numpy")
-	dir := testdata.Dir(t)
-	inputs, all := fxSharedInputs(t, dir, "pytorch", "gopickle", "torch_*.pt", 100, "PyTorch")
-
-	out := t.TempDir()
-	ref := filepath.Join(out, "expect.json")
-	mustRun(t, py, append([]string{"-c", fxTorchScript, out, ref}, inputs...)...)
-	e := fxReadExpect(t, ref)
-	if e.Pwned {
-		t.Fatal("the malicious fixture's payload ran in Python (generator bug)")
-	}
-	if n := len(e.Files[filepath.Join(out, "gopickle")].Tensors); n != 100 {
-		t.Errorf("gopickle grid: %d tensors, want 100", n)
-	}
-	served, refused := fxCheckExpected(t, e, ref, out, all)
-	if refused < 7 {
-		t.Errorf("only %d files refused: the fixtures did not exercise refusals", refused)
-	}
-	t.Logf("%d sources served, %d refused", served, refused)
-
-	// A malicious checkpoint mounts nothing and cannot be cat either;
-	// its payload never ran.
-	evil := filepath.Join(out, "evil.pt")
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	checkOneLineError(t, runTensorfs(t, "mount", evil, mnt), 1, evil+": refused global posix.system (at byte ")
-	if mountedAt(mnt) {
-		t.Errorf("%s is mounted", mnt)
-	}
-	checkOneLineError(t, runTensorfs(t, "cat", evil, "x"), 1, evil+": refused global posix.system")
-	checkOneLineError(t, runTensorfs(t, "load", evil), 1, evil+": refused global posix.system")
-	if _, err := os.Stat(filepath.Join(out, "PWNED")); err == nil {
-		t.Fatal("a malicious pickle's payload ran")
-	}
-}
-
 // fxNumpyScript writes NumPy fixtures into argv[1] and the expectations
 // for them and for argv[3:] (files, or "grid:DIR": the .npy files of DIR
 // that are served, mounted as one tree) as JSON into argv[2]. Array
@@ -807,35 +672,6 @@ for f in made:
     files[f] = expect(f)
 json.dump({"files": files, "covers": covers}, open(refpath, "w"))
 `
-
-// TestNumPyThroughMount mounts every NumPy file of the shared test data
-// (npyio's grid, numpy's own files, candle's, tch-rs's), the generated
-// ones and files written here (formats 1.0, 2.0 and 3.0, C and Fortran
-// order, big-endian, 0-d, empty, a Python 2 header, NaN and Inf, .npz
-// with nested and positional names, np.savez_compressed files of all of
-// those and a zip64 one) and checks every array through the mount
-// against numpy. Object, structured and string .npy files, and .npz
-// files of no numeric member, are refused by the CLI with one line; such
-// members beside arrays are in the metadata, the arrays served.
-func TestNumPyThroughMount(t *testing.T) {
-	needFUSE(t)
-	py := testdata.Python(t, "numpy")
-	dir := testdata.Dir(t)
-	inputs, all := fxSharedInputs(t, dir, "numpy", "npyio", "np*.np[yz]", 50, "NumPy")
-
-	out := t.TempDir()
-	ref := filepath.Join(out, "expect.json")
-	mustRun(t, py, append([]string{"-c", fxNumpyScript, out, ref}, inputs...)...)
-	e := fxReadExpect(t, ref)
-	if n := len(e.Files[filepath.Join(out, "npyio")].Tensors); n < 80 {
-		t.Errorf("npyio grid: %d arrays served, want at least 80", n)
-	}
-	served, refused := fxCheckExpected(t, e, ref, out, all)
-	if refused < 10 {
-		t.Errorf("only %d files refused: the fixtures did not exercise refusals", refused)
-	}
-	t.Logf("%d sources served, %d refused", served, refused)
-}
 
 // fxGGUFScript checks GGUF mounts. argv: REF KIND MOUNTPOINT triples.
 // REF is ggml's own dequantization of every tensor in file order
@@ -1018,212 +854,6 @@ func fxGGUFKind(path string) string {
 	return strings.ToUpper(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "ollama-ggml-"), ".gguf"))
 }
 
-// TestGGUFThroughMount mounts the ggml-quantized files and checks every
-// tensor's raw bytes, xattrs and dequantized views against ggml's own
-// dequantization (.f32ref), reading at any offset; mounts llama.cpp's
-// vocab files (no tensors, tens of thousands of array entries) and checks
-// every key/value; and refuses the negative files with one line.
-func TestGGUFThroughMount(t *testing.T) {
-	needFUSE(t)
-	testdata.Python(t, "numpy")
-	dir := testdata.Dir(t)
-	quant, _ := filepath.Glob(filepath.Join(dir, "gguf", "quantized", "*.gguf"))
-	vocab, _ := filepath.Glob(filepath.Join(dir, "gguf", "llama.cpp", "*.gguf"))
-	negative, _ := filepath.Glob(filepath.Join(dir, "gguf", "negative", "*.gguf"))
-	if len(quant) < 12 || len(vocab) < 4 || len(negative) < 2 {
-		testdata.SkipOrFail(t, "expected the shared GGUF test files under "+dir)
-	}
-	var srcs []fxSource
-	for _, q := range quant {
-		srcs = append(srcs, fxSource{path: q, args: []string{q + ".f32ref", fxGGUFKind(q)}})
-	}
-	for _, v := range vocab {
-		srcs = append(srcs, fxSource{path: v, args: []string{"-", "-"}})
-	}
-	for _, q := range quant {
-		fxCheckGGUFCLI(t, q, fxGGUFKind(q))
-	}
-	reports := fxGGUFReports(t, fxCheckMounts(t, fxGGUFScript, nil, srcs))
-	if len(reports) != len(srcs) {
-		t.Fatalf("%d reports for %d mounts", len(reports), len(srcs))
-	}
-	for i, r := range reports {
-		want := 0
-		if i < len(quant) {
-			want = 3 // output_norm and the two blk tensors
-		}
-		if (want > 0 && (r.Tensors < 3 || r.Checks == 0)) || (want == 0 && r.Keys < 16) {
-			t.Errorf("%s: %d tensors, %d keys, %d checks", srcs[i].path, r.Tensors, r.Keys, r.Checks)
-		}
-	}
-	for _, n := range negative {
-		mnt := filepath.Join(t.TempDir(), "mnt")
-		if err := os.Mkdir(mnt, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		checkOneLineError(t, runTensorfs(t, "mount", n, mnt), 1, n+": gguf: ")
-		if mountedAt(mnt) {
-			t.Errorf("%s is mounted", mnt)
-		}
-	}
-}
-
-// TestGGUFEveryTypeThroughMount mounts the shared file of every ggml type
-// (gguf/types/types.gguf: one tensor of each of the 25 types ggml's own
-// quantizer makes, with ggml's own to_float in types.f32ref) and checks
-// every tensor's raw blocks, xattrs, .f32/.f16/.bf16/.f64 views, .npy/ and
-// reads at any offset against ggml's dequantization (fxGGUFScript); the
-// .split/ parts of whole blocks (raw) and of rows (.f32/); the safetensors
-// export (every tensor as F32); and, without mounting, `tensorfs load
-// --sha256 --dtype f32` against the sha256 types.json gives and `tensorfs
-// convert --dtype f16` against the reference rounded.
-func TestGGUFEveryTypeThroughMount(t *testing.T) {
-	needFUSE(t)
-	testdata.Python(t, "numpy")
-	src := filepath.Join(testdata.Path(t, "gguf/types"), "types.gguf")
-	ref := strings.TrimSuffix(src, ".gguf") + ".f32ref"
-	if _, err := os.Stat(ref); err != nil {
-		testdata.SkipOrFail(t, err.Error())
-	}
-	for _, r := range fxGGUFReports(t, fxCheckMounts(t, fxGGUFScript, nil, []fxSource{{path: src, args: []string{ref, "*"}}})) {
-		if r.Tensors != 25 || r.Checks < 25*4 {
-			t.Errorf("%s: %d tensors, %d checks; want the 25 types", r.Mount, r.Tensors, r.Checks)
-		}
-	}
-
-	m := mount(t, src)
-	out := runPy(t, `
-import os, sys, json, struct
-import numpy as np
-m, ref = sys.argv[1], sys.argv[2]
-r = np.fromfile(ref, "<f4")
-doc = json.load(open(os.path.join(m, ".tensorfs", "index.json")))
-ts = sorted(doc["tensors"], key=lambda t: t["offset"])
-st = open(os.path.join(m, ".safetensors", "model.safetensors"), "rb").read()
-n = struct.unpack("<Q", st[:8])[0]
-hdr = json.loads(st[8:8 + n])
-bad, pos = [], 0
-for t in ts:
-    rows, cols = t["shape"]
-    k = rows * cols
-    rt = r[pos:pos + k].reshape(rows, cols)
-    pos += k
-    raw = open(os.path.join(m, t["path"]), "rb").read()
-    rb = len(raw) // rows
-    # raw blocks: columns split in two (whole blocks), rows in three
-    half = open(os.path.join(m, ".split", "1", "2", "1", t["path"]), "rb").read()
-    if half != b"".join(raw[i * rb + rb // 2:(i + 1) * rb] for i in range(rows)):
-        bad.append("%s: .split/1/2/1 is not the rows' second halves" % t["name"])
-    if open(os.path.join(m, ".split", "0", "3", "1", t["path"]), "rb").read() != raw[rb:2 * rb]:
-        bad.append("%s: .split/0/3/1 is not row 1" % t["name"])
-    f = open(os.path.join(m, ".f32", ".split", "1", "3", "2", t["path"]), "rb").read()
-    if f != np.ascontiguousarray(rt[:, cols - cols // 3:]).tobytes():
-        bad.append("%s: .f32/.split/1/3/2 differs from ggml's" % t["name"])
-    h = hdr.get(t["name"])
-    if h is None or h["dtype"] != "F32" or h["shape"] != t["shape"] or \
-            st[8 + n + h["data_offsets"][0]:8 + n + h["data_offsets"][1]] != rt.tobytes():
-        bad.append("%s: safetensors export %s differs from ggml's" % (t["name"], h))
-print("\n".join(bad) or "ok %d" % len(ts))
-`, m.Dir, ref)
-	if strings.TrimSpace(out) != "ok 25" {
-		t.Errorf("through the mount:\n%s", out)
-	}
-	m.Unmount()
-
-	var doc struct {
-		Tensors []struct {
-			Name      string `json:"name"`
-			SHA256F32 string `json:"sha256_f32"`
-		} `json:"tensors"`
-	}
-	js, err := os.ReadFile(strings.TrimSuffix(src, ".gguf") + ".json")
-	if err != nil || json.Unmarshal(js, &doc) != nil || len(doc.Tensors) != 25 {
-		t.Fatalf("types.json: %v", err)
-	}
-	sort.Slice(doc.Tensors, func(i, j int) bool { return doc.Tensors[i].Name < doc.Tensors[j].Name })
-	var want strings.Builder
-	for _, tn := range doc.Tensors {
-		want.WriteString(tn.SHA256F32 + "  " + tn.Name + "\n")
-	}
-	if got := mustRun(t, tensorfsBinary(t), "load", "--sha256", "--dtype", "f32", "--quiet", src); got != want.String() {
-		t.Errorf("tensorfs load --sha256 --dtype f32:\n%s\nwant (ggml's, types.json):\n%s", got, want.String())
-	}
-	dst := filepath.Join(t.TempDir(), "f16.safetensors")
-	mustRun(t, tensorfsBinary(t), "convert", "--dtype", "f16", "--quiet", src, dst)
-	out = runPy(t, `
-import sys, json, struct
-import numpy as np
-st, ref, meta = open(sys.argv[1], "rb").read(), np.fromfile(sys.argv[2], "<f4"), json.load(open(sys.argv[3]))
-n = struct.unpack("<Q", st[:8])[0]
-hdr, bad, pos = json.loads(st[8:8 + n]), [], 0
-for t in meta["tensors"]:
-    k = t["shape"][0] * t["shape"][1]
-    h = hdr[t["name"]]
-    if h["dtype"] != "F16" or st[8 + n + h["data_offsets"][0]:8 + n + h["data_offsets"][1]] != ref[pos:pos + k].astype("<f2").tobytes():
-        bad.append(t["name"])
-    pos += k
-print(" ".join(bad) or "ok")
-`, dst, ref, strings.TrimSuffix(src, ".gguf")+".json")
-	if strings.TrimSpace(out) != "ok" {
-		t.Errorf("tensorfs convert --dtype f16: these differ from ggml's rounded to F16: %s", out)
-	}
-}
-
-// fxCheckGGUFCLI checks, without mounting, that `tensorfs load --sha256
-// --dtype f32` gives ggml's dequantization (path.f32ref) of every tensor,
-// `tensorfs cat` a tensor's raw blocks, and `tensorfs ls` the ggml dtype
-// and the row-major shape.
-func fxCheckGGUFCLI(t *testing.T, path, kind string) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := os.ReadFile(path + ".f32ref")
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := formats.ParseFile(fxMemFile{bytes.NewReader(data), path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := append([]index.Tensor(nil), idx.Tensors...)
-	sort.Slice(ts, func(i, j int) bool { return ts[i].Offset < ts[j].Offset })
-	sums := map[string]string{}
-	var pos int64
-	for _, tn := range ts {
-		n := 4 * tn.NumElements()
-		if pos+n > int64(len(ref)) {
-			t.Fatalf("%s: .f32ref is too short", path)
-		}
-		sum := sha256.Sum256(ref[pos : pos+n])
-		sums[tn.Name] = hex.EncodeToString(sum[:])
-		pos += n
-	}
-	var want []string
-	for _, tn := range idx.Tensors { // name order
-		want = append(want, sums[tn.Name]+"  "+tn.Name)
-	}
-	if got := mustRun(t, tensorfsBinary(t), "load", "--sha256", "--dtype", "f32", path); got != strings.Join(want, "\n")+"\n" {
-		t.Errorf("tensorfs load --sha256 --dtype f32 %s:\n%s\nwant (ggml):\n%s", path, got, strings.Join(want, "\n"))
-	}
-	blk := "blk.0.ffn_up.weight"
-	for _, tn := range idx.Tensors {
-		if tn.Name != blk {
-			continue
-		}
-		if got := mustRun(t, tensorfsBinary(t), "cat", path, blk); got != string(data[tn.Offset:tn.Offset+tn.Size]) {
-			t.Errorf("tensorfs cat %s %s: not the raw blocks", path, blk)
-		}
-		ls := mustRun(t, tensorfsBinary(t), "ls", path)
-		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(blk) + ` +` + kind + ` +\[3,256\] +` + itoa(tn.Size) + `$`).MatchString(ls) {
-			t.Errorf("tensorfs ls %s:\n%s\nwant %s %s [3,256] %d", path, ls, blk, kind, tn.Size)
-		}
-		return
-	}
-	t.Errorf("%s: no %s", path, blk)
-}
-
 // fxMemFile is an index.File over bytes.
 type fxMemFile struct {
 	*bytes.Reader
@@ -1272,52 +902,6 @@ func fxGGUFPart(t *testing.T, path string, no, count, total int, ts []index.Tens
 	}
 	if err := os.WriteFile(path, append(b, body...), 0o644); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestGGUFSplitThroughMount splits a quantized model into three
-// llama.cpp-style parts and mounts the directory and one part: either is
-// the whole model as one tree, with every tensor served from its part and
-// dequantized exactly as ggml does.
-func TestGGUFSplitThroughMount(t *testing.T) {
-	needFUSE(t)
-	testdata.Python(t, "numpy")
-	src := testdata.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf")
-	data, err := os.ReadFile(src)
-	if err != nil {
-		testdata.SkipOrFail(t, err.Error())
-	}
-	idx, err := formats.ParseFile(fxMemFile{bytes.NewReader(data), src})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := append([]index.Tensor(nil), idx.Tensors...)
-	sort.Slice(ts, func(i, j int) bool { return ts[i].Offset < ts[j].Offset })
-	if len(ts) < 3 {
-		t.Fatalf("%s: %d tensors", src, len(ts))
-	}
-	dir := t.TempDir()
-	var parts []string
-	cuts := []int{0, 1, len(ts) - 1, len(ts)}
-	for no := 0; no < 3; no++ {
-		p := filepath.Join(dir, "model-0000"+string(rune('1'+no))+"-of-00003.gguf")
-		fxGGUFPart(t, p, no, 3, len(ts), ts[cuts[no]:cuts[no+1]], data)
-		parts = append(parts, p)
-	}
-	srcs := []fxSource{
-		{path: dir, args: []string{src + ".f32ref", "Q4_K"}},
-		{path: parts[1], args: []string{src + ".f32ref", "Q4_K"}},
-	}
-	for _, r := range fxGGUFReports(t, fxCheckMounts(t, fxGGUFScript, nil, srcs)) {
-		if len(r.Sources) != 3 || r.Tensors != len(ts) || r.Keys != 5 {
-			t.Errorf("%s: sources %v, %d tensors, %d keys; want the 3 parts, %d tensors, 5 keys", r.Mount, r.Sources, r.Tensors, r.Keys, len(ts))
-			continue
-		}
-		for i, s := range r.Sources {
-			if filepath.Base(s) != filepath.Base(parts[i]) {
-				t.Errorf("%s: sources %v, want the parts in order", r.Mount, r.Sources)
-			}
-		}
 	}
 }
 

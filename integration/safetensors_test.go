@@ -1,14 +1,10 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
 // pySafetensorsCheck is an independent reader: it parses the safetensors
@@ -98,26 +94,6 @@ if fail:
 print(len(doc['tensors']))
 `
 
-// TestRealSafetensors mounts every real safetensors file of the shared
-// test data and checks it against the independent Python reader.
-func TestRealSafetensors(t *testing.T) {
-	files := safetensorsFiles(t, testdata.Path(t, "safetensors"))
-	if len(files) == 0 {
-		testdata.SkipOrFail(t, "no safetensors files in the shared test data")
-	}
-	for _, f := range files {
-		rel, _ := filepath.Rel(testdata.Dir(t), f)
-		t.Run(rel, func(t *testing.T) {
-			m := mount(t, f)
-			out := runPy(t, pySafetensorsCheck, m.Dir, "-", f)
-			if strings.TrimSpace(out) == "0" {
-				t.Logf("%s has no tensors", rel)
-			}
-			m.Unmount()
-		})
-	}
-}
-
 // TestHardNames mounts names that cannot be paths as they are: all are
 // reachable through index.json's paths, with the exact name in the xattr.
 func TestHardNames(t *testing.T) {
@@ -153,39 +129,5 @@ print(' '.join(sorted(n + '=' + open(os.path.join(d, n)).read() for n in os.list
 	if want := "%25=v3 %2Edot=v2 odd%2Fkey=v1"; strings.TrimSpace(got) != want {
 		t.Errorf("metadata files: %s, want %s", got, want)
 	}
-	m.Unmount()
-}
-
-// TestSharded mounts a Hugging Face sharded directory: a weight map and
-// two shards.
-func TestSharded(t *testing.T) {
-	dir := t.TempDir()
-	shard1 := filepath.Join(dir, "model-00001-of-00002.safetensors")
-	shard2 := filepath.Join(dir, "model-00002-of-00002.safetensors")
-	writeSafetensors(t, shard1, []stTensor{
-		{Name: "model.embed_tokens.weight", DType: "F32", Shape: []int64{16, 4}, Data: pattern(256, 1)},
-		{Name: "model.layers.0.mlp.weight", DType: "BF16", Shape: []int64{4, 8}, Data: pattern(64, 2)},
-	}, map[string]string{"format": "pt"})
-	writeSafetensors(t, shard2, []stTensor{
-		{Name: "model.layers.1.mlp.weight", DType: "BF16", Shape: []int64{4, 8}, Data: pattern(64, 3)},
-		{Name: "lm_head.weight", DType: "F16", Shape: []int64{16, 4}, Data: pattern(128, 4)},
-	}, map[string]string{"format": "pt"})
-	wm := map[string]any{
-		"metadata": map[string]any{"total_size": 512},
-		"weight_map": map[string]string{
-			"model.embed_tokens.weight": filepath.Base(shard1),
-			"model.layers.0.mlp.weight": filepath.Base(shard1),
-			"model.layers.1.mlp.weight": filepath.Base(shard2),
-			"lm_head.weight":            filepath.Base(shard2),
-		},
-	}
-	data, _ := json.Marshal(wm)
-	if err := os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"architectures": ["Toy"]}`), 0o644)
-
-	m := mount(t, dir)
-	runPy(t, pySafetensorsCheck, m.Dir, `{"total_size": 512, "format": "pt"}`, shard1, shard2)
 	m.Unmount()
 }
