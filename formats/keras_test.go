@@ -140,7 +140,6 @@ func TestKerasDeflatedHostile(t *testing.T) {
 	binary.LittleEndian.PutUint32(small[bombCD+24:], 1<<20)
 	binary.LittleEndian.PutUint32(small[bombCD+16:], crc32.ChecksumIEEE(zeros[:1<<20]))
 
-
 	cases := []struct {
 		name string
 		data []byte
