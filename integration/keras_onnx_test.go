@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -120,6 +121,58 @@ func TestONNXChecksum(t *testing.T) {
 			if _, err := os.Stat(dst); c.name == "convert" && err == nil {
 				t.Errorf("convert, wrong checksum: %s written", dst)
 			}
+		}
+	}
+}
+
+// A Keras 3 .keras zip whose model.weights.h5 is deflated (written by
+// Python's zipfile, formats/testdata/others) loads with the same
+// tensors, byte for byte, as the model.weights.h5 it holds.
+func TestKerasDeflatedLoad(t *testing.T) {
+	dir := filepath.Join("..", "formats", "testdata", "others", "bank_churn")
+	h5 := runTensorfs(t, "load", "--quiet", "--sha256", filepath.Join(dir, "model.weights.h5"))
+	keras := runTensorfs(t, "load", "--quiet", "--sha256", filepath.Join(dir, "model.keras"))
+	if h5.code != 0 || keras.code != 0 || h5.stdout != keras.stdout || strings.Count(h5.stdout, "\n") != 20 {
+		t.Errorf("model.weights.h5: exit %d %q\nmodel.keras: exit %d %q %q", h5.code, h5.stdout, keras.code, keras.stdout, keras.stderr)
+	}
+}
+
+// A zstd DCP whose chunks are over 1 MiB (decoded on first read, once)
+// loads with the same bytes as the same DCP uncompressed; an item
+// corrupted in its middle leaves the open (ls) alone and fails load,
+// cat and check --data with one line naming the .distcp and the item.
+func TestDCPZstdLazy(t *testing.T) {
+	root := t.TempDir()
+	z, plain := filepath.Join(root, "z"), filepath.Join(root, "plain")
+	for _, args := range [][]string{{"-zstd", "-mib", "4", "-ranks", "2", z}, {"-mib", "4", "-ranks", "2", plain}} {
+		cmd := exec.Command(goBinary(), append([]string{"run", "./index/dcp/internal/gendcp"}, args...)...)
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("gendcp %v: %v: %s", args, err, out)
+		}
+	}
+	a := runTensorfs(t, "load", "--quiet", "--sha256", z)
+	b := runTensorfs(t, "load", "--quiet", "--sha256", plain)
+	if a.code != 0 || a.stdout != b.stdout || a.stdout == "" {
+		t.Fatalf("zstd: exit %d %q %q; plain: %q", a.code, a.stdout, a.stderr, b.stdout)
+	}
+	p := filepath.Join(z, "__0_0.distcp")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runTensorfs(t, "ls", z); r.code != 0 {
+		t.Errorf("ls of the corrupt item: exit %d: %s", r.code, r.stderr)
+	}
+	for _, args := range [][]string{{"load", "--quiet", z}, {"cat", z, "model/big.weight"}, {"check", "--data", z}} {
+		r := runTensorfs(t, args...)
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		if r.code != 1 || len(lines) != 1 || !strings.Contains(lines[0], "__0_0.distcp") || !strings.Contains(lines[0], "the zstd item at byte") {
+			t.Errorf("%s of the corrupt item: exit %d, stderr %q; want exit 1, one line naming __0_0.distcp and the item", args[0], r.code, r.stderr)
 		}
 	}
 }
