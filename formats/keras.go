@@ -3,13 +3,16 @@ package formats
 import (
 	"archive/zip"
 	"bytes"
+	"compress/flate"
 	"encoding/binary"
 	"errors"
+	"io"
 	"math"
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/hdf5"
+	"github.com/lazyweights/tensorfs/index/numpy"
 )
 
 // kerasWeights is the member of a Keras 3 .keras zip that holds the
@@ -90,9 +93,25 @@ func parseKerasDeflated(f index.File, zf *zip.File, off int64, members index.Mem
 	if zf.CompressedSize64 > uint64(f.Size()) || off < 0 || off > f.Size()-csize {
 		return nil, index.ErrorAt(f.Name(), where, "%d compressed bytes at byte %d run past the end of the file", csize, off)
 	}
-	if zf.UncompressedSize64 > math.MaxInt64 {
-		return nil, index.ErrorAt(f.Name(), where, "inflates to %d bytes", zf.UncompressedSize64)
+	if zf.Flags&1 != 0 {
+		return nil, index.ErrorAt(f.Name(), where, "encrypted; tensorfs cannot read it")
 	}
+	size := zf.UncompressedSize64
+	if size > math.MaxInt64 || size > uint64(csize)*numpy.DeflateMaxRatio+258 {
+		return nil, index.ErrorAt(f.Name(), where, "declares %d bytes inflated from %d compressed bytes, more than deflate can produce (at most %d to 1): a zip bomb or a broken directory", size, csize, numpy.DeflateMaxRatio)
+	}
+	// Its first bytes, inflated alone, must be an HDF5 superblock before
+	// the whole member is inflated into the cache (a member of zeros
+	// declared at 1 GiB costs 256 bytes of inflating, not 1 GiB).
+	head := make([]byte, min(size, 256))
+	fr := flate.NewReader(io.NewSectionReader(f, off, csize))
+	n, _ := io.ReadFull(fr, head)
+	fr.Close()
+	if n == len(head) {
+		if err := hdf5.CheckSuperblock(head, f.Name()+":"+kerasWeights, int64(size)); err != nil {
+			return nil, err
+		}
+	} // else cut short: inflating it says where
 	if members == nil {
 		return nil, index.ErrorAt(f.Name(), where, "internal error: a deflated member and no cache of decoded members to read it through")
 	}

@@ -122,21 +122,27 @@ func TestKerasDeflatedHostile(t *testing.T) {
 		binary.LittleEndian.PutUint32(b[at:], v)
 		return b
 	}
-	// A bomb: 16 MiB of zeros declared as the member's size.
-	var bomb bytes.Buffer
-	zw := zip.NewWriter(&bomb)
+	// Bombs: 16 MiB of zeros declared as the member's size, after HDF5's
+	// signature (h5Bomb) or not (zerosBomb).
 	zeros := make([]byte, 16<<20)
-	for _, m := range []struct {
-		name string
-		data []byte
-	}{{"metadata.json", []byte("{}")}, {"model.weights.h5", zeros}} {
-		w, _ := zw.CreateHeader(&zip.FileHeader{Name: m.name, Method: zip.Deflate})
-		w.Write(m.data)
+	bombZip := func(data []byte) []byte {
+		var b bytes.Buffer
+		zw := zip.NewWriter(&b)
+		for _, m := range []struct {
+			name string
+			data []byte
+		}{{"metadata.json", []byte("{}")}, {"model.weights.h5", data}} {
+			w, _ := zw.CreateHeader(&zip.FileHeader{Name: m.name, Method: zip.Deflate})
+			w.Write(m.data)
+		}
+		zw.Close()
+		return b.Bytes()
 	}
-	zw.Close()
-	bombBytes := bomb.Bytes()
-	bombCD := bytes.LastIndex(bombBytes, []byte("PK\x01\x02"))
-	small := slices.Clone(bombBytes) // declares 1 MiB, inflates to 16
+	zerosBomb := bombZip(zeros)
+	copy(zeros, "\x89HDF\r\n\x1a\n")
+	h5Bomb := bombZip(zeros)
+	bombCD := bytes.LastIndex(h5Bomb, []byte("PK\x01\x02"))
+	small := slices.Clone(h5Bomb) // declares 1 MiB, inflates to 16
 	binary.LittleEndian.PutUint32(small[bombCD+24:], 1<<20)
 	binary.LittleEndian.PutUint32(small[bombCD+16:], crc32.ChecksumIEEE(zeros[:1<<20]))
 
@@ -150,8 +156,9 @@ func TestKerasDeflatedHostile(t *testing.T) {
 		{"longer", patch(weightsCD+24, uint32(zf.UncompressedSize64)+100), 0, []string{"model.weights.h5", "inflates to"}},
 		{"cut", patch(weightsCD+20, uint32(zf.CompressedSize64/2)), 0, []string{"model.weights.h5", "the deflate data ends early"}},
 		{"bomb-declared-small", small, 0, []string{"model.weights.h5", "inflates to more than the 1048576 bytes the zip directory declares"}},
-		{"bomb-over-disk", bombBytes, 4 << 20, []string{"model.weights.h5", "inflates to 16777216 bytes, more than the 4194304 bytes of disk"}},
-		{"not-hdf5", bombBytes, 0, []string{"model.keras:model.weights.h5", "HDF5: not an HDF5 file"}},
+		{"bomb-over-disk", h5Bomb, 4 << 20, []string{"model.weights.h5", "inflates to 16777216 bytes, more than the 4194304 bytes of disk"}},
+		{"not-hdf5", zerosBomb, 0, []string{"model.keras:model.weights.h5", "HDF5: not an HDF5 file"}}, // 16 MiB of zeros: 8 bytes inflated
+		{"ratio", patch(weightsCD+24, uint32(zf.CompressedSize64)*1032+1000), 0, []string{"model.weights.h5", "more than deflate can produce"}},
 	}
 	for _, c := range cases {
 		p := filepath.Join(t.TempDir(), "model.keras")
@@ -175,6 +182,9 @@ func TestKerasDeflatedHostile(t *testing.T) {
 		}
 		if st := cache.Stats(); st.MemBytes != 0 || st.DiskBytes != 0 {
 			t.Errorf("%s: the cache holds %d bytes in memory and %d on disk after a refused load", c.name, st.MemBytes, st.DiskBytes)
+		}
+		if st := cache.Stats(); c.name == "not-hdf5" && st.Inflations != 0 {
+			t.Errorf("not-hdf5: %d members inflated, want none (the signature is checked first)", st.Inflations)
 		}
 	}
 }
