@@ -122,8 +122,8 @@ func TestKerasDeflatedHostile(t *testing.T) {
 		binary.LittleEndian.PutUint32(b[at:], v)
 		return b
 	}
-	// Bombs: 16 MiB of zeros declared as the member's size, after HDF5's
-	// signature (h5Bomb) or not (zerosBomb).
+	// Bombs: 16 MiB of zeros declared as the member's size, after an
+	// HDF5 file (h5Bomb) or not (zerosBomb).
 	zeros := make([]byte, 16<<20)
 	bombZip := func(data []byte) []byte {
 		var b bytes.Buffer
@@ -139,7 +139,7 @@ func TestKerasDeflatedHostile(t *testing.T) {
 		return b.Bytes()
 	}
 	zerosBomb := bombZip(zeros)
-	copy(zeros, "\x89HDF\r\n\x1a\n")
+	copy(zeros, h5) // a real HDF5 file, then zeros: its superblock holds
 	h5Bomb := bombZip(zeros)
 	bombCD := bytes.LastIndex(h5Bomb, []byte("PK\x01\x02"))
 	small := slices.Clone(h5Bomb) // declares 1 MiB, inflates to 16
