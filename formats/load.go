@@ -62,7 +62,9 @@ type Opener func(path string) (index.File, error)
 //     combinations are refused. Files the map does not name are ignored.
 //   - A directory without a weight map: every regular file in it (symbolic
 //     links followed, subdirectories ignored) that is a checkpoint by
-//     content; files that are not (README.md, config.json) are ignored.
+//     content; files that are not (README.md, config.json) are ignored,
+//     and so are the files an ONNX model in it names as its external data
+//     (they are the model's, whatever their first bytes look like).
 //     They must be of one format. GGUF files must be the parts of one split
 //     model, merged in split.no order; other sets of files are merged in
 //     file name order.
