@@ -2,6 +2,8 @@ package dcp
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -211,4 +213,80 @@ func tensorBytes(t *testing.T, dir, name string) []byte {
 	}
 	t.Fatalf("no tensor %s", name)
 	return nil
+}
+
+// limitWriter is what the inflate cache gives a decoder: at most n
+// bytes.
+type limitWriter struct {
+	b bytes.Buffer
+	n int64
+}
+
+func (w *limitWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > w.n-int64(w.b.Len()) {
+		return 0, io.ErrShortWrite
+	}
+	return w.b.Write(p)
+}
+
+// FuzzZstdLazy: a zstd chunk item of any bytes, decoded on first read,
+// writes the chunk's bytes or fails in one line, never a panic, never
+// more than the chunk.
+func FuzzZstdLazy(f *testing.F) {
+	f.Add(rleBomb(3))
+	f.Add(zstdEncode([]byte("PK\x03\x04 not a zip")))
+	if dir := os.Getenv("TENSORFS_TESTDATA"); dir != "" {
+		p := filepath.Join(dir, "formats2", "dcp_zstd")
+		if mf, err := openPread(filepath.Join(p, MetadataName)); err == nil {
+			md, err := ReadMetadata(mf)
+			mf.(io.Closer).Close()
+			data, _ := os.ReadFile(filepath.Join(p, "__0_0.distcp"))
+			if err == nil {
+				for _, it := range md.Storage {
+					if it.Transform == TransformZstd && it.Offset+it.Length <= int64(len(data)) {
+						f.Add(data[it.Offset : it.Offset+it.Length])
+					}
+				}
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, want := range []int64{4, 768, 4096} {
+			z := &zstdChunk{off: 0, length: int64(len(data)), want: want, dt: index.Tensor{}.DType, shape: []int64{want}}
+			w := &limitWriter{n: want}
+			err := z.decode(w, bytes.NewReader(data))
+			if err != nil {
+				if strings.Contains(err.Error(), "\n") {
+					t.Fatalf("two lines: %v", err)
+				}
+				continue
+			}
+			if int64(w.b.Len()) != want {
+				t.Fatalf("decoded %d bytes, want %d", w.b.Len(), want)
+			}
+		}
+	})
+}
+
+// TestDescriptorScanLinear: a record's end is looked for in a head full
+// of descriptor signatures (64 KiB of "PK\x07\x08") in linear time: the
+// CRC-32 is carried from candidate to candidate, not recomputed (which
+// was 2^14 candidates of up to 64 KiB each).
+func TestDescriptorScanLinear(t *testing.T) {
+	head := bytes.Repeat([]byte("PK\x07\x08"), 64<<10/4)
+	before := descriptorHashed.Load()
+	if got := descriptorEnd(head, 0); got != -1 {
+		t.Fatalf("end %d in a head of signatures", got)
+	}
+	if n := descriptorHashed.Load() - before; n > int64(len(head)) {
+		t.Errorf("%d bytes hashed to scan %d", n, len(head))
+	}
+	// A real one after them is still found.
+	data := bytes.Repeat([]byte("PK\x07\x08"), 1000)
+	d := binary.LittleEndian.AppendUint32([]byte("PK\x07\x08"), crc32.ChecksumIEEE(data))
+	d = binary.LittleEndian.AppendUint32(d, uint32(len(data)))
+	d = binary.LittleEndian.AppendUint32(d, uint32(len(data)))
+	if got := descriptorEnd(append(data, d...), 0); got != len(data)+16 {
+		t.Fatalf("end %d, want %d", got, len(data)+16)
+	}
 }
