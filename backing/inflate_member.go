@@ -92,8 +92,35 @@ func (s *memberSource) ReadAt(p []byte, off int64) (int, error) {
 			return s.done(n, want, len(p))
 		}
 		s.mu.RUnlock()
-		if err := s.load(); err != nil {
+		if err := s.load(true); err != nil {
 			return 0, err
+		}
+	}
+}
+
+// InflateNow decodes src, a member that InflateCache.OpenMember
+// returned, if it is not decoded yet, and returns the error its reads
+// would return instead of logging it: for a parser that reads the
+// member while loading (a .keras zip's deflated model.weights.h5), whose
+// error is the load's. Bad data is remembered as on a read. Any other
+// source is left alone (nil).
+func InflateNow(src Source) error {
+	s, ok := src.(*memberSource)
+	if !ok {
+		return nil
+	}
+	for {
+		s.mu.RLock()
+		bad, done := s.bad, s.closed || s.mem != nil || s.cached != nil
+		s.mu.RUnlock()
+		if bad != nil {
+			return bad
+		}
+		if done {
+			return nil
+		}
+		if err := s.load(false); err != nil {
+			return err
 		}
 	}
 }
@@ -108,8 +135,9 @@ func (s *memberSource) done(n, want, asked int) (int, error) {
 	return n, nil
 }
 
-// load inflates the member, or waits for the inflation under way.
-func (s *memberSource) load() error {
+// load inflates the member, or waits for the inflation under way; an
+// error is logged when logged.
+func (s *memberSource) load(logged bool) error {
 	s.mu.Lock()
 	switch {
 	case s.closed || s.bad != nil || s.mem != nil || s.cached != nil:
@@ -142,7 +170,7 @@ func (s *memberSource) load() error {
 	a.err = err
 	close(a.done)
 	s.mu.Unlock()
-	if err != nil {
+	if err != nil && logged {
 		what := "this read fails with EIO; the next read tries again"
 		if bad {
 			what = "its reads fail with EIO"
@@ -202,7 +230,7 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 	if outer, ok := s.file.(*memberSource); ok {
 		outer.pins.Add(1)
 		defer outer.unpin()
-		if err := outer.load(); err != nil {
+		if err := outer.load(true); err != nil {
 			return fail(false, err, "cannot inflate the member it is read from")
 		}
 		if outer.c == c && !c.inMemory(outer.m.Size) {

@@ -45,6 +45,7 @@ type FileDigest struct {
 type DataReport struct {
 	Bytes   int64          // bytes read from the sources
 	CRCs    int            // stored members whose CRC-32 was checked
+	SHA1s   int            // ONNX tensors whose external data SHA-1 was checked
 	Tensors []TensorValues // with DataOptions.Values, in index order
 	// Files are the files hashed whole against the sha256 their source
 	// states, in source order; Verified counts those that matched.
@@ -120,7 +121,11 @@ func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 		}
 		if t.Check != nil {
 			rep.Bytes += t.Check.Size
-			rep.CRCs++
+			if t.Check.IsSHA1() {
+				rep.SHA1s++
+			} else {
+				rep.CRCs++
+			}
 			if err := t.Verify(src); err != nil {
 				fail(err)
 				continue

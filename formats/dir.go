@@ -1,8 +1,10 @@
 package formats
 
 import (
+	"cmp"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/lazyweights/tensorfs/index"
@@ -40,7 +42,44 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 	lfs := ""     // the first Git LFS pointer among the files
 	refused := "" // what the first file of Refused's formats is, until a checkpoint is found
 	broken := 0   // checkpoint files left out (Options.Report)
-	for _, p := range files {
+	// Files are sniffed in order; those of a format that opens files
+	// beside it (ONNX external data) are parsed at once, the others
+	// after all are sniffed: a file a model names as its own (its
+	// external data) is that model's, never a checkpoint of its own,
+	// however its first bytes look. parts keep the files' order.
+	type pending struct {
+		p  string
+		f  index.File
+		fm *Format
+		i  int
+	}
+	var later []pending
+	order := map[string]int{} // a part's file's place in files
+	owned := map[string]bool{}
+	add := func(pd pending) error {
+		pt, err := l.parse(pd.fm, pd.p, pd.f)
+		if errors.Is(err, paddle.ErrNotPaddle) {
+			l.release(pd.f) // a pickle of other data: not a checkpoint
+			return nil
+		}
+		if err != nil {
+			// With Options.Report, a shard that cannot be read is left
+			// out and the others are checked too.
+			if l.tolerate(err) != nil {
+				return err
+			}
+			l.release(pd.f)
+			broken++
+			return nil
+		}
+		for _, sf := range pt.siblings {
+			owned[filepath.Clean(sf.Name())] = true
+		}
+		order[pd.p] = pd.i
+		parts = append(parts, pt)
+		return nil
+	}
+	for i, p := range files {
 		f, err := l.openFile(p)
 		if err != nil {
 			return nil, err
@@ -59,7 +98,7 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 					lfs = p
 				}
 			}
-			if refused == "" && len(parts) == 0 {
+			if refused == "" && len(parts) == 0 && len(later) == 0 {
 				if msg, ok := describeRefusedFile(f, nil); ok { // refused.go
 					refused = display(filepath.Base(p)) + " is " + msg
 				}
@@ -67,28 +106,42 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 			l.release(f)
 			continue
 		}
-		if len(parts) >= index.MaxShards {
+		if len(parts)+len(later) >= index.MaxShards {
 			return nil, index.ErrorAt(dir, "", "more than %d checkpoint files", index.MaxShards)
 		}
-		pt, err := l.parse(fm, p, f)
-		if errors.Is(err, paddle.ErrNotPaddle) {
-			l.release(f) // a pickle of other data: not a checkpoint
+		pd := pending{p, f, fm, i}
+		if fm.ParseSiblings == nil {
+			later = append(later, pd)
 			continue
 		}
-		if err == nil && len(parts) > 0 && pt.idx.Format != parts[0].idx.Format {
-			err = index.ErrorAt(dir, "", "mixes checkpoint formats: %s is %s, %s is %s", display(filepath.Base(parts[0].path)), parts[0].idx.Format, display(filepath.Base(p)), pt.idx.Format)
+		if err := add(pd); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			// With Options.Report, a shard that cannot be read is left
-			// out and the others are checked too.
+	}
+	for _, pd := range later {
+		if owned[filepath.Clean(pd.p)] {
+			l.release(pd.f) // a model's external data
+			continue
+		}
+		if err := add(pd); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortStableFunc(parts, func(a, b part) int { return cmp.Compare(order[a.path], order[b.path]) })
+	for i := 1; i < len(parts); i++ {
+		if parts[i].idx.Format != parts[0].idx.Format {
+			err := index.ErrorAt(dir, "", "mixes checkpoint formats: %s is %s, %s is %s", display(filepath.Base(parts[0].path)), parts[0].idx.Format, display(filepath.Base(parts[i].path)), parts[i].idx.Format)
 			if l.tolerate(err) != nil {
 				return nil, err
 			}
-			l.release(f)
+			l.release(parts[i].f)
+			for _, sf := range parts[i].siblings {
+				l.release(sf)
+			}
 			broken++
-			continue
+			parts = slices.Delete(parts, i, i+1)
+			i--
 		}
-		parts = append(parts, pt)
 	}
 	if len(parts) == 0 && broken > 0 {
 		return nil, index.ErrorAt(dir, "", "none of the %d checkpoint files in the directory can be read", broken)

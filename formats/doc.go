@@ -24,8 +24,8 @@
 //	hdf5         "\x89HDF\r\n\x1a\n" at byte 0 (Keras 3  index/hdf5
 //	             .weights.h5, as h5py writes it)
 //	keras        zip whose first member is               index/hdf5
-//	             metadata.json, config.json or           (ParseAt,
-//	             model.weights.h5 (Keras 3 .keras)       in place)
+//	             metadata.json, config.json or           (ParseAt in place;
+//	             model.weights.h5 (Keras 3 .keras)       deflated: ParseMembers)
 //	onnx         ir_version (field 1), then a            index/onnx
 //	             ModelProto field (no magic: after the   (ParseSiblings)
 //	             rows with magic bytes)
@@ -47,7 +47,13 @@
 // (ONNX external data) sets ParseSiblings instead of Parse: it gets an
 // index.Opener confined to the file's directory (siblings.go: "..",
 // absolute paths and symbolic links out refused, one line), and its
-// Index's Sources are the file, then the files it opened, then members. A file no row accepts is named as what it
+// Index's Sources are the file, then the files it opened, then members.
+// A row whose structure lies in a compressed member of its file (a
+// .keras zip's deflated model.weights.h5) sets ParseMembers: it gets an
+// index.MemberOpener that opens the member through the inflate cache
+// (member.go: parseMember); the parser reads it decoded, and the loader
+// serves the member from that same source (openMember takes it from
+// loader.prepared), so it is decoded once. A file no row accepts is named as what it
 // is when the refused table knows it (a GGML file, a tar of torch's old
 // format, ONNX, HDF5, a Git LFS pointer...), else by its first bytes.
 //

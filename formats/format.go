@@ -2,8 +2,10 @@ package formats
 
 import (
 	"bytes"
+
 	"errors"
 	"fmt"
+	"github.com/lazyweights/tensorfs/backing"
 	"io"
 	"strconv"
 	"strings"
@@ -37,12 +39,31 @@ type Format struct {
 	// is nil when f is parsed alone (ParseFile): a file that needs
 	// others is then refused, one line.
 	ParseSiblings func(f index.File, open index.Opener) (*index.Index, error)
+	// ParseMembers, set instead of Parse for a format whose structure
+	// lies in a compressed member of the file (a .keras zip's deflated
+	// model.weights.h5), is Parse with an opener of such members
+	// (index.MemberOpener): the parser reads the member decoded through
+	// the cache of decoded members, within its budgets, and the loader
+	// serves the member from the same source, decoded once. ParseFile
+	// passes an opener on the process's cache whose sources are closed
+	// when the parse returns.
+	ParseMembers func(f index.File, members index.MemberOpener) (*index.Index, error)
 }
 
-// parse is the row's parser, with open for its siblings.
-func (fm *Format) parse(f index.File, open index.Opener) (*index.Index, error) {
-	if fm.ParseSiblings != nil {
-		return fm.ParseSiblings(f, open)
+// parseEnv is what a row's parser may open beside its file: siblings
+// (ParseSiblings; nil when parsed alone) and members (ParseMembers).
+type parseEnv struct {
+	siblings index.Opener
+	members  index.MemberOpener
+}
+
+// parse is the row's parser, with env for what it opens.
+func (fm *Format) parse(f index.File, env parseEnv) (*index.Index, error) {
+	switch {
+	case fm.ParseSiblings != nil:
+		return fm.ParseSiblings(f, env.siblings)
+	case fm.ParseMembers != nil:
+		return fm.ParseMembers(f, env.members)
 	}
 	return fm.Parse(f)
 }
@@ -61,8 +82,9 @@ var Table = []Format{
 	{Name: "npz", Sniff: numpy.SniffNPZ, Parse: parseNPZ},
 	{Name: "safetensors", Sniff: safetensors.Sniff, Parse: safetensors.Parse},
 	{Name: "hdf5", Sniff: hdf5.Sniff, Parse: hdf5.Parse},
-	// A Keras 3 .keras zip: its stored model.weights.h5, read in place.
-	{Name: "keras", Sniff: sniffKeras, Parse: parseKeras},
+	// A Keras 3 .keras zip: its model.weights.h5, read in place when
+	// stored, through the cache of decoded members when deflated.
+	{Name: "keras", Sniff: sniffKeras, ParseMembers: parseKeras},
 	// Protobuf has no magic: ONNX is told by its first fields (ir_version,
 	// then another ModelProto field), after the formats with magic bytes.
 	{Name: "onnx", Sniff: onnx.Sniff, ParseSiblings: onnx.ParseSiblings},
@@ -127,10 +149,16 @@ func Detect(head []byte) (*Format, bool) {
 
 // ParseFile detects f's format by content and parses it, alone: a file
 // that names others beside it (ONNX external data) is refused; Load
-// opens them.
-func ParseFile(f index.File) (*index.Index, error) { return parseFile(f, nil) }
+// opens them. A compressed member the parser reads (a .keras zip's
+// deflated model.weights.h5) is decoded through the process's cache of
+// decoded members (backing.DefaultInflateCache) and freed on return.
+func ParseFile(f index.File) (*index.Index, error) {
+	l := &loader{inflate: backing.DefaultInflateCache()}
+	defer l.closePrepared(nil)
+	return parseFile(f, parseEnv{members: l.parseMember})
+}
 
-func parseFile(f index.File, open index.Opener) (*index.Index, error) {
+func parseFile(f index.File, open parseEnv) (*index.Index, error) {
 	head := make([]byte, SniffLen)
 	n, err := f.ReadAt(head, 0)
 	if n < len(head) && err != nil && err != io.EOF {

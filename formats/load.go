@@ -62,7 +62,9 @@ type Opener func(path string) (index.File, error)
 //     combinations are refused. Files the map does not name are ignored.
 //   - A directory without a weight map: every regular file in it (symbolic
 //     links followed, subdirectories ignored) that is a checkpoint by
-//     content; files that are not (README.md, config.json) are ignored.
+//     content; files that are not (README.md, config.json) are ignored,
+//     and so are the files an ONNX model in it names as its external data
+//     (they are the model's, whatever their first bytes look like).
 //     They must be of one format. GGUF files must be the parts of one split
 //     model, merged in split.no order; other sets of files are merged in
 //     file name order.
@@ -91,6 +93,7 @@ func Load(path string, open Opener, o Options) (*index.Index, []index.File, erro
 	if err == nil {
 		err = finish(idx, l.files)
 	}
+	l.closePrepared(nil) // opened by a parse whose result was not kept
 	if err != nil {
 		l.closeAll()
 		return nil, nil, err
@@ -118,6 +121,10 @@ type loader struct {
 	files   []index.File          // checkpoint files, files[i] for the merged Sources[i] once merged
 	spare   []index.File          // opened, not (yet) part of the result
 	report  func(error)           // Options.Report
+	// prepared are the members a parser opened and read while parsing
+	// (parseMember), by the file and place they are in: openMember
+	// serves them from the same source, decoded once.
+	prepared map[preparedKey]index.File
 }
 
 // tolerate returns err, or nil after passing it to Options.Report when
@@ -145,6 +152,7 @@ func closeFile(f index.File) {
 }
 
 func (l *loader) closeAll() {
+	l.closePrepared(nil)
 	for _, f := range l.files {
 		closeFile(f)
 	}
@@ -169,6 +177,7 @@ func (l *loader) release(f index.File) {
 	if i := slices.Index(l.spare, f); i >= 0 {
 		l.spare = slices.Delete(l.spare, i, i+1)
 	}
+	l.closePrepared(f)
 	closeFile(f)
 }
 

@@ -21,6 +21,9 @@ func (l *loader) openMember(name string, files []index.File, m *index.Member) (i
 	if m.File < 0 || m.File >= len(files) {
 		return nil, index.ErrorAt(name, "member "+m.Name, "internal error: source %d of %d", m.File, len(files))
 	}
+	if src := l.takePrepared(files[m.File], m); src != nil {
+		return src, nil
+	}
 	switch k := m.Kind.(type) {
 	case *index.Deflated:
 		bm := backing.Member{Name: m.Name, Offset: k.Offset, CompressedSize: k.CompressedSize, Size: m.Size, CRC32: k.CRC32}
@@ -77,4 +80,67 @@ func (l *loader) inflateMember(f index.File, bm backing.Member, where string) (i
 		return nil, err
 	}
 	return src, nil
+}
+
+// preparedKey is where a member lies: its file's name (files may be of
+// types that are not comparable) and its kind's place in it.
+type preparedKey struct {
+	file      string
+	off, size int64
+}
+
+// memberKey returns the key of m, a member of file, when it is of a
+// kind a parser may open while parsing (index.MemberOpener).
+func memberKey(file index.File, m *index.Member) (preparedKey, bool) {
+	if k, ok := m.Kind.(*index.Deflated); ok {
+		return preparedKey{file.Name(), k.Offset, m.Size}, true
+	}
+	return preparedKey{}, false
+}
+
+// parseMember is the index.MemberOpener the loader passes to a row's
+// ParseMembers: it opens m of file through the cache of decoded
+// members and keeps the source for openMember.
+func (l *loader) parseMember(file index.File, m *index.Member) (index.File, error) {
+	key, ok := memberKey(file, m)
+	if !ok {
+		return nil, index.ErrorAt(file.Name(), "member "+m.Name, "internal error: a parser opened a member of kind %T", m.Kind)
+	}
+	if src, ok := l.prepared[key]; ok {
+		return src, nil
+	}
+	one := *m
+	one.File = 0
+	src, err := l.openMember(file.Name(), []index.File{file}, &one)
+	if err != nil {
+		return nil, err
+	}
+	if l.prepared == nil {
+		l.prepared = map[preparedKey]index.File{}
+	}
+	l.prepared[key] = src
+	return src, nil
+}
+
+// takePrepared returns the source a parser opened for m of file, which
+// is the caller's from then on, or nil.
+func (l *loader) takePrepared(file index.File, m *index.Member) index.File {
+	key, ok := memberKey(file, m)
+	if !ok {
+		return nil
+	}
+	src := l.prepared[key]
+	delete(l.prepared, key)
+	return src
+}
+
+// closePrepared closes the members parsers opened in file (all when
+// file is nil) that no source of the result took.
+func (l *loader) closePrepared(file index.File) {
+	for k, src := range l.prepared {
+		if file == nil || k.file == file.Name() {
+			closeFile(src)
+			delete(l.prepared, k)
+		}
+	}
 }

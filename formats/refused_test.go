@@ -113,8 +113,8 @@ func TestRefusedFormats(t *testing.T) {
 	tw.Close()
 	var zb bytes.Buffer
 	zz := zip.NewWriter(&zb)
-	for _, name := range []string{"metadata.json", "config.json", "model.weights.h5"} { // a Keras 3 .keras file
-		w, _ := zz.Create(name)
+	for _, name := range []string{"metadata.json", "config.json", "model.weights.h5"} { // a Keras 3 .keras file, its weights in bzip2
+		w, _ := zz.CreateRaw(&zip.FileHeader{Name: name, Method: 12, CompressedSize64: 2, UncompressedSize64: 2})
 		w.Write([]byte("{}"))
 	}
 	zz.Close()
@@ -143,7 +143,7 @@ func TestRefusedFormats(t *testing.T) {
 		{"gguf-v1", rfCat([]byte("GGUF"), rfU32(1, 0, 0)), []string{"version 1", "not supported", "convert_hf_to_gguf.py"}},
 		{"gguf-be", rfCat([]byte("GGUF"), []byte{0, 0, 0, 3}, make([]byte, 16)), []string{"big-endian", "gguf_convert_endian.py"}},
 		{"archive", tb.Bytes(), []string{"a tar archive", `"model/model.safetensors"`, "tar -xf"}},
-		{"keras", zb.Bytes(), []string{"compressed with zip method 8", "unzip the file and mount model.weights.h5"}}, // a .keras zip: read since issue 37 when stored
+		{"keras", zb.Bytes(), []string{"compressed with zip method 12", "unzip the file and mount model.weights.h5"}}, // a .keras zip: read since issue 37 when stored or deflated
 		{"empty-zip", empty.Bytes(), []string{"empty ZIP archive"}},
 		{"gzipped", gz.Bytes(), []string{"gzip-compressed", `"model.safetensors"`, "gunzip"}},
 		{"zstd", rfCat([]byte("\x28\xb5\x2f\xfd\x24\x08\x41\x00"), st), []string{"zstd-compressed", "zstd -d"}},

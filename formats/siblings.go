@@ -92,18 +92,20 @@ func (s *siblings) confine(rel string) (string, error) {
 // confined to f's directory when the row has one. The part holds the
 // files it opened; they are the loader's to close.
 func (l *loader) parse(fm *Format, path string, f index.File) (part, error) {
-	if fm.ParseSiblings == nil {
-		idx, err := fm.Parse(f)
-		return part{path: path, f: f, idx: idx}, err
-	}
 	s := l.siblingsOf(path)
-	idx, err := fm.ParseSiblings(f, s.open)
+	idx, err := fm.parse(f, parseEnv{siblings: s.open, members: l.parseMember})
+	if err != nil {
+		l.closePrepared(f)
+	}
 	return part{path: path, f: f, idx: idx, siblings: s.opened}, err
 }
 
 // parseFile is ParseFile with the siblings of path openable.
 func (l *loader) parseFile(path string, f index.File) (part, error) {
 	s := l.siblingsOf(path)
-	idx, err := parseFile(f, s.open)
+	idx, err := parseFile(f, parseEnv{siblings: s.open, members: l.parseMember})
+	if err != nil {
+		l.closePrepared(f)
+	}
 	return part{path: path, f: f, idx: idx, siblings: s.opened}, err
 }

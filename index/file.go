@@ -46,3 +46,13 @@ func ReadHead(f File, n int) ([]byte, error) {
 // formats.Format.ParseSiblings). A nil Opener opens nothing: parsing
 // one file alone (formats.ParseFile, a fuzz target).
 type Opener func(rel string) (File, error)
+
+// MemberOpener opens m, a compressed member of file (Kind *Deflated;
+// m.File is file's Sources entry), as a File that a parser reads while
+// parsing: decoded on its first read within the budgets of the loader's
+// cache of decoded members (--inflate-mem, --inflate-disk), its size
+// and CRC-32 checked; a read of a member whose data is bad fails with
+// one line naming the file, the member and the problem. The loader then
+// serves the member from this same File, so that it is decoded once (see
+// formats.Format.ParseMembers).
+type MemberOpener func(file File, m *Member) (File, error)

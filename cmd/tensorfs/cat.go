@@ -65,9 +65,10 @@ func runCat(args []string) error {
 		return fmt.Errorf("%s: no tensor named %q (see `tensorfs ls %s`)", source, name, source)
 	}
 	src := ckpt.sources[t.Source]
-	// A stored .npz member's CRC-32, before any of its bytes go out.
+	// A stored .npz member's CRC-32 (an ONNX tensor's external data
+	// SHA-1), before any of its bytes go out.
 	if err := t.Verify(src); err != nil {
-		return fmt.Errorf("%s: %v", source, err)
+		return fmt.Errorf("%s: tensor %q: %v", source, t.Name, err)
 	}
 	what := fmt.Sprintf("%s: tensor %q", source, t.Name)
 	form := view.Form{NPY: *npy, Split: part}

@@ -51,6 +51,7 @@ type checkReport struct {
 type checkData struct {
 	BytesRead int64                `json:"bytes_read"`
 	CRCs      int                  `json:"crc32_checked"`
+	SHA1s     int                  `json:"sha1_checked"`
 	Values    []check.TensorValues `json:"values"`
 	// Files are the files hashed whole against the sha256 their source
 	// states (per file "sha256 ok", "sha256 mismatch", "read error").
@@ -97,7 +98,7 @@ func runCheck(args []string) error {
 		if *data {
 			dr, ps := check.Data(c, check.DataOptions{Values: *asJSON})
 			rep.Problems = append(rep.Problems, ps...)
-			rep.Data = &checkData{BytesRead: dr.Bytes, CRCs: dr.CRCs, Values: dr.Tensors, Files: dr.Files}
+			rep.Data = &checkData{BytesRead: dr.Bytes, CRCs: dr.CRCs, SHA1s: dr.SHA1s, Values: dr.Tensors, Files: dr.Files}
 			if rep.Data.Values == nil {
 				rep.Data.Values = []check.TensorValues{}
 			}
@@ -123,6 +124,9 @@ func runCheck(args []string) error {
 			line += fmt.Sprintf("; every byte read (%d bytes", rep.Data.BytesRead)
 			if rep.Data.CRCs > 0 {
 				line += fmt.Sprintf(", %s checked", plural(rep.Data.CRCs, "CRC-32"))
+			}
+			if rep.Data.SHA1s > 0 {
+				line += fmt.Sprintf(", %s checked", plural(rep.Data.SHA1s, "SHA-1"))
 			}
 			if n := len(rep.Data.Files); n > 0 {
 				line += fmt.Sprintf(", %s verified by sha256", plural(n, "file"))

@@ -1,9 +1,11 @@
 package dcp
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -113,6 +115,14 @@ func load(dir string) (*index.Index, []index.File, error) {
 				return nil, nil, err
 			}
 			files = append(files, mf)
+			continue
+		}
+		if d, ok := m.Kind.(*index.Decoded); ok { // a zstd item read lazily
+			var b bytes.Buffer
+			if err := d.Decode(&b, files[m.File]); err != nil {
+				return nil, nil, fmt.Errorf("%s: %v", idx.SourceName(m.Source), err)
+			}
+			files = append(files, closingMem{memFile{bytes.NewReader(b.Bytes()), m.Name}})
 			continue
 		}
 		k := m.Kind.(*index.Tiles)

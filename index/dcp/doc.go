@@ -65,7 +65,10 @@
 //
 // The layouts torch 2.7-2.14 add are read: items stored through the
 // zstd transform (_StorageInfo.transform_descriptors ["stream.zstd/1"]:
-// zstd.go, each chunk's storage a member of kind index.Zstd), other
+// zstd.go: a chunk of at most 1 MiB decoded at open, its storage a member
+// of kind index.Zstd; zstd_lazy.go: a larger chunk not read at open, a
+// member of kind index.Decoded that decodes its item once, on first
+// read, and checks the item then), other
 // transforms leaving their tensors in index.Unserved; .distcp files in
 // the safetensors format (torch >= 2.8: blob.go, DCP_SHARDING_INFO
 // checked). Tensors Megatron's mcore_data says were saved in a

@@ -155,15 +155,11 @@ const smallItem = 64 << 10
 // itemFile returns the item's bytes as a File, after checking it lies in
 // its file.
 func (l *loader) itemFile(it Item, where string) (int, section, error) {
-	fi, err := l.file(it.RelativePath, where)
+	fi, name, err := l.itemRange(it, where)
 	if err != nil {
 		return 0, section{}, err
 	}
 	f := l.files[fi]
-	if it.Offset > f.Size() || it.Length > f.Size()-it.Offset {
-		return 0, section{}, index.ErrorAt(l.metaPath(), where, "the item, bytes [%d, +%d) of %s, is past the file's end (%d bytes)", it.Offset, it.Length, index.Printable(it.RelativePath), f.Size())
-	}
-	name := fmt.Sprintf("%s (item at byte %d)", f.Name(), it.Offset)
 	if it.Length <= smallItem {
 		// One read, not one per zip record and pickle: a tensor in
 		// 65,536 chunks is 65,536 items.
@@ -173,6 +169,20 @@ func (l *loader) itemFile(it Item, where string) (int, section, error) {
 		}
 	}
 	return fi, section{io.NewSectionReader(f, it.Offset, it.Length), name}, nil
+}
+
+// itemRange returns the file of it, checked to hold it, and its name for
+// messages, reading none of it.
+func (l *loader) itemRange(it Item, where string) (int, string, error) {
+	fi, err := l.file(it.RelativePath, where)
+	if err != nil {
+		return 0, "", err
+	}
+	f := l.files[fi]
+	if it.Offset > f.Size() || it.Length > f.Size()-it.Offset {
+		return 0, "", index.ErrorAt(l.metaPath(), where, "the item, bytes [%d, +%d) of %s, is past the file's end (%d bytes)", it.Offset, it.Length, index.Printable(it.RelativePath), f.Size())
+	}
+	return fi, fmt.Sprintf("%s (item at byte %d)", f.Name(), it.Offset), nil
 }
 
 // name returns the tensor name of a key: its planner_data path joined
@@ -406,10 +416,14 @@ func (l *loader) chunk(tm TensorMeta, c ChunkMeta, it Item, where string) (int, 
 		if it.Transform == TransformZstd {
 			cn, _ := index.Elements(c.Sizes)
 			want, ok := tm.DType.ByteSize(cn)
-			if !ok || want > 1<<60 {
-				want = 1 << 60
+			switch {
+			case !ok || want > 1<<60:
+				ci = l.readZstdChunk(it, 1<<60, where)
+			case want > lazyZstdAbove: // decoded once, on first read
+				ci = l.lazyZstdChunk(it, want, tm.DType, c.Sizes, fmt.Sprintf("%s chunk at %v", tm.FQN, c.Offsets), where)
+			default:
+				ci = l.readZstdChunk(it, want, where)
 			}
-			ci = l.readZstdChunk(it, want, where)
 		} else {
 			ci = l.readChunk(it, where)
 		}

@@ -12,7 +12,9 @@ import (
 )
 
 // A zstd item (torch >= 2.7's ZStandardTransform) is a zstd stream of
-// the torch.save zip of a chunk. Its zip writes sizes after each record
+// the torch.save zip of a chunk. A chunk over lazyZstdAbove bytes is
+// read on first read instead (zstd_lazy.go); what follows is for the
+// smaller ones. Its zip writes sizes after each record
 // (data descriptors), so the records are found through the central
 // directory at the end: the item is decoded once, streaming, keeping its
 // first zipHead bytes (the records before the storage: data.pkl first)

@@ -22,6 +22,24 @@ func Parse(f index.File) (*index.Index, error) {
 	return ParseAt(f, f.Name(), 0, f.Size())
 }
 
+// CheckSuperblock reads the superblock at the start of head, the first
+// bytes of an HDF5 file of size bytes (all of them, or at least 256),
+// and checks that the root group's address lies in the file: a .keras
+// zip's deflated member is checked so, from its first bytes inflated
+// alone, before it is inflated whole.
+func CheckSuperblock(head []byte, name string, size int64) error {
+	r := &reader{f: bytes.NewReader(head), name: name, size: size}
+	if len(head) < len(Magic) || string(head[:len(Magic)]) != Magic {
+		return r.errorf(0, "not an HDF5 file (no \\x89HDF signature at its start)")
+	}
+	root, err := r.superblock(0)
+	if err != nil {
+		return err
+	}
+	_, err = r.abs(root, "the root group")
+	return err
+}
+
 // ParseAt reads the HDF5 file held in [base, base+size) of f (an
 // .keras zip's stored model.weights.h5), named name in messages;
 // offsets in the Index are f's.

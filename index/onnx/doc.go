@@ -14,9 +14,13 @@
 //     "offset", "length"): a range of the file location names, opened
 //     through the index.Opener, which confines it to the model's
 //     directory. "length", when given, must equal what dims and data type
-//     need. "checksum" (SHA-1 of the bytes, optional in onnx.proto) is not
-//     checked: checking it would read every byte at load; the bytes are
-//     served as they are.
+//     need. "checksum" (SHA-1 of the bytes in hex, optional in onnx.proto) is
+//     the tensor's index.Check: not read at load (that would read every
+//     byte), verified by whole reads (cat, load, convert, the client's
+//     Stream and Fill, check --data) as a stored .npz member's CRC-32 is;
+//     a partial read or a read through a mount serves the bytes as they
+//     are. A checksum that is not 40 hex digits is a Note, the tensor
+//     served unchecked.
 //   - raw_data: a range of the model file itself, never read at load.
 //   - a typed field (float_data, int32_data with FLOAT16/BFLOAT16/INT8/
 //     UINT8/BOOL/FLOAT8 packing, int64_data, double_data, uint64_data):

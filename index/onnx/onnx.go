@@ -1,6 +1,8 @@
 package onnx
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -661,6 +663,14 @@ func (p *parser) external(t *tensorProto, tensor *index.Tensor, at string) error
 		p.idx.Sources = append(p.idx.Sources, f.Name())
 	}
 	tensor.Source, tensor.Offset = src, off
+	if sum, ok := t.external["checksum"]; ok {
+		b, err := hex.DecodeString(strings.TrimSpace(sum))
+		if err != nil || len(b) != sha1.Size {
+			p.idx.Notes = append(p.idx.Notes, fmt.Sprintf("tensor %q: external data checksum %q is not a SHA-1 in hex: the tensor's bytes are not checked", t.name, index.Printable(sum)))
+		} else {
+			tensor.Check = &index.Check{Member: loc, Offset: off, Size: tensor.Size, SHA1: b}
+		}
+	}
 	return nil
 }
 
