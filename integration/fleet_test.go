@@ -69,6 +69,25 @@ func startNginx(t *testing.T) *nginxTier {
 			testdata.SkipOrFail(t, "nginx not found (apt-get install nginx-light)")
 		}
 	}
+	// nginx is given two ports that were free a moment ago; another
+	// process (a test package running beside this one) can bind one in
+	// between, and nginx then exits saying so: it is started again on
+	// other ports.
+	for try := 1; ; try++ {
+		n, err := tryNginx(t, bin)
+		if err == nil {
+			return n
+		}
+		if try == 5 || !strings.Contains(err.Error(), "Address already in use") {
+			t.Fatal(err)
+		}
+	}
+}
+
+// tryNginx starts nginx on two free ports and waits until it listens on
+// both.
+func tryNginx(t *testing.T, bin string) (*nginxTier, error) {
+	t.Helper()
 	dir := t.TempDir()
 	tier, pass := freePort(t), freePort(t)
 	user := ""
@@ -89,7 +108,7 @@ func startNginx(t *testing.T) *nginxTier {
 	}
 	go func() { n.cmd.Wait(); close(n.exited) }()
 	t.Cleanup(n.Kill)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(readyTimeout)
 	for _, port := range []string{tier, pass} {
 		for {
 			c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
@@ -100,7 +119,7 @@ func startNginx(t *testing.T) *nginxTier {
 			select {
 			case <-n.exited:
 				elog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-				t.Fatalf("nginx exited: %s %s", out.String(), elog)
+				return nil, fmt.Errorf("nginx exited: %s %s", out.String(), elog)
 			default:
 			}
 			if time.Now().After(deadline) {
@@ -109,7 +128,7 @@ func startNginx(t *testing.T) *nginxTier {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	return n
+	return n, nil
 }
 
 // Kill kills nginx and its workers at once (SIGKILL): a tier that dies.
