@@ -21,8 +21,9 @@ import (
 // the view adds (the first, a middle and the last part; uneven parts;
 // bounds inside a quantized block; empty parts of a dimension shorter
 // than 3), while the part bounds themselves (1, 2, 3, 8) are checked in
-// the stored tree. Checking each of the five views at every part count
-// was 5/6 of the reads and most of the test's time (519 s under load).
+// the stored tree. Checking each view at every part count as well was
+// 96,171 slices instead of 36,474, and 351 s instead of 158 s (two cores,
+// load average about 10).
 const splitScript = `
 import json, os, sys, errno
 import numpy as np
