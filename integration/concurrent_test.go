@@ -237,7 +237,9 @@ def reader(tid):
     reads = nbytes = 0
     bad = []
     try:
-        while time.monotonic() < deadline and len(bad) < 5:
+        # Each thread reads at least once, whenever it gets to run: on a
+        # loaded machine a thread can first run after the deadline.
+        while (reads == 0 or time.monotonic() < deadline) and len(bad) < 5:
             i = rnd.randrange(len(files))
             path, want = files[i]
             direct = rnd.random() < 0.75

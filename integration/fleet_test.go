@@ -69,6 +69,25 @@ func startNginx(t *testing.T) *nginxTier {
 			testdata.SkipOrFail(t, "nginx not found (apt-get install nginx-light)")
 		}
 	}
+	// nginx is given two ports that were free a moment ago; another
+	// process (a test package running beside this one) can bind one in
+	// between, and nginx then exits saying so: it is started again on
+	// other ports.
+	for try := 1; ; try++ {
+		n, err := tryNginx(t, bin)
+		if err == nil {
+			return n
+		}
+		if try == 5 || !strings.Contains(err.Error(), "Address already in use") {
+			t.Fatal(err)
+		}
+	}
+}
+
+// tryNginx starts nginx on two free ports and waits until it listens on
+// both.
+func tryNginx(t *testing.T, bin string) (*nginxTier, error) {
+	t.Helper()
 	dir := t.TempDir()
 	tier, pass := freePort(t), freePort(t)
 	user := ""
@@ -89,7 +108,7 @@ func startNginx(t *testing.T) *nginxTier {
 	}
 	go func() { n.cmd.Wait(); close(n.exited) }()
 	t.Cleanup(n.Kill)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(readyTimeout)
 	for _, port := range []string{tier, pass} {
 		for {
 			c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
@@ -100,7 +119,7 @@ func startNginx(t *testing.T) *nginxTier {
 			select {
 			case <-n.exited:
 				elog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-				t.Fatalf("nginx exited: %s %s", out.String(), elog)
+				return nil, fmt.Errorf("nginx exited: %s %s", out.String(), elog)
 			default:
 			}
 			if time.Now().After(deadline) {
@@ -109,7 +128,7 @@ func startNginx(t *testing.T) *nginxTier {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	return n
+	return n, nil
 }
 
 // Kill kills nginx and its workers at once (SIGKILL): a tier that dies.
@@ -121,6 +140,21 @@ func (n *nginxTier) Kill() {
 	}
 	syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
 	<-n.exited
+}
+
+// Quit stops nginx gracefully (SIGQUIT: its workers finish and log
+// their requests, then exit) and waits for it to exit.
+func (n *nginxTier) Quit(t *testing.T) {
+	t.Helper()
+	if err := n.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n.exited:
+	case <-time.After(exitTimeout):
+		n.Kill()
+		t.Fatalf("nginx still running %v after SIGQUIT", exitTimeout)
+	}
 }
 
 // originBytes sums $upstream_bytes_received over the log lines after
@@ -269,26 +303,34 @@ func TestFleetThroughTier(t *testing.T) {
 	srv.Put(t, "fleet", "llm/model.safetensors", data)
 	origin := &httpOrigin{data: data, release: make(chan struct{})}
 	hs := httpServerOf(t, origin)
-	ng := startNginx(t)
 	part := []string{"--part-size", "1MiB"}
 	tests := []struct {
-		name, source, proxy string
-		env                 []string
-		tier                bool
+		name, source string
+		env          []string
+		tier         bool
 	}{
-		{"s3 through the tier", "s3://fleet/llm/model.safetensors", ng.Tier, srv.Env(), true},
-		{"s3 without the tier", "s3://fleet/llm/model.safetensors", ng.Pass, srv.Env(), false},
-		{"http through the tier", hs + "/model.safetensors", ng.Tier, nil, true},
-		{"http without the tier", hs + "/model.safetensors", ng.Pass, nil, false},
+		{"s3 through the tier", "s3://fleet/llm/model.safetensors", srv.Env(), true},
+		{"s3 without the tier", "s3://fleet/llm/model.safetensors", srv.Env(), false},
+		{"http through the tier", hs + "/model.safetensors", nil, true},
+		{"http without the tier", hs + "/model.safetensors", nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, before := ng.originBytes(t, 0)
-			stderr := fleet(t, tt.env, tt.source, want, append(append([]string{}, part...), "--proxy", tt.proxy)...)
+			// A tier of its own, stopped before its log is read: nginx
+			// logs a request after it has sent the last byte, so a line
+			// can still be unwritten when the processes are done; once
+			// nginx has exited, every line is.
+			ng := startNginx(t)
+			proxy := ng.Tier
+			if !tt.tier {
+				proxy = ng.Pass
+			}
+			stderr := fleet(t, tt.env, tt.source, want, append(append([]string{}, part...), "--proxy", proxy)...)
 			if strings.Contains(stderr, "reading from the origin directly") {
 				t.Fatalf("the tier was bypassed: %s", stderr)
 			}
-			got, _ := ng.originBytes(t, before)
+			ng.Quit(t)
+			got, _ := ng.originBytes(t, 0)
 			ratio := float64(got) / float64(size)
 			t.Logf("%s: origin bytes %d for a checkpoint of %d: %.3fx", tt.name, got, size, ratio)
 			if ratio < 1 {

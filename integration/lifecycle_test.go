@@ -86,16 +86,18 @@ func TestExternalUnmount(t *testing.T) {
 			m := mount(t, src)
 			// A transient EBUSY (another process of the machine holding the
 			// new mount for a moment, as seen once in CI and once in 25
-			// runs here) is retried for a few seconds; a mount that stays
-			// busy fails.
+			// runs here) is retried for up to readyTimeout (a loaded
+			// machine can keep that process off the CPU for seconds); a
+			// mount that stays busy fails.
 			args := append(c[1:], m.Dir)
+			deadline := time.Now().Add(readyTimeout)
 			for try := 0; ; try++ {
 				r := runCmd(t, nil, c[0], args...)
 				if r.code == 0 {
 					break
 				}
 				busy := strings.Contains(r.stderr, "busy")
-				if !busy || try == 20 {
+				if !busy || time.Now().After(deadline) {
 					t.Fatalf("%s %s: exit %d (try %d)\nstdout: %s\nstderr: %s", c[0], shortArgs(args), r.code, try+1, r.stdout, r.stderr)
 				}
 				t.Logf("%s: busy, retrying: %s", c[0], strings.TrimSpace(r.stderr))

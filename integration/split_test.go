@@ -11,9 +11,19 @@ import (
 
 // splitScript checks every mount given (after the dtype table) against
 // NumPy: every part (numpy.array_split bounds; parts 1, 2, 3 and 8) of
-// every dimension of every tensor, in the stored tree, each float view and
-// .npy/, byte for byte; parts of a quantized type as stored exist exactly
-// where they fall on whole blocks; xattrs; what is absent; listings.
+// every dimension of every tensor in the stored tree, and every part of 3
+// of every dimension in each float view and .npy/, byte for byte; parts
+// of a quantized type as stored exist exactly where they fall on whole
+// blocks; xattrs; what is absent; listings.
+//
+// The views are checked at 3 parts only: a view of a part is the view's
+// conversion of the part's elements, and 3 parts already have every case
+// the view adds (the first, a middle and the last part; uneven parts;
+// bounds inside a quantized block; empty parts of a dimension shorter
+// than 3), while the part bounds themselves (1, 2, 3, 8) are checked in
+// the stored tree. Checking each view at every part count as well was
+// 96,171 slices instead of 36,474, and 351 s instead of 158 s (two cores,
+// load average about 10).
 const splitScript = `
 import json, os, sys, errno
 import numpy as np
@@ -21,6 +31,7 @@ blocks = json.loads(sys.argv[1])
 mounts = sys.argv[2:]
 VIEWS = {'.f32': '<f4', '.f16': '<f2', '.bf16': '<u2', '.f64': '<f8'}
 PARTS = (1, 2, 3, 8)
+VIEW_PARTS = (3,)
 bad = []
 checked = 0
 def read(p):
@@ -109,6 +120,8 @@ for m in mounts:
                         if json.loads(os.getxattr(p, 'user.tensorfs.shape')) != sh:
                             bad.append('%s: %s shape xattr' % (m, p))
                     # the views and .npy/
+                    if parts not in VIEW_PARTS:
+                        continue
                     for v, w in whole.items():
                         ref = np.array_split(w, parts, axis=dim)[k]
                         if v == '.npy':
@@ -132,8 +145,9 @@ print(json.dumps({'checked': checked, 'bad': bad[:40], 'nbad': len(bad)}))
 // test set (every format, strided PyTorch tensors, Fortran-order and
 // big-endian NumPy arrays, GGUF quantized blocks) is byte-identical to
 // numpy.array_split through the mount, in the stored tree, every float
-// view and .npy/ (valid .npy files); and `tensorfs cat --split` writes
-// the same bytes without mounting.
+// view and .npy/ (valid .npy files; the views at 3 parts, see
+// splitScript); and `tensorfs cat --split` writes the same bytes without
+// mounting.
 func TestSplitThroughMount(t *testing.T) {
 	needFUSE(t)
 	testdata.Python(t, "numpy")

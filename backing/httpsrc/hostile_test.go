@@ -1,17 +1,19 @@
 package httpsrc
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -287,29 +289,36 @@ func TestPythonHTTPServerRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "f.bin"), testData(20000), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// Port 0: the server binds a free port itself and says which on its
+	// first line (unbuffered, -u), once it listens. A port chosen here
+	// and bound by the server later could be taken in between by another
+	// test's connection or server.
+	cmd := exec.Command(py, "-u", "-m", "http.server", "--bind", "127.0.0.1", "--directory", dir, "0")
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().(*net.TCPAddr)
-	l.Close()
-	cmd := exec.Command(py, "-m", "http.server", "--bind", "127.0.0.1", "--directory", dir, strconv.Itoa(addr.Port))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	base := "http://" + addr.String()
-	for i := 0; ; i++ {
-		resp, err := http.Head(base + "/f.bin")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if i == 200 {
-			t.Fatalf("python3 -m http.server did not answer: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	line := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(out).ReadString('\n')
+		line <- l
+		io.Copy(io.Discard, out)
+	}()
+	var first string
+	select {
+	case first = <-line:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("python3 -m http.server did not start in 2 minutes")
 	}
+	m := regexp.MustCompile(` port ([0-9]+) `).FindStringSubmatch(first)
+	if m == nil {
+		t.Fatalf("python3 -m http.server: first line %q, want one that says its port", first)
+	}
+	base := "http://127.0.0.1:" + m[1]
 	_, err = openHostile(t, base, remote.Options{})
 	if err == nil || !strings.Contains(err.Error(), "does not support Range requests") || !strings.Contains(err.Error(), "a server that answers Range requests") || !strings.Contains(err.Error(), "download it") {
 		t.Fatalf("python3 -m http.server: %v; want a refusal that says what to do", err)

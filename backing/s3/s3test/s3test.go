@@ -65,18 +65,28 @@ func Start(t testing.TB) *Server {
 		}
 		t.Skip("versitygw not found: go install github.com/versity/versitygw/cmd/versitygw@v1.8.0")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	// versitygw is given a port that was free a moment ago; another
+	// process (a test package running beside this one) can bind it in
+	// between, and versitygw then exits saying so: it is started again on
+	// another port.
+	for try := 1; ; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		s := &Server{Addr: addr, Endpoint: "http://" + addr, Dir: dir, bin: bin}
+		err = s.start()
+		if err == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+		if try == 5 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
 	}
-	addr := l.Addr().String()
-	l.Close()
-	s := &Server{Addr: addr, Endpoint: "http://" + addr, Dir: t.TempDir(), bin: bin}
-	if err := s.start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	return s
 }
 
 // start runs the server and waits until it accepts connections.
@@ -90,7 +100,9 @@ func (s *Server) start() error {
 	exited := make(chan struct{})
 	s.exited = exited
 	go func(cmd *exec.Cmd) { cmd.Wait(); close(exited) }(s.cmd)
-	deadline := time.Now().Add(20 * time.Second)
+	// Generous: it listens in well under a second, but a loaded CI
+	// machine can keep a process off the CPU for seconds.
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
 		if err == nil {
@@ -104,7 +116,7 @@ func (s *Server) start() error {
 		}
 		if time.Now().After(deadline) {
 			s.Stop()
-			return fmt.Errorf("versitygw did not listen on %s in 20s: %s", s.Addr, s.log.String())
+			return fmt.Errorf("versitygw did not listen on %s in 2 minutes: %s", s.Addr, s.log.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
