@@ -171,7 +171,10 @@ func TestMountNonEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// Closed after the exit status is sent: the test takes the status,
+	// the cleanup then sees the channel closed instead of waiting out
+	// exitTimeout for a second value.
+	go func() { done <- cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
 		if mountedAt(dir) {
 			fs.Unmount(dir)
