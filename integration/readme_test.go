@@ -37,6 +37,12 @@ func readmeMountSnippet(t *testing.T, bin, source, mnt string) string {
 			continue
 		}
 		lines = append(lines, l)
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "fi" {
+			// The wait and what it guards end here; the lines after
+			// it are other examples (an hf:// mount would wait on the
+			// network).
+			break
+		}
 	}
 	s := strings.Join(lines, "\n")
 	s = strings.ReplaceAll(s, "./tensorfs", bin)
