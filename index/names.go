@@ -364,3 +364,31 @@ func compareSlash(s, dir string) int {
 	}
 	return cmp.Compare(s[len(dir)], '/')
 }
+
+// UniqueNames hands out distinct tensor names in the order asked: a name
+// already taken gets the first free suffix #1, #2, ... (FORMATS.md's rule
+// for names that coincide, as when a key holding '/' spells another
+// path). Its zero value is ready to use.
+type UniqueNames struct {
+	taken map[string]bool
+	next  map[string]int // first suffix worth trying, per name
+}
+
+// Take returns name, or name#N for the first N not yet taken.
+func (u *UniqueNames) Take(name string) string {
+	if u.taken == nil {
+		u.taken, u.next = map[string]bool{}, map[string]int{}
+	}
+	if !u.taken[name] {
+		u.taken[name] = true
+		return name
+	}
+	for n := u.next[name] + 1; ; n++ {
+		c := name + "#" + strconv.Itoa(n)
+		if !u.taken[c] {
+			u.taken[c] = true
+			u.next[name] = n
+			return c
+		}
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/lazyweights/tensorfs/index"
@@ -205,10 +204,10 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 	var members []member
 	var empty []int // tensors of no elements and no chunk
 	notRead := map[string]string{}
-	var tensorNames, valueNames uniq
+	var tensorNames, valueNames index.UniqueNames
 	for _, tm := range md.Tensors {
 		where := "tensor " + quote(tm.FQN)
-		name := tensorNames.take(md.name(tm.FQN))
+		name := tensorNames.Take(md.name(tm.FQN))
 		fqns[name] = tm.FQN
 		if why, ok := md.NotRead[tm.FQN]; ok {
 			notRead[name] = why
@@ -285,7 +284,7 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		idx.Tensors = append(idx.Tensors, t)
 	}
 	for _, fqn := range md.Bytes {
-		name := valueNames.take(md.name(fqn))
+		name := valueNames.Take(md.name(fqn))
 		fqns[name] = fqn
 		it, ok := md.Storage[itemKey(fqn, nil)]
 		if !ok {
@@ -353,32 +352,6 @@ func (l *loader) untransformed(md *Metadata, tm TensorMeta) (Item, bool) {
 		}
 	}
 	return Item{}, false
-}
-
-// uniq hands out distinct names in the order asked: a name already
-// taken gets the first free suffix #1, #2, ... (FORMATS.md's rule for
-// names that coincide: a key holding '/' can spell another path).
-type uniq struct {
-	taken map[string]bool
-	next  map[string]int // first suffix worth trying, per name
-}
-
-func (u *uniq) take(name string) string {
-	if u.taken == nil {
-		u.taken, u.next = map[string]bool{}, map[string]int{}
-	}
-	if !u.taken[name] {
-		u.taken[name] = true
-		return name
-	}
-	for n := u.next[name] + 1; ; n++ {
-		c := name + "#" + strconv.Itoa(n)
-		if !u.taken[c] {
-			u.taken[c] = true
-			u.next[name] = n
-			return c
-		}
-	}
 }
 
 // checkOverlap refuses chunks that overlap (elements counted twice; with

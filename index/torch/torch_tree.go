@@ -78,31 +78,6 @@ func newPtWalker(st ptStream, span ptSpan) *ptWalker {
 		budget: pickle.NewBudget(st.budgetSize()), onPath: map[any]bool{}}
 }
 
-// ptUniq hands out distinct names: a name already taken gets the first
-// free suffix #1, #2, ...
-type ptUniq struct {
-	taken map[string]bool
-	next  map[string]int // first suffix worth trying, per name
-}
-
-func (u *ptUniq) take(name string) string {
-	if u.taken == nil {
-		u.taken, u.next = map[string]bool{}, map[string]int{}
-	}
-	if !u.taken[name] {
-		u.taken[name] = true
-		return name
-	}
-	for n := u.next[name] + 1; ; n++ {
-		c := name + "#" + strconv.Itoa(n)
-		if !u.taken[c] {
-			u.taken[c] = true
-			u.next[name] = n
-			return c
-		}
-	}
-}
-
 // keyName is a dict key as a name component (before ptDistinct makes it
 // distinct).
 func (w *ptWalker) keyName(k any) string {
@@ -193,10 +168,10 @@ func ptDistinct(names []string) bool {
 	if !clash {
 		return false
 	}
-	var u ptUniq
+	var u index.UniqueNames
 	changed := false
 	for i := range names {
-		n := u.take(names[i])
+		n := u.Take(names[i])
 		changed = changed || n != names[i]
 		names[i] = n
 	}
