@@ -76,7 +76,7 @@ func (r *Root) exportEntry(dt dtype.DType) *entry {
 					r.logger.Printf("%s left out of the %s safetensors export: %v", f.Name, dt, err)
 					continue
 				}
-				rd = bytesReader(b)
+				rd = bytesFile(b)
 			}
 		}
 		e, err := b.add(f.Name, fileData{kind: kindExport, size: rd.Size()})
@@ -150,22 +150,6 @@ func withoutKey(b []byte, key string) ([]byte, error) {
 		return slices.Concat(b[:start], rest), nil
 	}
 	return b, nil
-}
-
-// bytesReader serves bytes as a view.Reader.
-type bytesReader []byte
-
-func (b bytesReader) Size() int64 { return int64(len(b)) }
-
-func (b bytesReader) ReadAt(p []byte, off int64) (int, error) {
-	if off >= int64(len(b)) {
-		return 0, io.EOF
-	}
-	n := copy(p, b[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
 }
 
 func exportDTypeName(dt dtype.DType) string {

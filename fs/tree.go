@@ -687,7 +687,7 @@ func (r *Root) addExtra(top *builder) error {
 	return nil
 }
 
-// bytesFile is a virtual file of fixed bytes.
+// bytesFile is a virtual file of fixed bytes (also a view.Reader).
 type bytesFile []byte
 
 func (b bytesFile) Size() int64 { return int64(len(b)) }
