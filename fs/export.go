@@ -61,30 +61,17 @@ func (r *Root) exportEntry(dt dtype.DType) *entry {
 	}
 	b := newBuilder(exportDir)
 	b.add(exportName, fileData{kind: kindExport, dtype: dt, size: size})
-	q := r.idx.Quantization
-	for _, f := range r.opts.ExportFiles {
-		var rd view.Reader = sourceReader{f.Src}
-		if q != nil && dt != dtype.Invalid {
-			// A converted export holds the logical weights: a loader
-			// must not dequantize them again.
-			switch f.Name {
-			case "hf_quant_config.json", "quantize_config.json":
-				continue
-			case "config.json":
-				b, err := unquantizedConfig(f.Src, q.Scheme)
-				if err != nil {
-					r.logger.Printf("%s left out of the %s safetensors export: %v", f.Name, dt, err)
-					continue
-				}
-				rd = bytesFile(b)
-			}
-		}
-		e, err := b.add(f.Name, fileData{kind: kindExport, size: rd.Size()})
-		if err != nil {
-			r.logger.Printf("%s left out of the safetensors export: %v", f.Name, err)
+	for _, c := range r.companions(dt) { // modeldir.go
+		if c.name == exportName {
+			r.logger.Printf("%s left out of the safetensors export: the export's own name", c.name)
 			continue
 		}
-		e.contents.Store(&fileContents{r: rd})
+		e, err := b.add(c.name, fileData{kind: kindExport, size: c.rd.Size()})
+		if err != nil {
+			r.logger.Printf("%s left out of the safetensors export: %v", c.name, err)
+			continue
+		}
+		e.contents.Store(&fileContents{r: c.rd})
 	}
 	return b.finish()
 }
@@ -92,21 +79,11 @@ func (r *Root) exportEntry(dt dtype.DType) *entry {
 // maxConfigJSON bounds the config.json an export rewrites.
 const maxConfigJSON = 16 << 20
 
-// unquantizedConfig returns config.json (src) without the keys that name
+// unquantizedConfig returns config.json (b) without the keys that name
 // a quantization ("quantization_config"; MLX's "quantization"), every
-// other byte as it is: the config.json of a converted export, whose
+// other byte as it is: the config.json of a converted tree, whose
 // weights are the logical ones.
-func unquantizedConfig(src backing.Source, scheme string) ([]byte, error) {
-	if src.Size() > maxConfigJSON {
-		return nil, fmt.Errorf("%d bytes (over %d)", src.Size(), maxConfigJSON)
-	}
-	b := make([]byte, src.Size())
-	if n, err := src.ReadAt(b, 0); n != len(b) {
-		if err == nil {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
+func unquantizedConfig(b []byte, scheme string) ([]byte, error) {
 	b, err := withoutKey(b, "quantization_config")
 	if err == nil && scheme == "mlx-affine" {
 		b, err = withoutKey(b, "quantization")
@@ -163,19 +140,33 @@ func exportDTypeName(dt dtype.DType) string {
 // built (in Options.View, or the stored dtypes), in .native/ when there is
 // one, and in each converted view's directory. NewRoot calls it once the
 // views are attached, before finishing the tree.
+// With a model directory's files, each of those trees shows them beside
+// its tensors too, with model.safetensors (modeldir.go).
 func (r *Root) addExports(top *builder) {
-	if e := r.exportEntry(r.opts.View); e != nil {
+	e := r.exportEntry(r.opts.View)
+	if e != nil {
 		top.attach(e)
 	}
+	for _, m := range r.modelFiles(r.opts.View, e) {
+		top.attach(m)
+	}
 	if d := top.attached(nativeDir); d != nil && d.isDir() {
-		if e := r.exportEntry(dtype.Invalid); e != nil {
+		e := r.exportEntry(dtype.Invalid)
+		if e != nil {
 			insertChild(d, e)
+		}
+		for _, m := range r.modelFiles(dtype.Invalid, e) {
+			insertChild(d, m)
 		}
 	}
 	for _, fv := range floatViews {
 		if d := top.attached(fv.dir); d != nil && d.isDir() {
-			if e := r.exportEntry(fv.dt); e != nil {
+			e := r.exportEntry(fv.dt)
+			if e != nil {
 				insertChild(d, e)
+			}
+			for _, m := range r.modelFiles(fv.dt, e) {
+				insertChild(d, m)
 			}
 		}
 	}
@@ -213,6 +204,12 @@ func (r *Root) exportReader(e *node) (view.Reader, error) {
 	if c := e.loadContents(); c != nil {
 		return c.r, c.err
 	}
+	// model.safetensors beside a model directory's files is the same
+	// export as in .safetensors/: built once (modeldir.go).
+	if v, ok := r.exports.Load(e.file.dtype); ok {
+		c, _ := e.storeContents(v.(*fileContents))
+		return c.r, c.err
+	}
 	srcs := make([]backing.Source, len(r.sources))
 	for i := range srcs {
 		srcs[i] = r.viewSource(i) // counts served bytes: cache.go
@@ -225,6 +222,7 @@ func (r *Root) exportReader(e *node) (view.Reader, error) {
 	}
 	if err == nil {
 		c.r = x
+		r.exports.LoadOrStore(e.file.dtype, c)
 	}
 	if c, stored := e.storeContents(c); !stored {
 		return c.r, c.err

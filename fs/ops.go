@@ -85,7 +85,7 @@ func (r *Root) readFile(e *node, h *handle, dest []byte, off int64) (fuse.ReadRe
 		return fuse.ReadResultData(h.data[off : off+int64(k)]), 0
 	}
 	res, errno := r.read(e, dest, off)
-	if e.file.kind == kindTensor {
+	if k := e.file.kind; k == kindTensor || k == kindExport {
 		st := &r.stats
 		if errno != 0 {
 			st.errors.Add(1)
@@ -123,6 +123,8 @@ func (r *Root) xattrs(e *node) [][2]string {
 		return nil
 	case f.kind != kindTensor:
 		return nil
+	case f.whole(): // a checkpoint file as it is (.files/): where it is
+		return [][2]string{{xattrSource, r.idx.SourceName(f.t.Source)}}
 	}
 	sh := f.t.Shape
 	if f.sliced() {

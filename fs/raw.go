@@ -149,7 +149,7 @@ func (fs *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 	if errno != 0 {
 		return fuse.Status(errno)
 	}
-	out.OpenFlags = flags
+	out.OpenFlags = flags | fuse.FOPEN_NOFLUSH // see Flush
 	if h != nil && h.passthrough {
 		id, ok := fs.backing.acquire(fs.backer, e.id, h.fd)
 		if !ok {
@@ -177,6 +177,20 @@ func (fs *rawFS) handle(fh uint64) *handle {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	return fs.handles[fh]
+}
+
+// Flush is never needed: nothing is written. Every file is opened with
+// FOPEN_NOFLUSH (Linux 5.16+), so that closing it sends no FLUSH, and a
+// FLUSH that comes all the same (an older kernel) is answered ENOSYS,
+// after which the kernel sends none for the mount. A FLUSH is the one
+// request a close(2) waits for, uninterruptibly: a process exiting with a
+// file of the mount open while its server is stopped or gone (the server
+// itself, another tensorfs server backed by this mount's files) would
+// hang in D state in fuse_flush until the connection is aborted
+// (docs/RELIABILITY.md, "Exit with a mount's file open").
+func (fs *rawFS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	fs.root.stats.flushes.Add(1)
+	return fuse.ENOSYS
 }
 
 func (fs *rawFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {

@@ -14,6 +14,9 @@ type stats struct {
 	bytes  atomic.Uint64
 	errors atomic.Uint64
 	panics atomic.Uint64
+	// flushes: FLUSH requests received (raw.go: none is wanted); not
+	// in stats.json, for tests
+	flushes atomic.Uint64
 }
 
 // Stats is a snapshot of a mounted tree's counters.

@@ -197,8 +197,10 @@ type xattrser interface {
 type fileData struct {
 	kind fileKind
 	// Tensors.
-	form  tensorForm
-	dtype dtype.DType // dtype of the served bytes (the view's, or stored)
+	form tensorForm
+	// dtype of the served bytes (the view's, or stored); dtype.Invalid
+	// for a file of the checkpoint as it is (.files/: whole)
+	dtype dtype.DType
 	// private: mode 0400 (an ExtraDir's files)
 	private bool
 	// part: for a part of t (split.go), the split variant of the place
@@ -207,6 +209,11 @@ type fileData struct {
 	size int64
 	t    *index.Tensor
 }
+
+// whole reports whether f is a file of the checkpoint as it is
+// (.files/, modeldir.go): served as a tensor that is the whole source
+// file, in no dtype.
+func (f *fileData) whole() bool { return f.kind == kindTensor && f.dtype == dtype.Invalid }
 
 // tensorForm is how a tensor file's bytes are made.
 type tensorForm uint8
@@ -360,6 +367,16 @@ type Root struct {
 	// directory, for .split/ (split.go), worked out on first use.
 	splitRanks splitRanks
 
+	// exports: per dtype, the *fileContents of its export once built,
+	// shared by the files that serve it (export.go).
+	exports sync.Map
+	// besideByDType, configBytes, configErr: the model directory's
+	// files as each dtype's trees show them, and config.json's bytes;
+	// worked out by NewRoot, unchanged after (modeldir.go).
+	besideByDType map[dtype.DType][]companion
+	configBytes   []byte
+	configErr     error
+
 	// Mutable.
 	stats stats
 	// directIO: Options.DirectIO, once Mount has seen that the kernel
@@ -397,6 +414,8 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 	}
 	r.mtime = r.sourcesMtime()
 	r.stats.start = time.Now()
+	r.moveClashing() // tensors named as a model directory's files: modeldir.go
+	idx = r.idx
 
 	for i := range idx.Tensors {
 		t := &idx.Tensors[i]
@@ -437,6 +456,7 @@ func NewRoot(idx *index.Index, sources []backing.Source, opts Options) (*Root, e
 	}
 	top.attach(viewDir(npyDir, placeNPY))
 	r.addExports(top) // .safetensors/ in each tree (export.go)
+	r.addFiles(top)   // .files/: modeldir.go
 
 	listed := r.listFiles(placeTop) // what index.json describes: the top level
 	var stored []uint32             // and, in a converted top level, .native/

@@ -402,7 +402,7 @@ func TestEmptyIndex(t *testing.T) {
 	idx := &index.Index{Format: "safetensors", Sources: []string{"/x"}}
 	r := newRoot(t, idx, &memSource{name: "/x", data: make([]byte, 8)}, Options{})
 	// Every view, each with the export of no tensors (a header).
-	if got := strings.Join(names(r.lookupPath("")), ","); got != ".bf16,.f16,.f32,.f64,.npy,.safetensors,.split,.tensorfs" {
+	if got := strings.Join(names(r.lookupPath("")), ","); got != ".bf16,.f16,.f32,.f64,.files,.npy,.safetensors,.split,.tensorfs" {
 		t.Errorf("top level of an empty index: %v", got)
 	}
 	doc := parseIndex(t, r)
