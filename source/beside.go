@@ -28,9 +28,10 @@ const MaxBeside = 4096
 
 // besideFiles is what Beside found, once.
 type besideFiles struct {
-	once  sync.Once
-	files []File
-	err   error
+	once    sync.Once
+	files   []File
+	skipped []error
+	err     error
 }
 
 // Beside returns the regular files of the model directory beside the
@@ -52,12 +53,25 @@ func (c *Checkpoint) Beside(ctx context.Context) ([]File, error) {
 	}
 	b.once.Do(func() {
 		if c.Remote != nil {
-			b.files, b.err = remoteBeside(ctx, c, c.path, nil)
+			b.files, b.skipped, b.err = remoteBeside(ctx, c, c.path, nil)
 		} else {
-			b.files, b.err = localBeside(c.path, c.Index, nil)
+			b.files, b.skipped, b.err = localBeside(c.path, c.Index, nil)
 		}
 	})
 	return b.files, b.err
+}
+
+// BesideSkipped returns, one error each, the files beside the checkpoint
+// that Beside left out because they could not be opened or read (a
+// file without read permission, an object the store refuses), and past
+// MaxBeside files that there were more: none costs the others, nor the
+// checkpoint. Its lines name the file and the problem; the caller logs
+// them. Nil before Beside.
+func (c *Checkpoint) BesideSkipped() []error {
+	if c.beside == nil {
+		return nil
+	}
+	return c.beside.skipped
 }
 
 // BesideNamed opens only the files of these names beside the checkpoint
@@ -69,10 +83,20 @@ func (c *Checkpoint) BesideNamed(ctx context.Context, names ...string) ([]File, 
 		return nil, nil // not from Load, or closed
 	}
 	only := func(name string) bool { return slices.Contains(names, name) }
+	var files []File
+	var skipped []error
+	var err error
 	if c.Remote != nil {
-		return remoteBeside(ctx, c, c.path, only)
+		files, skipped, err = remoteBeside(ctx, c, c.path, only)
+	} else {
+		files, skipped, err = localBeside(c.path, c.Index, only)
 	}
-	return localBeside(c.path, c.Index, only)
+	if err == nil && len(skipped) > 0 {
+		// A file asked for by name must be read: it is not left out.
+		closeBeside(files)
+		return nil, skipped[0]
+	}
+	return files, err
 }
 
 func closeBeside(files []File) {
@@ -100,22 +124,24 @@ func isCheckpoint(src backing.Source) (bool, error) {
 	return ok, nil
 }
 
-// localBeside is Beside for a local path.
-func localBeside(source string, idx *index.Index, only func(name string) bool) ([]File, error) {
+// localBeside is Beside for a local path: the files, and those left out
+// (skipped: one that cannot be opened or read, the files past
+// MaxBeside); err when the directory cannot be listed.
+func localBeside(source string, idx *index.Index, only func(name string) bool) (out []File, skipped []error, err error) {
 	st, err := os.Stat(source)
 	if err != nil {
-		return nil, nil // not a local path
+		return nil, nil, nil // not a local path
 	}
 	dir := source
 	if !st.IsDir() {
 		if !strings.HasSuffix(source, ".index.json") {
-			return nil, nil
+			return nil, nil, nil
 		}
 		dir = filepath.Dir(source)
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	isSource := map[string]bool{}
 	for _, s := range idx.Sources {
@@ -126,7 +152,6 @@ func localBeside(source string, idx *index.Index, only func(name string) bool) (
 			isSource[abs] = true
 		}
 	}
-	var out []File
 	for _, e := range ents {
 		name := e.Name()
 		p := filepath.Join(dir, name)
@@ -140,19 +165,19 @@ func localBeside(source string, idx *index.Index, only func(name string) bool) (
 			continue // a dangling link, a subdirectory through a link, a device...
 		}
 		if len(out) >= MaxBeside {
-			closeBeside(out)
-			return nil, fmt.Errorf("%s: more than %d files beside the checkpoint", dir, MaxBeside)
+			skipped = append(skipped, fmt.Errorf("%s: more than %d files beside the checkpoint: %s and the files after it left out", dir, MaxBeside, index.Printable(name)))
+			break
 		}
-		src, err := backing.Open(p, backing.Options{Mode: backing.Pread})
+		src, err := openBeside(p)
 		if err != nil {
-			closeBeside(out)
-			return nil, err
+			skipped = append(skipped, besideSkip(p, err))
+			continue
 		}
 		isCk, err := isCheckpoint(src)
 		if err != nil {
 			src.Close()
-			closeBeside(out)
-			return nil, err
+			skipped = append(skipped, besideSkip(p, err))
+			continue
 		}
 		if isCk {
 			src.Close() // a checkpoint the index does not use
@@ -160,16 +185,27 @@ func localBeside(source string, idx *index.Index, only func(name string) bool) (
 		}
 		out = append(out, File{Name: name, Src: src})
 	}
-	return out, nil
+	return out, skipped, nil
+}
+
+// openBeside opens a local file beside the checkpoint (a variable for
+// tests: root reads every file, so a test cannot make one unreadable).
+var openBeside = func(path string) (backing.Source, error) {
+	return backing.Open(path, backing.Options{Mode: backing.Pread})
+}
+
+// besideSkip is the line for a file beside the checkpoint left out.
+func besideSkip(name string, err error) error {
+	return fmt.Errorf("%s: left out of the model directory's files: %v", index.Printable(name), err)
 }
 
 // remoteBeside is Beside for a remote SOURCE: when its store lists
 // (Scheme.Listable: s3://, hf://), the objects directly under the prefix
 // it names; nothing for one object or an HTTP(S) URL.
-func remoteBeside(ctx context.Context, ck *Checkpoint, source string, only func(name string) bool) ([]File, error) {
+func remoteBeside(ctx context.Context, ck *Checkpoint, source string, only func(name string) bool) (out []File, skipped []error, err error) {
 	c, idx, key := ck.Remote, ck.Index, ck.RemoteKey
 	if c == nil || !ck.RemoteListable {
-		return nil, nil
+		return nil, nil, nil
 	}
 	prefix := key
 	switch {
@@ -181,10 +217,10 @@ func remoteBeside(ctx context.Context, ck *Checkpoint, source string, only func(
 	case key != "" && !strings.HasSuffix(key, "/"):
 		isDir, err := c.Stat(ctx, key)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !isDir {
-			return nil, nil // one object
+			return nil, nil, nil // one object
 		}
 	}
 	if prefix = strings.TrimSuffix(prefix, "/"); prefix != "" {
@@ -192,32 +228,39 @@ func remoteBeside(ctx context.Context, ck *Checkpoint, source string, only func(
 	}
 	ents, err := c.List(ctx, prefix)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	isSource := map[string]bool{}
 	for _, s := range idx.Sources {
 		isSource[s] = true
 	}
-	var out []File
 	for _, e := range ents {
 		name := e.Name
 		if strings.Contains(name, "/") || !besideName(name) || (only != nil && !only(name)) || isSource[c.URL(prefix+name)] {
 			continue
 		}
 		if len(out) >= MaxBeside {
-			closeBeside(out)
-			return nil, fmt.Errorf("%s: more than %d objects beside the checkpoint", source, MaxBeside)
+			skipped = append(skipped, fmt.Errorf("%s: more than %d objects beside the checkpoint: %s and the objects after it left out", source, MaxBeside, index.Printable(name)))
+			break
 		}
 		src, err := c.Open(ctx, prefix+name)
 		if err != nil {
-			closeBeside(out)
-			return nil, err
+			if ctx.Err() != nil {
+				closeBeside(out)
+				return nil, nil, err // canceled: not one object's problem
+			}
+			skipped = append(skipped, besideSkip(c.URL(prefix+name), err))
+			continue
 		}
 		isCk, err := isCheckpoint(src)
 		if err != nil {
 			src.Close()
-			closeBeside(out)
-			return nil, err
+			if ctx.Err() != nil {
+				closeBeside(out)
+				return nil, nil, err
+			}
+			skipped = append(skipped, besideSkip(c.URL(prefix+name), err))
+			continue
 		}
 		if isCk || isSource[src.Name()] {
 			src.Close() // a checkpoint the index does not use
@@ -225,5 +268,5 @@ func remoteBeside(ctx context.Context, ck *Checkpoint, source string, only func(
 		}
 		out = append(out, File{Name: name, Src: src})
 	}
-	return out, nil
+	return out, skipped, nil
 }

@@ -34,12 +34,16 @@ type checkpoint struct {
 // beside returns the files of the model directory beside the
 // checkpoint (source.Checkpoint.Beside): config.json, tokenizer
 // files...; none for a mount. They are the checkpoint's: close closes
-// them.
+// them. A file that cannot be read is left out with one line on stderr.
 func (c *checkpoint) beside() ([]source.File, error) {
 	if c.loaded == nil {
 		return nil, nil
 	}
-	return c.loaded.Beside(context.Background())
+	files, err := c.loaded.Beside(context.Background())
+	for _, s := range c.loaded.BesideSkipped() {
+		fmt.Fprintf(os.Stderr, "tensorfs: %v\n", s) // one line each; the rest is served
+	}
+	return files, err
 }
 
 // sourceOptions say how a command opens its SOURCE.
