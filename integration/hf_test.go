@@ -115,8 +115,10 @@ func TestHFFleetThroughTier(t *testing.T) {
 }
 
 // TestHFMount: `tensorfs mount hf://ORG/NAME M` serves the repository's
-// tensors and, beside .safetensors/model.safetensors, its config.json
-// and tokenizer.json; index.json names the commit sha; `ls --json` too.
+// tensors and, beside model.safetensors at the top level, in the views
+// and in .safetensors/, its config.json and tokenizer.json; its shards
+// as they are in .files/; index.json names the commit sha; `ls --json`
+// too.
 func TestHFMount(t *testing.T) {
 	srv := hftest.New()
 	defer srv.Close()
@@ -132,11 +134,15 @@ func TestHFMount(t *testing.T) {
 	if r.code != 0 || r.stdout != want {
 		t.Fatalf("sha256sum in the mount: %s %s", r.stdout, r.stderr)
 	}
-	for _, f := range []string{"config.json", "tokenizer.json"} {
-		b, err := os.ReadFile(filepath.Join(m.Dir, ".safetensors", f))
+	for _, f := range []string{".safetensors/config.json", ".safetensors/tokenizer.json", "config.json", "tokenizer.json", ".bf16/config.json"} {
+		b, err := os.ReadFile(filepath.Join(m.Dir, f))
 		if err != nil || len(b) == 0 {
-			t.Errorf(".safetensors/%s: %v", f, err)
+			t.Errorf("%s: %v", f, err)
 		}
+	}
+	// Each shard as it is, read lazily from the Hub: the same checkpoint.
+	if got := runTensorfs(t, "load", "--quiet", "--sha256", m.Path(".files")); got.code != 0 || got.stdout != want {
+		t.Errorf("load --sha256 of .files/: exit %d\n%s%s\nwant\n%s", got.code, got.stdout, got.stderr, want)
 	}
 	idx, err := os.ReadFile(filepath.Join(m.Dir, ".tensorfs", "index.json"))
 	if err != nil || !strings.Contains(string(idx), "@"+sha+"/") {
