@@ -354,3 +354,41 @@ print(json.dumps(res))
 		t.Errorf("%d FLUSH requests: want none (FOPEN_NOFLUSH)", n)
 	}
 }
+
+// TestMountRefusesSourceInside: a tree read from a file under its own
+// mount point (--allow-non-empty over the model's directory) is refused
+// before anything is mounted, naming the file; a link into it counts,
+// and a file beside the mount point does not.
+func TestMountRefusesSourceInside(t *testing.T) {
+	dir := t.TempDir()
+	mnt := filepath.Join(dir, "m")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	inside := filepath.Join(mnt, "model.safetensors")
+	link := filepath.Join(dir, "link.safetensors")
+	os.WriteFile(inside, make([]byte, 64), 0o644)
+	os.Symlink(inside, link)
+	for _, tc := range []struct {
+		source string
+		files  []ExportFile
+	}{
+		{inside, nil},
+		{link, nil},
+		{filepath.Join(dir, "beside.safetensors"), []ExportFile{{Name: "config.json", Src: &memSource{name: filepath.Join(mnt, "config.json")}}}},
+	} {
+		idx := &index.Index{Format: "safetensors", Sources: []string{tc.source}}
+		r := newRoot(t, idx, &memSource{name: tc.source, data: make([]byte, 64)}, Options{ExportFiles: tc.files})
+		server, err := Mount(mnt, r, MountOptions{Logger: quietLogger()})
+		if err == nil {
+			server.Unmount()
+			t.Fatalf("%s: mounted", tc.source)
+		}
+		if !strings.Contains(err.Error(), "is inside it") || !strings.Contains(err.Error(), mnt) {
+			t.Errorf("%s: %v", tc.source, err)
+		}
+	}
+	if err := newRoot(t, &index.Index{Format: "safetensors", Sources: []string{filepath.Join(dir, "x")}}, &memSource{data: make([]byte, 8)}, Options{}).checkOutside(mnt); err != nil {
+		t.Errorf("a file beside the mount point: %v", err)
+	}
+}

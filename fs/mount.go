@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -179,6 +180,10 @@ func Mount(mountpoint string, root *Root, mopts MountOptions) (*fuse.Server, err
 	if err := CheckMountpoint(mountpoint); err != nil {
 		return nil, err
 	}
+	abs := resolveMountpoint(mountpoint) // before mounting: never stat our own mount
+	if err := root.checkOutside(abs); err != nil {
+		return nil, fmt.Errorf("cannot mount at %s: %v", mountpoint, err)
+	}
 	logger := mopts.Logger
 	if logger == nil {
 		logger = root.logger
@@ -217,7 +222,6 @@ func Mount(mountpoint string, root *Root, mopts MountOptions) (*fuse.Server, err
 			return fuse.EIO
 		},
 	}
-	abs := resolveMountpoint(mountpoint) // before mounting: never stat our own mount
 	// Entry, attribute and negative-entry timeouts (Options.Timeout) are
 	// set by rawFS in every reply.
 	server, err := fuse.NewServer(newRawFS(root), mountpoint, mo)
@@ -252,6 +256,31 @@ func Mount(mountpoint string, root *Root, mopts MountOptions) (*fuse.Server, err
 		}
 	}
 	return server, nil
+}
+
+// checkOutside refuses a tree read from a file under the mount point
+// abs (a checkpoint file, or a model directory's file beside it, under
+// --allow-non-empty): the server opened it before mounting and would
+// read it fine, but the mount hides it, index.json and user.tensorfs.source
+// would name a file of the mount (model.safetensors at the top level is
+// the export, not the checkpoint), and whatever resolves that path after
+// mounting (a client reading the source directly, a file opened lazily)
+// reads the mount, from the server itself a deadlock.
+func (r *Root) checkOutside(abs string) error {
+	names := slices.Clone(r.idx.Sources)
+	for _, f := range r.opts.ExportFiles {
+		names = append(names, f.Src.Name())
+	}
+	for _, s := range names {
+		if !filepath.IsAbs(s) { // a member (""), a URL
+			continue
+		}
+		p := resolveMountpoint(s)
+		if p == abs || strings.HasPrefix(p, strings.TrimSuffix(abs, "/")+"/") {
+			return fmt.Errorf("the checkpoint's file %s is inside it: mount it elsewhere (the mount would hide the file, and paths to it would name a file of the mount)", s)
+		}
+	}
+	return nil
 }
 
 // directIOCaps returns the capabilities to ask for when files are opened

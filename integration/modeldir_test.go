@@ -120,3 +120,20 @@ func TestFilesGGUF(t *testing.T) {
 		t.Error("a GGUF file's mount has a config.json")
 	}
 }
+
+// TestMountOverItsSource: mounting a model directory over itself
+// (--allow-non-empty) is refused in one line naming the file, before
+// anything is mounted: the mount would hide its own checkpoint, and
+// index.json's path to it would name the mount's model.safetensors.
+func TestMountOverItsSource(t *testing.T) {
+	needFUSE(t)
+	dir := t.TempDir()
+	writeSafetensors(t, filepath.Join(dir, "model.safetensors"), []stTensor{{Name: "w", DType: "U8", Shape: []int64{8}, Data: pattern(8, 1)}}, nil)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkOneLineError(t, runTensorfs(t, "mount", "--allow-non-empty", dir, dir), 1, "cannot mount at "+dir, "model.safetensors is inside it")
+	if mountedAt(dir) {
+		t.Fatal("mounted over its own source")
+	}
+}
