@@ -28,7 +28,9 @@ import (
 // M/.bf16), `vllm serve M` and llama.cpp's converter find a complete
 // model where the checkpoint's own directory had one. A checkpoint
 // without such files (a file, one object) gets none of it: its top level
-// holds its tensors only.
+// holds its tensors only. A file whose name starts with '.' (.gitattributes)
+// is in the .safetensors/ directories only: beside the tensors, names
+// starting with '.' are tensorfs's own (.tensorfs/, the views).
 //
 // A tensor whose top-level path component is one of those names (a
 // tensor called config.json, or model.safetensors/x) moves to the first
@@ -317,6 +319,9 @@ func (r *Root) modelFiles(dt dtype.DType, x *entry) []*entry {
 	for _, c := range r.companions(dt) {
 		if err := checkComponent(c.name); err != nil || c.name == exportName {
 			continue // exportEntry said why
+		}
+		if strings.HasPrefix(c.name, ".") {
+			continue // .gitattributes...: dot names are tensorfs's (.tensorfs/, the views); in .safetensors/ only
 		}
 		e := &entry{name: c.name, file: fileData{kind: kindExport, size: c.rd.Size()}}
 		e.contents.Store(&fileContents{r: c.rd})

@@ -31,6 +31,7 @@ func modelFilesFor(config string) []ExportFile {
 		{Name: "config.json", Src: &memSource{name: "config.json", data: []byte(config)}},
 		{Name: "tokenizer.json", Src: &memSource{name: "tokenizer.json", data: []byte(`{"model": {}}`)}},
 		{Name: "generation_config.json", Src: &memSource{data: []byte(`{"do_sample": false}`)}},
+		{Name: ".tensorfs", Src: &memSource{data: []byte("a file of the model directory")}},
 	}
 }
 
@@ -92,6 +93,14 @@ func TestModelDirectory(t *testing.T) {
 		}
 		if e := r.lookupPath(".npy/config.json"); e != nil {
 			t.Errorf("view %v: .npy/ has config.json", top)
+		}
+		// A dot name is in .safetensors/ only, never in the place of
+		// tensorfs's own directories.
+		if e := r.lookupPath(".tensorfs/index.json"); e == nil {
+			t.Errorf("view %v: the model directory's .tensorfs hides tensorfs's", top)
+		}
+		if e := r.lookupPath(".bf16/.safetensors/.tensorfs"); e == nil || e.isDir() {
+			t.Errorf("view %v: .bf16/.safetensors/.tensorfs missing", top)
 		}
 		// The tensors are where they were.
 		if e := r.lookupPath(".f32/model/embed"); e == nil || e.file.kind != kindTensor {
