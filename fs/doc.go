@@ -116,7 +116,15 @@
 //     safetensors file (view.Export in the tree's dtype), and beside it
 //     Options.ExportFiles (a Hugging Face directory's config and
 //     tokenizer files); likewise in .native/ and in each float view's
-//     directory. The export is sized at NewRoot and built on first read.
+//     directory. The export is sized at NewRoot and built on first read,
+//     once per dtype;
+//   - with Options.ExportFiles, the same files and model.safetensors at
+//     the top of each of those trees, beside its tensors (modeldir.go:
+//     the mount as a model directory; a tensor of one of those names
+//     moves to NAME#N; a converted tree's config.json says its dtype);
+//   - .files/ (modeldir.go): each file of the checkpoint as it is,
+//     served as a stored tensor that is the whole file (dtype.Invalid:
+//     fileData.whole), so spliced, counted and passed through alike.
 //
 // Every tensor file has the extended attributes user.tensorfs.name (the
 // exact name), user.tensorfs.dtype (of the bytes this file serves: the
@@ -203,6 +211,12 @@
 // returns the running *fuse.Server. Unmount works on live and dead mounts
 // and refuses non-FUSE ones. Both read /proc/self/mountinfo rather than
 // the mount.
+//
+// No close of a file of the mount waits on the server: files are opened
+// with FOPEN_NOFLUSH, and FLUSH is answered ENOSYS (raw.go), so a process
+// exiting with one open while the server is stopped, hung or itself
+// exiting does not hang in fuse_flush. Mount refuses a tree read from a
+// file under its own mount point (checkOutside).
 //
 // # Deadlocks
 //

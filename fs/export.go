@@ -42,9 +42,10 @@ const (
 	exportName = "model.safetensors"
 )
 
-// ExportFile is a file served unchanged beside model.safetensors in every
-// .safetensors/ directory: one of a Hugging Face model directory's other
-// files (config.json, tokenizer files...).
+// ExportFile is a file served beside model.safetensors in every
+// .safetensors/ directory and tree (modeldir.go): one of a Hugging Face
+// model directory's other files (config.json, tokenizer files...),
+// unchanged but for a converted tree's config.json.
 type ExportFile struct {
 	Name string         // file name: one path component
 	Src  backing.Source // its bytes; owned by the caller

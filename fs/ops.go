@@ -72,7 +72,8 @@ func (r *Root) open(e *node, flags uint32) (*handle, uint32, syscall.Errno) {
 }
 
 // readFile answers a READ of e opened with h (nil when it has no handle)
-// and counts it when e is a tensor.
+// and counts it when e is a tensor file (.files/ included) or a file of
+// a .safetensors/ directory or a model directory.
 func (r *Root) readFile(e *node, h *handle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if e.file.kind == kindStats {
 		if h == nil { // read without an open (cannot happen): a snapshot

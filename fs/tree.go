@@ -93,7 +93,9 @@ type Options struct {
 	UID, GID *uint32
 
 	// ExportFiles go beside model.safetensors in every .safetensors/
-	// directory (see export.go and source.Checkpoint.Beside).
+	// directory (see export.go and source.Checkpoint.Beside) and, with
+	// model.safetensors, beside the tensors at the top of each tree but
+	// .npy/ (modeldir.go). config.json, if any, is read at NewRoot.
 	ExportFiles []ExportFile
 
 	// Extra are directories of fixed files that the command serves at the

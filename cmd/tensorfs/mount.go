@@ -36,8 +36,13 @@ The tree (docs/TREE.md): one file per tensor at its name ('/' makes
 directories), xattrs user.tensorfs.{name,dtype,shape,source,offset},
 .tensorfs/index.json, .tensorfs/metadata/, .tensorfs/stats.json, the
 converted views .f32/ .f16/ .bf16/ .f64/, NumPy files in .npy/,
-tensor-parallel parts in .split/D/N/K/, and the whole checkpoint as one
-safetensors file, .safetensors/model.safetensors (in every view too).
+tensor-parallel parts in .split/D/N/K/, the whole checkpoint as one
+safetensors file, .safetensors/model.safetensors (in every view too), and
+each file of the checkpoint as it is in .files/. When SOURCE is a model
+directory, its other files (config.json, tokenizer files...) and
+model.safetensors sit beside the tensors at the top level and in each
+view, so that from_pretrained(MOUNTPOINT) finds a model; a view's
+config.json says its dtype.
 
 --gpu N uploads every tensor (converted with --dtype) to CUDA device N
 before the mount is ready, through the same path as load --gpu, and keeps
