@@ -100,6 +100,13 @@ func (r *Root) passthroughFd(e *node) int {
 	if r.opts.NoPassthrough || e.file.kind != kindTensor || r.directIO.Load() {
 		return -1
 	}
+	if e.file.whole() {
+		// .files/: served by the server. Passthrough hands an O_DIRECT
+		// read to the backing file as it is, which refuses one off its
+		// block alignment (EINVAL), where every file of the tree reads
+		// at any offset and length.
+		return -1
+	}
 	if v, ok := r.passthrough.Load(e.id); ok {
 		return v.(int)
 	}

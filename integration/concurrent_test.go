@@ -196,6 +196,12 @@ for dp, dns, fns in os.walk(m):
 			}
 			out = append(out, [2]string{m.Path(rel), exp})
 			continue
+		case first == ".files":
+			if rest != filepath.Base(src) {
+				t.Fatalf("%s: not the checkpoint file %s", rel, src)
+			}
+			out = append(out, [2]string{m.Path(rel), src}) // the file as it is
+			continue
 		case first == ".npy":
 			args = []string{"--npy", byPath[strings.TrimSuffix(rest, ".npy")]}
 		case first == ".f32" || first == ".f16" || first == ".bf16" || first == ".f64":

@@ -54,7 +54,7 @@ print(json.dumps(res))
 	if got := strings.Join(res.Top, ","); got != "model,scale" {
 		t.Errorf("top level %s, want model,scale (ids and the U8 tensor cannot be F32)", got)
 	}
-	if got := strings.Join(res.Dots, ","); got != ".bf16,.f16,.f32,.f64,.native,.npy,.safetensors,.split,.tensorfs" {
+	if got := strings.Join(res.Dots, ","); got != ".bf16,.f16,.f32,.f64,.files,.native,.npy,.safetensors,.split,.tensorfs" {
 		t.Errorf("hidden top level %s", got)
 	}
 	if res.NativeIDs != hexString(ts[2].Data) {

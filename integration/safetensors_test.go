@@ -76,9 +76,13 @@ for t in doc['tensors']:
     check(real(x.get('source', b'').decode()) == real(src), '%r: xattr source %r' % (name, x.get('source')))
 
 files = []
+# A model directory's mount is one: its other files and model.safetensors
+# (the export) sit beside the tensors, with no tensor xattrs.
+beside = set(os.listdir(os.path.dirname(srcs[0]))) | {'model.safetensors'}
 for dp, dns, fns in os.walk(mnt):
     if dp == mnt:
         dns[:] = [d for d in dns if not d.startswith('.')]
+        fns = [f for f in fns if f not in beside or 'user.tensorfs.name' in os.listxattr(os.path.join(dp, f))]
     files += [os.path.relpath(os.path.join(dp, f), mnt) for f in fns]
 check(sorted(files) == sorted(t['path'] for t in doc['tensors']),
       'stored tree has %d files, index %d' % (len(files), len(doc['tensors'])))
