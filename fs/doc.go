@@ -124,7 +124,9 @@
 //     moves to NAME#N; a converted tree's config.json says its dtype);
 //   - .files/ (modeldir.go): each file of the checkpoint as it is,
 //     served as a stored tensor that is the whole file (dtype.Invalid:
-//     fileData.whole), so spliced, counted and passed through alike.
+//     fileData.whole), so spliced and counted alike (but never passed
+//     through: an O_DIRECT read off the backing file's alignment would
+//     fail there).
 //
 // Every tensor file has the extended attributes user.tensorfs.name (the
 // exact name), user.tensorfs.dtype (of the bytes this file serves: the

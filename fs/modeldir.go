@@ -51,9 +51,12 @@ import (
 // that is a file, by its base name, NAME#N for a name taken twice), read
 // lazily through the same path as a stored tensor: spliced from the
 // source's descriptor, copied from a remote one, counted in stats.json
-// and by the page cache accounting, passed through where the kernel
-// allows. `llama-cli -m M/.files/model.gguf` then runs on an hf:// or
-// s3:// GGUF with nothing downloaded but what it reads.
+// and by the page cache accounting (a read of bytes no tensor covers, a
+// header, counts too: a chunk may be dropped before its last tensor byte
+// is served, which costs a read from disk, never a wrong byte). Never
+// passed through (passthrough.go). `llama-cli -m M/.files/model.gguf`
+// then runs on an hf:// or s3:// GGUF with nothing downloaded but what
+// it reads.
 
 // filesDir is the directory of the checkpoint's files as they are.
 const filesDir = ".files"
