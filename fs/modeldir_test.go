@@ -359,8 +359,10 @@ print(json.dumps(res))
 	if got := strings.Join(res.Top, " "); !strings.Contains(got, "config.json generation_config.json model.safetensors tokenizer.json w") {
 		t.Errorf("top level %s", got)
 	}
-	if n := r.stats.flushes.Load(); n != 0 {
-		t.Errorf("%d FLUSH requests: want none (FOPEN_NOFLUSH)", n)
+	// None with FOPEN_NOFLUSH (Linux 5.16+); an older kernel sends one,
+	// answered ENOSYS, and then none.
+	if n := r.stats.flushes.Load(); n > 1 {
+		t.Errorf("%d FLUSH requests: want none (FOPEN_NOFLUSH), or one (ENOSYS) on an old kernel", n)
 	}
 }
 
