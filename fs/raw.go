@@ -187,7 +187,7 @@ func (fs *rawFS) handle(fh uint64) *handle {
 // file of the mount open while its server is stopped or gone (the server
 // itself, another tensorfs server backed by this mount's files) would
 // hang in D state in fuse_flush until the connection is aborted
-// (docs/RELIABILITY.md, "Exit with a mount's file open").
+// (docs/RELIABILITY.md, "Issue 45: exit with a mount's file open").
 func (fs *rawFS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	fs.root.stats.flushes.Add(1)
 	return fuse.ENOSYS
