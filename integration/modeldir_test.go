@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,6 +118,16 @@ func TestFilesGGUF(t *testing.T) {
 		t.Fatalf(".files/ollama-ggml-q4_k.gguf: %d bytes, differs from the %d-byte file", len(got), len(want))
 	}
 	checkLsSame(t, src, m.Path(".files/ollama-ggml-q4_k.gguf"), true)
+	// Mapped, as llama.cpp maps a model.
+	out := runPy(t, `
+import hashlib, mmap, sys
+with open(sys.argv[1], "rb") as f:
+    mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    print(hashlib.sha256(mm[:]).hexdigest())
+`, m.Path(".files/ollama-ggml-q4_k.gguf"))
+	if strings.TrimSpace(out) != sha256Hex(want) {
+		t.Errorf("mmap of .files/ollama-ggml-q4_k.gguf differs from the file")
+	}
 	if _, err := os.Stat(m.Path("config.json")); err == nil {
 		t.Error("a GGUF file's mount has a config.json")
 	}
@@ -136,4 +148,9 @@ func TestMountOverItsSource(t *testing.T) {
 	if mountedAt(dir) {
 		t.Fatal("mounted over its own source")
 	}
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
 }
