@@ -5,10 +5,12 @@ package hf
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -67,25 +69,68 @@ func (s *Store) ensure(ctx context.Context) error {
 	if done {
 		return nil
 	}
-	var sha string
+	var sha, why string
 	var files map[string]fileInfo
 	var err error
 	if s.offline {
-		sha, files, err = s.fromCache()
+		why = whyOffline
+		sha, files, err = s.fromCache(why, "")
 	} else {
 		if sha, err = s.resolveRevision(ctx); err == nil {
 			files, err = s.listTree(ctx, sha)
+		}
+		if err != nil && unreachable(ctx, err) {
+			// As huggingface_hub does: the snapshot in the HF cache,
+			// when there is one, rather than no model.
+			csha, cfiles, cerr := s.fromCache(whyUnreachable, sha)
+			if cerr != nil {
+				return withHint(err)
+			}
+			why, sha, files, err = whyUnreachable+" ("+errMsg(err)+")", csha, cfiles, nil
 		}
 	}
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	if s.files == nil {
-		s.sha, s.files = sha, files
+	first := s.files == nil
+	if first {
+		s.sha, s.files, s.cacheWhy = sha, files, why
 	}
 	s.mu.Unlock()
+	if first && why != "" && !s.offline {
+		s.logf("tensorfs: %s: %s; reading its snapshot %s from the HF cache (%s), as HF_HUB_OFFLINE=1 would", s.URL(""), why, sha, filepath.Join(s.cacheDir, "snapshots", sha))
+	}
 	return nil
+}
+
+// unreachable reports whether err says that the Hub could not be
+// reached at all (no network, DNS, a refused or reset connection), not
+// that it answered, nor that ctx ended.
+func unreachable(ctx context.Context, err error) bool {
+	var re *remote.Error
+	return ctx.Err() == nil && errors.As(err, &re) && re.Status == 0 && re.Err != nil && remote.NetworkError(re.Err)
+}
+
+// errMsg is the message of err's *remote.Error, without its URL.
+func errMsg(err error) string {
+	var re *remote.Error
+	if errors.As(err, &re) && re.Msg != "" {
+		return re.Msg
+	}
+	return err.Error()
+}
+
+// withHint adds to the error of a Hub that cannot be reached what to do
+// about it.
+func withHint(err error) error {
+	var re *remote.Error
+	if !errors.As(err, &re) {
+		return err
+	}
+	e := *re
+	e.Msg += "; the Hub cannot be reached: with no network, HF_HUB_OFFLINE=1 reads the HF cache only (and --remote-timeout bounds the wait)"
+	return &e
 }
 
 func isSHA(rev string) bool {

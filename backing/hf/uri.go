@@ -65,6 +65,10 @@ func Parse(source string) (kind, id, rev, key string, err error) {
 		if rev, err = url.PathUnescape(rev); err != nil || rev == "" {
 			return "", "", "", "", bad("an empty or malformed revision")
 		}
+		if why := badRevision(rev); why != "" {
+			// Not rev itself: it may hold a control character.
+			return "", "", "", "", bad("the revision " + why + ": a revision is a branch, a tag or a commit sha, never a path")
+		}
 	}
 	if rest != "" && rest[0] != '/' {
 		return "", "", "", "", bad("malformed")
@@ -78,6 +82,48 @@ func Parse(source string) (kind, id, rev, key string, err error) {
 		}
 	}
 	return kind, org + "/" + name, rev, key, nil
+}
+
+// maxRevision bounds a revision's length (git's refs are path
+// components; the Hub's are short).
+const maxRevision = 255
+
+// badRevision says why rev cannot be a branch, a tag or a sha, as git's
+// check-ref-format rules a ref name: no "..", no component that is
+// empty or starts with '.', none ending in ".lock", no control
+// character, space or one of ~^:?*[\, not "@" nor holding "@{", not
+// ending in '.' or '/'. "" when it can: a name that cannot leave refs/
+// of the HF cache, nor be anything but one path in the Hub's API.
+func badRevision(rev string) string {
+	if len(rev) > maxRevision {
+		return fmt.Sprintf("is longer than %d bytes", maxRevision)
+	}
+	for i := 0; i < len(rev); i++ {
+		c := rev[i]
+		if c < 0x20 || c == 0x7f || strings.IndexByte(" ~^:?*[\\", c) >= 0 {
+			return fmt.Sprintf("holds the byte %#02x", c)
+		}
+	}
+	if rev == "@" || strings.Contains(rev, "@{") {
+		return "holds @{ or is @"
+	}
+	if strings.Contains(rev, "..") {
+		return "holds .."
+	}
+	if strings.HasSuffix(rev, ".") {
+		return "ends in ."
+	}
+	for _, c := range strings.Split(rev, "/") {
+		switch {
+		case c == "":
+			return "has an empty path component (a / at an end, or //)"
+		case c[0] == '.':
+			return "has a component that starts with ."
+		case strings.HasSuffix(c, ".lock"):
+			return "has a component that ends in .lock"
+		}
+	}
+	return ""
 }
 
 func cutPrefixFold(s, prefix string) (string, bool) {
