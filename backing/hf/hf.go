@@ -70,10 +70,10 @@ type Store struct {
 	mu       sync.Mutex
 	sha      string              // GUARDED_BY(mu): "" until resolved
 	cacheWhy string              // GUARDED_BY(mu): why the listing is the HF cache's ("" when the Hub's)
-	files   map[string]fileInfo // GUARDED_BY(mu): path -> file, once listed
-	locs    map[string]location // GUARDED_BY(mu): path -> where its bytes are
-	cdnETag map[string]string   // GUARDED_BY(mu): path -> the CDN's ETag, pinned
-	local   map[string]*os.File // GUARDED_BY(mu): path -> its file in the HF cache
+	files    map[string]fileInfo // GUARDED_BY(mu): path -> file, once listed
+	locs     map[string]location // GUARDED_BY(mu): path -> where its bytes are
+	cdnETag  map[string]string   // GUARDED_BY(mu): path -> the CDN's ETag, pinned
+	local    map[string]*os.File // GUARDED_BY(mu): path -> its file in the HF cache
 
 	cw *cacheWriter // nil unless Options.CacheWrite
 }
