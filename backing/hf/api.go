@@ -178,7 +178,17 @@ const maxTreeEntries = 1 << 20
 func (s *Store) listTree(ctx context.Context, sha string) (map[string]fileInfo, error) {
 	files := map[string]fileInfo{}
 	next := s.apiURL("/api/" + s.kind + "/" + s.id + "/tree/" + quote(sha, "") + "?recursive=true")
-	for n := 0; next != ""; n++ {
+	// A listing whose pages never end is one line at once, not a
+	// request storm until the deadline: a page asked for twice, or a
+	// page with a next one that gives no entry an earlier page did not
+	// (so there are never more pages than entries).
+	seen := map[string]int{} // page URL -> its number
+	paths := map[string]bool{}
+	for n := 1; next != ""; n++ {
+		if m, ok := seen[next]; ok {
+			return nil, &remote.Error{URL: s.URL(""), Kind: remote.Invalid, Msg: fmt.Sprintf("the Hub's tree listing loops: page %d's next page (Link: rel=\"next\") is page %d again (%s)", n-1, m, remote.RedactURL(next))}
+		}
+		seen[next] = n
 		req, err := s.request(ctx, http.MethodGet, next, nil)
 		if err != nil {
 			return nil, err
@@ -207,7 +217,12 @@ func (s *Store) listTree(ctx context.Context, sha string) (map[string]fileInfo, 
 		if err != nil {
 			return nil, &remote.Error{URL: s.URL(""), Kind: remote.Transient, Msg: "reading the tree: " + err.Error()}
 		}
+		fresh := 0
 		for _, e := range page {
+			if k := e.Type + "\x00" + e.Path; !paths[k] {
+				paths[k] = true
+				fresh++
+			}
 			if e.Type != "file" {
 				continue
 			}
@@ -217,10 +232,13 @@ func (s *Store) listTree(ctx context.Context, sha string) (map[string]fileInfo, 
 			}
 			files[e.Path] = fi
 		}
-		if len(files) > maxTreeEntries {
-			return nil, &remote.Error{URL: s.URL(""), Kind: remote.Invalid, Msg: fmt.Sprintf("more than %d files", maxTreeEntries)}
+		if len(paths) > maxTreeEntries {
+			return nil, &remote.Error{URL: s.URL(""), Kind: remote.Invalid, Msg: fmt.Sprintf("the Hub's tree holds more than %d entries", maxTreeEntries)}
 		}
 		next = nextLink(resp.Header.Values("Link"))
+		if next != "" && fresh == 0 {
+			return nil, &remote.Error{URL: s.URL(""), Kind: remote.Invalid, Msg: fmt.Sprintf("the Hub's tree listing does not end: page %d gives no entry that earlier pages did not (%d entries in all) and names a next page (Link: rel=\"next\")", n, len(paths))}
+		}
 		if next != "" {
 			u, err := url.Parse(next)
 			if err != nil || !s.isHub(u) {

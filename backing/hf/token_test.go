@@ -261,3 +261,31 @@ func TestHostileRef(t *testing.T) {
 		t.Errorf("links out of the cache listed: %v %v", ents, err)
 	}
 }
+
+// TestTreeNeverEnds: a tree listing whose Link rel="next" names the page
+// itself, or whose pages never end (past the last entry, pages that
+// repeat it), is one line naming the loop after a few requests, not a
+// storm of requests until the deadline.
+func TestTreeNeverEnds(t *testing.T) {
+	for _, tc := range []struct {
+		fault hftest.TreeFault
+		want  string
+	}{
+		{hftest.TreeSelf, "the Hub's tree listing loops: page 1's next page"},
+		{hftest.TreeEndless, "the Hub's tree listing does not end: page 4 gives no entry"},
+	} {
+		srv := hftest.New()
+		srv.TreeFault = tc.fault
+		srv.Commit("org/model", "main", shardedRepo(1)...) // 7 entries, 3 a page
+		env(t, srv)
+		_, err := load(t, "hf://org/model")
+		n := srv.HubRequests.Load()
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("fault %d: %v, want one line with %q", tc.fault, err, tc.want)
+		}
+		if n > 5 {
+			t.Errorf("fault %d: %d requests to the Hub, want at most 5 (the revision, the pages)", tc.fault, n)
+		}
+	}
+}
