@@ -289,3 +289,76 @@ func TestTreeNeverEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestOfflineMissingNamesCachePath: offline, a shard the weight map
+// names that is not in the snapshot (never downloaded, or its blob
+// gone) is one line naming its path in the cache, as REMOTE.md says,
+// not the Hub's EntryNotFound.
+func TestOfflineMissingNamesCachePath(t *testing.T) {
+	srv := hftest.New()
+	defer srv.Close()
+	files := shardedRepo(1)
+	sha := srv.Commit("org/model", "main", files...)
+	home := env(t, srv)
+	hub := filepath.Join(home, "hub")
+	hfCache(t, hub, "org/model", "main", sha, []hftest.File{files[0], files[2]}) // shard 2 never downloaded
+	t.Setenv("HF_HUB_OFFLINE", "1")
+	want := filepath.Join(hub, "models--org--model", "snapshots", sha, files[1].Path)
+	_, err := load(t, "hf://org/model")
+	if err == nil || !strings.Contains(err.Error(), "HF_HUB_OFFLINE is set and the file is not in the HF cache ("+want+")") || strings.Contains(err.Error(), "EntryNotFound") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("a shard missing offline: %v, want one line naming %s", err, want)
+	}
+}
+
+// TestUnreachableFallsBackToCache: when the Hub cannot be reached (no
+// network: here a refused connection), a revision whose snapshot is in
+// the HF cache (a branch through refs/, or a sha) is read from there,
+// as huggingface_hub does, with one log line; without one the error
+// says what to do (HF_HUB_OFFLINE, --remote-timeout); a shard missing
+// from the snapshot is one line naming its path in the cache.
+func TestUnreachableFallsBackToCache(t *testing.T) {
+	srv := hftest.New()
+	files := shardedRepo(1)
+	sha := srv.Commit("org/model", "main", files...)
+	home := env(t, srv)
+	srv.Close() // the endpoint now refuses connections
+	hub := filepath.Join(home, "hub")
+	hfCache(t, hub, "org/model", "main", sha, files)
+	for _, src := range []string{"hf://org/model", "hf://org/model@" + sha} {
+		var logs logLines
+		o := opts()
+		o.Remote.Remote.Logf = logs.logf
+		ck, err := source.Load(context.Background(), src, o)
+		if err != nil {
+			t.Fatalf("%s with the Hub unreachable and the snapshot cached: %v", src, err)
+		}
+		got := readAll(t, ck)
+		ck.Close()
+		if string(got["hf://org/model@"+sha+"/"+files[1].Path]) != string(files[1].Data) {
+			t.Errorf("%s: wrong bytes (sources %v)", src, ck.Index.Sources)
+		}
+		l := logs.String()
+		if strings.Count(l, "\n") != 0 || !strings.Contains(l, "the Hub cannot be reached") || !strings.Contains(l, "from the HF cache") || !strings.Contains(l, sha) {
+			t.Errorf("%s: log %q, want one line saying the snapshot is read from the cache", src, l)
+		}
+	}
+	// Not in the cache: the error says what to do.
+	// (One try, with the store itself: the client would retry it for
+	// its open deadline, with the same message.)
+	st, _, err := hf.Open(context.Background(), "hf://org/other", hf.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = st.List(context.Background(), "")
+	st.Close()
+	if err == nil || !strings.Contains(err.Error(), "HF_HUB_OFFLINE=1") || !strings.Contains(err.Error(), "--remote-timeout") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("unreachable, nothing cached: %v, want the hint", err)
+	}
+	// A shard missing from the snapshot.
+	os.Remove(filepath.Join(hub, "models--org--model", "blobs", hftest.ETag(files[1])))
+	_, err = load(t, "hf://org/model")
+	want := filepath.Join(hub, "models--org--model", "snapshots", sha, files[1].Path)
+	if err == nil || !strings.Contains(err.Error(), "the file is not in the HF cache ("+want+")") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("a shard missing, the Hub unreachable: %v, want one line naming %s", err, want)
+	}
+}
