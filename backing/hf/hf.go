@@ -106,10 +106,7 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 	}
 	ep := opts.Endpoint
 	if ep == "" {
-		ep = os.Getenv("HF_ENDPOINT")
-	}
-	if ep == "" {
-		ep = "https://huggingface.co"
+		ep = EndpointFromEnv()
 	}
 	u, err := url.Parse(strings.TrimRight(ep, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
@@ -201,7 +198,7 @@ func (s *Store) resolveURL(sha, key string) string {
 // isHub reports whether u is on the endpoint's scheme, host and port:
 // the only place the token is sent.
 func (s *Store) isHub(u *url.URL) bool {
-	return strings.EqualFold(u.Scheme, s.ep.Scheme) && strings.EqualFold(u.Host, s.ep.Host)
+	return sameOrigin(u, s.ep)
 }
 
 // request makes a request to u, with the token when u is the endpoint's.

@@ -362,3 +362,34 @@ func TestUnreachableFallsBackToCache(t *testing.T) {
 		t.Errorf("a shard missing, the Hub unreachable: %v, want one line naming %s", err, want)
 	}
 }
+
+// TestOnEndpoint: the Hub's token goes to the endpoint's scheme, host
+// and port only (HF_ENDPOINT, default https://huggingface.co): not to a
+// subdomain (the CDN), another port, a look-alike host, or over http://.
+func TestOnEndpoint(t *testing.T) {
+	t.Setenv("HF_ENDPOINT", "")
+	for u, want := range map[string]bool{
+		"https://huggingface.co/org/m/resolve/main/x": true,
+		"https://HuggingFace.co./x":                   true,
+		"https://huggingface.co:443/x":                true,
+		"http://huggingface.co/x":                     false,
+		"https://huggingface.co:8443/x":               false,
+		"https://cdn-lfs.huggingface.co/x":            false,
+		"https://huggingface.co.evil.com/x":           false,
+		"https://evilhuggingface.co/x":                false,
+		"https://hf.co/x":                             false,
+		"https://127.0.0.1/x":                         false,
+	} {
+		pu, _ := url.Parse(u)
+		if got := hf.OnEndpoint(pu); got != want {
+			t.Errorf("OnEndpoint(%s) = %v", u, got)
+		}
+	}
+	t.Setenv("HF_ENDPOINT", "http://127.0.0.1:8080/")
+	for u, want := range map[string]bool{"http://127.0.0.1:8080/x": true, "http://127.0.0.1:8081/x": false, "https://huggingface.co/x": false} {
+		pu, _ := url.Parse(u)
+		if got := hf.OnEndpoint(pu); got != want {
+			t.Errorf("HF_ENDPOINT set: OnEndpoint(%s) = %v", u, got)
+		}
+	}
+}

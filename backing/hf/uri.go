@@ -148,6 +148,52 @@ func hfHome() string {
 	return ""
 }
 
+// DefaultEndpoint is the Hub's URL when HF_ENDPOINT is not set.
+const DefaultEndpoint = "https://huggingface.co"
+
+// EndpointFromEnv is the Hub's base URL as huggingface_hub reads it:
+// HF_ENDPOINT, else DefaultEndpoint.
+func EndpointFromEnv() string {
+	if ep := os.Getenv("HF_ENDPOINT"); ep != "" {
+		return ep
+	}
+	return DefaultEndpoint
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and
+// port (the scheme's default port when none is given).
+func sameOrigin(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		return map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(strings.TrimSuffix(a.Hostname(), "."), strings.TrimSuffix(b.Hostname(), ".")) && port(a) == port(b)
+}
+
+// OnEndpoint reports whether u is on the Hub: the scheme, host and port
+// of EndpointFromEnv. It is the one place the Hub's token goes, whatever
+// the URL came from (an hf:// source, an https:// URL): never to another
+// host (a subdomain, the CDN), another port, nor over http:// when the
+// endpoint is https://.
+func OnEndpoint(u *url.URL) bool {
+	ep, err := url.Parse(strings.TrimRight(EndpointFromEnv(), "/"))
+	return err == nil && ep.Host != "" && sameOrigin(u, ep)
+}
+
+// TokenFor is the token for a request to u: TokenFromEnv when u is on
+// the Hub (OnEndpoint), else "".
+func TokenFor(u *url.URL) string {
+	if !OnEndpoint(u) {
+		return ""
+	}
+	return TokenFromEnv()
+}
+
+// maxTokenFile bounds the bytes read of a token file.
+const maxTokenFile = 64 << 10
+
 // TokenFromEnv is the token huggingface_hub would use: HF_TOKEN (or the
 // older HUGGING_FACE_HUB_TOKEN), else the file HF_TOKEN_PATH, else
 // $HF_HOME/token; "" when none.
@@ -166,7 +212,7 @@ func TokenFromEnv() string {
 	if p == "" {
 		return ""
 	}
-	b, err := os.ReadFile(p)
+	b, _, err := readSmall(p, maxTokenFile)
 	if err != nil {
 		return ""
 	}
