@@ -148,12 +148,20 @@ func TestHFRevisionPathNotPrinted(t *testing.T) {
 func TestHFNoNetworkFallsBack(t *testing.T) {
 	srv := hftest.New()
 	_, want := hfSmallRepo(t, srv, "org/model")
+	defer srv.Close()
 	env := hfEnv(t, srv)
 	w := runEnv(t, env, "load", "--quiet", "--sha256", "--hf-cache-write", "hf://org/model")
-	srv.Close()
 	if w.code != 0 || w.stdout != want {
 		t.Fatalf("load --hf-cache-write: exit %d, %s %s", w.code, w.stdout, w.stderr)
 	}
+	// The Hub now cannot be reached: a port held for the test that
+	// refuses connections (a closed server's port could be taken).
+	hub, free, err := hftest.Unreachable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer free()
+	env = append(env, "HF_ENDPOINT="+hub)
 	r := runEnv(t, env, "load", "--quiet", "--sha256", "hf://org/model")
 	if r.code != 0 || r.stdout != want {
 		t.Fatalf("the Hub unreachable, the snapshot cached: exit %d, %s %s", r.code, r.stdout, r.stderr)
@@ -161,7 +169,7 @@ func TestHFNoNetworkFallsBack(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "the Hub cannot be reached") || !strings.Contains(lines[0], "from the HF cache") {
 		t.Errorf("stderr %q: want one line saying the snapshot is read from the HF cache", r.stderr)
 	}
-	r = runEnv(t, env, "ls", "--remote-timeout", "1s", "hf://org/other")
+	r = runEnv(t, env, "ls", "--remote-timeout", "5s", "hf://org/other")
 	if r.code != 1 || !strings.Contains(r.stderr, "HF_HUB_OFFLINE=1") || !strings.Contains(r.stderr, "--remote-timeout") {
 		t.Errorf("the Hub unreachable, nothing cached: exit %d, stderr %q: want the hint", r.code, r.stderr)
 	}

@@ -310,6 +310,17 @@ func TestOfflineMissingNamesCachePath(t *testing.T) {
 	}
 }
 
+// unreachableHub is an endpoint that refuses every connection, on a
+// port held for the test (hftest.Unreachable).
+func unreachableHub(t *testing.T) string {
+	u, free, err := hftest.Unreachable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(free)
+	return u
+}
+
 // TestUnreachableFallsBackToCache: when the Hub cannot be reached (no
 // network: here a refused connection), a revision whose snapshot is in
 // the HF cache (a branch through refs/, or a sha) is read from there,
@@ -318,10 +329,11 @@ func TestOfflineMissingNamesCachePath(t *testing.T) {
 // from the snapshot is one line naming its path in the cache.
 func TestUnreachableFallsBackToCache(t *testing.T) {
 	srv := hftest.New()
+	defer srv.Close()
 	files := shardedRepo(1)
 	sha := srv.Commit("org/model", "main", files...)
 	home := env(t, srv)
-	srv.Close() // the endpoint now refuses connections
+	t.Setenv("HF_ENDPOINT", unreachableHub(t))
 	hub := filepath.Join(home, "hub")
 	hfCache(t, hub, "org/model", "main", sha, files)
 	for _, src := range []string{"hf://org/model", "hf://org/model@" + sha} {

@@ -51,6 +51,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -697,4 +698,26 @@ func (s *Server) pathsInfo(w http.ResponseWriter, tree map[string]*stored, paths
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(out)
+}
+
+// Unreachable returns an http:// URL on loopback that refuses every
+// connection (a Hub that cannot be reached) and a func that frees it.
+// Its port is bound by a socket that never listens, so that no other
+// server can take it while it is held: a closed server's port could be.
+func Unreachable() (string, func(), error) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		syscall.Close(fd)
+		return "", nil, err
+	}
+	sa, err := syscall.Getsockname(fd)
+	in4, ok := sa.(*syscall.SockaddrInet4)
+	if err != nil || !ok {
+		syscall.Close(fd)
+		return "", nil, fmt.Errorf("hftest: getsockname: %v", err)
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", in4.Port), func() { syscall.Close(fd) }, nil
 }
