@@ -82,7 +82,7 @@ type Checkpoint struct {
 	// cache keeps them), so the resident set does not grow with the
 	// checkpoint.
 	dropMapped bool
-	// remote: the files are remote sources (s3://, http(s)://).
+	// remote: the files are remote sources (s3://, hf://, http(s)://).
 	remote bool
 	// loaded is what source.Load returned (its Sources are files),
 	// for the files beside it (Beside); nil otherwise.

@@ -26,8 +26,9 @@ what was checked (tensors, files, format, bytes) and the exit status is 0.
 
 --data also reads every byte of every tensor: a read that fails (a
 truncated file, a compressed member that does not inflate, a remote
-object changed since it was opened) and a stored .npz member whose CRC-32
-does not match are problems. A file whose source states the sha256 of its
+object changed since it was opened), a stored .npz member whose CRC-32
+does not match and an ONNX tensor whose external data differs from the
+SHA-1 its model states (external_data "checksum") are problems. A file whose source states the sha256 of its
 whole bytes (an hf:// file in Git LFS: the Hub's X-Linked-Etag, its LFS
 oid) is read whole and hashed: a digest that differs is a problem naming
 the file and both digests. --json prints a JSON report on stdout
@@ -61,7 +62,7 @@ type checkData struct {
 func runCheck(args []string) error {
 	f := newFlags("check", "[--data] [--json] SOURCE", checkAbout)
 	addRemoteFlags(f)
-	data := f.Bool("data", false, "also read every byte of every tensor: read errors, stored .npz members' CRC-32s and whole files' sha256 where the source states it (hf:// LFS files) (and NaN/Inf counts with --json)")
+	data := f.Bool("data", false, "also read every byte of every tensor: read errors, stored .npz members' CRC-32s, ONNX external data's SHA-1s and whole files' sha256 where the source states it (hf:// LFS files) (and NaN/Inf counts with --json)")
 	asJSON := f.Bool("json", false, "print a JSON report (summary, problems; with --data, NaN and Inf counts per floating-point tensor) on stdout")
 	if err := f.parse(args, 1, 1); err != nil {
 		return err
