@@ -51,8 +51,9 @@ type sourceOptions struct {
 	Mount bool
 	// Report, when set, makes the loader go on past the problems of a
 	// weight map and its shards, each given to Report
-	// (source.Options.Report), and leaves the index's unserved entries to
-	// the caller rather than logging them: `tensorfs check`.
+	// (source.Options.Report), and leaves the index's unserved entries and
+	// notes to the caller rather than logging them: `tensorfs check`,
+	// which reports some of them as problems (one line each, not two).
 	Report func(error)
 }
 
@@ -96,8 +97,8 @@ func openSource(path string, o sourceOptions) (*checkpoint, error) {
 		}
 		return nil, err
 	}
-	logNotes(ck.Index.Notes)
 	if o.Report == nil {
+		logNotes(ck.Index.Notes)
 		for _, u := range ck.Index.Unserved {
 			logUnserved(path, []client.Unserved{{Name: u.Name, Type: u.Type, Why: u.Why}})
 		}
