@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -92,5 +93,15 @@ func TestCheckDataBytes(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &rep); status != 0 || err != nil || rep.Data.BytesRead != rep.Bytes || rep.Data.Dequantized != 3 || rep.Data.DequantizedBytes != 563680 {
 		t.Errorf("check --data --json: exit %d, %v, %+v:\n%s", status, err, rep, out)
+	}
+}
+
+// TestLoadSummaryRate: the summary of a small load says its rate in a
+// unit it reaches (it said "0.00 GB/s").
+func TestLoadSummaryRate(t *testing.T) {
+	file := testdata.Path(t, "safetensors/mlverse/hello.safetensors")
+	out, status := captureRun(t, "load", file)
+	if status != 0 || strings.Contains(out, "0.00 GB/s") || !regexp.MustCompile(`in [0-9.]+ s, [0-9.]+ (B|kB|MB|GB)/s,`).MatchString(out) {
+		t.Errorf("load: exit %d:\n%s", status, out)
 	}
 }
