@@ -105,3 +105,17 @@ func TestLoadSummaryRate(t *testing.T) {
 		t.Errorf("load: exit %d:\n%s", status, out)
 	}
 }
+
+// TestCatByKey: cat takes a distributed checkpoint's dotted key (as a
+// torch user knows it) for the tensor tensorfs names with a "/".
+func TestCatByKey(t *testing.T) {
+	dir := testdata.Path(t, "formats2/dcp_single")
+	want, status := captureRun(t, "cat", dir, "model/blocks.0.norm%scale")
+	if status != 0 || want == "" {
+		t.Fatalf("cat by name: exit %d: %q", status, want)
+	}
+	got, status := captureRun(t, "cat", dir, "model.blocks.0.norm%scale")
+	if status != 0 || got != want {
+		t.Errorf("cat by key: exit %d, %d bytes, want %d bytes\n%.200q", status, len(got), len(want), got)
+	}
+}
