@@ -37,15 +37,26 @@ func RepoRoot() string {
 // absent.
 func Dir(t testing.TB) string {
 	t.Helper()
+	d, ok := Optional()
+	if !ok {
+		SkipOrFail(t, "shared test data not found at "+d+" (set TENSORFS_TESTDATA)")
+	}
+	return d
+}
+
+// Optional returns the shared test data directory ($TENSORFS_TESTDATA,
+// or ../shared/testdata beside the repository) for a test that uses it
+// when it is there and does without it otherwise (a fuzz target's
+// seeds), never skipping; ok is false when it is absent. Like Dir, it
+// keys the test cache on it (keyTestCache).
+func Optional() (dir string, ok bool) {
 	d := os.Getenv("TENSORFS_TESTDATA")
 	if d == "" {
 		d = filepath.Join(RepoRoot(), "..", "shared", "testdata")
 	}
 	keyTestCache(d)
-	if st, err := os.Stat(d); err != nil || !st.IsDir() {
-		SkipOrFail(t, "shared test data not found at "+d+" (set TENSORFS_TESTDATA)")
-	}
-	return d
+	st, err := os.Stat(d)
+	return d, err == nil && st.IsDir()
 }
 
 // keyTestCache makes the go command's test cache key the results of a
