@@ -82,6 +82,12 @@ func TestCheckDataBytes(t *testing.T) {
 	if status != 0 || !strings.Contains(out, "154192 bytes of tensors; every byte read (154192 bytes)") || !strings.Contains(out, "3 quantized weights dequantized too, to 563680 bytes of float32 values") {
 		t.Errorf("check --data: exit %d:\n%s", status, out)
 	}
+	// An .npz's stored members are read whole for their CRC-32s: more
+	// than the tensors hold, and the line says so.
+	npz := testdata.Path(t, "generated/npz_plain.npz")
+	if out, status := captureRun(t, "check", "--data", npz); status != 0 || !strings.Contains(out, "every byte read (672 bytes, 4 CRC-32s checked; 512 bytes more than the tensors hold: zip members read whole, headers too, for their CRC-32)") {
+		t.Errorf("check --data %s: exit %d:\n%s", npz, status, out)
+	}
 	out, status = captureRun(t, "check", "--data", "--json", dir)
 	var rep struct {
 		Bytes int64 `json:"bytes"`
