@@ -42,6 +42,8 @@ func openMount(mount string) (*Checkpoint, error) {
 		format:  doc.Format,
 		sources: doc.Sources,
 		mount:   mount,
+		byKey:   index.NamesByKey(doc.Keys),
+		keys:    doc.Keys,
 	}
 	c.metadata = doc.Metadata // JSON values already (ParseDocument)
 	for _, u := range doc.Unserved {

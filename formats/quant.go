@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,7 +127,11 @@ func Quantize(idx *index.Index, files []index.File, cfg *quant.Config) ([]index.
 	}
 	probs = append(probs, r.Problems...)
 	slices.SortStableFunc(probs, func(a, b quant.Problem) int { return cmp.Compare(a.Name, b.Name) })
+	alone := loneShard(idx)
 	for _, p := range probs {
+		if alone != "" && strings.Contains(p.Why, " missing") {
+			p.Why += "; " + alone
+		}
 		part(p.Name) // its raw codes, when the weight keeps a stored name
 		q.Problems = append(q.Problems, index.QuantProblem{Name: p.Name, Why: p.Why})
 		file := ""
@@ -290,4 +297,30 @@ func (d *dequantized) ReadAt(p []byte, off int64) (int, error) {
 		return n, io.EOF
 	}
 	return n, nil
+}
+
+// shardName is a shard's file name in a set of several:
+// model-00001-of-00002.safetensors.
+var shardName = regexp.MustCompile(`-([0-9]{5,})-of-([0-9]{5,})\.[A-Za-z0-9]+$`)
+
+// loneShard says, of a checkpoint that is one shard of several opened
+// alone, that its other shards were not opened, so that a weight whose
+// part is missing is not taken for a broken file; "" for any other
+// checkpoint.
+func loneShard(idx *index.Index) string {
+	fs := idx.Files()
+	if len(fs) != 1 {
+		return ""
+	}
+	base := path.Base(filepath.ToSlash(fs[0]))
+	m := shardName.FindStringSubmatch(base)
+	if m == nil {
+		return ""
+	}
+	i, err1 := strconv.Atoi(m[1])
+	n, err2 := strconv.Atoi(m[2])
+	if err1 != nil || err2 != nil || n < 2 {
+		return ""
+	}
+	return fmt.Sprintf("%s is shard %d of %d, opened alone: the missing part is likely in another shard (open the directory, or its *.index.json weight map)", base, i, n)
 }

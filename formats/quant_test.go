@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/lazyweights/tensorfs/backing"
@@ -290,5 +291,38 @@ func TestDequantizedConcurrent(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestQuantizeLoneShard: a weight whose part is in a shard that was not
+// opened (one shard of two opened alone) is said to be so, not only
+// "its weight is missing".
+func TestQuantizeLoneShard(t *testing.T) {
+	dir := testdata.Path(t, "quant/fp8_block")
+	idx, files, err := Load(filepath.Join(dir, "model-00001-of-00002.safetensors"), openPread, testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeAll(files) })
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := quant.Find(map[string][]byte{"config.json": b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files, err = Quantize(idx, files, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeAll(files) })
+	notes := strings.Join(idx.Notes, "\n")
+	if !strings.Contains(notes, "its weight is missing; model-00001-of-00002.safetensors is shard 1 of 2, opened alone") {
+		t.Errorf("notes:\n%s", notes)
+	}
+	// The whole directory: nothing said of shards.
+	idx, _ = loadQuant(t, dir)
+	if strings.Contains(strings.Join(idx.Notes, "\n"), "opened alone") {
+		t.Errorf("whole checkpoint: %q", idx.Notes)
 	}
 }

@@ -450,3 +450,25 @@ func Elements(shape []int64) (int64, bool) {
 	}
 	return n, true
 }
+
+// NamesByKey inverts Index.Keys: the name of each of the format's own
+// keys (a distributed checkpoint's dotted "model.layers.0.w" for the
+// name "model/layers.0.w"), so that a key is taken wherever a name is. A
+// key that two names share is left out (ambiguous); nil for no keys.
+func NamesByKey(keys map[string]string) map[string]string {
+	if len(keys) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(keys))
+	shared := map[string]bool{}
+	for name, key := range keys {
+		if _, dup := out[key]; dup {
+			shared[key] = true
+		}
+		out[key] = name
+	}
+	for key := range shared {
+		delete(out, key)
+	}
+	return out
+}

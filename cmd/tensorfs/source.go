@@ -51,8 +51,9 @@ type sourceOptions struct {
 	Mount bool
 	// Report, when set, makes the loader go on past the problems of a
 	// weight map and its shards, each given to Report
-	// (source.Options.Report), and leaves the index's unserved entries to
-	// the caller rather than logging them: `tensorfs check`.
+	// (source.Options.Report), and leaves the index's unserved entries and
+	// notes to the caller rather than logging them: `tensorfs check`,
+	// which reports some of them as problems (one line each, not two).
 	Report func(error)
 }
 
@@ -96,8 +97,8 @@ func openSource(path string, o sourceOptions) (*checkpoint, error) {
 		}
 		return nil, err
 	}
-	logNotes(ck.Index.Notes)
 	if o.Report == nil {
+		logNotes(ck.Index.Notes)
 		for _, u := range ck.Index.Unserved {
 			logUnserved(path, []client.Unserved{{Name: u.Name, Type: u.Type, Why: u.Why}})
 		}
@@ -160,22 +161,32 @@ func (c *checkpoint) close() {
 }
 
 // find returns the tensor with exactly this name, or else the one at this
-// path in the mounted tree, as a listing shows it (index.Tensor.Listed:
-// converted for a float view, native otherwise): a quantized weight that
-// keeps its stored name is its stored codes natively and its values
-// converted.
+// path in the mounted tree, or else the one the checkpoint keys so
+// (index.Index.Keys: a DCP's dotted key), as a listing shows it
+// (index.Tensor.Listed: converted for a float view, native otherwise): a
+// quantized weight that keeps its stored name is its stored codes
+// natively and its values converted.
 func (c *checkpoint) find(name string, converted bool) (*index.Tensor, bool) {
 	ts := c.idx.Tensors
-	i := sort.Search(len(ts), func(i int) bool { return ts[i].Name >= name })
-	for ; i < len(ts) && ts[i].Name == name; i++ {
-		if ts[i].Listed(converted) {
-			return &ts[i], true
+	byName := func(name string) (*index.Tensor, bool) {
+		i := sort.Search(len(ts), func(i int) bool { return ts[i].Name >= name })
+		for ; i < len(ts) && ts[i].Name == name; i++ {
+			if ts[i].Listed(converted) {
+				return &ts[i], true
+			}
 		}
+		return nil, false
+	}
+	if t, ok := byName(name); ok {
+		return t, true
 	}
 	for i := range ts {
 		if ts[i].Path == name && ts[i].Listed(converted) {
 			return &ts[i], true
 		}
+	}
+	if n, ok := index.NamesByKey(c.idx.Keys)[name]; ok {
+		return byName(n)
 	}
 	return nil, false
 }
