@@ -89,6 +89,18 @@ func num(m map[string]any, key string, def int64) (int64, bool) {
 	return int64(f), true
 }
 
+// paramStr is a configuration value as JSON for a message, at most 64 bytes.
+func paramStr(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%T", v)
+	}
+	if len(b) > 64 {
+		return string(b[:60]) + "..."
+	}
+	return string(b)
+}
+
 func str(m map[string]any, key string) string {
 	s, _ := m[key].(string)
 	return strings.ToLower(s)

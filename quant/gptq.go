@@ -132,7 +132,7 @@ func planGPTQ(p *planner) {
 		plus1, scheme = 1, "gptq"
 	case "gptq_v2":
 	default:
-		p.probs["(checkpoint)"] = fmt.Sprintf("GPTQ checkpoint_format %q (%s) is not supported: no weight is dequantized", format, p.cfg.File)
+		p.refuseAll(fmt.Sprintf("GPTQ checkpoint_format %q (%s) is not supported: no weight is dequantized", format, p.cfg.File))
 		return
 	}
 	p.scheme = scheme

@@ -175,6 +175,6 @@ func planModelOpt(p *planner) {
 			}
 		}
 	default:
-		p.probs["(checkpoint)"] = fmt.Sprintf("ModelOpt quant_algo %q (%s) is not supported: no weight is dequantized", algo, p.cfg.File)
+		p.refuseAll(fmt.Sprintf("ModelOpt quant_algo %q (%s) is not supported: no weight is dequantized", algo, p.cfg.File))
 	}
 }
