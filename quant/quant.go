@@ -620,7 +620,7 @@ var partSuffixes = []struct {
 	{".weight_global_scale", ".weight", false}, {".weight_zero_point", ".weight", false}, {".weight_g_idx", ".weight", false},
 	{".weight_shape", ".weight", false}, {".weight_packed", ".weight", false},
 	{".qweight", ".weight", false}, {".qzeros", ".weight", false}, {".scales", ".weight", false}, {".g_idx", ".weight", false},
-	{"_blocks", "", false}, {"_scales", "", false},
+	{"_blocks", "", false}, {"_scales", "", false}, {".SCB", ".weight", false}, {".absmax", "", false},
 	{".input_scale", "", true}, {".input_global_scale", "", true}, {".input_zero_point", "", true}, {".input_scale_ub", "", true},
 }
 

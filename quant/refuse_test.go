@@ -47,6 +47,10 @@ func TestUnusableParams(t *testing.T) {
 		b.put(x+".scales", "BF16", []int64{4, 1}, make([]byte, 8))
 		b.put(x+".biases", "BF16", []int64{4, 1}, make([]byte, 8))
 	}
+	bnb8 := func(b *builder, x string) {
+		b.put(x+".weight", "I8", []int64{4, 64}, make([]byte, 256))
+		b.put(x+".SCB", "F32", []int64{4}, make([]byte, 16))
+	}
 	ct := func(format string, w map[string]any) map[string]any {
 		return map[string]any{"quant_method": "compressed-tensors", "format": format,
 			"config_groups": map[string]any{"group_0": map[string]any{"targets": []any{"Linear"}, "weights": w}}}
@@ -93,6 +97,8 @@ func TestUnusableParams(t *testing.T) {
 			"config_groups": map[string]any{"g": map[string]any{"targets": []any{"Linear"}, "weights": map[string]any{"num_bits": 8}}}}), nil, ctFloat},
 		{"ct config_groups not an object", "config_groups is", qc(map[string]any{"quant_method": "compressed-tensors", "format": "float-quantized", "config_groups": []any{1}}), nil, ctFloat},
 		{"ct mixed-precision group without format", `format "mixed-precision"`, qc(ct("mixed-precision", map[string]any{"num_bits": 8})), nil, ctFloat},
+		{"bnb load_in_8bit a string", `load_in_8bit "yes"`, qc(map[string]any{"quant_method": "bitsandbytes", "load_in_8bit": "yes"}), nil, bnb8},
+		{"bnb 8-bit stored, 4-bit configured", "does not say load_in_8bit", qc(map[string]any{"quant_method": "bitsandbytes", "load_in_4bit": true}), nil, bnb8},
 		{"mlx bits 7", "bits 7", map[string]any{"quantization": map[string]any{"bits": 7, "group_size": 64}}, nil, mlx},
 		{"mlx group_size 0", "group_size 0", map[string]any{"quantization": map[string]any{"bits": 4, "group_size": 0}}, nil, mlx},
 		{"mlx mode", `mode "nf4"`, map[string]any{"quantization": map[string]any{"bits": 4, "group_size": 64, "mode": "nf4"}}, nil, mlx},
