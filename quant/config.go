@@ -11,6 +11,9 @@ type Config struct {
 	File   string         // the file that named it: "config.json", "hf_quant_config.json", "quantize_config.json"
 	Method string         // quant_method, lower case ("fp8", "compressed-tensors", ..., "modelopt", "mlx")
 	Params map[string]any // the quantization object as parsed
+	// GroupOrder is the order of config_groups' keys in the file
+	// (compressed-tensors applies groups in it); nil when unknown.
+	GroupOrder []string
 }
 
 // Find reads the scheme from the files beside the checkpoint, given by name
@@ -39,7 +42,7 @@ func Find(files map[string][]byte) (*Config, error) {
 			}
 			meth, _ := m["quant_method"].(string)
 			if meth != "" {
-				return &Config{File: "config.json", Method: strings.ToLower(meth), Params: m}, nil
+				return &Config{File: "config.json", Method: strings.ToLower(meth), Params: m, GroupOrder: groupOrder(top.qcRaw)}, nil
 			}
 			// mlx-lm writes its "quantization" again as
 			// "quantization_config", without a quant_method
@@ -94,6 +97,24 @@ const MaxObject = 4 << 20
 type quantKeys struct {
 	QuantizationConfig any // "quantization_config", nil when absent or null
 	Quantization       any // "quantization"
+	qcRaw              []byte
+}
+
+// groupOrder returns the keys of quantization_config's config_groups in
+// the order the file gives them (a decoded map has none), nil when there
+// are none.
+func groupOrder(qc []byte) []string {
+	all := func(string) bool { return true }
+	m, ok := topMembers(qc, func(k string) bool { return k == "config_groups" })
+	if !ok || len(m) == 0 {
+		return nil
+	}
+	groups, _ := topMembers(m[len(m)-1].val, all)
+	var out []string
+	for _, g := range groups {
+		out = append(out, g.key)
+	}
+	return out
 }
 
 // readKeys decodes only the quantization objects of the JSON object b
@@ -106,7 +127,7 @@ func readKeys(file string, b []byte) (quantKeys, error) {
 		err := json.Unmarshal(b, &v) // the syntax error, with its offset
 		return quantKeys{}, fmt.Errorf("%s: not a JSON object: %v", file, err)
 	}
-	members, ok := topMembers(b)
+	members, ok := topMembers(b, func(k string) bool { return k == "quantization_config" || k == "quantization" })
 	if !ok {
 		return quantKeys{}, fmt.Errorf("%s: not a JSON object", file)
 	}
@@ -118,7 +139,7 @@ func readKeys(file string, b []byte) (quantKeys, error) {
 			raw.Quantization = m.val
 		}
 	}
-	var k quantKeys
+	k := quantKeys{qcRaw: raw.QuantizationConfig}
 	for _, f := range []struct {
 		key string
 		raw []byte
@@ -142,10 +163,10 @@ type member struct {
 	val []byte
 }
 
-// topMembers returns the members of the JSON object b whose keys are
-// "quantization_config" or "quantization" (b is valid JSON: json.Valid),
-// each value a slice of b; ok false when b is not an object.
-func topMembers(b []byte) (out []member, ok bool) {
+// topMembers returns the members of the JSON object b whose keys keep
+// takes, in order (b is valid JSON: json.Valid), each value a slice of b;
+// ok false when b is not an object.
+func topMembers(b []byte, keep func(string) bool) (out []member, ok bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, false
@@ -165,7 +186,7 @@ func topMembers(b []byte) (out []member, ok bool) {
 		}
 		vs := skipSpace(b, i+1)
 		ve := skipValue(b, vs)
-		if key == "quantization_config" || key == "quantization" {
+		if keep(key) {
 			out = append(out, member{key, b[vs:ve]})
 		}
 		i = skipSpace(b, ve)

@@ -13,12 +13,15 @@ import (
 // lifecycle apply.py apply_quantization_config, utils match.py
 // match_targets): each group's targets name the layers it quantizes (an
 // exact module name, "re:" and a regular expression matched at the start
-// of the name, or a module class: "Linear", every layer tensorfs can
-// dequantize being one); `ignore` names layers left unquantized. A layer
-// matched by several groups takes the first match by kind (exact name,
-// then regular expression, then class), and among one kind the first
-// group by name: never an order of Go's map. A layer with quantized parts
-// that no group matches, or that `ignore` names, is left out and named.
+// of the name as re.match does, or a module class: "Linear", every layer
+// tensorfs can dequantize being one); `ignore` names layers left
+// unquantized. As apply_quantization_config does, a target names the
+// last group (in the file's order, Config.GroupOrder) that lists it, and
+// a layer that several targets match takes the first of them in
+// match_targets' order: the targets that match its name, sorted by ("re:"
+// in target, target), then those that match its class, sorted the same
+// way. Never an order of Go's map. A layer with quantized parts that no
+// group matches, or that `ignore` names, is left out and named.
 // Each group's format (or the top-level one) picks the kernel and its
 // weights' num_bits, group_size and block_structure its parameters; a
 // group whose parameters cannot be used leaves out the layers it matches.
@@ -100,8 +103,57 @@ func matchKind(ts []ctTarget, x string) int {
 	return best
 }
 
-// ctParseGroups reads config_groups, sorted by name.
-func ctParseGroups(params map[string]any, topFormat string) ([]ctGroup, string) {
+// ctRule is one target of config_groups and the group it names.
+type ctRule struct {
+	t     ctTarget
+	group int
+}
+
+// ctRules are the targets of groups, each naming the last group (in the
+// given order) that lists it, sorted as match_targets sorts them.
+func ctRules(groups []ctGroup) []ctRule {
+	last := map[string]ctRule{}
+	for gi, g := range groups {
+		for _, t := range g.targets {
+			last[t.text] = ctRule{t, gi}
+		}
+	}
+	rules := make([]ctRule, 0, len(last))
+	for _, r := range last {
+		rules = append(rules, r)
+	}
+	slices.SortFunc(rules, func(a, b ctRule) int {
+		ra, rb := strings.HasPrefix(a.t.text, "re:"), strings.HasPrefix(b.t.text, "re:")
+		if ra != rb {
+			if rb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.t.text, b.t.text)
+	})
+	return rules
+}
+
+// ctGroupOf returns the index of the group that quantizes layer x, -1
+// when none.
+func ctGroupOf(rules []ctRule, x string) int {
+	for _, r := range rules { // names first
+		if (r.t.kind == 0 && r.t.text == x) || (r.t.kind == 1 && r.t.re.MatchString(x)) {
+			return r.group
+		}
+	}
+	for _, r := range rules { // then classes
+		if r.t.kind == 2 && r.t.text == "Linear" {
+			return r.group
+		}
+	}
+	return -1
+}
+
+// ctParseGroups reads config_groups, in the file's order (order: their
+// names as the file gives them; the others after, by name).
+func ctParseGroups(params map[string]any, topFormat string, order []string) ([]ctGroup, string) {
 	raw, present := params["config_groups"]
 	gm, ok := raw.(map[string]any)
 	if present && raw != nil && !ok {
@@ -133,7 +185,18 @@ func ctParseGroups(params map[string]any, topFormat string) ([]ctGroup, string) 
 		}
 		out = append(out, g)
 	}
-	slices.SortFunc(out, func(a, b ctGroup) int { return strings.Compare(a.name, b.name) })
+	rank := func(n string) int {
+		if i := slices.Index(order, n); i >= 0 {
+			return i
+		}
+		return len(order)
+	}
+	slices.SortFunc(out, func(a, b ctGroup) int {
+		if ra, rb := rank(a.name), rank(b.name); ra != rb {
+			return ra - rb
+		}
+		return strings.Compare(a.name, b.name)
+	})
 	return out, ""
 }
 
@@ -230,7 +293,7 @@ var ctModuleSuffixes = []string{".weight_packed", ".weight_scale", ".weight_glob
 // planCompressed: quant_method compressed-tensors.
 func planCompressed(p *planner) {
 	top := str(p.cfg.Params, "format")
-	groups, why := ctParseGroups(p.cfg.Params, top)
+	groups, why := ctParseGroups(p.cfg.Params, top, p.cfg.GroupOrder)
 	if why != "" {
 		p.refuseAll(why + " (" + p.cfg.File + "): no weight is dequantized")
 		return
@@ -246,6 +309,7 @@ func planCompressed(p *planner) {
 		groups = []ctGroup{{name: "(format)", format: top, targets: []ctTarget{{text: "Linear", kind: 2}}}}
 		groups[0].why = groups[0].weights(map[string]any{})
 	}
+	rules := ctRules(groups)
 	// the layers: every module with a quantized part, or whose weight is
 	// stored as codes
 	seen := map[string]bool{}
@@ -274,17 +338,12 @@ func planCompressed(p *planner) {
 			p.fail(name, "it has quantized parts, but the configuration's ignore names its layer", all...)
 			continue
 		}
-		var g *ctGroup
-		best := 3
-		for i := range groups {
-			if k := matchKind(groups[i].targets, x); k < best {
-				g, best = &groups[i], k
-			}
-		}
-		if g == nil {
+		gi := ctGroupOf(rules, x)
+		if gi < 0 {
 			p.fail(name, "no config group's targets match its layer", all...)
 			continue
 		}
+		g := &groups[gi]
 		if g.why != "" {
 			p.fail(name, g.why, all...)
 			continue

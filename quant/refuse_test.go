@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -357,6 +358,39 @@ func TestCTConfigGroups(t *testing.T) {
 		}
 		if !reflect.DeepEqual(strip(first), strip(r)) {
 			t.Fatalf("run %d planned otherwise than run 0:\n%v\n%v", run, strip(r), strip(first))
+		}
+	}
+}
+
+// TestCTGroupPrecedence: a layer several groups target takes the group
+// compressed-tensors gives it: a target listed by two groups names the
+// later one in the file (not by name: "b" comes first here), and among
+// the regular expressions that match a layer, the first in sorted order.
+func TestCTGroupPrecedence(t *testing.T) {
+	r := rand.New(rand.NewPCG(44, 3))
+	w := func(bits, gs int) string {
+		return `{"num_bits": ` + strconv.Itoa(bits) + `, "type": "int", "strategy": "group", "group_size": ` + strconv.Itoa(gs) + `, "symmetric": true}`
+	}
+	b := newBuilder(nil)
+	b.files["config.json"] = []byte(`{"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {
+		"b": {"targets": ["Linear", "re:.*proj"], "weights": ` + w(4, 128) + `},
+		"a": {"targets": ["Linear", "re:.*mlp.*"], "weights": ` + w(8, 64) + `}}}}`)
+	want := map[string][]float32{
+		"model.layers.0.mlp.up_proj.weight":           ctLayer(r, b, "model.layers.0.mlp.up_proj", 8, 64, 8, 256),           // re:.*mlp.* sorts before re:.*proj
+		"model.layers.0.self_attn.q_proj.weight":      ctLayer(r, b, "model.layers.0.self_attn.q_proj", 4, 128, 8, 256),     // only re:.*proj
+		"model.layers.0.block_sparse_moe.gate.weight": ctLayer(r, b, "model.layers.0.block_sparse_moe.gate", 8, 64, 8, 256), // Linear: "a", listed last
+	}
+	c := b.build(t)
+	res := c.plan(t)
+	if len(res.Problems) != 0 || len(res.Weights) != len(want) {
+		t.Fatalf("weights %v, problems %v", res.Weights, res.Problems)
+	}
+	for name, W := range want {
+		got := c.whole(t, weightByName(res, name))
+		for i := range W {
+			if math.Float32bits(got[i]) != math.Float32bits(W[i]) {
+				t.Fatalf("%s[%d] = %v, want %v", name, i, got[i], W[i])
+			}
 		}
 	}
 }
