@@ -74,3 +74,28 @@ func TestFindBigConfig(t *testing.T) {
 		t.Errorf("Find allocated %d bytes for a %d-byte config.json", got, len(b))
 	}
 }
+
+// FuzzReadKeys: on any bytes readKeys does not panic, and on a JSON
+// object it finds the quantization objects a full decode finds.
+func FuzzReadKeys(f *testing.F) {
+	f.Add([]byte(`{"a": [1, "}"], "quantization_config": {"quant_method": "fp8", "config_groups": {"b": {}, "a": {}}}, "quantization": 1}`))
+	f.Add([]byte(`{"quantization\u005fconfig":{"x":"\"}"},"q":{}}`))
+	f.Add([]byte(` {"quantization" : [ ] } `))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k, err := readKeys("config.json", b)
+		var full map[string]any
+		if json.Unmarshal(b, &full) != nil {
+			return // not an object: an error or not, no panic
+		}
+		if err != nil {
+			if len(b) < MaxObject {
+				t.Fatalf("%q: %v", b, err)
+			}
+			return
+		}
+		if !reflect.DeepEqual(k.QuantizationConfig, full["quantization_config"]) || !reflect.DeepEqual(k.Quantization, full["quantization"]) {
+			t.Fatalf("%q: read %v / %v, want %v / %v", b, k.QuantizationConfig, k.Quantization, full["quantization_config"], full["quantization"])
+		}
+		groupOrder(k.qcRaw)
+	})
+}
