@@ -267,6 +267,9 @@ func (g *ctGroup) weights(v any) string {
 		if typ == "int" || (g.bits != 0 && g.bits != 4) {
 			return fmt.Sprintf("config group %q: nvfp4-pack-quantized with weights of type %q, %d bits is not FP4", g.name, typ, g.bits)
 		}
+		if g.gsize != 0 && g.gsize != 16 {
+			return bad("group_size", w["group_size"]) // NVFP4's scale is per 16
+		}
 	default:
 		return fmt.Sprintf("compressed-tensors format %q is not supported", g.format)
 	}

@@ -43,6 +43,11 @@ func TestUnusableParams(t *testing.T) {
 		b.put(x+".weight_scale_2", "F32", []int64{1}, f32s([]float32{1}))
 		b.put(x+".input_scale", "F32", []int64{1}, f32s([]float32{1}))
 	}
+	ctNV := func(b *builder, x string) {
+		b.put(x+".weight_packed", "U8", []int64{4, 32}, make([]byte, 128))
+		b.put(x+".weight_scale", "F8_E4M3", []int64{4, 2}, make([]byte, 8)) // per 32: shaped as group_size says
+		b.put(x+".weight_global_scale", "F32", []int64{1}, f32s([]float32{1}))
+	}
 	mlx := func(b *builder, x string) {
 		b.put(x+".weight", "U32", []int64{4, 8}, make([]byte, 128))
 		b.put(x+".scales", "BF16", []int64{4, 1}, make([]byte, 8))
@@ -81,6 +86,8 @@ func TestUnusableParams(t *testing.T) {
 		{"awq group_size 0", "group_size 0", qc(map[string]any{"quant_method": "awq", "bits": 4, "group_size": 0}), nil, gptq},
 		{"modelopt quant_algo", `quant_algo "w4a8_awq"`, nil, map[string]any{"hf_quant_config.json": map[string]any{"quantization": map[string]any{"quant_algo": "W4A8_AWQ"}}}, nvfp4},
 		{"modelopt fp8 algo, nvfp4 layer", `quant_algo "int4_awq"`, nil, map[string]any{"hf_quant_config.json": map[string]any{"quantization": map[string]any{"quant_algo": "INT4_AWQ"}}}, f8},
+		{"modelopt nvfp4 group_size 32", "group_size 32", nil, map[string]any{"hf_quant_config.json": map[string]any{"quantization": map[string]any{"quant_algo": "NVFP4", "group_size": 32}}}, nvfp4},
+		{"ct nvfp4 group_size 32", "group_size 32", qc(ct("nvfp4-pack-quantized", map[string]any{"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 32})), nil, ctNV},
 		{"ct format", `format "marlin-24"`, qc(ct("marlin-24", map[string]any{"num_bits": 4, "type": "int"})), nil, packed},
 		{"ct num_bits 3", "num_bits 3", qc(ct("pack-quantized", map[string]any{"num_bits": 3, "type": "int", "strategy": "channel"})), nil, packed},
 		{"ct num_bits a string", `num_bits "4"`, qc(ct("pack-quantized", map[string]any{"num_bits": "4", "type": "int", "strategy": "channel"})), nil, packed},
