@@ -80,7 +80,7 @@ func TestUnusableParams(t *testing.T) {
 		{"unknown method, packed", `method "hqq"`, qc(map[string]any{"quant_method": "hqq"}), nil, gptq},
 		{"gptq checkpoint_format", `checkpoint_format "marlin"`, qc(map[string]any{"quant_method": "gptq", "bits": 4, "group_size": 64, "checkpoint_format": "marlin"}), nil, gptq},
 		{"gptq bits 3", "bits 3", qc(map[string]any{"quant_method": "gptq", "bits": 3, "group_size": 64}), nil, gptq},
-		{"gptq group_size 1.5", "bits 4", qc(map[string]any{"quant_method": "gptq", "bits": 4, "group_size": 1.5}), nil, gptq},
+		{"gptq group_size 1.5", "group_size 1.5", qc(map[string]any{"quant_method": "gptq", "bits": 4, "group_size": 1.5}), nil, gptq},
 		{"awq bits 3", "AWQ bits 3", qc(map[string]any{"quant_method": "awq", "bits": 3, "group_size": 64}), nil, gptq},
 		{"awq version gemv", `version "gemv"`, qc(map[string]any{"quant_method": "awq", "bits": 4, "group_size": 64, "version": "gemv"}), nil, gptq},
 		{"awq group_size 0", "group_size 0", qc(map[string]any{"quant_method": "awq", "bits": 4, "group_size": 0}), nil, gptq},
