@@ -11,6 +11,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/lazyweights/tensorfs/zstdpool"
 )
 
 // A member's reader: inflating on first read (once, by that reader),
@@ -307,7 +309,7 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 	}
 	var zr io.Reader
 	if m.Zstd {
-		zd, err := NewZstdReader(bufio.NewReaderSize(src, 1<<20))
+		zd, err := zstdpool.NewReader(bufio.NewReaderSize(src, 1<<20))
 		if err != nil {
 			undo()
 			return fail(false, err, "cannot start a zstd decoder")
@@ -319,7 +321,7 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 			if errors.As(err, &re) {
 				return fail(false, re.err, "cannot read its compressed data (%d bytes at byte %d)", m.CompressedSize, m.Offset)
 			}
-			return fail(true, nil, "the zstd stream (%d bytes at byte %d) decodes to %d bytes, short of the %d before the member: %v", m.CompressedSize, m.Offset, k, m.Skip+m.Size, zstdCause(err))
+			return fail(true, nil, "the zstd stream (%d bytes at byte %d) decodes to %d bytes, short of the %d before the member: %v", m.CompressedSize, m.Offset, k, m.Skip+m.Size, zstdpool.Cause(err))
 		}
 		zr = zd
 	} else {
@@ -356,7 +358,7 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 			return fail(true, nil, "the deflate data is corrupt at byte %d of it (the compressed data starts at byte %d of the file)", int64(ce), m.Offset)
 		}
 		if m.Zstd {
-			return fail(true, nil, "the zstd stream (%d bytes at byte %d) is corrupt or ends early, after %d of the member's %d bytes: %v", m.CompressedSize, m.Offset, n, m.Size, zstdCause(err))
+			return fail(true, nil, "the zstd stream (%d bytes at byte %d) is corrupt or ends early, after %d of the member's %d bytes: %v", m.CompressedSize, m.Offset, n, m.Size, zstdpool.Cause(err))
 		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return fail(true, nil, "the deflate data ends early, after %d of the %d bytes the zip directory declares", n, m.Size)
