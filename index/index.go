@@ -146,6 +146,10 @@ type Unserved struct {
 	Source int     // index into Sources
 	Offset int64   // byte offset of its data in the source where known, else -1
 	Why    string  // why it is not served: one line, no file name
+	// More is how many entries of its kind (the same Type and Why) the
+	// list left out past MaxUnservedBytes (UnservedList): this entry
+	// stands for 1+More.
+	More int64
 }
 
 // Member is a source that is not a file of its own but derived from

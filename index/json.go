@@ -56,6 +56,9 @@ type DocUnserved struct {
 	Source  string  `json:"source,omitempty"`
 	Offset  *int64  `json:"offset,omitempty"`
 	Why     string  `json:"why"`
+	// More is Unserved.More: how many entries of its kind the list left
+	// out; absent when none.
+	More int64 `json:"more,omitempty"`
 }
 
 // DocTensor is one tensor in a Document.
@@ -173,7 +176,7 @@ func (idx *Index) Document() Document {
 func (idx *Index) DocUnserved() []DocUnserved {
 	var out []DocUnserved
 	for _, u := range idx.Unserved {
-		du := DocUnserved{Name: u.Name, NameHex: NameHex(u.Name), Type: u.Type, Shape: u.Shape, Why: u.Why}
+		du := DocUnserved{Name: u.Name, NameHex: NameHex(u.Name), Type: u.Type, Shape: u.Shape, Why: u.Why, More: u.More}
 		if u.Offset >= 0 && u.Source >= 0 && u.Source < len(idx.Sources) && idx.Member(u.Source) == nil {
 			du.Source = idx.Sources[u.Source]
 			off := u.Offset
