@@ -61,7 +61,7 @@ func OpenZip(f File) (*zip.Reader, []ZipSpan, error) {
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
 		return nil, nil, ErrorAt(f.Name(), "", "not a readable zip archive: %v", err)
 	}
-	spans, err := ZipSpans(f, zr)
+	spans, err := ZipSpans(ReadAhead(f), zr) // local headers in file order: a block read serves many
 	if err != nil {
 		return nil, nil, err
 	}

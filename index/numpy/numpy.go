@@ -415,6 +415,9 @@ func ParseNPZ(f index.File) (*index.Index, error) {
 // by index.OpenZip (spans), read once by whoever looked into it first.
 func ParseNPZOpened(f index.File, zr *zip.Reader, spans []index.ZipSpan) (*index.Index, error) {
 	file := f.Name()
+	// The members' .npy headers (and small string arrays) are read in
+	// file order: a block read serves many.
+	f = index.ReadAhead(f)
 	var ts []index.Tensor
 	var others []npzOther // members that are arrays of no tensor dtype
 	idx := &index.Index{Format: "numpy", Sources: []string{file}, Metadata: map[string]any{}}
