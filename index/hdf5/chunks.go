@@ -134,9 +134,10 @@ func (p *plan) ranges() []index.Part {
 // a chunk that inflates to more is refused at the first byte over), and
 // its part inside the dataset written into place. Given an
 // index.DecodeTarget (the cache of decoded members), each chunk's runs
-// are written at their offsets and its two chunk buffers are working
-// memory taken from the cache's budget: every byte of decoded chunk data
-// lies in memory or files that the budgets count. Given a plain writer,
+// are written at their offsets and its chunk buffers (two where it is
+// shuffled, else one) are working memory taken from the cache's budget:
+// every byte of decoded chunk data lies in memory or files that the
+// budgets count. Given a plain writer,
 // it writes one row of chunks along the first dimension at a time (at
 // most MaxSlabBytes) from a buffer of its own. The compressed bytes are
 // streamed, never held whole.
@@ -152,11 +153,21 @@ func (p *plan) decode(w io.Writer, file io.ReaderAt) error {
 	}
 	d := &decoder{chunkBytes: chunkElems * p.elem}
 	if t, ok := w.(index.DecodeTarget); ok {
-		bufs, err := t.Scratch(2 * d.chunkBytes)
+		// Two chunk buffers where shuffling is undone (from one into
+		// the other), else one.
+		n := int64(1)
+		for _, f := range p.filters {
+			if f.id == filterShuffle {
+				n = 2
+			}
+		}
+		bufs, err := t.Scratch(n * d.chunkBytes)
 		if err != nil {
 			return err
 		}
-		d.bufs = [2][]byte{bufs[:d.chunkBytes:d.chunkBytes], bufs[d.chunkBytes:]}
+		for i := int64(0); i < n; i++ {
+			d.bufs[i] = bufs[i*d.chunkBytes : (i+1)*d.chunkBytes : (i+1)*d.chunkBytes]
+		}
 		for _, ch := range p.chunks {
 			data, err := d.read(p, file, ch)
 			if err != nil {
@@ -211,11 +222,6 @@ type decoder struct {
 // read reads chunk ch and undoes its filters; the result (chunkBytes
 // bytes) is valid until the next call.
 func (d *decoder) read(p *plan, file io.ReaderAt, ch chunk) ([]byte, error) {
-	for i := range d.bufs {
-		if int64(cap(d.bufs[i])) < d.chunkBytes {
-			d.bufs[i] = make([]byte, d.chunkBytes)
-		}
-	}
 	// cur is the bytes so far: the stored chunk in the file until a
 	// filter has been undone (fromFile), then a buffer.
 	var cur []byte
@@ -224,7 +230,7 @@ func (d *decoder) read(p *plan, file io.ReaderAt, ch chunk) ([]byte, error) {
 		if ch.size != d.chunkBytes {
 			return nil, fmt.Errorf("the chunk at %v (byte %d) is %d bytes stored, not %d", ch.start, ch.off, ch.size, d.chunkBytes)
 		}
-		b := d.bufs[next][:ch.size]
+		b := d.buf(next)
 		if n, err := file.ReadAt(b, ch.off); int64(n) < ch.size {
 			return nil, fmt.Errorf("cannot read the chunk at %v (%d bytes at byte %d): %v", ch.start, ch.size, ch.off, err)
 		}
@@ -249,7 +255,7 @@ func (d *decoder) read(p *plan, file io.ReaderAt, ch chunk) ([]byte, error) {
 			} else {
 				src = bytes.NewReader(cur)
 			}
-			out := d.bufs[next][:d.chunkBytes]
+			out := d.buf(next)
 			var err error
 			if d.zr == nil {
 				d.zr, err = zlib.NewReader(src)
@@ -282,7 +288,7 @@ func (d *decoder) read(p *plan, file io.ReaderAt, ch chunk) ([]byte, error) {
 			if int64(len(cur)) != d.chunkBytes {
 				return nil, fmt.Errorf("the chunk at %v (byte %d) is %d bytes before unshuffling, not %d", ch.start, ch.off, len(cur), d.chunkBytes)
 			}
-			out := d.bufs[next][:d.chunkBytes]
+			out := d.buf(next)
 			unshuffle(out, cur, int(p.elem))
 			cur, next = out, 1-next
 		}
@@ -295,6 +301,14 @@ func (d *decoder) read(p *plan, file io.ReaderAt, ch chunk) ([]byte, error) {
 		return nil, fmt.Errorf("the chunk at %v (byte %d) is %d bytes, not %d", ch.start, ch.off, len(cur), d.chunkBytes)
 	}
 	return cur, nil
+}
+
+// buf returns chunk buffer i, made where the caller gave none.
+func (d *decoder) buf(i int) []byte {
+	if int64(cap(d.bufs[i])) < d.chunkBytes {
+		d.bufs[i] = make([]byte, d.chunkBytes)
+	}
+	return d.bufs[i][:d.chunkBytes]
 }
 
 // chunkReader marks the errors of reading the file (not of the data).
