@@ -7,6 +7,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -217,7 +218,12 @@ func unservedLines(source string, us []client.Unserved) string {
 	for _, k := range order {
 		g := groups[k]
 		if n := int64(len(g)) + more[k]; n > 1 {
-			fmt.Fprintf(&b, "tensorfs: %s: %d tensors (%s) are not served: %s: %s\n", source, n, k.typ, k.why, unservedNamesOf(g, n))
+			fmt.Fprintf(&b, "tensorfs: %s: %d tensors (%s) are not served: %s", source, n, k.typ, k.why)
+			if !slices.ContainsFunc(g, func(u client.Unserved) bool { return u.Name != "" }) {
+				b.WriteString(" (none has a name)\n") // nameless: no names to list
+				continue
+			}
+			fmt.Fprintf(&b, ": %s\n", unservedNamesOf(g, n))
 			continue
 		}
 		fmt.Fprintf(&b, "tensorfs: %s: tensor %s (%s) is not served: %s\n", source, strconv.Quote(g[0].Name), k.typ, k.why)

@@ -23,7 +23,7 @@ func TestUnservedLines(t *testing.T) {
 	}
 	us = append(us, client.Unserved{Name: strings.Repeat("x", 64<<10), Type: "ggml type 43", Why: "a type tensorfs does not know"})
 	got := unservedLines("m.onnx", us)
-	want := `tensorfs: m.onnx: 300000 tensors (FLOAT) are not served: an initializer without a name (in graph "g"): "", "", "", "" and 299996 more
+	want := `tensorfs: m.onnx: 300000 tensors (FLOAT) are not served: an initializer without a name (in graph "g") (none has a name)
 tensorfs: m.onnx: 3 tensors (FLOAT) are not served: another initializer has this name: "w0", "w1", "w2"
 tensorfs: m.onnx: tensor "` + strings.Repeat("x", 64<<10) + `" (ggml type 43) is not served: a type tensorfs does not know
 `
