@@ -347,3 +347,60 @@ func TestDecodeWithinBudget(t *testing.T) {
 		}
 	}
 }
+
+// countTarget is an index.DecodeTarget that keeps nothing: it counts
+// the bytes written at their offsets and the working memory taken.
+type countTarget struct {
+	size, budget, scratch, at int64
+	writes                    int
+}
+
+func (w *countTarget) Write(p []byte) (int, error) { w.writes++; return len(p), nil }
+
+func (w *countTarget) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > w.size {
+		return 0, fmt.Errorf("WriteAt(%d bytes at %d) past %d", len(p), off, w.size)
+	}
+	w.at += int64(len(p))
+	return len(p), nil
+}
+
+func (w *countTarget) Scratch(n int64) ([]byte, error) {
+	if w.scratch+n > w.budget {
+		return nil, fmt.Errorf("%d bytes of scratch, over the budget of %d", w.scratch+n, w.budget)
+	}
+	w.scratch += n
+	return make([]byte, n), nil
+}
+
+// TestChunkBombBudget: issue 41's file, a [4096, 16384] F32 dataset in
+// four [4096, 4096] gzip chunks of zeros (64 MiB each, 261 KB stored),
+// decoded for the cache: within a budget of 16 MiB it is refused before
+// any chunk is inflated (on 8665b93 it held a 256 MiB row of chunks and
+// two 64 MiB chunk buffers outside any budget: 335 MiB peak); within 256
+// MiB its one chunk buffer (no shuffling) is the budget's and the 256
+// MiB are written in place.
+func TestChunkBombBudget(t *testing.T) {
+	var zb bytes.Buffer
+	zw, _ := zlib.NewWriterLevel(&zb, zlib.BestCompression)
+	zw.Write(make([]byte, 64<<20))
+	zw.Close()
+	var file []byte
+	p := &plan{shape: []int64{4096, 16384}, chunk: []int64{4096, 4096}, elem: 4, filters: []filter{{id: filterDeflate}}}
+	for i := int64(0); i < 4; i++ {
+		p.chunks = append(p.chunks, chunk{start: []int64{0, i * 4096}, off: int64(len(file)), size: int64(zb.Len())})
+		file = append(file, zb.Bytes()...)
+	}
+	small := &countTarget{size: 256 << 20, budget: 16 << 20}
+	err := p.decode(small, bytes.NewReader(file))
+	if err == nil || !strings.Contains(err.Error(), "over the budget") || small.at != 0 || small.writes != 0 {
+		t.Fatalf("budget 16 MiB: %v; %d bytes written, %d Write calls", err, small.at, small.writes)
+	}
+	big := &countTarget{size: 256 << 20, budget: 256 << 20}
+	if err := p.decode(big, bytes.NewReader(file)); err != nil {
+		t.Fatal(err)
+	}
+	if big.at != 256<<20 || big.writes != 0 || big.scratch != 64<<20 {
+		t.Fatalf("budget 256 MiB: %d bytes written at their offsets, %d Write calls, %d bytes of scratch", big.at, big.writes, big.scratch)
+	}
+}
