@@ -37,8 +37,11 @@ func (r *readAhead) ReadAt(p []byte, off int64) (int, error) {
 	for done < len(p) {
 		o := off + int64(done)
 		if r.at < 0 || o < r.at || o >= r.at+int64(r.n) {
-			if r.buf == nil {
-				r.buf = make([]byte, ReadAheadBlock)
+			if r.at == o&^(ReadAheadBlock-1) { // the block held ends before o
+				return done, blockErr(r.err)
+			}
+			if r.buf == nil { // a small file's block is the file
+				r.buf = make([]byte, min(ReadAheadBlock, max(r.File.Size(), 1)))
 			}
 			r.at = o &^ (ReadAheadBlock - 1)
 			r.reads++

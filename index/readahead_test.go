@@ -52,3 +52,18 @@ func TestReadAhead(t *testing.T) {
 		t.Fatalf("%d reads of the file for reads in order, want at most 5", f.reads)
 	}
 }
+
+// TestReadAheadSmall: a file smaller than a block is read whole into a
+// buffer of its size (a distributed checkpoint parses thousands of
+// small item zips through it).
+func TestReadAheadSmall(t *testing.T) {
+	data := []byte("0123456789")
+	r := ReadAhead(&bytesFile{Reader: bytes.NewReader(data)}).(*readAhead)
+	var p [4]byte
+	if n, err := r.ReadAt(p[:], 8); n != 2 || err != io.EOF || string(p[:2]) != "89" {
+		t.Fatalf("ReadAt at 8: %d, %v, %q", n, err, p[:n])
+	}
+	if n, err := r.ReadAt(p[:], 0); n != 4 || err != nil || string(p[:]) != "0123" || cap(r.buf) != len(data) || r.reads != 1 {
+		t.Fatalf("ReadAt at 0: %d, %v, %q; buffer of %d bytes, %d reads", n, err, p[:n], cap(r.buf), r.reads)
+	}
+}
