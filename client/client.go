@@ -206,7 +206,7 @@ func FromIndex(path string, idx *index.Index, files []backing.Source) (*Checkpoi
 		if u.Source >= 0 && u.Source < len(idx.Sources) {
 			src = idx.Sources[idx.FileOf(u.Source)]
 		}
-		c.unserved = append(c.unserved, Unserved{Name: u.Name, Type: u.Type, Shape: u.Shape, Source: src, Why: u.Why})
+		c.unserved = append(c.unserved, Unserved{Name: u.Name, Type: u.Type, Shape: u.Shape, Source: src, Why: u.Why, More: u.More})
 	}
 	infos := make([]TensorInfo, len(idx.Tensors))
 	for i := range idx.Tensors {
@@ -350,6 +350,10 @@ type Unserved struct {
 	Shape  []int64 // nil where not known
 	Source string  // the file that holds it, "" where not known
 	Why    string
+	// More is how many entries like this one (the same Type and Why)
+	// the checkpoint's list left out (index.MaxUnservedBytes): it stands
+	// for 1+More.
+	More int64
 }
 
 // Unserved returns what the checkpoint holds that is not served, in name

@@ -77,7 +77,7 @@ func runConvert(args []string) error {
 	}
 	defer ck.Close()
 	if us := ck.Unserved(); len(us) > 0 { // logged by openSource
-		return fmt.Errorf("convert: %s: cannot write %s: %s; %s not written", source, plural(len(us), "tensor"), unservedNames(us), out)
+		return fmt.Errorf("convert: %s: cannot write %s: %s; %s not written", source, plural(unservedCount(us), "tensor"), unservedNames(us), out)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

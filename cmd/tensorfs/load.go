@@ -225,7 +225,7 @@ func runLoad(args []string) error {
 			plural(int(sink.tensors.Load()), "tensor"), plural(int(n), "byte"), bytesize.Format(n), elapsed.Seconds(), bytesize.Rate(n, elapsed.Seconds()), bytesize.Format(peakAnon), bytesize.Format(hwm))
 	}
 	if len(unserved) > 0 { // the rest is loaded (and listed); the checkpoint is not whole
-		return fmt.Errorf("load: %s: %s not loaded: %s", source, plural(len(unserved), "tensor"), unservedNames(unserved))
+		return fmt.Errorf("load: %s: %s not loaded: %s", source, plural(unservedCount(unserved), "tensor"), unservedNames(unserved))
 	}
 	return nil
 }

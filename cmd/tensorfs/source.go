@@ -7,6 +7,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -99,9 +100,11 @@ func openSource(path string, o sourceOptions) (*checkpoint, error) {
 	}
 	if o.Report == nil {
 		logNotes(ck.Index.Notes)
-		for _, u := range ck.Index.Unserved {
-			logUnserved(path, []client.Unserved{{Name: u.Name, Type: u.Type, Why: u.Why}})
+		us := make([]client.Unserved, len(ck.Index.Unserved))
+		for i, u := range ck.Index.Unserved {
+			us[i] = client.Unserved{Name: u.Name, Type: u.Type, Why: u.Why, More: u.More}
 		}
+		logUnserved(path, us)
 	}
 	return &checkpoint{path: path, mode: o.Mode, idx: ck.Index, sources: ck.Sources, remote: ck.Remote, loaded: ck}, nil
 }
@@ -200,28 +203,100 @@ func logNotes(notes []string) {
 	}
 }
 
-// logUnserved writes one line to stderr for each entry of the checkpoint
-// at source that is not served (a tensor of a type this build does not
-// know); the rest is served.
+// logUnserved writes to stderr what the checkpoint at source holds that
+// is not served (a tensor of a type this build does not know), one line
+// per kind (the same type and reason) with how many and the first few
+// names; the rest is served.
 func logUnserved(source string, us []client.Unserved) {
-	for _, u := range us {
-		fmt.Fprintf(os.Stderr, "tensorfs: %s: tensor %s (%s) is not served: %s\n", source, strconv.Quote(u.Name), u.Type, u.Why)
-	}
+	fmt.Fprint(os.Stderr, unservedLines(source, us))
 }
 
-// unservedNames lists the names of us for an error line: the first few,
-// quoted, with their types, then how many more.
-func unservedNames(us []client.Unserved) string {
+// unservedLines is what logUnserved writes.
+func unservedLines(source string, us []client.Unserved) string {
+	type kind struct{ typ, why string }
+	var order []kind
+	groups := map[kind][]client.Unserved{}
+	more := map[kind]int64{}
+	for _, u := range us {
+		k := kind{u.Type, u.Why}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], u)
+		more[k] += u.More
+	}
 	var b strings.Builder
-	for i, u := range us {
+	for _, k := range order {
+		g := groups[k]
+		if n := int64(len(g)) + more[k]; n > 1 {
+			fmt.Fprintf(&b, "tensorfs: %s: %d tensors (%s) are not served: %s", source, n, k.typ, k.why)
+			if !slices.ContainsFunc(g, func(u client.Unserved) bool { return u.Name != "" }) {
+				b.WriteString(" (none has a name)\n") // nameless: no names to list
+				continue
+			}
+			fmt.Fprintf(&b, ": %s\n", unservedNamesOf(g, n))
+			continue
+		}
+		fmt.Fprintf(&b, "tensorfs: %s: tensor %s (%s) is not served: %s\n", source, strconv.Quote(g[0].Name), k.typ, k.why)
+	}
+	return b.String()
+}
+
+// unservedNamesOf lists the first few names of g, quoted, and how many
+// more of the n it stands for.
+func unservedNamesOf(g []client.Unserved, n int64) string {
+	var b strings.Builder
+	for i, u := range g {
 		if i == 4 {
-			fmt.Fprintf(&b, " and %d more", len(us)-i)
 			break
 		}
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s (%s)", strconv.Quote(u.Name), u.Type)
+		b.WriteString(quoteShort(u.Name))
+	}
+	if shown := int64(min(len(g), 4)); n > shown {
+		fmt.Fprintf(&b, " and %d more", n-shown)
 	}
 	return b.String()
+}
+
+// unservedNames lists the names of us for an error line: the first few,
+// quoted, with their types, then how many more (entries a list left out
+// counted: client.Unserved.More).
+func unservedNames(us []client.Unserved) string {
+	var b strings.Builder
+	total := int64(unservedCount(us))
+	for i, u := range us {
+		if i == 4 {
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%s)", quoteShort(u.Name), u.Type)
+	}
+	if shown := int64(min(len(us), 4)); total > shown {
+		fmt.Fprintf(&b, " and %d more", total-shown)
+	}
+	return b.String()
+}
+
+// unservedCount is how many entries us stands for (client.Unserved.More
+// counted).
+func unservedCount(us []client.Unserved) int {
+	n := 0
+	for _, u := range us {
+		n += 1 + int(u.More)
+	}
+	return n
+}
+
+// quoteShort quotes name, its first 200 bytes and "..." when longer (a
+// name may be 64 KiB).
+func quoteShort(name string) string {
+	if len(name) > 200 {
+		return strconv.Quote(name[:200]) + "..."
+	}
+	return strconv.Quote(name)
 }
