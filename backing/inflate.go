@@ -114,8 +114,11 @@ type InflateCache struct {
 	changed chan struct{}
 
 	inflations atomic.Int64
-	spills     atomic.Int64
-	drops      atomic.Int64
+	// scratchBytes counts the working memory decoders took from the
+	// memory budget (index.DecodeTarget.Scratch), in all.
+	scratchBytes atomic.Int64
+	spills       atomic.Int64
+	drops        atomic.Int64
 }
 
 // NewInflateCache returns a cache with the given options.
@@ -167,13 +170,16 @@ type InflateStats struct {
 	Drops      int64 // files dropped for room
 	MemBytes   int64 // in memory now (with reservations)
 	DiskBytes  int64 // in files now (with reservations)
+	// ScratchBytes is the working memory decoders took from the memory
+	// budget (index.DecodeTarget.Scratch), in all.
+	ScratchBytes int64
 }
 
 // Stats returns the counts so far.
 func (c *InflateCache) Stats() InflateStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return InflateStats{Inflations: c.inflations.Load(), Spills: c.spills.Load(), Drops: c.drops.Load(), MemBytes: c.memUsed, DiskBytes: c.diskUsed}
+	return InflateStats{Inflations: c.inflations.Load(), Spills: c.spills.Load(), Drops: c.drops.Load(), MemBytes: c.memUsed, DiskBytes: c.diskUsed, ScratchBytes: c.scratchBytes.Load()}
 }
 
 // MemberFile is what a member is read from: the zip file.

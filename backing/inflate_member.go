@@ -11,6 +11,9 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/zstdpool"
 )
 
 // A member's reader: inflating on first read (once, by that reader),
@@ -201,6 +204,14 @@ func (w *fileWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+func (w *fileWriter) WriteAt(p []byte, off int64) (int, error) {
+	n, err := w.f.WriteAt(p, off)
+	if err != nil {
+		err = &writeError{err}
+	}
+	return n, err
+}
+
 type fileReader struct {
 	r   io.Reader
 	err error
@@ -239,10 +250,12 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 	}
 	inMem := c.inMemory(m.Size)
 	var w io.Writer
+	var at io.WriterAt // the same bytes, written at their offsets
 	if inMem {
 		c.reserveMem(m.Size)
 		mem = make([]byte, m.Size)
 		w = &sliceWriter{b: mem}
+		at = w.(*sliceWriter)
 	} else {
 		if err := c.reserveDisk(m.Size, true, held); err != nil {
 			return fail(false, err, "cannot make room to inflate it")
@@ -251,6 +264,7 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 			c.release(false, m.Size)
 			return fail(false, err, "cannot make a file to inflate it into in %s", c.opts.Dir)
 		}
+		at = &fileWriter{f}
 		w = bufio.NewWriterSize(&fileWriter{f}, 1<<20)
 	}
 	undo := func() {
@@ -260,8 +274,9 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 		}
 	}
 	if m.Decode != nil {
-		dw := &decodeWriter{w: w, left: m.Size}
+		dw := &decodeWriter{w: w, at: at, c: c, size: m.Size, left: m.Size}
 		err := m.Decode(dw, s.file)
+		dw.releaseScratch()
 		if err == nil && dw.left != 0 {
 			err = fmt.Errorf("decodes to %d bytes, not %d", m.Size-dw.left, m.Size)
 		}
@@ -307,7 +322,7 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 	}
 	var zr io.Reader
 	if m.Zstd {
-		zd, err := NewZstdReader(bufio.NewReaderSize(src, 1<<20))
+		zd, err := zstdpool.NewReader(bufio.NewReaderSize(src, 1<<20))
 		if err != nil {
 			undo()
 			return fail(false, err, "cannot start a zstd decoder")
@@ -319,7 +334,7 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 			if errors.As(err, &re) {
 				return fail(false, re.err, "cannot read its compressed data (%d bytes at byte %d)", m.CompressedSize, m.Offset)
 			}
-			return fail(true, nil, "the zstd stream (%d bytes at byte %d) decodes to %d bytes, short of the %d before the member: %v", m.CompressedSize, m.Offset, k, m.Skip+m.Size, zstdCause(err))
+			return fail(true, nil, "the zstd stream (%d bytes at byte %d) decodes to %d bytes, short of the %d before the member: %v", m.CompressedSize, m.Offset, k, m.Skip+m.Size, zstdpool.Cause(err))
 		}
 		zr = zd
 	} else {
@@ -356,7 +371,7 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 			return fail(true, nil, "the deflate data is corrupt at byte %d of it (the compressed data starts at byte %d of the file)", int64(ce), m.Offset)
 		}
 		if m.Zstd {
-			return fail(true, nil, "the zstd stream (%d bytes at byte %d) is corrupt or ends early, after %d of the member's %d bytes: %v", m.CompressedSize, m.Offset, n, m.Size, zstdCause(err))
+			return fail(true, nil, "the zstd stream (%d bytes at byte %d) is corrupt or ends early, after %d of the member's %d bytes: %v", m.CompressedSize, m.Offset, n, m.Size, zstdpool.Cause(err))
 		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return fail(true, nil, "the deflate data ends early, after %d of the %d bytes the zip directory declares", n, m.Size)
@@ -459,6 +474,13 @@ type sliceWriter struct {
 	n int
 }
 
+func (w *sliceWriter) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 || off > int64(len(w.b)) || int64(len(p)) > int64(len(w.b))-off {
+		return 0, io.ErrShortWrite
+	}
+	return copy(w.b[off:], p), nil
+}
+
 func (w *sliceWriter) Write(p []byte) (int, error) {
 	n := copy(w.b[w.n:], p)
 	w.n += n
@@ -502,11 +524,21 @@ func (s *memberSource) Close() error {
 
 // decodeWriter passes a Decode's bytes on to w, at most left of them: a
 // decoder that writes more than the member's size is refused at the
-// first byte over, so memory and disk stay within what was reserved.
+// first byte over, so memory and disk stay within what was reserved. It
+// is an index.DecodeTarget: the decoder may write its bytes at their
+// offsets (WriteAt, within the member's size; a decoder uses Write or
+// WriteAt, not both) and take working memory from the cache's memory
+// budget (Scratch), released when Decode returns.
 type decodeWriter struct {
-	w    io.Writer
-	left int64
+	w       io.Writer
+	at      io.WriterAt
+	c       *InflateCache
+	size    int64
+	left    int64
+	scratch int64 // bytes of Scratch reserved
 }
+
+var _ index.DecodeTarget = (*decodeWriter)(nil)
 
 func (d *decodeWriter) Write(p []byte) (int, error) {
 	if int64(len(p)) > d.left {
@@ -520,4 +552,39 @@ func (d *decodeWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+func (d *decodeWriter) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 || off > d.size || int64(len(p)) > d.size-off || int64(len(p)) > d.left {
+		return 0, fmt.Errorf("decodes past its %d bytes", d.size)
+	}
+	n, err := d.at.WriteAt(p, off)
+	d.left -= int64(n)
+	if err != nil {
+		if _, ok := err.(*writeError); !ok {
+			err = &writeError{err}
+		}
+	}
+	return n, err
+}
+
+// Scratch returns n bytes of working memory counted in the cache's
+// memory budget (members in memory spilled to files to make room);
+// more than the whole budget is an error.
+func (d *decodeWriter) Scratch(n int64) ([]byte, error) {
+	if n < 0 || n > d.c.opts.MemLimit-d.scratch {
+		return nil, fmt.Errorf("decoding it takes %d bytes of memory, more than the %d the cache of decoded members may hold in memory (tensorfs --inflate-mem)", d.scratch+n, d.c.opts.MemLimit)
+	}
+	d.c.reserveMem(n)
+	d.scratch += n
+	d.c.scratchBytes.Add(n)
+	return make([]byte, n), nil
+}
+
+// releaseScratch gives back what Scratch reserved.
+func (d *decodeWriter) releaseScratch() {
+	if d.scratch > 0 {
+		d.c.release(true, d.scratch)
+		d.scratch = 0
+	}
 }

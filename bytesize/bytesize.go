@@ -67,3 +67,23 @@ func FormatFixed(n int64) string {
 	}
 	return fmt.Sprintf("%.2f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
+
+// Rate says n bytes in seconds as a throughput in decimal units, the
+// largest the rate reaches: "2.35 GB/s", "48.2 MB/s", "3.1 kB/s",
+// "812 B/s" (a small load's summary said "0.00 GB/s"). "-" when seconds
+// is not positive.
+func Rate(n int64, seconds float64) string {
+	if seconds <= 0 {
+		return "-"
+	}
+	r := float64(n) / seconds
+	switch {
+	case r >= 1e9:
+		return fmt.Sprintf("%.2f GB/s", r/1e9)
+	case r >= 1e6:
+		return fmt.Sprintf("%.1f MB/s", r/1e6)
+	case r >= 1e3:
+		return fmt.Sprintf("%.1f kB/s", r/1e3)
+	}
+	return fmt.Sprintf("%.0f B/s", r)
+}

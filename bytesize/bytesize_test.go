@@ -54,3 +54,21 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+func TestRate(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		s    float64
+		want string
+	}{
+		{36, 0.002, "18.0 kB/s"},
+		{36, 1, "36 B/s"},
+		{5e9, 2, "2.50 GB/s"},
+		{48_200_000, 1, "48.2 MB/s"},
+		{1, 0, "-"},
+	} {
+		if got := Rate(c.n, c.s); got != c.want {
+			t.Errorf("Rate(%d, %v) = %q, want %q", c.n, c.s, got, c.want)
+		}
+	}
+}

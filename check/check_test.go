@@ -176,3 +176,23 @@ func TestDataSHA256(t *testing.T) {
 		t.Errorf("no digest: %+v, %v", rep, ps)
 	}
 }
+
+// TestDataDequantized: the values a quantized weight dequantizes to are
+// counted apart from the bytes read (`check --data` said 717872 bytes
+// read of a block-FP8 checkpoint whose tensors hold 154192: its three
+// weights' float32 values were counted as read).
+func TestDataDequantized(t *testing.T) {
+	codes := &memSource{data: []byte{1, 2, 3, 4}, failAt: -1}
+	values := &memSource{data: f32s(1, 2, 3, 4), failAt: -1}
+	idx := &index.Index{Format: "safetensors", Sources: []string{"/m/model.safetensors", ""}, Tensors: []index.Tensor{
+		{Name: "w", DType: dtype.F32, Shape: []int64{4}, Source: 1, Size: 16, Role: index.RoleLogical},
+		{Name: "w", DType: dtype.U8, Shape: []int64{4}, Size: 4, Role: index.RolePart},
+	}}
+	c := &Checkpoint{Source: "/m", Index: idx, Sources: []backing.Source{codes, values}}
+	for _, o := range []DataOptions{{}, {Values: true}} {
+		rep, ps := Data(c, o)
+		if len(ps) != 0 || rep.Bytes != 4 || rep.Dequantized != 1 || rep.DequantizedBytes != 16 {
+			t.Errorf("Data(%+v): %+v, %v; want 4 bytes read, 1 weight dequantized to 16 bytes", o, rep, ps)
+		}
+	}
+}

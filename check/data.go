@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/view"
 )
 
@@ -43,10 +44,19 @@ type FileDigest struct {
 
 // DataReport is what Data read.
 type DataReport struct {
-	Bytes   int64          // bytes read from the sources
-	CRCs    int            // stored members whose CRC-32 was checked
-	SHA1s   int            // ONNX tensors whose external data SHA-1 was checked
-	Tensors []TensorValues // with DataOptions.Values, in index order
+	// Bytes are the bytes of the checkpoint read: every stored tensor's
+	// (a stored zip member's whole, header included, for its CRC-32; a
+	// file hashed whole, from byte 0 to its end), never the values a
+	// quantized weight dequantizes to, which Dequantized counts.
+	Bytes int64
+	// Dequantized are the quantized weights read as their values
+	// (index.RoleLogical: their parts dequantized), and DequantizedBytes
+	// the float32 values they made, over and above Bytes.
+	Dequantized      int
+	DequantizedBytes int64
+	CRCs             int            // stored members whose CRC-32 was checked
+	SHA1s            int            // ONNX tensors whose external data SHA-1 was checked
+	Tensors          []TensorValues // with DataOptions.Values, in index order
 	// Files are the files hashed whole against the sha256 their source
 	// states, in source order; Verified counts those that matched.
 	Files    []FileDigest
@@ -115,6 +125,14 @@ func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 		}
 		src := c.Sources[t.Source]
 		file, where := c.Index.SourceName(t.Source), "tensor "+strconv.Quote(t.Name)
+		count := func(n int64) { // what reading t whole read
+			if t.Role == index.RoleLogical {
+				rep.Dequantized++
+				rep.DequantizedBytes += n
+				return
+			}
+			rep.Bytes += n
+		}
 		fail := func(err error) {
 			msg := strings.TrimPrefix(err.Error(), "view: "+t.Name+": ")
 			ps = append(ps, Problem{File: file, Where: where, What: msg})
@@ -150,7 +168,7 @@ func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 				}
 			})
 			if t.Check == nil {
-				rep.Bytes += t.Size
+				count(t.Size)
 			}
 			if err != nil {
 				fail(err)
@@ -174,7 +192,7 @@ func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 			}
 			r = v
 		}
-		rep.Bytes += t.Size
+		count(t.Size)
 		if err := readAll(r, t.Size, buf, nil); err != nil {
 			fail(err)
 		}

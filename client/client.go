@@ -68,6 +68,11 @@ type Checkpoint struct {
 	metadata map[string]any
 	tensors  []TensorInfo
 	byName   map[string]int
+	// byKey is the name of each of the checkpoint's own keys
+	// (index.NamesByKey: a DCP's dotted keys), which lookup takes too.
+	byKey map[string]string
+	// keys are the checkpoint's own keys by name (index.Index.Keys).
+	keys map[string]string
 	// twin is the second tensor of a name that two have: a quantized
 	// weight's logical tensor beside its stored part of that name
 	// (index.Twins); lookup picks by the dtype asked for.
@@ -82,7 +87,7 @@ type Checkpoint struct {
 	// cache keeps them), so the resident set does not grow with the
 	// checkpoint.
 	dropMapped bool
-	// remote: the files are remote sources (s3://, http(s)://).
+	// remote: the files are remote sources (s3://, hf://, http(s)://).
 	remote bool
 	// loaded is what source.Load returned (its Sources are files),
 	// for the files beside it (Beside); nil otherwise.
@@ -193,13 +198,15 @@ func FromIndex(path string, idx *index.Index, files []backing.Source) (*Checkpoi
 		sources: idx.Files(),
 		idx:     idx,
 		files:   files,
+		byKey:   index.NamesByKey(idx.Keys),
+		keys:    idx.Keys,
 	}
 	for _, u := range idx.Unserved {
 		src := ""
 		if u.Source >= 0 && u.Source < len(idx.Sources) {
 			src = idx.Sources[idx.FileOf(u.Source)]
 		}
-		c.unserved = append(c.unserved, Unserved{Name: u.Name, Type: u.Type, Shape: u.Shape, Source: src, Why: u.Why})
+		c.unserved = append(c.unserved, Unserved{Name: u.Name, Type: u.Type, Shape: u.Shape, Source: src, Why: u.Why, More: u.More})
 	}
 	infos := make([]TensorInfo, len(idx.Tensors))
 	for i := range idx.Tensors {
@@ -343,6 +350,10 @@ type Unserved struct {
 	Shape  []int64 // nil where not known
 	Source string  // the file that holds it, "" where not known
 	Why    string
+	// More is how many entries like this one (the same Type and Why)
+	// the checkpoint's list left out (index.MaxUnservedBytes): it stands
+	// for 1+More.
+	More int64
 }
 
 // Unserved returns what the checkpoint holds that is not served, in name
@@ -386,13 +397,31 @@ func (c *Checkpoint) TensorIn(name string, to dtype.DType) (TensorInfo, bool) {
 	return c.tensors[i], true
 }
 
+// Key returns the checkpoint's own key of the tensor called name where
+// its format keys entries by something else than the name tensorfs
+// gives them (a distributed checkpoint's dotted "model.layers.0.w" for
+// "model/layers.0.w": index.Index.Keys, index.json "keys"); ok is false
+// for most checkpoints.
+func (c *Checkpoint) Key(name string) (key string, ok bool) {
+	key, ok = c.keys[name]
+	return key, ok
+}
+
 // lookup returns the index of the tensor called name that a reader of
 // dtype to gets (a view dtype: the converted listing; any other: the
-// native one), the one of that name when only one has it.
+// native one), the one of that name when only one has it. name may also
+// be the checkpoint's own key of a tensor (index.Index.Keys: a DCP's
+// dotted "model.layers.0.w" for "model/layers.0.w"); a name wins over a
+// key. Every method that takes a tensor's name goes through it.
 func (c *Checkpoint) lookup(name string, to dtype.DType) (int, bool) {
 	i, ok := c.byName[name]
 	if !ok {
-		return 0, false
+		if name, ok = c.byKey[name]; !ok {
+			return 0, false
+		}
+		if i, ok = c.byName[name]; !ok {
+			return 0, false
+		}
 	}
 	if j, two := c.twin[name]; two {
 		if it := (index.Tensor{Role: c.tensors[i].Role}); !it.Listed(to.IsFloatView()) {

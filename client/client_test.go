@@ -5,11 +5,13 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
 func TestCheckpointListing(t *testing.T) {
@@ -200,5 +202,35 @@ func TestTensorErrorMessage(t *testing.T) {
 	e = &TensorError{Name: "x", Op: "sink end", Off: -1, Err: io.EOF}
 	if e.Error() != `tensor "x": sink end: EOF` || !errors.Is(e, io.EOF) {
 		t.Errorf("got %q", e.Error())
+	}
+}
+
+// TestKeysAreNames: a distributed checkpoint's dotted keys (index.json
+// "keys") are taken wherever a tensor's name is, opened directly and
+// through a document of a mount alike.
+func TestKeysAreNames(t *testing.T) {
+	ck, err := Open(testdata.Path(t, "formats2/dcp_single"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	const name, key = "model/blocks.0.norm%scale", "model.blocks.0.norm%scale"
+	if _, ok := ck.Tensor(name); !ok {
+		t.Fatalf("no tensor %q", name)
+	}
+	byKey, ok := ck.Tensor(key)
+	if !ok || byKey.Name != name {
+		t.Fatalf("Tensor(%q) = %+v, %v; want %q", key, byKey, ok, name)
+	}
+	a, err := ck.ReadFloat32(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ck.ReadFloat32(key)
+	if err != nil || !slices.Equal(a, b) {
+		t.Errorf("ReadFloat32(%q): %v, %v; want %v", key, b, err, a)
+	}
+	if _, ok := ck.Tensor("model.blocks.0.nope"); ok {
+		t.Error("a key the checkpoint lacks was found")
 	}
 }

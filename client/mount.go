@@ -42,10 +42,12 @@ func openMount(mount string) (*Checkpoint, error) {
 		format:  doc.Format,
 		sources: doc.Sources,
 		mount:   mount,
+		byKey:   index.NamesByKey(doc.Keys),
+		keys:    doc.Keys,
 	}
 	c.metadata = doc.Metadata // JSON values already (ParseDocument)
 	for _, u := range doc.Unserved {
-		c.unserved = append(c.unserved, Unserved{Name: u.Name, Type: u.Type, Shape: u.Shape, Source: u.Source, Why: u.Why})
+		c.unserved = append(c.unserved, Unserved{Name: u.Name, Type: u.Type, Shape: u.Shape, Source: u.Source, Why: u.Why, More: u.More})
 	}
 	// A mount made with --dtype has a converted top level: the tensors as
 	// stored are under .native/, which "native" describes.

@@ -54,6 +54,7 @@ func newFakeMount(t *testing.T, view bool) *fakeMount {
 		Format:   "safetensors",
 		Sources:  []string{"/models/m.safetensors"},
 		Metadata: map[string]any{"format": "pt"},
+		Keys:     map[string]string{"dir/b": "dir.b"}, // as a DCP keys its tensors
 	}
 	for _, x := range []struct {
 		name  string
@@ -112,6 +113,25 @@ func newFakeMount(t *testing.T, view bool) *fakeMount {
 		}
 	}
 	return m
+}
+
+// TestMountKeysAreNames: a mount's index.json "keys" are taken wherever
+// a tensor's name is, as for a checkpoint opened directly.
+func TestMountKeysAreNames(t *testing.T) {
+	m := newFakeMount(t, false)
+	c, err := Open(m.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ti, ok := c.Tensor("dir.b")
+	if !ok || ti.Name != "dir/b" {
+		t.Fatalf("Tensor(dir.b) = %+v, %v", ti, ok)
+	}
+	got, err := c.ReadFloat32("dir.b")
+	if err != nil || !bytes.Equal(f32Bytes(got), m.f32["dir/b"]) {
+		t.Errorf("ReadFloat32(dir.b) = %v, %v", got, err)
+	}
 }
 
 func TestOpenMount(t *testing.T) {

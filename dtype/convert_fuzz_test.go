@@ -30,10 +30,7 @@ func FuzzConvert(f *testing.F) {
 		}
 	}
 	// Real tensor bytes as seeds, when the shared test data is there.
-	dir := os.Getenv("TENSORFS_TESTDATA")
-	if dir == "" {
-		dir = filepath.Join(testdata.RepoRoot(), "..", "shared", "testdata")
-	}
+	dir, _ := testdata.Optional()
 	for _, name := range []string{
 		"gguf/quantized/ollama-ggml-f16.gguf", "gguf/quantized/ollama-ggml-bf16.gguf",
 		"gguf/quantized/ollama-ggml-q4_k.gguf.f32ref", "gguf/quantized/ollama-ggml-q4_0.gguf",

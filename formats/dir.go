@@ -3,11 +3,13 @@ package formats
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/index/dcp"
 	"github.com/lazyweights/tensorfs/index/gguf"
 	"github.com/lazyweights/tensorfs/index/paddle"
 )
@@ -153,6 +155,13 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory: %s", refused)
 	}
 	if len(parts) == 0 {
+		if subs := l.checkpointSubdirs(tree, dir); subs != "" {
+			looked := fmt.Sprintf("%d files", len(files))
+			if len(files) == 1 {
+				looked = "1 file"
+			}
+			return nil, index.ErrorAt(dir, "", "no checkpoint in the directory itself (%s looked at), but in its subdirectories %s: open one of them", looked, subs)
+		}
 		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory (%d files looked at; want a *.index.json weight map or safetensors, PyTorch, GGUF, .npy, .npz, ONNX, HDF5 (Keras) or PaddlePaddle files)", len(files))
 	}
 	if parts[0].idx.Format == "gguf" {
@@ -176,4 +185,86 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 		return nil, err
 	}
 	return idx, nil
+}
+
+// Dirser is implemented by Trees that list a directory's subdirectories
+// (the local filesystem): a directory with no checkpoint of its own then
+// names those that hold one.
+type Dirser interface {
+	Dirs(dir string) ([]string, error)
+}
+
+// Bounds of checkpointSubdirs: subdirectories looked into, and files
+// sniffed in all.
+const (
+	maxSubdirs     = 64
+	maxSubdirFiles = 512
+)
+
+// checkpointSubdirs names the subdirectories of dir (one level down)
+// that hold a checkpoint: a weight map, a distributed checkpoint's
+// .metadata, or a file of a known format by its first bytes; at most
+// four named, then how many more ("a/, b/ and 3 more"); "" for none or a
+// tree that lists no subdirectories. It looks into at most maxSubdirs
+// subdirectories and sniffs at most maxSubdirFiles files.
+func (l *loader) checkpointSubdirs(tree Tree, dir string) string {
+	ds, ok := tree.(Dirser)
+	if !ok {
+		return ""
+	}
+	subs, err := ds.Dirs(dir)
+	if err != nil {
+		return ""
+	}
+	budget := maxSubdirFiles
+	holds := func(sub string) bool {
+		files, err := tree.Files(sub)
+		if err != nil {
+			return false
+		}
+		if _, ok := dcp.MetadataFile(files); ok {
+			return true
+		}
+		for _, p := range files {
+			if strings.HasSuffix(filepath.Base(p), ".index.json") {
+				return true
+			}
+		}
+		for _, p := range files {
+			if budget <= 0 {
+				return false
+			}
+			budget--
+			f, err := l.openFile(p)
+			if err != nil {
+				continue
+			}
+			fm, err := sniff(f)
+			l.release(f)
+			if err == nil && fm != nil {
+				return true
+			}
+		}
+		return false
+	}
+	var named []string
+	more := 0
+	for i, sub := range subs {
+		if i == maxSubdirs {
+			break
+		}
+		if !holds(sub) {
+			continue
+		}
+		if len(named) == 4 {
+			more++
+			continue
+		}
+		named = append(named, display(filepath.Base(sub))+"/")
+	}
+	list := strings.Join(named, ", ")
+	if more > 0 {
+		list += fmt.Sprintf(" and %d more", more)
+	}
+	return list
 }

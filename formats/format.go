@@ -123,16 +123,16 @@ func (u unclaimed) Unwrap() []error { return []error{u.FormatError, paddle.ErrNo
 // numpy.ParseNPZ hands one with no arrays but a data.pkl deeper down to
 // torch.ParseZip too.
 func parseNPZ(f index.File) (*index.Index, error) {
-	zr, err := index.OpenZip(f)
+	zr, spans, err := index.OpenZip(f)
 	if err != nil {
 		return nil, err
 	}
 	if torch.ZipPickle(zr) != nil {
-		return torch.ParseZip(f)
+		return torch.ParseZipOpened(f, zr, spans)
 	}
-	idx, err := numpy.ParseNPZ(f)
+	idx, err := numpy.ParseNPZOpened(f, zr, spans)
 	if errors.Is(err, numpy.ErrTorchZip) {
-		return torch.ParseZip(f)
+		return torch.ParseZipOpened(f, zr, spans)
 	}
 	return idx, err
 }

@@ -181,7 +181,7 @@ func TestONNXExternalConfined(t *testing.T) {
 			return os.Symlink(filepath.Join(outside, "w.bin"), filepath.Join(dir, "link.bin"))
 		}, "symbolic link out"},
 		{"sub/w.bin", func(dir string) error { return os.Symlink(outside, filepath.Join(dir, "sub")) }, "symbolic link out"},
-		{"gone.bin", nil, "not in the checkpoint's directory"},
+		{"gone.bin", nil, `file "gone.bin" is missing: the checkpoint's directory has no such file`},
 		{"short.bin", func(dir string) error { return os.WriteFile(filepath.Join(dir, "short.bin"), data[:8], 0o644) }, "past the end of short.bin (8 bytes)"},
 	}
 	for _, c := range cases {

@@ -46,7 +46,7 @@ func sniffKeras(head []byte) bool {
 // parsed); its datasets are ranges of that member, its chunked ones
 // members decoded from it.
 func parseKeras(f index.File, members index.MemberOpener) (*index.Index, error) {
-	zr, err := index.OpenZip(f)
+	zr, _, err := index.OpenZip(f)
 	if err != nil {
 		return nil, err
 	}

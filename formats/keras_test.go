@@ -197,3 +197,61 @@ func mustHex(t *testing.T, s string) []byte {
 	}
 	return b[:]
 }
+
+// TestZipLocalHeaders: every zip tensorfs reads gets the local-header
+// check the .npz had (index.OpenZip): a .keras whose model.weights.h5's
+// local header names another member than the central directory (Python's
+// zipfile, so keras, refuses it; issue 41) is one line, stored or
+// deflated, and so is such a torch.save zip.
+func TestZipLocalHeaders(t *testing.T) {
+	h5, err := os.ReadFile(filepath.Join(testdata.Path(t, "formats2"), "keras_mlp.weights.h5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// rename changes the name in the local header of member name.
+	rename := func(b []byte, name, to string) {
+		t.Helper()
+		for i := 0; i+30+len(name) <= len(b); i++ {
+			if string(b[i:i+4]) == "PK\x03\x04" && string(b[i+30:i+30+len(name)]) == name {
+				copy(b[i+30:], to)
+				return
+			}
+		}
+		t.Fatalf("no local header for %s", name)
+	}
+	var files []string
+	for _, method := range []uint16{zip.Store, zip.Deflate} {
+		p := kerasZip(t, h5, method)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rename(b, "model.weights.h5", "model.weightz.h5")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, p)
+	}
+	var pt bytes.Buffer
+	zw := zip.NewWriter(&pt)
+	for _, name := range []string{"archive/data.pkl", "archive/version"} {
+		w, _ := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
+		w.Write([]byte("\x80\x02}q\x00.")) // an empty dict
+	}
+	zw.Close()
+	b := pt.Bytes()
+	rename(b, "archive/version", "archive/versioN")
+	p := filepath.Join(t.TempDir(), "m.pt")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, p)
+	for _, p := range files {
+		cache := backing.NewInflateCache(backing.InflateOptions{Dir: t.TempDir(), Logf: t.Logf})
+		_, files, err := Load(p, openDCP, Options{Inflate: cache})
+		closeAll(files)
+		if err == nil || !strings.Contains(err.Error(), "its local header names it") || !strings.Contains(err.Error(), p) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want one line naming the file and the local header", filepath.Base(p), err)
+		}
+	}
+}

@@ -456,6 +456,13 @@ func TestLoadDirectoryRefuses(t *testing.T) {
 	}{
 		{"empty directory", nil, "no checkpoint in the directory (0 files looked at"},
 		{"no checkpoint", map[string][]byte{"README.md": []byte("hi"), "config.json": []byte("{}")}, "no checkpoint in the directory (2 files looked at"},
+		{"checkpoints in subdirectories only", map[string][]byte{
+			"README.md":                            []byte("hi"),
+			"base/model.safetensors":               stBuild(nil, true, stT{Name: "w", DType: "F32", Shape: []int{1}, Bytes: 4}),
+			"docs/notes.txt":                       []byte("hi"),
+			"sharded/model.safetensors.index.json": []byte("{}"),
+			".cache/model.safetensors":             stBuild(nil, true, stT{Name: "w", DType: "F32", Shape: []int{1}, Bytes: 4}),
+		}, "no checkpoint in the directory itself (1 file looked at), but in its subdirectories base/, sharded/: open one of them"},
 		{"same tensor in two files", map[string][]byte{
 			"a.safetensors": stBuild(nil, true, stT{Name: "w", DType: "F32", Shape: []int{1}, Bytes: 4}),
 			"b.safetensors": stBuild(nil, true, stT{Name: "w", DType: "F32", Shape: []int{1}, Bytes: 4}, stT{Name: "v", DType: "F32", Shape: []int{1}, Bytes: 4}),

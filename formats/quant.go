@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,16 +127,36 @@ func Quantize(idx *index.Index, files []index.File, cfg *quant.Config) ([]index.
 	}
 	probs = append(probs, r.Problems...)
 	slices.SortStableFunc(probs, func(a, b quant.Problem) int { return cmp.Compare(a.Name, b.Name) })
-	for _, p := range probs {
+	alone := loneShard(idx)
+	sharing := map[string][]string{} // why → the weights left out for it
+	for i := range probs {
+		p := &probs[i]
+		if alone != "" && strings.Contains(p.Why, " missing") {
+			p.Why += "; " + alone
+		}
 		part(p.Name) // its raw codes, when the weight keeps a stored name
 		q.Problems = append(q.Problems, index.QuantProblem{Name: p.Name, Why: p.Why})
-		file := ""
-		if i, ok := byName[p.Name]; ok {
-			file = idx.SourceName(idx.FileOf(idx.Tensors[i].Source))
+		sharing[p.Why] = append(sharing[p.Why], p.Name)
+	}
+	fileOf := func(name string) string {
+		if i, ok := byName[name]; ok {
+			return idx.SourceName(idx.FileOf(idx.Tensors[i].Source))
 		} else if fs := idx.Files(); len(fs) > 0 {
-			file = fs[0]
+			return fs[0]
 		}
-		idx.Notes = append(idx.Notes, index.Printable(fmt.Sprintf("%s: weight %s left out of the converted views: %s", file, strconv.Quote(p.Name), p.Why)))
+		return ""
+	}
+	for _, p := range probs {
+		names := sharing[p.Why]
+		switch {
+		case len(names) <= maxNotesAlike:
+			idx.Notes = append(idx.Notes, index.Printable(fmt.Sprintf("%s: weight %s left out of the converted views: %s", fileOf(p.Name), strconv.Quote(p.Name), p.Why)))
+		case names[0] == p.Name:
+			// many weights for one reason (a scheme that cannot be
+			// applied at all): one line for them all
+			idx.Notes = append(idx.Notes, index.Printable(fmt.Sprintf("%s: %d weights left out of the converted views (%s, %s, %s and %d more): %s",
+				fileOf(p.Name), len(names), strconv.Quote(names[0]), strconv.Quote(names[1]), strconv.Quote(names[2]), len(names)-3, p.Why)))
+		}
 	}
 	for i := range logical {
 		t := &logical[i]
@@ -162,6 +185,10 @@ func Quantize(idx *index.Index, files []index.File, cfg *quant.Config) ([]index.
 	}
 	return files, nil
 }
+
+// maxNotesAlike is how many weights left out for the same reason get a
+// line each; more are one line.
+const maxNotesAlike = 4
 
 // pairCandidates reports whether some tensor can be half of a pair that
 // quant.Plan joins without a configuration (X.weight_scale_inv, P_blocks,
@@ -290,4 +317,30 @@ func (d *dequantized) ReadAt(p []byte, off int64) (int, error) {
 		return n, io.EOF
 	}
 	return n, nil
+}
+
+// shardName is a shard's file name in a set of several:
+// model-00001-of-00002.safetensors.
+var shardName = regexp.MustCompile(`-([0-9]{5,})-of-([0-9]{5,})\.[A-Za-z0-9]+$`)
+
+// loneShard says, of a checkpoint that is one shard of several opened
+// alone, that its other shards were not opened, so that a weight whose
+// part is missing is not taken for a broken file; "" for any other
+// checkpoint.
+func loneShard(idx *index.Index) string {
+	fs := idx.Files()
+	if len(fs) != 1 {
+		return ""
+	}
+	base := path.Base(filepath.ToSlash(fs[0]))
+	m := shardName.FindStringSubmatch(base)
+	if m == nil {
+		return ""
+	}
+	i, err1 := strconv.Atoi(m[1])
+	n, err2 := strconv.Atoi(m[2])
+	if err1 != nil || err2 != nil || n < 2 {
+		return ""
+	}
+	return fmt.Sprintf("%s is shard %d of %d, opened alone: the missing part is likely in another shard (open the directory, or its *.index.json weight map)", base, i, n)
 }

@@ -3,6 +3,7 @@ package formats
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/lazyweights/tensorfs/backing"
@@ -290,5 +292,83 @@ func TestDequantizedConcurrent(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestQuantizeLoneShard: a weight whose part is in a shard that was not
+// opened (one shard of two opened alone) is said to be so, not only
+// "its weight is missing".
+func TestQuantizeLoneShard(t *testing.T) {
+	dir := testdata.Path(t, "quant/fp8_block")
+	idx, files, err := Load(filepath.Join(dir, "model-00001-of-00002.safetensors"), openPread, testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeAll(files) })
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := quant.Find(map[string][]byte{"config.json": b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files, err = Quantize(idx, files, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeAll(files) })
+	notes := strings.Join(idx.Notes, "\n")
+	if !strings.Contains(notes, "its weight is missing; model-00001-of-00002.safetensors is shard 1 of 2, opened alone") {
+		t.Errorf("notes:\n%s", notes)
+	}
+	// The whole directory: nothing said of shards.
+	idx, _ = loadQuant(t, dir)
+	if strings.Contains(strings.Join(idx.Notes, "\n"), "opened alone") {
+		t.Errorf("whole checkpoint: %q", idx.Notes)
+	}
+}
+
+// TestQuantizeUnusableScheme: block FP8 whose weight_block_size cannot
+// be used (issue 41: [0, 0] served every weight as its unscaled codes):
+// every F8 weight and its scale is a part (in no converted view), each
+// weight is a Problem, and the many weights left out for the one reason
+// are one note, not a line each.
+func TestQuantizeUnusableScheme(t *testing.T) {
+	dir := t.TempDir()
+	hdr := map[string]any{}
+	var blob []byte
+	const n = 6
+	for i := range n {
+		x := fmt.Sprintf("model.layers.%d.mlp.up_proj", i)
+		hdr[x+".weight"] = map[string]any{"dtype": "F8_E4M3", "shape": []int{4, 64}, "data_offsets": []int{len(blob), len(blob) + 256}}
+		blob = append(blob, bytes.Repeat([]byte{0x38}, 256)...) // 1.0: the weight is 2.0
+		hdr[x+".weight_scale_inv"] = map[string]any{"dtype": "F32", "shape": []int{1, 1}, "data_offsets": []int{len(blob), len(blob) + 4}}
+		blob = append(blob, 0, 0, 0, 0x40)
+	}
+	hdr["model.norm.weight"] = map[string]any{"dtype": "BF16", "shape": []int{4}, "data_offsets": []int{len(blob), len(blob) + 8}}
+	blob = append(blob, make([]byte, 8)...)
+	h, _ := json.Marshal(hdr)
+	for len(h)%8 != 0 {
+		h = append(h, ' ')
+	}
+	f := append(binary.LittleEndian.AppendUint64(nil, uint64(len(h))), h...)
+	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), append(f, blob...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `{"quantization_config": {"quant_method": "fp8", "weight_block_size": [0, 0]}}`
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx, _ := loadQuant(t, dir)
+	for _, tn := range idx.Tensors {
+		if want := tn.Name != "model.norm.weight"; (tn.Role == index.RolePart) != want {
+			t.Errorf("%s: role %v", tn.Name, tn.Role)
+		}
+	}
+	if q := idx.Quantization; q == nil || len(q.Problems) != n || len(q.Weights) != 0 {
+		t.Fatalf("quantization %+v", idx.Quantization)
+	}
+	if len(idx.Notes) != 1 || !strings.Contains(idx.Notes[0], fmt.Sprintf("%d weights left out of the converted views", n)) || !strings.Contains(idx.Notes[0], "weight_block_size [0,0]") {
+		t.Errorf("notes %q", idx.Notes)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/lazyweights/tensorfs/index"
 )
@@ -96,6 +97,22 @@ func (osTree) IsDir(path string) (bool, error) {
 		return false, index.ErrorAt(path, "", "not a regular file or a directory")
 	}
 	return st.IsDir(), nil
+}
+
+// Dirs lists the subdirectories directly in dir (not links to them),
+// sorted by name.
+func (osTree) Dirs(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var dirs []string
+	for _, e := range ents {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			dirs = append(dirs, filepath.Join(dir, e.Name()))
+		}
+	}
+	return dirs, nil
 }
 
 func (osTree) Files(dir string) ([]string, error) {

@@ -78,7 +78,7 @@ func (s *siblings) confine(rel string) (string, error) {
 	rp, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		if os.IsNotExist(err) {
-			return "", fmt.Errorf("file %s is not in the checkpoint's directory", q)
+			return "", fmt.Errorf("file %s is missing: the checkpoint's directory has no such file (removed, or never copied beside it)", q)
 		}
 		return "", fmt.Errorf("file %s: %v", q, err)
 	}

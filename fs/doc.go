@@ -151,7 +151,11 @@
 // the file (the backing file shrank) is EIO rather than a short reply,
 // which would make the kernel shrink the file; a spliced read checks the
 // backing file's size with fstat first, since go-fuse would send a short
-// splice as a short reply.
+// splice as a short reply. For the same reason a range is spliced only
+// where go-fuse's pipe surely takes it whole (Root.spliced,
+// splicedWhole: the header's buffer and one per page of the file the
+// range touches, within the pipe go-fuse grows for the reply); a file's
+// last, partial request may not fit and is copied instead.
 //
 // # Caching
 //

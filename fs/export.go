@@ -256,13 +256,13 @@ func (r *Root) readExport(e *node, dest []byte, off int64) (fuse.ReadResult, sys
 	if x, ok := v.(*view.Export); ok && !r.opts.NoSplice && n <= maxSpliced { // read.go
 		if end, src, at, ok := x.Segment(off); ok && end >= off+int64(n) {
 			if s, fd := r.exportFd(src); fd >= 0 {
-				if err := checkExtent(fd, at+int64(n)); err != nil {
+				res, ok, err := r.spliced(s, fd, at, n) // read.go; counted once sent
+				if err != nil {
 					return nil, toErrno(err)
 				}
-				if s < 0 {
-					return fuse.ReadResultFd(uintptr(fd), at, n), 0
+				if ok {
+					return res, 0
 				}
-				return r.fdResult(s, fd, at, n), 0 // counted once sent: cache.go
 			}
 		}
 	}

@@ -2,10 +2,8 @@ package fs
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/lazyweights/tensorfs/dtype"
@@ -17,8 +15,10 @@ import (
 // (Options.View), then "native" after "tensors": the stored tree under
 // .native/, described the same way (every tensor, integers included, at
 // paths starting ".native/"), "unserved" where the checkpoint
-// holds something that is not served (index.Index.Unserved), "not_read"
-// after it (index.Index.NotRead), and last "quantization" where it is
+// holds something that is not served (index.Index.Unserved), "keys"
+// where the format keys its entries by something else than their names
+// (index.Index.Keys), "not_read" after them (index.Index.NotRead), and
+// last "quantization" where it is
 // quantized (index.Index.Quantization: the logical weights of the
 // converted views and their parts). Each
 // tensor's dtype and size are those of
@@ -53,7 +53,8 @@ const indexMarkEvery = 64
 func (r *Root) newIndexFile(listed, native []uint32) (*indexFile, error) {
 	f := &indexFile{r: r, lists: [2][]uint32{listed, native}}
 	var err error
-	if f.head, err = r.indexHead(); err != nil {
+	doc := r.indexDoc()
+	if f.head, err = doc.Head(); err != nil {
 		return nil, err
 	}
 	close := func(n int) string {
@@ -62,33 +63,13 @@ func (r *Root) newIndexFile(listed, native []uint32) (*indexFile, error) {
 		}
 		return "]"
 	}
-	// What the checkpoint holds that is not served, after the lists.
-	end := "\n}\n"
-	if q := r.idx.Quantization; q != nil {
-		b, err := json.Marshal(q)
-		if err != nil {
-			return nil, err
-		}
-		end = ",\n  \"quantization\": " + string(b) + end
+	// The fields after the lists: what the checkpoint holds that is not
+	// served, its own keys, the quantization.
+	tail, err := doc.Tail()
+	if err != nil {
+		return nil, err
 	}
-	if us := r.idx.DocUnserved(); len(us) > 0 {
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(us); err != nil {
-			return nil, err
-		}
-		end = ",\n  \"unserved\": " + strings.TrimSuffix(b.String(), "\n") + end
-	}
-	if len(r.idx.NotRead) > 0 {
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(r.idx.NotRead); err != nil {
-			return nil, err
-		}
-		end = ",\n  \"not_read\": " + strings.TrimSuffix(b.String(), "\n") + end
-	}
+	end := string(tail)
 	if r.opts.View != dtype.Invalid {
 		f.mid = []byte(close(len(listed)) + ",\n  \"native\": [")
 		f.tail = []byte(close(len(native)) + end)

@@ -41,54 +41,26 @@ func (r *Root) listFiles(p place) []uint32 {
 	return out
 }
 
-// indexHead renders index.json up to its first tensor line: the fields
-// before "tensors", and `  "tensors": [`.
-func (r *Root) indexHead() ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	field := func(name string, v any, last bool) error {
-		buf.WriteString("  ")
-		if err := enc.Encode(name); err != nil {
-			return err
-		}
-		buf.Truncate(buf.Len() - 1) // Encode's newline
-		buf.WriteString(": ")
-		if err := enc.Encode(v); err != nil {
-			return err
-		}
-		buf.Truncate(buf.Len() - 1)
-		if !last {
-			buf.WriteByte(',')
-		}
-		buf.WriteByte('\n')
-		return nil
-	}
-	buf.WriteString("{\n")
-	if err := field("format", r.idx.Format, false); err != nil {
-		return nil, err
+// indexDoc is index.json's document without its tensor lists, which
+// the mount writes a line at a time (writeDoc): index.Document's Head
+// and Tail, written by the code that writes `ls --json`.
+func (r *Root) indexDoc() index.Document {
+	d := index.Document{
+		Format:       r.idx.Format,
+		Sources:      r.idx.Files(), // not the compressed members
+		Metadata:     r.idx.Metadata,
+		Unserved:     r.idx.DocUnserved(),
+		Keys:         r.idx.Keys,
+		NotRead:      r.idx.NotRead,
+		Quantization: r.idx.Quantization,
 	}
 	if r.opts.View != dtype.Invalid {
-		if err := field("view", r.opts.View.String(), false); err != nil {
-			return nil, err
-		}
+		d.View = r.opts.View.String()
 	}
-	sources := r.idx.Files() // not the compressed members
-	if sources == nil {
-		sources = []string{}
+	if d.Sources == nil {
+		d.Sources = []string{}
 	}
-	if err := field("sources", sources, false); err != nil {
-		return nil, err
-	}
-	md, err := index.RenderMetadata(r.idx.Metadata, index.MetadataJSONBudget)
-	if err != nil {
-		return nil, err
-	}
-	if err := field("metadata", json.RawMessage(md), false); err != nil {
-		return nil, err
-	}
-	buf.WriteString(`  "tensors": [`)
-	return bytes.Clone(buf.Bytes()), nil
+	return d
 }
 
 // writeDoc writes docOf(l) as encoding/json would (HTML characters not

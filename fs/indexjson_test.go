@@ -122,3 +122,36 @@ func TestIndexFile(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexFileIsLsJSON: the mount's index.json holds what `ls --json`
+// prints (index.Document), field for field: the checkpoint's own keys
+// (issue 41: the mount left "keys" out), what is unserved and not read.
+func TestIndexFileIsLsJSON(t *testing.T) {
+	idx, src := bigIndex(5)
+	idx.Keys = map[string]string{idx.Tensors[0].Name: "model.layers.0.w", idx.Tensors[1].Name: "<b&c>"}
+	idx.Unserved = []index.Unserved{{Name: "odd", Type: "ggml type 43", Offset: -1, Why: "a type tensorfs does not know"}}
+	idx.NotRead = map[string]string{"r": "reformulated"}
+	r := newRoot(t, idx, src, Options{})
+	mount := readAll(t, r, r.lookupPath(".tensorfs/index.json"))
+	ls, err := idx.Document().JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b map[string]any
+	if err := json.Unmarshal(mount, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(ls, &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"keys", "unserved", "not_read"} {
+		if _, ok := a[k]; !ok {
+			t.Errorf("index.json has no %q", k)
+		}
+	}
+	am, _ := json.Marshal(a)
+	bm, _ := json.Marshal(b)
+	if !bytes.Equal(am, bm) {
+		t.Fatalf("index.json:\n%s\nls --json:\n%s", am, bm)
+	}
+}

@@ -85,14 +85,12 @@ func (r *Root) read(e *node, dest []byte, off int64) (fuse.ReadResult, syscall.E
 	var err error
 	if f.form == formDirect {
 		at := f.t.Offset + f.skip() + off
-		if fd := r.fds[f.t.Source]; fd >= 0 && n <= maxSpliced {
-			// go-fuse turns a splice that comes back short into a short
-			// reply, which the kernel takes for the end of the file; so
-			// the range must still exist before it is handed over.
-			if err := checkExtent(fd, at+int64(n)); err != nil {
+		if fd := r.fds[f.t.Source]; fd >= 0 {
+			if res, ok, err := r.spliced(f.t.Source, fd, at, n); err != nil {
 				return nil, toErrno(err)
+			} else if ok {
+				return res, 0
 			}
-			return r.fdResult(f.t.Source, fd, at, n), 0 // cache.go
 		}
 		if res, ok := r.gatheredSplice(r.sources[f.t.Source], at, n); ok {
 			return res, 0
@@ -173,13 +171,99 @@ func (r *Root) gatheredSplice(src backing.Source, at int64, n int) (fuse.ReadRes
 		return nil, false
 	}
 	s, fd := r.exportFd(ps) // export.go: a counted chunk file has its number
-	if fd < 0 || n > maxSpliced || checkExtent(fd, off+int64(n)) != nil {
+	if fd < 0 {
 		return nil, false
 	}
-	if s < 0 {
-		return fuse.ReadResultFd(uintptr(fd), off, n), true
+	res, ok, err := r.spliced(s, fd, off, n)
+	return res, ok && err == nil
+}
+
+// spliced returns the reply that has go-fuse splice n bytes at offset at
+// of descriptor fd (of source s, counted as served once sent; s < 0: not
+// counted), and true; or false where the read must be copied instead:
+// it is over maxSpliced, or the pipe go-fuse uses may not hold it whole
+// (splicedWhole). An error: the range is no longer in the file.
+//
+// Everything that splices comes here. go-fuse writes the reply's header
+// before it splices and takes a splice that comes back short for the end
+// of the file: it shortens the reply, and the kernel then believes the
+// file ends there (the size it reports shrinks until the attributes are
+// refreshed). So a range is handed over only when it is sure to arrive
+// whole: it must still exist (checkExtent), and it must fit the pipe.
+func (r *Root) spliced(s, fd int, at int64, n int) (fuse.ReadResult, bool, error) {
+	if n > maxSpliced {
+		return nil, false, nil
 	}
-	return r.fdResult(s, fd, off, n), true // counted once sent: cache.go
+	if !splicedWhole(at, n) {
+		r.stats.copiedTails.Add(1)
+		return nil, false, nil
+	}
+	// A short splice would be a short reply, which the kernel takes for
+	// the end of the file; so the range must still exist before it is
+	// handed over.
+	if err := checkExtent(fd, at+int64(n)); err != nil {
+		return nil, false, err
+	}
+	r.stats.spliced.Add(1)
+	if s < 0 {
+		return fuse.ReadResultFd(uintptr(fd), at, n), true, nil
+	}
+	return r.fdResult(s, fd, at, n), true, nil // counted once sent: cache.go
+}
+
+// replyHeader is the size of a read reply's header (fuse_out_header),
+// which go-fuse writes into the pipe before it splices the data.
+const replyHeader = 16
+
+// pipePow2 reports whether this kernel rounds a pipe's size up to a
+// power of two pages (every Linux since 2.6.35: round_pipe_size), probed
+// once; where it does not, splicedWhole counts only the pages asked for.
+var pipePow2 = probePipePow2()
+
+func probePipePow2() bool {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return false
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	page := os.Getpagesize()
+	if _, err := unix.FcntlInt(uintptr(p[0]), unix.F_SETPIPE_SZ, 3*page); err != nil {
+		return false
+	}
+	sz, err := unix.FcntlInt(uintptr(p[0]), unix.F_GETPIPE_SZ, 0)
+	return err == nil && sz == 4*page
+}
+
+// pipeSlots returns how many buffers go-fuse's pipe surely has for a
+// read reply of n bytes: trySplice grows the pipe it takes from its pool
+// to the header, the data and one page more (a pooled pipe may be
+// larger: pipes only grow), and the kernel sizes a pipe in whole pages,
+// rounded up to a power of two.
+func pipeSlots(n int) int {
+	page := os.Getpagesize()
+	pages := (replyHeader + n + page + page - 1) / page
+	if pipePow2 {
+		p := 1
+		for p < pages {
+			p <<= 1
+		}
+		pages = p
+	}
+	return pages
+}
+
+// splicedWhole reports whether n bytes of a file at offset at surely fit
+// go-fuse's pipe when spliced: the header takes one buffer, and the data
+// one per page of the file it touches, which is one more than its size
+// needs when it starts off a page boundary. (63 pages of pipe for the
+// data of a 256,000-byte read at offset 3,056 hold 254,992 of its bytes.)
+// Requests of whole pages always fit; a file's last, partial request
+// may not, and is copied.
+func splicedWhole(at int64, n int) bool {
+	page := int64(os.Getpagesize())
+	span := (at%page + int64(n) + page - 1) / page
+	return 1+span <= int64(pipeSlots(n))
 }
 
 // checkExtent fails unless the file open as fd still holds at least end

@@ -14,6 +14,11 @@ type stats struct {
 	bytes  atomic.Uint64
 	errors atomic.Uint64
 	panics atomic.Uint64
+	// spliced counts reads handed to go-fuse to splice; copiedTails the
+	// reads that could have been but were copied, the pipe being unable
+	// to take them whole (read.go: splicedWhole).
+	spliced     atomic.Uint64
+	copiedTails atomic.Uint64
 	// flushes: FLUSH requests received (raw.go: none is wanted); not
 	// in stats.json, for tests
 	flushes atomic.Uint64
@@ -31,8 +36,14 @@ type Stats struct {
 	Dropped int    `json:"dropped"` // tensors left out of a view (see the log)
 	// BackingDropped is the bytes of backing-file chunks dropped from the
 	// page cache once served (see Options.KeepBackingCache).
-	BackingDropped uint64  `json:"backing_dropped_bytes"`
-	Uptime         float64 `json:"uptime_s"` // seconds since the tree was built
+	BackingDropped uint64 `json:"backing_dropped_bytes"`
+	// Spliced is the reads answered by splicing from a backing file;
+	// SpliceCopied the reads that would have been, but were copied since
+	// go-fuse's pipe could not have taken them whole (a file's last,
+	// partial request, at some offsets: docs/BENCHMARKS.md).
+	Spliced      uint64  `json:"spliced_reads"`
+	SpliceCopied uint64  `json:"splice_copied_reads"`
+	Uptime       float64 `json:"uptime_s"` // seconds since the tree was built
 }
 
 func (s *stats) snapshot(r *Root) Stats {
@@ -46,6 +57,8 @@ func (s *stats) snapshot(r *Root) Stats {
 		Files:          r.files,
 		Dropped:        r.dropped,
 		BackingDropped: r.cache.droppedBytes(),
+		Spliced:        s.spliced.Load(),
+		SpliceCopied:   s.copiedTails.Load(),
 		Uptime:         time.Since(s.start).Seconds(),
 	}
 }

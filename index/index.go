@@ -146,6 +146,10 @@ type Unserved struct {
 	Source int     // index into Sources
 	Offset int64   // byte offset of its data in the source where known, else -1
 	Why    string  // why it is not served: one line, no file name
+	// More is how many entries of its kind (the same Type and Why) the
+	// list left out past MaxUnservedBytes (UnservedList): this entry
+	// stands for 1+More.
+	More int64
 }
 
 // Member is a source that is not a file of its own but derived from
@@ -236,8 +240,24 @@ type Zstd struct {
 // name. Called on first read, through the inflate cache (its budgets),
 // like a deflated member.
 type Decoded struct {
+	// Decode writes the bytes to w, which may be a DecodeTarget.
 	Decode func(w io.Writer, file io.ReaderAt) error
 	Read   []Part // the ranges of Member.File it reads, where known
+}
+
+// DecodeTarget is what the writer a Decode is given may offer beyond
+// io.Writer (backing's does, for the cache of decoded members): WriteAt
+// writes bytes of the member at their offsets, so that a decoder that
+// makes them out of order (an HDF5 dataset's chunks) needs no buffer of
+// its own to put them in order; Scratch returns n bytes of working
+// memory counted in the budgets that hold decoded members, until Decode
+// returns, or an error where those cannot hold them. A decoder uses
+// Write or WriteAt, not both; given a plain io.Writer (tests), it
+// allocates what it needs itself.
+type DecodeTarget interface {
+	io.Writer
+	io.WriterAt
+	Scratch(n int64) ([]byte, error)
 }
 
 func (*Deflated) kind() {}
@@ -449,4 +469,26 @@ func Elements(shape []int64) (int64, bool) {
 		n *= d
 	}
 	return n, true
+}
+
+// NamesByKey inverts Index.Keys: the name of each of the format's own
+// keys (a distributed checkpoint's dotted "model.layers.0.w" for the
+// name "model/layers.0.w"), so that a key is taken wherever a name is. A
+// key that two names share is left out (ambiguous); nil for no keys.
+func NamesByKey(keys map[string]string) map[string]string {
+	if len(keys) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(keys))
+	shared := map[string]bool{}
+	for name, key := range keys {
+		if _, dup := out[key]; dup {
+			shared[key] = true
+		}
+		out[key] = name
+	}
+	for key := range shared {
+		delete(out, key)
+	}
+	return out
 }

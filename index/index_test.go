@@ -19,3 +19,13 @@ func TestPrintable(t *testing.T) {
 		t.Errorf("FormatError %q, want %q", got, want)
 	}
 }
+
+func TestNamesByKey(t *testing.T) {
+	got := NamesByKey(map[string]string{"model/a.w": "model.a.w", "x/y": "x.y", "x.y": "x.y", "e": "e"})
+	if len(got) != 2 || got["model.a.w"] != "model/a.w" || got["e"] != "e" {
+		t.Errorf("NamesByKey: %v", got)
+	}
+	if NamesByKey(nil) != nil {
+		t.Error("NamesByKey(nil) is not nil")
+	}
+}

@@ -56,6 +56,9 @@ type DocUnserved struct {
 	Source  string  `json:"source,omitempty"`
 	Offset  *int64  `json:"offset,omitempty"`
 	Why     string  `json:"why"`
+	// More is Unserved.More: how many entries of its kind the list left
+	// out; absent when none.
+	More int64 `json:"more,omitempty"`
 }
 
 // DocTensor is one tensor in a Document.
@@ -173,7 +176,7 @@ func (idx *Index) Document() Document {
 func (idx *Index) DocUnserved() []DocUnserved {
 	var out []DocUnserved
 	for _, u := range idx.Unserved {
-		du := DocUnserved{Name: u.Name, NameHex: NameHex(u.Name), Type: u.Type, Shape: u.Shape, Why: u.Why}
+		du := DocUnserved{Name: u.Name, NameHex: NameHex(u.Name), Type: u.Type, Shape: u.Shape, Why: u.Why, More: u.More}
 		if u.Offset >= 0 && u.Source >= 0 && u.Source < len(idx.Sources) && idx.Member(u.Source) == nil {
 			du.Source = idx.Sources[u.Source]
 			off := u.Offset
@@ -205,100 +208,145 @@ func (d Document) JSON() ([]byte, error) {
 // one tensor's JSON, not the document's (`tensorfs ls --json` of names
 // megabytes long).
 func (d Document) WriteJSON(w io.Writer) error {
+	dw := newDocWriter(w, false)
+	d.head(dw)
+	dw.tensors("tensors", d.Tensors)
+	if len(d.Native) > 0 {
+		dw.tensors("native", d.Native)
+	}
+	d.tail(dw)
+	return dw.err
+}
+
+// Head and Tail are the document as a mount serves it
+// (.tensorfs/index.json), indented, one tensor a line, written by the
+// code that writes WriteJSON's, field for field: Head is everything up
+// to the first tensor line (`"tensors": [`), Tail everything after the
+// last list's `]` (the fields after the lists, and the closing brace).
+// The mount writes the tensor lines between (fs). Unlike WriteJSON's,
+// HTML characters are not escaped.
+func (d Document) Head() ([]byte, error) {
+	var b bytes.Buffer
+	dw := newDocWriter(&b, true)
+	d.head(dw)
+	dw.put(",\n  \"tensors\": [")
+	return b.Bytes(), dw.err
+}
+
+// Tail: see Head.
+func (d Document) Tail() ([]byte, error) {
+	var b bytes.Buffer
+	dw := newDocWriter(&b, true)
+	dw.first = false
+	d.tail(dw)
+	return b.Bytes(), dw.err
+}
+
+// head writes the opening brace and the fields before the tensor lists.
+func (d Document) head(dw *docWriter) {
 	md, err := RenderMetadata(d.Metadata, MetadataJSONBudget)
 	if err != nil {
-		return fmt.Errorf("index: encoding index.json: %w", err)
+		dw.err = fmt.Errorf("index: encoding index.json: %w", err)
+		return
 	}
-	// Each value goes through one Encoder into one scratch buffer, as
-	// json.Marshal of the whole document would encode it (HTML escaped,
-	// RawMessage compacted).
-	var scratch bytes.Buffer
-	enc := json.NewEncoder(&scratch)
-	var werr error
-	put := func(b []byte) {
-		if werr == nil {
-			_, werr = w.Write(b)
-		}
-	}
-	value := func(v any) error {
-		scratch.Reset()
-		if err := enc.Encode(v); err != nil {
-			return fmt.Errorf("index: encoding index.json: %w", err)
-		}
-		put(bytes.TrimSuffix(scratch.Bytes(), []byte("\n")))
-		return nil
-	}
-	field := func(first bool, name string, v any) error {
-		if !first {
-			put([]byte{','})
-		}
-		put([]byte(`"` + name + `":`))
-		return value(v)
-	}
-	tensors := func(name string, ts []DocTensor) error {
-		put([]byte(`,"` + name + `":`))
-		if ts == nil {
-			put([]byte("null"))
-			return nil
-		}
-		put([]byte{'['})
-		for i := range ts {
-			if i > 0 {
-				put([]byte{','})
-			}
-			if err := value(&ts[i]); err != nil {
-				return err
-			}
-		}
-		put([]byte{']'})
-		return nil
-	}
-	// The fields of Document, in its order; omitempty as it has them.
-	put([]byte{'{'})
-	if err := field(true, "format", d.Format); err != nil {
-		return err
-	}
+	dw.put("{")
+	dw.field("format", d.Format)
 	if d.View != "" {
-		if err := field(false, "view", d.View); err != nil {
-			return err
-		}
+		dw.field("view", d.View)
 	}
-	if err := field(false, "sources", d.Sources); err != nil {
-		return err
-	}
-	if err := field(false, "metadata", json.RawMessage(md)); err != nil {
-		return err
-	}
-	if err := tensors("tensors", d.Tensors); err != nil {
-		return err
-	}
-	if len(d.Native) > 0 {
-		if err := tensors("native", d.Native); err != nil {
-			return err
-		}
-	}
+	dw.field("sources", d.Sources)
+	dw.field("metadata", json.RawMessage(md))
+}
+
+// tail writes the fields after the tensor lists, in Document's order
+// (omitempty as it has them), and the closing brace.
+func (d Document) tail(dw *docWriter) {
 	if len(d.Unserved) > 0 {
-		if err := field(false, "unserved", d.Unserved); err != nil {
-			return err
-		}
+		dw.field("unserved", d.Unserved)
 	}
 	if len(d.Keys) > 0 {
-		if err := field(false, "keys", d.Keys); err != nil {
-			return err
-		}
+		dw.field("keys", d.Keys)
 	}
 	if len(d.NotRead) > 0 {
-		if err := field(false, "not_read", d.NotRead); err != nil {
-			return err
-		}
+		dw.field("not_read", d.NotRead)
 	}
 	if d.Quantization != nil {
-		if err := field(false, "quantization", d.Quantization); err != nil {
-			return err
-		}
+		dw.field("quantization", d.Quantization)
 	}
-	put([]byte("}\n"))
-	return werr
+	if dw.pretty {
+		dw.put("\n")
+	}
+	dw.put("}\n")
+}
+
+// docWriter writes a Document's fields: compact and HTML-escaped as
+// json.Marshal of the whole document would (WriteJSON), or indented by
+// field with HTML characters as they are (pretty: the mount's). Each
+// value goes through one Encoder into one scratch buffer; the first
+// error stays in err and ends the writing.
+type docWriter struct {
+	w       io.Writer
+	pretty  bool
+	first   bool // no field written yet
+	scratch bytes.Buffer
+	enc     *json.Encoder
+	err     error
+}
+
+func newDocWriter(w io.Writer, pretty bool) *docWriter {
+	dw := &docWriter{w: w, pretty: pretty, first: true}
+	dw.enc = json.NewEncoder(&dw.scratch)
+	dw.enc.SetEscapeHTML(!pretty)
+	return dw
+}
+
+func (dw *docWriter) put(s string) {
+	if dw.err == nil {
+		_, dw.err = io.WriteString(dw.w, s)
+	}
+}
+
+func (dw *docWriter) value(v any) {
+	if dw.err != nil {
+		return
+	}
+	dw.scratch.Reset()
+	if err := dw.enc.Encode(v); err != nil {
+		dw.err = fmt.Errorf("index: encoding index.json: %w", err)
+		return
+	}
+	_, dw.err = dw.w.Write(bytes.TrimSuffix(dw.scratch.Bytes(), []byte("\n")))
+}
+
+// field writes `"name":value`, after a comma unless it is the first.
+func (dw *docWriter) field(name string, v any) {
+	if !dw.first {
+		dw.put(",")
+	}
+	dw.first = false
+	if dw.pretty {
+		dw.put("\n  \"" + name + "\": ")
+	} else {
+		dw.put(`"` + name + `":`)
+	}
+	dw.value(v)
+}
+
+// tensors writes a list of tensors (compact: WriteJSON's).
+func (dw *docWriter) tensors(name string, ts []DocTensor) {
+	dw.put(`,"` + name + `":`)
+	if ts == nil {
+		dw.put("null")
+		return
+	}
+	dw.put("[")
+	for i := range ts {
+		if i > 0 {
+			dw.put(",")
+		}
+		dw.value(&ts[i])
+	}
+	dw.put("]")
 }
 
 // ParseDocument parses and checks an index.json document: every dtype is

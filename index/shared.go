@@ -50,14 +50,22 @@ func TorchMember(name string) bool {
 	return false
 }
 
-// OpenZip opens f as a zip archive. Non-local member names are fine: no
-// member is ever extracted.
-func OpenZip(f File) (*zip.Reader, error) {
+// OpenZip opens f as a zip archive and checks every member's local
+// header as Python's zipfile does before it reads one (ZipSpans): every
+// zip tensorfs reads (.npz, torch.save, .keras) goes through it, and
+// one zipfile refuses is refused in one line. It returns the members'
+// spans in zr.File order. Non-local member names are fine: no member is
+// ever extracted.
+func OpenZip(f File) (*zip.Reader, []ZipSpan, error) {
 	zr, err := zip.NewReader(f, f.Size())
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
-		return nil, ErrorAt(f.Name(), "", "not a readable zip archive: %v", err)
+		return nil, nil, ErrorAt(f.Name(), "", "not a readable zip archive: %v", err)
 	}
-	return zr, nil
+	spans, err := ZipSpans(ReadAhead(f), zr) // local headers in file order: a block read serves many
+	if err != nil {
+		return nil, nil, err
+	}
+	return zr, spans, nil
 }
 
 // BaseName is a file's base name without its extension.

@@ -337,7 +337,7 @@ func loadExpected(t *testing.T, path string, specs []loadTensorSpec) string {
 	return b.String()
 }
 
-var loadSummaryRE = regexp.MustCompile(`loaded (\d+) tensors: (\d+) bytes .* in ([0-9.]+) s, ([0-9.]+) GB/s, peak memory ([0-9.]+) (B|KiB|MiB|GiB) anonymous`)
+var loadSummaryRE = regexp.MustCompile(`loaded (\d+) tensors: (\d+) bytes .* in ([0-9.]+) s, ([0-9.]+) (GB/s|MB/s|kB/s|B/s), peak memory ([0-9.]+) (B|KiB|MiB|GiB) anonymous`)
 
 // loadPeakAnon parses the summary line's peak anonymous memory, in bytes.
 func loadPeakAnon(t *testing.T, stderr string) (tensors, bytes int64, gbps float64, peak int64) {
@@ -349,8 +349,9 @@ func loadPeakAnon(t *testing.T, stderr string) (tensors, bytes int64, gbps float
 	tensors, _ = strconv.ParseInt(m[1], 10, 64)
 	bytes, _ = strconv.ParseInt(m[2], 10, 64)
 	gbps, _ = strconv.ParseFloat(m[4], 64)
-	v, _ := strconv.ParseFloat(m[5], 64)
-	unit := map[string]float64{"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[m[6]]
+	gbps *= map[string]float64{"GB/s": 1, "MB/s": 1e-3, "kB/s": 1e-6, "B/s": 1e-9}[m[5]]
+	v, _ := strconv.ParseFloat(m[6], 64)
+	unit := map[string]float64{"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[m[7]]
 	return tensors, bytes, gbps, int64(v * unit)
 }
 

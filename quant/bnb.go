@@ -138,9 +138,16 @@ type bnbState struct {
 }
 
 func planBnb(p *planner) {
-	if b, ok := p.cfg.Params["load_in_8bit"].(bool); ok && b {
-		planBnb8(p)
-		return
+	if v, present := p.cfg.Params["load_in_8bit"]; present && v != nil {
+		b, ok := v.(bool)
+		if !ok {
+			p.refuseAll(fmt.Sprintf("load_in_8bit %s (%s) is not true or false: no weight is dequantized", paramStr(v), p.cfg.File))
+			return
+		}
+		if b {
+			planBnb8(p)
+			return
+		}
 	}
 	p.scheme = "bnb-" + str(p.cfg.Params, "bnb_4bit_quant_type")
 	for _, nm := range p.names {
@@ -161,6 +168,9 @@ func planBnb(p *planner) {
 			if _, done := p.weights[x]; !done {
 				p.fail(x, "its quant_state is missing", x, nm)
 			}
+		}
+		if x, ok := strings.CutSuffix(nm, ".SCB"); ok {
+			p.fail(x+".weight", "it is stored 8-bit (SCB), but the configuration does not say load_in_8bit", x+".weight", nm, x+".weight_format")
 		}
 	}
 }

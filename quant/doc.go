@@ -13,9 +13,11 @@
 //
 //	method (Config.Method)  Result.Scheme        file
 //	fp8                     fp8-block|fp8-tensor fp8.go     (DeepSeek-V3/R1, Qwen3-FP8, V4's X.scale E8M0)
+//	                        |mxfp8                          (weight_format mxfp8: E8M0/U8 scale per 1×32)
 //	fbgemm_fp8              fp8-channel          fp8.go     (Llama 4 incl. experts)
-//	compressed-tensors      fp8-*, int8-*,       fp8.go, packed.go, nvfp4.go
-//	                        intN-packed, nvfp4   (float-, int-, pack-, nvfp4-pack-quantized)
+//	compressed-tensors      fp8-*, int8-*,       fp8.go, packed.go, nvfp4.go, ctgroups.go
+//	                        intN-packed, nvfp4,  (float-, int-, pack-, nvfp4-pack-quantized;
+//	                        compressed-mixed     each config group by its targets and ignore)
 //	mxfp4                   mxfp4                mxfp4.go   (gpt-oss, transposed as transformers does)
 //	modelopt                nvfp4|fp8-tensor     nvfp4.go   (hf_quant_config.json)
 //	awq                     awq                  awq.go     (GEMM)
@@ -44,8 +46,14 @@
 //     dtype or shape, or whose configuration is not understood, is not a
 //     Weight: it is a Problem (its name and one line why), and its stored
 //     tensors are in Hidden, so that the converted views list neither a
-//     wrong weight nor its raw codes. An unknown method is one Problem
-//     named "(checkpoint)". A fault found only when reading (a g_idx
+//     wrong weight nor its raw codes. A scheme that cannot be applied at
+//     all (a method tensorfs does not know; a checkpoint-wide parameter
+//     it cannot use: weight_block_size, weight_format, checkpoint_format,
+//     quant_algo, format, config_groups, load_in_8bit) leaves every
+//     weight the tensors show out, each a Problem saying why, its parts
+//     hidden (refuseAll); "(checkpoint)" is the Problem only where no
+//     weight shows. Each parameter a scheme reads is checked before use
+//     (TestUnusableParams). A fault found only when reading (a g_idx
 //     value outside its groups, a weight_shape that contradicts the
 //     packed shape) is an error from Dequantize, never a value.
 //   - Bit-exact. Each value is the reference's float32 computation, one
@@ -75,6 +83,9 @@
 //     attention (X.k_scale, X.v_scale, X.q_scale, X.kv_scale,
 //     X.prob_scale; one float each) are hidden too: they are no weight of
 //     the unquantized model.
+//   - Find decodes only the quantization objects (quantization_config,
+//     quantization; at most MaxObject bytes each): the rest of a
+//     config.json is stepped over, never built into values.
 //   - Stable output: Weights sorted by Name, Hidden and Problems sorted;
 //     Parts in the order Dequantize's read indexes them. A logical weight
 //     that keeps a stored name (X.weight of block FP8, MLX, bitsandbytes)

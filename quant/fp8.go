@@ -156,7 +156,11 @@ func (p *planner) fp8Weight(scheme, name, wname, sname string, bm, bn int64, bat
 		p.fail(name, fmt.Sprintf("%s has shape %v, not a matrix", short(wname), wt.Shape), parts...)
 		return
 	}
-	if !isScaleDType(st.DType) && st.DType != dtype.F8E8M0 {
+	sdt := st.DType
+	if sdt == dtype.U8 && p.u8E8M0 {
+		sdt = dtype.F8E8M0 // MXFP8's exponent bytes, as transformers reads them
+	}
+	if !isScaleDType(sdt) && sdt != dtype.F8E8M0 {
 		p.fail(name, fmt.Sprintf("%s is %s, not F32, BF16, F16 or F8_E8M0", short(sname), st.DType), parts...)
 		return
 	}
@@ -167,7 +171,7 @@ func (p *planner) fp8Weight(scheme, name, wname, sname string, bm, bn int64, bat
 	if bn <= 0 {
 		bn = n
 	}
-	k := newFP8(wt.Shape, bm, bn, st.DType)
+	k := newFP8(wt.Shape, bm, bn, sdt)
 	if code == dtype.I8 {
 		k.lut = int8Table
 	}
@@ -201,18 +205,40 @@ func short(name string) string {
 // planFP8Block: quant_method fp8 (transformers' FineGrainedFP8): X.weight
 // F8_E4M3 with X.weight_scale_inv (or DeepSeek-V4's X.scale) per block of
 // weight_block_size; without weight_block_size, one scale per tensor
-// (X.weight_scale).
+// (X.weight_scale). weight_format "mxfp8" (transformers'
+// integrations/finegrained core.py weight_formats: E4M3 values, UE8M0
+// scales per group of (1, 32), whatever weight_block_size says) is MXFP8:
+// W[i, j] = f32(w[i, j]) * 2^(s[i, j/32]-127), E8M0 255 NaN, the scale
+// F8_E8M0 or its exponent byte as U8. A parameter that cannot be used
+// (weight_block_size not two positive integers, another weight_format)
+// leaves every weight out (refuseAll), never served as its codes.
 func planFP8Block(p *planner) {
-	bm, bn := int64(0), int64(0)
-	if bs, ok := p.cfg.Params["weight_block_size"].([]any); ok {
-		if len(bs) != 2 {
-			p.probs["(checkpoint)"] = "weight_block_size is not two numbers"
+	if v, ok := p.cfg.Params["weight_format"]; ok && v != nil {
+		switch f, _ := v.(string); strings.ToLower(f) {
+		case "fp8":
+		case "mxfp8":
+			p.scheme = "mxfp8"
+			p.u8E8M0 = true
+			p.fp8Pairs(p.scheme, 1, 32, true)
+			return
+		default:
+			p.refuseAll(fmt.Sprintf("weight_format %s (%s) is not fp8 or mxfp8: no weight is dequantized", paramStr(v), p.cfg.File))
 			return
 		}
-		a, ok1 := bs[0].(float64)
-		b, ok2 := bs[1].(float64)
-		if !ok1 || !ok2 || a < 1 || b < 1 || a > maxDim || b > maxDim || a != float64(int64(a)) || b != float64(int64(b)) {
-			p.probs["(checkpoint)"] = "weight_block_size is not two positive integers"
+	}
+	bm, bn := int64(0), int64(0)
+	if v, ok := p.cfg.Params["weight_block_size"]; ok && v != nil {
+		bs, _ := v.([]any)
+		var a, b float64
+		ok := len(bs) == 2
+		if ok {
+			var ok1, ok2 bool
+			a, ok1 = bs[0].(float64)
+			b, ok2 = bs[1].(float64)
+			ok = ok1 && ok2 && a >= 1 && b >= 1 && a <= maxDim && b <= maxDim && a == float64(int64(a)) && b == float64(int64(b))
+		}
+		if !ok {
+			p.refuseAll(fmt.Sprintf("weight_block_size %s (%s) is not two positive integers: no weight is dequantized", paramStr(v), p.cfg.File))
 			return
 		}
 		bm, bn = int64(a), int64(b)

@@ -24,8 +24,8 @@ var fuzzConfigs = []string{
 	`{"quant_method":"fp8","weight_block_size":[%d,%d]}`,
 	`{"quant_method":"fp8"}`,
 	`{"quant_method":"fbgemm_fp8"}`,
-	`{"quant_method":"compressed-tensors","format":"float-quantized","config_groups":{"g":{"weights":{"num_bits":8,"block_structure":[%d,%d]}}}}`,
-	`{"quant_method":"compressed-tensors","format":"pack-quantized","config_groups":{"g":{"weights":{"num_bits":%d,"group_size":%d}}}}`,
+	`{"quant_method":"compressed-tensors","format":"float-quantized","config_groups":{"g":{"targets":["Linear"],"weights":{"num_bits":8,"block_structure":[%d,%d]}}}}`,
+	`{"quant_method":"compressed-tensors","format":"pack-quantized","config_groups":{"g":{"targets":["Linear"],"weights":{"num_bits":%d,"group_size":%d}}}}`,
 	`{"quant_method":"compressed-tensors","format":"nvfp4-pack-quantized"}`,
 	`{"quant_method":"mxfp4"}`,
 	`{"quant_method":"modelopt","quant_algo":"NVFP4"}`,
@@ -36,6 +36,8 @@ var fuzzConfigs = []string{
 	`{"quant_method":"bitsandbytes","load_in_4bit":true}`,
 	`{"bits":%d,"group_size":%d}`,
 	`null`,
+	`{"quant_method":"compressed-tensors","format":"pack-quantized","ignore":["re:.*1.*"],"config_groups":{"a":{"targets":["re:.*0.*"],"weights":{"num_bits":%d,"group_size":%d}},"b":{"targets":["Linear"],"weights":{"num_bits":8,"group_size":32}}}}`,
+	`{"quant_method":"fp8","weight_format":"mxfp8","weight_block_size":[%d,%d]}`,
 }
 
 // fuzzInput turns bytes into a configuration and a list of tensors.

@@ -132,7 +132,7 @@ func planGPTQ(p *planner) {
 		plus1, scheme = 1, "gptq"
 	case "gptq_v2":
 	default:
-		p.probs["(checkpoint)"] = fmt.Sprintf("GPTQ checkpoint_format %q (%s) is not supported: no weight is dequantized", format, p.cfg.File)
+		p.refuseAll(fmt.Sprintf("GPTQ checkpoint_format %q (%s) is not supported: no weight is dequantized", format, p.cfg.File))
 		return
 	}
 	p.scheme = scheme
@@ -151,8 +151,12 @@ func planGPTQ(p *planner) {
 		qn, zn, sn, gn := x+".qweight", x+".qzeros", x+".scales", x+".g_idx"
 		all := []string{qn, zn, sn, gn}
 		qt, zt, st, gt := p.t(qn), p.t(zn), p.t(sn), p.t(gn)
-		if !ok1 || !ok2 || (bits != 2 && bits != 4 && bits != 8) {
-			p.fail(name, fmt.Sprintf("GPTQ bits %v is not 2, 4 or 8", p.cfg.Params["bits"]), all...)
+		if !ok1 || (bits != 2 && bits != 4 && bits != 8) {
+			p.fail(name, fmt.Sprintf("GPTQ bits %s is not 2, 4 or 8", paramStr(p.cfg.Params["bits"])), all...)
+			continue
+		}
+		if !ok2 || gsize > maxDim {
+			p.fail(name, fmt.Sprintf("GPTQ group_size %s is not an integer", paramStr(p.cfg.Params["group_size"])), all...)
 			continue
 		}
 		if qt == nil || zt == nil || st == nil {

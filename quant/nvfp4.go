@@ -153,13 +153,19 @@ func (p *planner) nvfp4Weight(name, packed, scale, global string, div bool, extr
 // NVFP4 (weight U8 + weight_scale + weight_scale_2) or FP8 (weight F8 +
 // weight_scale per tensor).
 func planModelOpt(p *planner) {
-	algo := str(p.cfg.Params, "quant_algo")
+	params := p.cfg.Params
+	algo := str(params, "quant_algo")
 	if algo == "" { // config.json's quantization_config may nest hf_quant_config's object
-		algo = str(obj(p.cfg.Params, "quantization"), "quant_algo")
+		params = obj(p.cfg.Params, "quantization")
+		algo = str(params, "quant_algo")
 	}
 	switch algo {
 	case "nvfp4":
 		p.scheme = "nvfp4"
+		if gs, ok := num(params, "group_size", 16); !ok || gs != 16 {
+			p.refuseAll(fmt.Sprintf("ModelOpt NVFP4 group_size %s (%s) is not 16: no weight is dequantized", paramStr(params["group_size"]), p.cfg.File))
+			return
+		}
 		for _, nm := range p.names {
 			if x, ok := strings.CutSuffix(nm, ".weight_scale_2"); ok {
 				p.nvfp4Weight(x+".weight", x+".weight", x+".weight_scale", nm, false, x+".input_scale")
@@ -175,6 +181,6 @@ func planModelOpt(p *planner) {
 			}
 		}
 	default:
-		p.probs["(checkpoint)"] = fmt.Sprintf("ModelOpt quant_algo %q (%s) is not supported: no weight is dequantized", algo, p.cfg.File)
+		p.refuseAll(fmt.Sprintf("ModelOpt quant_algo %q (%s) is not supported: no weight is dequantized", algo, p.cfg.File))
 	}
 }

@@ -3,7 +3,6 @@ package quant
 import (
 	"encoding/binary"
 	"fmt"
-	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
 )
@@ -218,76 +217,4 @@ func (p *planner) ctPacked(x string, bits, gsize int64) {
 		parts = append(parts, shn)
 	}
 	p.add(name, fmt.Sprintf("int%d-packed", bits), []int64{o, in}, parts, k)
-}
-
-// planCompressed: quant_method compressed-tensors. The format (top level
-// or per config group) picks the kernel; a weight's scale shape picks the
-// strategy among the groups'.
-func planCompressed(p *planner) {
-	format := str(p.cfg.Params, "format")
-	var bits, gsize int64 = 0, 0
-	var blocks [][2]int64
-	groups := obj(p.cfg.Params, "config_groups")
-	for _, g := range groups {
-		gm, _ := g.(map[string]any)
-		if f := str(gm, "format"); f != "" && (format == "" || format == "mixed-precision") {
-			format = f
-		}
-		wm := obj(gm, "weights")
-		if wm == nil {
-			continue
-		}
-		if b, ok := num(wm, "num_bits", 0); ok && b > 0 {
-			bits = b
-		}
-		if gs, ok := num(wm, "group_size", 0); ok && gs > 0 {
-			gsize = gs
-		}
-		if bs, ok := wm["block_structure"].([]any); ok && len(bs) == 2 {
-			a, _ := bs[0].(float64)
-			b, _ := bs[1].(float64)
-			if a >= 1 && b >= 1 && a <= maxDim && b <= maxDim {
-				blocks = append(blocks, [2]int64{int64(a), int64(b)})
-			}
-		}
-	}
-	switch format {
-	case "float-quantized", "naive-quantized", "int-quantized":
-		kind, code := "fp8", dtype.F8E4M3
-		if format == "int-quantized" {
-			kind, code = "int8", dtype.I8
-		}
-		p.scheme = kind + "-channel"
-		if gsize > 0 {
-			// strategy group: a scale (and zero point) per gsize columns
-			blocks = append(blocks, [2]int64{1, gsize})
-		}
-		for _, nm := range p.names {
-			if x, ok := strings.CutSuffix(nm, ".weight_scale"); ok {
-				p.ctFP8(x, blocks, kind)
-			} else if x, ok := strings.CutSuffix(nm, ".weight"); ok && p.t(nm).DType == code && p.t(x+".weight_scale") == nil {
-				p.fail(nm, "its weight_scale is missing", nm, x+".input_scale")
-			}
-		}
-	case "pack-quantized":
-		p.scheme = fmt.Sprintf("int%d-packed", bits)
-		for _, nm := range p.names {
-			if x, ok := strings.CutSuffix(nm, ".weight_packed"); ok {
-				p.ctPacked(x, bits, gsize)
-			} else if x, ok := strings.CutSuffix(nm, ".weight_scale"); ok && p.t(x+".weight_packed") == nil {
-				p.fail(x+".weight", "its weight_packed is missing", nm, x+".weight_zero_point", x+".weight_g_idx", x+".weight_shape")
-			}
-		}
-	case "nvfp4-pack-quantized":
-		p.scheme = "nvfp4"
-		for _, nm := range p.names {
-			if x, ok := strings.CutSuffix(nm, ".weight_packed"); ok {
-				p.nvfp4Weight(x+".weight", nm, x+".weight_scale", x+".weight_global_scale", true, x+".input_global_scale")
-			} else if x, ok := strings.CutSuffix(nm, ".weight_global_scale"); ok && p.t(x+".weight_packed") == nil {
-				p.fail(x+".weight", "its weight_packed is missing", nm, x+".weight_scale", x+".input_global_scale")
-			}
-		}
-	default:
-		p.probs["(checkpoint)"] = fmt.Sprintf("compressed-tensors format %q (%s) is not supported: no weight is dequantized", format, p.cfg.File)
-	}
 }

@@ -311,6 +311,8 @@ type planner struct {
 	weights map[string]*Weight
 	hidden  map[string]bool
 	probs   map[string]string
+	// u8E8M0: a U8 scale of an FP8 weight is E8M0 exponent bytes (MXFP8)
+	u8E8M0 bool
 }
 
 func newPlanner(cfg *Config, tensors []index.Tensor, small func(string) ([]byte, error)) *planner {
@@ -341,7 +343,7 @@ func (p *planner) run() {
 		}
 	}
 	p.scheme = "unknown"
-	p.probs["(checkpoint)"] = fmt.Sprintf("quantization method %q (%s) is not supported: no weight is dequantized", p.cfg.Method, p.cfg.File)
+	p.refuseAll(fmt.Sprintf("quantization method %q (%s) is not supported: no weight is dequantized", p.cfg.Method, p.cfg.File))
 }
 
 // cacheScales are the scales a quantized checkpoint keeps for its
@@ -596,5 +598,72 @@ func decodeRun(words []byte, p0, c, e int64, bits uint, tbl *[16]float32, out []
 	}
 	for ; cc < e; cc++ {
 		out[cc-c] = tbl[(le32(words, cc/f-p0)>>(bits*uint(cc%f)))&mask&15]
+	}
+}
+
+// codeDTypes are the float dtypes that hold a quantized weight's codes:
+// read as plain floats they are the codes' values, not the weight's.
+func isCodeDType(d dtype.DType) bool {
+	return d == dtype.F8E4M3 || d == dtype.F8E5M2 || d == dtype.F8E8M0 || d == dtype.F8E4M3FNUZ || d == dtype.F8E5M2FNUZ || d == dtype.F4
+}
+
+// partSuffixes are the stored parts of a quantized weight, each scheme's,
+// by the suffix that follows the module's name (X.weight_scale_inv: part
+// of X.weight) or the weight's (P_blocks: part of P); input is true for an
+// activation's parameter, which belongs to no weight.
+var partSuffixes = []struct {
+	suffix string
+	weight string // what replaces the suffix to name the weight
+	input  bool
+}{
+	{".weight_scale_inv", ".weight", false}, {".weight_scale_2", ".weight", false}, {".weight_scale", ".weight", false},
+	{".weight_global_scale", ".weight", false}, {".weight_zero_point", ".weight", false}, {".weight_g_idx", ".weight", false},
+	{".weight_shape", ".weight", false}, {".weight_packed", ".weight", false},
+	{".qweight", ".weight", false}, {".qzeros", ".weight", false}, {".scales", ".weight", false}, {".g_idx", ".weight", false},
+	{"_blocks", "", false}, {"_scales", "", false}, {".SCB", ".weight", false}, {".absmax", "", false},
+	{".input_scale", "", true}, {".input_global_scale", "", true}, {".input_zero_point", "", true}, {".input_scale_ub", "", true},
+}
+
+// refuseAll is the plan of a checkpoint whose scheme cannot be applied at
+// all (a method tensorfs does not know, or a parameter of the checkpoint
+// it cannot use): no weight is dequantized, and none is served as its
+// codes either. Each weight the tensors show (a tensor of codes, F8 or F4,
+// under its own name; a module with a known part such as weight_packed,
+// qweight or weight_scale_inv) is a Problem saying why, its parts hidden;
+// only when no weight shows is the checkpoint itself the Problem.
+func (p *planner) refuseAll(why string) {
+	for _, nm := range p.names {
+		t := p.t(nm)
+		if isCodeDType(t.DType) {
+			w := nm
+			if x, ok := strings.CutSuffix(nm, ".scale"); ok && t.DType == dtype.F8E8M0 {
+				w = x + ".weight" // DeepSeek-V4's scale
+			}
+			if wt := p.t(w); wt != nil && wt != t && !isCodeDType(wt.DType) && (wt.DType.IsFloatView()) {
+				p.hidden[nm] = true // a float weight beside it: served as stored
+				continue
+			}
+			p.fail(w, why, nm, w)
+			continue
+		}
+		for _, ps := range partSuffixes {
+			x, ok := strings.CutSuffix(nm, ps.suffix)
+			if !ok || x == "" {
+				continue
+			}
+			p.hidden[nm] = true
+			if ps.input {
+				break
+			}
+			w := x + ps.weight
+			if wt := p.t(w); wt != nil && wt.DType.IsFloatView() {
+				break // a plain float weight: served as stored
+			}
+			p.fail(w, why, nm, w)
+			break
+		}
+	}
+	if len(p.probs) == 0 {
+		p.probs["(checkpoint)"] = why
 	}
 }

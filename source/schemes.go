@@ -22,6 +22,13 @@ type Scheme struct {
 	// Help is the scheme's paragraph in the help of commands that take a
 	// SOURCE: its grammar, credentials and environment.
 	Help string
+	// Forms are the SOURCEs of the scheme in short, as every command's
+	// help names them (SchemeForms); "" where another row says them
+	// (https:// in http://'s).
+	Forms string
+	// Name is the scheme as the help's lists name it ("s3://",
+	// "http(s)://"); "" where another row says it.
+	Name string
 	// Listable says that the store lists (Store.List): a SOURCE naming a
 	// prefix or a weight map takes the files beside the checkpoint
 	// (config.json, tokenizer files) along to the export, as a local
@@ -42,6 +49,8 @@ func Schemes() []Scheme {
 	return []Scheme{
 		{
 			Prefix:   "s3://",
+			Name:     "s3://",
+			Forms:    "s3://BUCKET/KEY, s3://BUCKET/PREFIX/",
 			Listable: true,
 			Help: `s3://BUCKET/KEY, s3://BUCKET/PREFIX/ (a sharded checkpoint under a
 prefix): credentials, region and endpoint from the standard AWS
@@ -52,6 +61,8 @@ AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL,
 		},
 		{
 			Prefix:   "hf://",
+			Name:     "hf://",
+			Forms:    "hf://ORG/NAME[@REV][/PATH]",
 			Listable: true,
 			Help: `hf://[models/|datasets/]ORG/NAME[@REV][/PATH]: a Hugging Face Hub
 repository at a branch, tag, commit or refs/pr/N (default main), pinned to
@@ -62,6 +73,8 @@ read without a request, HF_HUB_OFFLINE=1 (the cache only).`,
 		},
 		{
 			Prefix: "http://",
+			Name:   "http(s)://",
+			Forms:  "an http(s):// URL",
 			Help: `http://URL, https://URL: one file (or a *.index.json weight map
 and its shards).`,
 			Open: openHTTP,
@@ -83,6 +96,34 @@ func SchemeOf(source string) (Scheme, bool) {
 		}
 	}
 	return Scheme{}, false
+}
+
+// SchemeNames are the schemes as the help's lists name them, in table
+// order: "s3://, hf://, http(s)://".
+func SchemeNames() string {
+	var names []string
+	for _, s := range Schemes() {
+		if s.Name != "" {
+			names = append(names, s.Name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// SchemeForms are the remote SOURCEs in short, in table order, as a
+// list for a sentence: "s3://BUCKET/KEY, ..., hf://ORG/NAME[@REV][/PATH]
+// or an http(s):// URL".
+func SchemeForms() string {
+	var forms []string
+	for _, s := range Schemes() {
+		if s.Forms != "" {
+			forms = append(forms, s.Forms)
+		}
+	}
+	if len(forms) < 2 {
+		return strings.Join(forms, "")
+	}
+	return strings.Join(forms[:len(forms)-1], ", ") + " or " + forms[len(forms)-1]
 }
 
 // RemoteHelp is the paragraph that the help of every command taking a

@@ -5,10 +5,12 @@ package hf
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -67,25 +69,68 @@ func (s *Store) ensure(ctx context.Context) error {
 	if done {
 		return nil
 	}
-	var sha string
+	var sha, why string
 	var files map[string]fileInfo
 	var err error
 	if s.offline {
-		sha, files, err = s.fromCache()
+		why = whyOffline
+		sha, files, err = s.fromCache(why, "")
 	} else {
 		if sha, err = s.resolveRevision(ctx); err == nil {
 			files, err = s.listTree(ctx, sha)
+		}
+		if err != nil && unreachable(ctx, err) {
+			// As huggingface_hub does: the snapshot in the HF cache,
+			// when there is one, rather than no model.
+			csha, cfiles, cerr := s.fromCache(whyUnreachable, sha)
+			if cerr != nil {
+				return withHint(err)
+			}
+			why, sha, files, err = whyUnreachable+" ("+errMsg(err)+")", csha, cfiles, nil
 		}
 	}
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	if s.files == nil {
-		s.sha, s.files = sha, files
+	first := s.files == nil
+	if first {
+		s.sha, s.files, s.cacheWhy = sha, files, why
 	}
 	s.mu.Unlock()
+	if first && why != "" && !s.offline {
+		s.logf("tensorfs: %s: %s; reading its snapshot %s from the HF cache (%s), as HF_HUB_OFFLINE=1 would", s.URL(""), why, sha, filepath.Join(s.cacheDir, "snapshots", sha))
+	}
 	return nil
+}
+
+// unreachable reports whether err says that the Hub could not be
+// reached at all (no network, DNS, a refused or reset connection), not
+// that it answered, nor that ctx ended.
+func unreachable(ctx context.Context, err error) bool {
+	var re *remote.Error
+	return ctx.Err() == nil && errors.As(err, &re) && re.Status == 0 && re.Err != nil && remote.NetworkError(re.Err)
+}
+
+// errMsg is the message of err's *remote.Error, without its URL.
+func errMsg(err error) string {
+	var re *remote.Error
+	if errors.As(err, &re) && re.Msg != "" {
+		return re.Msg
+	}
+	return err.Error()
+}
+
+// withHint adds to the error of a Hub that cannot be reached what to do
+// about it.
+func withHint(err error) error {
+	var re *remote.Error
+	if !errors.As(err, &re) {
+		return err
+	}
+	e := *re
+	e.Msg += "; the Hub cannot be reached: with no network, HF_HUB_OFFLINE=1 reads the HF cache only (and --remote-timeout bounds the wait)"
+	return &e
 }
 
 func isSHA(rev string) bool {
@@ -133,7 +178,17 @@ const maxTreeEntries = 1 << 20
 func (s *Store) listTree(ctx context.Context, sha string) (map[string]fileInfo, error) {
 	files := map[string]fileInfo{}
 	next := s.apiURL("/api/" + s.kind + "/" + s.id + "/tree/" + quote(sha, "") + "?recursive=true")
-	for n := 0; next != ""; n++ {
+	// A listing whose pages never end is one line at once, not a
+	// request storm until the deadline: a page asked for twice, or a
+	// page with a next one that gives no entry an earlier page did not
+	// (so there are never more pages than entries).
+	seen := map[string]int{} // page URL -> its number
+	paths := map[string]bool{}
+	for n := 1; next != ""; n++ {
+		if m, ok := seen[next]; ok {
+			return nil, &remote.Error{URL: s.URL(""), Kind: remote.Invalid, Msg: fmt.Sprintf("the Hub's tree listing loops: page %d's next page (Link: rel=\"next\") is page %d again (%s)", n-1, m, remote.RedactURL(next))}
+		}
+		seen[next] = n
 		req, err := s.request(ctx, http.MethodGet, next, nil)
 		if err != nil {
 			return nil, err
@@ -162,7 +217,12 @@ func (s *Store) listTree(ctx context.Context, sha string) (map[string]fileInfo, 
 		if err != nil {
 			return nil, &remote.Error{URL: s.URL(""), Kind: remote.Transient, Msg: "reading the tree: " + err.Error()}
 		}
+		fresh := 0
 		for _, e := range page {
+			if k := e.Type + "\x00" + e.Path; !paths[k] {
+				paths[k] = true
+				fresh++
+			}
 			if e.Type != "file" {
 				continue
 			}
@@ -172,10 +232,13 @@ func (s *Store) listTree(ctx context.Context, sha string) (map[string]fileInfo, 
 			}
 			files[e.Path] = fi
 		}
-		if len(files) > maxTreeEntries {
-			return nil, &remote.Error{URL: s.URL(""), Kind: remote.Invalid, Msg: fmt.Sprintf("more than %d files", maxTreeEntries)}
+		if len(paths) > maxTreeEntries {
+			return nil, &remote.Error{URL: s.URL(""), Kind: remote.Invalid, Msg: fmt.Sprintf("the Hub's tree holds more than %d entries", maxTreeEntries)}
 		}
 		next = nextLink(resp.Header.Values("Link"))
+		if next != "" && fresh == 0 {
+			return nil, &remote.Error{URL: s.URL(""), Kind: remote.Invalid, Msg: fmt.Sprintf("the Hub's tree listing does not end: page %d gives no entry that earlier pages did not (%d entries in all) and names a next page (Link: rel=\"next\")", n, len(paths))}
+		}
 		if next != "" {
 			u, err := url.Parse(next)
 			if err != nil || !s.isHub(u) {

@@ -9,12 +9,17 @@
 // $XDG_CACHE_HOME/huggingface, ~/.cache/huggingface); the cache
 // HF_HUB_CACHE, else $HF_HOME/hub; HF_HUB_OFFLINE=1 reads the cache only.
 // The token goes as "Authorization: Bearer" to the endpoint's scheme,
-// host and port only: never to a host a redirect leads to (the CDN),
-// never into a message or a log line.
+// host and port only (OnEndpoint, TokenFor: the one rule, which
+// backing/httpsrc follows too): never to a host a redirect leads to
+// (the CDN), never through a cache tier (a request that carries it goes
+// to the Hub directly), never into a message or a log line.
 //
 // # Revision
 //
-// REV (a branch, tag, commit sha or refs/pr/N; default main) is resolved
+// REV (a branch, tag, commit sha or refs/pr/N; default main) is a ref
+// name by git's rules (no "..", no component that is empty or starts
+// with '.', no control character): never a path, so that it cannot
+// leave refs/ in the HF cache. It is resolved
 // once, by the first request that needs it, to a commit sha
 // (/api/{models,datasets}/ORG/NAME/revision/REV); the tree is then listed
 // at that sha (recursive, following Link: rel="next"), and every file is
@@ -29,9 +34,11 @@
 // CDN URL (X-Linked-Etag, the LFS sha256, is the file's identity;
 // X-Linked-Size its size), a file in git a relative 307 to
 // /api/resolve-cache/..., which the store follows with the token (same
-// host). Ranged GETs then go to that location: for the CDN without the
-// token, its ETag pinned from the first reply (another is Changed, never
-// mixed bytes). A CDN URL is re-obtained from resolve when it is near its
+// host), directly; without a token, through the cache tier. Ranged GETs
+// then go to that location: for the CDN without the token, its ETag
+// pinned from the first reply (another is Changed, never mixed bytes).
+// A tree whose pages never end (a page URL given twice, a page with a
+// next one that adds no entry) is one line at once. A CDN URL is re-obtained from resolve when it is near its
 // expiry (Expires, X-Amz-Date with X-Amz-Expires) or the CDN refuses it
 // (403), and the redirect's identity must be the one pinned.
 //
@@ -41,7 +48,14 @@
 // (models--ORG--NAME/snapshots/SHA/PATH, a link into blobs/) is read from
 // there, with no request. With HF_HUB_OFFLINE the revision comes from
 // refs/REV (or is a sha), the listing from snapshots/SHA/, and a file
-// missing there is one line saying so. The store never writes into the
+// missing there is one line naming its path in the cache. A Hub that
+// cannot be reached at all (no network, DNS, a refused connection) is
+// the same as HF_HUB_OFFLINE when the revision's snapshot is in the
+// cache, as huggingface_hub does, with one log line; otherwise its
+// error says what to do. A ref's content must be a commit sha (else
+// one line, which never repeats it), and a snapshot's files are read
+// only where their links lead inside the repository's folder (into
+// blobs/). The store never writes into the
 // cache unless Options.CacheWrite (--hf-cache-write) asks it to put each
 // file read whole there (cachewrite.go).
 //

@@ -57,18 +57,23 @@ type Store struct {
 	token    string
 	offline  bool
 	cacheDir string // HubCache/models--ORG--NAME
-	// api sends the Hub's API requests and resolve's HEADs, directly:
-	// small, of a revision that may move, and holding the token. data
-	// sends the GETs of bytes (the CDN's, resolve-cache's), through
-	// the cache tier when there is one: their paths name content.
+	// api sends the Hub's API requests, resolve's HEADs and every
+	// request that carries the token, directly: small, of a revision
+	// that may move, or holding the token. data sends the GETs of bytes
+	// without a credential (the CDN's; resolve-cache's when there is no
+	// token), through the cache tier when there is one: their paths
+	// name content.
 	api, data *http.Client
 
-	mu      sync.Mutex
-	sha     string              // GUARDED_BY(mu): "" until resolved
-	files   map[string]fileInfo // GUARDED_BY(mu): path -> file, once listed
-	locs    map[string]location // GUARDED_BY(mu): path -> where its bytes are
-	cdnETag map[string]string   // GUARDED_BY(mu): path -> the CDN's ETag, pinned
-	local   map[string]*os.File // GUARDED_BY(mu): path -> its file in the HF cache
+	logf func(format string, args ...any)
+
+	mu       sync.Mutex
+	sha      string              // GUARDED_BY(mu): "" until resolved
+	cacheWhy string              // GUARDED_BY(mu): why the listing is the HF cache's ("" when the Hub's)
+	files    map[string]fileInfo // GUARDED_BY(mu): path -> file, once listed
+	locs     map[string]location // GUARDED_BY(mu): path -> where its bytes are
+	cdnETag  map[string]string   // GUARDED_BY(mu): path -> the CDN's ETag, pinned
+	local    map[string]*os.File // GUARDED_BY(mu): path -> its file in the HF cache
 
 	cw *cacheWriter // nil unless Options.CacheWrite
 }
@@ -101,10 +106,7 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 	}
 	ep := opts.Endpoint
 	if ep == "" {
-		ep = os.Getenv("HF_ENDPOINT")
-	}
-	if ep == "" {
-		ep = "https://huggingface.co"
+		ep = EndpointFromEnv()
 	}
 	u, err := url.Parse(strings.TrimRight(ep, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
@@ -135,6 +137,7 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 	if logf == nil {
 		logf = log.Printf
 	}
+	s.logf = logf
 	// Redirects are followed by the store itself, which decides where
 	// the token may go.
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -195,7 +198,7 @@ func (s *Store) resolveURL(sha, key string) string {
 // isHub reports whether u is on the endpoint's scheme, host and port:
 // the only place the token is sent.
 func (s *Store) isHub(u *url.URL) bool {
-	return strings.EqualFold(u.Scheme, s.ep.Scheme) && strings.EqualFold(u.Host, s.ep.Host)
+	return sameOrigin(u, s.ep)
 }
 
 // request makes a request to u, with the token when u is the endpoint's.
@@ -237,6 +240,9 @@ func (s *Store) info(key string) (fileInfo, string, error) {
 	sha := s.sha
 	s.mu.Unlock()
 	if !ok {
+		if why := s.cacheOnly(); why != "" {
+			return fileInfo{}, sha, &remote.Error{URL: s.URL(key), Kind: remote.NotFound, Msg: fmt.Sprintf("%s and the file is not in the HF cache (%s)", why, s.snapshotPath(sha, key))}
+		}
 		return fileInfo{}, sha, &remote.Error{URL: s.URL(key), Kind: remote.NotFound, Code: "EntryNotFound", Msg: fmt.Sprintf("not found in the repository at revision %s", sha)}
 	}
 	return fi, sha, nil
@@ -275,8 +281,8 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 		}
 		return obj, n, nil
 	}
-	if s.offline {
-		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.NotFound, Msg: fmt.Sprintf("HF_HUB_OFFLINE is set and the file is not in the HF cache (%s)", filepath.Join(s.cacheDir, "snapshots", sha, key))}
+	if why := s.cacheOnly(); why != "" {
+		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.NotFound, Msg: fmt.Sprintf("%s and the file is not in the HF cache (%s)", why, s.snapshotPath(sha, key))}
 	}
 	n := min(int64(len(head)), fi.size)
 	if n == 0 {
@@ -286,6 +292,15 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 		return remote.Object{}, 0, err
 	}
 	return obj, int(n), nil
+}
+
+// cacheOnly says why the store reads the HF cache alone
+// (HF_HUB_OFFLINE, or a Hub that could not be reached when the listing
+// was made); "" when it reads the Hub.
+func (s *Store) cacheOnly() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cacheWhy
 }
 
 // SHA256 is the sha256 the Hub gives for key (an LFS file's oid), for a

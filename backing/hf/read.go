@@ -153,7 +153,14 @@ func (s *Store) getAt(ctx context.Context, loc location, obj remote.Object, off 
 		return err
 	}
 	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+want-1))
-	resp, err := s.do(s.data, req, key)
+	// A request that carries the token goes to the Hub directly, never
+	// through the cache tier (a file in git of a repository read with a
+	// token): the tier sees no credential of the Hub.
+	c := s.data
+	if req.Header.Get("Authorization") != "" {
+		c = s.api
+	}
+	resp, err := s.do(c, req, key)
 	if err != nil {
 		return err
 	}

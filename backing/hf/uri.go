@@ -65,6 +65,10 @@ func Parse(source string) (kind, id, rev, key string, err error) {
 		if rev, err = url.PathUnescape(rev); err != nil || rev == "" {
 			return "", "", "", "", bad("an empty or malformed revision")
 		}
+		if why := badRevision(rev); why != "" {
+			// Not rev itself: it may hold a control character.
+			return "", "", "", "", bad("the revision " + why + ": a revision is a branch, a tag or a commit sha, never a path")
+		}
 	}
 	if rest != "" && rest[0] != '/' {
 		return "", "", "", "", bad("malformed")
@@ -78,6 +82,48 @@ func Parse(source string) (kind, id, rev, key string, err error) {
 		}
 	}
 	return kind, org + "/" + name, rev, key, nil
+}
+
+// maxRevision bounds a revision's length (git's refs are path
+// components; the Hub's are short).
+const maxRevision = 255
+
+// badRevision says why rev cannot be a branch, a tag or a sha, as git's
+// check-ref-format rules a ref name: no "..", no component that is
+// empty or starts with '.', none ending in ".lock", no control
+// character, space or one of ~^:?*[\, not "@" nor holding "@{", not
+// ending in '.' or '/'. "" when it can: a name that cannot leave refs/
+// of the HF cache, nor be anything but one path in the Hub's API.
+func badRevision(rev string) string {
+	if len(rev) > maxRevision {
+		return fmt.Sprintf("is longer than %d bytes", maxRevision)
+	}
+	for i := 0; i < len(rev); i++ {
+		c := rev[i]
+		if c < 0x20 || c == 0x7f || strings.IndexByte(" ~^:?*[\\", c) >= 0 {
+			return fmt.Sprintf("holds the byte %#02x", c)
+		}
+	}
+	if rev == "@" || strings.Contains(rev, "@{") {
+		return "holds @{ or is @"
+	}
+	if strings.Contains(rev, "..") {
+		return "holds .."
+	}
+	if strings.HasSuffix(rev, ".") {
+		return "ends in ."
+	}
+	for _, c := range strings.Split(rev, "/") {
+		switch {
+		case c == "":
+			return "has an empty path component (a / at an end, or //)"
+		case c[0] == '.':
+			return "has a component that starts with ."
+		case strings.HasSuffix(c, ".lock"):
+			return "has a component that ends in .lock"
+		}
+	}
+	return ""
 }
 
 func cutPrefixFold(s, prefix string) (string, bool) {
@@ -102,6 +148,52 @@ func hfHome() string {
 	return ""
 }
 
+// DefaultEndpoint is the Hub's URL when HF_ENDPOINT is not set.
+const DefaultEndpoint = "https://huggingface.co"
+
+// EndpointFromEnv is the Hub's base URL as huggingface_hub reads it:
+// HF_ENDPOINT, else DefaultEndpoint.
+func EndpointFromEnv() string {
+	if ep := os.Getenv("HF_ENDPOINT"); ep != "" {
+		return ep
+	}
+	return DefaultEndpoint
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and
+// port (the scheme's default port when none is given).
+func sameOrigin(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		return map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(strings.TrimSuffix(a.Hostname(), "."), strings.TrimSuffix(b.Hostname(), ".")) && port(a) == port(b)
+}
+
+// OnEndpoint reports whether u is on the Hub: the scheme, host and port
+// of EndpointFromEnv. It is the one place the Hub's token goes, whatever
+// the URL came from (an hf:// source, an https:// URL): never to another
+// host (a subdomain, the CDN), another port, nor over http:// when the
+// endpoint is https://.
+func OnEndpoint(u *url.URL) bool {
+	ep, err := url.Parse(strings.TrimRight(EndpointFromEnv(), "/"))
+	return err == nil && ep.Host != "" && sameOrigin(u, ep)
+}
+
+// TokenFor is the token for a request to u: TokenFromEnv when u is on
+// the Hub (OnEndpoint), else "".
+func TokenFor(u *url.URL) string {
+	if !OnEndpoint(u) {
+		return ""
+	}
+	return TokenFromEnv()
+}
+
+// maxTokenFile bounds the bytes read of a token file.
+const maxTokenFile = 64 << 10
+
 // TokenFromEnv is the token huggingface_hub would use: HF_TOKEN (or the
 // older HUGGING_FACE_HUB_TOKEN), else the file HF_TOKEN_PATH, else
 // $HF_HOME/token; "" when none.
@@ -120,7 +212,7 @@ func TokenFromEnv() string {
 	if p == "" {
 		return ""
 	}
-	b, err := os.ReadFile(p)
+	b, _, err := readSmall(p, maxTokenFile)
 	if err != nil {
 		return ""
 	}

@@ -14,8 +14,13 @@
 // whatever the file's size. An encoded reply (Content-Encoding) is
 // refused.
 //
-// HF_TOKEN, when set, is sent as a bearer token to huggingface.co and
-// its subdomains only (never to another host, nor on a redirect to one).
+// The Hub's token goes by the Hub's one rule (hf.TokenFor): the token
+// huggingface_hub would use (HF_TOKEN, the file HF_TOKEN_PATH,
+// $HF_HOME/token), as a bearer token to the Hub's endpoint only (the
+// scheme, host and port of HF_ENDPOINT, default https://huggingface.co):
+// never to another host, a subdomain (the CDN) or port, never on a
+// redirect away from it, and never through a cache tier (a store that
+// holds it sends its requests directly).
 // Listing is not possible over HTTP: a sharded checkpoint is loaded from
 // its *.index.json weight map, whose shards sit beside it.
 package httpsrc

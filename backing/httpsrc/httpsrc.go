@@ -9,11 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/lazyweights/tensorfs/backing/hf"
 	"github.com/lazyweights/tensorfs/backing/remote"
 )
 
@@ -22,7 +22,7 @@ type Store struct {
 	base   url.URL // scheme, host, user info; no path
 	query  string  // raw query of the URL given, kept for every request
 	client *http.Client
-	token  string // bearer token for huggingface.co hosts, or ""
+	token  string // the Hub's token when the server is the Hub's (hf.TokenFor), or ""
 	// mainKey is the key of the URL given to New, and mainRaw its path
 	// as given (escaped): requested as the user wrote it.
 	mainKey, mainRaw string
@@ -69,10 +69,17 @@ func NewWith(u *url.URL, opts Options) (store *Store, key string, err error) {
 	if logf == nil {
 		logf = log.Printf
 	}
-	s := &Store{base: url.URL{Scheme: u.Scheme, Host: u.Host, User: u.User}, query: u.RawQuery, client: &http.Client{Transport: remote.ProxyTransport(opts.Proxy, tr, noReferer, logf), CheckRedirect: noReferer}}
-	if isHuggingFace(u.Hostname()) {
-		s.token = os.Getenv("HF_TOKEN")
+	s := &Store{base: url.URL{Scheme: u.Scheme, Host: u.Host, User: u.User}, query: u.RawQuery}
+	// The Hub's token, by the Hub's one rule (hf.TokenFor): to the Hub's
+	// endpoint only, never on a redirect away from it, and never
+	// through a cache tier: a store that holds it sends its requests
+	// directly (to an https:// Hub a tier could only tunnel them).
+	s.token = hf.TokenFor(u)
+	proxy := opts.Proxy
+	if s.token != "" {
+		proxy = nil
 	}
+	s.client = &http.Client{Transport: remote.ProxyTransport(proxy, tr, s.redirect, logf), CheckRedirect: s.redirect}
 	s.mainKey, s.mainRaw = strings.TrimPrefix(u.Path, "/"), u.EscapedPath()
 	return s, s.mainKey, nil
 }
@@ -81,22 +88,22 @@ func NewWith(u *url.URL, opts Options) (store *Store, key string, err error) {
 // net/http's default does).
 const maxRedirects = 10
 
-// noReferer is the client's redirect policy: net/http sets Referer on a
-// redirected request to the URL it came from, query included: a
+// redirect is the client's redirect policy. net/http sets Referer on
+// a redirected request to the URL it came from, query included: a
 // presigned URL's signature would go to the redirect's target (any
-// host). No request of a Store carries a Referer.
-func noReferer(req *http.Request, via []*http.Request) error {
+// host). No request of a Store carries a Referer. net/http also keeps
+// Authorization on a redirect to a subdomain (the Hub's CDN) or from
+// https:// to http://: the Hub's token is taken off every redirect that
+// leaves the Hub (hf.OnEndpoint).
+func (s *Store) redirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= maxRedirects {
 		return fmt.Errorf("stopped after %d redirects", maxRedirects)
 	}
 	req.Header.Del("Referer")
+	if s.token != "" && !hf.OnEndpoint(req.URL) {
+		req.Header.Del("Authorization")
+	}
 	return nil
-}
-
-// isHuggingFace reports whether host is huggingface.co or a subdomain.
-func isHuggingFace(host string) bool {
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	return host == "huggingface.co" || strings.HasSuffix(host, ".huggingface.co")
 }
 
 // URL is the file's URL, without user info or query (they may hold

@@ -20,8 +20,10 @@ NumPy .npy file with --npy (what .npy/ holds). With --split D/N/K, only
 part K (0-based) of N of the tensor along dimension D, with the bounds of
 numpy.array_split (what .split/D/N/K/ holds, in every view and with
 --npy). NAME is the tensor's name
-as "tensorfs ls" shows it, or its path in the mounted tree; when NAME is
-one tensor's name and another's path, the name wins.`
+as "tensorfs ls" shows it, its path in the mounted tree, or the
+checkpoint's own key of it (a distributed checkpoint's dotted
+"model.layers.0.w" for the name "model/layers.0.w": index.json "keys");
+when NAME is one tensor's name and another's path or key, the name wins.`
 
 // catChunk is how much cat reads and writes at a time.
 const catChunk = 1 << 20

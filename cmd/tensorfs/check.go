@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/check"
+	"github.com/lazyweights/tensorfs/index"
 )
 
 const checkAbout = `
@@ -26,8 +29,9 @@ what was checked (tensors, files, format, bytes) and the exit status is 0.
 
 --data also reads every byte of every tensor: a read that fails (a
 truncated file, a compressed member that does not inflate, a remote
-object changed since it was opened) and a stored .npz member whose CRC-32
-does not match are problems. A file whose source states the sha256 of its
+object changed since it was opened), a stored .npz member whose CRC-32
+does not match and an ONNX tensor whose external data differs from the
+SHA-1 its model states (external_data "checksum") are problems. A file whose source states the sha256 of its
 whole bytes (an hf:// file in Git LFS: the Hub's X-Linked-Etag, its LFS
 oid) is read whole and hashed: a digest that differs is a problem naming
 the file and both digests. --json prints a JSON report on stdout
@@ -49,10 +53,17 @@ type checkReport struct {
 }
 
 type checkData struct {
-	BytesRead int64                `json:"bytes_read"`
-	CRCs      int                  `json:"crc32_checked"`
-	SHA1s     int                  `json:"sha1_checked"`
-	Values    []check.TensorValues `json:"values"`
+	// BytesRead are the checkpoint's bytes read (check.DataReport.Bytes):
+	// the stored tensors', and more where a digest covers more (a zip
+	// member's header, a file hashed whole).
+	BytesRead int64 `json:"bytes_read"`
+	// Dequantized are the quantized weights read as their float32
+	// values, DequantizedBytes those values (not counted in BytesRead).
+	Dequantized      int                  `json:"dequantized_weights"`
+	DequantizedBytes int64                `json:"dequantized_bytes"`
+	CRCs             int                  `json:"crc32_checked"`
+	SHA1s            int                  `json:"sha1_checked"`
+	Values           []check.TensorValues `json:"values"`
 	// Files are the files hashed whole against the sha256 their source
 	// states (per file "sha256 ok", "sha256 mismatch", "read error").
 	Files []check.FileDigest `json:"files"`
@@ -61,7 +72,7 @@ type checkData struct {
 func runCheck(args []string) error {
 	f := newFlags("check", "[--data] [--json] SOURCE", checkAbout)
 	addRemoteFlags(f)
-	data := f.Bool("data", false, "also read every byte of every tensor: read errors, stored .npz members' CRC-32s and whole files' sha256 where the source states it (hf:// LFS files) (and NaN/Inf counts with --json)")
+	data := f.Bool("data", false, "also read every byte of every tensor: read errors, stored .npz members' CRC-32s, ONNX external data's SHA-1s and whole files' sha256 where the source states it (hf:// LFS files) (and NaN/Inf counts with --json)")
 	asJSON := f.Bool("json", false, "print a JSON report (summary, problems; with --data, NaN and Inf counts per floating-point tensor) on stdout")
 	if err := f.parse(args, 1, 1); err != nil {
 		return err
@@ -81,6 +92,7 @@ func runCheck(args []string) error {
 		rep.Problems = append(append(rep.Problems, loading...), check.FromError(err))
 	default:
 		defer ckpt.close()
+		logNotes(notesNotChecked(ckpt.idx))
 		c := &check.Checkpoint{Source: source, Index: ckpt.idx, Sources: ckpt.sources, Loading: loading}
 		rep.Format = ckpt.idx.Format
 		for i, s := range ckpt.idx.Sources {
@@ -98,7 +110,7 @@ func runCheck(args []string) error {
 		if *data {
 			dr, ps := check.Data(c, check.DataOptions{Values: *asJSON})
 			rep.Problems = append(rep.Problems, ps...)
-			rep.Data = &checkData{BytesRead: dr.Bytes, CRCs: dr.CRCs, SHA1s: dr.SHA1s, Values: dr.Tensors, Files: dr.Files}
+			rep.Data = &checkData{BytesRead: dr.Bytes, Dequantized: dr.Dequantized, DequantizedBytes: dr.DequantizedBytes, CRCs: dr.CRCs, SHA1s: dr.SHA1s, Values: dr.Tensors, Files: dr.Files}
 			if rep.Data.Values == nil {
 				rep.Data.Values = []check.TensorValues{}
 			}
@@ -131,7 +143,13 @@ func runCheck(args []string) error {
 			if n := len(rep.Data.Files); n > 0 {
 				line += fmt.Sprintf(", %s verified by sha256", plural(n, "file"))
 			}
+			if rep.Data.BytesRead > rep.Bytes {
+				line += fmt.Sprintf("; %d bytes more than the tensors hold: %s", rep.Data.BytesRead-rep.Bytes, checkedWhole(rep.Data))
+			}
 			line += ")"
+			if n := rep.Data.Dequantized; n > 0 {
+				line += fmt.Sprintf("; %s dequantized too, to %d bytes of float32 values", plural(n, "quantized weight"), rep.Data.DequantizedBytes)
+			}
 		}
 		fmt.Println(oneLine(line))
 	}
@@ -139,4 +157,45 @@ func runCheck(args []string) error {
 		return errReported
 	}
 	return nil
+}
+
+// checkedWhole says what --data read beyond the tensors' bytes: what its
+// digests cover.
+func checkedWhole(d *checkData) string {
+	var why []string
+	if len(d.Files) > 0 {
+		why = append(why, "files hashed whole for their sha256")
+	}
+	if d.CRCs > 0 {
+		why = append(why, "zip members read whole, headers too, for their CRC-32")
+	}
+	if d.SHA1s > 0 {
+		why = append(why, "ONNX external data read whole for its SHA-1")
+	}
+	if len(why) == 0 {
+		return "ranges read more than once"
+	}
+	return strings.Join(why, ", ")
+}
+
+// notesNotChecked are idx's notes without those check reports as
+// problems itself (a quantized weight left out of the converted views:
+// check.Checkers' "quantized weights"), so that each is said once.
+func notesNotChecked(idx *index.Index) []string {
+	q := idx.Quantization
+	if q == nil || len(q.Problems) == 0 {
+		return idx.Notes
+	}
+	said := map[string]bool{}
+	for _, p := range q.Problems {
+		said[index.Printable(fmt.Sprintf("weight %s left out of the converted views: %s", strconv.Quote(p.Name), p.Why))] = true
+	}
+	var notes []string
+	for _, n := range idx.Notes {
+		if _, rest, ok := strings.Cut(n, ": weight "); ok && said["weight "+rest] {
+			continue
+		}
+		notes = append(notes, n)
+	}
+	return notes
 }

@@ -77,7 +77,7 @@ func runConvert(args []string) error {
 	}
 	defer ck.Close()
 	if us := ck.Unserved(); len(us) > 0 { // logged by openSource
-		return fmt.Errorf("convert: %s: cannot write %s: %s; %s not written", source, plural(len(us), "tensor"), unservedNames(us), out)
+		return fmt.Errorf("convert: %s: cannot write %s: %s; %s not written", source, plural(unservedCount(us), "tensor"), unservedNames(us), out)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -129,8 +129,8 @@ func runConvert(args []string) error {
 		return fmt.Errorf("%s: %w", out, err)
 	}
 	if !*quiet {
-		fmt.Fprintf(os.Stderr, "wrote %s: %d bytes (%s) in %.3f s, %.2f GB/s, peak memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
-			out, n, bytesize.Format(n), elapsed.Seconds(), float64(n)/elapsed.Seconds()/1e9, bytesize.Format(peakAnon), bytesize.Format(hwm))
+		fmt.Fprintf(os.Stderr, "wrote %s: %d bytes (%s) in %.3f s, %s, peak memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
+			out, n, bytesize.Format(n), elapsed.Seconds(), bytesize.Rate(n, elapsed.Seconds()), bytesize.Format(peakAnon), bytesize.Format(hwm))
 	}
 	return nil
 }

@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"flag"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/lazyweights/tensorfs/source"
 )
 
 // TestHelpSummaries: every command has a one-line summary for
@@ -144,4 +148,90 @@ func TestHelpNoUnsetDefault(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHelpTables: the help's lists of schemes and flags come from their
+// tables: `tensorfs help`'s remote topic, the remote heading and every
+// command's pointer name each scheme of source.Schemes (hf:// too); the
+// pointer's flags are remote flags; `help remote` says the inflate flags
+// hold more than .npz members; check -h names every digest --data checks.
+func TestHelpTables(t *testing.T) {
+	var top bytes.Buffer
+	printHelp(&top)
+	var remote bytes.Buffer
+	printRemoteHelp(&remote)
+	names := func(text string, s source.Scheme) bool {
+		return strings.Contains(text, s.Prefix) || strings.HasPrefix(s.Prefix, "http") && strings.Contains(text, "http(s)://")
+	}
+	for _, s := range source.Schemes() {
+		if !names(top.String(), s) {
+			t.Errorf("tensorfs help does not name %s", s.Prefix)
+		}
+		if !names(groupRemote, s) {
+			t.Errorf("heading %q does not name %s", groupRemote, s.Prefix)
+		}
+		if !names(remotePointer, s) {
+			t.Errorf("remote pointer %q does not name %s", remotePointer, s.Prefix)
+		}
+	}
+	fs := commandFlags(t)
+	for _, m := range regexp.MustCompile(`--[a-z-]+`).FindAllString(remotePointer, -1) {
+		fl := fs["mount"].Lookup(m[2:])
+		if fl == nil || flagGroup(fl) != groupRemote {
+			t.Errorf("remote pointer names %s, which is no remote flag", m)
+		}
+	}
+	for _, kind := range []string{".npz", ".keras", "DCP", "HDF5", "ONNX"} {
+		if !strings.Contains(fs["mount"].Lookup("inflate-mem").Usage, kind) {
+			t.Errorf("--inflate-mem does not say it holds %s data", kind)
+		}
+	}
+	var check bytes.Buffer
+	fs["check"].help(&check)
+	for _, digest := range []string{"CRC-32", "SHA-1", "sha256"} {
+		if !strings.Contains(check.String(), digest) {
+			t.Errorf("check -h does not name the %s check --data makes", digest)
+		}
+	}
+}
+
+// TestHelpSchemeTopics: `tensorfs help hf` (and each scheme's name) is
+// the remote topic; a mistyped command or topic gets a suggestion.
+func TestHelpSchemeTopics(t *testing.T) {
+	for _, s := range source.Schemes() {
+		name := strings.TrimSuffix(s.Prefix, "://")
+		out, status := captureRun(t, "help", name)
+		if status != 0 || !strings.Contains(out, "--part-size") {
+			t.Errorf("tensorfs help %s: exit %d, not the remote topic:\n%s", name, status, out)
+		}
+	}
+	for in, want := range map[string]string{"mout": "mount", "chek": "check", "lod": "load", "mo": "mount", "xyzzy": ""} {
+		out, status := captureRun(t, in)
+		if status != 2 || want == "" && strings.Contains(out, "did you mean") || want != "" && !strings.Contains(out, "(did you mean "+want+"?)") {
+			t.Errorf("tensorfs %s: exit %d, %q, want a suggestion of %q", in, status, out, want)
+		}
+	}
+	if out, _ := captureRun(t, "help", "remot"); !strings.Contains(out, "did you mean remote?") {
+		t.Errorf("tensorfs help remot: %q", out)
+	}
+}
+
+// captureRun runs the command line args as main does and returns what
+// it wrote to stdout and stderr, and its exit status.
+func captureRun(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	stdout, stderr := os.Stdout, os.Stderr
+	os.Stdout, os.Stderr = f, f
+	status := run(args)
+	os.Stdout, os.Stderr = stdout, stderr
+	out, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), status
 }

@@ -38,7 +38,8 @@ tensorfs mount point (read through the mount's files).
 
 On a terminal, a progress bar shows tensors, bytes, rate and time left.
 At the end one line on stderr reports the tensors and bytes loaded, the
-time, the throughput in GB/s (10^9 bytes a second) and the peak memory:
+time, the throughput in GB/s (10^9 bytes a second; MB/s or kB/s for a
+small load) and the peak memory:
 the largest anonymous resident memory seen during the load (RssAnon,
 sampled) and the peak resident set (VmHWM).
 
@@ -220,11 +221,11 @@ func runLoad(args []string) error {
 	}
 	if !*quiet {
 		n := sink.bytes.Load()
-		fmt.Fprintf(os.Stderr, "loaded %s: %s (%s) in %.3f s, %.2f GB/s, peak memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
-			plural(int(sink.tensors.Load()), "tensor"), plural(int(n), "byte"), bytesize.Format(n), elapsed.Seconds(), float64(n)/elapsed.Seconds()/1e9, bytesize.Format(peakAnon), bytesize.Format(hwm))
+		fmt.Fprintf(os.Stderr, "loaded %s: %s (%s) in %.3f s, %s, peak memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
+			plural(int(sink.tensors.Load()), "tensor"), plural(int(n), "byte"), bytesize.Format(n), elapsed.Seconds(), bytesize.Rate(n, elapsed.Seconds()), bytesize.Format(peakAnon), bytesize.Format(hwm))
 	}
 	if len(unserved) > 0 { // the rest is loaded (and listed); the checkpoint is not whole
-		return fmt.Errorf("load: %s: %s not loaded: %s", source, plural(len(unserved), "tensor"), unservedNames(unserved))
+		return fmt.Errorf("load: %s: %s not loaded: %s", source, plural(unservedCount(unserved), "tensor"), unservedNames(unserved))
 	}
 	return nil
 }

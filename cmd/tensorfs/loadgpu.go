@@ -172,7 +172,7 @@ func loadGPU(f *flags, g gpuLoad) error {
 		}
 	}
 	if len(unserved) > 0 { // the rest is on the device; the checkpoint is not whole
-		return fmt.Errorf("load: %s: %s not uploaded: %s", g.source, plural(len(unserved), "tensor"), unservedNames(unserved))
+		return fmt.Errorf("load: %s: %s not uploaded: %s", g.source, plural(unservedCount(unserved), "tensor"), unservedNames(unserved))
 	}
 	return nil
 }

@@ -74,7 +74,7 @@ func run(args []string) int {
 	cmd := findCommand(name)
 	switch {
 	case cmd == nil:
-		return exitStatus(usagef("unknown command %q (run `tensorfs help`)", name))
+		return exitStatus(usagef("unknown command %q%s (run `tensorfs help`)", name, suggestion(name)))
 	case cmd.run == nil:
 		return exitStatus(runHelp(args[1:]))
 	}
@@ -90,16 +90,70 @@ type topic struct {
 
 // topics are the help topics, in the order `tensorfs help` lists them.
 var topics = []topic{
-	{"remote", "remote SOURCEs (s3://, http(s)://) and the flags of their reads and caches", printRemoteHelp},
+	{"remote", "remote SOURCEs (" + source.SchemeNames() + ") and the flags of their reads and caches", printRemoteHelp},
 }
 
+// findTopic returns the topic called name; a remote scheme's name ("hf",
+// "s3", "https", with or without "://") is the remote topic.
 func findTopic(name string) *topic {
 	for i := range topics {
 		if topics[i].name == name {
 			return &topics[i]
 		}
 	}
+	for _, s := range source.Schemes() {
+		if n := strings.ToLower(name); n == s.Prefix || n+"://" == s.Prefix {
+			return findTopic("remote")
+		}
+	}
 	return nil
+}
+
+// suggestion is " (did you mean NAME?)" for the command or topic whose
+// name is nearest name (at most 2 edits, or name a prefix of it), else "".
+func suggestion(name string) string {
+	var names []string
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	for _, t := range topics {
+		names = append(names, t.name)
+	}
+	best, bestD := "", 3
+	for _, n := range names {
+		d := editDistance(strings.ToLower(name), n)
+		if len(name) >= 2 && strings.HasPrefix(n, strings.ToLower(name)) {
+			d = 1
+		}
+		if d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return " (did you mean " + best + "?)"
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func findCommand(name string) *command {
@@ -344,9 +398,11 @@ var helpRequested = func(f *flags) { f.help(os.Stdout) }
 // means the same thing wherever it is defined.
 const (
 	groupGPU    = "GPU upload (with --gpu):"
-	groupRemote = "Remote sources (s3://, hf://, http(s)://) and caches:"
 	groupTuning = "Tuning (benchmarks and debugging):"
 )
+
+// groupRemote names the schemes of source.Schemes.
+var groupRemote = "Remote sources (" + source.SchemeNames() + ") and caches:"
 
 var flagGroups = []string{
 	"flags:",
@@ -425,8 +481,13 @@ func (f *flags) help(w io.Writer) {
 }
 
 // remotePointer is what a command's help says in place of the remote
-// group's flags.
-const remotePointer = "SOURCE may be s3://BUCKET/KEY, s3://BUCKET/PREFIX/ or an http(s):// URL; its flags (--part-size, --cache-dir, --proxy and the rest) are explained once by `tensorfs help remote` and in docs/REMOTE.md."
+// group's flags: the SOURCEs of source.Schemes, and remotePointerFlags.
+// It opens with the command, which wrapping then never splits.
+var remotePointer = "`tensorfs help remote` explains once the flags of a remote SOURCE (`--" + strings.Join(remotePointerFlags, "`, `--") + "` and the rest; in full: docs/REMOTE.md). SOURCE may be " + source.SchemeForms() + "."
+
+// remotePointerFlags are the remote flags remotePointer names, each in
+// the remote group (TestHelpTables).
+var remotePointerFlags = []string{"part-size", "cache-dir", "proxy"}
 
 // hasGroup reports whether f defines a flag of group g.
 func (f *flags) hasGroup(g string) bool {
@@ -491,7 +552,7 @@ func wrap(text, indent string, width int) string {
 }
 
 func runHelp(args []string) error {
-	f := newFlags("help", "[COMMAND | TOPIC]", "Lists the commands and help topics, or explains one command and its flags, or one topic (remote: the flags of remote SOURCEs).")
+	f := newFlags("help", "[COMMAND | TOPIC]", "Lists the commands and help topics, or explains one command and its flags, or one topic (remote: remote SOURCEs and their flags; also under a scheme's name: hf, s3, http).")
 	if err := f.parse(args, 0, 1); err != nil {
 		return err
 	}
@@ -506,7 +567,7 @@ func runHelp(args []string) error {
 	cmd := findCommand(f.Arg(0))
 	switch {
 	case cmd == nil:
-		return usagef("help: unknown command %q (run `tensorfs help`)", f.Arg(0))
+		return usagef("help: unknown command or topic %q%s (run `tensorfs help`)", f.Arg(0), suggestion(f.Arg(0)))
 	case cmd.run == nil:
 		f.help(os.Stdout)
 		return nil

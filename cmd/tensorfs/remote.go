@@ -37,8 +37,9 @@ type remoteFlags struct {
 	proxyTLS     *bool
 	hfCacheWrite *bool
 
-	// Not remote: where and how much of compressed .npz members is kept
-	// inflated (backing.InflateCache); files go under --cache-dir too.
+	// Not remote: where and how much of the data decoded on first read
+	// (inflated, inflateCacheHolds) is kept (backing.InflateCache);
+	// files go under --cache-dir too.
 	inflateMem  *string
 	inflateDisk *string
 }
@@ -105,10 +106,14 @@ func addRemoteFlags(f *flags) {
 		hfCacheWrite: f.Bool("hf-cache-write", false, "remote: put each hf:// file read whole into the local HF cache (HF_HUB_CACHE), checked against the Hub's sha256 or git sha1, as huggingface_hub lays it out, so that other tools and HF_HUB_OFFLINE find it; without it tensorfs never writes there"),
 		timeout:      f.Duration("remote-timeout", remote.DefaultTimeout, "remote: a read that cannot be served within `D`, retries included, fails (EIO); opening waits at most 10s or D if less"),
 
-		inflateMem:  f.String("inflate-mem", "256MiB", "compressed .npz members: keep at most `SIZE` of them inflated in memory (members up to a quarter of it go to memory, larger ones and the least recently read to unlinked files in --cache-dir or $TMPDIR)"),
-		inflateDisk: f.String("inflate-disk", "16GiB", "compressed .npz members: at most `SIZE` of inflated members in files (the largest member that can be read; least recently read dropped beyond it)"),
+		inflateMem:  f.String("inflate-mem", "256MiB", "data decoded once on first read, local SOURCEs too ("+inflateCacheHolds+"): keep at most `SIZE` of it in memory (pieces up to a quarter of it go to memory, larger ones and the least recently read to unlinked files in --cache-dir or $TMPDIR)"),
+		inflateDisk: f.String("inflate-disk", "16GiB", "data decoded once on first read: at most `SIZE` of it in files (the largest piece that can be read; least recently read dropped beyond it)"),
 	}
 }
+
+// inflateCacheHolds is what goes through the inflate cache
+// (backing.InflateCache), as docs/FORMATS.md says of each format.
+const inflateCacheHolds = "deflated .npz and .keras members, protocol-2 pickled NumPy arrays, zstd DCP items, gzip HDF5 chunks, ONNX typed-field initializers"
 
 // remoteOptions turns the remote flags into source.RemoteOptions (with
 // the S3 opener: the CLI reads s3://); a bad value is a usage error.

@@ -7,6 +7,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,8 +56,9 @@ type sourceOptions struct {
 	Mount bool
 	// Report, when set, makes the loader go on past the problems of a
 	// weight map and its shards, each given to Report
-	// (source.Options.Report), and leaves the index's unserved entries to
-	// the caller rather than logging them: `tensorfs check`.
+	// (source.Options.Report), and leaves the index's unserved entries and
+	// notes to the caller rather than logging them: `tensorfs check`,
+	// which reports some of them as problems (one line each, not two).
 	Report func(error)
 }
 
@@ -100,11 +102,13 @@ func openSource(path string, o sourceOptions) (*checkpoint, error) {
 		}
 		return nil, err
 	}
-	logNotes(ck.Index.Notes)
 	if o.Report == nil {
-		for _, u := range ck.Index.Unserved {
-			logUnserved(path, []client.Unserved{{Name: u.Name, Type: u.Type, Why: u.Why}})
+		logNotes(ck.Index.Notes)
+		us := make([]client.Unserved, len(ck.Index.Unserved))
+		for i, u := range ck.Index.Unserved {
+			us[i] = client.Unserved{Name: u.Name, Type: u.Type, Why: u.Why, More: u.More}
 		}
+		logUnserved(path, us)
 	}
 	return &checkpoint{path: path, mode: o.Mode, idx: ck.Index, sources: ck.Sources, remote: ck.Remote, loaded: ck}, nil
 }
@@ -164,22 +168,32 @@ func (c *checkpoint) close() {
 }
 
 // find returns the tensor with exactly this name, or else the one at this
-// path in the mounted tree, as a listing shows it (index.Tensor.Listed:
-// converted for a float view, native otherwise): a quantized weight that
-// keeps its stored name is its stored codes natively and its values
-// converted.
+// path in the mounted tree, or else the one the checkpoint keys so
+// (index.Index.Keys: a DCP's dotted key), as a listing shows it
+// (index.Tensor.Listed: converted for a float view, native otherwise): a
+// quantized weight that keeps its stored name is its stored codes
+// natively and its values converted.
 func (c *checkpoint) find(name string, converted bool) (*index.Tensor, bool) {
 	ts := c.idx.Tensors
-	i := sort.Search(len(ts), func(i int) bool { return ts[i].Name >= name })
-	for ; i < len(ts) && ts[i].Name == name; i++ {
-		if ts[i].Listed(converted) {
-			return &ts[i], true
+	byName := func(name string) (*index.Tensor, bool) {
+		i := sort.Search(len(ts), func(i int) bool { return ts[i].Name >= name })
+		for ; i < len(ts) && ts[i].Name == name; i++ {
+			if ts[i].Listed(converted) {
+				return &ts[i], true
+			}
 		}
+		return nil, false
+	}
+	if t, ok := byName(name); ok {
+		return t, true
 	}
 	for i := range ts {
 		if ts[i].Path == name && ts[i].Listed(converted) {
 			return &ts[i], true
 		}
+	}
+	if n, ok := index.NamesByKey(c.idx.Keys)[name]; ok {
+		return byName(n)
 	}
 	return nil, false
 }
@@ -193,28 +207,100 @@ func logNotes(notes []string) {
 	}
 }
 
-// logUnserved writes one line to stderr for each entry of the checkpoint
-// at source that is not served (a tensor of a type this build does not
-// know); the rest is served.
+// logUnserved writes to stderr what the checkpoint at source holds that
+// is not served (a tensor of a type this build does not know), one line
+// per kind (the same type and reason) with how many and the first few
+// names; the rest is served.
 func logUnserved(source string, us []client.Unserved) {
-	for _, u := range us {
-		fmt.Fprintf(os.Stderr, "tensorfs: %s: tensor %s (%s) is not served: %s\n", source, strconv.Quote(u.Name), u.Type, u.Why)
-	}
+	fmt.Fprint(os.Stderr, unservedLines(source, us))
 }
 
-// unservedNames lists the names of us for an error line: the first few,
-// quoted, with their types, then how many more.
-func unservedNames(us []client.Unserved) string {
+// unservedLines is what logUnserved writes.
+func unservedLines(source string, us []client.Unserved) string {
+	type kind struct{ typ, why string }
+	var order []kind
+	groups := map[kind][]client.Unserved{}
+	more := map[kind]int64{}
+	for _, u := range us {
+		k := kind{u.Type, u.Why}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], u)
+		more[k] += u.More
+	}
 	var b strings.Builder
-	for i, u := range us {
+	for _, k := range order {
+		g := groups[k]
+		if n := int64(len(g)) + more[k]; n > 1 {
+			fmt.Fprintf(&b, "tensorfs: %s: %d tensors (%s) are not served: %s", source, n, k.typ, k.why)
+			if !slices.ContainsFunc(g, func(u client.Unserved) bool { return u.Name != "" }) {
+				b.WriteString(" (none has a name)\n") // nameless: no names to list
+				continue
+			}
+			fmt.Fprintf(&b, ": %s\n", unservedNamesOf(g, n))
+			continue
+		}
+		fmt.Fprintf(&b, "tensorfs: %s: tensor %s (%s) is not served: %s\n", source, strconv.Quote(g[0].Name), k.typ, k.why)
+	}
+	return b.String()
+}
+
+// unservedNamesOf lists the first few names of g, quoted, and how many
+// more of the n it stands for.
+func unservedNamesOf(g []client.Unserved, n int64) string {
+	var b strings.Builder
+	for i, u := range g {
 		if i == 4 {
-			fmt.Fprintf(&b, " and %d more", len(us)-i)
 			break
 		}
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s (%s)", strconv.Quote(u.Name), u.Type)
+		b.WriteString(quoteShort(u.Name))
+	}
+	if shown := int64(min(len(g), 4)); n > shown {
+		fmt.Fprintf(&b, " and %d more", n-shown)
 	}
 	return b.String()
+}
+
+// unservedNames lists the names of us for an error line: the first few,
+// quoted, with their types, then how many more (entries a list left out
+// counted: client.Unserved.More).
+func unservedNames(us []client.Unserved) string {
+	var b strings.Builder
+	total := int64(unservedCount(us))
+	for i, u := range us {
+		if i == 4 {
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%s)", quoteShort(u.Name), u.Type)
+	}
+	if shown := int64(min(len(us), 4)); total > shown {
+		fmt.Fprintf(&b, " and %d more", total-shown)
+	}
+	return b.String()
+}
+
+// unservedCount is how many entries us stands for (client.Unserved.More
+// counted).
+func unservedCount(us []client.Unserved) int {
+	n := 0
+	for _, u := range us {
+		n += 1 + int(u.More)
+	}
+	return n
+}
+
+// quoteShort quotes name, its first 200 bytes and "..." when longer (a
+// name may be 64 KiB).
+func quoteShort(name string) string {
+	if len(name) > 200 {
+		return strconv.Quote(name[:200]) + "..."
+	}
+	return strconv.Quote(name)
 }

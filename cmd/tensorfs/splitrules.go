@@ -57,12 +57,18 @@ func parseSplitRules(s string) ([]splitRule, error) {
 
 // splitPlan returns the function giving each tensor of ck its part (nil:
 // replicated), after checking that every tensor a rule matches has that
-// dimension; and how many tensors are split.
+// dimension; and how many tensors are split. A rule matches a tensor's
+// name, or else the checkpoint's own key of it (client.Checkpoint.Key:
+// a DCP's dotted keys, which the llama preset's patterns are written in).
 func splitPlan(ck *client.Checkpoint, rules []splitRule, parts, part int) (func(client.TensorInfo) *client.Split, int, error) {
 	which := map[string]*client.Split{}
 	m := newRuleMatcher(rules)
 	for _, t := range ck.Tensors() {
-		if i := m.match(t.Name); i >= 0 {
+		i := m.match(t.Name)
+		if k, ok := ck.Key(t.Name); i < 0 && ok {
+			i = m.match(k)
+		}
+		if i >= 0 {
 			r := rules[i]
 			if r.dim >= len(t.Shape) {
 				return nil, 0, fmt.Errorf("%s: tensor %q matches --split rule %q but has no dimension %d (shape %v)", ck.Path(), t.Name, r.pattern, r.dim, t.Shape)

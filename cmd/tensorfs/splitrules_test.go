@@ -6,6 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/lazyweights/tensorfs/client"
+	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
 // globOracle is the --split glob as a regexp ('*' any run, newlines
@@ -104,5 +107,28 @@ func TestRuleMatcher(t *testing.T) {
 	}
 	if m.globs > 2*n {
 		t.Errorf("%d glob matches for %d names and %d rules: want at most %d", m.globs, 3*n, len(rules), 2*n)
+	}
+}
+
+// TestSplitPlanKeys: a --split rule matches a distributed checkpoint's
+// dotted key of a tensor (model.blocks.0.attn.qkv.weight for the name
+// model/blocks.0.attn.qkv.weight), as it matches a name.
+func TestSplitPlanKeys(t *testing.T) {
+	ck, err := client.Open(testdata.Path(t, "formats2/dcp_single"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	rules, err := parseSplitRules("model.blocks.*.attn.qkv.weight=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	which, n, err := splitPlan(ck, rules, 2, 0)
+	if err != nil || n != 1 {
+		t.Fatalf("splitPlan: %d tensors split, %v; want 1", n, err)
+	}
+	ti, _ := ck.Tensor("model/blocks.0.attn.qkv.weight")
+	if which(ti) == nil {
+		t.Error("model/blocks.0.attn.qkv.weight not split")
 	}
 }

@@ -22,10 +22,7 @@ func (f memFile) Name() string { return f.name }
 // FuzzMetadata: ReadMetadata never panics, never hangs and, when it
 // accepts, returns chunks inside their tensors.
 func FuzzMetadata(f *testing.F) {
-	if dir := os.Getenv("TENSORFS_TESTDATA"); dir != "" || !testdata.InCI() {
-		if dir == "" {
-			dir = filepath.Join(testdata.RepoRoot(), "..", "shared", "testdata")
-		}
+	if dir, _ := testdata.Optional(); os.Getenv("TENSORFS_TESTDATA") != "" || !testdata.InCI() {
 		for _, c := range []string{"dcp_single", "dcp_threads", "dcp_ws2"} {
 			if data, err := os.ReadFile(filepath.Join(dir, "modern", c, MetadataName)); err == nil {
 				f.Add(data)

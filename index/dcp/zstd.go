@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/klauspost/compress/zstd"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/torch"
+	"github.com/lazyweights/tensorfs/zstdpool"
 )
 
 // A zstd item (torch >= 2.7's ZStandardTransform) is a zstd stream of
@@ -31,10 +31,6 @@ const (
 	// maxZstdValue caps the decoded bytes of a zstd non-tensor item.
 	maxZstdValue = MaxValue + zipSlack
 )
-
-// zstdMaxWindow is the largest window a stream may ask for (zstd's
-// levels use at most 8 MiB; backing.ZstdMaxWindow decodes the members).
-const zstdMaxWindow = 32 << 20
 
 // sparse is a decoded zstd item as the zip reader sees it: the bytes
 // kept (head and tail), zeros between (the storage, never read here).
@@ -103,7 +99,7 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 
 // decodeZstd decodes the zstd item sec, refusing more than max bytes.
 func decodeZstd(sec section, max int64, where string) (*sparse, error) {
-	zd, err := zstd.NewReader(sec, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(zstdMaxWindow))
+	zd, err := zstdpool.NewReader(sec)
 	if err != nil {
 		return nil, index.ErrorAt(sec.name, where, "cannot start a zstd decoder: %v", err)
 	}
@@ -111,7 +107,7 @@ func decodeZstd(sec section, max int64, where string) (*sparse, error) {
 	w := &tailWriter{buf: make([]byte, zipTail)}
 	n, err := io.Copy(w, io.LimitReader(zd, max+1))
 	if err != nil {
-		return nil, index.ErrorAt(sec.name, where, "the zstd item is corrupt or cut short, after %d decoded bytes: %v", n, zstdWhy(err))
+		return nil, index.ErrorAt(sec.name, where, "the zstd item is corrupt or cut short, after %d decoded bytes: %v", n, zstdpool.Cause(err))
 	}
 	if n > max {
 		return nil, index.ErrorAt(sec.name, where, "the zstd item of %d bytes decodes to more than %d bytes, more than its chunk and zip can hold (a zstd bomb?)", sec.Size(), max)
@@ -124,17 +120,6 @@ func decodeZstd(sec section, max int64, where string) (*sparse, error) {
 		s.tail[i] = w.buf[(s.tailFrom+i)%zipTail]
 	}
 	return s, nil
-}
-
-// zstdWhy says what a decoder's error is, in a few words.
-func zstdWhy(err error) string {
-	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return "the stream ends early"
-	case errors.Is(err, zstd.ErrWindowSizeExceeded):
-		return fmt.Sprintf("its window is larger than the %d MiB tensorfs allows", zstdMaxWindow>>20)
-	}
-	return err.Error()
 }
 
 // readZstdChunk reads the one tensor of a zstd chunk item whose chunk
@@ -206,14 +191,14 @@ func (l *loader) readZstdChunk(it Item, want int64, where string) chunkItem {
 // zstdValue decodes a zstd non-tensor item, of at most maxZstdValue
 // bytes.
 func zstdValue(sec section) ([]byte, error) {
-	zd, err := zstd.NewReader(sec, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(zstdMaxWindow))
+	zd, err := zstdpool.NewReader(sec)
 	if err != nil {
 		return nil, err
 	}
 	defer zd.Close()
 	data, err := io.ReadAll(io.LimitReader(zd, maxZstdValue+1))
 	if err != nil {
-		return nil, fmt.Errorf("the zstd item is corrupt: %s", zstdWhy(err))
+		return nil, fmt.Errorf("the zstd item is corrupt: %s", zstdpool.Cause(err))
 	}
 	if len(data) > maxZstdValue {
 		return nil, fmt.Errorf("the zstd item decodes to more than %d bytes", maxZstdValue)

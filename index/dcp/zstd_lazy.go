@@ -12,7 +12,7 @@ import (
 	"slices"
 	"sync/atomic"
 
-	"github.com/klauspost/compress/zstd"
+	"github.com/lazyweights/tensorfs/zstdpool"
 
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
@@ -74,7 +74,7 @@ type zstdChunk struct {
 // the item, without the file's name (backing adds it).
 func (z *zstdChunk) decode(w io.Writer, file io.ReaderAt) error {
 	at := fmt.Sprintf("the zstd item at byte %d", z.off)
-	zd, err := zstdReader(bufio.NewReaderSize(io.NewSectionReader(file, z.off, z.length), 1<<20))
+	zd, err := zstdpool.NewReader(bufio.NewReaderSize(io.NewSectionReader(file, z.off, z.length), 1<<20))
 	if err != nil {
 		return fmt.Errorf("%s: cannot start a zstd decoder: %v", at, err)
 	}
@@ -84,7 +84,7 @@ func (z *zstdChunk) decode(w io.Writer, file io.ReaderAt) error {
 	n, err := readFull(zd, head)
 	ended := err == io.EOF // the stream ended, whole, within head
 	if err != nil && !ended {
-		return fmt.Errorf("%s is corrupt or cut short, after %d decoded bytes: %s", at, n, zstdWhy(err))
+		return fmt.Errorf("%s is corrupt or cut short, after %d decoded bytes: %s", at, n, zstdpool.Cause(err))
 	}
 	head = head[:n]
 	start, err := storageStart(head)
@@ -108,12 +108,12 @@ func (z *zstdChunk) decode(w io.Writer, file io.ReaderAt) error {
 			if we, ok := err.(*writeFailed); ok {
 				return we.err
 			}
-			return fmt.Errorf("%s is corrupt or cut short, %d bytes into the chunk's %d: %s", at, got+k, z.want, zstdWhy(err))
+			return fmt.Errorf("%s is corrupt or cut short, %d bytes into the chunk's %d: %s", at, got+k, z.want, zstdpool.Cause(err))
 		}
 	}
 	if !ended {
 		if _, err := io.Copy(tw, io.LimitReader(zd, limit+1-tw.n)); err != nil {
-			return fmt.Errorf("%s is corrupt or cut short, after %d decoded bytes: %s", at, tw.n, zstdWhy(err))
+			return fmt.Errorf("%s is corrupt or cut short, after %d decoded bytes: %s", at, tw.n, zstdpool.Cause(err))
 		}
 		if tw.n > limit {
 			return fmt.Errorf("%s decodes to more than %d bytes, more than its chunk and zip can hold (a zstd bomb?)", at, limit)
@@ -189,11 +189,6 @@ func unmark(err error) error {
 		return we.err
 	}
 	return err
-}
-
-// zstdReader decodes r in one goroutine with a bounded window.
-func zstdReader(r io.Reader) (*zstd.Decoder, error) {
-	return zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(zstdMaxWindow))
 }
 
 // storageStart walks the local headers of a torch.save zip in head (its

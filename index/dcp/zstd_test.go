@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/index/dcp/internal/dcpwrite"
+	"github.com/lazyweights/tensorfs/zstdpool"
 )
 
 // zstdItems rewrites the items of fqn as zstd streams appended to their
@@ -209,5 +212,59 @@ func TestChunksInDocument(t *testing.T) {
 	js, err := d.JSON()
 	if err != nil || !strings.Contains(string(js), `"chunks":[{"offsets":[0,0],"shape":[12,16],"source":"`) {
 		t.Fatalf("%v: %.400s", err, js)
+	}
+}
+
+// TestZstdDecodersReused: a checkpoint of many small zstd items (a
+// tensor in 300 chunks, each its own zstd item declaring an 8 MiB
+// window, dcpwrite's zstd-items) is parsed by decoders
+// taken from one pool, not one built per item (2.3 ms each, issue 41:
+// 5,000 items took 18-29 s to list); its values are those the items
+// hold.
+func TestZstdDecodersReused(t *testing.T) {
+	const n = 300
+	dir := t.TempDir()
+	if err := dcpwrite.Hostile(dir, "zstd-items", n); err != nil {
+		t.Fatal(err)
+	}
+	before := zstdpool.Built()
+	idx, files, err := load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := zstdpool.Built() - before
+	zs := 0
+	for _, m := range idx.Members {
+		if _, ok := m.Kind.(*Zstd); ok {
+			zs++
+		}
+	}
+	if zs != n {
+		t.Fatalf("%d zstd members, want %d", zs, n)
+	}
+	// One for the parse; a test of the package running beside this one
+	// may take a few more.
+	if built > zstdpool.MaxIdle {
+		t.Fatalf("%d zstd decoders built for %d items, want at most %d", built, n, zstdpool.MaxIdle)
+	}
+	var w []byte
+	for _, tn := range idx.Tensors {
+		if tn.Name == "w" {
+			w = make([]byte, tn.Size)
+			if _, err := files[tn.Source].ReadAt(w, tn.Offset); err != nil && err != io.EOF {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(w) != 4*n {
+		t.Fatalf("w is %d bytes, want %d", len(w), 4*n)
+	}
+	for i := 0; i < n; i++ {
+		if v := math.Float32frombits(binary.LittleEndian.Uint32(w[4*i:])); v != float32(i) {
+			t.Fatalf("element %d is %v, want %d", i, v, i)
+		}
+	}
+	for _, f := range files {
+		f.(io.Closer).Close()
 	}
 }

@@ -579,10 +579,7 @@ func FuzzGGUF(f *testing.F) {
 	f.Add((&ggufBuild{kvs: []ggufKV{{"deep", ggufTypeArray, ggufNest(5)}}}).bytes())
 	f.Add((&ggufBuild{kvs: []ggufKV{{"k", 13, make([]byte, 16)}}}).bytes())
 	f.Add([]byte("GGUF\x02\x00"))
-	dir := os.Getenv("TENSORFS_TESTDATA")
-	if dir == "" {
-		dir = filepath.Join(testdata.RepoRoot(), "..", "shared", "testdata")
-	}
+	dir, _ := testdata.Optional()
 	for _, sub := range []string{"gguf/quantized", "gguf/negative"} {
 		paths, _ := filepath.Glob(filepath.Join(dir, sub, "*.gguf"))
 		for _, p := range paths {

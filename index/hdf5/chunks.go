@@ -1,6 +1,7 @@
 package hdf5
 
 import (
+	"bufio"
 	"bytes"
 	"compress/zlib"
 	"errors"
@@ -128,13 +129,18 @@ func (p *plan) ranges() []index.Part {
 	return out
 }
 
-// decode writes the dataset's bytes, row-major, to w: one row of chunks
-// along the first dimension at a time (at most MaxSlabBytes), each chunk
-// read, its filters undone in reverse order (gzip bounded to the chunk's
-// size: a chunk that inflates to more is refused at the first byte
-// over), and its part inside the dataset copied into place. Buffers are
-// reused from chunk to chunk: the memory it holds is one row of chunks
-// and three chunks' worth.
+// decode writes the dataset's bytes, row-major, to w: each chunk read,
+// its filters undone in reverse order (gzip bounded to the chunk's size:
+// a chunk that inflates to more is refused at the first byte over), and
+// its part inside the dataset written into place. Given an
+// index.DecodeTarget (the cache of decoded members), each chunk's runs
+// are written at their offsets and its chunk buffers (two where it is
+// shuffled, else one) are working memory taken from the cache's budget:
+// every byte of decoded chunk data lies in memory or files that the
+// budgets count. Given a plain writer,
+// it writes one row of chunks along the first dimension at a time (at
+// most MaxSlabBytes) from a buffer of its own. The compressed bytes are
+// streamed, never held whole.
 func (p *plan) decode(w io.Writer, file io.ReaderAt) error {
 	rank := len(p.shape)
 	rowElems := int64(1)
@@ -146,6 +152,39 @@ func (p *plan) decode(w io.Writer, file io.ReaderAt) error {
 		chunkElems *= d
 	}
 	d := &decoder{chunkBytes: chunkElems * p.elem}
+	if t, ok := w.(index.DecodeTarget); ok {
+		// Two chunk buffers where shuffling is undone (from one into
+		// the other), else one.
+		n := int64(1)
+		for _, f := range p.filters {
+			if f.id == filterShuffle {
+				n = 2
+			}
+		}
+		bufs, err := t.Scratch(n * d.chunkBytes)
+		if err != nil {
+			return err
+		}
+		for i := int64(0); i < n; i++ {
+			d.bufs[i] = bufs[i*d.chunkBytes : (i+1)*d.chunkBytes : (i+1)*d.chunkBytes]
+		}
+		for _, ch := range p.chunks {
+			data, err := d.read(p, file, ch)
+			if err != nil {
+				return err
+			}
+			var werr error
+			p.place(data, ch.start, rank, func(at int64, b []byte) {
+				if werr == nil {
+					_, werr = t.WriteAt(b, at*p.elem)
+				}
+			})
+			if werr != nil {
+				return werr
+			}
+		}
+		return nil
+	}
 	var slab []byte
 	for i := 0; i < len(p.chunks); {
 		s0 := p.chunks[i].start[0]
@@ -161,7 +200,9 @@ func (p *plan) decode(w io.Writer, file io.ReaderAt) error {
 			if err != nil {
 				return err
 			}
-			p.place(slab, data, ch.start, rank)
+			p.place(data, ch.start, rank, func(at int64, b []byte) {
+				copy(slab[(at-s0*rowElems)*p.elem:], b)
+			})
 		}
 		if _, err := w.Write(slab); err != nil {
 			return err
@@ -173,48 +214,60 @@ func (p *plan) decode(w io.Writer, file io.ReaderAt) error {
 // decoder holds the buffers and the zlib reader reused across chunks.
 type decoder struct {
 	chunkBytes int64
-	stored     []byte
 	bufs       [2][]byte
 	zr         io.ReadCloser
-	src        bytes.Reader
+	br         *bufio.Reader
 }
 
 // read reads chunk ch and undoes its filters; the result (chunkBytes
 // bytes) is valid until the next call.
 func (d *decoder) read(p *plan, file io.ReaderAt, ch chunk) ([]byte, error) {
-	if int64(cap(d.stored)) < ch.size {
-		d.stored = make([]byte, ch.size)
-	}
-	stored := d.stored[:ch.size]
-	if n, err := file.ReadAt(stored, ch.off); int64(n) < ch.size {
-		return nil, fmt.Errorf("cannot read the chunk at %v (%d bytes at byte %d): %v", ch.start, ch.size, ch.off, err)
-	}
-	for i := range d.bufs {
-		if int64(cap(d.bufs[i])) < d.chunkBytes {
-			d.bufs[i] = make([]byte, d.chunkBytes)
+	// cur is the bytes so far: the stored chunk in the file until a
+	// filter has been undone (fromFile), then a buffer.
+	var cur []byte
+	fromFile, next := true, 0
+	stored := func() ([]byte, error) { // the stored chunk, read whole
+		if ch.size != d.chunkBytes {
+			return nil, fmt.Errorf("the chunk at %v (byte %d) is %d bytes stored, not %d", ch.start, ch.off, ch.size, d.chunkBytes)
 		}
+		b := d.buf(next)
+		if n, err := file.ReadAt(b, ch.off); int64(n) < ch.size {
+			return nil, fmt.Errorf("cannot read the chunk at %v (%d bytes at byte %d): %v", ch.start, ch.size, ch.off, err)
+		}
+		next = 1 - next
+		return b, nil
 	}
-	cur, next := stored, 0
 	for k := len(p.filters) - 1; k >= 0; k-- {
 		if ch.mask&(1<<k) != 0 {
 			continue // not applied to this chunk
 		}
-		out := d.bufs[next][:d.chunkBytes]
 		switch f := p.filters[k]; f.id {
 		case filterDeflate:
-			d.src.Reset(cur)
+			var src io.Reader
+			if fromFile {
+				sr := &chunkReader{r: io.NewSectionReader(file, ch.off, ch.size)}
+				if d.br == nil {
+					d.br = bufio.NewReaderSize(sr, 64<<10)
+				} else {
+					d.br.Reset(sr)
+				}
+				src = d.br
+			} else {
+				src = bytes.NewReader(cur)
+			}
+			out := d.buf(next)
 			var err error
 			if d.zr == nil {
-				d.zr, err = zlib.NewReader(&d.src)
+				d.zr, err = zlib.NewReader(src)
 			} else {
-				err = d.zr.(zlib.Resetter).Reset(&d.src, nil)
+				err = d.zr.(zlib.Resetter).Reset(src, nil)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("the chunk at %v (byte %d): bad zlib header: %v", ch.start, ch.off, err)
+				return nil, chunkErr(err, "the chunk at %v (byte %d): bad zlib header: %v", ch.start, ch.off, err)
 			}
 			n, err := io.ReadFull(d.zr, out)
 			if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && err != io.EOF {
-				return nil, fmt.Errorf("the chunk at %v (byte %d): %v", ch.start, ch.off, err)
+				return nil, chunkErr(err, "the chunk at %v (byte %d): %v", ch.start, ch.off, err)
 			}
 			if n < len(out) {
 				return nil, fmt.Errorf("the chunk at %v (byte %d) inflates to %d bytes, not %d", ch.start, ch.off, n, len(out))
@@ -223,18 +276,64 @@ func (d *decoder) read(p *plan, file io.ReaderAt, ch chunk) ([]byte, error) {
 			if k, _ := d.zr.Read(one[:]); k > 0 {
 				return nil, fmt.Errorf("the chunk at %v (byte %d) inflates to more than its %d bytes", ch.start, ch.off, len(out))
 			}
+			cur, next = out, 1-next
 		case filterShuffle:
+			if fromFile {
+				b, err := stored()
+				if err != nil {
+					return nil, err
+				}
+				cur = b
+			}
 			if int64(len(cur)) != d.chunkBytes {
 				return nil, fmt.Errorf("the chunk at %v (byte %d) is %d bytes before unshuffling, not %d", ch.start, ch.off, len(cur), d.chunkBytes)
 			}
+			out := d.buf(next)
 			unshuffle(out, cur, int(p.elem))
+			cur, next = out, 1-next
 		}
-		cur, next = out, 1-next
+		fromFile = false
+	}
+	if fromFile { // no filter applied to this chunk
+		return stored()
 	}
 	if int64(len(cur)) != d.chunkBytes {
 		return nil, fmt.Errorf("the chunk at %v (byte %d) is %d bytes, not %d", ch.start, ch.off, len(cur), d.chunkBytes)
 	}
 	return cur, nil
+}
+
+// buf returns chunk buffer i, made where the caller gave none.
+func (d *decoder) buf(i int) []byte {
+	if int64(cap(d.bufs[i])) < d.chunkBytes {
+		d.bufs[i] = make([]byte, d.chunkBytes)
+	}
+	return d.bufs[i][:d.chunkBytes]
+}
+
+// chunkReader marks the errors of reading the file (not of the data).
+type chunkReader struct{ r io.Reader }
+
+type chunkReadError struct{ err error }
+
+func (e *chunkReadError) Error() string { return e.err.Error() }
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = &chunkReadError{err}
+	}
+	return n, err
+}
+
+// chunkErr is the error of a chunk's data, or, where reading the file
+// failed, one that says so.
+func chunkErr(err error, format string, args ...any) error {
+	var re *chunkReadError
+	if errors.As(err, &re) {
+		return fmt.Errorf("cannot read a stored chunk: %v", re.err)
+	}
+	return fmt.Errorf(format, args...)
 }
 
 // unshuffle undoes HDF5's shuffle filter: src holds byte 0 of every
@@ -250,9 +349,10 @@ func unshuffle(dst, src []byte, elem int) {
 	copy(dst[n*elem:], src[n*elem:])
 }
 
-// place copies the part of chunk data (starting at start) inside the
-// dataset into slab (the rows of the chunk row starting at start[0]).
-func (p *plan) place(slab, data []byte, start []int64, rank int) {
+// place passes put each run of the part of chunk data (starting at
+// start) inside the dataset, with the dataset element index it starts
+// at.
+func (p *plan) place(data []byte, start []int64, rank int, put func(at int64, b []byte)) {
 	// idx walks the chunk's in-bounds elements by runs along the last
 	// dimension.
 	ext := make([]int64, rank) // in-bounds extent of the chunk
@@ -269,13 +369,9 @@ func (p *plan) place(slab, data []byte, start []int64, rank int) {
 		var co, so int64
 		for k := 0; k < rank; k++ {
 			co = co*p.chunk[k] + idx[k]
-			if k == 0 {
-				so = idx[0]
-			} else {
-				so = so*p.shape[k] + start[k] + idx[k]
-			}
+			so = so*p.shape[k] + start[k] + idx[k]
 		}
-		copy(slab[so*p.elem:so*p.elem+run], data[co*p.elem:co*p.elem+run])
+		put(so, data[co*p.elem:co*p.elem+run])
 		k := rank - 2
 		for ; k >= 0; k-- {
 			idx[k]++

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/zlib"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -272,4 +273,134 @@ func FuzzHDF5(f *testing.F) {
 			}
 		}
 	})
+}
+
+// budgetTarget is an index.DecodeTarget over a buffer of the member's
+// size, with a budget of working memory; it records what it was asked.
+type budgetTarget struct {
+	b       []byte
+	budget  int64
+	scratch int64
+	writes  int // Write calls (a decoder given a target uses WriteAt)
+	at      int64
+}
+
+func (w *budgetTarget) Write(p []byte) (int, error) { w.writes++; return len(p), nil }
+
+func (w *budgetTarget) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > int64(len(w.b)) {
+		return 0, fmt.Errorf("WriteAt(%d bytes at %d) past %d", len(p), off, len(w.b))
+	}
+	w.at += int64(len(p))
+	return copy(w.b[off:], p), nil
+}
+
+func (w *budgetTarget) Scratch(n int64) ([]byte, error) {
+	if w.scratch+n > w.budget {
+		return nil, fmt.Errorf("%d bytes of scratch, over the budget of %d", w.scratch+n, w.budget)
+	}
+	w.scratch += n
+	return make([]byte, n), nil
+}
+
+// TestDecodeWithinBudget: a chunked dataset decoded for the cache of
+// decoded members (an index.DecodeTarget) puts its chunks in place with
+// WriteAt, from two chunk buffers taken from the budget, and holds no
+// row of chunks of its own (issue 41: a 261 KB file of four 64 MiB gzip
+// chunks peaked at 355 MiB with --inflate-mem 16MiB); its bytes are
+// those of the plain decoding; a budget short of the two buffers is an
+// error before anything is written.
+func TestDecodeWithinBudget(t *testing.T) {
+	for _, name := range []string{"chunks.h5", "chunks114.h5"} {
+		b := gunzipFixture(t, name)
+		file := mem(b)
+		idx, err := Parse(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoded := 0
+		for _, m := range idx.Members {
+			k, ok := m.Kind.(*index.Decoded)
+			if !ok {
+				continue
+			}
+			decoded++
+			var plain bytes.Buffer
+			if err := k.Decode(&plain, file); err != nil {
+				t.Fatalf("%s %s: %v", name, m.Name, err)
+			}
+			tg := &budgetTarget{b: make([]byte, m.Size), budget: 1 << 40}
+			if err := k.Decode(tg, file); err != nil {
+				t.Fatalf("%s %s: %v", name, m.Name, err)
+			}
+			if !bytes.Equal(tg.b, plain.Bytes()) || tg.at != m.Size || tg.writes != 0 || tg.scratch == 0 || tg.scratch > 2*MaxChunkBytes {
+				t.Fatalf("%s %s: equal %v, %d of %d bytes written at their offsets, %d Write calls, %d bytes of scratch", name, m.Name, bytes.Equal(tg.b, plain.Bytes()), tg.at, m.Size, tg.writes, tg.scratch)
+			}
+			short := &budgetTarget{b: make([]byte, m.Size), budget: tg.scratch - 1}
+			err := k.Decode(short, file)
+			if err == nil || !strings.Contains(err.Error(), "over the budget") || short.at != 0 || short.writes != 0 {
+				t.Fatalf("%s %s: with a budget of %d: %v, %d bytes written", name, m.Name, short.budget, err, short.at)
+			}
+		}
+		if decoded == 0 {
+			t.Fatalf("%s: no decoded dataset", name)
+		}
+	}
+}
+
+// countTarget is an index.DecodeTarget that keeps nothing: it counts
+// the bytes written at their offsets and the working memory taken.
+type countTarget struct {
+	size, budget, scratch, at int64
+	writes                    int
+}
+
+func (w *countTarget) Write(p []byte) (int, error) { w.writes++; return len(p), nil }
+
+func (w *countTarget) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > w.size {
+		return 0, fmt.Errorf("WriteAt(%d bytes at %d) past %d", len(p), off, w.size)
+	}
+	w.at += int64(len(p))
+	return len(p), nil
+}
+
+func (w *countTarget) Scratch(n int64) ([]byte, error) {
+	if w.scratch+n > w.budget {
+		return nil, fmt.Errorf("%d bytes of scratch, over the budget of %d", w.scratch+n, w.budget)
+	}
+	w.scratch += n
+	return make([]byte, n), nil
+}
+
+// TestChunkBombBudget: issue 41's file, a [4096, 16384] F32 dataset in
+// four [4096, 4096] gzip chunks of zeros (64 MiB each, 261 KB stored),
+// decoded for the cache: within a budget of 16 MiB it is refused before
+// any chunk is inflated (on 8665b93 it held a 256 MiB row of chunks and
+// two 64 MiB chunk buffers outside any budget: 335 MiB peak); within 256
+// MiB its one chunk buffer (no shuffling) is the budget's and the 256
+// MiB are written in place.
+func TestChunkBombBudget(t *testing.T) {
+	var zb bytes.Buffer
+	zw, _ := zlib.NewWriterLevel(&zb, zlib.BestCompression)
+	zw.Write(make([]byte, 64<<20))
+	zw.Close()
+	var file []byte
+	p := &plan{shape: []int64{4096, 16384}, chunk: []int64{4096, 4096}, elem: 4, filters: []filter{{id: filterDeflate}}}
+	for i := int64(0); i < 4; i++ {
+		p.chunks = append(p.chunks, chunk{start: []int64{0, i * 4096}, off: int64(len(file)), size: int64(zb.Len())})
+		file = append(file, zb.Bytes()...)
+	}
+	small := &countTarget{size: 256 << 20, budget: 16 << 20}
+	err := p.decode(small, bytes.NewReader(file))
+	if err == nil || !strings.Contains(err.Error(), "over the budget") || small.at != 0 || small.writes != 0 {
+		t.Fatalf("budget 16 MiB: %v; %d bytes written, %d Write calls", err, small.at, small.writes)
+	}
+	big := &countTarget{size: 256 << 20, budget: 256 << 20}
+	if err := p.decode(big, bytes.NewReader(file)); err != nil {
+		t.Fatal(err)
+	}
+	if big.at != 256<<20 || big.writes != 0 || big.scratch != 64<<20 {
+		t.Fatalf("budget 256 MiB: %d bytes written at their offsets, %d Write calls, %d bytes of scratch", big.at, big.writes, big.scratch)
+	}
 }

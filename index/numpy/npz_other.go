@@ -37,9 +37,11 @@ type npzOther struct {
 // shape and size) and one line to idx.Notes naming them.
 func npzDescribe(f index.File, idx *index.Index, others []npzOther) {
 	budget := int64(MaxStringValues)
-	names := make([]string, 0, len(others))
+	names := make([]string, 0, min(len(others), 9))
 	for _, o := range others {
-		names = append(names, strconv.Quote(o.name)+" ("+o.a.descr+")")
+		if len(names) < 8 {
+			names = append(names, strconv.Quote(o.name)+" ("+o.a.descr+")")
+		}
 		if o.a.item > 0 && o.a.size <= MaxStringMember && o.a.size <= budget {
 			if v, err := npzStrings(f, o); err == nil {
 				budget -= o.a.size
@@ -54,8 +56,8 @@ func npzDescribe(f index.File, idx *index.Index, others []npzOther) {
 		why := strings.TrimPrefix(o.a.notNumeric.(*index.FormatError).Msg, "dtype "+strconv.Quote(o.a.descr)+" ")
 		idx.Metadata[o.name] = map[string]any{"dtype": o.a.descr, "shape": shape, "bytes": int64(o.zf.UncompressedSize64), "not_served": why}
 	}
-	if len(names) > 8 {
-		names = append(names[:8], fmt.Sprintf("and %d more", len(others)-8))
+	if len(others) > 8 {
+		names = append(names, fmt.Sprintf("and %d more", len(others)-8))
 	}
 	idx.Notes = append(idx.Notes, fmt.Sprintf("%d .npz member(s) of no tensor dtype are not served as tensors, they are in the metadata: %s", len(others), strings.Join(names, ", ")))
 }

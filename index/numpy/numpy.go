@@ -404,15 +404,20 @@ func npzMemberIsNPY(zf *zip.File) bool {
 var ErrTorchZip = errors.New("a torch.save zip archive, not an .npz file")
 
 func ParseNPZ(f index.File) (*index.Index, error) {
+	zr, spans, err := index.OpenZip(f)
+	if err != nil {
+		return nil, err
+	}
+	return ParseNPZOpened(f, zr, spans)
+}
+
+// ParseNPZOpened is ParseNPZ of the archive zr of f, opened and checked
+// by index.OpenZip (spans), read once by whoever looked into it first.
+func ParseNPZOpened(f index.File, zr *zip.Reader, spans []index.ZipSpan) (*index.Index, error) {
 	file := f.Name()
-	zr, err := index.OpenZip(f)
-	if err != nil {
-		return nil, err
-	}
-	spans, err := index.ZipSpans(f, zr)
-	if err != nil {
-		return nil, err
-	}
+	// The members' .npy headers (and small string arrays) are read in
+	// file order: a block read serves many.
+	f = index.ReadAhead(f)
 	var ts []index.Tensor
 	var others []npzOther // members that are arrays of no tensor dtype
 	idx := &index.Index{Format: "numpy", Sources: []string{file}, Metadata: map[string]any{}}

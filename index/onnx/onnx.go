@@ -165,14 +165,17 @@ func Parse(f index.File) (*index.Index, error) { return ParseSiblings(f, nil) }
 
 // parser holds one model's parse.
 type parser struct {
-	w       *walker
-	file    string
-	open    index.Opener
-	idx     *index.Index
-	files   map[string]int // external data files by name: their Sources index
-	names   map[string]string
-	typed   []typedTensor
-	typedSz int64
+	w     *walker
+	file  string
+	open  index.Opener
+	idx   *index.Index
+	files map[string]int // external data files by name: their Sources index
+	names map[string]string
+	// unserved is what becomes idx.Unserved, bounded in bytes: a model
+	// of 300,000 nameless initializers is one entry and a count.
+	unserved index.UnservedList
+	typed    []typedTensor
+	typedSz  int64
 }
 
 // typedTensor is a tensor whose values are in a typed field: its
@@ -212,6 +215,7 @@ func ParseSiblings(f index.File, open index.Opener) (*index.Index, error) {
 			Kind: &index.Decoded{Decode: tt.decoder(), Read: []index.Part{{Source: 0, Offset: tt.off, Size: tt.n}}},
 		})
 	}
+	p.idx.Unserved = p.unserved.List()
 	if len(p.idx.Tensors) == 0 && len(p.idx.Unserved) == 0 {
 		p.idx.Notes = append(p.idx.Notes, "the model has no initializers")
 	}
@@ -446,7 +450,7 @@ func (p *parser) sparse(fd field, where string) error {
 			name = t.name
 		}
 	}
-	p.idx.Unserved = append(p.idx.Unserved, index.Unserved{Name: name, Type: "sparse_initializer", Offset: -1,
+	p.unserved.Add(index.Unserved{Name: name, Type: "sparse_initializer", Offset: -1,
 		Why: "a sparse tensor (SparseTensorProto: values and indices), which tensorfs does not serve"})
 	return nil
 }
@@ -529,11 +533,11 @@ func (p *parser) tensor(fd field, where string) error {
 	fail := func(format string, args ...any) error {
 		return &index.FormatError{File: p.file, Offset: t.at, Where: at, Msg: "ONNX model: " + fmt.Sprintf(format, args...)}
 	}
-	if len(p.idx.Tensors)+len(p.idx.Unserved) >= index.MaxTensors {
+	if len(p.idx.Tensors)+p.unserved.Len() >= index.MaxTensors {
 		return fail("more than %d tensors", index.MaxTensors)
 	}
 	unserved := func(typ, why string) error {
-		p.idx.Unserved = append(p.idx.Unserved, index.Unserved{Name: t.name, Type: typ, Shape: t.dims, Offset: -1, Why: why})
+		p.unserved.Add(index.Unserved{Name: t.name, Type: typ, Shape: t.dims, Offset: -1, Why: why})
 		return nil
 	}
 	if t.name == "" {

@@ -3,6 +3,7 @@ package onnx
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -263,4 +264,63 @@ func FuzzONNX(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestManyUnserved: 300,000 nameless initializers (600 KB), or 300,000
+// that repeat served names, are each one entry and a count in
+// idx.Unserved, bounded in bytes (issue 41: 300,000 entries, 165-191 MiB
+// and as many lines), and every one of them is counted.
+func TestManyUnserved(t *testing.T) {
+	const n = 300_000
+	one := msg(nil).bytes(tensorRawData, f32s(1))
+	for _, c := range []struct {
+		name  string
+		graph func() msg
+		kinds int
+	}{
+		{"nameless", func() msg {
+			g := msg(nil).str(graphName, "g")
+			for i := 0; i < n; i++ {
+				g = g.bytes(graphInitializer, tensor("", 1, []int64{1}, nil))
+			}
+			return g
+		}, 1},
+		{"duplicate names", func() msg {
+			g := msg(nil).str(graphName, "g").bytes(graphInitializer, tensor("w", 1, []int64{1}, one))
+			for i := 0; i < n; i++ {
+				g = g.bytes(graphInitializer, tensor("w", 1, []int64{1}, one))
+			}
+			return g
+		}, 1},
+		{"distinct duplicates", func() msg {
+			g := msg(nil).str(graphName, "g")
+			for i := 0; i < n/2; i++ {
+				name := fmt.Sprintf("w%d", i)
+				g = g.bytes(graphInitializer, tensor(name, 1, []int64{1}, one)).bytes(graphInitializer, tensor(name, 1, []int64{1}, one))
+			}
+			return g
+		}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := model(c.graph(), nil)
+			idx, err := Parse(mem("m.onnx", b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			total, bytes := int64(0), 0
+			kinds := map[string]bool{}
+			for _, u := range idx.Unserved {
+				total += 1 + u.More
+				bytes += len(u.Name) + len(u.Why) + len(u.Type) + 8*len(u.Shape) + 96
+				kinds[u.Why] = true
+			}
+			want := int64(n)
+			if c.name == "distinct duplicates" {
+				want = n / 2
+			}
+			if total != want || bytes > index.MaxUnservedBytes || len(kinds) != c.kinds {
+				t.Fatalf("%d entries standing for %d (want %d), %d bytes (at most %d), %d kinds (want %d)", len(idx.Unserved), total, want, bytes, index.MaxUnservedBytes, len(kinds), c.kinds)
+			}
+		})
+	}
 }

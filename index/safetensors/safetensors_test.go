@@ -448,10 +448,7 @@ func stSeeds() [][]byte {
 		stRaw(`{"b":{"data_offsets":[4,6],"shape":[1],"dtype":"F16","x":[{}]},"a":{"dtype":"F32","shape":[],"data_offsets":[0,4]}}  `, make([]byte, 6)),
 		stRaw(`{}`, nil),
 	}
-	dir := os.Getenv("TENSORFS_TESTDATA")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "testdata")
-	}
+	dir, _ := testdata.Optional()
 	filepath.WalkDir(filepath.Join(dir, "safetensors"), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			if b, err := os.ReadFile(p); err == nil && len(b) < 1<<16 {

@@ -126,11 +126,17 @@ func ZipPickle(zr *zip.Reader) *zip.File {
 }
 
 func ParseZip(f index.File) (*index.Index, error) {
-	file := f.Name()
-	zr, err := index.OpenZip(f)
+	zr, spans, err := index.OpenZip(f)
 	if err != nil {
 		return nil, err
 	}
+	return ParseZipOpened(f, zr, spans)
+}
+
+// ParseZipOpened is ParseZip of the archive zr of f, opened and checked
+// by index.OpenZip (its spans zspans).
+func ParseZipOpened(f index.File, zr *zip.Reader, zspans []index.ZipSpan) (*index.Index, error) {
+	file := f.Name()
 	// The pickle is <root>/data.pkl for a root folder of any name (or
 	// data.pkl at the top).
 	pkl := ZipPickle(zr)
@@ -142,7 +148,7 @@ func ParseZip(f index.File) (*index.Index, error) {
 	}
 	if pkl == nil {
 		if npy > 0 {
-			return numpy.ParseNPZ(f)
+			return numpy.ParseNPZOpened(f, zr, zspans)
 		}
 		return nil, index.ErrorAt(file, "", "zip archive has no data.pkl: not a torch.save checkpoint")
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -36,14 +37,67 @@ func RepoRoot() string {
 // absent.
 func Dir(t testing.TB) string {
 	t.Helper()
+	d, ok := Optional()
+	if !ok {
+		SkipOrFail(t, "shared test data not found at "+d+" (set TENSORFS_TESTDATA)")
+	}
+	return d
+}
+
+// Optional returns the shared test data directory ($TENSORFS_TESTDATA,
+// or ../shared/testdata beside the repository) for a test that uses it
+// when it is there and does without it otherwise (a fuzz target's
+// seeds), never skipping; ok is false when it is absent. Like Dir, it
+// keys the test cache on it (keyTestCache).
+func Optional() (dir string, ok bool) {
 	d := os.Getenv("TENSORFS_TESTDATA")
 	if d == "" {
 		d = filepath.Join(RepoRoot(), "..", "shared", "testdata")
 	}
-	if st, err := os.Stat(d); err != nil || !st.IsDir() {
-		SkipOrFail(t, "shared test data not found at "+d+" (set TENSORFS_TESTDATA)")
+	keyTestCache(d)
+	st, err := os.Stat(d)
+	return d, err == nil && st.IsDir()
+}
+
+// keyTestCache makes the go command's test cache key the results of a
+// test that calls Dir on the data directory d: whether it is there, and
+// its MANIFEST.tsv (size and time). The go command records the files a
+// test stats and opens, but rechecks only those inside the module (test
+// data beside the clone is outside), so they are stat'ed and opened here
+// under a name that starts with the module's root and climbs out of it
+// (ROOT/../../work/shared/testdata). Without it, adding ../shared after a
+// run left every package "(cached)": its real-checkpoint tests skipped,
+// and nothing said so.
+func keyTestCache(d string) {
+	p := fromRoot(d)
+	if p == "" {
+		return
 	}
-	return d
+	os.Stat(p)
+	if f, err := os.Open(filepath.Join(p, "MANIFEST.tsv")); err == nil {
+		f.Close()
+	}
+}
+
+// fromRoot spells the absolute path of d as RepoRoot() followed by as
+// many ".." as the root's real path has elements, then d: the same file
+// for the system, a name inside the module for the go command. "" when
+// it cannot be spelled so.
+func fromRoot(d string) string {
+	root := RepoRoot()
+	abs, err := filepath.Abs(d)
+	if err != nil || !filepath.IsAbs(root) {
+		return ""
+	}
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return ""
+	}
+	up := strings.Count(filepath.Clean(real), string(filepath.Separator))
+	if real == string(filepath.Separator) {
+		up = 0
+	}
+	return root + strings.Repeat(string(filepath.Separator)+"..", up) + abs
 }
 
 // Path returns Dir(t)/rel.

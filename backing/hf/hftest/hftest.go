@@ -22,6 +22,9 @@
 //     (400, as S3 does for a presigned URL), and answers Range with 206
 //     and Content-Range, ETag the blob's MD5.
 //
+// Every request either listener receives is recorded with all its
+// headers (Requests), for tests of where a credential goes.
+//
 // Errors carry X-Error-Code as the Hub's do: a missing or private
 // repository without access is 401 RepoNotFound without a token and 404
 // RepoNotFound with one; a gated one has public info and tree, but
@@ -48,7 +51,20 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+)
+
+// TreeFault is a way for the tree API's pages to never end.
+type TreeFault int
+
+const (
+	// TreeSelf gives every page a Link rel="next" to itself.
+	TreeSelf TreeFault = iota + 1
+	// TreeEndless gives every page a next one, past the last entry too:
+	// those pages repeat the last page's entries, at a cursor that
+	// grows.
+	TreeEndless
 )
 
 // File is one file of a commit.
@@ -65,6 +81,9 @@ type Server struct {
 	PageSize int
 	// URLTTL is how long a CDN URL is valid (default 1 h).
 	URLTTL time.Duration
+	// TreeFault makes the tree API's pages lie (TreeSelf, TreeEndless);
+	// zero lists as the Hub does. Set it before the first request.
+	TreeFault TreeFault
 
 	secret  []byte
 	mu      sync.Mutex
@@ -80,6 +99,33 @@ type Server struct {
 	HubBytes, CDNBytes            atomic.Int64 // bodies of file bytes served
 	HubAuth, CDNAuth              atomic.Int64 // requests that carried Authorization
 	Redirects, Expired, Throttled atomic.Int64
+
+	seenMu sync.Mutex
+	seen   []Request // GUARDED_BY(seenMu): every request, in order
+}
+
+// Request is one request a listener received, as it came: its request
+// line's target and every header (a test looks for a credential where it
+// does not belong).
+type Request struct {
+	Listener string // "hub" or "cdn"
+	Method   string
+	Target   string // the request line's target (path and query)
+	Header   http.Header
+}
+
+// Requests returns every request the Hub and the CDN have received so
+// far, in order.
+func (s *Server) Requests() []Request {
+	s.seenMu.Lock()
+	defer s.seenMu.Unlock()
+	return append([]Request(nil), s.seen...)
+}
+
+func (s *Server) record(listener string, r *http.Request) {
+	s.seenMu.Lock()
+	s.seen = append(s.seen, Request{Listener: listener, Method: r.Method, Target: r.RequestURI, Header: r.Header.Clone()})
+	s.seenMu.Unlock()
 }
 
 type repo struct {
@@ -320,6 +366,7 @@ func (s *Server) commit(w http.ResponseWriter, rp *repo, rev string) (string, ma
 
 func (s *Server) serveHub(w http.ResponseWriter, r *http.Request) {
 	w = &countWriter{ResponseWriter: w, n: &s.HubBytes}
+	s.record("hub", r)
 	s.HubRequests.Add(1)
 	if r.Header.Get("Authorization") != "" {
 		s.HubAuth.Add(1)
@@ -458,6 +505,7 @@ func (s *Server) sign(p, exp string) string {
 }
 
 func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
+	s.record("cdn", r)
 	s.CDNRequests.Add(1)
 	xml := func(status int, code, msg string) {
 		w.Header().Set("Content-Type", "application/xml")
@@ -608,15 +656,22 @@ func (s *Server) tree(w http.ResponseWriter, r *http.Request, sha string, tree m
 		hubError(w, 404, "EntryNotFound", dir+" does not exist on \""+sha+"\"")
 		return
 	}
-	start, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
+	cursor, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
+	start := max(0, min(cursor, len(all)))
 	end := min(len(all), start+max(1, s.PageSize))
-	if start > len(all) {
-		start = len(all)
+	if s.TreeFault == TreeEndless && start == len(all) {
+		start = max(0, len(all)-max(1, s.PageSize))
 	}
-	if end < len(all) {
+	next := ""
+	switch {
+	case s.TreeFault == TreeSelf:
+		next = s.Hub.URL + r.URL.RequestURI()
+	case end < len(all) || s.TreeFault == TreeEndless:
 		q := r.URL.Query()
-		q.Set("cursor", strconv.Itoa(end))
-		next := s.Hub.URL + r.URL.EscapedPath() + "?" + q.Encode()
+		q.Set("cursor", strconv.Itoa(max(end, cursor+1)))
+		next = s.Hub.URL + r.URL.EscapedPath() + "?" + q.Encode()
+	}
+	if next != "" {
 		w.Header().Set("Link", "<"+next+`>; rel="next"`)
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -643,4 +698,26 @@ func (s *Server) pathsInfo(w http.ResponseWriter, tree map[string]*stored, paths
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(out)
+}
+
+// Unreachable returns an http:// URL on loopback that refuses every
+// connection (a Hub that cannot be reached) and a func that frees it.
+// Its port is bound by a socket that never listens, so that no other
+// server can take it while it is held: a closed server's port could be.
+func Unreachable() (string, func(), error) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		syscall.Close(fd)
+		return "", nil, err
+	}
+	sa, err := syscall.Getsockname(fd)
+	in4, ok := sa.(*syscall.SockaddrInet4)
+	if err != nil || !ok {
+		syscall.Close(fd)
+		return "", nil, fmt.Errorf("hftest: getsockname: %v", err)
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", in4.Port), func() { syscall.Close(fd) }, nil
 }

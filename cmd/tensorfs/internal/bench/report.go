@@ -86,18 +86,27 @@ func (rep *Report) Print(w io.Writer) {
 }
 
 func table(w io.Writer, rows []Row) {
-	fmt.Fprintf(w, "  %-34s %-18s %9s %9s %7s %7s %8s %8s %9s %7s\n", "measurement", "baseline", "base GB/s", "GB/s", "ratio", "target", "rdr CPU", "srv CPU", "requests", "KiB/req")
+	fmt.Fprintf(w, "  %-34s %-18s %9s %9s %7s %-13s %8s %8s %9s %7s\n", "measurement", "baseline", "base GB/s", "GB/s", "ratio", "target", "rdr CPU", "srv CPU", "requests", "KiB/req")
 	for _, r := range rows {
 		target := ""
 		if r.Target > 0 {
-			target = fmt.Sprintf(">=%.2f", r.Target)
+			target = fmt.Sprintf(">=%.2f %s", r.Target, metWord(r.Ratio >= r.Target))
 		}
 		reqSize := "-"
 		if r.Requests > 0 {
 			reqSize = fmt.Sprintf("%.0f", r.RequestKiB)
 		}
-		fmt.Fprintf(w, "  %-34s %-18s %9.2f %9.2f %7.2f %7s %7.2fs %7.2fs %9d %7s\n", r.Label, r.Baseline, r.BaselineGBps, r.GBps, r.Ratio, target, r.ReaderCPU, r.ServerCPU, r.Requests, reqSize)
+		fmt.Fprintf(w, "  %-34s %-18s %9.2f %9.2f %7.2f %-13s %7.2fs %7.2fs %9d %7s\n", r.Label, r.Baseline, r.BaselineGBps, r.GBps, r.Ratio, target, r.ReaderCPU, r.ServerCPU, r.Requests, reqSize)
 	}
+}
+
+// metWord says whether a row's figure met its target: "met" or
+// "MISSED" (a target printed alone left the reader to compare).
+func metWord(met bool) string {
+	if met {
+		return "met"
+	}
+	return "MISSED"
 }
 
 // cacheTable prints the page cache growth rows, if any.
@@ -105,9 +114,9 @@ func cacheTable(w io.Writer, rows []CacheRow) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "  %-34s %12s %12s %9s %7s  %s\n", "page cache growth, fresh mount", "read", "cache grew", "per byte", "target", "counted by")
+	fmt.Fprintf(w, "  %-34s %12s %12s %9s %-13s  %s\n", "page cache growth, fresh mount", "read", "cache grew", "per byte", "target", "counted by")
 	for _, r := range rows {
-		fmt.Fprintf(w, "  %-34s %12s %12s %9.2f %7s  %s\n", r.Label, bytesize.Format(r.Bytes), bytesize.Format(r.Growth), r.PerByte, fmt.Sprintf("<=%.2f", r.Target), r.Meter)
+		fmt.Fprintf(w, "  %-34s %12s %12s %9.2f %-13s  %s\n", r.Label, bytesize.Format(r.Bytes), bytesize.Format(r.Growth), r.PerByte, fmt.Sprintf("<=%.2f %s", r.Target, metWord(r.PerByte <= r.Target)), r.Meter)
 	}
 }
 

@@ -161,10 +161,13 @@ func (w *Writer) TensorOp(storage string, numel int64, shape []int64) {
 	w.Op(")RtR")
 }
 
-// Item is where a saved item lies: bytes [Offset, Offset+Length) of File.
+// Item is where a saved item lies: bytes [Offset, Offset+Length) of File;
+// Zstd when they are a zstd stream of it (transform_descriptors
+// ["stream.zstd/1"]).
 type Item struct {
 	File           string
 	Offset, Length int64
+	Zstd           bool
 }
 
 // Chunk is one chunk of a tensor and its item.
@@ -244,8 +247,11 @@ func (c *Checkpoint) Metadata() []byte {
 					}
 					w.Size(offsets)
 				}, "index", func() { w.Op("N") })
-				w.Obj("torch.distributed.checkpoint.filesystem", "_StorageInfo",
-					"relative_path", func() { w.Str(it.File) }, "offset", func() { w.Int(it.Offset) }, "length", func() { w.Int(it.Length) })
+				attrs := []any{"relative_path", func() { w.Str(it.File) }, "offset", func() { w.Int(it.Offset) }, "length", func() { w.Int(it.Length) }}
+				if it.Zstd {
+					attrs = append(attrs, "transform_descriptors", func() { w.Op("]("); w.Str("stream.zstd/1"); w.Op("e") })
+				}
+				w.Obj("torch.distributed.checkpoint.filesystem", "_StorageInfo", attrs...)
 			}
 			for _, t := range c.Tensors {
 				for _, ch := range t.Chunks {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // Kinds are the hostile checkpoints Hostile writes (issue 34), each of n:
@@ -18,12 +20,14 @@ import (
 //	dim0           an F32 [n, 1] tensor in n [1,1] chunks
 //	column         an F32 [n, 2] tensor: column 0 one chunk, column 1 n [1,1] chunks (element [r, c] is 2r+c)
 //	names          {"a/b": t1, "a": {"b": t2}} as dcp.save writes it, and a value keyed "dcp.keys"
-var Kinds = []string{"shared-values", "shared-chunks", "dim1", "dim0", "column", "names"}
+//	zstd-items     dim1, each chunk's item a zstd stream (torch >= 2.7's stream.zstd/1) declaring an 8 MiB window
+var Kinds = []string{"shared-values", "shared-chunks", "dim1", "dim0", "column", "names", "zstd-items"}
 
 // file accumulates one .distcp file's items.
 type file struct {
 	name string
 	buf  bytes.Buffer
+	zstd bool // tensors' items as zstd streams
 }
 
 // tensor appends torch.save of an F32 tensor of shape holding vals and
@@ -46,7 +50,26 @@ func (f *file) tensor(shape []int64, vals []float32, extra string) (Item, error)
 	}
 	at := int64(f.buf.Len())
 	n, err := TorchSave(&f.buf, w.Bytes(), data)
-	return Item{f.name, at, n}, err
+	if err != nil || !f.zstd {
+		return Item{File: f.name, Offset: at, Length: n}, err
+	}
+	// The item as torch >= 2.7 writes it: a zstd stream of its zip,
+	// whose frame declares an 8 MiB window (a streaming writer's, as
+	// Python's zstandard writes them; klauspost's EncodeAll would size
+	// it to the item).
+	e, err := zstd.NewWriter(nil, zstd.WithSingleSegment(false))
+	if err != nil {
+		return Item{}, err
+	}
+	z := e.EncodeAll(f.buf.Bytes()[at:], nil)
+	e.Close()
+	if len(z) < 6 || z[4]&0x20 != 0 {
+		return Item{}, fmt.Errorf("zstd frame header %x: single segment", z[:min(len(z), 6)])
+	}
+	z[5] = (23 - 10) << 3 // window descriptor: 8 MiB
+	f.buf.Truncate(int(at))
+	f.buf.Write(z)
+	return Item{f.name, at, int64(len(z)), true}, nil
 }
 
 // value appends torch.save of a str.
@@ -57,7 +80,7 @@ func (f *file) value(s string) (Item, error) {
 	w.Op(".")
 	at := int64(f.buf.Len())
 	n, err := TorchSave(&f.buf, w.Bytes())
-	return Item{f.name, at, n}, err
+	return Item{File: f.name, Offset: at, Length: n}, err
 }
 
 // Hostile writes the checkpoint of kind (Kinds) with n of what it
@@ -92,10 +115,11 @@ func Hostile(dir, kind string, n int) error {
 		for i := range n {
 			c.Tensors = append(c.Tensors, Tensor{FQN: fmt.Sprintf("t.%d", i), DType: "float32", Size: shape, Chunks: []Chunk{{[]int64{0}, shape, it}}})
 		}
-	case "dim1", "dim0", "column":
+	case "dim1", "dim0", "column", "zstd-items":
 		t := Tensor{FQN: "w", DType: "float32"}
 		switch kind {
-		case "dim1":
+		case "dim1", "zstd-items":
+			f.zstd = kind == "zstd-items"
 			t.Size = []int64{1, int64(n)}
 		case "dim0":
 			t.Size = []int64{int64(n), 1}
