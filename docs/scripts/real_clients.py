@@ -84,13 +84,37 @@ def paths(work, name):
     return os.path.join(work, name), os.path.join(work, "m_" + name)
 
 
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def load_time(path):
+    from transformers import AutoModelForCausalLM
+
+    t0 = time.perf_counter()
+    AutoModelForCausalLM.from_pretrained(path)
+    return time.perf_counter() - t0
+
+
 def check_transformers(work, name):
     orig, mnt = paths(work, name)
     a, ga, ta, da = logits(orig)
     b, gb, tb, db = logits(mnt)
     diff = (a - b).abs().max().item()
     say(diff == 0 and ga == gb and da == db,
-        f"transformers {name}: from_pretrained(MOUNT) logits max diff {diff}, greedy tokens equal {ga == gb}, dtype {db} (load {tb:.3f} s mount, {ta:.3f} s direct)")
+        f"transformers {name}: from_pretrained(MOUNT) logits max diff {diff}, greedy tokens equal {ga == gb}, dtype {db}")
+    # from_pretrained's time, cold (page cache dropped) and warm, 3 rounds
+    # alternating direct and mount
+    times = {"direct cold": [], "mount cold": [], "direct warm": [], "mount warm": []}
+    for _ in range(3):
+        for label, p in (("direct", orig), ("mount", mnt)):
+            drop_caches()
+            times[label + " cold"].append(load_time(p))
+            times[label + " warm"].append(load_time(p))
+    print(f"time transformers {name} from_pretrained: " + "; ".join(
+        f"{k} {sorted(v)[1]:.3f} s (" + ", ".join(f"{x:.3f}" for x in v) + ")" for k, v in times.items()), flush=True)
 
 
 def check_bf16(work, name):

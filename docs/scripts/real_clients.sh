@@ -96,6 +96,18 @@ else
 	for _ in $(seq 100); do [ -s "$work/hub" ] && break; sleep 0.1; done
 	HF_ENDPOINT=$(cat "$work/hub") HF_HOME=$work/hfhome HF_TOKEN= HF_HUB_OFFLINE= check mnt m_hf hf://org/tiny
 	simple() { run llama-simple -m "$1" -n 16 "the model weights" 2>/dev/null | tail -n 3 || true; }
+	# llama-simple's whole run, cold (page cache dropped) and warm, 3 rounds
+	for round in 1 2 3; do
+		for g in gguf/orig.gguf m_gguf/.files/orig.gguf m_hf/.files/model.gguf; do
+			sync
+			echo 3 >/proc/sys/vm/drop_caches
+			for t in cold warm; do
+				s=$(date +%s.%N)
+				simple "$in/$g" >/dev/null
+				echo "time llama-simple $g $t round $round: $(echo "$(date +%s.%N) - $s" | bc) s"
+			done
+		done
+	done
 	want=$(simple "$in/gguf/orig.gguf")
 	for m in "m_gguf/.files/orig.gguf" "m_hf/.files/model.gguf"; do
 		got=$(simple "$in/$m")
