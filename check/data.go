@@ -79,7 +79,8 @@ const chunk = 1 << 20
 // compressed member that does not inflate, an object changed under a
 // remote SOURCE is a problem). With o.Values, each tensor that has a
 // float32 view is read through it and its NaN and Inf values counted.
-// A file whose source states the sha256 of its bytes (Digested) is
+// A file whose source states the sha256 of its bytes (Digested, or
+// Checkpoint.SHA256) is
 // read whole, from byte 0 to its size whatever part of it the tensors
 // cover, and hashed: a digest that differs is a problem naming both;
 // its tensors' bytes are not read a second time unless o.Values or a
@@ -91,11 +92,17 @@ func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 	buf := make([]byte, chunk)
 	hashed := make([]bool, len(c.Sources))
 	for i, src := range c.Sources {
-		d, ok := src.(Digested)
-		if !ok || c.Index.Member(i) != nil {
+		if c.Index.Member(i) != nil {
 			continue
 		}
-		want, ok := d.SHA256()
+		var want string
+		var ok bool
+		if d, isD := src.(Digested); isD {
+			want, ok = d.SHA256()
+		}
+		if !ok && c.SHA256 != nil {
+			want, ok = c.SHA256(i)
+		}
 		if !ok {
 			continue
 		}
