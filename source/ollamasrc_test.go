@@ -53,7 +53,7 @@ func tensorNames(ck *Checkpoint) []string {
 // where Ollama writes their manifests.
 func TestOllamaGGUF(t *testing.T) {
 	s := ollamaStore(t)
-	gguf := testdata.Path(t, "gguf/llama.cpp/ggml-vocab-llama-spm.gguf")
+	gguf := testdata.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf")
 	data, err := os.ReadFile(gguf)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestOllamaGGUF(t *testing.T) {
 		if got := ck.Index.Sources; len(got) != 1 || got[0] != s.BlobPath(model) {
 			t.Errorf("%s: sources %v, want the blob %s itself", src, got, s.BlobPath(model))
 		}
-		if !slices.Equal(tensorNames(ck), tensorNames(want)) || ck.Index.Format != want.Index.Format {
+		if len(want.Index.Tensors) == 0 || !slices.Equal(tensorNames(ck), tensorNames(want)) || ck.Index.Format != want.Index.Format {
 			t.Errorf("%s: tensors %v (%s), want %v (%s)", src, tensorNames(ck), ck.Index.Format, tensorNames(want), want.Index.Format)
 		}
 		if h, ok := ck.SHA256(0); !ok || "sha256:"+h != model.Digest {

@@ -1,0 +1,150 @@
+package integration
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/internal/testdata"
+)
+
+// ollamaFixtures writes an Ollama store (OLLAMA_MODELS, for the test and
+// the tensorfs it runs) holding spm (a GGUF model, under library/ and
+// hf.co/USER/REPO) and tiny:int4 (the MLX checkpoint quant/mlx_affine as
+// Ollama's create stores it: a tensor blob each, quantized ones holding
+// X.weight, X.weight.scale, X.weight.bias and their quant_type), and
+// returns the store and the two checkpoints they were made from.
+func ollamaFixtures(t *testing.T) (s testdata.OllamaStore, gguf, mlxDir string) {
+	t.Helper()
+	s = testdata.OllamaStore{Root: t.TempDir()}
+	t.Setenv("OLLAMA_MODELS", s.Root)
+	gguf = testdata.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf")
+	data, err := os.ReadFile(gguf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers := []testdata.OllamaLayer{
+		s.Blob(t, "application/vnd.ollama.image.model", "", data),
+		s.Blob(t, "application/vnd.ollama.image.template", "", []byte("{{ .Prompt }}")),
+		s.Blob(t, "application/vnd.ollama.image.params", "", []byte(`{"temperature":0}`)),
+	}
+	s.Manifest(t, "registry.ollama.ai/library/spm:latest", s.OllamaConfig(t, "gguf"), layers)
+	s.Manifest(t, "hf.co/someone/spm-GGUF:Q8_0", s.OllamaConfig(t, "gguf"), layers)
+
+	mlxDir = testdata.Path(t, "quant/mlx_affine")
+	data, err = os.ReadFile(filepath.Join(mlxDir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(filepath.Join(mlxDir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := testdata.ReadSafetensors(t, data)
+	byName := map[string]testdata.OllamaTensor{}
+	for _, x := range ts {
+		byName[x.Name] = x
+	}
+	layers = nil
+	for _, x := range ts {
+		if strings.HasSuffix(x.Name, ".scales") || strings.HasSuffix(x.Name, ".biases") {
+			continue
+		}
+		mod := strings.TrimSuffix(x.Name, ".weight")
+		blob := []testdata.OllamaTensor{x}
+		var meta map[string]string
+		if sc, ok := byName[mod+".scales"]; ok {
+			bi := byName[mod+".biases"]
+			sc.Name, bi.Name = x.Name+".scale", x.Name+".bias"
+			blob, meta = append(blob, sc, bi), map[string]string{"quant_type": "int4", "group_size": "64"}
+		}
+		layers = append(layers, s.Blob(t, "application/vnd.ollama.image.tensor", x.Name, testdata.WriteSafetensors(blob, meta)))
+	}
+	layers = append(layers, s.Blob(t, "application/vnd.ollama.image.json", "config.json", cfg))
+	s.Manifest(t, "registry.ollama.ai/library/tiny:int4", s.OllamaConfig(t, "safetensors"), layers)
+	return s, gguf, mlxDir
+}
+
+// TestOllamaLoadCheck: load --sha256 of an ollama:// model equals the
+// checkpoint it was made from, read from disk (the GGUF, and the MLX
+// checkpoint whose quantized weights the tensor blobs hold); check --data
+// verifies every blob against its digest and names one that differs.
+func TestOllamaLoadCheck(t *testing.T) {
+	s, gguf, mlxDir := ollamaFixtures(t)
+	for _, c := range []struct{ src, local string }{
+		{"ollama://spm", gguf},
+		{"ollama://hf.co/someone/spm-GGUF:Q8_0", gguf},
+		{"ollama://tiny:int4", mlxDir},
+	} {
+		want := runTensorfs(t, "load", "--quiet", "--sha256", c.local)
+		got := runTensorfs(t, "load", "--quiet", "--sha256", c.src)
+		if got.code != 0 || want.code != 0 || got.stdout != want.stdout || got.stdout == "" {
+			t.Errorf("load --sha256 %s (exit %d, stderr %q):\n%s\nwant (%s):\n%s", c.src, got.code, got.stderr, got.stdout, c.local, want.stdout)
+		}
+		r := runTensorfs(t, "check", "--data", c.src)
+		if r.code != 0 {
+			t.Errorf("check --data %s: exit %d: %s", c.src, r.code, r.stderr)
+		}
+	}
+	r := runTensorfs(t, "check", "--data", "--json", "ollama://tiny:int4")
+	if !strings.Contains(r.stdout, `"sha256 ok"`) {
+		t.Errorf("check --data --json: no blob verified: %s", r.stdout)
+	}
+
+	// A blob changed in place (same size): check --data says which.
+	blobs, _ := filepath.Glob(filepath.Join(s.Root, "blobs", "sha256-*"))
+	var victim string
+	for _, b := range blobs {
+		if data, _ := os.ReadFile(b); bytes.HasPrefix(data, []byte("GGUF")) {
+			victim = b
+		}
+	}
+	data, err := os.ReadFile(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-1] ^= 0xff
+	if err := os.WriteFile(victim, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = runTensorfs(t, "check", "--data", "ollama://spm")
+	if lines := checkLines(r); r.code != 1 || len(lines) != 1 || !strings.Contains(lines[0], victim) || !strings.Contains(lines[0], "its source states") {
+		t.Errorf("check --data of a changed blob: exit %d, problems %q", r.code, lines)
+	}
+}
+
+// TestOllamaMount: an MLX-engine model of tensor blobs mounts as one tree
+// with its names: its quantized weights read as the MLX checkpoint's do,
+// its config.json beside the export, from a mount read by this process
+// (the server is a subprocess).
+func TestOllamaMount(t *testing.T) {
+	_, _, mlxDir := ollamaFixtures(t)
+	m := mount(t, "ollama://tiny:int4")
+	w := mount(t, mlxDir)
+	for _, name := range []string{"model.layers.0.mlp.up_proj.weight", "model.layers.0.self_attn.k_proj.weight", "model.norm.weight"} {
+		for _, v := range []string{"", ".f32/"} {
+			p := v + index.NameToPath(name)
+			got, err := os.ReadFile(m.Path(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(w.Path(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) || len(got) == 0 {
+				t.Errorf("%s: %d bytes through ollama://, %d from the MLX checkpoint, or they differ", p, len(got), len(want))
+			}
+		}
+	}
+	cfg, err := os.ReadFile(m.Path(".safetensors/config.json"))
+	want, _ := os.ReadFile(filepath.Join(mlxDir, "config.json"))
+	if err != nil || !bytes.Equal(cfg, want) {
+		t.Errorf(".safetensors/config.json: %v (%d bytes, want %d)", err, len(cfg), len(want))
+	}
+	m.Unmount()
+	w.Unmount()
+}
