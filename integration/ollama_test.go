@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -89,7 +90,19 @@ func TestOllamaLoadCheck(t *testing.T) {
 			t.Errorf("check --data %s: exit %d: %s", c.src, r.code, r.stderr)
 		}
 	}
-	r := runTensorfs(t, "check", "--data", "--json", "ollama://tiny:int4")
+	r := runTensorfs(t, "ls", "ollama://")
+	var rows []string
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if f := strings.Fields(l); len(f) >= 2 {
+			rows = append(rows, f[0]+" "+f[1])
+		}
+	}
+	for _, want := range []string{"hf.co/someone/spm-GGUF:Q8_0 gguf", "spm:latest gguf", "tiny:int4 tensors"} {
+		if r.code != 0 || !slices.Contains(rows, want) {
+			t.Errorf("ls ollama://: exit %d, no %q in:\n%s%s", r.code, want, r.stdout, r.stderr)
+		}
+	}
+	r = runTensorfs(t, "check", "--data", "--json", "ollama://tiny:int4")
 	if !strings.Contains(r.stdout, `"sha256 ok"`) {
 		t.Errorf("check --data --json: no blob verified: %s", r.stdout)
 	}

@@ -344,3 +344,47 @@ func safetensorsMetadata(src backing.Source) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// OllamaModel is one model of Ollama's store, as `tensorfs ls ollama://`
+// lists it.
+type OllamaModel struct {
+	Name    string // as `ollama list` shows it (ollama.Name.Short)
+	Weights string // "gguf", "tensors" (an MLX-engine model), or why it cannot be read
+	Layers  int    // its layers, the config not counted
+	Bytes   int64  // its layers' and config's sizes, as the manifest states them
+}
+
+// OllamaModels lists the models of Ollama's store (ollama.DefaultRoot),
+// sorted by full name: each manifest read and sorted (ollama.Classify),
+// its blobs not opened. A manifest that cannot be read is listed with
+// the reason as its Weights.
+func OllamaModels() (root string, models []OllamaModel, err error) {
+	st := &ollama.Store{Root: ollama.DefaultRoot()}
+	names, err := st.List()
+	if err != nil {
+		return st.Root, nil, err
+	}
+	for _, n := range names {
+		om := OllamaModel{Name: n.Short()}
+		m, p, err := st.ReadManifest(n)
+		if err == nil {
+			var md *ollama.Model
+			if md, err = ollama.Classify(n, p, m); err == nil {
+				om.Weights = "gguf"
+				if md.GGUF == nil {
+					om.Weights = "tensors"
+				}
+				om.Layers = len(m.Layers)
+				om.Bytes = m.Config.Size
+				for _, l := range m.Layers {
+					om.Bytes += l.Size
+				}
+			}
+		}
+		if err != nil {
+			om.Weights = "unreadable: " + err.Error()
+		}
+		models = append(models, om)
+	}
+	return st.Root, models, nil
+}
