@@ -3,6 +3,9 @@ package source
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,11 +25,18 @@ func ollamaStore(t *testing.T) testdata.OllamaStore {
 	return testdata.OllamaStore{Root: root}
 }
 
-// readTensor is the stored bytes of tensor name of ck.
+// readTensor is the bytes of the stored tensor name of ck.
 func readTensor(t *testing.T, ck *Checkpoint, name string) []byte {
 	t.Helper()
+	return readRole(t, ck, name, index.RoleStored)
+}
+
+// readRole is the bytes of tensor name of ck in role (a logical weight
+// can have its stored weight's name).
+func readRole(t *testing.T, ck *Checkpoint, name string, role index.Role) []byte {
+	t.Helper()
 	for _, x := range ck.Index.Tensors {
-		if x.Name == name {
+		if x.Name == name && x.Role == role {
 			b := make([]byte, x.Size)
 			if _, err := ck.Sources[x.Source].ReadAt(b, x.Offset); err != nil {
 				t.Fatalf("%s: %v", name, err)
@@ -219,7 +229,7 @@ func TestOllamaQuantized(t *testing.T) {
 		t.Fatalf("logical weights %v, want %v (notes %q)", got, w, ck.Index.Notes)
 	}
 	for _, n := range logical(want) {
-		if !bytes.Equal(readTensor(t, ck, n), readTensor(t, want, n)) {
+		if !bytes.Equal(readRole(t, ck, n, index.RoleLogical), readRole(t, want, n, index.RoleLogical)) {
 			t.Errorf("%s: dequantized bytes differ from the MLX checkpoint's", n)
 		}
 	}
@@ -346,4 +356,78 @@ func TestOllamaHostile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOllamaQuantGroup: a group blob (Ollama's packed experts, named by
+// the group's prefix) whose tensors have different quantizations, named
+// per tensor in __metadata__ ("NAME.quant_type", "NAME.group_size"), is
+// read tensor by tensor: an MXFP8 weight (E4M3 codes, E8M0 scales) and an
+// int8 affine one (scale·q + bias), each to its values.
+func TestOllamaQuantGroup(t *testing.T) {
+	s := ollamaStore(t)
+	fill := func(n int, b ...byte) []byte {
+		out := make([]byte, n)
+		for i := range out {
+			out[i] = b[i%len(b)]
+		}
+		return out
+	}
+	g, u := "m.experts.gate_proj.weight", "m.experts.up_proj.weight"
+	blob := testdata.WriteSafetensors([]testdata.OllamaTensor{
+		{Name: g, DType: "U32", Shape: []int64{2, 16}, Data: fill(128, 0x38)},                // E4M3 1.0
+		{Name: g + ".scale", DType: "U8", Shape: []int64{2, 2}, Data: fill(4, 127)},          // E8M0 2^0
+		{Name: u, DType: "U32", Shape: []int64{2, 16}, Data: fill(128, 3)},                   // q = 3
+		{Name: u + ".scale", DType: "BF16", Shape: []int64{2, 1}, Data: fill(4, 0x00, 0x40)}, // 2.0
+		{Name: u + ".bias", DType: "BF16", Shape: []int64{2, 1}, Data: fill(4, 0x80, 0x3f)},  // 1.0
+	}, map[string]string{g + ".quant_type": "mxfp8", g + ".group_size": "32", u + ".quant_type": "int8", u + ".group_size": "64"})
+	l := s.Blob(t, "application/vnd.ollama.image.tensor", "m.experts", blob)
+	s.Manifest(t, "registry.ollama.ai/library/moe:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{l})
+	ck, err := Load(context.Background(), "ollama://moe", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	want := map[string]float32{g: 1, u: 7}
+	for _, x := range ck.Index.Tensors {
+		v, ok := want[x.Name]
+		if !ok || x.Role != index.RoleLogical {
+			continue
+		}
+		delete(want, x.Name)
+		if !slices.Equal(x.Shape, []int64{2, 64}) {
+			t.Errorf("%s: shape %v, want [2 64]", x.Name, x.Shape)
+		}
+		b := readRole(t, ck, x.Name, index.RoleLogical)
+		got, err := f32Values(x.DType.String(), b)
+		if err != nil {
+			t.Fatalf("%s: %v", x.Name, err)
+		}
+		for i, y := range got {
+			if y != v {
+				t.Fatalf("%s[%d] = %v, want %v", x.Name, i, y, v)
+			}
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("not read as weights: %v (notes %q, unserved %v)", want, ck.Index.Notes, ck.Index.Unserved)
+	}
+}
+
+// f32Values decodes little-endian F32, BF16 or F16 values (F16 only for
+// small integers, which it holds exactly).
+func f32Values(dt string, b []byte) ([]float32, error) {
+	var out []float32
+	switch dt {
+	case "F32":
+		for i := 0; i+4 <= len(b); i += 4 {
+			out = append(out, math.Float32frombits(binary.LittleEndian.Uint32(b[i:])))
+		}
+	case "BF16":
+		for i := 0; i+2 <= len(b); i += 2 {
+			out = append(out, math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[i:]))<<16))
+		}
+	default:
+		return nil, fmt.Errorf("dtype %s", dt)
+	}
+	return out, nil
 }
