@@ -349,15 +349,16 @@ func safetensorsMetadata(src backing.Source) (map[string]string, error) {
 // lists it.
 type OllamaModel struct {
 	Name    string // as `ollama list` shows it (ollama.Name.Short)
-	Weights string // "gguf", "tensors" (an MLX-engine model), or why it cannot be read
+	Weights string // "gguf", "tensors" (an MLX-engine model), or "unreadable"
+	Problem string `json:",omitempty"` // why an unreadable one cannot be read
 	Layers  int    // its layers, the config not counted
 	Bytes   int64  // its layers' and config's sizes, as the manifest states them
 }
 
 // OllamaModels lists the models of Ollama's store (ollama.DefaultRoot),
 // sorted by full name: each manifest read and sorted (ollama.Classify),
-// its blobs not opened. A manifest that cannot be read is listed with
-// the reason as its Weights.
+// its blobs not opened. A manifest that cannot be read is listed as
+// "unreadable", with its Problem.
 func OllamaModels() (root string, models []OllamaModel, err error) {
 	st := &ollama.Store{Root: ollama.DefaultRoot()}
 	names, err := st.List()
@@ -382,7 +383,7 @@ func OllamaModels() (root string, models []OllamaModel, err error) {
 			}
 		}
 		if err != nil {
-			om.Weights = "unreadable: " + err.Error()
+			om.Weights, om.Problem = "unreadable", err.Error()
 		}
 		models = append(models, om)
 	}

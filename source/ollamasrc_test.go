@@ -431,3 +431,27 @@ func f32Values(dt string, b []byte) ([]float32, error) {
 	}
 	return out, nil
 }
+
+// TestOllamaModels: the store's models are listed by name, sorted, a
+// manifest that cannot be read as "unreadable" with its reason.
+func TestOllamaModels(t *testing.T) {
+	s := ollamaStore(t)
+	tensor := testdata.WriteSafetensors([]testdata.OllamaTensor{{Name: "w", DType: "F32", Shape: []int64{1}, Data: make([]byte, 4)}}, nil)
+	s.Manifest(t, "registry.ollama.ai/library/good:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{s.Blob(t, "application/vnd.ollama.image.tensor", "w", tensor)})
+	s.Manifest(t, "hf.co/u/bad:q4", testdata.OllamaLayer{}, []testdata.OllamaLayer{{MediaType: "application/vnd.ollama.image.model", Digest: "sha256:../x"}})
+	os.WriteFile(filepath.Join(s.Root, "manifests", "registry.ollama.ai", "library", "good", ".hidden"), []byte("{}"), 0o644)
+	root, ms, err := OllamaModels()
+	if err != nil || root != s.Root {
+		t.Fatal(root, err)
+	}
+	var got []string
+	for _, m := range ms {
+		got = append(got, m.Name+" "+m.Weights)
+	}
+	if want := []string{"hf.co/u/bad:q4 unreadable", "good:latest tensors"}; !slices.Equal(got, want) {
+		t.Errorf("models %q, want %q", got, want)
+	}
+	if len(ms) == 2 && !strings.Contains(ms[0].Problem, `digest "sha256:../x"`) {
+		t.Errorf("problem %q", ms[0].Problem)
+	}
+}

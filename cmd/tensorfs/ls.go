@@ -84,10 +84,18 @@ func lsOllama(asJSON bool) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := flush(out); err != nil {
+		return err
+	}
+	for _, m := range models {
+		if m.Problem != "" {
+			fmt.Fprintf(os.Stderr, "tensorfs: ls: %s: %s\n", m.Name, m.Problem)
+		}
+	}
 	if len(models) == 0 {
 		fmt.Fprintf(os.Stderr, "tensorfs: ls: no models in the Ollama store %s\n", root)
 	}
-	return flush(out)
+	return nil
 }
 
 // flush flushes stdout; a write error (a full disk, not a closed pipe,
