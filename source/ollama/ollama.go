@@ -224,13 +224,34 @@ func inside(path, dir string) (bool, error) {
 // ReadManifest reads and validates n's manifest: at most MaxManifest
 // bytes and MaxLayers layers, read from within the store's manifests/,
 // every digest sha256 and 64 hex digits, every size not negative.
+//
+// A name that is not in the store as given is looked up without regard
+// to case, as Ollama canonicalizes names (server/routes.go
+// getExistingName): one model that matches is read, two are an error
+// naming both.
 func (s *Store) ReadManifest(n Name) (*Manifest, string, error) {
 	p := s.ManifestPath(n)
 	st, err := os.Stat(p)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, p, fmt.Errorf("%s: no model %s in the Ollama store %s (no manifest %s)", "ollama://"+n.Short(), n.String(), s.Root, p)
+	if err != nil && errors.Is(err, os.ErrNotExist) {
+		var alike []Name
+		if all, lerr := s.List(); lerr == nil {
+			for _, o := range all {
+				if strings.EqualFold(o.String(), n.String()) {
+					alike = append(alike, o)
+				}
+			}
 		}
+		switch len(alike) {
+		case 0:
+			return nil, p, fmt.Errorf("%s: no model %s in the Ollama store %s (no manifest %s)", "ollama://"+n.Short(), n.String(), s.Root, p)
+		case 1:
+			p = s.ManifestPath(alike[0])
+			st, err = os.Stat(p)
+		default:
+			return nil, p, fmt.Errorf("%s: %s and %s differ only in case: name one exactly", "ollama://"+n.Short(), alike[0], alike[1])
+		}
+	}
+	if err != nil {
 		return nil, p, err
 	}
 	if !st.Mode().IsRegular() {

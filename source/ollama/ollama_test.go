@@ -131,3 +131,25 @@ func FuzzDecodeManifest(f *testing.F) {
 		Classify(Name{}, "m", m)
 	})
 }
+
+// TestReadManifestCase: a name not in the store as given is found without
+// regard to case when one model matches; two that differ only in case
+// are an error naming both.
+func TestReadManifestCase(t *testing.T) {
+	s := &Store{Root: t.TempDir()}
+	write := func(parts ...string) {
+		p := filepath.Join(append([]string{s.Root, "manifests"}, parts...)...)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(`{"schemaVersion":2,"layers":[]}`), 0o644)
+	}
+	write("hf.co", "Bartowski", "Llama-GGUF", "Q4_K_M")
+	n, _ := ParseName("hf.co/bartowski/llama-gguf:q4_k_m")
+	if _, p, err := s.ReadManifest(n); err != nil || !strings.HasSuffix(p, filepath.Join("Bartowski", "Llama-GGUF", "Q4_K_M")) {
+		t.Errorf("case-insensitive: %s, %v", p, err)
+	}
+	write("hf.co", "bartowski", "Llama-GGUF", "Q4_K_M")
+	n, _ = ParseName("hf.co/BARTOWSKI/llama-gguf:q4_k_m")
+	if _, _, err := s.ReadManifest(n); err == nil || !strings.Contains(err.Error(), "differ only in case") {
+		t.Errorf("two alike: %v", err)
+	}
+}
