@@ -213,7 +213,9 @@ func loadOllamaTensors(md *ollama.Model, paths []string, opts Options) (*Checkpo
 // "group_size", else the type's. The parts are renamed as mlx-lm names
 // them (N.scales, N.biases) and the returned configuration names each
 // module's bits, group and mode, for formats.Quantize. A weight whose type
-// is not named, or not known, stays as it is stored, with a note.
+// is not named, or not known, or that has a global scale (an imported
+// pre-quantized NVFP4: x/create/prequant.go), stays as it is stored, with
+// a note: never values read with the wrong formula.
 func ollamaQuant(ck *Checkpoint) (*quant.Config, error) {
 	idx := ck.Index
 	byName := map[string]int{}
@@ -255,6 +257,11 @@ func ollamaQuant(ck *Checkpoint) (*quant.Config, error) {
 			note = fmt.Sprintf("quant_type %q is not one Ollama writes (int4, int8, nvfp4, mxfp4, mxfp8)", index.Printable(qt))
 		case !isWeight:
 			note = "its name does not end in .weight"
+		case has(byName, t.Name+".global_scale"):
+			// An import of pre-quantized NVFP4 (x/create/prequant.go)
+			// keeps the checkpoint's global scale beside the blocks',
+			// which MLX's formula has no place for.
+			note = "its global scale (" + t.Name + ".global_scale) is not read yet"
 		}
 		if gs != "" && note == "" {
 			g, err := strconv.Atoi(gs)
@@ -288,6 +295,8 @@ func ollamaQuant(ck *Checkpoint) (*quant.Config, error) {
 	}
 	return &quant.Config{File: "the Ollama manifest", Method: "mlx", Params: params}, nil
 }
+
+func has(m map[string]int, k string) bool { _, ok := m[k]; return ok }
 
 // ollamaQuantParams are the bits, default group and MLX mode of an Ollama
 // quantization type (x/quant: Canonical and its table), 0 bits for one it

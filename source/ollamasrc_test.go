@@ -235,24 +235,41 @@ func TestOllamaQuantized(t *testing.T) {
 	}
 }
 
-// TestOllamaQuantUnnamed: a quantized blob that names no quant_type is
-// served as stored, with a note naming the tensor.
+// TestOllamaQuantUnnamed: a quantized blob that names no quant_type, or
+// one whose weight has a global scale (an imported pre-quantized NVFP4),
+// is served as stored, with a note naming the tensor and why.
 func TestOllamaQuantUnnamed(t *testing.T) {
-	s := ollamaStore(t)
 	w := testdata.OllamaTensor{Name: "a.weight", DType: "U32", Shape: []int64{2, 8}, Data: make([]byte, 64)}
-	sc := testdata.OllamaTensor{Name: "a.weight.scale", DType: "BF16", Shape: []int64{2, 1}, Data: make([]byte, 4)}
-	l := s.Blob(t, "application/vnd.ollama.image.tensor", "a.weight", testdata.WriteSafetensors([]testdata.OllamaTensor{w, sc}, nil))
-	s.Manifest(t, "registry.ollama.ai/library/q:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{l})
-	ck, err := Load(context.Background(), "ollama://q", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	if !slices.Equal(tensorNames(ck), []string{"a.weight", "a.weight.scale"}) {
-		t.Errorf("tensors %v", tensorNames(ck))
-	}
-	if len(ck.Index.Notes) == 0 || !strings.Contains(strings.Join(ck.Index.Notes, "\n"), `"a.weight": served as stored`) {
-		t.Errorf("notes %q", ck.Index.Notes)
+	sc := testdata.OllamaTensor{Name: "a.weight.scale", DType: "U8", Shape: []int64{2, 4}, Data: make([]byte, 8)}
+	gs := testdata.OllamaTensor{Name: "a.weight.global_scale", DType: "F32", Shape: []int64{}, Data: make([]byte, 4)}
+	for _, c := range []struct {
+		blob []testdata.OllamaTensor
+		meta map[string]string
+		why  string
+	}{
+		{[]testdata.OllamaTensor{w, sc}, nil, "names no quant_type"},
+		{[]testdata.OllamaTensor{w, sc, gs}, map[string]string{"quant_type": "nvfp4", "group_size": "16"}, "global scale"},
+		{[]testdata.OllamaTensor{w, sc}, map[string]string{"quant_type": "q3"}, `quant_type "q3" is not one Ollama writes`},
+	} {
+		s := ollamaStore(t)
+		l := s.Blob(t, "application/vnd.ollama.image.tensor", "a.weight", testdata.WriteSafetensors(c.blob, c.meta))
+		s.Manifest(t, "registry.ollama.ai/library/q:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{l})
+		ck, err := Load(context.Background(), "ollama://q", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stored []string
+		for _, x := range c.blob {
+			stored = append(stored, x.Name)
+		}
+		slices.Sort(stored)
+		if !slices.Equal(tensorNames(ck), stored) {
+			t.Errorf("%s: tensors %v, want %v as stored", c.why, tensorNames(ck), stored)
+		}
+		if notes := strings.Join(ck.Index.Notes, "\n"); !strings.Contains(notes, `"a.weight": served as stored`) || !strings.Contains(notes, c.why) {
+			t.Errorf("%s: notes %q", c.why, ck.Index.Notes)
+		}
+		ck.Close()
 	}
 }
 
