@@ -102,6 +102,11 @@ func TestOllamaLoadCheck(t *testing.T) {
 			t.Errorf("ls ollama://: exit %d, no %q in:\n%s%s", r.code, want, r.stdout, r.stderr)
 		}
 	}
+	// The GGUF is its blob: the index's one source is the blob's path.
+	r = runTensorfs(t, "ls", "--json", "ollama://spm")
+	if gguf := s.BlobPath(s.Blob(t, "application/vnd.ollama.image.model", "", mustRead(t, gguf))); !strings.Contains(r.stdout, `"`+gguf+`"`) {
+		t.Errorf("ls --json ollama://spm: the source is not the blob %s:\n%.400s", gguf, r.stdout)
+	}
 	r = runTensorfs(t, "check", "--data", "--json", "ollama://tiny:int4")
 	if !strings.Contains(r.stdout, `"sha256 ok"`) {
 		t.Errorf("check --data --json: no blob verified: %s", r.stdout)
@@ -160,4 +165,13 @@ func TestOllamaMount(t *testing.T) {
 	}
 	m.Unmount()
 	w.Unmount()
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
