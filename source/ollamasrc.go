@@ -98,6 +98,11 @@ func loadOllama(ctx context.Context, source string, opts Options) (*Checkpoint, 
 	}
 	var files []File
 	for i, f := range md.Meta {
+		if !besideName(f.Name) {
+			// model.safetensors, a weight map's name: the export's own
+			ck.Index.Notes = append(ck.Index.Notes, index.Printable(fmt.Sprintf("%s: layer %s (%s) is not listed beside the model: its name is the export's own", mpath, f.Name, f.Layer.MediaType)))
+			continue
+		}
 		src, err := backing.Open(metaPaths[i], backing.Options{Mode: backing.Pread})
 		if err != nil {
 			closeBeside(files)

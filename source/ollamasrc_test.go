@@ -139,6 +139,7 @@ func TestOllamaTensorBlobs(t *testing.T) {
 	layers = append(layers, s.Blob(t, "application/vnd.ollama.image.tensor", "model.layers.0.mlp", testdata.WriteSafetensors(group, nil)))
 	layers = append(layers, s.Blob(t, "application/vnd.ollama.image.json", "config.json", []byte(`{"model_type":"minicpm3"}`)))
 	layers = append(layers, s.Blob(t, "application/vnd.ollama.image.json", "tokenizer.json", []byte(`{}`)))
+	layers = append(layers, s.Blob(t, "application/vnd.ollama.image.json", "model.safetensors.index.json", []byte(`{"weight_map":{}}`)))
 	s.Manifest(t, "registry.ollama.ai/library/minicpm:mlx", s.OllamaConfig(t, "safetensors"), layers)
 
 	ck, err := Load(context.Background(), "ollama://minicpm:mlx", Options{})
@@ -166,6 +167,9 @@ func TestOllamaTensorBlobs(t *testing.T) {
 	}
 	if want := []string{"config.json", "tokenizer.json", "config"}; !slices.Equal(names, want) {
 		t.Errorf("beside %v, want %v", names, want)
+	}
+	if notes := strings.Join(ck.Index.Notes, "\n"); !strings.Contains(notes, "model.safetensors.index.json") {
+		t.Errorf("notes %q: no word of the layer left out", notes)
 	}
 }
 

@@ -441,7 +441,8 @@ func Classify(n Name, path string, m *Manifest) (*Model, error) {
 	md := &Model{Name: n, Manifest: path}
 	used := map[string]int{}
 	meta := func(base string, l Layer) {
-		if base == "" || base == "." || base == ".." || len(base) > 200 || strings.ContainsAny(base, "/\\\x00") {
+		if base == "" || base == "." || base == ".." || len(base) > 200 || strings.ContainsAny(base, "/\\") ||
+			strings.ContainsFunc(base, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 			base = "layer"
 		}
 		name := base

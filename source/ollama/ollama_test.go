@@ -47,6 +47,7 @@ func TestClassifyNames(t *testing.T) {
 		{MediaType: "application/vnd.ollama.image.license", Digest: d('6')},
 		{MediaType: "application/vnd.ollama.image.template", Digest: d('7')},
 		{MediaType: "weird/../../x", Digest: d('8')},
+		{MediaType: MediaJSON, Digest: d('9'), Name: "a\nb.json"},
 	}}
 	md, err := Classify(Name{}, "m", m)
 	if err != nil {
@@ -59,7 +60,7 @@ func TestClassifyNames(t *testing.T) {
 	for _, f := range md.Meta {
 		names = append(names, f.Name)
 	}
-	if got, want := strings.Join(names, " "), "config.json draft--config.json license license-2 template layer config"; got != want {
+	if got, want := strings.Join(names, " "), "config.json draft--config.json license license-2 template layer layer-2 config"; got != want {
 		t.Errorf("meta %q, want %q", got, want)
 	}
 }
