@@ -169,6 +169,24 @@ type Manifest struct {
 // blobs/.
 type Store struct {
 	Root string
+
+	resolved map[string]string // a store directory -> its path with links followed
+}
+
+// resolve is dir with every link followed, once per directory.
+func (s *Store) resolve(dir string) (string, error) {
+	if r, ok := s.resolved[dir]; ok {
+		return r, nil
+	}
+	r, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", err
+	}
+	if s.resolved == nil {
+		s.resolved = map[string]string{}
+	}
+	s.resolved[dir] = r
+	return r, nil
 }
 
 // DefaultRoot is the store Ollama itself uses (envconfig.Models): the
@@ -203,14 +221,14 @@ func (s *Store) ManifestPath(n Name) string {
 
 var digestRE = regexp.MustCompile(`^sha256:[0-9a-fA-F]{64}$`)
 
-// inside reports whether path, every link in it followed, is within dir
-// (itself resolved).
-func inside(path, dir string) (bool, error) {
+// inside reports whether path, every link in it followed, is within the
+// store's directory dir (itself resolved).
+func (s *Store) inside(path, dir string) (bool, error) {
 	rp, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return false, err
 	}
-	rd, err := filepath.EvalSymlinks(dir)
+	rd, err := s.resolve(dir)
 	if err != nil {
 		return false, err
 	}
@@ -260,7 +278,7 @@ func (s *Store) ReadManifest(n Name) (*Manifest, string, error) {
 	if st.Size() > MaxManifest {
 		return nil, p, fmt.Errorf("%s: manifest of %d bytes (over %d)", p, st.Size(), MaxManifest)
 	}
-	if ok, err := inside(p, filepath.Join(s.Root, "manifests")); err != nil {
+	if ok, err := s.inside(p, filepath.Join(s.Root, "manifests")); err != nil {
 		return nil, p, err
 	} else if !ok {
 		return nil, p, fmt.Errorf("%s: a symbolic link out of the store's manifests/", p)
@@ -366,7 +384,7 @@ func (s *Store) Blob(manifest, where string, l Layer) (string, error) {
 	if !st.Mode().IsRegular() {
 		return "", fmt.Errorf("%s: %s: blob %s is not a regular file", manifest, where, p)
 	}
-	if ok, err := inside(p, filepath.Join(s.Root, "blobs")); err != nil {
+	if ok, err := s.inside(p, filepath.Join(s.Root, "blobs")); err != nil {
 		return "", fmt.Errorf("%s: %s: %v", manifest, where, err)
 	} else if !ok {
 		return "", fmt.Errorf("%s: %s: blob %s is a symbolic link out of the store's blobs/", manifest, where, p)
