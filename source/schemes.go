@@ -96,7 +96,8 @@ Ollama's local store ($OLLAMA_MODELS, else ~/.ollama/models, else
 /usr/share/ollama/.ollama/models), read in place: a GGUF model is its blob,
 an MLX-engine model its tensor blobs as one tree; the other layers
 (template, params, license...) are the files beside it; check --data
-verifies every blob against its sha256 digest.`,
+verifies every blob against its sha256 digest; tensorfs ls ollama://
+lists the store's models.`,
 			Load: loadOllama,
 		},
 	}
