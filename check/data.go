@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/view"
@@ -70,6 +71,27 @@ type Digested interface {
 	SHA256() (hex string, ok bool)
 }
 
+// hashWhole reads src whole and checks its sha256 against want, adding
+// what it found to rep and a difference to ps.
+func hashWhole(file string, src backing.Source, want string, buf []byte, rep *DataReport, ps *[]Problem) {
+	fd := FileDigest{File: file, SHA256: want}
+	h := sha256.New()
+	err := readAll(src, src.Size(), buf, func(p []byte) { h.Write(p) })
+	rep.Bytes += src.Size()
+	switch got := hex.EncodeToString(h.Sum(nil)); {
+	case err != nil:
+		fd.Status = "read error"
+		*ps = append(*ps, Problem{File: file, What: "hashing the whole file: " + err.Error()})
+	case got != strings.ToLower(want):
+		fd.Status, fd.Got = "sha256 mismatch", got
+		*ps = append(*ps, Problem{File: file, What: fmt.Sprintf("sha256 of the file's %d bytes is %s, its source states %s", src.Size(), got, want)})
+	default:
+		fd.Status = "sha256 ok"
+		rep.Verified++
+	}
+	rep.Files = append(rep.Files, fd)
+}
+
 // chunk is how much Data reads at a time: its memory.
 const chunk = 1 << 20
 
@@ -106,24 +128,11 @@ func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 		if !ok {
 			continue
 		}
-		file := c.Index.SourceName(i)
-		fd := FileDigest{File: file, SHA256: want}
-		h := sha256.New()
-		err := readAll(src, src.Size(), buf, func(p []byte) { h.Write(p) })
-		rep.Bytes += src.Size()
-		switch got := hex.EncodeToString(h.Sum(nil)); {
-		case err != nil:
-			fd.Status = "read error"
-			ps = append(ps, Problem{File: file, What: "hashing the whole file: " + err.Error()})
-		case got != strings.ToLower(want):
-			fd.Status, fd.Got = "sha256 mismatch", got
-			ps = append(ps, Problem{File: file, What: fmt.Sprintf("sha256 of the file's %d bytes is %s, its source states %s", src.Size(), got, want)})
-		default:
-			fd.Status = "sha256 ok"
-			rep.Verified++
-		}
+		hashWhole(c.Index.SourceName(i), src, want, buf, &rep, &ps)
 		hashed[i] = true // its problem, if any, is said once, for the file
-		rep.Files = append(rep.Files, fd)
+	}
+	for _, f := range c.Beside {
+		hashWhole(f.Src.Name(), f.Src, f.SHA256, buf, &rep, &ps)
 	}
 	for i := range c.Index.Tensors {
 		t := &c.Index.Tensors[i]

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -108,29 +109,37 @@ func TestOllamaLoadCheck(t *testing.T) {
 		t.Errorf("ls --json ollama://spm: the source is not the blob %s:\n%.400s", gguf, r.stdout)
 	}
 	r = runTensorfs(t, "check", "--data", "--json", "ollama://tiny:int4")
-	if !strings.Contains(r.stdout, `"sha256 ok"`) {
-		t.Errorf("check --data --json: no blob verified: %s", r.stdout)
+	if n := strings.Count(r.stdout, `"sha256 ok"`); n != len(layersOf(t, s, "registry.ollama.ai/library/tiny/int4"))+1 {
+		t.Errorf("check --data --json: %d blobs verified, want every layer's and the config's:\n%s", n, r.stdout)
 	}
 
-	// A blob changed in place (same size): check --data says which.
+	// Blobs changed in place (same size), the GGUF and the template:
+	// check --data says which, one line each.
 	blobs, _ := filepath.Glob(filepath.Join(s.Root, "blobs", "sha256-*"))
-	var victim string
+	var victims []string
 	for _, b := range blobs {
-		if data, _ := os.ReadFile(b); bytes.HasPrefix(data, []byte("GGUF")) {
-			victim = b
+		data, err := os.ReadFile(b)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	data, err := os.ReadFile(victim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data[len(data)-1] ^= 0xff
-	if err := os.WriteFile(victim, data, 0o644); err != nil {
-		t.Fatal(err)
+		if !bytes.HasPrefix(data, []byte("GGUF")) && string(data) != "{{ .Prompt }}" {
+			continue
+		}
+		data[len(data)-1] ^= 0xff
+		if err := os.WriteFile(b, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		victims = append(victims, b)
 	}
 	r = runTensorfs(t, "check", "--data", "ollama://spm")
-	if lines := checkLines(r); r.code != 1 || len(lines) != 1 || !strings.Contains(lines[0], victim) || !strings.Contains(lines[0], "its source states") {
-		t.Errorf("check --data of a changed blob: exit %d, problems %q", r.code, lines)
+	lines := checkLines(r)
+	if r.code != 1 || len(victims) != 2 || len(lines) != 2 {
+		t.Fatalf("check --data of 2 changed blobs: exit %d, problems %q", r.code, lines)
+	}
+	for _, v := range victims {
+		if !strings.Contains(strings.Join(lines, "\n"), v+": sha256 of the file's") {
+			t.Errorf("check --data: no line names %s: %q", v, lines)
+		}
 	}
 }
 
@@ -174,4 +183,14 @@ func mustRead(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// layersOf is the layers of the manifest at manifests/REL of s.
+func layersOf(t *testing.T, s testdata.OllamaStore, rel string) []testdata.OllamaLayer {
+	t.Helper()
+	var m struct{ Layers []testdata.OllamaLayer }
+	if err := json.Unmarshal(mustRead(t, filepath.Join(s.Root, "manifests", rel)), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m.Layers
 }

@@ -109,7 +109,7 @@ func loadOllama(ctx context.Context, source string, opts Options) (*Checkpoint, 
 			ck.Close()
 			return nil, err
 		}
-		files = append(files, File{Name: f.Name, Src: src})
+		files = append(files, File{Name: f.Name, Src: src, SHA256: f.Layer.Hex()})
 	}
 	ck.ollama, ck.beside = true, &besideFiles{files: files}
 	ck.beside.once.Do(func() {}) // found: Beside returns them

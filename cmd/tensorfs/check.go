@@ -96,6 +96,9 @@ func runCheck(args []string) error {
 		c := &check.Checkpoint{Source: source, Index: ckpt.idx, Sources: ckpt.sources, Loading: loading}
 		if ckpt.loaded != nil {
 			c.SHA256 = ckpt.loaded.SHA256
+			for _, f := range ckpt.loaded.DigestedBeside() {
+				c.Beside = append(c.Beside, check.DigestedFile{Src: f.Src, SHA256: f.SHA256})
+			}
 		}
 		rep.Format = ckpt.idx.Format
 		for i, s := range ckpt.idx.Sources {
