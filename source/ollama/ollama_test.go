@@ -154,3 +154,27 @@ func TestReadManifestCase(t *testing.T) {
 		t.Errorf("two alike: %v", err)
 	}
 }
+
+// FuzzParseName: a name that parses has four parts that are each one
+// path component, never "." or "..", so ManifestPath stays in manifests/.
+func FuzzParseName(f *testing.F) {
+	for _, s := range []string{"llama3.2:1b", "hf.co/u/r:Q4", "a/b", "../x", "a/../b:c", "h:1/n/m:t", ":"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseName(s)
+		if err != nil {
+			return
+		}
+		st := &Store{Root: "/store"}
+		rel, err := filepath.Rel("/store/manifests", st.ManifestPath(n))
+		if err != nil || len(strings.Split(rel, string(filepath.Separator))) != 4 || strings.HasPrefix(rel, "..") {
+			t.Errorf("%q: manifest at %s", s, st.ManifestPath(n))
+		}
+		for _, p := range []string{n.Host, n.Namespace, n.Model, n.Tag} {
+			if p == "." || p == ".." || strings.ContainsAny(p, "/\\\x00") {
+				t.Errorf("%q: part %q", s, p)
+			}
+		}
+	})
+}
