@@ -476,3 +476,35 @@ func TestOllamaModels(t *testing.T) {
 		t.Errorf("problem %q", ms[0].Problem)
 	}
 }
+
+// TestOllamaDotDotNames: a tensor layer and its blob's tensor named
+// "../../etc/passwd" is a tensor of that name, whose path in the mounted
+// tree has no ".." component (index.AssignPaths), and a JSON layer named
+// "../config.json" is a file beside called "..--config.json": a manifest's
+// names are names, never paths.
+func TestOllamaDotDotNames(t *testing.T) {
+	s := ollamaStore(t)
+	const evil = "../../etc/passwd"
+	blob := testdata.WriteSafetensors([]testdata.OllamaTensor{{Name: evil, DType: "F32", Shape: []int64{1}, Data: make([]byte, 4)}}, nil)
+	s.Manifest(t, "registry.ollama.ai/library/m:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{
+		s.Blob(t, "application/vnd.ollama.image.tensor", evil, blob),
+		s.Blob(t, "application/vnd.ollama.image.json", "../config.json", []byte("{}")),
+	})
+	ck, err := Load(context.Background(), "ollama://m", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	if len(ck.Index.Tensors) != 1 || ck.Index.Tensors[0].Name != evil {
+		t.Fatalf("tensors %v", tensorNames(ck))
+	}
+	for _, c := range strings.Split(ck.Index.Tensors[0].Path, "/") {
+		if c == ".." || c == "." || c == "" {
+			t.Errorf("path %q has a %q component", ck.Index.Tensors[0].Path, c)
+		}
+	}
+	beside, _ := ck.Beside(context.Background())
+	if len(beside) != 1 || beside[0].Name != "..--config.json" {
+		t.Errorf("beside %v", beside)
+	}
+}
