@@ -382,8 +382,10 @@ func TestOllamaHostile(t *testing.T) {
 // TestOllamaQuantGroup: a group blob (Ollama's packed experts, named by
 // the group's prefix) whose tensors have different quantizations, named
 // per tensor in __metadata__ ("NAME.quant_type", "NAME.group_size"), is
-// read tensor by tensor: an MXFP8 weight (E4M3 codes, E8M0 scales) and an
-// int8 affine one (scale·q + bias), each to its values.
+// read tensor by tensor, each to its values: MXFP8 (E4M3 codes, E8M0
+// scales per 32), int8 affine (scale·q + bias per 64), NVFP4 (E2M1 codes,
+// E4M3 scales per 16) and MXFP4 (E2M1 codes, E8M0 scales per 32), as
+// mlx.Quantize packs them (8 codes a U32 word, low nibble first).
 func TestOllamaQuantGroup(t *testing.T) {
 	s := ollamaStore(t)
 	fill := func(n int, b ...byte) []byte {
@@ -394,13 +396,19 @@ func TestOllamaQuantGroup(t *testing.T) {
 		return out
 	}
 	g, u := "m.experts.gate_proj.weight", "m.experts.up_proj.weight"
+	nv, mx := "m.experts.down_proj.weight", "m.experts.o_proj.weight"
 	blob := testdata.WriteSafetensors([]testdata.OllamaTensor{
+		{Name: nv, DType: "U32", Shape: []int64{2, 8}, Data: fill(64, 0x22)},                 // E2M1 1.0, 1.0
+		{Name: nv + ".scale", DType: "U8", Shape: []int64{2, 4}, Data: fill(8, 0x40)},        // E4M3 2.0
+		{Name: mx, DType: "U32", Shape: []int64{2, 8}, Data: fill(64, 0x33)},                 // E2M1 1.5, 1.5
+		{Name: mx + ".scale", DType: "U8", Shape: []int64{2, 2}, Data: fill(4, 128)},         // E8M0 2^1
 		{Name: g, DType: "U32", Shape: []int64{2, 16}, Data: fill(128, 0x38)},                // E4M3 1.0
 		{Name: g + ".scale", DType: "U8", Shape: []int64{2, 2}, Data: fill(4, 127)},          // E8M0 2^0
 		{Name: u, DType: "U32", Shape: []int64{2, 16}, Data: fill(128, 3)},                   // q = 3
 		{Name: u + ".scale", DType: "BF16", Shape: []int64{2, 1}, Data: fill(4, 0x00, 0x40)}, // 2.0
 		{Name: u + ".bias", DType: "BF16", Shape: []int64{2, 1}, Data: fill(4, 0x80, 0x3f)},  // 1.0
-	}, map[string]string{g + ".quant_type": "mxfp8", g + ".group_size": "32", u + ".quant_type": "int8", u + ".group_size": "64"})
+	}, map[string]string{g + ".quant_type": "mxfp8", g + ".group_size": "32", u + ".quant_type": "int8", u + ".group_size": "64",
+		nv + ".quant_type": "nvfp4", nv + ".group_size": "16", mx + ".quant_type": "MXFP4", mx + ".group_size": "32"})
 	l := s.Blob(t, "application/vnd.ollama.image.tensor", "m.experts", blob)
 	s.Manifest(t, "registry.ollama.ai/library/moe:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{l})
 	ck, err := Load(context.Background(), "ollama://moe", Options{})
@@ -408,7 +416,7 @@ func TestOllamaQuantGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	want := map[string]float32{g: 1, u: 7}
+	want := map[string]float32{g: 1, u: 7, nv: 2, mx: 3}
 	for _, x := range ck.Index.Tensors {
 		v, ok := want[x.Name]
 		if !ok || x.Role != index.RoleLogical {
