@@ -54,6 +54,9 @@ func loadOllama(ctx context.Context, source string, opts Options) (*Checkpoint, 
 		p, err := st.Blob(mpath, where, l)
 		if err == nil {
 			digests[p] = l.Hex()
+			if abs, err := filepath.Abs(p); err == nil {
+				digests[abs] = l.Hex() // a local file's source name is absolute
+			}
 		}
 		return p, err
 	}

@@ -516,3 +516,27 @@ func TestOllamaDotDotNames(t *testing.T) {
 		t.Errorf("beside %v", beside)
 	}
 }
+
+// TestOllamaRelativeRoot: OLLAMA_MODELS may be a relative path: the GGUF's
+// blob (whose source name a local load makes absolute) still has its
+// digest.
+func TestOllamaRelativeRoot(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("OLLAMA_MODELS", "models")
+	s := testdata.OllamaStore{Root: filepath.Join(dir, "models")}
+	data, err := os.ReadFile(testdata.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := s.Blob(t, "application/vnd.ollama.image.model", "", data)
+	s.Manifest(t, "registry.ollama.ai/library/g:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{l})
+	ck, err := Load(context.Background(), "ollama://g", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	if h, ok := ck.SHA256(0); !ok || "sha256:"+h != l.Digest {
+		t.Errorf("SHA256(0) = %q, %v; want %s (source %s)", h, ok, l.Digest, ck.Index.Sources[0])
+	}
+}
