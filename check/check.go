@@ -52,6 +52,20 @@ type Checkpoint struct {
 	// Loading are the problems the loader went on past (a weight map
 	// and its shards disagreeing), in the order found.
 	Loading []Problem
+	// SHA256, when set, returns the sha256 (hex) that the SOURCE states
+	// for the whole bytes of Sources[i] where the source itself does not
+	// (Digested): an ollama:// blob's digest (source.Checkpoint.SHA256).
+	SHA256 func(i int) (hex string, ok bool)
+	// Beside are files beside the checkpoint whose sha256 the SOURCE
+	// states (an ollama:// model's metadata blobs: template, license,
+	// config.json...): Data hashes each whole against it.
+	Beside []DigestedFile
+}
+
+// DigestedFile is a file and the sha256 (hex) its SOURCE states for it.
+type DigestedFile struct {
+	Src    backing.Source
+	SHA256 string
 }
 
 // Checker is one check of a whole checkpoint that reads no tensor's

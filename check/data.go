@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/view"
@@ -70,6 +71,27 @@ type Digested interface {
 	SHA256() (hex string, ok bool)
 }
 
+// hashWhole reads src whole and checks its sha256 against want, adding
+// what it found to rep and a difference to ps.
+func hashWhole(file string, src backing.Source, want string, buf []byte, rep *DataReport, ps *[]Problem) {
+	fd := FileDigest{File: file, SHA256: want}
+	h := sha256.New()
+	err := readAll(src, src.Size(), buf, func(p []byte) { h.Write(p) })
+	rep.Bytes += src.Size()
+	switch got := hex.EncodeToString(h.Sum(nil)); {
+	case err != nil:
+		fd.Status = "read error"
+		*ps = append(*ps, Problem{File: file, What: "hashing the whole file: " + err.Error()})
+	case got != strings.ToLower(want):
+		fd.Status, fd.Got = "sha256 mismatch", got
+		*ps = append(*ps, Problem{File: file, What: fmt.Sprintf("sha256 of the file's %d bytes is %s, its source states %s", src.Size(), got, want)})
+	default:
+		fd.Status = "sha256 ok"
+		rep.Verified++
+	}
+	rep.Files = append(rep.Files, fd)
+}
+
 // chunk is how much Data reads at a time: its memory.
 const chunk = 1 << 20
 
@@ -79,7 +101,8 @@ const chunk = 1 << 20
 // compressed member that does not inflate, an object changed under a
 // remote SOURCE is a problem). With o.Values, each tensor that has a
 // float32 view is read through it and its NaN and Inf values counted.
-// A file whose source states the sha256 of its bytes (Digested) is
+// A file whose source states the sha256 of its bytes (Digested, or
+// Checkpoint.SHA256) is
 // read whole, from byte 0 to its size whatever part of it the tensors
 // cover, and hashed: a digest that differs is a problem naming both;
 // its tensors' bytes are not read a second time unless o.Values or a
@@ -91,32 +114,25 @@ func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 	buf := make([]byte, chunk)
 	hashed := make([]bool, len(c.Sources))
 	for i, src := range c.Sources {
-		d, ok := src.(Digested)
-		if !ok || c.Index.Member(i) != nil {
+		if c.Index.Member(i) != nil {
 			continue
 		}
-		want, ok := d.SHA256()
+		var want string
+		var ok bool
+		if d, isD := src.(Digested); isD {
+			want, ok = d.SHA256()
+		}
+		if !ok && c.SHA256 != nil {
+			want, ok = c.SHA256(i)
+		}
 		if !ok {
 			continue
 		}
-		file := c.Index.SourceName(i)
-		fd := FileDigest{File: file, SHA256: want}
-		h := sha256.New()
-		err := readAll(src, src.Size(), buf, func(p []byte) { h.Write(p) })
-		rep.Bytes += src.Size()
-		switch got := hex.EncodeToString(h.Sum(nil)); {
-		case err != nil:
-			fd.Status = "read error"
-			ps = append(ps, Problem{File: file, What: "hashing the whole file: " + err.Error()})
-		case got != strings.ToLower(want):
-			fd.Status, fd.Got = "sha256 mismatch", got
-			ps = append(ps, Problem{File: file, What: fmt.Sprintf("sha256 of the file's %d bytes is %s, its source states %s", src.Size(), got, want)})
-		default:
-			fd.Status = "sha256 ok"
-			rep.Verified++
-		}
+		hashWhole(c.Index.SourceName(i), src, want, buf, &rep, &ps)
 		hashed[i] = true // its problem, if any, is said once, for the file
-		rep.Files = append(rep.Files, fd)
+	}
+	for _, f := range c.Beside {
+		hashWhole(f.Src.Name(), f.Src, f.SHA256, buf, &rep, &ps)
 	}
 	for i := range c.Index.Tensors {
 		t := &c.Index.Tensors[i]

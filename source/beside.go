@@ -21,6 +21,9 @@ import (
 type File struct {
 	Name string
 	Src  backing.Source // owned by the Checkpoint: closed by its Close
+	// SHA256 is the sha256 (hex) the SOURCE states for the file's bytes
+	// (an ollama:// layer's digest), "" when it states none.
+	SHA256 string
 }
 
 // MaxBeside caps the files taken from beside a checkpoint.
@@ -72,6 +75,23 @@ func (c *Checkpoint) BesideSkipped() []error {
 		return nil
 	}
 	return c.beside.skipped
+}
+
+// DigestedBeside returns the files beside the checkpoint whose sha256
+// the SOURCE states (an ollama:// model's metadata layers), without any
+// I/O: none for a SOURCE that states none, whose files beside are not
+// even looked for.
+func (c *Checkpoint) DigestedBeside() []File {
+	if !c.ollama || c.beside == nil {
+		return nil
+	}
+	var out []File
+	for _, f := range c.beside.files { // found by loadOllama
+		if f.SHA256 != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // BesideNamed opens only the files of these names beside the checkpoint

@@ -1,7 +1,9 @@
 // Package source opens a SOURCE, the one thing every command and the Go
 // client are given: a checkpoint file, a directory holding a sharded
 // checkpoint, a remote checkpoint (s3://BUCKET/KEY, s3://BUCKET/PREFIX/,
-// hf://ORG/NAME[@REV][/PATH], http(s)://HOST/PATH), or a tensorfs mount point, which IsMount
+// hf://ORG/NAME[@REV][/PATH], http(s)://HOST/PATH), a model of Ollama's
+// local store (ollama://NAME[:TAG], read in place: loadOllama, package
+// source/ollama), or a tensorfs mount point, which IsMount
 // recognises (its reader is the caller's: the Go client reads a mount,
 // the CLI refuses one).
 //
@@ -21,7 +23,8 @@
 // store lists, opener): IsRemote, Load's store, the commands' help
 // (RemoteHelp) and the files a mount exports beside a remote checkpoint
 // (Checkpoint.RemoteKey, RemoteListable) all follow it; a new scheme is
-// one row and one remote.Store.
+// one row and one remote.Store, or, for a scheme that names local files
+// (ollama://), one row whose Load loads the checkpoint itself.
 //
 // Layers: source sits above index and backing (and backing/remote,
 // backing/httpsrc) and below view, fs, client and cmd/tensorfs; nothing

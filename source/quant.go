@@ -48,6 +48,9 @@ func (c *Checkpoint) quantize(ctx context.Context) error {
 
 // quantConfig returns the scheme the files beside c name, nil when none.
 func (c *Checkpoint) quantConfig(ctx context.Context) (*quant.Config, error) {
+	if c.ollama {
+		return c.quantPreset, nil // the blobs name it, not the files beside
+	}
 	beside, err := c.BesideNamed(ctx, QuantConfigFiles...)
 	if err != nil {
 		return nil, err

@@ -38,6 +38,10 @@ type Scheme struct {
 	// returns the key of the checkpoint in it ("" or a key ending in '/'
 	// for the whole store or a prefix).
 	Open func(ctx context.Context, source string, opts RemoteOptions) (st remote.Store, key string, err error)
+	// Load, when set, loads source itself instead of Open's store: a
+	// scheme that names local files (ollama://, a model of Ollama's
+	// store, read in place).
+	Load func(ctx context.Context, source string, opts Options) (*Checkpoint, error)
 }
 
 // Schemes is the table of remote SOURCE schemes, in the order the help
@@ -82,6 +86,19 @@ and its shards).`,
 		{
 			Prefix: "https://",
 			Open:   openHTTP, // said in http://'s paragraph
+		},
+		{
+			Prefix: OllamaPrefix,
+			Name:   "ollama://",
+			Forms:  "ollama://NAME[:TAG]",
+			Help: `ollama://NAME[:TAG], ollama://HOST/NAMESPACE/NAME:TAG: a model of
+Ollama's local store ($OLLAMA_MODELS, else ~/.ollama/models, else
+/usr/share/ollama/.ollama/models), read in place: a GGUF model is its blob,
+an MLX-engine model its tensor blobs as one tree; the other layers
+(template, params, license...) are the files beside it; check --data
+verifies every blob against its sha256 digest; tensorfs ls ollama://
+lists the store's models.`,
+			Load: loadOllama,
 		},
 	}
 }

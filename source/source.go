@@ -11,6 +11,7 @@ import (
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/quant"
 )
 
 // MountIndexPath is where a tensorfs mount publishes its index, relative
@@ -80,6 +81,22 @@ type Checkpoint struct {
 
 	path   string // the SOURCE Load was given
 	beside *besideFiles
+	// An ollama:// SOURCE's: each source's sha256 as the store names it
+	// ("" for none), the metadata layers listed beside, and the
+	// quantization its blobs name (nil: read the files beside).
+	digests     []string
+	ollama      bool
+	quantPreset *quant.Config
+}
+
+// SHA256 returns the sha256 (hex) that the SOURCE states for the whole
+// bytes of Sources[i] (an ollama:// blob's digest); ok is false when it
+// states none.
+func (c *Checkpoint) SHA256(i int) (hex string, ok bool) {
+	if i < 0 || i >= len(c.digests) || c.digests[i] == "" {
+		return "", false
+	}
+	return c.digests[i], true
 }
 
 // Close closes the sources.
@@ -127,7 +144,9 @@ func IsMount(path string) bool {
 func Load(ctx context.Context, source string, opts Options) (*Checkpoint, error) {
 	var ck *Checkpoint
 	var err error
-	if IsRemote(source) {
+	if sch, ok := SchemeOf(source); ok && sch.Load != nil {
+		ck, err = sch.Load(ctx, source, opts)
+	} else if IsRemote(source) {
 		ck, err = loadRemote(ctx, source, opts.Remote, opts.formats())
 	} else {
 		ck, err = loadLocal(source, opts.Backing, opts.formats())
@@ -135,7 +154,10 @@ func Load(ctx context.Context, source string, opts Options) (*Checkpoint, error)
 	if err != nil {
 		return nil, err
 	}
-	ck.path, ck.beside = source, &besideFiles{}
+	ck.path = source
+	if ck.beside == nil {
+		ck.beside = &besideFiles{}
+	}
 	if err := ck.quantize(ctx); err != nil {
 		ck.Close()
 		return nil, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -12,10 +13,12 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/formats"
+	tfsource "github.com/lazyweights/tensorfs/source"
 )
 
 var lsAbout = "\n" + para("Lists the tensors of SOURCE without mounting: one line per tensor in name order with its name, dtype, shape and size in bytes (of the stored representation). With --json, prints the index document instead: the same JSON a mount serves as .tensorfs/index.json.") + "\n\n" +
-	para("SOURCE is a checkpoint file or a directory holding one: "+formats.DetailList()+"; the format is detected from the content, not the name.")
+	para("SOURCE is a checkpoint file or a directory holding one: "+formats.DetailList()+"; the format is detected from the content, not the name.") + "\n\n" +
+	para("`tensorfs ls ollama://` lists the models of Ollama's local store instead (name as `ollama list` shows it, gguf or tensors, layers, bytes); each is a SOURCE as ollama://NAME[:TAG].")
 
 func runLs(args []string) error {
 	f := newFlags("ls", "[--json] SOURCE", lsAbout)
@@ -23,6 +26,9 @@ func runLs(args []string) error {
 	asJSON := f.Bool("json", false, "print the index document (format, sources, metadata, tensors) as JSON")
 	if err := f.parse(args, 1, 1); err != nil {
 		return err
+	}
+	if strings.EqualFold(f.Arg(0), tfsource.OllamaPrefix) {
+		return lsOllama(*asJSON)
 	}
 	ckpt, err := openSource(f.Arg(0), sourceOptions{Mode: backing.Pread})
 	if err != nil {
@@ -49,6 +55,47 @@ func runLs(args []string) error {
 		return err
 	}
 	return flush(out)
+}
+
+// lsOllama is `tensorfs ls ollama://`: the models of Ollama's store, one
+// line each (NAME, WEIGHTS, LAYERS, BYTES), or as JSON.
+func lsOllama(asJSON bool) error {
+	root, models, err := tfsource.OllamaModels()
+	if err != nil {
+		return err
+	}
+	out := bufio.NewWriterSize(os.Stdout, 64<<10)
+	if asJSON {
+		if models == nil {
+			models = []tfsource.OllamaModel{}
+		}
+		b, err := json.MarshalIndent(map[string]any{"store": root, "models": models}, "", "  ")
+		if err != nil {
+			return err
+		}
+		out.Write(append(b, '\n'))
+		return flush(out)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tWEIGHTS\tLAYERS\tBYTES")
+	for _, m := range models {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", displayName(m.Name), m.Weights, m.Layers, m.Bytes)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := flush(out); err != nil {
+		return err
+	}
+	for _, m := range models {
+		if m.Problem != "" {
+			fmt.Fprintf(os.Stderr, "tensorfs: ls: %s: %s\n", m.Name, m.Problem)
+		}
+	}
+	if len(models) == 0 {
+		fmt.Fprintf(os.Stderr, "tensorfs: ls: no models in the Ollama store %s\n", root)
+	}
+	return nil
 }
 
 // flush flushes stdout; a write error (a full disk, not a closed pipe,
