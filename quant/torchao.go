@@ -100,8 +100,6 @@ var aoNamed = map[string]string{
 	"Int4TilePackedTo4dTensor": "a kernel-specific packing (tinygemm tiles), not served",
 	"Int4PlainInt32Tensor":     "a kernel-specific packing (int32 words for XPU/NPU kernels), not served",
 	"Int4PreshuffledTensor":    "a kernel-specific packing (preshuffled for mslk), not served",
-	"NVFP4Tensor":              "NVFP4Tensor is not served yet",
-	"MXTensor":                 "MXTensor is not served yet",
 }
 
 // planTorchAO plans the weights torchao's metadata describes.
@@ -259,6 +257,8 @@ func (p *planner) aoWeight(name string, e *aoEntry) {
 		why = p.aoInt4(name, e, part, stored)
 	case "IntxUnpackedToInt8Tensor", "Int8Tensor":
 		why = p.aoAffine(name, e, part, stored)
+	case "NVFP4Tensor", "MXTensor":
+		why = p.aoFP(name, e, part, stored) // torchao_fp.go
 	default:
 		why = fmt.Sprintf("torchao class %q is not one tensorfs reads", shorten(e.Type))
 	}

@@ -298,6 +298,163 @@ func (c *aoCase) aoAffine(r *rand.Rand, name, cls string, shape, block []int64, 
 	c.want[name] = W
 }
 
+// toBlocked is torchao's to_blocked (mx_formats/utils.py) written as its
+// torch operations: pad rows to 128 and columns to 4, view (nrb, 128, ncb,
+// 4), permute (0, 2, 1, 3), reshape (-1, 4, 32, 4), transpose (1, 2),
+// flatten.
+func toBlocked(m []byte, rows, cols int64) []byte {
+	nrb, ncb := (rows+127)/128, (cols+3)/4
+	out := make([]byte, nrb*ncb*512)
+	for rb := int64(0); rb < nrb; rb++ {
+		for cb := int64(0); cb < ncb; cb++ {
+			blk := rb*ncb + cb
+			for i := int64(0); i < 4; i++ { // reshape (-1, 4, 32, 4): row i*32+j of the tile
+				for j := int64(0); j < 32; j++ {
+					for c := int64(0); c < 4; c++ {
+						row, col := rb*128+i*32+j, cb*4+c
+						var v byte
+						if row < rows && col < cols {
+							v = m[row*cols+col]
+						}
+						out[((blk*32+j)*4+i)*4+c] = v // after transpose (1, 2)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// aoNVFP4: NVFP4Tensor (nvfp4_tensor.py dequantize, get_hp_scales):
+// W = f32(E2M1 code) * (per_tensor_scale * f32(E4M3 scale)); codes low
+// nibble first (unpack_uint4); scales plain or to_blocked. pts: 0 none,
+// 1 one value, 2 one per expert [L, 1, 1].
+func (c *aoCase) aoNVFP4(r *rand.Rand, name string, L, M, K int64, swz bool, pts int) {
+	pre, _ := aoPrefix(name)
+	nc := K / 16
+	codes := make([]byte, L*M*K/2)
+	for i := range codes {
+		codes[i] = byte(r.IntN(256))
+	}
+	sm := make([]byte, L*M*nc)
+	for i := range sm {
+		sm[i] = finiteE4M3(r) & 0x7f
+	}
+	qshape, sshape := []int64{M, K / 2}, []int64{M, nc}
+	if L > 1 {
+		qshape, sshape = []int64{L, M, K / 2}, []int64{L, M, nc}
+	}
+	sb := sm
+	if swz {
+		sb = toBlocked(sm, L*M, nc)
+		sM, sK := (M+127)/128*32, (K+63)/64*16
+		sshape = []int64{sM, sK}
+		if L > 1 {
+			sshape = []int64{L, sM, sK}
+		}
+	}
+	c.b.put(pre+"qdata", "U8", qshape, codes)
+	c.b.put(pre+"scale", "F8_E4M3", sshape, sb)
+	names := []string{"qdata", "scale"}
+	g := []float32{1}
+	switch pts {
+	case 1:
+		g = scales(r, 1, -8, -4)
+		c.b.put(pre+"per_tensor_scale", "F32", []int64{}, f32s(g))
+	case 2:
+		g = scales(r, int(L), -8, -4)
+		c.b.put(pre+"per_tensor_scale", "F32", []int64{L, 1, 1}, f32s(g))
+	}
+	if pts != 0 {
+		names = append(names, "per_tensor_scale")
+	}
+	c.entry(name, "NVFP4Tensor", map[string]any{"block_size": 16, "orig_dtype": aoDT("bfloat16"), "is_swizzled_scales": swz, "use_triton_kernel": false, "act_quant_kwargs": nil}, names...)
+	W := make([]float32, L*M*K)
+	for i := range W {
+		row, k := int64(i)/K, int64(i)%K
+		nib := codes[i/2] & 15
+		if i%2 == 1 {
+			nib = codes[i/2] >> 4
+		}
+		hp := e4m3(sm[row*nc+k/16])
+		switch pts {
+		case 1:
+			hp = g[0] * hp
+		case 2:
+			hp = g[row/M] * hp
+		}
+		W[i] = lut4[nib] * hp
+	}
+	c.want[name] = W
+}
+
+// aoMX: MXTensor (mx_tensor.py to_dtype, get_fp_scale): in orig_dtype D,
+// W = D(code) * D(2^(e-127)), rounded to D; elem "float8_e4m3fn",
+// "float8_e5m2" or "float4_e2m1fn_x2" (U8, low nibble first).
+func (c *aoCase) aoMX(r *rand.Rand, name string, L, M, K, bs int64, elem string, swz bool, out dtype.DType) {
+	pre, _ := aoPrefix(name)
+	nc := K / bs
+	fp4 := elem == "float4_e2m1fn_x2"
+	var codes []byte
+	qshape := []int64{M, K}
+	qdt := map[string]string{"float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "float4_e2m1fn_x2": "U8"}[elem]
+	if fp4 {
+		qshape = []int64{M, K / 2}
+		codes = make([]byte, L*M*K/2)
+	} else {
+		codes = make([]byte, L*M*K)
+	}
+	for i := range codes {
+		switch elem {
+		case "float8_e4m3fn":
+			codes[i] = finiteE4M3(r)
+		case "float8_e5m2":
+			for codes[i] = byte(r.IntN(256)); codes[i]&0x7f > 0x7b; codes[i] = byte(r.IntN(256)) {
+			}
+		default:
+			codes[i] = byte(r.IntN(256))
+		}
+	}
+	sm := make([]byte, L*M*nc)
+	for i := range sm {
+		sm[i] = byte(105 + r.IntN(40))
+	}
+	sshape := []int64{M, nc}
+	sb := sm
+	if swz {
+		sb = toBlocked(sm, L*M, nc)
+		sshape = []int64{(M + 127) / 128 * 32, (K + 4*bs - 1) / (4 * bs) * 16}
+	}
+	if L > 1 {
+		qshape, sshape = append([]int64{L}, qshape...), append([]int64{L}, sshape...)
+	}
+	c.b.put(pre+"qdata", qdt, qshape, codes)
+	c.b.put(pre+"scale", "F8_E8M0", sshape, sb)
+	dts := map[dtype.DType]string{dtype.F32: "float32", dtype.BF16: "bfloat16", dtype.F16: "float16"}
+	c.entry(name, "MXTensor", map[string]any{"elem_dtype": aoDT(elem), "block_size": bs, "orig_dtype": aoDT(dts[out]),
+		"kernel_preference": map[string]any{"_type": "KernelPreference", "_data": "EMULATED"}, "act_quant_kwargs": nil, "is_swizzled_scales": swz}, "qdata", "scale")
+	W := make([]float32, L*M*K)
+	for i := range W {
+		row, k := int64(i)/K, int64(i)%K
+		var v float32
+		switch elem {
+		case "float8_e4m3fn":
+			v = e4m3(codes[i])
+		case "float8_e5m2":
+			v = e5m2(codes[i])
+		default:
+			nib := codes[i/2] & 15
+			if i%2 == 1 {
+				nib = codes[i/2] >> 4
+			}
+			v = lut4[nib]
+		}
+		s := rt(out, float32(math.Pow(2, float64(int(sm[row*nc+k/bs])-127))))
+		W[i] = rt(out, v*s)
+	}
+	c.want[name] = W
+}
+
 // aoCases are the generated torchao checkpoints, each with a plain
 // {"_type": "Tensor"} entry beside (served as stored, not planned).
 var aoCases = []struct {
@@ -342,6 +499,27 @@ var aoCases = []struct {
 	}},
 	{"int8_experts_3d", "torchao", func(r *rand.Rand, c *aoCase) {
 		c.aoAffine(r, "model.layers.3.mlp.experts.up_proj", "Int8Tensor", []int64{2, 4, 32}, []int64{1, 1, 32}, 8, dtype.F32, 0, dtype.BF16)
+	}},
+	{"nvfp4_plain", "torchao", func(r *rand.Rand, c *aoCase) {
+		c.aoNVFP4(r, "model.layers.0.mlp.gate_proj.weight", 1, 20, 96, false, 0)
+	}},
+	{"nvfp4_swizzled_tensor_scale", "torchao", func(r *rand.Rand, c *aoCase) {
+		c.aoNVFP4(r, "model.layers.0.mlp.up_proj.weight", 1, 150, 80, true, 1)
+	}},
+	{"nvfp4_experts_swizzled_per_expert", "torchao", func(r *rand.Rand, c *aoCase) {
+		c.aoNVFP4(r, "model.layers.0.mlp.experts.gate_up_proj", 2, 128, 64, true, 2)
+	}},
+	{"mx_fp8_e4m3_bf16", "torchao", func(r *rand.Rand, c *aoCase) {
+		c.aoMX(r, "model.layers.0.mlp.down_proj.weight", 1, 12, 96, 32, "float8_e4m3fn", false, dtype.BF16)
+	}},
+	{"mx_fp8_e5m2_swizzled_f16", "torchao", func(r *rand.Rand, c *aoCase) {
+		c.aoMX(r, "model.layers.1.mlp.down_proj.weight", 1, 140, 160, 32, "float8_e5m2", true, dtype.F16)
+	}},
+	{"mx_fp4_f32", "torchao", func(r *rand.Rand, c *aoCase) {
+		c.aoMX(r, "model.layers.2.mlp.down_proj.weight", 1, 9, 128, 32, "float4_e2m1fn_x2", false, dtype.F32)
+	}},
+	{"mx_fp4_experts_swizzled_bf16", "torchao", func(r *rand.Rand, c *aoCase) {
+		c.aoMX(r, "model.layers.3.mlp.experts.down_proj", 2, 128, 64, 32, "float4_e2m1fn_x2", true, dtype.BF16)
 	}},
 }
 
@@ -435,8 +613,11 @@ func TestTorchAOProblems(t *testing.T) {
 		{"plain int32", "kernel-specific packing", func(c *aoCase) {
 			c.meta[W] = strings.Replace(c.meta[W], `"Int4Tensor"`, `"Int4PlainInt32Tensor"`, 1)
 		}},
-		{"nvfp4", "NVFP4Tensor is not served", func(c *aoCase) {
+		{"nvfp4 of int4 parts", "NVFP4Tensor block_size [1,32] is not", func(c *aoCase) {
 			c.meta[W] = strings.Replace(c.meta[W], `"Int4Tensor"`, `"NVFP4Tensor"`, 1)
+		}},
+		{"mx fp6", `elem_dtype "fp6_e2m3" is not served`, func(c *aoCase) {
+			c.meta[W] = `{"_type":"MXTensor","_data":{"elem_dtype":"fp6_e2m3","block_size":32},"_tensor_data_names":["qdata","scale"]}`
 		}},
 		{"unknown class", `"MyTensor" is not one tensorfs reads`, func(c *aoCase) {
 			c.meta[W] = strings.Replace(c.meta[W], `"Int4Tensor"`, `"MyTensor"`, 1)
