@@ -218,6 +218,12 @@ func (p *planner) aoWeight(name string, e *aoEntry) {
 		return
 	}
 	stored := p.aoStored(name)
+	if len(stored) == 0 && p.t(name) != nil {
+		// stored under its own name, no part beside it: a converted
+		// view's export keeps the source's __metadata__, and its weights
+		// are the logical ones already
+		return
+	}
 	if why, ok := aoNamed[e.Type]; ok {
 		p.fail(name, "torchao "+why, stored...)
 		return

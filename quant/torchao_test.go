@@ -733,6 +733,23 @@ func TestTorchAOCheckpointProblems(t *testing.T) {
 	}
 }
 
+// TestTorchAOExportReopened: a converted view's export keeps the source's
+// __metadata__ (torchao's entries included) beside the logical weights
+// stored under their names; read again, those weights are served as
+// stored, not left out for their missing parts.
+func TestTorchAOExportReopened(t *testing.T) {
+	c := makeAO(0)
+	c.b = &builder{tensors: map[string]stEntryT{}, files: map[string][]byte{}}
+	for name, W := range c.want {
+		c.b.put(name, "F32", []int64{int64(len(W))}, f32s(W))
+	}
+	c.b.put("model.norm.weight", "F32", []int64{4}, f32s([]float32{1, 2, 3, 4}))
+	_, r := c.plan(t)
+	if len(r.Problems) != 0 || len(r.Weights) != 0 || len(r.Hidden) != 0 {
+		t.Fatalf("weights %v problems %v hidden %v, want none", r.Weights, r.Problems, r.Hidden)
+	}
+}
+
 // TestWithTorchAO: the metadata makes a configuration only where it is
 // torchao's and no other method is named.
 func TestWithTorchAO(t *testing.T) {
