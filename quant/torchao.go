@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
 )
 
 // torchao (pytorch/ao) checkpoints saved as safetensors (transformers'
@@ -62,16 +64,22 @@ const maxAOEntry = 64 << 10
 const TorchAOKey = "tensor_names"
 
 // WithTorchAO returns the configuration to plan a checkpoint whose
-// safetensors __metadata__ is meta: cfg itself unless meta holds torchao's
-// "tensor_names" and cfg names no other method, in which case a
-// configuration of method "torchao" carrying meta's string entries
-// (File: cfg's, or "__metadata__" when there is no configuration).
-func WithTorchAO(cfg *Config, meta map[string]any) *Config {
+// safetensors __metadata__ is meta and whose stored tensors are tensors:
+// cfg itself unless meta holds torchao's "tensor_names" and cfg names no
+// other method, in which case a configuration of method "torchao"
+// carrying meta's string entries (File: cfg's, or "__metadata__" when
+// there is no configuration). Without a configuration, some tensor must
+// be a torchao part (M._w_qdata): a converted view's export keeps the
+// metadata beside weights that are no longer quantized.
+func WithTorchAO(cfg *Config, meta map[string]any, tensors []index.Tensor) *Config {
 	if _, ok := meta[TorchAOKey].(string); !ok {
 		return cfg
 	}
 	if cfg != nil && cfg.Method != "torchao" {
 		return cfg
+	}
+	if cfg == nil && !slices.ContainsFunc(tensors, func(t index.Tensor) bool { _, ok := aoWeightOf(t.Name); return ok }) {
+		return nil
 	}
 	out := &Config{File: "__metadata__", Method: "torchao", Meta: map[string]string{}}
 	if cfg != nil {
@@ -94,12 +102,11 @@ type aoEntry struct {
 	Names []string                   `json:"_tensor_data_names"`
 }
 
-// aoServed are the torchao classes planned here; aoNamed those named and
-// left out, with why.
+// aoNamed are the torchao classes named and left out, with why.
 var aoNamed = map[string]string{
-	"Int4TilePackedTo4dTensor": "a kernel-specific packing (tinygemm tiles), not served",
+	"Int4TilePackedTo4dTensor": "a kernel-specific packing (tinygemm's tiles), not served",
 	"Int4PlainInt32Tensor":     "a kernel-specific packing (int32 words for XPU/NPU kernels), not served",
-	"Int4PreshuffledTensor":    "a kernel-specific packing (preshuffled for mslk), not served",
+	"Int4PreshuffledTensor":    "a kernel-specific packing (preshuffled for mslk's kernels), not served",
 }
 
 // planTorchAO plans the weights torchao's metadata describes.
@@ -225,7 +232,7 @@ func (p *planner) aoWeight(name string, e *aoEntry) {
 		return
 	}
 	if why, ok := aoNamed[e.Type]; ok {
-		p.fail(name, "torchao "+why, stored...)
+		p.fail(name, "torchao "+e.Type+" is "+why, stored...)
 		return
 	}
 	pre, ok := aoPrefix(name)

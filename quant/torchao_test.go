@@ -88,7 +88,7 @@ func (c *aoCase) plan(t testing.TB) (*ckpt, *Result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ck, Plan(WithTorchAO(cfg, idx.Metadata), ck.tensors, ck.small)
+	return ck, Plan(WithTorchAO(cfg, idx.Metadata, ck.tensors), ck.tensors, ck.small)
 }
 
 // rt rounds v to dt by dtype's converters (F32: v).
@@ -754,19 +754,24 @@ func TestTorchAOExportReopened(t *testing.T) {
 // torchao's and no other method is named.
 func TestWithTorchAO(t *testing.T) {
 	meta := map[string]any{"tensor_names": `["a.weight"]`, "a.weight": `{"_type":"Tensor"}`, "format": "pt"}
-	if c := WithTorchAO(nil, map[string]any{"format": "pt"}); c != nil {
+	parts := []index.Tensor{{Name: "m._weight_qdata"}}
+	plain := []index.Tensor{{Name: "m.weight"}}
+	if c := WithTorchAO(nil, map[string]any{"format": "pt"}, parts); c != nil {
 		t.Errorf("plain metadata gave %+v", c)
 	}
-	c := WithTorchAO(nil, meta)
+	if c := WithTorchAO(nil, meta, plain); c != nil {
+		t.Errorf("metadata without any part (an export of a converted view) gave %+v", c)
+	}
+	c := WithTorchAO(nil, meta, parts)
 	if c == nil || c.Method != "torchao" || c.File != "__metadata__" || c.Meta["a.weight"] == "" {
 		t.Fatalf("got %+v", c)
 	}
 	other := &Config{File: "config.json", Method: "fp8"}
-	if WithTorchAO(other, meta) != other {
+	if WithTorchAO(other, meta, parts) != other {
 		t.Errorf("another method was replaced")
 	}
 	ao := &Config{File: "config.json", Method: "torchao"}
-	if c := WithTorchAO(ao, meta); c.File != "config.json" || c.Meta == nil || ao.Meta != nil {
+	if c := WithTorchAO(ao, meta, plain); c.File != "config.json" || c.Meta == nil || ao.Meta != nil {
 		t.Errorf("got %+v (the given config changed: %v)", c, ao.Meta != nil)
 	}
 }
