@@ -38,12 +38,28 @@ type aoFPKernel struct {
 	swz         bool
 	pts         int         // NVFP4 per_tensor_scale: 0 none, 1 one, 2 per expert
 	out         dtype.DType // MX: orig_dtype
+	// lo, hi: the scales for which every product code·scale is a normal
+	// bf16 value or zero, exact (a code has at most 4 significant bits)
+	lo, hi float32
+}
+
+// exactRange sets lo and hi from the codes' smallest nonzero and largest
+// magnitudes: min·lo ≥ 2^-126 and max·hi ≤ 2^127.
+func (k *aoFPKernel) exactRange() {
+	mn, mx := float32(0.5), float32(6) // E2M1
+	switch k.codes {
+	case e4m3Table:
+		mn, mx = 1.0/512, 448
+	case e5m2Table:
+		mn, mx = 1.0/65536, 57344
+	}
+	k.lo = float32(math.Ldexp(1, -126)) / mn
+	k.hi = float32(math.Ldexp(1, 127)) / mx
 }
 
 // swzOff is the byte of scale (r, c) in to_blocked's layout of a matrix of
-// nc scale columns.
-func swzOff(r, c, nc int64) int64 {
-	ncb := ceilDiv(nc, 4)
+// ncb tiles of 4 scale columns a row of tiles.
+func swzOff(r, c, ncb int64) int64 {
 	return ((r/128)*ncb+c/4)*512 + (r%32)*16 + (r%128/32)*4 + c%4
 }
 
@@ -65,10 +81,10 @@ func (k *aoFPKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error
 	// 128-row tiles' bytes for the tile columns touched
 	var sc []byte
 	var sbase int64 // swizzled: the offset sc starts at
+	ncb := ceilDiv(nc, 4)
 	if k.swz {
 		t0, t1 := r0/128, (r1-1)/128
 		cb0, cb1 := j0/4, (j1-1)/4
-		ncb := ceilDiv(nc, 4)
 		sbase = (t0*ncb + cb0) * 512
 		sc, err = s.bytes(1, 1, sbase, ((t1*ncb+cb1)+1)*512-sbase)
 	} else {
@@ -98,7 +114,7 @@ func (k *aoFPKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error
 			e := min((j+1)*k.bs, c1)
 			var sb byte
 			if k.swz {
-				sb = sc[swzOff(r, j, nc)-sbase]
+				sb = sc[swzOff(r, j, ncb)-sbase]
 			} else {
 				sb = sc[(r-r0)*(j1-j0)+j-j0]
 			}
@@ -117,19 +133,44 @@ func (k *aoFPKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error
 			o := out[c-c0 : e-c0]
 			if k.fp4 {
 				brow := codes[(r-r0)*((c1-1)/2+1-c0/2):]
-				for cc := c; cc < e; cc++ {
-					b := brow[cc/2-c0/2]
-					if cc&1 == 1 {
-						b >>= 4
+				if useLookup && c&1 == 0 && e&1 == 0 {
+					// the block's 16 values first, each by the same
+					// multiplication, then a byte's two codes at a time
+					var blk [16]float32
+					for n := range blk {
+						blk[n] = fp4Values[n] * hp
 					}
-					o[cc-c] = fp4Values[b&15] * hp
+					in := brow[c/2-c0/2 : e/2-c0/2]
+					o = o[:2*len(in)]
+					for i, b := range in {
+						o[2*i] = blk[b&15]
+						o[2*i+1] = blk[b>>4]
+					}
+				} else {
+					for cc := c; cc < e; cc++ {
+						b := brow[cc/2-c0/2]
+						if cc&1 == 1 {
+							b >>= 4
+						}
+						o[cc-c] = fp4Values[b&15] * hp
+					}
 				}
 			} else {
 				dtype.Lookup8(o, codes[(r-r0)*w+c-c0:(r-r0)*w+e-c0], k.codes, hp)
 			}
-			if k.mx && k.out != dtype.F32 {
-				for i := range o {
-					o[i] = roundTo(k.out, o[i])
+			if k.mx {
+				switch {
+				case k.out == dtype.BF16 && useLookup && hp >= k.lo && hp <= k.hi:
+					// every product is a bf16 value already: no
+					// rounding changes it (the scale's range checked)
+				case k.out == dtype.BF16:
+					for i := range o {
+						o[i] = roundBF16(o[i])
+					}
+				case k.out == dtype.F16:
+					for i := range o {
+						o[i] = roundF16(o[i])
+					}
 				}
 			}
 			c = e
@@ -250,6 +291,7 @@ func (p *planner) aoFP(name string, e *aoEntry, part map[string]string, stored [
 	if !dimsOK(sc.Shape) || n != want || !k.swz && sc.Shape[len(sc.Shape)-1] != nc {
 		return fmt.Sprintf("torchao %s scale %v does not hold one scale per %d of %v (swizzled %v)", cls, sc.Shape, bs, shape, k.swz)
 	}
+	k.exactRange()
 	parts := []string{part["qdata"], part["scale"]}
 	if pt := part["per_tensor_scale"]; pt != "" {
 		t := p.t(pt)

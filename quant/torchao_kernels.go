@@ -129,6 +129,22 @@ func (k *aoAffineKernel) affine(o []float32, in []byte, sv float32, zp []float32
 	if hasZ {
 		z = roundTo(k.out, zp[j]) // zero_point.to(out)
 	}
+	if useLookup && (!hasZ || k.zdt == dtype.I8) {
+		// q − z of two int8 is an integer within ±255: exact in every
+		// output dtype, so only the product is rounded (inlined loops)
+		switch k.prod {
+		case dtype.BF16:
+			for i, b := range in {
+				o[i] = roundBF16(float32((k.tbl[b] - z) * sv))
+			}
+			return
+		case dtype.F32:
+			for i, b := range in {
+				o[i] = float32(k.tbl[b]-z) * sv
+			}
+			return
+		}
+	}
 	for i, b := range in {
 		v := k.tbl[b] // q.to(out): exact for int8
 		if hasZ {
