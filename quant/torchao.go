@@ -45,12 +45,16 @@ import (
 //     operation in torch's promoted dtype (bf16·bf16 rounds to bf16,
 //     bf16·f32 is f32), as _dequantize_affine_no_dtype_check computes it.
 //
+//   - NVFP4Tensor and MXTensor: torchao_fp.go.
+//
 // Named, not served: the kernel packings (Int4TilePackedTo4dTensor,
-// Int4PlainInt32Tensor, Int4PreshuffledTensor), NVFP4Tensor and MXTensor
-// (not yet read here), any weight with an act_pre_scale (an activation
-// scale the weight would have to be multiplied by: not folded), and any
-// class torchao's loader does not allow. Plain {"_type":"Tensor"}
-// entries are stored tensors, left as they are.
+// Int4PlainInt32Tensor, Int4PreshuffledTensor), MX fp6 elements, an
+// Int4Tensor packed along another dimension than the last, any weight
+// with an act_pre_scale (an activation scale the weight would have to be
+// multiplied by: not folded), and any class torchao's loader does not
+// allow. Plain {"_type":"Tensor"} entries are stored tensors, left as
+// they are; so is an entry whose weight is stored under its own name with
+// no part beside it (a converted view's export keeps the metadata).
 //
 // The metadata is untrusted: each entry is decoded only within
 // maxAOEntry bytes, all of them within MaxObject, every attribute is
