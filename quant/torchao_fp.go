@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/lazyweights/tensorfs/dtype"
 )
@@ -94,6 +95,16 @@ func (k *aoFPKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error
 		return err
 	}
 	g, lastE := float32(1), int64(-1)
+	// NVFP4, whole blocks of a large tile: the table of every scale
+	// byte's 16 values (nvTable: fp4 · (e4m3 · g), the same
+	// multiplications), looked up a row at a time (dtype.Lookup4)
+	whole := !k.mx && useLookup && c0%16 == 0 && c1%16 == 0 && (r1-r0)*w >= 1<<12
+	// MX fp4, whole blocks: the table of every E8M0 byte's 16 values in
+	// orig_dtype (each entry by the same operations as an element)
+	var mxAll *[256][16]float32
+	if k.mx && k.fp4 && useLookup && c0%k.bs == 0 && c1%k.bs == 0 {
+		mxAll = mxfp4Table(k.out)
+	}
 	for r := r0; r < r1; r++ {
 		if k.pts != 0 {
 			e := int64(0)
@@ -109,6 +120,25 @@ func (k *aoFPKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error
 			}
 		}
 		out := dst[(r-r0)*w : (r-r0+1)*w]
+		if whole || mxAll != nil {
+			all := mxAll
+			if all == nil {
+				all = s.nvTable(g, false)
+			}
+			idx := sc[(r-r0)*(j1-j0) : (r-r0+1)*(j1-j0)]
+			if k.swz {
+				if int64(cap(s.bufs[4])) < j1-j0 {
+					s.bufs[4] = make([]byte, j1-j0)
+				}
+				idx = s.bufs[4][:j1-j0]
+				for j := j0; j < j1; j++ {
+					idx[j-j0] = sc[swzOff(r, j, ncb)-sbase]
+				}
+			}
+			bw := (c1 - c0) / 2
+			dtype.Lookup4(out, codes[(r-r0)*bw:(r-r0+1)*bw], int(k.bs/2), all[:], idx)
+			continue
+		}
 		for c := c0; c < c1; {
 			j := c / k.bs
 			e := min((j+1)*k.bs, c1)
@@ -177,6 +207,34 @@ func (k *aoFPKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error
 		}
 	}
 	return nil
+}
+
+// mxfp4Tables holds, per orig_dtype (F32, BF16, F16), every E8M0 byte's
+// 16 E2M1 values: D(code) · D(2^(e−127)) rounded to D, made once.
+var mxfp4Tables [3]struct {
+	once sync.Once
+	t    *[256][16]float32
+}
+
+func mxfp4Table(out dtype.DType) *[256][16]float32 {
+	i := 0
+	switch out {
+	case dtype.BF16:
+		i = 1
+	case dtype.F16:
+		i = 2
+	}
+	m := &mxfp4Tables[i]
+	m.once.Do(func() {
+		m.t = new([256][16]float32)
+		for b := range m.t {
+			hp := roundTo(out, e8m0(byte(b)))
+			for n := range m.t[b] {
+				m.t[b][n] = roundTo(out, fp4Values[n]*hp)
+			}
+		}
+	})
+	return m.t
 }
 
 // e8m0 is an E8M0 scale's value, 2^(e−127), NaN for 255 (get_fp_scale).

@@ -501,7 +501,7 @@ var aoCases = []struct {
 		c.aoAffine(r, "model.layers.3.mlp.experts.up_proj", "Int8Tensor", []int64{2, 4, 32}, []int64{1, 1, 32}, 8, dtype.F32, 0, dtype.BF16)
 	}},
 	{"nvfp4_plain", "torchao", func(r *rand.Rand, c *aoCase) {
-		c.aoNVFP4(r, "model.layers.0.mlp.gate_proj.weight", 1, 20, 96, false, 0)
+		c.aoNVFP4(r, "model.layers.0.mlp.gate_proj.weight", 1, 40, 112, false, 0)
 	}},
 	{"nvfp4_swizzled_tensor_scale", "torchao", func(r *rand.Rand, c *aoCase) {
 		c.aoNVFP4(r, "model.layers.0.mlp.up_proj.weight", 1, 150, 80, true, 1)
