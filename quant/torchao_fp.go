@@ -238,12 +238,16 @@ func mxfp4Table(out dtype.DType) *[256][16]float32 {
 }
 
 // e8m0 is an E8M0 scale's value, 2^(e−127), NaN for 255 (get_fp_scale).
-func e8m0(e byte) float32 {
-	if e == 255 {
-		return float32(math.NaN())
+func e8m0(e byte) float32 { return e8m0Values[e] }
+
+var e8m0Values = func() *[256]float32 {
+	var t [256]float32
+	for e := range t {
+		t[e] = float32(math.Ldexp(1, e-127))
 	}
-	return float32(math.Ldexp(1, int(e)-127))
-}
+	t[255] = float32(math.NaN())
+	return &t
+}()
 
 // aoInt decodes attribute key as one integer (absent: def).
 func aoInt(e *aoEntry, key string, def int64) (int64, bool) {
