@@ -859,3 +859,24 @@ func FuzzTorchAO(f *testing.F) {
 		}
 	})
 }
+
+// TestTorchAOShards: each shard of a sharded torchao checkpoint lists
+// its own tensor_names, and the merged metadata keeps the first shard's
+// list; every weight whose entry is there is served all the same.
+func TestTorchAOShards(t *testing.T) {
+	c := makeAO(0)
+	c.aoInt4(rand.New(rand.NewPCG(5, 6)), "model.layers.9.mlp.up_proj.weight", 1, 4, 64, 32, dtype.BF16)
+	c.meta["tensor_names"] = `["model.norm.weight"]`
+	ck, r := c.plan(t)
+	if len(r.Problems) != 0 || len(r.Weights) != 2 {
+		t.Fatalf("weights %v problems %v, want 2 weights", r.Weights, r.Problems)
+	}
+	for name, W := range c.want {
+		got := ck.whole(t, weightByName(r, name))
+		for i := range W {
+			if math.Float32bits(got[i]) != math.Float32bits(W[i]) {
+				t.Fatalf("%s[%d] = %v, want %v", name, i, got[i], W[i])
+			}
+		}
+	}
+}
