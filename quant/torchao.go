@@ -136,7 +136,9 @@ func planTorchAO(p *planner) {
 		seen[n] = true
 	}
 	for k, v := range meta {
-		if !seen[k] && k != TorchAOKey && strings.HasPrefix(strings.TrimSpace(v), "{") && strings.Contains(v, `"_type"`) {
+		// only where its parts are stored: another key of the metadata
+		// may hold a JSON object of someone else's
+		if !seen[k] && k != TorchAOKey && strings.HasPrefix(strings.TrimSpace(v), "{") && strings.Contains(v, `"_type"`) && len(p.aoStored(k)) > 0 {
 			names = append(names, k)
 			seen[k] = true
 		}

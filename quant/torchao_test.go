@@ -867,6 +867,7 @@ func TestTorchAOShards(t *testing.T) {
 	c := makeAO(0)
 	c.aoInt4(rand.New(rand.NewPCG(5, 6)), "model.layers.9.mlp.up_proj.weight", 1, 4, 64, 32, dtype.BF16)
 	c.meta["tensor_names"] = `["model.norm.weight"]`
+	c.meta["training_args"] = `{"_type": "TrainingArguments", "lr": 1}` // someone else's: no weight
 	ck, r := c.plan(t)
 	if len(r.Problems) != 0 || len(r.Weights) != 2 {
 		t.Fatalf("weights %v problems %v, want 2 weights", r.Weights, r.Problems)
