@@ -453,6 +453,14 @@ func (p *planner) aoAffine(name string, e *aoEntry, part map[string]string, stor
 		scheme = "torchao-intx"
 	}
 	k := &aoAffineKernel{shape: q.Shape, block: bs, grid: grid, codes: dtype.I8, sdt: sdt, zdt: zdt, out: out}
+	if raw, ok := e.Data["target_dtype"]; ok && cls == "IntxUnpackedToInt8Tensor" {
+		var v struct {
+			Data string `json:"_data"`
+		}
+		if json.Unmarshal(raw, &v) == nil && len(v.Data) == 4 && strings.HasPrefix(v.Data, "int") && v.Data[3] >= '1' && v.Data[3] <= '4' {
+			k.qbits = int(v.Data[3] - '0') // a speed hint only: any code is read right
+		}
+	}
 	k.init()
 	p.add(name, scheme, append([]int64{}, q.Shape...), parts, k, stored...)
 	return ""

@@ -43,7 +43,13 @@ func benchAO(b *testing.B, sc string) (*ckpt, *Weight) {
 		if sc == "int8-asym-g32-bf16" {
 			cls = "Int8Tensor"
 		}
-		c.b.put(pre+"qdata", "I8", []int64{O, I}, rnd(O*I, 0xff))
+		q := rnd(O*I, 0xff)
+		if cls == "IntxUnpackedToInt8Tensor" { // int4 codes, in [-8, 7]
+			for i := range q {
+				q[i] = q[i]&15 - 8
+			}
+		}
+		c.b.put(pre+"qdata", "I8", []int64{O, I}, q)
 		c.b.put(pre+"scale", "BF16", []int64{O, I / 32}, bf16(O*I/32))
 		c.b.put(pre+"zero_point", "I8", []int64{O, I / 32}, rnd(O*I/32, 7))
 		c.entry(W, cls, map[string]any{"block_size": []int64{1, 32}, "dtype": aoDT("bfloat16"), "target_dtype": aoDT("int4")}, "qdata", "scale", "zero_point")

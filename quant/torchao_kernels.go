@@ -22,6 +22,7 @@ type aoAffineKernel struct {
 	codes              dtype.DType // F8E4M3, F8E5M2 or I8
 	sdt, zdt           dtype.DType // scale's, zero point's (0: none)
 	out                dtype.DType // the metadata's dtype (affine only)
+	qbits              int         // IntxUnpackedToInt8Tensor's target_dtype int1..int4 (else 0)
 	float8             bool
 
 	cols, bl int64
@@ -104,9 +105,8 @@ func (k *aoAffineKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) e
 		}
 		row := codes[(r-r0)*w : (r-r0+1)*w]
 		out := dst[(r-r0)*w : (r-r0+1)*w]
-		for c := c0; c < c1; {
-			e := min((c/k.bl+1)*k.bl, c1)
-			j := c/k.bl - j0
+		for c, j := c0, int64(0); c < c1; j++ { // block j0+j, one division a row
+			e := min((j0+j+1)*k.bl, c1)
 			in, o := row[c-c0:e-c0], out[c-c0:e-c0]
 			switch {
 			case k.float8 || k.zdt == 0 && k.prod == dtype.F32:
@@ -129,6 +129,32 @@ func (k *aoAffineKernel) affine(o []float32, in []byte, sv float32, zp []float32
 	if hasZ {
 		z = roundTo(k.out, zp[j]) // zero_point.to(out)
 	}
+	if n := 1 << k.qbits; useLookup && k.qbits > 0 && len(in) >= 2*n {
+		// target_dtype int1..int4: the 2^bits values of its range first,
+		// each by the element's own operations; a code outside the range
+		// (the format does not forbid it) takes them one by one
+		var t [16]float32
+		lo := -(n / 2)
+		switch {
+		case (!hasZ || k.zdt == dtype.I8) && k.prod == dtype.BF16:
+			for i := 0; i < n; i++ { // as the loop below: q − z exact
+				t[i] = roundBF16(float32((float32(lo+i) - z) * sv))
+			}
+		default:
+			for i := 0; i < n; i++ {
+				t[i] = k.value(float32(lo+i), z, sv, hasZ)
+			}
+		}
+		o = o[:len(in)]
+		for i, b := range in {
+			if u := uint8(b) - uint8(lo); u < uint8(n) {
+				o[i] = t[u]
+			} else {
+				o[i] = k.value(k.tbl[b], z, sv, hasZ)
+			}
+		}
+		return
+	}
 	if useLookup && (!hasZ || k.zdt == dtype.I8) {
 		// q − z of two int8 is an integer within ±255: exact in every
 		// output dtype, so only the product is rounded (inlined loops)
@@ -146,12 +172,17 @@ func (k *aoAffineKernel) affine(o []float32, in []byte, sv float32, zp []float32
 		}
 	}
 	for i, b := range in {
-		v := k.tbl[b] // q.to(out): exact for int8
-		if hasZ {
-			v = roundTo(k.out, float32(v-z))
-		}
-		o[i] = roundTo(k.prod, float32(v*sv))
+		o[i] = k.value(k.tbl[b], z, sv, hasZ)
 	}
+}
+
+// value is one element of dequantize_affine: q (in out: exact for int8)
+// − z in out, × sv in prod.
+func (k *aoAffineKernel) value(v, z, sv float32, hasZ bool) float32 {
+	if hasZ {
+		v = roundTo(k.out, float32(v-z))
+	}
+	return roundTo(k.prod, float32(v*sv))
 }
 
 // zeros reads n zero points (I8 or a float) from element first of part 2.
