@@ -38,6 +38,7 @@ func Quantize(idx *index.Index, files []index.File, cfg *quant.Config) ([]index.
 	if len(files) != len(idx.Sources) {
 		return files, fmt.Errorf("internal error: %d files for %d sources", len(files), len(idx.Sources))
 	}
+	cfg = quant.WithTorchAO(cfg, idx.Metadata, idx.Tensors) // torchao: the header's __metadata__ names the parts
 	if cfg == nil && !pairCandidates(idx.Tensors) {
 		return files, nil // nothing to join: no cost for the other checkpoints
 	}

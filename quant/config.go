@@ -14,6 +14,9 @@ type Config struct {
 	// GroupOrder is the order of config_groups' keys in the file
 	// (compressed-tensors applies groups in it); nil when unknown.
 	GroupOrder []string
+	// Meta is a torchao checkpoint's safetensors __metadata__ (its string
+	// entries; WithTorchAO), nil for every other method.
+	Meta map[string]string
 }
 
 // Find reads the scheme from the files beside the checkpoint, given by name

@@ -26,10 +26,14 @@
 //	                        bnb-int8                        8-bit LLM.int8, SCB per row)
 //	mlx                     mlx-affine|mlx-mxfp4 mlx.go     (affine 2/3/4/5/6/8 bits, per-module overrides;
 //	                        |mlx-nvfp4|mlx-mxfp8            modes mxfp4, nvfp4, mxfp8)
+//	torchao                 torchao              torchao.go (safetensors __metadata__: Float8Tensor, Int4Tensor,
+//	                                             torchao_fp.go IntxUnpackedToInt8Tensor, Int8Tensor, NVFP4Tensor,
+//	                                                        MXTensor; kernel packings named; WithTorchAO)
 //
 // Without a configuration only the unambiguous pairs are joined: X.weight
 // F8_E4M3 with X.weight_scale_inv (blocks of 128×128) and P_blocks U8 with
-// P_scales U8 (MXFP4). Nothing else is guessed.
+// P_scales U8 (MXFP4); and a torchao checkpoint's parts, which its own
+// safetensors __metadata__ names (WithTorchAO). Nothing else is guessed.
 //
 // # Cross-checks
 //
@@ -38,7 +42,9 @@
 // scales, float32 and bfloat16 targets), MXFP4 (transposed) and
 // compressed-tensors' per-channel FP8 (xcheck_quant.py in the sid chroot:
 // 12 of 12 agree, 2026-11-28). The generated variants (variants_test.go)
-// follow each reference's formula as read, written out per element.
+// follow each reference's formula as read, written out per element; so do
+// the torchao cases (torchao_test.go), which no torchao install has
+// checked.
 //
 // # Invariants
 //

@@ -19,4 +19,5 @@ var schemes = []struct {
 	{"gptq", "gptq", planGPTQ},                           // gptq.go
 	{"bitsandbytes", "bnb-nf4", planBnb},                 // bnb.go
 	{"mlx", "mlx-affine", planMLX},                       // mlx.go
+	{"torchao", "torchao", planTorchAO},                  // torchao.go (the safetensors __metadata__: WithTorchAO)
 }
