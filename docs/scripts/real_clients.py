@@ -53,7 +53,101 @@ def make(work):
             dst.write(src.read())
         with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
             json.dump({"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}, f)
+    for name, hidden, inter in (("fp8_full", 256, 384), ("fp8_partial", 192, 320)):
+        make_fp8(work, name, hidden, inter)
     print("made", sorted(os.listdir(os.path.join(work, "sharded"))))
+
+
+def make_fp8(work, name, hidden, inter, block=128):
+    """A block-FP8 checkpoint as DeepSeek-V3 and Qwen3-FP8 store them:
+    F8_E4M3 weights, F32 weight_scale_inv per block x block (edge blocks
+    partial where the dims are not multiples of the block), quant_method
+    fp8 with weight_block_size in config.json."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(1)
+    cfg = LlamaConfig(vocab_size=96, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False)
+    d = os.path.join(work, name)
+    LlamaForCausalLM(cfg).save_pretrained(d)
+    out = {}
+    for k, w in load_file(os.path.join(d, "model.safetensors")).items():
+        if not k.endswith("proj.weight"):
+            out[k] = w
+            continue
+        n, kk = w.shape
+        bn, bk = -(-n // block), -(-kk // block)
+        s = torch.zeros(bn, bk)
+        q = torch.empty(w.shape, dtype=torch.float8_e4m3fn)
+        for i in range(bn):
+            for j in range(bk):
+                blk = w[i * block:(i + 1) * block, j * block:(j + 1) * block]
+                s[i, j] = blk.abs().max() / 448.0
+                q[i * block:(i + 1) * block, j * block:(j + 1) * block] = (blk / s[i, j]).to(torch.float8_e4m3fn)
+        out[k], out[k + "_scale_inv"] = q, s
+    save_file(out, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    c = json.load(open(os.path.join(d, "config.json")))
+    c["quantization_config"] = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [block, block]}
+    json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2)
+
+
+def fp8_reference(d, block=128):
+    """The logical bf16 weights of a block-FP8 checkpoint, computed here
+    in torch: codes as float32 times their block's scale, rounded once to
+    bfloat16."""
+    import torch
+    from safetensors.torch import load_file
+
+    sd = load_file(os.path.join(d, "model.safetensors"))
+    ref = {}
+    for k, w in sd.items():
+        if k.endswith("_scale_inv"):
+            continue
+        if w.dtype == torch.float8_e4m3fn:
+            s = sd[k + "_scale_inv"].repeat_interleave(block, 0).repeat_interleave(block, 1)[:w.shape[0], :w.shape[1]]
+            ref[k] = (w.to(torch.float32) * s).to(torch.bfloat16)
+        else:
+            ref[k] = w.to(torch.bfloat16)
+    return ref
+
+
+def check_fp8(work):
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    ids = torch.tensor([[1, 5, 9, 17, 33, 40, 41, 7]])
+    for name in ("fp8_full", "fp8_partial"):
+        orig, mnt = paths(work, name)
+        try:
+            ref = fp8_reference(orig)
+            got = load_file(os.path.join(mnt, ".bf16", "model.safetensors"))
+            same = set(got) == set(ref) and all(torch.equal(got[k], ref[k]) for k in ref)
+            say(same, f"block FP8 {name}: MOUNT/.bf16/model.safetensors holds the weights torch computes (codes x block scale in float32, rounded to bf16): {len(got)} tensors, no scale among them")
+            # the model through the mount, against one built from the reference weights
+            b, gb, tb, db = logits(os.path.join(mnt, ".bf16"))
+            cfg = AutoConfig.from_pretrained(os.path.join(mnt, ".bf16"))
+            m = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+            m.load_state_dict(ref)
+            with torch.no_grad():
+                a = m(ids).logits
+                ga = m.generate(ids, max_new_tokens=12, do_sample=False)[0].tolist()
+            diff = (a.float() - b.float()).abs().max().item()
+            say(diff == 0 and ga == gb and db == torch.bfloat16,
+                f"transformers {name}: from_pretrained(MOUNT/.bf16) {db}, logits max diff {diff} against the model of the reference weights, tokens equal {ga == gb}")
+        except Exception as e:
+            say(False, f"block FP8 {name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        # transformers' own reading of the original, which on a CPU dequantizes to bf16
+        try:
+            a, ga, ta, da = logits(orig)
+            b, gb, tb, db = logits(os.path.join(mnt, ".bf16"))
+            diff = (a.float() - b.float()).abs().max().item()
+            print(f"info transformers {name}: from_pretrained(original FP8) on this CPU dequantizes to {da}; against MOUNT/.bf16: logits max diff {diff}, tokens equal {ga == gb}", flush=True)
+        except Exception as e:
+            msg = [l for l in str(e).splitlines() if l.strip()][:1]
+            print(f"info transformers {name}: from_pretrained(original FP8) fails on this CPU ({type(e).__name__}: {msg[0] if msg else ''}); MOUNT/.bf16 loads", flush=True)
 
 
 def logits(path, **kw):
@@ -71,6 +165,7 @@ def logits(path, **kw):
 
 
 def check(work):
+    check_fp8(work)
     for name in ("plain", "sharded"):
         for fn in (check_transformers, check_bf16, check_safetensors, check_numpy):
             try:

@@ -62,6 +62,8 @@ run python3 "$in/real_clients.py" make "$in"
 # 2. transformers, safetensors and NumPy on mounts of both.
 mnt m_plain "$work/plain"
 mnt m_sharded "$work/sharded"
+mnt m_fp8_full "$work/fp8_full"
+mnt m_fp8_partial "$work/fp8_partial"
 check run python3 "$in/real_clients.py" check "$in"
 
 # 3. llama.cpp: its converter on the mount's root and on the original
@@ -88,6 +90,15 @@ else
 		fails=$((fails + 1))
 	fi
 	check mnt m_gguf "$work/gguf/orig.gguf"
+	# llama-quantize on the mounted GGUF and on the original: the same Q8_0 file
+	run llama-quantize "$in/gguf/orig.gguf" "$in/gguf/orig.q8.gguf" Q8_0 >"$work/quant_orig.log" 2>&1 || true
+	run llama-quantize "$in/m_gguf/.files/orig.gguf" "$in/gguf/mount.q8.gguf" Q8_0 >"$work/quant_mount.log" 2>&1 || true
+	if [ -s "$work/gguf/orig.q8.gguf" ] && cmp -s "$work/gguf/orig.q8.gguf" "$work/gguf/mount.q8.gguf"; then
+		echo "ok   llama-quantize Q8_0 of MOUNT/.files/orig.gguf: the same file as of the original ($(stat -c %s "$work/gguf/orig.q8.gguf") bytes)"
+	else
+		echo "FAIL llama-quantize: the Q8_0 files differ or are missing (logs: $work/quant_*.log)"
+		fails=$((fails + 1))
+	fi
 	go build -o "$work/hfserve" ./backing/hf/hftest/hfserve
 	mkdir -p "$work/hubrepo"
 	cp "$work/gguf/orig.gguf" "$work/hubrepo/model.gguf"
