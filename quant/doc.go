@@ -21,7 +21,8 @@
 //	mxfp4                   mxfp4                mxfp4.go   (gpt-oss, transposed as transformers does)
 //	modelopt                nvfp4|fp8-tensor     nvfp4.go   (hf_quant_config.json)
 //	awq                     awq                  awq.go     (GEMM)
-//	gptq                    gptq|gptq-v2         gptq.go    (g_idx, desc_act; 2/4/8 bits)
+//	gptq                    gptq|gptq-v2         gptq.go    (g_idx, desc_act; 2/4/8 bits;
+//	                                             3 bits: gptq3.go)
 //	bitsandbytes            bnb-nf4|bnb-fp4|     bnb.go     (4-bit with and without double quant;
 //	                        bnb-int8                        8-bit LLM.int8, SCB per row)
 //	mlx                     mlx-affine|mlx-mxfp4 mlx.go     (affine 2/3/4/5/6/8 bits, per-module overrides;

@@ -79,7 +79,7 @@ func TestUnusableParams(t *testing.T) {
 		{"unknown method mxfp8", `method "mxfp8"`, qc(map[string]any{"quant_method": "mxfp8"}), nil, f8},
 		{"unknown method, packed", `method "hqq"`, qc(map[string]any{"quant_method": "hqq"}), nil, gptq},
 		{"gptq checkpoint_format", `checkpoint_format "marlin"`, qc(map[string]any{"quant_method": "gptq", "bits": 4, "group_size": 64, "checkpoint_format": "marlin"}), nil, gptq},
-		{"gptq bits 3", "bits 3", qc(map[string]any{"quant_method": "gptq", "bits": 3, "group_size": 64}), nil, gptq},
+		{"gptq bits 5", "bits 5", qc(map[string]any{"quant_method": "gptq", "bits": 5, "group_size": 64}), nil, gptq},
 		{"gptq group_size 1.5", "group_size 1.5", qc(map[string]any{"quant_method": "gptq", "bits": 4, "group_size": 1.5}), nil, gptq},
 		{"awq bits 3", "AWQ bits 3", qc(map[string]any{"quant_method": "awq", "bits": 3, "group_size": 64}), nil, gptq},
 		{"awq version gemv", `version "gemv"`, qc(map[string]any{"quant_method": "awq", "bits": 4, "group_size": 64, "version": "gemv"}), nil, gptq},

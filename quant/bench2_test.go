@@ -1,0 +1,70 @@
+package quant
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// bench2Schemes are the round-2 schemes (issue 44), read as
+// BenchmarkDequantize reads its own: go test ./quant -bench 'Dequantize2/' -cpu 1.
+var bench2Schemes = map[string]func(r *rand.Rand) *builder{
+	"gptq-3bit": func(r *rand.Rand) *builder {
+		b, _ := gptq3Case(r, 128, "gptq", false, 2048, 4096)
+		return b
+	},
+	"gptq-3bit-desc-act": func(r *rand.Rand) *builder {
+		b, _ := gptq3Case(r, 128, "gptq", true, 2048, 4096)
+		return b
+	},
+}
+
+func BenchmarkDequantize2(b *testing.B) {
+	for _, sc := range sortedKeys(bench2Schemes) {
+		b.Run(sc, func(b *testing.B) {
+			c := bench2Schemes[sc](rand.New(rand.NewPCG(1, 2))).build(b)
+			res := c.plan(b)
+			if len(res.Weights) != 1 || len(res.Problems) != 0 {
+				b.Fatalf("%s: %+v", sc, res)
+			}
+			w := &res.Weights[0]
+			parts := make([][]byte, len(w.Parts))
+			for i, p := range w.Parts {
+				parts[i] = c.data[p]
+			}
+			read := func(part int, off int64, p []byte) error {
+				copy(p, parts[part][off:])
+				return nil
+			}
+			const chunk = 1 << 20
+			dst := make([]float32, chunk)
+			n := w.NumElements()
+			b.SetBytes(4 * chunk)
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			at := int64(0)
+			for i := 0; i < b.N; i++ {
+				if at+chunk > n {
+					at = 0
+				}
+				if err := w.Dequantize(read, at, dst); err != nil {
+					b.Fatal(err)
+				}
+				at += chunk
+			}
+			b.ReportMetric(float64(b.N)*chunk/b.Elapsed().Seconds()/1e9, "Gelem/s")
+			if cpu := cpuTime() - cpu0; cpu > 0 {
+				b.ReportMetric(float64(b.N)*chunk/cpu.Seconds()/1e9, "Gelem/cpu-s")
+			}
+		})
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var k []string
+	for n := range m {
+		k = append(k, n)
+	}
+	slices.Sort(k)
+	return k
+}
