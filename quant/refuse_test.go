@@ -76,6 +76,7 @@ func TestUnusableParams(t *testing.T) {
 		{"fp8 block a string", `weight_block_size "128x128"`, qc(map[string]any{"quant_method": "fp8", "weight_block_size": "128x128"}), nil, f8},
 		{"fp8 weight_format nvfp4", `weight_format "nvfp4"`, qc(map[string]any{"quant_method": "fp8", "weight_format": "nvfp4"}), nil, f8},
 		{"fp8 weight_format a number", `weight_format 8`, qc(map[string]any{"quant_method": "fp8", "weight_format": 8}), nil, f8},
+		{"fp8 scale_fmt ue4m3", `scale_fmt "ue4m3"`, qc(map[string]any{"quant_method": "fp8", "weight_block_size": []any{128, 128}, "scale_fmt": "ue4m3"}), nil, f8},
 		{"unknown method mxfp8", `method "mxfp8"`, qc(map[string]any{"quant_method": "mxfp8"}), nil, f8},
 		{"unknown method, packed", `method "hqq"`, qc(map[string]any{"quant_method": "hqq"}), nil, gptq},
 		{"gptq checkpoint_format", `checkpoint_format "marlin"`, qc(map[string]any{"quant_method": "gptq", "bits": 4, "group_size": 64, "checkpoint_format": "marlin"}), nil, gptq},
