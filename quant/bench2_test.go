@@ -2,6 +2,7 @@ package quant
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -11,6 +12,14 @@ import (
 var bench2Schemes = map[string]func(r *rand.Rand) *builder{
 	"gptq-3bit": func(r *rand.Rand) *builder {
 		b, _ := gptq3Case(r, 128, "gptq", false, 2048, 4096)
+		return b
+	},
+	"awq-gemv": func(r *rand.Rand) *builder {
+		b, _ := awqGemvCase(r, 128, 2048, 4096)
+		return b
+	},
+	"awq-gemv-fast": func(r *rand.Rand) *builder {
+		b, _ := awqGemvFastCase(r, 128, 2048, 4096)
 		return b
 	},
 	"gptq-3bit-desc-act": func(r *rand.Rand) *builder {
@@ -40,6 +49,7 @@ func BenchmarkDequantize2(b *testing.B) {
 			dst := make([]float32, chunk)
 			n := w.NumElements()
 			b.SetBytes(4 * chunk)
+			runtime.GC() // the generator's garbage, not the kernel's
 			b.ResetTimer()
 			cpu0 := cpuTime()
 			at := int64(0)

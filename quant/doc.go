@@ -20,7 +20,8 @@
 //	                        compressed-mixed     each config group by its targets and ignore)
 //	mxfp4                   mxfp4                mxfp4.go   (gpt-oss, transposed as transformers does)
 //	modelopt                nvfp4|fp8-tensor     nvfp4.go   (hf_quant_config.json)
-//	awq                     awq                  awq.go     (GEMM)
+//	awq                     awq|awq-gemv|        awq.go     (GEMM)
+//	                        awq-gemv_fast        awqgemv.go (version gemv, gemv_fast)
 //	gptq                    gptq|gptq-v2         gptq.go    (g_idx, desc_act; 2/4/8 bits;
 //	                                             3 bits: gptq3.go)
 //	bitsandbytes            bnb-nf4|bnb-fp4|     bnb.go     (4-bit with and without double quant;
