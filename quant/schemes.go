@@ -19,4 +19,6 @@ var schemes = []struct {
 	{"gptq", "gptq", planGPTQ},                           // gptq.go
 	{"bitsandbytes", "bnb-nf4", planBnb},                 // bnb.go
 	{"mlx", "mlx-affine", planMLX},                       // mlx.go
+	{"auto-round", "gptq", planAutoRound},                // autoround.go
+	{"intel/auto-round", "gptq", planAutoRound},          // autoround.go
 }
