@@ -22,6 +22,25 @@ var bench2Schemes = map[string]func(r *rand.Rand) *builder{
 		b, _ := awqGemvFastCase(r, 128, 2048, 4096)
 		return b
 	},
+	"nvfp4-fused-experts": func(r *rand.Rand) *builder {
+		// 8 experts of [2·512, 2048] with a scale per gate/up half
+		b := newBuilder(map[string]any{})
+		b.files["hf_quant_config.json"] = []byte(`{"quantization":{"quant_algo":"NVFP4","group_size":16}}`)
+		const E, R, C = 8, 1024, 2048
+		P := "model.layers.0.mlp.experts.gate_up_proj"
+		codes := make([]byte, E*R*C/2)
+		for i := range codes {
+			codes[i] = byte(r.Uint32())
+		}
+		sc := make([]byte, E*R*C/16)
+		for i := range sc {
+			sc[i] = byte(0x08 + r.IntN(0x70))
+		}
+		b.put(P, "U8", []int64{E, R, C / 2}, codes)
+		b.put(P+"_weight_scale", "F8_E4M3", []int64{E, R, C / 16}, sc)
+		b.put(P+"_weight_scale_2", "F32", []int64{E, 2}, f32s(scales(r, 2*E, -12, -6)))
+		return b
+	},
 	"gptq-3bit-desc-act": func(r *rand.Rand) *builder {
 		b, _ := gptq3Case(r, 128, "gptq", true, 2048, 4096)
 		return b

@@ -20,6 +20,7 @@
 //	                        compressed-mixed     each config group by its targets and ignore)
 //	mxfp4                   mxfp4                mxfp4.go   (gpt-oss, transposed as transformers does)
 //	modelopt                nvfp4|fp8-tensor     nvfp4.go   (hf_quant_config.json)
+//	                                             nvfp4moe.go (fused experts, scale_2 per expert or half)
 //	awq                     awq|awq-gemv|        awq.go     (GEMM)
 //	                        awq-gemv_fast        awqgemv.go (version gemv, gemv_fast)
 //	gptq                    gptq|gptq-v2         gptq.go    (g_idx, desc_act; 2/4/8 bits;
