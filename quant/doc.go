@@ -31,6 +31,7 @@
 //	                        |mlx-nvfp4|mlx-mxfp8            modes mxfp4, nvfp4, mxfp8)
 //	auto-round              gptq|awq             autoround.go (packing_format auto_round:auto_gptq,
 //	(intel/auto-round)                                      auto_round:auto_awq; others named)
+//	hqq                     hqq                  hqq.go     (named, not read: W_q's modules left out)
 //
 // Without a configuration only the unambiguous pairs are joined: X.weight
 // F8_E4M3 with X.weight_scale_inv (blocks of 128×128) and P_blocks U8 with

@@ -2,6 +2,7 @@ package quant
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -102,5 +103,28 @@ func TestNVFP4MoEBroken(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNVFP4MoERefused: when ModelOpt's configuration cannot be applied
+// (group_size 32), the fused experts are named and every part hidden,
+// their F32 global scales included (a float the views would list).
+func TestNVFP4MoERefused(t *testing.T) {
+	b, want := nvfp4MoECase(rand.New(rand.NewPCG(7, 8)))
+	b.files["hf_quant_config.json"] = []byte(`{"quantization":{"quant_algo":"NVFP4","group_size":32}}`)
+	c := b.build(t)
+	r := c.plan(t)
+	if len(r.Weights) != 0 {
+		t.Fatalf("weights %v", r.Weights)
+	}
+	for P := range want {
+		if !slices.ContainsFunc(r.Problems, func(p Problem) bool { return p.Name == P && strings.Contains(p.Why, "group_size 32") }) {
+			t.Errorf("no problem names %s: %v", P, r.Problems)
+		}
+	}
+	for _, tn := range c.tensors {
+		if !r.IsHidden(tn.Name) {
+			t.Errorf("%s (%s) is in the views", tn.Name, tn.DType)
+		}
 	}
 }

@@ -21,4 +21,5 @@ var schemes = []struct {
 	{"mlx", "mlx-affine", planMLX},                       // mlx.go
 	{"auto-round", "gptq", planAutoRound},                // autoround.go
 	{"intel/auto-round", "gptq", planAutoRound},          // autoround.go
+	{"hqq", "hqq", planHQQ},                              // hqq.go (named, not read)
 }
