@@ -62,6 +62,14 @@ var fastPerm = func() (t [32]int) {
 	return t
 }()
 
+// fastInv is fastPerm's inverse: the column of stored nibble q.
+var fastInv = func() (t [32]uint8) {
+	for p, q := range fastPerm {
+		t[q] = uint8(p)
+	}
+	return t
+}()
+
 // f16Round is x rounded to the nearest half (ties to even), as float32.
 func f16Round(x float64) float32 {
 	if x != x || x == 0 {
@@ -152,8 +160,9 @@ func (k *awqGemvKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) er
 				tb := &tbls[i/k.gsize-g0]
 				if k.gsize%32 == 0 && ie-i == 32 {
 					o := (*[32]float32)(out[i-i0:])
-					for p, at := range fastPerm {
-						o[p] = tb[cs[at/2]>>(4*(at%2))&15]
+					for j, v := range (*[16]byte)(cs) {
+						o[fastInv[2*j]&31] = tb[v&15]
+						o[fastInv[2*j+1]&31] = tb[v>>4]
 					}
 					i = ie
 					continue
