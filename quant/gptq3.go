@@ -87,8 +87,12 @@ func (k *gptqKernel) rect3(s *scratch, o0, o1, i0, i1 int64, dst []float32) erro
 			hi := le32(qw, r+2*ow+o)
 			out := dst[o*iw+ia-i0 : o*iw+ib-i0]
 			as := at[ia-i0 : ib-i0]
-			if gidx == nil && ib-ia == 32 && as[0] == as[31] {
-				decode3(out, lo, hi, (*[8]float32)(tc[as[0]:]))
+			if ib-ia == 32 {
+				if gidx == nil && as[0] == as[31] {
+					decode3(out, lo, hi, (*[8]float32)(tc[as[0]:]))
+				} else {
+					gather3(out, lo, hi, tc, as)
+				}
 				continue
 			}
 			for j := range 21 {
@@ -116,5 +120,18 @@ func decode3(out []float32, lo uint64, hi uint32, t *[8]float32) {
 	o[21] = t[uint32(lo>>63)|(hi<<1)&6]
 	for j := 22; j < 32; j++ {
 		o[j] = t[(hi>>(3*j-64))&7]
+	}
+}
+
+// gather3 writes the 32 values of a triple lo | hi<<64, value j through
+// the table at offset at[j] of tc (its group's).
+func gather3(out []float32, lo uint64, hi uint32, tc []float32, at []int32) {
+	o, a := (*[32]float32)(out), (*[32]int32)(at)
+	for j := range 21 {
+		o[j] = tc[a[j]+int32(lo>>(3*j))&7]
+	}
+	o[21] = tc[a[21]+int32(uint32(lo>>63)|(hi<<1)&6)]
+	for j := 22; j < 32; j++ {
+		o[j] = tc[a[j]+int32(hi>>(3*j-64))&7]
 	}
 }
