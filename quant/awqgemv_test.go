@@ -21,6 +21,9 @@ func init() {
 		variant{"awq_gemv_g128", func(r *rand.Rand) (*builder, map[string][]float32) { return awqGemvCase(r, 128, 24, 384) }, "awq-gemv"},
 		// group 32: zeros width rounded up to 4 words, scales padded
 		variant{"awq_gemv_g32", func(r *rand.Rand) (*builder, map[string][]float32) { return awqGemvCase(r, 32, 16, 96) }, "awq-gemv"},
+		// the smallest layouts: 8 rows; group -1 (one group of in)
+		variant{"awq_gemv_min", func(r *rand.Rand) (*builder, map[string][]float32) { return awqGemvCase(r, 32, 8, 32) }, "awq-gemv"},
+		variant{"awq_gemv_fast_min_channel", func(r *rand.Rand) (*builder, map[string][]float32) { return awqGemvFastCase(r, -1, 8, 128) }, "awq-gemv_fast"},
 		variant{"awq_gemv_fast_g128", func(r *rand.Rand) (*builder, map[string][]float32) { return awqGemvFastCase(r, 128, 24, 384) }, "awq-gemv_fast"},
 		variant{"awq_gemv_fast_g64", func(r *rand.Rand) (*builder, map[string][]float32) { return awqGemvFastCase(r, 64, 16, 192) }, "awq-gemv_fast"},
 	)
@@ -145,6 +148,9 @@ func packIntweight(q []int32, N, K int) []uint16 {
 // that q·s + sz rounds.
 func awqGemvFastCase(r *rand.Rand, gs, N, K int) (*builder, map[string][]float32) {
 	b := newBuilder(map[string]any{"quantization_config": map[string]any{"quant_method": "awq", "bits": 4, "group_size": gs, "version": "gemv_fast", "zero_point": true}})
+	if gs < 0 {
+		gs = K // the module's group_size (WQLinear.__init__)
+	}
 	G := K / gs
 	zw := awqZerosWidthRef(K, gs)
 	q, z, s, _ := awqCodes(r, N, K, G)

@@ -21,6 +21,10 @@ func init() {
 		variant{"gptq_v2_3bit_desc_act", func(r *rand.Rand) (*builder, map[string][]float32) {
 			return gptq3Case(r, 16, "gptq_v2", true, 32, 128)
 		}, "gptq-v2"},
+		// the smallest: one triple of rows, one of columns
+		variant{"gptq_v2_3bit_min", func(r *rand.Rand) (*builder, map[string][]float32) {
+			return gptq3Case(r, 32, "gptq_v2", false, 32, 32)
+		}, "gptq-v2"},
 		// group_size -1 (one group), v1
 		variant{"gptq_v1_3bit_channel", func(r *rand.Rand) (*builder, map[string][]float32) {
 			return gptq3Case(r, -1, "gptq", false, 96, 64)
