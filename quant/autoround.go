@@ -16,9 +16,15 @@ import (
 // "triton_zp+-1": zeros stored minus one):
 //   - auto_round:auto_gptq → gptq (v1: AutoGPTQ's layout, g_idx
 //     optional; 2, 3, 4 or 8 bits);
+//   - auto_round (what an asymmetric model's default export writes; a
+//     symmetric one is written auto_round:auto_gptq) and
+//     auto_round:gptqmodel → gptq-v2: the same layout with the zeros
+//     stored as they are (backend.py GPTQ_FORMAT_NO_ZP;
+//     auto_round_extension/torch/qlinear_torch.py packs them without the
+//     minus one and dequantizes scales * (weight - zeros));
 //   - auto_round:auto_awq → awq (AWQ GEMM).
-// Every other packing_format (auto_round:gptqmodel, the fp8, mxfp4, nvfp4
-// and llm_compressor exports, ...) is named and its weights left out. The
+// Every other packing_format (the fp8, mxfp4, nvfp4 and llm_compressor
+// exports, ...) is named and its weights left out. The
 // integer data_type only ("int"); extra_config may leave layers
 // unquantized (bits 16) but not give a layer its own bits, group_size or
 // data_type (per-layer schemes are not read): either is named and every
@@ -42,12 +48,15 @@ func planAutoRound(p *planner) {
 	case pf == nil, isStr && slices.Contains([]string{"auto", "auto_round:auto_gptq", "auto_round:gptq"}, s):
 		params["checkpoint_format"] = "gptq"
 		delete(params, "format")
+	case isStr && (s == "auto_round" || s == "auto_round:gptqmodel"):
+		params["checkpoint_format"] = "gptq_v2"
+		delete(params, "format")
 	case isStr && (s == "auto_round:auto_awq" || s == "auto_round:awq"):
 		params["version"] = "gemm"
 		plan = planAWQ
 		p.scheme = "awq"
 	default:
-		p.refuseAll(fmt.Sprintf("AutoRound packing_format %s (%s) is not read (auto_round:auto_gptq and auto_round:auto_awq are): no weight is dequantized", paramStr(pf), p.cfg.File))
+		p.refuseAll(fmt.Sprintf("AutoRound packing_format %s (%s) is not read (auto_round, auto_round:auto_gptq, auto_round:gptqmodel and auto_round:auto_awq are): no weight is dequantized", paramStr(pf), p.cfg.File))
 		return
 	}
 	cfg := p.cfg

@@ -24,6 +24,18 @@ func init() {
 			autoRoundConfig(b, "intel/auto-round", nil, 3, 32, map[string]any{"lm_head": map[string]any{"bits": 16}, "model.layers.0.mlp.up_proj": map[string]any{"bits": 3, "group_size": 32, "sym": false}})
 			return b, w
 		}, "gptq"},
+		// the default export of an asymmetric model: zeros as they are
+		variant{"autoround_default_asym", func(r *rand.Rand) (*builder, map[string][]float32) {
+			b, w := gptqCase(r, 4, 32, "gptq_v2", false, 32, 64)
+			autoRoundConfig(b, "auto-round", "auto_round", 4, 32, nil)
+			return b, w
+		}, "gptq-v2"},
+		// gptqmodel's packing, with a g_idx
+		variant{"autoround_gptqmodel_gidx", func(r *rand.Rand) (*builder, map[string][]float32) {
+			b, w := gptqCase(r, 8, 16, "gptq_v2", true, 24, 64)
+			autoRoundConfig(b, "auto-round", "auto_round:gptqmodel", 8, 16, nil)
+			return b, w
+		}, "gptq-v2"},
 		variant{"autoround_auto_awq", func(r *rand.Rand) (*builder, map[string][]float32) {
 			b, w := awqGemmCase(r, 32, 24, 96)
 			autoRoundConfig(b, "auto-round", "auto_round:auto_awq", 4, 32, nil)

@@ -29,7 +29,7 @@
 //	                        bnb-int8                        8-bit LLM.int8, SCB per row)
 //	mlx                     mlx-affine|mlx-mxfp4 mlx.go     (affine 2/3/4/5/6/8 bits, per-module overrides;
 //	                        |mlx-nvfp4|mlx-mxfp8            modes mxfp4, nvfp4, mxfp8)
-//	auto-round              gptq|awq             autoround.go (packing_format auto_round:auto_gptq,
+//	auto-round              gptq|gptq-v2|awq     autoround.go (packing_format auto_round[:auto_gptq|:gptqmodel],
 //	(intel/auto-round)                                      auto_round:auto_awq; others named)
 //	hqq                     hqq                  hqq.go     (named, not read: W_q's modules left out)
 //
