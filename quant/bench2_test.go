@@ -41,6 +41,10 @@ var bench2Schemes = map[string]func(r *rand.Rand) *builder{
 		b.put(P+"_weight_scale_2", "F32", []int64{E, 2}, f32s(scales(r, 2*E, -12, -6)))
 		return b
 	},
+	"hqq-4bit": func(r *rand.Rand) *builder {
+		b, _ := hqqCase(r, 4, 64, 2048, 4096, "bfloat16", false, false)
+		return b
+	},
 	"gptq-3bit-desc-act": func(r *rand.Rand) *builder {
 		b, _ := gptq3Case(r, 128, "gptq", true, 2048, 4096)
 		return b

@@ -31,7 +31,7 @@
 //	                        |mlx-nvfp4|mlx-mxfp8            modes mxfp4, nvfp4, mxfp8)
 //	auto-round              gptq|gptq-v2|awq     autoround.go (packing_format auto_round[:auto_gptq|:gptqmodel],
 //	(intel/auto-round)                                      auto_round:auto_awq; others named)
-//	hqq                     hqq                  hqq.go     (named, not read: W_q's modules left out)
+//	hqq                     hqq                  hqq.go     (axis 1; 8/4/3/2/1 bits; meta as tensors)
 //
 // Without a configuration only the unambiguous pairs are joined: X.weight
 // F8_E4M3 with X.weight_scale_inv (blocks of 128×128) and P_blocks U8 with
@@ -83,8 +83,9 @@
 //     within part k's stored row-major size (FuzzPlan checks it).
 //   - Plan reads no tensor data, except small tensors (≤ MaxSmall bytes)
 //     through its small argument: bitsandbytes' quant_state JSON and
-//     compressed-tensors' weight_shape. Without small, bitsandbytes weights
-//     are Problems and weight_shape is checked on each Dequantize call.
+//     compressed-tensors' weight_shape, HQQ's meta (nbits, shape, packing...).
+//     Without small, bitsandbytes and HQQ weights are Problems and
+//     weight_shape is checked on each Dequantize call.
 //   - With a configuration, the KV-cache and activation scales of
 //     attention (X.k_scale, X.v_scale, X.q_scale, X.kv_scale,
 //     X.prob_scale; one float each) are hidden too: they are no weight of

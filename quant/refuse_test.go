@@ -91,7 +91,7 @@ func TestUnusableParams(t *testing.T) {
 		{"fp8 scale_fmt ue4m3", `scale_fmt "ue4m3"`, qc(map[string]any{"quant_method": "fp8", "weight_block_size": []any{128, 128}, "scale_fmt": "ue4m3"}), nil, f8},
 		{"unknown method mxfp8", `method "mxfp8"`, qc(map[string]any{"quant_method": "mxfp8"}), nil, f8},
 		{"unknown method, packed", `method "eetq"`, qc(map[string]any{"quant_method": "eetq"}), nil, gptq},
-		{"hqq", "HQQ (quant_method hqq", qc(map[string]any{"quant_method": "hqq"}), nil, hqq},
+		{"hqq without meta", "HQQ nbits", qc(map[string]any{"quant_method": "hqq"}), nil, hqq},
 		{"gptq checkpoint_format", `checkpoint_format "marlin"`, qc(map[string]any{"quant_method": "gptq", "bits": 4, "group_size": 64, "checkpoint_format": "marlin"}), nil, gptq},
 		{"gptq bits 5", "bits 5", qc(map[string]any{"quant_method": "gptq", "bits": 5, "group_size": 64}), nil, gptq},
 		{"gptq group_size 1.5", "group_size 1.5", qc(map[string]any{"quant_method": "gptq", "bits": 4, "group_size": 1.5}), nil, gptq},
