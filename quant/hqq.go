@@ -44,14 +44,19 @@ func roundTo(cd dtype.DType, x float32) float32 {
 	case dtype.F16:
 		return roundF16(x)
 	case dtype.BF16:
-		b := math.Float32bits(x)
-		if b&0x7FFFFFFF > 0x7F800000 {
-			return x // NaN
-		}
-		b += 0x7FFF + (b>>16)&1
-		return math.Float32frombits(b &^ 0xFFFF)
+		return roundBF16(x)
 	}
 	return x
+}
+
+// roundBF16 is x rounded to bfloat16 (ties to even), as float32.
+func roundBF16(x float32) float32 {
+	b := math.Float32bits(x)
+	if b&0x7FFFFFFF > 0x7F800000 {
+		return x // NaN
+	}
+	b += 0x7FFF + (b>>16)&1
+	return math.Float32frombits(b &^ 0xFFFF)
 }
 
 func (k *hqqKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error {
@@ -71,29 +76,43 @@ func (k *hqqKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error 
 	if k.nbits == 3 {
 		es = 4
 	}
-	for g := g0; g < g1; g++ {
-		sv, zv := sc[g-g0], zr[g-g0]
-		for v := 0; v < n; v++ {
-			tbl[v] = roundTo(k.cd, roundTo(k.cd, float32(v)-zv)*sv)
-		}
-		a, b := max(e0, g*k.gs), min(e1, (g+1)*k.gs)
-		br, slot := g%k.step, uint(g/k.step)
-		raw, err := s.bytes(0, 0, (br*k.gs+a-g*k.gs)*es, (b-a)*es)
+	// the groups of one row block are consecutive rows of W_q: read
+	// them at once
+	for j := g0 / k.step; j <= (g1-1)/k.step; j++ {
+		ga, gb := max(g0, j*k.step), min(g1, (j+1)*k.step)
+		rowB := k.gs * es
+		blk, err := s.bytes(0, 0, (ga-j*k.step)*rowB, (gb-ga)*rowB)
 		if err != nil {
 			return err
 		}
-		out := dst[a-e0 : b-e0]
-		if k.nbits == 3 {
-			sh := 27 - 3*slot
-			for i := range out {
-				out[i] = tbl[(binary.LittleEndian.Uint32(raw[4*i:])>>sh)&7]
+		slot := uint(j)
+		for g := ga; g < gb; g++ {
+			sv, zv := sc[g-g0], zr[g-g0]
+			switch k.cd {
+			case dtype.BF16:
+				for v := 0; v < n; v++ {
+					tbl[v] = roundBF16(roundBF16(float32(v)-zv) * sv)
+				}
+			default:
+				for v := 0; v < n; v++ {
+					tbl[v] = roundTo(k.cd, roundTo(k.cd, float32(v)-zv)*sv)
+				}
 			}
-			continue
-		}
-		sh := 8 - k.nbits*(slot+1)
-		mask := byte(n - 1)
-		for i, c := range raw {
-			out[i] = tbl[(c>>sh)&mask]
+			a, b := max(e0, g*k.gs), min(e1, (g+1)*k.gs)
+			raw := blk[(g-ga)*rowB+(a-g*k.gs)*es : (g-ga)*rowB+(b-g*k.gs)*es]
+			out := dst[a-e0 : b-e0]
+			if k.nbits == 3 {
+				sh := 27 - 3*slot
+				for i := range out {
+					out[i] = tbl[(binary.LittleEndian.Uint32(raw[4*i:])>>sh)&7]
+				}
+				continue
+			}
+			sh := 8 - k.nbits*(slot+1)
+			mask := byte(n - 1)
+			for i, c := range raw {
+				out[i] = tbl[(c>>sh)&mask]
+			}
 		}
 	}
 	return nil
