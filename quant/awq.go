@@ -96,6 +96,11 @@ func planAWQ(p *planner) {
 	bits, ok1 := num(p.cfg.Params, "bits", 4)
 	gsize, ok2 := num(p.cfg.Params, "group_size", 128)
 	ver := str(p.cfg.Params, "version")
+	switch ver {
+	case "gemv", "gemv_fast":
+		planAWQGemv(p, ver == "gemv_fast") // awqgemv.go
+		return
+	}
 	for _, nm := range p.names {
 		x, ok := cutPart(nm, ".qweight", ".qzeros", ".scales")
 		if !ok {

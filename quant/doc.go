@@ -20,8 +20,11 @@
 //	                        compressed-mixed     each config group by its targets and ignore)
 //	mxfp4                   mxfp4                mxfp4.go   (gpt-oss, transposed as transformers does)
 //	modelopt                nvfp4|fp8-tensor     nvfp4.go   (hf_quant_config.json)
-//	awq                     awq                  awq.go     (GEMM)
-//	gptq                    gptq|gptq-v2         gptq.go    (g_idx, desc_act; 2/4/8 bits)
+//	                                             nvfp4moe.go (fused experts, scale_2 per expert or half)
+//	awq                     awq|awq-gemv|        awq.go     (GEMM)
+//	                        awq-gemv_fast        awqgemv.go (version gemv, gemv_fast)
+//	gptq                    gptq|gptq-v2         gptq.go    (g_idx, desc_act; 2/4/8 bits;
+//	                                             3 bits: gptq3.go)
 //	bitsandbytes            bnb-nf4|bnb-fp4|     bnb.go     (4-bit with and without double quant;
 //	                        bnb-int8                        8-bit LLM.int8, SCB per row)
 //	mlx                     mlx-affine|mlx-mxfp4 mlx.go     (affine 2/3/4/5/6/8 bits, per-module overrides;
@@ -29,6 +32,9 @@
 //	torchao                 torchao              torchao.go (safetensors __metadata__: Float8Tensor, Int4Tensor,
 //	                                             torchao_fp.go IntxUnpackedToInt8Tensor, Int8Tensor, NVFP4Tensor,
 //	                                                        MXTensor; kernel packings named; WithTorchAO)
+//	auto-round              gptq|gptq-v2|awq     autoround.go (packing_format auto_round[:auto_gptq|:gptqmodel],
+//	(intel/auto-round)                                      auto_round:auto_awq; others named)
+//	hqq                     hqq                  hqq.go     (axis 1; 8/4/3/2/1 bits; meta as tensors)
 //
 // Without a configuration only the unambiguous pairs are joined: X.weight
 // F8_E4M3 with X.weight_scale_inv (blocks of 128×128) and P_blocks U8 with
@@ -83,8 +89,9 @@
 //     within part k's stored row-major size (FuzzPlan checks it).
 //   - Plan reads no tensor data, except small tensors (≤ MaxSmall bytes)
 //     through its small argument: bitsandbytes' quant_state JSON and
-//     compressed-tensors' weight_shape. Without small, bitsandbytes weights
-//     are Problems and weight_shape is checked on each Dequantize call.
+//     compressed-tensors' weight_shape, HQQ's meta (nbits, shape, packing...).
+//     Without small, bitsandbytes and HQQ weights are Problems and
+//     weight_shape is checked on each Dequantize call.
 //   - With a configuration, the KV-cache and activation scales of
 //     attention (X.k_scale, X.v_scale, X.q_scale, X.kv_scale,
 //     X.prob_scale; one float each) are hidden too: they are no weight of

@@ -212,6 +212,7 @@ func short(name string) string {
 // F8_E8M0 or its exponent byte as U8. A parameter that cannot be used
 // (weight_block_size not two positive integers, another weight_format)
 // leaves every weight out (refuseAll), never served as its codes.
+// scale_fmt: fp8scalefmt.go.
 func planFP8Block(p *planner) {
 	if v, ok := p.cfg.Params["weight_format"]; ok && v != nil {
 		switch f, _ := v.(string); strings.ToLower(f) {
@@ -225,6 +226,9 @@ func planFP8Block(p *planner) {
 			p.refuseAll(fmt.Sprintf("weight_format %s (%s) is not fp8 or mxfp8: no weight is dequantized", paramStr(v), p.cfg.File))
 			return
 		}
+	}
+	if !p.scaleFmt() {
+		return
 	}
 	bm, bn := int64(0), int64(0)
 	if v, ok := p.cfg.Params["weight_block_size"]; ok && v != nil {

@@ -10,7 +10,7 @@ import (
 
 // GPTQ (AutoGPTQ qlinear_cuda_old.py pack / forward; gptqmodel's
 // checkpoint_format gptq_v2): X.qweight I32 [in/f, out] holds f = 32/bits
-// values a word along in (row f*p+k of Wt at shift bits*k); X.qzeros I32
+// values a word (3 bits: 32 values in three words, gptq3.go) along in (row f*p+k of Wt at shift bits*k); X.qzeros I32
 // [G, out/f] packed along out the same way; X.scales F16 [G, out];
 // X.g_idx I32 [in] (optional; desc_act permutes it) maps in-row i to its
 // group, else g = i / group_size. Format gptq (v1) stores zero - 1, so the
@@ -27,6 +27,9 @@ type gptqKernel struct {
 }
 
 func (k *gptqKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) error {
+	if k.bits == 3 {
+		return k.rect3(s, o0, o1, i0, i1, dst)
+	}
 	f := int64(32 / k.bits)
 	mask := uint32(1)<<k.bits - 1
 	p0, p1 := i0/f, (i1-1)/f+1
@@ -34,20 +37,9 @@ func (k *gptqKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) error
 	if err != nil {
 		return err
 	}
-	var gidx []int32
-	if k.gidx >= 0 {
-		b, err := s.bytes(4, k.gidx, 4*i0, 4*(i1-i0))
-		if err != nil {
-			return err
-		}
-		gidx = make([]int32, i1-i0)
-		for i := range gidx {
-			g := int32(binary.LittleEndian.Uint32(b[4*i:]))
-			if g < 0 || int64(g) >= k.groups {
-				return fmt.Errorf("g_idx[%d] is %d, outside its %d groups", i0+int64(i), g, k.groups)
-			}
-			gidx[i] = g
-		}
+	gidx, err := k.groupIndex(s, i0, i1)
+	if err != nil {
+		return err
 	}
 	groups, pos := groupsOf(gidx, i0, i1, k.gsize)
 	ow, iw := o1-o0, i1-i0
@@ -118,6 +110,26 @@ func (k *gptqKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) error
 	return nil
 }
 
+// groupIndex reads and checks g_idx[i0:i1] (nil without a g_idx).
+func (k *gptqKernel) groupIndex(s *scratch, i0, i1 int64) ([]int32, error) {
+	if k.gidx < 0 {
+		return nil, nil
+	}
+	b, err := s.bytes(4, k.gidx, 4*i0, 4*(i1-i0))
+	if err != nil {
+		return nil, err
+	}
+	gidx := make([]int32, i1-i0)
+	for i := range gidx {
+		g := int32(binary.LittleEndian.Uint32(b[4*i:]))
+		if g < 0 || int64(g) >= k.groups {
+			return nil, fmt.Errorf("g_idx[%d] is %d, outside its %d groups", i0+int64(i), g, k.groups)
+		}
+		gidx[i] = g
+	}
+	return gidx, nil
+}
+
 func planGPTQ(p *planner) {
 	bits, ok1 := num(p.cfg.Params, "bits", 4)
 	gsize, ok2 := num(p.cfg.Params, "group_size", 128)
@@ -151,8 +163,8 @@ func planGPTQ(p *planner) {
 		qn, zn, sn, gn := x+".qweight", x+".qzeros", x+".scales", x+".g_idx"
 		all := []string{qn, zn, sn, gn}
 		qt, zt, st, gt := p.t(qn), p.t(zn), p.t(sn), p.t(gn)
-		if !ok1 || (bits != 2 && bits != 4 && bits != 8) {
-			p.fail(name, fmt.Sprintf("GPTQ bits %s is not 2, 4 or 8", paramStr(p.cfg.Params["bits"])), all...)
+		if !ok1 || (bits != 2 && bits != 3 && bits != 4 && bits != 8) {
+			p.fail(name, fmt.Sprintf("GPTQ bits %s is not 2, 3, 4 or 8", paramStr(p.cfg.Params["bits"])), all...)
 			continue
 		}
 		if !ok2 || gsize > maxDim {
@@ -163,12 +175,20 @@ func planGPTQ(p *planner) {
 			p.fail(name, "its qweight, qzeros or scales is missing", all...)
 			continue
 		}
-		f := 32 / bits
-		if qt.DType != dtype.I32 || len(qt.Shape) != 2 || !dimsOK(qt.Shape) || qt.Shape[1]%f != 0 {
-			p.fail(name, fmt.Sprintf("qweight is %s %v, not I32 [in/%d, out] with out a multiple of %d", qt.DType, qt.Shape, f, f), all...)
+		// f values in w words (3 bits: 32 values in three words, gptq3.go)
+		f, w := 32/bits, int64(1)
+		if bits == 3 {
+			f, w = 32, 3
+		}
+		if qt.DType != dtype.I32 || len(qt.Shape) != 2 || !dimsOK(qt.Shape) || qt.Shape[0]%w != 0 || qt.Shape[1]%f != 0 {
+			want := fmt.Sprintf("I32 [in/%d, out] with out a multiple of %d", f, f)
+			if w > 1 {
+				want = "I32 [in·3/32, out] with in and out multiples of 32"
+			}
+			p.fail(name, fmt.Sprintf("qweight is %s %v, not %s", qt.DType, qt.Shape, want), all...)
 			continue
 		}
-		in, out := qt.Shape[0]*f, qt.Shape[1]
+		in, out := qt.Shape[0]/w*f, qt.Shape[1]
 		gs := gsize
 		if gs <= 0 {
 			gs = in
@@ -180,8 +200,8 @@ func planGPTQ(p *planner) {
 		switch {
 		case !isScaleDType(st.DType) || !shapeIs(st, groups, out):
 			p.fail(name, fmt.Sprintf("scales is %s %v, not a float [%d, %d]", st.DType, st.Shape, groups, out), all...)
-		case zt.DType != dtype.I32 || !shapeIs(zt, groups, out/f):
-			p.fail(name, fmt.Sprintf("qzeros is %s %v, not I32 [%d, %d]", zt.DType, zt.Shape, groups, out/f), all...)
+		case zt.DType != dtype.I32 || !shapeIs(zt, groups, out/f*w):
+			p.fail(name, fmt.Sprintf("qzeros is %s %v, not I32 [%d, %d]", zt.DType, zt.Shape, groups, out/f*w), all...)
 		case gt != nil && (gt.DType != dtype.I32 || !shapeIs(gt, in)):
 			p.fail(name, fmt.Sprintf("g_idx is %s %v, not I32 [%d]", gt.DType, gt.Shape, in), all...)
 		default:

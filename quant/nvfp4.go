@@ -30,6 +30,11 @@ func (k *nvfp4Kernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) erro
 	if err != nil {
 		return err
 	}
+	return k.rectG(s, r0, r1, c0, c1, dst, g)
+}
+
+// rectG is rect with the global scale g (per expert: nvfp4moe.go).
+func (k *nvfp4Kernel) rectG(s *scratch, r0, r1, c0, c1 int64, dst []float32, g float32) error {
 	rb, sg := k.cols/2, k.cols/16
 	b0, b1 := c0/2, (c1-1)/2+1
 	j0, j1 := c0/16, (c1-1)/16+1
@@ -166,6 +171,7 @@ func planModelOpt(p *planner) {
 			p.refuseAll(fmt.Sprintf("ModelOpt NVFP4 group_size %s (%s) is not 16: no weight is dequantized", paramStr(params["group_size"]), p.cfg.File))
 			return
 		}
+		p.nvfp4Experts() // nvfp4moe.go: fused experts, a global scale per expert
 		for _, nm := range p.names {
 			if x, ok := strings.CutSuffix(nm, ".weight_scale_2"); ok {
 				p.nvfp4Weight(x+".weight", x+".weight", x+".weight_scale", nm, false, x+".input_scale")

@@ -206,9 +206,9 @@ func TestFind(t *testing.T) {
 }
 
 func TestUnknownMethod(t *testing.T) {
-	cfg := &Config{File: "config.json", Method: "hqq", Params: map[string]any{}}
+	cfg := &Config{File: "config.json", Method: "eetq", Params: map[string]any{}}
 	r := Plan(cfg, nil, nil)
-	if len(r.Problems) != 1 || !strings.Contains(r.Problems[0].Why, `"hqq"`) || len(r.Weights) != 0 {
+	if len(r.Problems) != 1 || !strings.Contains(r.Problems[0].Why, `"eetq"`) || len(r.Weights) != 0 {
 		t.Errorf("%+v", r)
 	}
 }

@@ -621,6 +621,7 @@ var partSuffixes = []struct {
 	{".weight_shape", ".weight", false}, {".weight_packed", ".weight", false},
 	{".qweight", ".weight", false}, {".qzeros", ".weight", false}, {".scales", ".weight", false}, {".g_idx", ".weight", false},
 	{"_blocks", "", false}, {"_scales", "", false}, {".SCB", ".weight", false}, {".absmax", "", false},
+	{"_weight_scale_2", "", false}, {"_weight_scale", "", false}, {"_input_scale", "", true}, {".scaled_zeros", ".weight", false},
 	{".input_scale", "", true}, {".input_global_scale", "", true}, {".input_zero_point", "", true}, {".input_scale_ub", "", true},
 }
 

@@ -53,6 +53,18 @@ func TestUnusableParams(t *testing.T) {
 		b.put(x+".scales", "BF16", []int64{4, 1}, make([]byte, 8))
 		b.put(x+".biases", "BF16", []int64{4, 1}, make([]byte, 8))
 	}
+	hqq := func(b *builder, x string) {
+		b.put(x+".W_q", "U8", []int64{2, 64}, make([]byte, 128))
+		b.put(x+".scale", "BF16", []int64{4, 1}, make([]byte, 8))
+		b.put(x+".zero", "BF16", []int64{4, 1}, make([]byte, 8))
+		b.put(x+".shape", "I64", []int64{2}, make([]byte, 16))
+		b.put(x+".compute_dtype", "U8", []int64{14}, []byte("torch.bfloat16"))
+	}
+	awqFast := func(b *builder, x string) {
+		b.put(x+".qweight", "I16", []int64{2, 64}, make([]byte, 256))
+		b.put(x+".scales", "F16", []int64{8, 8}, make([]byte, 128))
+		b.put(x+".scaled_zeros", "F16", []int64{8, 8}, make([]byte, 128))
+	}
 	bnb8 := func(b *builder, x string) {
 		b.put(x+".weight", "I8", []int64{4, 64}, make([]byte, 256))
 		b.put(x+".SCB", "F32", []int64{4}, make([]byte, 16))
@@ -76,13 +88,22 @@ func TestUnusableParams(t *testing.T) {
 		{"fp8 block a string", `weight_block_size "128x128"`, qc(map[string]any{"quant_method": "fp8", "weight_block_size": "128x128"}), nil, f8},
 		{"fp8 weight_format nvfp4", `weight_format "nvfp4"`, qc(map[string]any{"quant_method": "fp8", "weight_format": "nvfp4"}), nil, f8},
 		{"fp8 weight_format a number", `weight_format 8`, qc(map[string]any{"quant_method": "fp8", "weight_format": 8}), nil, f8},
+		{"fp8 scale_fmt ue4m3", `scale_fmt "ue4m3"`, qc(map[string]any{"quant_method": "fp8", "weight_block_size": []any{128, 128}, "scale_fmt": "ue4m3"}), nil, f8},
 		{"unknown method mxfp8", `method "mxfp8"`, qc(map[string]any{"quant_method": "mxfp8"}), nil, f8},
-		{"unknown method, packed", `method "hqq"`, qc(map[string]any{"quant_method": "hqq"}), nil, gptq},
+		{"unknown method, packed", `method "eetq"`, qc(map[string]any{"quant_method": "eetq"}), nil, gptq},
+		{"hqq without meta", "HQQ nbits", qc(map[string]any{"quant_method": "hqq"}), nil, hqq},
 		{"gptq checkpoint_format", `checkpoint_format "marlin"`, qc(map[string]any{"quant_method": "gptq", "bits": 4, "group_size": 64, "checkpoint_format": "marlin"}), nil, gptq},
-		{"gptq bits 3", "bits 3", qc(map[string]any{"quant_method": "gptq", "bits": 3, "group_size": 64}), nil, gptq},
+		{"gptq bits 5", "bits 5", qc(map[string]any{"quant_method": "gptq", "bits": 5, "group_size": 64}), nil, gptq},
 		{"gptq group_size 1.5", "group_size 1.5", qc(map[string]any{"quant_method": "gptq", "bits": 4, "group_size": 1.5}), nil, gptq},
 		{"awq bits 3", "AWQ bits 3", qc(map[string]any{"quant_method": "awq", "bits": 3, "group_size": 64}), nil, gptq},
-		{"awq version gemv", `version "gemv"`, qc(map[string]any{"quant_method": "awq", "bits": 4, "group_size": 64, "version": "gemv"}), nil, gptq},
+		{"auto-round packing_format", `packing_format "auto_round:fp8"`, qc(map[string]any{"quant_method": "auto-round", "bits": 4, "group_size": 64, "packing_format": "auto_round:fp8"}), nil, gptq},
+		{"auto-round packing_format, GEMV-fast parts", `packing_format "auto_round:gemv_fast"`, qc(map[string]any{"quant_method": "auto-round", "bits": 4, "group_size": 64, "packing_format": "auto_round:gemv_fast"}), nil, awqFast},
+		{"auto-round data_type", `data_type "mx_fp"`, qc(map[string]any{"quant_method": "auto-round", "bits": 4, "group_size": 64, "data_type": "mx_fp"}), nil, gptq},
+		{"auto-round extra_config bits", `own bits 8`, qc(map[string]any{"quant_method": "auto-round", "bits": 4, "group_size": 64, "extra_config": map[string]any{"model.layers.0.mlp.down_proj": map[string]any{"bits": 8}}}), nil, gptq},
+		{"auto-round awq bits 2", "AWQ bits 2", qc(map[string]any{"quant_method": "auto-round", "bits": 2, "group_size": 64, "packing_format": "auto_round:auto_awq"}), nil, gptq},
+		{"awq version marlin", `version "marlin"`, qc(map[string]any{"quant_method": "awq", "bits": 4, "group_size": 64, "version": "marlin"}), nil, gptq},
+		{"awq gemv bits 3", "AWQ bits 3", qc(map[string]any{"quant_method": "awq", "bits": 3, "group_size": 64, "version": "gemv"}), nil, gptq},
+		{"awq gemv_fast group_size 48", "group_size 48", qc(map[string]any{"quant_method": "awq", "bits": 4, "group_size": 48, "version": "gemv_fast"}), nil, gptq},
 		{"awq group_size 0", "group_size 0", qc(map[string]any{"quant_method": "awq", "bits": 4, "group_size": 0}), nil, gptq},
 		{"modelopt quant_algo", `quant_algo "w4a8_awq"`, nil, map[string]any{"hf_quant_config.json": map[string]any{"quantization": map[string]any{"quant_algo": "W4A8_AWQ"}}}, nvfp4},
 		{"modelopt fp8 algo, nvfp4 layer", `quant_algo "int4_awq"`, nil, map[string]any{"hf_quant_config.json": map[string]any{"quantization": map[string]any{"quant_algo": "INT4_AWQ"}}}, f8},

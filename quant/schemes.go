@@ -20,4 +20,7 @@ var schemes = []struct {
 	{"bitsandbytes", "bnb-nf4", planBnb},                 // bnb.go
 	{"mlx", "mlx-affine", planMLX},                       // mlx.go
 	{"torchao", "torchao", planTorchAO},                  // torchao.go (the safetensors __metadata__: WithTorchAO)
+	{"auto-round", "gptq", planAutoRound},                // autoround.go
+	{"intel/auto-round", "gptq", planAutoRound},          // autoround.go
+	{"hqq", "hqq", planHQQ},                              // hqq.go
 }

@@ -1,0 +1,266 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/lazyweights/tensorfs/dtype"
+)
+
+// AWQ GEMV and GEMV-fast (casper-hansen/AutoAWQ awq/modules/linear/gemv.py
+// and gemv_fast.py, WQLinear_GEMV.from_linear and pack_intweight;
+// AutoAWQ_kernels awq_ext/quantization_new/gemv/gemv_cuda.cu for
+// GEMV-fast's arithmetic). Both keep nn.Linear's [out, in] orientation.
+// zw = calculate_zeros_width(in, group): ceil(in/group/8), rounded up to a
+// multiple of 1, 2 or 4 for groups ≥ 128, 64 or 32 (other groups are not
+// packed by AutoAWQ); the scale and zero rows past in/group are padding.
+//
+// version "gemv": X.qweight I32 [out, in/8], nibble i of word (n, c) the
+// code of column 8c+i (order 0..7); X.qzeros I32 [out, zw], nibble i of
+// word (n, c) the zero of group 8c+i; X.scales F16 [out, 8·zw].
+// W[n, k] = (q - z) * s, g = k/group: exact in float32 with an F16 scale,
+// so the same value whichever order the kernel computes it in.
+//
+// version "gemv_fast": X.qweight I16 [out/4, in]: rows n = 4·n4 + r
+// interleaved by 64 columns: code (n, k) is nibble 256·(k2/64) + 64·r +
+// k2%64 of row n4 (two nibbles a byte, low first), where within each 32
+// columns k = 8a + 2b + c is stored at k2 = 8b + 4c + a (pack_intweight's
+// two shuffles); X.scales and X.scaled_zeros F16 [8·zw, out] (transposed).
+// The kernel dequantizes by __hfma2(q, s, scaled_zero) in half precision:
+// W[n, k] = f16(q·s + sz), one rounding (computed exactly in float64,
+// then rounded to nearest even half).
+
+type awqGemvKernel struct {
+	in, out, gsize, zw int64
+	fast               bool
+}
+
+// awqZerosWidth is AutoAWQ's calculate_zeros_width; 0 for a group it
+// does not pack.
+func awqZerosWidth(in, group int64) int64 {
+	var mult int64
+	switch {
+	case group >= 128:
+		mult = 1
+	case group == 64:
+		mult = 2
+	case group == 32:
+		mult = 4
+	default:
+		return 0
+	}
+	return ceilDiv(ceilDiv(in/group, 8), mult) * mult
+}
+
+// fastPerm[p] is where GEMV-fast stores column p of 32 (k = 8a + 2b + c
+// at 8b + 4c + a).
+var fastPerm = func() (t [32]int) {
+	for p := range t {
+		a, b, c := p/8, p/2%4, p%2
+		t[p] = 8*b + 4*c + a
+	}
+	return t
+}()
+
+// fastInv is fastPerm's inverse: the column of stored nibble q.
+var fastInv = func() (t [32]uint8) {
+	for p, q := range fastPerm {
+		t[q] = uint8(p)
+	}
+	return t
+}()
+
+// f16Round is x rounded to the nearest half (ties to even), as float32.
+func f16Round(x float64) float32 {
+	if x != x || x == 0 {
+		return float32(x)
+	}
+	a := math.Abs(x)
+	var r float64
+	switch {
+	case a >= 65520: // past the midpoint of 65504 and 2^16
+		r = math.Inf(1)
+	default:
+		_, e := math.Frexp(a) // a = f·2^e, f in [0.5, 1)
+		q := math.Ldexp(1, max(e-1, -14)-10)
+		r = math.RoundToEven(a/q) * q
+	}
+	return float32(math.Copysign(r, x))
+}
+
+// fmaTable makes t[v] = f16(v·s + sz), the sum exact in float64: by
+// roundF16 when the sum is a float32, else by f16Round.
+func fmaTable(t *[16]float32, s, sz float64) {
+	for v := range t {
+		e := float64(v)*s + sz
+		if x := float32(e); float64(x) == e {
+			t[v] = roundF16(x)
+		} else {
+			t[v] = f16Round(e)
+		}
+	}
+}
+
+func (k *awqGemvKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) error {
+	g0, g1 := i0/k.gsize, (i1-1)/k.gsize+1
+	ng := g1 - g0
+	iw := i1 - i0
+	tbls := s.tables(ng)
+	var sc, sz []float32
+	if k.fast {
+		// scales and scaled_zeros [8·zw, out]: rows g0..g1, columns o0..o1
+		var err error
+		if sc, err = s.stridedFloats(2, 1, dtype.F16, k.out, g0, g1, o0, o1); err != nil {
+			return err
+		}
+		if sz, err = s.stridedFloats(3, 2, dtype.F16, k.out, g0, g1, o0, o1); err != nil {
+			return err
+		}
+	}
+	for n := o0; n < o1; n++ {
+		out := dst[(n-o0)*iw : (n-o0+1)*iw]
+		if k.fast {
+			for g := range ng {
+				fmaTable(&tbls[g], float64(sc[g*(o1-o0)+n-o0]), float64(sz[g*(o1-o0)+n-o0]))
+			}
+			n4, r := n/4, n%4
+			b0, b1 := 128*(i0/64), 128*((i1-1)/64+1)
+			row, err := s.bytes(0, 0, 2*n4*k.in+b0, b1-b0)
+			if err != nil {
+				return err
+			}
+			for i := i0; i < i1; {
+				// the codes of columns [32t, 32t+32) are the 32 nibbles
+				// from nib (64 of row r per 64 columns), in fastPerm's order
+				t := i / 32
+				ie := min(i1, 32*t+32)
+				nib := 256*(t/2) + 64*r + 32*(t%2) - 2*b0
+				cs := row[nib/2 : nib/2+16]
+				tb := &tbls[i/k.gsize-g0]
+				if k.gsize%32 == 0 && ie-i == 32 {
+					o := (*[32]float32)(out[i-i0:])
+					for j, v := range (*[16]byte)(cs) {
+						o[fastInv[2*j]&31] = tb[v&15]
+						o[fastInv[2*j+1]&31] = tb[v>>4]
+					}
+					i = ie
+					continue
+				}
+				for ; i < ie; i++ {
+					at := fastPerm[i%32]
+					out[i-i0] = tbls[i/k.gsize-g0][cs[at/2]>>(4*(at%2))&15]
+				}
+			}
+			continue
+		}
+		z0, z1 := g0/8, (g1-1)/8+1
+		qz, err := s.bytes(1, 1, 4*(n*k.zw+z0), 4*(z1-z0))
+		if err != nil {
+			return err
+		}
+		sc, err := s.floats(2, 2, dtype.F16, n*8*k.zw+g0, ng)
+		if err != nil {
+			return err
+		}
+		for g := g0; g < g1; g++ {
+			z := float32((le32(qz, g/8-z0) >> (4 * uint(g%8))) & 15)
+			sv := sc[g-g0]
+			for v := range tbls[g-g0] {
+				tbls[g-g0][v] = (float32(v) - z) * sv
+			}
+		}
+		c0 := i0 / 2
+		row, err := s.bytes(0, 0, n*k.in/2+c0, (i1+1)/2-c0)
+		if err != nil {
+			return err
+		}
+		if useLookup && i0%k.gsize == 0 && k.gsize%2 == 0 && iw%2 == 0 {
+			full := iw / k.gsize
+			gb := int(k.gsize / 2)
+			dtype.Lookup4(out, row[:full*k.gsize/2], gb, tbls[:full], nil)
+			if tail := iw % k.gsize; tail > 0 {
+				dtype.Lookup4(out[full*k.gsize:], row[full*k.gsize/2:iw/2], int(tail/2), tbls[full:], nil)
+			}
+			continue
+		}
+		for i := i0; i < i1; i++ {
+			q := row[i/2-c0] >> (4 * (i % 2)) & 15
+			out[i-i0] = tbls[i/k.gsize-g0][q]
+		}
+	}
+	return nil
+}
+
+// planAWQGemv plans version gemv (fast false) or gemv_fast.
+func planAWQGemv(p *planner, fast bool) {
+	bits, ok1 := num(p.cfg.Params, "bits", 4)
+	gsize, ok2 := num(p.cfg.Params, "group_size", 128)
+	ver := "gemv"
+	zname := ".qzeros"
+	if fast {
+		ver, zname = "gemv_fast", ".scaled_zeros"
+	}
+	p.scheme = "awq-" + ver
+	for _, nm := range p.names {
+		x, ok := cutPart(nm, ".qweight", zname, ".scales")
+		if !ok {
+			continue
+		}
+		name := x + ".weight"
+		if _, done := p.weights[name]; done {
+			continue
+		}
+		if _, done := p.probs[name]; done {
+			continue
+		}
+		qn, zn, sn := x+".qweight", x+zname, x+".scales"
+		all := []string{qn, zn, sn}
+		qt, zt, st := p.t(qn), p.t(zn), p.t(sn)
+		if !ok1 || !ok2 || bits != 4 || !(gsize == -1 || gsize == 32 || gsize == 64 || gsize >= 128 && gsize <= maxDim) {
+			p.fail(name, fmt.Sprintf("AWQ bits %s, group_size %s (version %s): only 4 bits and a group of 32, 64, 128 or more, or -1, are read", paramStr(p.cfg.Params["bits"]), paramStr(p.cfg.Params["group_size"]), ver), all...)
+			continue
+		}
+		if qt == nil || zt == nil || st == nil {
+			p.fail(name, fmt.Sprintf("its qweight, %s or scales is missing", zname[1:]), all...)
+			continue
+		}
+		var in, out int64
+		switch {
+		case !fast && (qt.DType != dtype.I32 || len(qt.Shape) != 2 || !dimsOK(qt.Shape) || qt.Shape[0]%8 != 0):
+			p.fail(name, fmt.Sprintf("qweight is %s %v, not I32 [out, in/8] with out a multiple of 8 (AWQ GEMV)", qt.DType, qt.Shape), all...)
+			continue
+		case fast && (qt.DType != dtype.I16 || len(qt.Shape) != 2 || !dimsOK(qt.Shape) || qt.Shape[0]%2 != 0 || qt.Shape[1]%64 != 0):
+			p.fail(name, fmt.Sprintf("qweight is %s %v, not I16 [out/4, in] with out a multiple of 8 and in of 64 (AWQ GEMV-fast)", qt.DType, qt.Shape), all...)
+			continue
+		case fast:
+			out, in = 4*qt.Shape[0], qt.Shape[1]
+		default:
+			out, in = qt.Shape[0], 8*qt.Shape[1]
+		}
+		gs := gsize
+		if gs < 0 {
+			gs = in
+		}
+		zw := awqZerosWidth(in, gs)
+		switch {
+		case zw == 0 || in%gs != 0:
+			p.fail(name, fmt.Sprintf("AWQ group_size %d with in %d: AutoAWQ's GEMV packs groups of 32, 64 or at least 128 that divide in", gsize, in), all...)
+		case st.DType != dtype.F16 || (!fast && !shapeIs(st, out, 8*zw)) || (fast && !shapeIs(st, 8*zw, out)):
+			want := []int64{out, 8 * zw}
+			if fast {
+				want = []int64{8 * zw, out}
+			}
+			p.fail(name, fmt.Sprintf("scales is %s %v, not F16 %v", st.DType, st.Shape, want), all...)
+		case !fast && (zt.DType != dtype.I32 || !shapeIs(zt, out, zw)):
+			p.fail(name, fmt.Sprintf("qzeros is %s %v, not I32 [%d, %d]", zt.DType, zt.Shape, out, zw), all...)
+		case fast && (zt.DType != dtype.F16 || !shapeIs(zt, 8*zw, out)):
+			p.fail(name, fmt.Sprintf("scaled_zeros is %s %v, not F16 [%d, %d]", zt.DType, zt.Shape, 8*zw, out), all...)
+		default:
+			parts := []string{qn, zn, sn}
+			if fast {
+				parts = []string{qn, sn, zn}
+			}
+			p.add(name, p.scheme, []int64{out, in}, parts, &awqGemvKernel{in: in, out: out, gsize: gs, zw: zw, fast: fast})
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package quant
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+)
+
+// bench2Schemes are the round-2 schemes (issue 44), read as
+// BenchmarkDequantize reads its own: go test ./quant -bench 'Dequantize2/' -cpu 1.
+var bench2Schemes = map[string]func(r *rand.Rand) *builder{
+	"gptq-3bit": func(r *rand.Rand) *builder {
+		b, _ := gptq3Case(r, 128, "gptq", false, 2048, 4096)
+		return b
+	},
+	"awq-gemv": func(r *rand.Rand) *builder {
+		b, _ := awqGemvCase(r, 128, 2048, 4096)
+		return b
+	},
+	"awq-gemv-fast": func(r *rand.Rand) *builder {
+		b, _ := awqGemvFastCase(r, 128, 2048, 4096)
+		return b
+	},
+	"nvfp4-fused-experts": func(r *rand.Rand) *builder {
+		// 8 experts of [2·512, 2048] with a scale per gate/up half
+		b := newBuilder(map[string]any{})
+		b.files["hf_quant_config.json"] = []byte(`{"quantization":{"quant_algo":"NVFP4","group_size":16}}`)
+		const E, R, C = 8, 1024, 2048
+		P := "model.layers.0.mlp.experts.gate_up_proj"
+		codes := make([]byte, E*R*C/2)
+		for i := range codes {
+			codes[i] = byte(r.Uint32())
+		}
+		sc := make([]byte, E*R*C/16)
+		for i := range sc {
+			sc[i] = byte(0x08 + r.IntN(0x70))
+		}
+		b.put(P, "U8", []int64{E, R, C / 2}, codes)
+		b.put(P+"_weight_scale", "F8_E4M3", []int64{E, R, C / 16}, sc)
+		b.put(P+"_weight_scale_2", "F32", []int64{E, 2}, f32s(scales(r, 2*E, -12, -6)))
+		return b
+	},
+	"hqq-4bit": func(r *rand.Rand) *builder {
+		b, _ := hqqCase(r, 4, 64, 2048, 4096, "bfloat16", false, false)
+		return b
+	},
+	"gptq-3bit-desc-act": func(r *rand.Rand) *builder {
+		b, _ := gptq3Case(r, 128, "gptq", true, 2048, 4096)
+		return b
+	},
+}
+
+func BenchmarkDequantize2(b *testing.B) {
+	for _, sc := range sortedKeys(bench2Schemes) {
+		b.Run(sc, func(b *testing.B) {
+			c := bench2Schemes[sc](rand.New(rand.NewPCG(1, 2))).build(b)
+			res := c.plan(b)
+			if len(res.Weights) != 1 || len(res.Problems) != 0 {
+				b.Fatalf("%s: %+v", sc, res)
+			}
+			w := &res.Weights[0]
+			parts := make([][]byte, len(w.Parts))
+			for i, p := range w.Parts {
+				parts[i] = c.data[p]
+			}
+			read := func(part int, off int64, p []byte) error {
+				copy(p, parts[part][off:])
+				return nil
+			}
+			const chunk = 1 << 20
+			dst := make([]float32, chunk)
+			n := w.NumElements()
+			b.SetBytes(4 * chunk)
+			runtime.GC() // the generator's garbage, not the kernel's
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			at := int64(0)
+			for i := 0; i < b.N; i++ {
+				if at+chunk > n {
+					at = 0
+				}
+				if err := w.Dequantize(read, at, dst); err != nil {
+					b.Fatal(err)
+				}
+				at += chunk
+			}
+			b.ReportMetric(float64(b.N)*chunk/b.Elapsed().Seconds()/1e9, "Gelem/s")
+			if cpu := cpuTime() - cpu0; cpu > 0 {
+				b.ReportMetric(float64(b.N)*chunk/cpu.Seconds()/1e9, "Gelem/cpu-s")
+			}
+		})
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var k []string
+	for n := range m {
+		k = append(k, n)
+	}
+	slices.Sort(k)
+	return k
+}
