@@ -224,11 +224,7 @@ func (s *Store) do(c *http.Client, req *http.Request, key string) (*http.Respons
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		kind := remote.Invalid
-		if remote.NetworkError(err) {
-			kind = remote.Transient
-		}
-		return nil, &remote.Error{URL: s.URL(key), Kind: kind, Msg: err.Error(), Err: err}
+		return nil, &remote.Error{URL: s.URL(key), Kind: remote.ConnKind(err), Msg: err.Error(), Err: err}
 	}
 	return resp, nil
 }

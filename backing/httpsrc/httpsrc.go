@@ -152,11 +152,7 @@ func (s *Store) do(req *http.Request, key string) (*http.Response, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err // its message repeats the URL, with the query
 		}
-		kind := remote.Invalid
-		if remote.NetworkError(err) {
-			kind = remote.Transient
-		}
-		return nil, &remote.Error{URL: s.URL(key), Kind: kind, Msg: err.Error(), Err: err}
+		return nil, &remote.Error{URL: s.URL(key), Kind: remote.ConnKind(err), Msg: err.Error(), Err: err}
 	}
 	return resp, nil
 }

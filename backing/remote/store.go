@@ -160,10 +160,29 @@ func KindOf(err error) Kind {
 	if errors.As(err, &e) {
 		return e.Kind
 	}
-	if NetworkError(err) {
+	return ConnKind(err)
+}
+
+// ConnKind is the Kind of a request that got no answer (err from the
+// HTTP client, or a store's SDK): Transient, worth retrying, for a
+// connection refused, reset, cut short or timed out; Invalid for a host
+// name that does not exist (NoSuchHost) and for anything else.
+func ConnKind(err error) Kind {
+	if NetworkError(err) && !NoSuchHost(err) {
 		return Transient
 	}
 	return Invalid
+}
+
+// NoSuchHost reports whether err says that a host name does not exist:
+// DNS answered that it has no such name (not a timeout, not a resolver
+// that failed for now). The connection was never tried, and trying
+// again within seconds does not change the answer: retrying it only made
+// hf:// with no network wait out --remote-timeout (10 s) before saying
+// so. It is still a NetworkError (the host cannot be reached).
+func NoSuchHost(err error) bool {
+	var de *net.DNSError
+	return errors.As(err, &de) && de.IsNotFound && !de.IsTemporary && !de.IsTimeout
 }
 
 // NetworkError reports whether err is a failure of the connection (refused,

@@ -61,11 +61,7 @@ func (s *Store) presigned(ctx context.Context, key, version, rng string, pin fun
 	}
 	resp, err := s.tier.Do(req)
 	if err != nil {
-		kind := remote.Invalid
-		if remote.NetworkError(err) {
-			kind = remote.Transient
-		}
-		return nil, &remote.Error{URL: s.URL(key), Kind: kind, Msg: tierError(err), Err: err}
+		return nil, &remote.Error{URL: s.URL(key), Kind: remote.ConnKind(err), Msg: tierError(err), Err: err}
 	}
 	return resp, nil
 }

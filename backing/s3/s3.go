@@ -287,6 +287,8 @@ func (s *Store) error(key string, err error) error {
 	var re *awshttp.ResponseError
 	var send *smithyhttp.RequestSendError
 	switch {
+	case remote.NoSuchHost(err):
+		// no answer, and none to come: the endpoint's name does not exist
 	case errors.As(err, &send) || remote.NetworkError(err):
 		e.Kind = remote.Transient // no answer: refused, reset, timed out
 	case errors.As(err, &re) && re.HTTPStatusCode() != 0:
