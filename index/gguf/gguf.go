@@ -346,11 +346,15 @@ func (p *ggufParser) parse() (*index.Index, error) {
 	for i := range tensors {
 		t := &tensors[i]
 		room := r.size - dataStart // bytes from the data section to the end, < 0 if it starts past the end
-		if rel[i] > uint64(r.size) || int64(rel[i]) > room || t.Size > room-int64(rel[i]) {
+		// (a tensor of a code forks reuse that runs past the end is a
+		// fork's: forkTypes lists it)
+		fork := forkCodes[uint32(t.DType.Info().GGML)]
+		if rel[i] > uint64(r.size) || int64(rel[i]) > room || (t.Size > room-int64(rel[i]) && !fork) {
 			return nil, p.errAt(infoAt[i], "tensor "+ggufQuote(t.Name), "gguf: %d data bytes at offset %d of the data section (which starts at byte %d) run past the end of the file (%d bytes)", t.Size, rel[i], dataStart, r.size)
 		}
 		t.Offset = dataStart + int64(rel[i])
 	}
+	tensors, unserved = p.forkTypes(tensors, unserved, dataStart, r.size, alignment)
 	if err := p.checkTensors(tensors); err != nil {
 		return nil, err
 	}
@@ -363,6 +367,9 @@ func (p *ggufParser) parse() (*index.Index, error) {
 		} else {
 			u.Offset += dataStart
 		}
+	}
+	if len(tensors) == 0 && len(unserved) > 0 && len(unservedAt) == 0 { // only forks' types
+		return nil, index.ErrorAt(p.name, "tensor "+ggufQuote(unserved[0].Name), "gguf: %s; and no other tensor to serve", unserved[0].Why)
 	}
 	if len(tensors) == 0 && len(unserved) > 0 {
 		return nil, p.errAt(unservedAt[0], "tensor "+ggufQuote(unserved[0].Name), "gguf: unknown ggml type code %d, and no tensor of a known type to serve", unservedCode)
@@ -411,6 +418,74 @@ func (p *ggufParser) tensor(ti *ggufTensorInfo, alignment uint64) (index.Tensor,
 		return index.Tensor{}, p.errAt(ti.at, where, "gguf: data offset %d is not a multiple of the alignment %d", ti.offset, alignment)
 	}
 	return index.Tensor{Name: ti.name, DType: dt, Shape: shape, Size: size}, nil
+}
+
+// forkCodes are the ggml type codes that forks of llama.cpp reuse for
+// layouts of their own (TurboQuant, TBQ, EOQ, NF4DQ, T5B, TL2 use 41–43,
+// which mainline ggml gives Q1_0 and Q2_0 and has not given yet): a
+// tensor of such a code is served as the mainline type only when its data
+// has exactly that type's size.
+var forkCodes = map[uint32]bool{41: true, 42: true, 43: true}
+
+// forkTypes moves out of tensors, into unserved, each tensor whose ggml
+// type code forks reuse (forkCodes) and whose data does not have the
+// mainline type's size: it would overrun the next tensor's data (by
+// offset, or the end of the file), or leave a gap to it of an alignment
+// or more, where GGUF writers pad to the alignment only. Such a file is
+// a fork's: its tensor is named with its code and listed, never read as
+// the mainline type, and the file's other tensors are served (it used to
+// make the whole file refused as data that "overlaps tensor", naming no
+// type). Offsets are final (dataStart added).
+func (p *ggufParser) forkTypes(tensors []index.Tensor, unserved []index.Unserved, dataStart, size int64, alignment uint64) ([]index.Tensor, []index.Unserved) {
+	contested := false
+	for _, t := range tensors {
+		if forkCodes[uint32(t.DType.Info().GGML)] {
+			contested = true
+			break
+		}
+	}
+	if !contested {
+		return tensors, unserved
+	}
+	// where each piece of data starts: every tensor's, and the unserved
+	// ones' that lie in the file
+	var starts []int64
+	for _, t := range tensors {
+		starts = append(starts, t.Offset)
+	}
+	for _, u := range unserved {
+		if at := dataStart + u.Offset; u.Offset >= 0 && u.Offset <= size-dataStart {
+			starts = append(starts, at)
+		}
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
+	kept := tensors[:0]
+	for _, t := range tensors {
+		code := uint32(t.DType.Info().GGML)
+		if !forkCodes[code] || t.Size == 0 {
+			kept = append(kept, t)
+			continue
+		}
+		next, last := size, true // the first start after t's
+		if i := sort.Search(len(starts), func(i int) bool { return starts[i] > t.Offset }); i < len(starts) {
+			next, last = starts[i], false
+		}
+		room := next - t.Offset
+		if t.Size <= room && (last || room-t.Size < int64(alignment)) {
+			kept = append(kept, t)
+			continue
+		}
+		space := fmt.Sprintf("%d bytes before the next tensor's data", room)
+		if last {
+			space = fmt.Sprintf("%d bytes to the end of the file", room)
+		}
+		unserved = append(unserved, index.Unserved{
+			Name: t.Name, Type: fmt.Sprintf("ggml type %d", code), Shape: t.Shape, Offset: t.Offset - dataStart,
+			Why: fmt.Sprintf("ggml type code %d is %s in ggml, but the tensor's data (%s) does not have %s's size for its shape (%d bytes): a fork's type reusing code %d (TurboQuant, TBQ, EOQ, NF4DQ, T5B, TL2...), not read as %s",
+				code, t.DType, space, t.DType, t.Size, code, t.DType),
+		})
+	}
+	return kept, unserved
 }
 
 // checkTensors refuses duplicate names and overlapping data, and leaves

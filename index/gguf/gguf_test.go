@@ -729,3 +729,62 @@ func TestGGUFUnknownTypeCode(t *testing.T) {
 		t.Errorf("ParseDocument: %+v, %v", doc, err)
 	}
 }
+
+// TestForkTypeCodes: forks reuse ggml type codes 41–43 for layouts of
+// their own (issue 44: a TurboQuant tensor of type 42 made the whole
+// file refused as "overlaps tensor", naming no type). A tensor of such a
+// code whose data does not have the mainline type's size (overrunning
+// the next tensor, or leaving more than the alignment's padding) is
+// listed, named with its code, never read as Q1_0/Q2_0, and the file's
+// other tensors are served; one of the mainline size is served.
+func TestForkTypeCodes(t *testing.T) {
+	f32 := func(name string, off uint64) ggufTI { return ggufTI{name: name, dims: []uint64{8}, typ: 0, offset: off} }
+	for _, c := range []struct {
+		name    string
+		tensors []ggufTI
+		data    int
+		served  []string
+		fork    string // the tensor listed as a fork's, "" for none
+		err     string // the whole file refused
+	}{
+		// Q2_0 [512] is 8 blocks of 18 bytes (144); the fork's is 64
+		{"smaller than Q2_0", []ggufTI{f32("a", 0), {name: "t", dims: []uint64{512}, typ: 42, offset: 32}, f32("c", 96)}, 128, []string{"a", "c"}, "t", ""},
+		// Q2_0 [256] is 72 bytes; the fork's is 128 (a gap of 56 > 32)
+		{"larger than Q2_0", []ggufTI{f32("a", 0), {name: "t", dims: []uint64{256}, typ: 42, offset: 32}, f32("c", 160)}, 192, []string{"a", "c"}, "t", ""},
+		// Q1_0 [128] is 18 bytes: 18 and 14 bytes of padding to the next
+		{"mainline Q1_0", []ggufTI{f32("a", 0), {name: "q", dims: []uint64{128}, typ: 41, offset: 32}, f32("c", 64)}, 96, []string{"a", "c", "q"}, "", ""},
+		// the last tensor overrunning the file
+		{"last, past the end", []ggufTI{f32("a", 0), {name: "t", dims: []uint64{512}, typ: 42, offset: 32}}, 96, []string{"a"}, "t", ""},
+		{"only a fork's", []ggufTI{{name: "t", dims: []uint64{512}, typ: 42, offset: 0}, {name: "u", dims: []uint64{512}, typ: 42, offset: 64}}, 128, nil, "", "ggml type code 42 is Q2_0 in ggml"},
+	} {
+		g := &ggufBuild{tensors: c.tensors, data: make([]byte, c.data)}
+		idx, err := Parse(ggufFile("fork.gguf", g.bytes()))
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) || strings.Count(err.Error(), "\n") != 0 {
+				t.Errorf("%s: error %v, want one line with %q", c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		var served []string
+		for _, tn := range idx.Tensors {
+			served = append(served, tn.Name)
+		}
+		if !slices.Equal(served, c.served) {
+			t.Errorf("%s: served %v, want %v", c.name, served, c.served)
+		}
+		var forks []string
+		for _, u := range idx.Unserved {
+			forks = append(forks, u.Name)
+			if !strings.Contains(u.Why, "a fork's type reusing code 42") || u.Type != "ggml type 42" {
+				t.Errorf("%s: %s unserved as %q: %s", c.name, u.Name, u.Type, u.Why)
+			}
+		}
+		if want := []string{c.fork}; (c.fork == "" && len(forks) != 0) || (c.fork != "" && !slices.Equal(forks, want)) {
+			t.Errorf("%s: unserved %v, want %q", c.name, forks, c.fork)
+		}
+	}
+}
