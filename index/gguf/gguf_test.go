@@ -738,7 +738,9 @@ func TestGGUFUnknownTypeCode(t *testing.T) {
 // listed, named with its code, never read as Q1_0/Q2_0, and the file's
 // other tensors are served; one of the mainline size is served.
 func TestForkTypeCodes(t *testing.T) {
-	f32 := func(name string, off uint64) ggufTI { return ggufTI{name: name, dims: []uint64{8}, typ: 0, offset: off} }
+	f32 := func(name string, off uint64) ggufTI {
+		return ggufTI{name: name, dims: []uint64{8}, typ: 0, offset: off}
+	}
 	for _, c := range []struct {
 		name    string
 		tensors []ggufTI
