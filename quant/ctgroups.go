@@ -219,19 +219,11 @@ func (g *ctGroup) weights(v any) string {
 	}
 	typ := str(w, "type")
 	if bs, present := w["block_structure"]; present && bs != nil {
-		l, _ := bs.([]any)
-		var a, b float64
-		ok := len(l) == 2
-		if ok {
-			var ok1, ok2 bool
-			a, ok1 = l[0].(float64)
-			b, ok2 = l[1].(float64)
-			ok = ok1 && ok2 && a >= 1 && b >= 1 && a <= maxDim && b <= maxDim && a == float64(int64(a)) && b == float64(int64(b))
-		}
+		a, b, ok := blockPair(bs)
 		if !ok {
 			return bad("block_structure", bs)
 		}
-		g.blocks = append(g.blocks, [2]int64{int64(a), int64(b)})
+		g.blocks = append(g.blocks, [2]int64{a, b})
 	}
 	strategy := str(w, "strategy")
 	switch strategy {

@@ -232,20 +232,10 @@ func planFP8Block(p *planner) {
 	}
 	bm, bn := int64(0), int64(0)
 	if v, ok := p.cfg.Params["weight_block_size"]; ok && v != nil {
-		bs, _ := v.([]any)
-		var a, b float64
-		ok := len(bs) == 2
-		if ok {
-			var ok1, ok2 bool
-			a, ok1 = bs[0].(float64)
-			b, ok2 = bs[1].(float64)
-			ok = ok1 && ok2 && a >= 1 && b >= 1 && a <= maxDim && b <= maxDim && a == float64(int64(a)) && b == float64(int64(b))
-		}
-		if !ok {
+		if bm, bn, ok = blockPair(v); !ok {
 			p.refuseAll(fmt.Sprintf("weight_block_size %s (%s) is not two positive integers: no weight is dequantized", paramStr(v), p.cfg.File))
 			return
 		}
-		bm, bn = int64(a), int64(b)
 	}
 	if bm == 0 {
 		p.scheme = "fp8-tensor"
@@ -404,4 +394,20 @@ func planPairs(p *planner) {
 	if len(p.weights) > n {
 		p.scheme = "mxfp4"
 	}
+}
+
+// blockPair reads a block shape from JSON: two integers in [1, maxDim]
+// (fp8's weight_block_size, compressed-tensors' block_structure); ok is
+// false for anything else.
+func blockPair(v any) (a, b int64, ok bool) {
+	l, _ := v.([]any)
+	if len(l) != 2 {
+		return 0, 0, false
+	}
+	x, ok1 := l[0].(float64)
+	y, ok2 := l[1].(float64)
+	if !ok1 || !ok2 || x < 1 || y < 1 || x > maxDim || y > maxDim || x != float64(int64(x)) || y != float64(int64(y)) {
+		return 0, 0, false
+	}
+	return int64(x), int64(y), true
 }
