@@ -143,17 +143,7 @@ func parseKerasDeflated(f index.File, zf *zip.File, off int64, members index.Mem
 	idx.Sources[1] = ""
 	idx.Members = append(idx.Members, m)
 	for _, sm := range sub.Members {
-		sm.Source++
-		sm.File++
-		if k, ok := sm.Kind.(*index.Decoded); ok {
-			read := make([]index.Part, len(k.Read))
-			for i, p := range k.Read {
-				p.Source++
-				read[i] = p
-			}
-			sm.Kind = &index.Decoded{Decode: k.Decode, Read: read}
-		}
-		idx.Members = append(idx.Members, sm)
+		idx.Members = append(idx.Members, sm.Shifted(1))
 	}
 	idx.Tensors = sub.Tensors
 	for i := range idx.Tensors {

@@ -58,18 +58,9 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 			if err != nil {
 				return fail(err)
 			}
-			if k, ok := m.Kind.(*index.Tiles); ok {
-				chunks := slices.Clone(k.Chunks)
-				for j := range chunks {
-					chunks[j].Source += base
-				}
-				m.Kind = &index.Tiles{Shape: k.Shape, ElemSize: k.ElemSize, Chunks: chunks}
-			}
 			members = append(members, src)
 			files = append(files, src)
-			m.Source += base
-			m.File += base
-			out.Members = append(out.Members, m)
+			out.Members = append(out.Members, m.Shifted(base))
 		}
 		for _, n := range p.idx.Notes {
 			out.Notes = append(out.Notes, index.Printable(p.path+": "+n))

@@ -183,7 +183,65 @@ type MemberKind interface {
 	// Ranges returns the byte ranges of other sources that the
 	// member's bytes are computed from, in order.
 	Ranges(m *Member) []Part
+	// Shifted returns the kind with every source number it holds moved
+	// by n (the kind itself where it holds none: it refers to
+	// Member.File only), for an index whose sources are placed after n
+	// others (Member.Shifted). A new kind that names sources says so
+	// here, so that no loader renumbers kinds by hand.
+	Shifted(n int) MemberKind
 	kind()
+}
+
+// Shifted returns m with its own, its holder's and its kind's source
+// numbers moved by n: m as an index placed after n sources sees it
+// (formats' merge of several files' indexes, a .keras zip around an
+// HDF5 file).
+func (m Member) Shifted(n int) Member {
+	m.Source += n
+	m.File += n
+	m.Kind = m.Kind.Shifted(n)
+	return m
+}
+
+// Shifted: a deflated member's bytes are in Member.File.
+func (k *Deflated) Shifted(int) MemberKind { return k }
+
+// Shifted: a zstd member's bytes are in Member.File.
+func (k *Zstd) Shifted(int) MemberKind { return k }
+
+// Shifted: a Latin-1 member's bytes are in Member.File.
+func (k *Latin1) Shifted(int) MemberKind { return k }
+
+// Shifted returns a copy whose chunks name their sources moved by n.
+func (k *Tiles) Shifted(n int) MemberKind {
+	c := *k
+	c.Chunks = make([]Chunk, len(k.Chunks))
+	for i, ch := range k.Chunks {
+		ch.Source += n
+		c.Chunks[i] = ch
+	}
+	return &c
+}
+
+// Shifted returns a copy whose Read ranges name their sources moved by n.
+func (k *Decoded) Shifted(n int) MemberKind {
+	c := *k
+	c.Read = shiftParts(k.Read, n)
+	return &c
+}
+
+// shiftParts returns a copy of parts with their sources moved by n (nil
+// for nil).
+func shiftParts(parts []Part, n int) []Part {
+	if parts == nil {
+		return nil
+	}
+	out := make([]Part, len(parts))
+	for i, p := range parts {
+		p.Source += n
+		out[i] = p
+	}
+	return out
 }
 
 // Deflated is zip's deflate (method 8): the encoded bytes are

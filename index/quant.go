@@ -20,6 +20,13 @@ type Dequantized struct {
 
 func (*Dequantized) kind() {}
 
+// Shifted returns a copy whose parts name their sources moved by n.
+func (k *Dequantized) Shifted(n int) MemberKind {
+	c := *k
+	c.Parts = shiftParts(k.Parts, n)
+	return &c
+}
+
 // Ranges is the parts' bytes.
 func (k *Dequantized) Ranges(*Member) []Part { return k.Parts }
 
