@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log"
 	"os"
 	"path/filepath"
@@ -208,6 +209,35 @@ func TestModelDirectoryClash(t *testing.T) {
 	}
 	if e := r.lookupPath("model.safetensors"); e == nil || e.isDir() {
 		t.Error("model.safetensors is not the export")
+	}
+}
+
+// TestModelDirectoryClashExtra: an extra directory's rendered files (the
+// .cuda/index.json of a --gpu mount) see each tensor at its path in the
+// tree, NAME#N for one moved there, not the index's path.
+func TestModelDirectoryClashExtra(t *testing.T) {
+	specs := []spec{
+		{"config.json", dtype.F32, []int64{2}},
+		{"model.safetensors/w", dtype.F16, []int64{4}},
+		{"tok", dtype.F32, []int64{1}},
+	}
+	idx, src := fixture(t, specs)
+	render := func(path func(string) string) (map[string][]byte, error) {
+		var b strings.Builder
+		for _, s := range specs {
+			fmt.Fprintf(&b, "%s=%s\n", s.name, path(s.name))
+		}
+		fmt.Fprintf(&b, "nothing=%s\n", path("nothing"))
+		return map[string][]byte{"index.json": []byte(b.String())}, nil
+	}
+	extra := []ExtraDir{{Name: ".cuda", Files: map[string][]byte{"other": []byte("x")}, Render: render}}
+	r := newRoot(t, idx, src, Options{ExportFiles: modelFilesFor(modelConfig), Extra: extra})
+	want := "config.json=config.json#1\nmodel.safetensors/w=model.safetensors#1/w\ntok=tok\nnothing=nothing\n"
+	if got := readPath(t, r, ".cuda/index.json"); got != want {
+		t.Errorf(".cuda/index.json:\n%s\nwant\n%s", got, want)
+	}
+	if got := readPath(t, r, ".cuda/other"); got != "x" {
+		t.Errorf(".cuda/other: %q", got)
 	}
 }
 

@@ -30,6 +30,15 @@ import (
 // Where the kernel refuses (too old, not root), passthrough stops for the
 // mount and the file is served as usual. Options.NoPassthrough turns it
 // off; so does direct I/O (Options.DirectIO), which has its own contract.
+//
+// An O_DIRECT open is served by the server (rawFS.Open), with
+// FOPEN_DIRECT_IO: passthrough hands an O_DIRECT read to the backing file
+// as it is, which refuses one off its block alignment (EINVAL), where
+// every file of the tree reads at any offset and length. The kernel
+// refuses an open that is not passed through while the inode has one
+// that is (EIO), so an O_DIRECT open made while the file is open by
+// passthrough is passed through as well, and has the backing file's
+// alignment rule.
 
 // backingIDs are the backing IDs of the files open by passthrough, per
 // inode: the kernel binds an inode to its backing file on its first
@@ -76,6 +85,13 @@ func (b *backingIDs) acquire(s backingServer, ino uint64, fd int) (id int32, ok 
 	}
 	b.ids[ino] = &backingRef{id: id, refs: 1}
 	return id, true
+}
+
+// held reports whether inode ino has an open passed through now.
+func (b *backingIDs) held(ino uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ids[ino] != nil
 }
 
 // release drops one open of inode ino, unregistering its backing ID with

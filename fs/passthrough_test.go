@@ -165,3 +165,36 @@ func TestPassthroughOpen(t *testing.T) {
 		t.Errorf("passthrough tried again after a refusal")
 	}
 }
+
+// TestPassthroughOpenDirect: an O_DIRECT open of a passthrough file is
+// served by the server, with FOPEN_DIRECT_IO (so the kernel leaves the
+// inode free for a later passthrough open), unless the file is open by
+// passthrough already, which the kernel requires of every other open.
+func TestPassthroughOpenDirect(t *testing.T) {
+	data := make([]byte, 4*48)
+	r := passRoot(t, npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (48,), }", data), Options{})
+	files := map[string]*node{}
+	tensorFiles(r.lookupPath(""), "", files)
+	npy := files["/.npy/w.npy"]
+	fs := newRawFS(r)
+	fb := &fakeBacker{registered: map[int32]int32{}}
+	fs.backer = fb
+	open := func(flags uint32) fuse.OpenOut {
+		var out fuse.OpenOut
+		if st := fs.Open(nil, &fuse.OpenIn{InHeader: fuse.InHeader{NodeId: npy.id}, Flags: flags}, &out); st != fuse.OK {
+			t.Fatalf("open: %v", st)
+		}
+		return out
+	}
+	d := open(syscall.O_DIRECT)
+	if d.BackingID != 0 || d.OpenFlags&fuse.FOPEN_PASSTHROUGH != 0 || d.OpenFlags&fuse.FOPEN_DIRECT_IO == 0 || d.OpenFlags&fuse.FOPEN_KEEP_CACHE != 0 || d.Fh != 0 || len(fb.registered) != 0 {
+		t.Fatalf("O_DIRECT open %+v; registered %v", d, fb.registered)
+	}
+	p := open(0)
+	if p.BackingID == 0 || p.OpenFlags&fuse.FOPEN_PASSTHROUGH == 0 {
+		t.Fatalf("plain open after an O_DIRECT one: %+v", p)
+	}
+	if d2 := open(syscall.O_DIRECT); d2.BackingID != p.BackingID || d2.OpenFlags&fuse.FOPEN_PASSTHROUGH == 0 {
+		t.Errorf("O_DIRECT open while open by passthrough: %+v, want passed through too", d2)
+	}
+}

@@ -150,6 +150,13 @@ func (fs *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 		return fuse.Status(errno)
 	}
 	out.OpenFlags = flags | fuse.FOPEN_NOFLUSH // see Flush
+	if h != nil && h.passthrough && in.Flags&syscall.O_DIRECT != 0 && !fs.backing.held(e.id) {
+		// O_DIRECT: served by the server (passthrough.go), with
+		// FOPEN_DIRECT_IO so that the inode is not put in caching mode
+		// and a later open of it can still be passed through.
+		h = nil
+		out.OpenFlags = (out.OpenFlags | fuse.FOPEN_DIRECT_IO) &^ fuse.FOPEN_KEEP_CACHE
+	}
 	if h != nil && h.passthrough {
 		id, ok := fs.backing.acquire(fs.backer, e.id, h.fd)
 		if !ok {

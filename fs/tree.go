@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"os"
 	"sort"
 	"strings"
@@ -113,6 +114,13 @@ type ExtraDir struct {
 	Name    string
 	Files   map[string][]byte
 	Private bool
+
+	// Render, if set, makes more of the files when the tree is built,
+	// given the path each tensor (by name) has in the tree: a tensor
+	// moved to NAME#N because its name is a model directory file's
+	// (modeldir.go) is found there, not at the index's path. The
+	// .cuda/index.json of a --gpu mount is made so.
+	Render func(path func(name string) string) (map[string][]byte, error)
 }
 
 // entry is a static node of the tree: a directory (dir != nil) or a
@@ -687,13 +695,25 @@ func (r *Root) addExtra(top *builder) error {
 			return fmt.Errorf("fs: extra directory %q: want a free top-level name starting with '.'", x.Name)
 		}
 		b := newBuilder(x.Name)
-		names := make([]string, 0, len(x.Files))
-		for n := range x.Files {
+		files := x.Files
+		if x.Render != nil {
+			rendered, err := x.Render(r.pathOf())
+			if err != nil {
+				return fmt.Errorf("fs: extra directory %s: %v", x.Name, err)
+			}
+			files = maps.Clone(files)
+			if files == nil {
+				files = map[string][]byte{}
+			}
+			maps.Copy(files, rendered)
+		}
+		names := make([]string, 0, len(files))
+		for n := range files {
 			names = append(names, n)
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			if err := b.addVirtual(n, bytesFile(x.Files[n])); err != nil {
+			if err := b.addVirtual(n, bytesFile(files[n])); err != nil {
 				return fmt.Errorf("fs: extra file %s/%s: %v", x.Name, n, err)
 			}
 		}
@@ -707,6 +727,25 @@ func (r *Root) addExtra(top *builder) error {
 		top.attach(e)
 	}
 	return nil
+}
+
+// pathOf returns the path in the tree of the tensor of each name (the
+// index's, moved to NAME#N where it clashes with a model directory file:
+// moveClashing), or the name itself for one that is no tensor.
+func (r *Root) pathOf() func(name string) string {
+	paths := make(map[string]string, len(r.idx.Tensors))
+	for i := range r.idx.Tensors {
+		t := &r.idx.Tensors[i]
+		if _, ok := paths[t.Name]; !ok {
+			paths[t.Name] = tensorPath(t)
+		}
+	}
+	return func(name string) string {
+		if p, ok := paths[name]; ok {
+			return p
+		}
+		return name
+	}
 }
 
 // bytesFile is a virtual file of fixed bytes (also a view.Reader).

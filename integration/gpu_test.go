@@ -422,3 +422,40 @@ for part in range(int(sys.argv[2])):
 		}
 	}
 }
+
+// TestMountGPUModelDirectoryClash: with --gpu, a tensor named as a file
+// of the model directory (config.json beside the checkpoint) is served at
+// config.json#1, and .cuda/index.json names it there, where its bytes are.
+func TestMountGPUModelDirectoryClash(t *testing.T) {
+	needFUSE(t)
+	fakeCUDA(t)
+	t.Setenv("FAKE_CUDART_LOG", filepath.Join(t.TempDir(), "calls.log"))
+	d := t.TempDir()
+	clash := pattern(16, 9)
+	writeSafetensors(t, filepath.Join(d, "model.safetensors"), []stTensor{
+		{Name: "config.json", DType: "F32", Shape: []int64{4}, Data: clash},
+		{Name: "w", DType: "F32", Shape: []int64{2}, Data: pattern(8, 3)},
+	}, nil)
+	if err := os.WriteFile(filepath.Join(d, "config.json"), []byte(`{"model_type": "llama"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := mount(t, d, "--gpu", "0")
+	data, err := os.ReadFile(m.Path(".cuda/index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc cuda.IPCIndex
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]string{}
+	for _, d := range doc.Tensors {
+		paths[d.Name] = d.Path
+	}
+	if paths["config.json"] != "config.json#1" || paths["w"] != "w" {
+		t.Fatalf(".cuda/index.json: paths %v, want config.json at config.json#1\n%s", paths, data)
+	}
+	if got, err := os.ReadFile(m.Path(paths["config.json"])); err != nil || !bytes.Equal(got, clash) {
+		t.Errorf("%s: %v, not the tensor's bytes", paths["config.json"], err)
+	}
+}

@@ -116,3 +116,40 @@ func TestPassthrough(t *testing.T) {
 		m.Unmount()
 	}
 }
+
+// TestPassthroughODirectUnaligned reads the .npy/ file of a .npy
+// checkpoint opened with O_DIRECT at an offset and length off any block
+// alignment: the server serves such an open (passthrough would hand the
+// read to the backing file as it is, which refuses it with EINVAL), and a
+// plain open after it is still passed through.
+func TestPassthroughODirectUnaligned(t *testing.T) {
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i*5 + i>>10)
+	}
+	npy := hNPY("{'descr': '<f4', 'fortran_order': False, 'shape': (262144,), }", data)
+	src := filepath.Join(t.TempDir(), "w.npy")
+	if err := os.WriteFile(src, npy, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := mount(t, src)
+	defer m.Unmount()
+	p := m.Path(".npy/w.npy")
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		t.Fatalf("open %s O_DIRECT: %v", p, err)
+	}
+	defer unix.Close(fd)
+	for _, c := range []struct{ off, n int }{{1, 3}, {0, 4096}, {4097, 100}, {len(npy) - 5, 5}} {
+		buf := make([]byte, c.n)
+		n, err := unix.Pread(fd, buf, int64(c.off))
+		if err != nil || n != c.n || !bytes.Equal(buf, npy[c.off:c.off+c.n]) {
+			t.Errorf("O_DIRECT pread(%d, %d) of %s: %d bytes, %v; want the checkpoint's", c.n, c.off, p, n, err)
+		}
+	}
+	// A plain open while the O_DIRECT one is open reads the same bytes.
+	got, err := os.ReadFile(p)
+	if err != nil || !bytes.Equal(got, npy) {
+		t.Fatalf("%s read with an O_DIRECT open beside it: %d bytes, %v", p, len(got), err)
+	}
+}

@@ -87,6 +87,15 @@ func TestQuantTorchAO(t *testing.T) {
 	if err := json.Unmarshal(b[8:8+binary.LittleEndian.Uint64(b)], &hdr); err != nil {
 		t.Fatal(err)
 	}
+	var meta map[string]string
+	if err := json.Unmarshal(hdr["__metadata__"], &meta); err != nil {
+		t.Fatal(err)
+	}
+	// q.weight is plain BF16 now: its torchao entry and its name in
+	// tensor_names are gone, n.weight's are kept
+	if _, ok := meta["q.weight"]; ok || meta["tensor_names"] != `["n.weight"]` || meta["n.weight"] != `{"_type": "Tensor"}` {
+		t.Errorf("convert --dtype bf16: __metadata__ %v, want no torchao entry for q.weight", meta)
+	}
 	delete(hdr, "__metadata__")
 	if len(hdr) != 2 || hdr["q.weight"] == nil || hdr["n.weight"] == nil {
 		t.Errorf("convert --dtype bf16 wrote %d tensors, want q.weight and n.weight only", len(hdr))
@@ -95,7 +104,7 @@ func TestQuantTorchAO(t *testing.T) {
 		t.Errorf("check: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := runTensorfs(t, "check", out); r.code != 0 {
-		t.Errorf("check of the export (it keeps the metadata): exit %d: %s%s", r.code, r.stdout, r.stderr)
+		t.Errorf("check of the export: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}
 
 	bad, _ := torchaoFile(t, "Int4TilePackedTo4dTensor")

@@ -265,7 +265,9 @@ func (c *countWriter) WriteString(s string) (int, error) { c.n += len(s); return
 func (c *countWriter) Len() int                          { return c.n }
 
 // buildHeader renders the header into b: __metadata__ (the source's
-// string metadata, then tensorfs's keys), then each tensor in data order.
+// string metadata, less the torchao entries of the weights a converted
+// export holds dequantized: stripDequantized, then tensorfs's keys), then
+// each tensor in data order.
 // It returns the header's size and, when b is a bytes.Buffer, sets
 // x.header. Each name is encoded in one scratch buffer, so that a header
 // only counted costs no memory per tensor.
@@ -275,6 +277,9 @@ func (x *Export) buildHeader(b headerWriter, idx *index.Index, to dtype.DType, r
 		if s, ok := v.(string); ok && utf8.ValidString(k) && utf8.ValidString(s) {
 			meta[k] = s
 		}
+	}
+	if to != dtype.Invalid {
+		stripDequantized(meta, idx)
 	}
 	if _, ok := meta[ExportFormatKey]; !ok {
 		meta[ExportFormatKey] = "pt"
@@ -322,6 +327,47 @@ func (j *jsonScratch) encode(s string) []byte {
 }
 
 // jsonBytes is v as compact JSON, without HTML escaping.
+// torchAONamesKey is the __metadata__ key of a torchao checkpoint that
+// lists its weights (quant.TorchAOKey), each described by an entry under
+// its own name: its class, attributes and the stored parts (M._w_qdata,
+// ...) it is flattened into (quant/torchao.go).
+const torchAONamesKey = "tensor_names"
+
+// stripDequantized removes from a converted view's export metadata the
+// torchao entries of the weights the export holds dequantized, as plain
+// tensors under their own names (index.RoleLogical), and their names from
+// "tensor_names": torchao's loader (unflatten_tensor_state_dict, used by
+// transformers) would otherwise rebuild each from parts the export does
+// not hold. Every other entry is kept, plain tensors' included.
+func stripDequantized(meta map[string]string, idx *index.Index) {
+	list, ok := meta[torchAONamesKey]
+	if !ok {
+		return
+	}
+	drop := map[string]bool{}
+	for i := range idx.Tensors {
+		t := &idx.Tensors[i]
+		if _, ok := meta[t.Name]; ok && t.Role == index.RoleLogical && t.Name != torchAONamesKey {
+			drop[t.Name] = true
+			delete(meta, t.Name)
+		}
+	}
+	if len(drop) == 0 {
+		return
+	}
+	var names []string
+	if json.Unmarshal([]byte(list), &names) != nil {
+		return // not torchao's list (planning refused every weight then)
+	}
+	kept := make([]string, 0, len(names))
+	for _, n := range names {
+		if !drop[n] {
+			kept = append(kept, n)
+		}
+	}
+	meta[torchAONamesKey] = string(jsonBytes(kept))
+}
+
 func jsonBytes(v any) []byte {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)

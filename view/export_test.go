@@ -246,3 +246,58 @@ func TestExportReadNoAlloc(t *testing.T) {
 		t.Errorf("%.1f allocations per pass", allocs)
 	}
 }
+
+// TestExportTorchAOMetadata: a converted view's export of a torchao
+// checkpoint holds M.weight dequantized under its own name, so its
+// torchao entry (class, attributes, flattened parts) and its name in
+// "tensor_names" are left out; plain tensors' entries and every other key
+// are kept. The export of the stored dtypes, which holds the parts,
+// keeps the metadata as it is.
+func TestExportTorchAOMetadata(t *testing.T) {
+	data := make([]byte, 24+8+6+8)
+	meta := map[string]any{
+		"tensor_names": `["M.weight", "M.bias"]`,
+		"M.weight":     `{"_type": "Int4Tensor", "_data": {}, "_tensor_data_names": ["qdata", "scale"]}`,
+		"M.bias":       `{"_type": "Tensor"}`,
+		"format":       "pt",
+		"other":        "kept",
+	}
+	idx := &index.Index{Format: "safetensors", Sources: []string{"m.safetensors"}, Metadata: meta, Tensors: []index.Tensor{
+		{Name: "M.bias", DType: dtype.F32, Shape: []int64{2}, Offset: 24, Size: 8},
+		{Name: "M.weight", DType: dtype.F32, Shape: []int64{2, 3}, Offset: 0, Size: 24, Role: index.RoleLogical},
+		{Name: "M._weight_qdata", DType: dtype.I8, Shape: []int64{2, 3}, Offset: 32, Size: 6, Role: index.RolePart},
+		{Name: "M._weight_scale", DType: dtype.F32, Shape: []int64{2, 1}, Offset: 38, Size: 8, Role: index.RolePart},
+	}}
+	if err := index.AssignPaths(idx); err != nil {
+		t.Fatal(err)
+	}
+	src := &memSource{name: "m.safetensors", b: data}
+	for _, c := range []struct {
+		to   dtype.DType
+		want map[string]string
+	}{
+		{dtype.BF16, map[string]string{"tensor_names": `["M.bias"]`, "M.bias": `{"_type": "Tensor"}`, "format": "pt", "other": "kept"}},
+		{dtype.Invalid, map[string]string{"tensor_names": `["M.weight", "M.bias"]`, "M.weight": meta["M.weight"].(string), "M.bias": `{"_type": "Tensor"}`, "format": "pt", "other": "kept"}},
+	} {
+		x, err := NewExport(idx, []backing.Source{src}, c.to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := readAll(t, x)
+		n := int64(h[0]) | int64(h[1])<<8 | int64(h[2])<<16 | int64(h[3])<<24
+		var hdr struct {
+			Meta map[string]string `json:"__metadata__"`
+		}
+		if err := json.Unmarshal(h[8:8+n], &hdr); err != nil {
+			t.Fatal(err)
+		}
+		for k := range hdr.Meta {
+			if strings.HasPrefix(k, "tensorfs.") {
+				delete(hdr.Meta, k)
+			}
+		}
+		if fmt.Sprint(hdr.Meta) != fmt.Sprint(c.want) {
+			t.Errorf("export in %v: __metadata__ %v, want %v", c.to, hdr.Meta, c.want)
+		}
+	}
+}

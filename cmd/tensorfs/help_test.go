@@ -195,6 +195,18 @@ func TestHelpTables(t *testing.T) {
 	}
 }
 
+// TestHelpHFOffline: `tensorfs help hf` says what HF_HUB_OFFLINE=1 does
+// and that a Hub that cannot be reached falls back to the HF cache.
+func TestHelpHFOffline(t *testing.T) {
+	out, status := captureRun(t, "help", "hf")
+	flat := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{"HF_HUB_OFFLINE=1 (the cache only)", "when the Hub cannot be reached", "snapshot is in the HF cache is read from there"} {
+		if status != 0 || !strings.Contains(flat, want) {
+			t.Errorf("tensorfs help hf: exit %d, does not say %q:\n%s", status, want, out)
+		}
+	}
+}
+
 // TestHelpSchemeTopics: `tensorfs help hf` (and each scheme's name) is
 // the remote topic; a mistyped command or topic gets a suggestion.
 func TestHelpSchemeTopics(t *testing.T) {

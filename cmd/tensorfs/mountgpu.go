@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -100,22 +101,43 @@ func uploadForMount(source string, ckpt *checkpoint, view dtype.DType, dev int, 
 	}
 	doc, err := g.u.IPCIndex(func(i int) string {
 		t, _ := ck.Tensor(g.u.Tensors[i].Name)
-		if view != dtype.Invalid && g.u.Tensors[i].DType != view {
-			return nativeDir + "/" + t.Path // left out of the converted top level
-		}
 		return t.Path
 	})
 	if err != nil {
 		return fail(fmt.Errorf("%s: %v", what, err))
 	}
-	data, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return fail(err)
+	native := make([]bool, len(g.u.Tensors))
+	for i, t := range g.u.Tensors {
+		native[i] = view != dtype.Invalid && t.DType != view // left out of the converted top level
 	}
-	g.dir = fs.ExtraDir{Name: ".cuda", Files: map[string][]byte{"index.json": append(data, '\n')}, Private: !allowOther}
+	g.dir = fs.ExtraDir{Name: ".cuda", Render: cudaIndexFiles(doc, native), Private: !allowOther}
 	st := g.u.Stats
 	logger.Printf("uploaded %s to cuda:%d (%s): %s in %.3f s, %.2f GB/s; kept there while mounted, shared through %s", plural(len(g.u.Tensors), "tensor"), dev, doc.UUID, bytesize.Format(st.Bytes), elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e9, cuda.IPCIndexPath)
 	return g, nil
+}
+
+// cudaIndexFiles makes .cuda/index.json from doc once the tree is built:
+// each tensor's path is the one the mount serves it at (path, which has a
+// tensor named as a model directory file at NAME#N: fs/modeldir.go),
+// under .native/ where native[i] (a tensor left out of the converted top
+// level).
+func cudaIndexFiles(doc *cuda.IPCIndex, native []bool) func(path func(name string) string) (map[string][]byte, error) {
+	return func(path func(name string) string) (map[string][]byte, error) {
+		d := *doc
+		d.Tensors = slices.Clone(doc.Tensors)
+		for i := range d.Tensors {
+			p := path(d.Tensors[i].Name)
+			if i < len(native) && native[i] {
+				p = nativeDir + "/" + p
+			}
+			d.Tensors[i].Path = p
+		}
+		data, err := json.MarshalIndent(&d, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		return map[string][]byte{"index.json": append(data, '\n')}, nil
+	}
 }
 
 // nativeDir is where a --dtype mount keeps the stored tree.
