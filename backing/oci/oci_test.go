@@ -1,0 +1,276 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func digestOf(b []byte) string {
+	s := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// fake is a registry of one repository, "m", serving manifests by tag
+// or digest and blobs by digest, with Range.
+type fake struct {
+	manifests map[string][]byte // reference -> bytes
+	blobs     map[string][]byte // digest -> bytes
+	hook      func(w http.ResponseWriter, r *http.Request) bool
+}
+
+func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f.hook != nil && f.hook(w, r) {
+		return
+	}
+	if ref, ok := strings.CutPrefix(r.URL.Path, "/v2/m/manifests/"); ok {
+		b, ok := f.manifests[ref]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", mediaOCIManifest)
+		w.Write(b)
+		return
+	}
+	if d, ok := strings.CutPrefix(r.URL.Path, "/v2/m/blobs/"); ok {
+		b, ok := f.blobs[d]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("ETag", `"`+d+`"`)
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
+		return
+	}
+	http.NotFound(w, r)
+}
+
+// push adds a manifest of layers (their bytes by digest) as tag.
+func (f *fake) push(tag string, layers []Descriptor, data map[string][]byte) string {
+	b, _ := json.Marshal(manifest{SchemaVersion: 2, MediaType: mediaOCIManifest, Config: Descriptor{MediaType: "application/vnd.cncf.model.config.v1+json", Digest: digestOf(nil)}, Layers: layers})
+	d := digestOf(b)
+	f.manifests[tag], f.manifests[d] = b, b
+	for k, v := range data {
+		f.blobs[k] = v
+	}
+	return d
+}
+
+func layer(mt string, data []byte, path string) Descriptor {
+	d := Descriptor{MediaType: mt, Digest: digestOf(data), Size: int64(len(data))}
+	if path != "" {
+		d.Annotations = map[string]string{annFilepath: path}
+	}
+	return d
+}
+
+func newFake(t *testing.T) (*fake, string) {
+	f := &fake{manifests: map[string][]byte{}, blobs: map[string][]byte{}}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return f, "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/m"
+}
+
+func TestParseRef(t *testing.T) {
+	d := "sha256:" + strings.Repeat("ab", 32)
+	for src, want := range map[string]Ref{
+		"oci://reg.example:5000/a/b":      {Host: "reg.example:5000", Repo: "a/b", Reference: "latest"},
+		"oci://reg.example/a/b:v1.0":      {Host: "reg.example", Repo: "a/b", Reference: "v1.0"},
+		"OCI://reg.example:5000/a/b@" + d: {Host: "reg.example:5000", Repo: "a/b", Reference: d},
+	} {
+		got, err := ParseRef(src)
+		if err != nil || got != want {
+			t.Errorf("%s: %+v %v, want %+v", src, got, err, want)
+		}
+	}
+	for _, bad := range []string{"oci://", "oci://host", "oci://host/", "oci://host/A/b", "oci://host/a/../b", "oci://host/a:b:c/d", "oci://host/a@sha256:12", "oci://host/a:-x", "oci://host/a//b"} {
+		if _, err := ParseRef(bad); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want one line", bad, err)
+		}
+	}
+}
+
+// TestOpen: the files of a ModelPack manifest by their annotations (the
+// older key too), Docker Model Runner's GGUF by its default name, the
+// tag pinned to the digest, sizes and digests as the manifest states
+// them, the bytes read in ranges.
+func TestOpen(t *testing.T) {
+	f, src := newFake(t)
+	w, c, g := []byte("weights-bytes"), []byte(`{"a":1}`), []byte("GGUF....")
+	cl := layer(MediaConfigRaw, c, "")
+	cl.Annotations = map[string]string{annFilepathOld: "sub/config.json"}
+	d := f.push("v1", []Descriptor{layer(MediaWeightRaw, w, "sub/model.safetensors"), cl, layer("application/vnd.cncf.model.doc.v1.raw", []byte("README"), "README.md")},
+		map[string][]byte{digestOf(w): w, digestOf(c): c})
+	s, key, err := Open(context.Background(), src+":v1", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" || s.Pinned() != src+"@"+d || strings.Join(s.Files(), ",") != "sub/config.json,sub/model.safetensors" {
+		t.Fatalf("key %q, pinned %s, files %v", key, s.Pinned(), s.Files())
+	}
+	ents, any, err := s.List(context.Background(), "sub/")
+	if err != nil || !any || len(ents) != 2 || ents[1].Name != "model.safetensors" || ents[1].Size != int64(len(w)) {
+		t.Errorf("List(sub/): %v %v %v", ents, any, err)
+	}
+	if h, ok := s.SHA256("sub/model.safetensors"); !ok || "sha256:"+h != digestOf(w) {
+		t.Errorf("SHA256: %s %v", h, ok)
+	}
+	head := make([]byte, 4)
+	obj, n, err := s.Open(context.Background(), "sub/model.safetensors", head)
+	if err != nil || n != 4 || string(head) != "weig" || obj.Size != int64(len(w)) {
+		t.Fatalf("Open: %v %d %q %v", obj, n, head, err)
+	}
+	buf := make([]byte, 5)
+	if err := s.Get(context.Background(), obj, 8, [][]byte{buf}, nil); err != nil || string(buf) != "bytes" {
+		t.Fatalf("Get: %q %v", buf, err)
+	}
+
+	f.push("dmr", []Descriptor{layer(MediaDockerGGUF, g, ""), layer("application/vnd.docker.ai.license", []byte("MIT"), "")}, map[string][]byte{digestOf(g): g})
+	s, _, err = Open(context.Background(), src+":dmr", Options{})
+	if err != nil || strings.Join(s.Files(), ",") != "model.gguf" {
+		t.Fatalf("dmr: %v %v", s, err)
+	}
+}
+
+// TestHostile: what a registry or a manifest may do wrong is refused in
+// one line naming the artifact and the problem.
+func TestHostile(t *testing.T) {
+	w := []byte("weights")
+	cases := []struct {
+		name, want string
+		setup      func(f *fake) string // the SOURCE's suffix
+	}{
+		{"dotdot", `file path "../x" escapes the tree`, func(f *fake) string {
+			f.push("t", []Descriptor{layer(MediaWeightRaw, w, "../x")}, nil)
+			return ":t"
+		}},
+		{"absolute", `file path "/etc/x" is absolute`, func(f *fake) string {
+			f.push("t", []Descriptor{layer(MediaWeightRaw, w, "/etc/x")}, nil)
+			return ":t"
+		}},
+		{"file under file", `is under file "a"`, func(f *fake) string {
+			f.push("t", []Descriptor{layer(MediaWeightRaw, w, "a"), layer(MediaConfigRaw, []byte("x"), "a/b")}, nil)
+			return ":t"
+		}},
+		{"two layers one path", `is also layer`, func(f *fake) string {
+			f.push("t", []Descriptor{layer(MediaWeightRaw, w, "a"), layer(MediaWeightRaw, []byte("y"), "a")}, nil)
+			return ":t"
+		}},
+		{"tar", "application/vnd.cncf.model.weight.v1.tar+zstd): a tar layer is not read yet", func(f *fake) string {
+			f.push("t", []Descriptor{layer("application/vnd.cncf.model.weight.v1.tar+zstd", w, "a")}, nil)
+			return ":t"
+		}},
+		{"no weights", "no weight layer", func(f *fake) string {
+			f.push("t", []Descriptor{layer(MediaConfigRaw, w, "config.json")}, nil)
+			return ":t"
+		}},
+		{"no path", "no file path", func(f *fake) string {
+			f.push("t", []Descriptor{layer(MediaWeightRaw, w, "")}, nil)
+			return ":t"
+		}},
+		{"over budget", fmt.Sprintf("over the budget of %d", MaxManifest), func(f *fake) string {
+			f.manifests["t"] = bytes.Repeat([]byte(" "), MaxManifest+10)
+			return ":t"
+		}},
+		{"wrong digest", "the registry answered a manifest of digest", func(f *fake) string {
+			d := f.push("t", []Descriptor{layer(MediaWeightRaw, w, "a")}, nil)
+			f.manifests[d] = []byte(`{"schemaVersion":2}`)
+			return "@" + d
+		}},
+		{"docker-content-digest", "the registry says sha256:" + strings.Repeat("0", 64), func(f *fake) string {
+			f.push("t", []Descriptor{layer(MediaWeightRaw, w, "a")}, nil)
+			f.hook = func(w http.ResponseWriter, r *http.Request) bool {
+				w.Header().Set("Docker-Content-Digest", "sha256:"+strings.Repeat("0", 64))
+				return false
+			}
+			return ":t"
+		}},
+		{"redirect to another scheme", "a redirect to a ftp:// URL, refused", func(f *fake) string {
+			f.hook = func(w http.ResponseWriter, r *http.Request) bool {
+				http.Redirect(w, r, "ftp://example.com/x", http.StatusFound)
+				return true
+			}
+			return ":t"
+		}},
+		{"redirect loop", "stopped after 10 redirects", func(f *fake) string {
+			f.hook = func(w http.ResponseWriter, r *http.Request) bool {
+				http.Redirect(w, r, r.URL.Path, http.StatusFound)
+				return true
+			}
+			return ":t"
+		}},
+		{"bearer", "token flow (WWW-Authenticate: Bearer) is not supported yet", func(f *fake) string {
+			f.hook = func(w http.ResponseWriter, r *http.Request) bool {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="http://127.0.0.1:1/token",service="r"`)
+				w.WriteHeader(http.StatusUnauthorized)
+				return true
+			}
+			return ":t"
+		}},
+		{"missing", "no such manifest (HTTP 404)", func(f *fake) string { return ":nope" }},
+		{"index of two", "the index names 2 manifests", func(f *fake) string {
+			a := f.push("a", []Descriptor{layer(MediaWeightRaw, w, "a")}, nil)
+			b := f.push("b", []Descriptor{layer(MediaWeightRaw, []byte("z"), "a")}, nil)
+			ix, _ := json.Marshal(manifest{SchemaVersion: 2, MediaType: mediaOCIIndex, Manifests: []Descriptor{{MediaType: mediaOCIManifest, Digest: a}, {MediaType: mediaOCIManifest, Digest: b}}})
+			f.manifests["t"] = ix
+			return ":t"
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, src := newFake(t)
+			_, _, err := Open(context.Background(), src+c.setup(f), Options{})
+			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), src) {
+				t.Errorf("got %v, want one line starting %s holding %q", err, src, c.want)
+			}
+		})
+	}
+}
+
+// TestIndex: an image index naming one manifest is that manifest,
+// pinned to its digest.
+func TestIndex(t *testing.T) {
+	f, src := newFake(t)
+	w := []byte("weights")
+	a := f.push("a", []Descriptor{layer(MediaWeightRaw, w, "model.safetensors")}, map[string][]byte{digestOf(w): w})
+	ix, _ := json.Marshal(manifest{SchemaVersion: 2, MediaType: mediaOCIIndex, Manifests: []Descriptor{{MediaType: mediaOCIManifest, Digest: a}}})
+	f.manifests["t"] = ix
+	s, _, err := Open(context.Background(), src+":t", Options{})
+	if err != nil || s.Pinned() != src+"@"+a {
+		t.Fatalf("%v %v", s, err)
+	}
+}
+
+// TestBlobLies: a blob whose size is not the manifest's is refused at
+// open; one whose bytes are not its digest's is read, and its digest
+// stated, for check --data to find the mismatch.
+func TestBlobLies(t *testing.T) {
+	f, src := newFake(t)
+	w := []byte("weights")
+	l := layer(MediaWeightRaw, w, "a")
+	l2 := layer(MediaWeightRaw, []byte("other!!"), "b")
+	f.push("t", []Descriptor{l, l2}, map[string][]byte{l.Digest: []byte("weights and more"), l2.Digest: []byte("notsame")})
+	s, _, err := Open(context.Background(), src+":t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.Open(context.Background(), "a", make([]byte, 4))
+	if err == nil || !strings.Contains(err.Error(), "is 16 bytes, the manifest says 7") {
+		t.Errorf("size: %v", err)
+	}
+	if _, _, err := s.Open(context.Background(), "b", make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if h, ok := s.SHA256("b"); !ok || "sha256:"+h != l2.Digest || "sha256:"+h == digestOf([]byte("notsame")) {
+		t.Errorf("SHA256(b) %s %v", h, ok)
+	}
+}
