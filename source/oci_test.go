@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/lazyweights/tensorfs/internal/testdata"
@@ -91,6 +93,45 @@ func TestOCIRegistry(t *testing.T) {
 		ck.Close()
 	}
 
+	// A sharded, block-FP8 quantized model: its shards weight layers,
+	// its weight map and config.json config layers, under a directory.
+	repo = "models/fp8"
+	dir := testdata.Path(t, "quant/fp8_block")
+	var layers []testdata.OCIDescriptor
+	for _, f := range []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json", "config.json"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mt := "application/vnd.cncf.model.weight.v1.raw"
+		if !strings.HasSuffix(f, ".safetensors") {
+			mt = "application/vnd.cncf.model.weight.config.v1.raw"
+		}
+		layers = append(layers, testdata.PushBlob(t, reg, repo, mt, b, map[string]string{"org.cncf.model.filepath": "fp8/" + f}))
+	}
+	cfg = testdata.PushBlob(t, reg, repo, modelPackConfig, []byte(`{"config":{"format":"safetensors"}}`), nil)
+	testdata.PushManifest(t, reg, repo, "latest", modelPackArtifact, cfg, layers)
+	wantQ, err := Load(context.Background(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wantQ.Close()
+	src := "oci://" + reg + "/" + repo
+	ckQ, err := Load(context.Background(), src, Options{})
+	if err != nil {
+		t.Fatalf("%s: %v", src, err)
+	}
+	defer ckQ.Close()
+	if len(ckQ.Sources) != len(wantQ.Sources) || len(ckQ.Index.Tensors) != len(wantQ.Index.Tensors) {
+		t.Fatalf("%s: %d sources, %d tensors; want %d and %d", src, len(ckQ.Sources), len(ckQ.Index.Tensors), len(wantQ.Sources), len(wantQ.Index.Tensors))
+	}
+	for i, x := range wantQ.Index.Tensors {
+		y := ckQ.Index.Tensors[i]
+		if x.Name != y.Name || x.Role != y.Role || x.DType != y.DType || x.Path != y.Path {
+			t.Errorf("%s: tensor %d is %s %v %s %s, want %s %v %s %s", src, i, y.Name, y.Role, y.DType, y.Path, x.Name, x.Role, x.DType, x.Path)
+		}
+	}
+
 	// Docker Model Runner: one GGUF layer, no annotation.
 	repo = "ai/spm"
 	dcfg := testdata.PushBlob(t, reg, repo, "application/vnd.docker.ai.model.config.v0.1+json", []byte(`{"config":{"format":"gguf"}}`), nil)
@@ -102,7 +143,7 @@ func TestOCIRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wantG.Close()
-	src := "oci://" + reg + "/" + repo
+	src = "oci://" + reg + "/" + repo
 	ck, err := Load(context.Background(), src, Options{})
 	if err != nil {
 		t.Fatalf("%s: %v", src, err)

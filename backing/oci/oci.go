@@ -190,7 +190,8 @@ var (
 )
 
 // Open reads the manifest of source and returns the store of its
-// files; key is "" (the whole artifact).
+// files; key is the directory that holds them all ("" for the top, else
+// a key ending in '/').
 func Open(ctx context.Context, source string, opts Options) (*Store, string, error) {
 	ref, err := ParseRef(source)
 	if err != nil {
@@ -244,7 +245,24 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 		s.names = append(s.names, p)
 	}
 	sort.Strings(s.names)
-	return s, "", nil
+	return s, commonDir(s.names), nil
+}
+
+// commonDir is the directory ("d/", or "") that holds every path.
+func commonDir(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	dir := path.Dir(names[0])
+	for _, n := range names[1:] {
+		for dir != "." && !strings.HasPrefix(n, dir+"/") {
+			dir = path.Dir(dir)
+		}
+	}
+	if dir == "." {
+		return ""
+	}
+	return dir + "/"
 }
 
 // Pinned is the artifact's name pinned to its manifest's digest.
