@@ -114,7 +114,7 @@ func TestOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if key != "" || s.Pinned() != src+"@"+d || strings.Join(s.Files(), ",") != "sub/config.json,sub/model.safetensors" {
+	if key != "sub/" || s.Pinned() != src+"@"+d || strings.Join(s.Files(), ",") != "sub/config.json,sub/model.safetensors" {
 		t.Fatalf("key %q, pinned %s, files %v", key, s.Pinned(), s.Files())
 	}
 	ents, any, err := s.List(context.Background(), "sub/")
