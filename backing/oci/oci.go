@@ -364,6 +364,14 @@ func getManifest(ctx context.Context, c *http.Client, base *url.URL, ref Ref, re
 func artifactFiles(pinned string, m *manifest) (map[string]Descriptor, error) {
 	files := map[string]Descriptor{}
 	weights := 0
+	// Docker Model Runner layers of one type and no name: one is
+	// model.EXT, several are model-DIGEST12.EXT.
+	unnamed := map[string]int{}
+	for _, l := range m.Layers {
+		if (l.MediaType == MediaDockerGGUF || l.MediaType == MediaDockerST) && l.Annotations[annFilepath] == "" && l.Annotations[annFilepathOld] == "" && l.Annotations[annTitle] == "" {
+			unnamed[l.MediaType]++
+		}
+	}
 	for i, l := range m.Layers {
 		where := fmt.Sprintf("%s: layer %d (%s)", pinned, i, index.Printable(l.MediaType))
 		var def string
@@ -399,7 +407,7 @@ func artifactFiles(pinned string, m *manifest) (map[string]Descriptor, error) {
 			if def == "" {
 				return nil, fmt.Errorf("%s: no file path (annotation %s, %s or %s)", where, annFilepath, annFilepathOld, annTitle)
 			}
-			if weights > 1 {
+			if unnamed[l.MediaType] > 1 {
 				def = fmt.Sprintf("%s-%s%s", strings.TrimSuffix(def, path.Ext(def)), l.Digest[7:19], path.Ext(def))
 			}
 			p = def

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -272,5 +273,36 @@ func TestBlobLies(t *testing.T) {
 	}
 	if h, ok := s.SHA256("b"); !ok || "sha256:"+h != l2.Digest || "sha256:"+h == digestOf([]byte("notsame")) {
 		t.Errorf("SHA256(b) %s %v", h, ok)
+	}
+}
+
+// TestDockerSafetensors: Docker Model Runner safetensors layers without
+// a title are model.safetensors, or, several, named by their digests;
+// a title names one.
+func TestDockerSafetensors(t *testing.T) {
+	f, src := newFake(t)
+	a, b, c := []byte("aaaa"), []byte("bbbb"), []byte("cccc")
+	f.push("one", []Descriptor{layer(MediaDockerST, a, "")}, nil)
+	s, _, err := Open(context.Background(), src+":one", Options{})
+	if err != nil || strings.Join(s.Files(), ",") != "model.safetensors" {
+		t.Fatalf("one: %v %v", s, err)
+	}
+	lc := layer(MediaDockerST, c, "")
+	lc.Annotations = map[string]string{annTitle: "model-00003.safetensors"}
+	f.push("three", []Descriptor{layer(MediaDockerST, a, ""), layer(MediaDockerST, b, ""), lc}, nil)
+	s, _, err = Open(context.Background(), src+":three", Options{})
+	want := []string{"model-00003.safetensors", "model-" + digestOf(a)[7:19] + ".safetensors", "model-" + digestOf(b)[7:19] + ".safetensors"}
+	sort.Strings(want)
+	if err != nil || strings.Join(s.Files(), ",") != strings.Join(want, ",") {
+		t.Fatalf("three: %v %v, want %s", s.Files(), err, want)
+	}
+}
+
+// TestLoopback: plain http only to the loopback interface.
+func TestLoopback(t *testing.T) {
+	for h, want := range map[string]bool{"127.0.0.1:5000": true, "localhost": true, "[::1]:5000": true, "127.8.0.1": true, "registry.example:5000": false, "10.0.0.1": false, "localhost.example.com": false} {
+		if loopback(h) != want {
+			t.Errorf("loopback(%s) = %v", h, !want)
+		}
 	}
 }
