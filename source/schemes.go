@@ -110,9 +110,9 @@ lists the store's models.`,
 a registry as an OCI artifact (CNCF ModelPack raw weight and config
 layers, named by their org.cncf.model.filepath annotation; Docker Model
 Runner GGUF or safetensors layers), pinned to its manifest's digest, its
-blobs read with ranged GETs; anonymous pulls, over https (plain http to
-a loopback registry); check --data verifies every blob against its
-digest.`,
+blobs read with ranged GETs; anonymous pulls (the registry's Bearer
+token flow), over https (plain http to a loopback registry); check
+--data verifies every blob against its digest.`,
 			Open: openOCI,
 		},
 	}

@@ -5,9 +5,8 @@
 // Runner one are the store's files, each read with ranged GETs of its
 // blob (backing/httpsrc) and named by its layer's path annotation.
 //
-// Not yet: the registry token flow (WWW-Authenticate: Bearer; a registry
-// that asks for it is refused in one line), credentials from
-// ~/.docker/config.json, tar layers (refused in one line naming the
+// Anonymous pulls, with the registry token flow (auth.go). Not yet:
+// credentials from ~/.docker/config.json, tar layers (refused in one line naming the
 // media type), and Xet (hf://).
 package oci
 
@@ -180,6 +179,7 @@ type Store struct {
 	ref    Ref
 	pinned string // oci://HOST/REPO@sha256:HEX
 	blobs  *httpsrc.Store
+	auth   *auth
 	files  map[string]Descriptor // file path -> its layer
 	names  []string              // sorted
 }
@@ -213,7 +213,8 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 		return nil
 	}}
 	name := Prefix + ref.Host + "/" + ref.Repo
-	m, digest, err := getManifest(ctx, c, base, ref, ref.Reference, name)
+	a := &auth{c: c, repo: ref.Repo, plain: scheme == "http"}
+	m, digest, err := getManifest(ctx, c, a, base, ref, ref.Reference, name)
 	if err != nil {
 		return nil, "", err
 	}
@@ -223,7 +224,7 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 		if err != nil {
 			return nil, "", err
 		}
-		m, digest, err = getManifest(ctx, c, base, ref, child, name)
+		m, digest, err = getManifest(ctx, c, a, base, ref, child, name)
 		if err != nil {
 			return nil, "", err
 		}
@@ -236,11 +237,11 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 	if err != nil {
 		return nil, "", err
 	}
-	blobs, _, err := httpsrc.NewWith(&url.URL{Scheme: scheme, Host: ref.Host, Path: "/"}, httpsrc.Options{Proxy: opts.Proxy, Logf: opts.Logf})
+	blobs, _, err := httpsrc.NewWith(&url.URL{Scheme: scheme, Host: ref.Host, Path: "/"}, httpsrc.Options{Proxy: opts.Proxy, Logf: opts.Logf, Bearer: a.get})
 	if err != nil {
 		return nil, "", err
 	}
-	s := &Store{ref: ref, pinned: pinned, blobs: blobs, files: files}
+	s := &Store{ref: ref, pinned: pinned, blobs: blobs, files: files, auth: a}
 	for p := range files {
 		s.names = append(s.names, p)
 	}
@@ -295,7 +296,7 @@ func pickChild(pinned string, m *manifest) (string, error) {
 // MaxManifest bytes, and checks its digest: against reference when that
 // is a digest, else against the registry's Docker-Content-Digest when it
 // gives one.
-func getManifest(ctx context.Context, c *http.Client, base *url.URL, ref Ref, reference, name string) (*manifest, string, error) {
+func getManifest(ctx context.Context, c *http.Client, a *auth, base *url.URL, ref Ref, reference, name string) (*manifest, string, error) {
 	u := *base
 	u.Path = "/v2/" + ref.Repo + "/manifests/" + reference
 	where := name + ":" + reference
@@ -307,22 +308,35 @@ func getManifest(ctx context.Context, c *http.Client, base *url.URL, ref Ref, re
 		return nil, "", fmt.Errorf("%s: %v", where, err)
 	}
 	req.Header.Set("Accept", strings.Join([]string{mediaOCIManifest, mediaOCIIndex, mediaDockerV2, mediaDockerList}, ", "))
-	resp, err := c.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
+	var resp *http.Response
+	for try := 0; ; try++ {
+		if tok := a.get(); tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
 		}
-		return nil, "", fmt.Errorf("%s: reading the manifest: %v", where, err)
+		resp, err = c.Do(req)
+		if err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return nil, "", fmt.Errorf("%s: reading the manifest: %v", where, err)
+		}
+		if resp.StatusCode != http.StatusUnauthorized {
+			break
+		}
+		resp.Body.Close()
+		if try > 0 {
+			return nil, "", fmt.Errorf("%s: the registry refused the token its realm gave (HTTP 401 again): anonymous pulls may not be allowed", where)
+		}
+		if err := a.challenge(resp.Header.Get("WWW-Authenticate")); err != nil {
+			return nil, "", fmt.Errorf("%s: %v", where, err)
+		}
+		if err := a.fetch(ctx); err != nil {
+			return nil, "", fmt.Errorf("%s: %v", where, err)
+		}
 	}
 	defer resp.Body.Close()
 	switch {
-	case resp.StatusCode == http.StatusUnauthorized:
-		msg := "the registry asks for credentials (HTTP 401)"
-		if strings.HasPrefix(strings.ToLower(resp.Header.Get("WWW-Authenticate")), "bearer") {
-			msg += "; its token flow (WWW-Authenticate: Bearer) is not supported yet: pull from a registry that allows anonymous reads"
-		}
-		return nil, "", fmt.Errorf("%s: %s", where, msg)
 	case resp.StatusCode == http.StatusNotFound:
 		return nil, "", fmt.Errorf("%s: no such manifest (HTTP 404)", where)
 	case resp.StatusCode != http.StatusOK:
@@ -481,6 +495,9 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.NotFound, Msg: "no such file in the artifact"}
 	}
 	obj, n, err := s.blobs.Open(ctx, s.blobKey(d), head)
+	if err != nil && s.auth.retry(ctx, err) {
+		obj, n, err = s.blobs.Open(ctx, s.blobKey(d), head)
+	}
 	if err != nil {
 		return remote.Object{}, 0, err
 	}
@@ -498,7 +515,11 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.NotFound, Msg: "no such file in the artifact"}
 	}
 	obj.Key = s.blobKey(d)
-	return s.blobs.Get(ctx, obj, off, bufs, filled)
+	err := s.blobs.Get(ctx, obj, off, bufs, filled)
+	if err != nil && s.auth.retry(ctx, err) {
+		err = s.blobs.Get(ctx, obj, off, bufs, filled)
+	}
+	return err
 }
 
 // List lists the files directly under prefix.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -209,9 +210,53 @@ func TestHostile(t *testing.T) {
 			}
 			return ":t"
 		}},
-		{"bearer", "token flow (WWW-Authenticate: Bearer) is not supported yet", func(f *fake) string {
+		{"basic auth", "only anonymous pulls with a Bearer token are supported", func(f *fake) string {
 			f.hook = func(w http.ResponseWriter, r *http.Request) bool {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="http://127.0.0.1:1/token",service="r"`)
+				w.Header().Set("WWW-Authenticate", `Basic realm="r"`)
+				w.WriteHeader(http.StatusUnauthorized)
+				return true
+			}
+			return ":t"
+		}},
+		{"token refused: no loop", "the registry refused the token its realm gave", func(f *fake) string {
+			f.hook = func(w http.ResponseWriter, r *http.Request) bool {
+				if r.URL.Path == "/token" {
+					w.Write([]byte(`{"token":"t"}`))
+					return true
+				}
+				w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="http://%s/token",service="reg"`, r.Host))
+				w.WriteHeader(http.StatusUnauthorized)
+				return true
+			}
+			return ":t"
+		}},
+		{"realm not https", "is not https (http only on loopback), refused", func(f *fake) string {
+			f.hook = func(w http.ResponseWriter, r *http.Request) bool {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="http://auth.example/token"`)
+				w.WriteHeader(http.StatusUnauthorized)
+				return true
+			}
+			return ":t"
+		}},
+		{"token over budget", "the answer is over the budget of 65536 bytes", func(f *fake) string {
+			f.hook = func(w http.ResponseWriter, r *http.Request) bool {
+				if r.URL.Path == "/token" {
+					w.Write(bytes.Repeat([]byte("x"), 70000))
+					return true
+				}
+				w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="http://%s/token"`, r.Host))
+				w.WriteHeader(http.StatusUnauthorized)
+				return true
+			}
+			return ":t"
+		}},
+		{"token with a newline", "no usable token", func(f *fake) string {
+			f.hook = func(w http.ResponseWriter, r *http.Request) bool {
+				if r.URL.Path == "/token" {
+					w.Write([]byte(`{"token":"a\r\nX-Evil: 1"}`))
+					return true
+				}
+				w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="http://%s/token"`, r.Host))
 				w.WriteHeader(http.StatusUnauthorized)
 				return true
 			}
@@ -304,5 +349,68 @@ func TestLoopback(t *testing.T) {
 		if loopback(h) != want {
 			t.Errorf("loopback(%s) = %v", h, !want)
 		}
+	}
+}
+
+// TestToken: the anonymous token flow: a 401's Bearer challenge is
+// answered from its realm (scope repository:m:pull, no credential sent
+// there), the token goes with the manifest and blob requests to the
+// registry, a token that expires is fetched again once, and the token is
+// not sent on a blob's redirect to another host.
+func TestToken(t *testing.T) {
+	var other *httptest.Server
+	var otherAuth []string
+	other = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		otherAuth = append(otherAuth, r.Header.Get("Authorization"))
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader([]byte("weights")))
+	}))
+	defer other.Close()
+	f, src := newFake(t)
+	w := []byte("weights")
+	f.push("t", []Descriptor{layer(MediaWeightRaw, w, "model.safetensors"), layer(MediaConfigRaw, []byte("{}"), "config.json")}, map[string][]byte{digestOf(w): w, digestOf([]byte("{}")): []byte("{}")})
+	current, issued := "tok1", 0
+	var scopes, realmAuth []string
+	f.hook = func(rw http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/token" {
+			issued++
+			scopes = append(scopes, r.URL.Query().Get("scope"))
+			realmAuth = append(realmAuth, r.Header.Get("Authorization"))
+			json.NewEncoder(rw).Encode(map[string]string{"token": current})
+			return true
+		}
+		if r.Header.Get("Authorization") != "Bearer "+current {
+			rw.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="http://%s/token",service="reg",scope="repository:m:pull"`, r.Host))
+			rw.WriteHeader(http.StatusUnauthorized)
+			return true
+		}
+		if strings.HasSuffix(r.URL.Path, digestOf(w)) && current == "tok3" {
+			http.Redirect(rw, r, other.URL+"/blob", http.StatusTemporaryRedirect)
+			return true
+		}
+		return false
+	}
+	s, _, err := Open(context.Background(), src+":t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := make([]byte, 4)
+	obj, _, err := s.Open(context.Background(), "model.safetensors", head)
+	if err != nil || string(head) != "weig" {
+		t.Fatalf("Open: %q %v", head, err)
+	}
+	current = "tok2" // the token expired: fetched again, once
+	buf := make([]byte, 3)
+	if err := s.Get(context.Background(), obj, 4, [][]byte{buf}, nil); err != nil || string(buf) != "hts" {
+		t.Fatalf("Get after expiry: %q %v", buf, err)
+	}
+	if issued != 2 || scopes[0] != "repository:m:pull" || realmAuth[0] != "" || realmAuth[1] != "" {
+		t.Errorf("tokens issued %d, scopes %v, credentials sent to the realm %q", issued, scopes, realmAuth)
+	}
+	current = "tok3" // now the blob redirects to another host
+	if _, _, err := s.Open(context.Background(), "model.safetensors", head); err != nil {
+		t.Fatalf("Open through a redirect: %v", err)
+	}
+	if len(otherAuth) == 0 || slices.ContainsFunc(otherAuth, func(a string) bool { return a != "" }) {
+		t.Errorf("the other host got Authorization %q", otherAuth)
 	}
 }
