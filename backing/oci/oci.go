@@ -6,8 +6,8 @@
 // blob (backing/httpsrc) and named by its layer's path annotation.
 //
 // Anonymous pulls, with the registry token flow (auth.go). Not yet:
-// credentials from ~/.docker/config.json, tar layers (refused in one line naming the
-// media type), and Xet (hf://).
+// credentials from ~/.docker/config.json, compressed tar layers
+// (refused in one line naming the media type), and Xet (hf://).
 package oci
 
 import (
@@ -180,8 +180,10 @@ type Store struct {
 	pinned string // oci://HOST/REPO@sha256:HEX
 	blobs  *httpsrc.Store
 	auth   *auth
-	files  map[string]Descriptor // file path -> its layer
-	names  []string              // sorted
+	// members are the files of tar layers (not in files)
+	members map[string]member
+	files   map[string]Descriptor // file path -> its layer
+	names   []string              // sorted
 }
 
 var (
@@ -233,7 +235,7 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 		}
 		pinned = name + "@" + digest
 	}
-	files, err := artifactFiles(pinned, m)
+	files, tars, err := artifactFiles(pinned, m)
 	if err != nil {
 		return nil, "", err
 	}
@@ -241,8 +243,26 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 	if err != nil {
 		return nil, "", err
 	}
-	s := &Store{ref: ref, pinned: pinned, blobs: blobs, files: files, auth: a}
+	s := &Store{ref: ref, pinned: pinned, blobs: blobs, files: files, auth: a, members: map[string]member{}}
+	for i, l := range tars {
+		ms, err := s.readTar(ctx, fmt.Sprintf("%s: tar layer %d (%s)", pinned, i, l.MediaType), l)
+		if err != nil {
+			return nil, "", err
+		}
+		for p, m := range ms {
+			if _, dup := files[p]; dup {
+				return nil, "", fmt.Errorf("%s: tar entry %q of layer %s is also a layer's file", pinned, index.Printable(p), l.Digest)
+			}
+			if _, dup := s.members[p]; dup {
+				return nil, "", fmt.Errorf("%s: tar entry %q of layer %s is also in another tar layer", pinned, index.Printable(p), l.Digest)
+			}
+			s.members[p] = m
+		}
+	}
 	for p := range files {
+		s.names = append(s.names, p)
+	}
+	for p := range s.members {
 		s.names = append(s.names, p)
 	}
 	sort.Strings(s.names)
@@ -375,8 +395,9 @@ func getManifest(ctx context.Context, c *http.Client, a *auth, base *url.URL, re
 
 // artifactFiles are the files of a ModelPack or Docker Model Runner
 // manifest, by path.
-func artifactFiles(pinned string, m *manifest) (map[string]Descriptor, error) {
+func artifactFiles(pinned string, m *manifest) (map[string]Descriptor, []Descriptor, error) {
 	files := map[string]Descriptor{}
+	var tars []Descriptor
 	weights := 0
 	// Docker Model Runner layers of one type and no name: one is
 	// model.EXT, several are model-DIGEST12.EXT.
@@ -399,16 +420,25 @@ func artifactFiles(pinned string, m *manifest) (map[string]Descriptor, error) {
 		case mt == MediaDockerST:
 			weights++
 			def = "model.safetensors"
-		case strings.HasPrefix(mt, "application/vnd.cncf.model.weight.") && (strings.HasSuffix(mt, ".tar") || strings.Contains(mt, ".tar+")):
-			return nil, fmt.Errorf("%s: a tar layer is not read yet (only %s and %s layers are)", where, MediaWeightRaw, MediaConfigRaw)
+		case mt == MediaWeightTar || mt == MediaConfigTar:
+			if !validDigest(l.Digest) || l.Size < 0 {
+				return nil, nil, fmt.Errorf("%s: digest %q or size %d is not valid", where, index.Printable(l.Digest), l.Size)
+			}
+			if mt == MediaWeightTar {
+				weights++
+			}
+			tars = append(tars, l)
+			continue
+		case strings.HasPrefix(mt, "application/vnd.cncf.model.weight.") && strings.Contains(mt, ".tar+"):
+			return nil, nil, fmt.Errorf("%s: a compressed tar layer is not read yet (%s, %s and their .tar layers are)", where, MediaWeightRaw, MediaConfigRaw)
 		default:
 			continue // docs, code, datasets, licenses, templates: not the model's files
 		}
 		if !validDigest(l.Digest) {
-			return nil, fmt.Errorf("%s: digest %q is not sha256:HEX", where, index.Printable(l.Digest))
+			return nil, nil, fmt.Errorf("%s: digest %q is not sha256:HEX", where, index.Printable(l.Digest))
 		}
 		if l.Size < 0 {
-			return nil, fmt.Errorf("%s: size %d", where, l.Size)
+			return nil, nil, fmt.Errorf("%s: size %d", where, l.Size)
 		}
 		p := l.Annotations[annFilepath]
 		if p == "" {
@@ -419,7 +449,7 @@ func artifactFiles(pinned string, m *manifest) (map[string]Descriptor, error) {
 		}
 		if p == "" {
 			if def == "" {
-				return nil, fmt.Errorf("%s: no file path (annotation %s, %s or %s)", where, annFilepath, annFilepathOld, annTitle)
+				return nil, nil, fmt.Errorf("%s: no file path (annotation %s, %s or %s)", where, annFilepath, annFilepathOld, annTitle)
 			}
 			if unnamed[l.MediaType] > 1 {
 				def = fmt.Sprintf("%s-%s%s", strings.TrimSuffix(def, path.Ext(def)), l.Digest[7:19], path.Ext(def))
@@ -427,25 +457,25 @@ func artifactFiles(pinned string, m *manifest) (map[string]Descriptor, error) {
 			p = def
 		}
 		if err := checkPath(p); err != nil {
-			return nil, fmt.Errorf("%s: file path %q %v", where, index.Printable(p), err)
+			return nil, nil, fmt.Errorf("%s: file path %q %v", where, index.Printable(p), err)
 		}
 		if d, dup := files[p]; dup && d.Digest != l.Digest {
-			return nil, fmt.Errorf("%s: file path %q is also layer %s's", where, index.Printable(p), d.Digest)
+			return nil, nil, fmt.Errorf("%s: file path %q is also layer %s's", where, index.Printable(p), d.Digest)
 		}
 		files[p] = l
 	}
 	if weights == 0 {
-		return nil, fmt.Errorf("%s: no weight layer (%s, %s or %s): not a ModelPack or Docker Model Runner model", pinned, MediaWeightRaw, MediaDockerGGUF, MediaDockerST)
+		return nil, nil, fmt.Errorf("%s: no weight layer (%s, %s or %s): not a ModelPack or Docker Model Runner model", pinned, MediaWeightRaw, MediaDockerGGUF, MediaDockerST)
 	}
 	// A file may not be a directory of another.
 	for p := range files {
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
 			if _, ok := files[d]; ok {
-				return nil, fmt.Errorf("%s: file path %q is under file %q", pinned, index.Printable(p), index.Printable(d))
+				return nil, nil, fmt.Errorf("%s: file path %q is under file %q", pinned, index.Printable(p), index.Printable(d))
 			}
 		}
 	}
-	return files, nil
+	return files, tars, nil
 }
 
 // checkPath refuses a layer path that is not a clean relative path in
@@ -490,6 +520,9 @@ func (s *Store) SHA256(key string) (string, bool) {
 
 // Open opens a file's blob and checks its size against the manifest's.
 func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Object, int, error) {
+	if m, ok := s.members[key]; ok {
+		return s.openMember(ctx, key, m, head)
+	}
 	d, ok := s.files[key]
 	if !ok {
 		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.NotFound, Msg: "no such file in the artifact"}
@@ -511,6 +544,11 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 // Get reads a file's blob.
 func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]byte, filled func(i int)) error {
 	d, ok := s.files[obj.Key]
+	if m, isM := s.members[obj.Key]; isM {
+		d, ok = m.layer, true
+		off += m.off
+		obj.Size = m.layer.Size
+	}
 	if !ok {
 		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.NotFound, Msg: "no such file in the artifact"}
 	}
@@ -533,8 +571,35 @@ func (s *Store) List(ctx context.Context, prefix string) ([]remote.Entry, bool, 
 		}
 		any = true
 		if !strings.Contains(rest, "/") {
-			out = append(out, remote.Entry{Name: rest, Size: s.files[p].Size})
+			size := s.files[p].Size
+			if m, ok := s.members[p]; ok {
+				size = m.size
+			}
+			out = append(out, remote.Entry{Name: rest, Size: size})
 		}
 	}
 	return out, any, nil
+}
+
+// openMember opens a tar layer's file: its blob's identity, with the
+// member's size, and its first bytes.
+func (s *Store) openMember(ctx context.Context, key string, m member, head []byte) (remote.Object, int, error) {
+	obj, _, err := s.blobs.Open(ctx, s.blobKey(m.layer), nil)
+	if err != nil && s.auth.retry(ctx, err) {
+		obj, _, err = s.blobs.Open(ctx, s.blobKey(m.layer), nil)
+	}
+	if err != nil {
+		return remote.Object{}, 0, err
+	}
+	if obj.Size != m.layer.Size {
+		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("the registry's blob %s is %d bytes, the manifest says %d", m.layer.Digest, obj.Size, m.layer.Size)}
+	}
+	n := int(min(int64(len(head)), m.size))
+	if n > 0 {
+		if err := s.Get(ctx, remote.Object{Key: key, Size: m.size, ETag: obj.ETag, LastModified: obj.LastModified}, 0, [][]byte{head[:n]}, nil); err != nil {
+			return remote.Object{}, 0, err
+		}
+	}
+	obj.Key, obj.Size = key, m.size
+	return obj, n, nil
 }

@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -167,7 +168,7 @@ func TestHostile(t *testing.T) {
 			f.push("t", []Descriptor{layer(MediaWeightRaw, w, "a"), layer(MediaWeightRaw, []byte("y"), "a")}, nil)
 			return ":t"
 		}},
-		{"tar", "application/vnd.cncf.model.weight.v1.tar+zstd): a tar layer is not read yet", func(f *fake) string {
+		{"tar", "application/vnd.cncf.model.weight.v1.tar+zstd): a compressed tar layer is not read yet", func(f *fake) string {
 			f.push("t", []Descriptor{layer("application/vnd.cncf.model.weight.v1.tar+zstd", w, "a")}, nil)
 			return ":t"
 		}},
@@ -412,5 +413,88 @@ func TestToken(t *testing.T) {
 	}
 	if len(otherAuth) == 0 || slices.ContainsFunc(otherAuth, func(a string) bool { return a != "" }) {
 		t.Errorf("the other host got Authorization %q", otherAuth)
+	}
+}
+
+// tarOf is a tar of entries (name -> bytes; a name ending in '/' a
+// directory, "->TARGET" a symbolic link), in the order given.
+func tarOf(t *testing.T, entries ...string) []byte {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for i := 0; i < len(entries); i += 2 {
+		name, data := entries[i], entries[i+1]
+		h := &tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}
+		switch {
+		case strings.HasSuffix(name, "/"):
+			h.Typeflag, h.Size = tar.TypeDir, 0
+		case strings.HasPrefix(data, "->"):
+			h.Typeflag, h.Linkname, h.Size = tar.TypeSymlink, data[2:], 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			tw.Write([]byte(data))
+		}
+	}
+	tw.Close()
+	return b.Bytes()
+}
+
+// TestTar: an uncompressed tar layer's regular files are the artifact's
+// files, read in place (ranges of the blob); an entry that escapes,
+// links, or is there twice is one line.
+func TestTar(t *testing.T) {
+	f, src := newFake(t)
+	big := strings.Repeat("w", 100000) // past one read-ahead
+	tb := tarOf(t, "m/", "", "m/model.safetensors", big+"END", "./m/config.json", `{"a":1}`)
+	l := layer(MediaWeightTar, tb, "m")
+	f.push("t", []Descriptor{l}, map[string][]byte{l.Digest: tb})
+	s, key, err := Open(context.Background(), src+":t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "m/" || strings.Join(s.Files(), ",") != "m/config.json,m/model.safetensors" {
+		t.Fatalf("key %q files %v", key, s.Files())
+	}
+	if _, ok := s.SHA256("m/config.json"); ok {
+		t.Errorf("a tar member states a digest (its layer's is the tar's)")
+	}
+	head := make([]byte, 16)
+	obj, n, err := s.Open(context.Background(), "m/config.json", head)
+	if err != nil || n != 7 || string(head[:n]) != `{"a":1}` || obj.Size != 7 {
+		t.Fatalf("Open: %v %d %q %v", obj, n, head[:n], err)
+	}
+	obj, _, err = s.Open(context.Background(), "m/model.safetensors", head)
+	if err != nil || obj.Size != int64(len(big)+3) {
+		t.Fatalf("Open: %v %v", obj, err)
+	}
+	buf := make([]byte, 4)
+	if err := s.Get(context.Background(), obj, int64(len(big))-1, [][]byte{buf}, nil); err != nil || string(buf) != "wEND" {
+		t.Fatalf("Get: %q %v", buf, err)
+	}
+	ents, _, _ := s.List(context.Background(), "m/")
+	if len(ents) != 2 || ents[0].Size != 7 {
+		t.Errorf("List: %v", ents)
+	}
+
+	for _, c := range []struct {
+		entries []string
+		want    string
+	}{
+		{[]string{"../x", "a"}, `tar entry "../x" escapes the tree (..)`},
+		{[]string{"/etc/x", "a"}, `tar entry "/etc/x" is absolute`},
+		{[]string{"x", "->/etc/passwd"}, `tar entry "x" is not a regular file or directory`},
+		{[]string{"x", "a", "./x", "b"}, `tar entry "x" is there twice`},
+		{[]string{"raw", "a"}, `tar entry "raw" of layer`},
+	} {
+		tb := tarOf(t, c.entries...)
+		l := layer(MediaWeightTar, tb, "")
+		raw := layer(MediaConfigRaw, []byte("r"), "raw")
+		f.push("bad", []Descriptor{l, raw}, map[string][]byte{l.Digest: tb, raw.Digest: []byte("r")})
+		_, _, err := Open(context.Background(), src+":bad", Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: %v, want one line holding %q", c.entries, err, c.want)
+		}
 	}
 }
