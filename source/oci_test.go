@@ -1,6 +1,7 @@
 package source
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -92,6 +93,28 @@ func TestOCIRegistry(t *testing.T) {
 		}
 		ck.Close()
 	}
+
+	// The same model as one uncompressed tar layer, read in place.
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	for _, e := range []struct {
+		name string
+		data []byte
+	}{{"model.safetensors", stData}, {"config.json", cfgJSON}} {
+		tw.WriteHeader(&tar.Header{Name: e.name, Mode: 0o644, Size: int64(len(e.data)), Typeflag: tar.TypeReg})
+		tw.Write(e.data)
+	}
+	tw.Close()
+	repo = "models/swift-tar"
+	cfgT := testdata.PushBlob(t, reg, repo, modelPackConfig, []byte(`{"config":{"format":"safetensors"}}`), nil)
+	tl := testdata.PushBlob(t, reg, repo, "application/vnd.cncf.model.weight.v1.tar", tb.Bytes(), map[string]string{"org.cncf.model.filepath": "."})
+	testdata.PushManifest(t, reg, repo, "v1", modelPackArtifact, cfgT, []testdata.OCIDescriptor{tl})
+	ckT, err := Load(context.Background(), "oci://"+reg+"/"+repo+":v1", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTensors(t, "tar", ckT, want)
+	ckT.Close()
 
 	// A sharded, block-FP8 quantized model: its shards weight layers,
 	// its weight map and config.json config layers, under a directory.

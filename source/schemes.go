@@ -107,8 +107,8 @@ lists the store's models.`,
 			Forms:    "oci://HOST/REPO[:TAG|@sha256:DIGEST]",
 			Listable: true,
 			Help: `oci://HOST[:PORT]/REPOSITORY[:TAG|@sha256:DIGEST]: a model pushed to
-a registry as an OCI artifact (CNCF ModelPack raw weight and config
-layers, named by their org.cncf.model.filepath annotation; Docker Model
+a registry as an OCI artifact (CNCF ModelPack raw and .tar weight and
+config layers, named by their org.cncf.model.filepath annotation; Docker Model
 Runner GGUF or safetensors layers), pinned to its manifest's digest, its
 blobs read with ranged GETs; anonymous pulls (the registry's Bearer
 token flow), over https (plain http to a loopback registry); check
