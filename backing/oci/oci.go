@@ -239,7 +239,14 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 	if err != nil {
 		return nil, "", err
 	}
-	blobs, _, err := httpsrc.NewWith(&url.URL{Scheme: scheme, Host: ref.Host, Path: "/"}, httpsrc.Options{Proxy: opts.Proxy, Logf: opts.Logf, Bearer: a.get})
+	// A registry that gave the manifest without a token serves its
+	// blobs through --proxy's tier; one that wanted a token gets it
+	// with every blob request, directly.
+	var bearer func() string
+	if a.get() != "" {
+		bearer = a.get
+	}
+	blobs, _, err := httpsrc.NewWith(&url.URL{Scheme: scheme, Host: ref.Host, Path: "/"}, httpsrc.Options{Proxy: opts.Proxy, Logf: opts.Logf, Bearer: bearer})
 	if err != nil {
 		return nil, "", err
 	}

@@ -8,8 +8,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -496,5 +498,43 @@ func TestTar(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v: %v, want one line holding %q", c.entries, err, c.want)
 		}
+	}
+}
+
+// TestProxy: an anonymous registry's blobs go through --proxy's tier
+// (one that needs a token is read directly: TestToken).
+func TestProxy(t *testing.T) {
+	f, src := newFake(t)
+	w := []byte("weights")
+	f.push("t", []Descriptor{layer(MediaWeightRaw, w, "model.safetensors")}, map[string][]byte{digestOf(w): w})
+	var proxied []string
+	proxy := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		proxied = append(proxied, r.URL.Path)
+		req, _ := http.NewRequest(r.Method, r.URL.String(), nil)
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			http.Error(rw, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			rw.Header()[k] = v
+		}
+		rw.WriteHeader(resp.StatusCode)
+		io.Copy(rw, resp.Body)
+	}))
+	defer proxy.Close()
+	pu, _ := url.Parse(proxy.URL)
+	s, _, err := Open(context.Background(), src+":t", Options{Proxy: pu, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := make([]byte, 4)
+	if _, _, err := s.Open(context.Background(), "model.safetensors", head); err != nil || string(head) != "weig" {
+		t.Fatalf("%q %v", head, err)
+	}
+	if len(proxied) == 0 || !strings.HasSuffix(proxied[0], "/blobs/"+digestOf(w)) {
+		t.Errorf("through the proxy: %v, want the blob", proxied)
 	}
 }
