@@ -8,6 +8,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing/hf"
 	"github.com/lazyweights/tensorfs/backing/httpsrc"
+	"github.com/lazyweights/tensorfs/backing/oci"
 	"github.com/lazyweights/tensorfs/backing/remote"
 )
 
@@ -103,6 +104,20 @@ verifies every blob against its sha256 digest; tensorfs ls ollama://
 lists the store's models.`,
 			Load: loadOllama,
 		},
+		{
+			Prefix:   oci.Prefix,
+			Name:     "oci://",
+			Forms:    "oci://HOST/REPO[:TAG|@sha256:DIGEST]",
+			Listable: true,
+			Help: `oci://HOST[:PORT]/REPOSITORY[:TAG|@sha256:DIGEST]: a model pushed to
+a registry as an OCI artifact (CNCF ModelPack raw and .tar weight and
+config layers, named by their org.cncf.model.filepath annotation; Docker Model
+Runner GGUF or safetensors layers), pinned to its manifest's digest, its
+blobs read with ranged GETs; anonymous pulls (the registry's Bearer
+token flow), over https (plain http to a loopback registry); check
+--data verifies every blob against its digest.`,
+			Open: openOCI,
+		},
 	}
 }
 
@@ -196,4 +211,8 @@ func openHTTP(ctx context.Context, source string, opts RemoteOptions) (remote.St
 		return nil, "", fmt.Errorf("%s:// URL: not a valid URL", strings.ToLower(scheme))
 	}
 	return httpsrc.NewWith(u, httpsrc.Options{Proxy: opts.Remote.Proxy, Logf: opts.Remote.Logf})
+}
+
+func openOCI(ctx context.Context, source string, opts RemoteOptions) (remote.Store, string, error) {
+	return oci.Open(ctx, source, oci.Options{Proxy: opts.Remote.Proxy, Logf: opts.Remote.Logf})
 }

@@ -23,6 +23,9 @@ type Store struct {
 	query  string  // raw query of the URL given, kept for every request
 	client *http.Client
 	token  string // the Hub's token when the server is the Hub's (hf.TokenFor), or ""
+	// bearer, when set, gives the token sent as "Authorization: Bearer"
+	// to the server's host only (an OCI registry's pull token).
+	bearer func() string
 	// mainKey is the key of the URL given to New, and mainRaw its path
 	// as given (escaped): requested as the user wrote it.
 	mainKey, mainRaw string
@@ -49,6 +52,10 @@ type Options struct {
 	// Logf logs the proxy's failure, once per process (default
 	// log.Printf).
 	Logf func(format string, args ...any)
+	// Bearer, when set, gives a token sent as "Authorization: Bearer"
+	// with every request to the URL's host ("" for none), never on a
+	// redirect to another host nor through Proxy (requests go directly).
+	Bearer func() string
 }
 
 // NewWith is New with options.
@@ -75,8 +82,9 @@ func NewWith(u *url.URL, opts Options) (store *Store, key string, err error) {
 	// through a cache tier: a store that holds it sends its requests
 	// directly (to an https:// Hub a tier could only tunnel them).
 	s.token = hf.TokenFor(u)
+	s.bearer = opts.Bearer
 	proxy := opts.Proxy
-	if s.token != "" {
+	if s.token != "" || s.bearer != nil {
 		proxy = nil
 	}
 	s.client = &http.Client{Transport: remote.ProxyTransport(proxy, tr, s.redirect, logf), CheckRedirect: s.redirect}
@@ -101,6 +109,9 @@ func (s *Store) redirect(req *http.Request, via []*http.Request) error {
 	}
 	req.Header.Del("Referer")
 	if s.token != "" && !hf.OnEndpoint(req.URL) {
+		req.Header.Del("Authorization")
+	}
+	if s.bearer != nil && (req.URL.Host != s.base.Host || req.URL.Scheme != s.base.Scheme) {
 		req.Header.Del("Authorization")
 	}
 	return nil
@@ -139,6 +150,11 @@ func (s *Store) request(ctx context.Context, method, key string) (*http.Request,
 	}
 	if s.token != "" {
 		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	if s.bearer != nil {
+		if tok := s.bearer(); tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
 	}
 	req.Header.Set("Accept-Encoding", "identity")
 	return req, nil

@@ -33,7 +33,7 @@ object changed since it was opened), a stored .npz member whose CRC-32
 does not match and an ONNX tensor whose external data differs from the
 SHA-1 its model states (external_data "checksum") are problems. A file whose source states the sha256 of its
 whole bytes (an hf:// file in Git LFS: the Hub's X-Linked-Etag, its LFS
-oid; an ollama:// blob: its sha256 digest) is read whole and hashed: a digest that differs is a problem naming
+oid; an ollama:// blob or an oci:// layer: its sha256 digest) is read whole and hashed: a digest that differs is a problem naming
 the file and both digests. --json prints a JSON report on stdout
 instead of the summary line (the problems too, and with --data, each
 floating-point or quantized tensor's NaN and Inf counts on its values as
@@ -72,7 +72,7 @@ type checkData struct {
 func runCheck(args []string) error {
 	f := newFlags("check", "[--data] [--json] SOURCE", checkAbout)
 	addRemoteFlags(f)
-	data := f.Bool("data", false, "also read every byte of every tensor: read errors, stored .npz members' CRC-32s, ONNX external data's SHA-1s and whole files' sha256 where the source states it (hf:// LFS files, ollama:// blobs) (and NaN/Inf counts with --json)")
+	data := f.Bool("data", false, "also read every byte of every tensor: read errors, stored .npz members' CRC-32s, ONNX external data's SHA-1s and whole files' sha256 where the source states it (hf:// LFS files, ollama:// blobs, oci:// layers) (and NaN/Inf counts with --json)")
 	asJSON := f.Bool("json", false, "print a JSON report (summary, problems; with --data, NaN and Inf counts per floating-point tensor) on stdout")
 	if err := f.parse(args, 1, 1); err != nil {
 		return err

@@ -1,0 +1,612 @@
+// Package oci reads a model stored as an OCI artifact in a registry
+// (oci://HOST[:PORT]/REPOSITORY[:TAG|@sha256:HEX]) as a remote.Store: the
+// manifest is read once, its tag resolved to the manifest's digest, and
+// the weight layers of a CNCF ModelPack artifact or of a Docker Model
+// Runner one are the store's files, each read with ranged GETs of its
+// blob (backing/httpsrc) and named by its layer's path annotation.
+//
+// Anonymous pulls, with the registry token flow (auth.go). Not yet:
+// credentials from ~/.docker/config.json, compressed tar layers
+// (refused in one line naming the media type), and Xet (hf://).
+package oci
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/lazyweights/tensorfs/backing/httpsrc"
+	"github.com/lazyweights/tensorfs/backing/remote"
+	"github.com/lazyweights/tensorfs/index"
+)
+
+// Prefix starts every oci:// SOURCE.
+const Prefix = "oci://"
+
+// Media types read (ModelPack: modelpack/model-spec docs/spec.md;
+// Docker Model Runner: docker/model-distribution types/config.go).
+const (
+	MediaWeightRaw   = "application/vnd.cncf.model.weight.v1.raw"
+	MediaConfigRaw   = "application/vnd.cncf.model.weight.config.v1.raw"
+	MediaDockerGGUF  = "application/vnd.docker.ai.gguf.v3"
+	MediaDockerST    = "application/vnd.docker.ai.safetensors"
+	annFilepath      = "org.cncf.model.filepath"
+	annFilepathOld   = "org.cnai.model.filepath"
+	annTitle         = "org.opencontainers.image.title"
+	mediaOCIManifest = "application/vnd.oci.image.manifest.v1+json"
+	mediaOCIIndex    = "application/vnd.oci.image.index.v1+json"
+	mediaDockerV2    = "application/vnd.docker.distribution.manifest.v2+json"
+	mediaDockerList  = "application/vnd.docker.distribution.manifest.list.v2+json"
+)
+
+// MaxManifest is the byte budget of a manifest or index: a registry
+// answering more is refused, nothing past it read.
+const MaxManifest = 4 << 20
+
+// maxLayers bounds the layers of one manifest.
+const maxLayers = 100000
+
+// Ref is a parsed oci:// SOURCE.
+type Ref struct {
+	Host      string // host[:port]
+	Repo      string // repository, '/'-separated
+	Reference string // tag, or "sha256:HEX"
+}
+
+// Digest reports whether the reference is a digest.
+func (r Ref) Digest() bool { return strings.HasPrefix(r.Reference, "sha256:") }
+
+// ParseRef parses oci://HOST[:PORT]/REPO[:TAG|@sha256:HEX] (default tag
+// latest).
+func ParseRef(source string) (Ref, error) {
+	if len(source) < len(Prefix) || !strings.EqualFold(source[:len(Prefix)], Prefix) {
+		return Ref{}, fmt.Errorf("%s: not an oci:// SOURCE", source)
+	}
+	rest := source[len(Prefix):]
+	host, repo, ok := strings.Cut(rest, "/")
+	if !ok || host == "" || repo == "" {
+		return Ref{}, fmt.Errorf("%s: want oci://HOST[:PORT]/REPOSITORY[:TAG|@sha256:DIGEST]", source)
+	}
+	r := Ref{Host: host, Reference: "latest"}
+	if name, d, ok := strings.Cut(repo, "@"); ok {
+		if !validDigest(d) {
+			return Ref{}, fmt.Errorf("%s: digest %q is not sha256: and 64 lower-case hex digits", source, index.Printable(d))
+		}
+		repo, r.Reference = name, d
+	} else if i := strings.LastIndexByte(repo, ':'); i > strings.LastIndexByte(repo, '/') {
+		repo, r.Reference = repo[:i], repo[i+1:]
+		if !validTag(r.Reference) {
+			return Ref{}, fmt.Errorf("%s: tag %q is not a valid tag ([A-Za-z0-9_][A-Za-z0-9._-]{0,127})", source, index.Printable(r.Reference))
+		}
+	}
+	for _, c := range strings.Split(repo, "/") {
+		if c == "" || !validComponent(c) {
+			return Ref{}, fmt.Errorf("%s: repository %q is not a valid name (lower-case components of [a-z0-9._-])", source, index.Printable(repo))
+		}
+	}
+	r.Repo = repo
+	return r, nil
+}
+
+func validDigest(d string) bool {
+	h, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(h) != 64 {
+		return false
+	}
+	for _, c := range h {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func validTag(t string) bool {
+	if t == "" || len(t) > 128 || t[0] == '.' || t[0] == '-' {
+		return false
+	}
+	for _, c := range t {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func validComponent(c string) bool {
+	for _, r := range c {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+			return false
+		}
+	}
+	return c[0] != '.' && c[0] != '-' && c != ".." && c != "."
+}
+
+// loopback reports whether host (host[:port]) is the loopback interface,
+// where plain HTTP is used.
+func loopback(host string) bool {
+	h := host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		h = hh
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(h, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// Descriptor is one layer or manifest named by a manifest.
+type Descriptor struct {
+	MediaType   string            `json:"mediaType"`
+	Digest      string            `json:"digest"`
+	Size        int64             `json:"size"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+type manifest struct {
+	SchemaVersion int          `json:"schemaVersion"`
+	MediaType     string       `json:"mediaType"`
+	ArtifactType  string       `json:"artifactType"`
+	Config        Descriptor   `json:"config"`
+	Layers        []Descriptor `json:"layers"`
+	Manifests     []Descriptor `json:"manifests"`
+}
+
+// Options configure Open.
+type Options struct {
+	// Proxy and Logf are httpsrc.Options's.
+	Proxy *url.URL
+	Logf  func(format string, args ...any)
+	// Insecure allows plain HTTP to a registry off the loopback
+	// interface.
+	Insecure bool
+}
+
+// Store is the files of one artifact.
+type Store struct {
+	ref    Ref
+	pinned string // oci://HOST/REPO@sha256:HEX
+	blobs  *httpsrc.Store
+	auth   *auth
+	// members are the files of tar layers (not in files)
+	members map[string]member
+	files   map[string]Descriptor // file path -> its layer
+	names   []string              // sorted
+}
+
+var (
+	_ remote.Store    = (*Store)(nil)
+	_ remote.Digester = (*Store)(nil)
+)
+
+// Open reads the manifest of source and returns the store of its
+// files; key is the directory that holds them all ("" for the top, else
+// a key ending in '/').
+func Open(ctx context.Context, source string, opts Options) (*Store, string, error) {
+	ref, err := ParseRef(source)
+	if err != nil {
+		return nil, "", err
+	}
+	scheme := "https"
+	if loopback(ref.Host) || opts.Insecure {
+		scheme = "http"
+	}
+	base := &url.URL{Scheme: scheme, Host: ref.Host}
+	c := &http.Client{Timeout: 60 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 10 {
+			return fmt.Errorf("stopped after %d redirects", len(via))
+		}
+		if req.URL.Scheme != "https" && !(req.URL.Scheme == "http" && scheme == "http") {
+			return fmt.Errorf("a redirect to a %s:// URL, refused", req.URL.Scheme)
+		}
+		req.Header.Del("Referer")
+		return nil
+	}}
+	name := Prefix + ref.Host + "/" + ref.Repo
+	a := &auth{c: c, repo: ref.Repo, plain: scheme == "http"}
+	m, digest, err := getManifest(ctx, c, a, base, ref, ref.Reference, name)
+	if err != nil {
+		return nil, "", err
+	}
+	pinned := name + "@" + digest
+	if len(m.Manifests) > 0 || m.MediaType == mediaOCIIndex || m.MediaType == mediaDockerList {
+		child, err := pickChild(pinned, m)
+		if err != nil {
+			return nil, "", err
+		}
+		m, digest, err = getManifest(ctx, c, a, base, ref, child, name)
+		if err != nil {
+			return nil, "", err
+		}
+		if len(m.Manifests) > 0 {
+			return nil, "", fmt.Errorf("%s: index %s names another index (%s): one level is read", name, pinned, digest)
+		}
+		pinned = name + "@" + digest
+	}
+	files, tars, err := artifactFiles(pinned, m)
+	if err != nil {
+		return nil, "", err
+	}
+	// A registry that gave the manifest without a token serves its
+	// blobs through --proxy's tier; one that wanted a token gets it
+	// with every blob request, directly.
+	var bearer func() string
+	if a.get() != "" {
+		bearer = a.get
+	}
+	blobs, _, err := httpsrc.NewWith(&url.URL{Scheme: scheme, Host: ref.Host, Path: "/"}, httpsrc.Options{Proxy: opts.Proxy, Logf: opts.Logf, Bearer: bearer})
+	if err != nil {
+		return nil, "", err
+	}
+	s := &Store{ref: ref, pinned: pinned, blobs: blobs, files: files, auth: a, members: map[string]member{}}
+	for i, l := range tars {
+		ms, err := s.readTar(ctx, fmt.Sprintf("%s: tar layer %d (%s)", pinned, i, l.MediaType), l)
+		if err != nil {
+			return nil, "", err
+		}
+		for p, m := range ms {
+			if _, dup := files[p]; dup {
+				return nil, "", fmt.Errorf("%s: tar entry %q of layer %s is also a layer's file", pinned, index.Printable(p), l.Digest)
+			}
+			if _, dup := s.members[p]; dup {
+				return nil, "", fmt.Errorf("%s: tar entry %q of layer %s is also in another tar layer", pinned, index.Printable(p), l.Digest)
+			}
+			s.members[p] = m
+		}
+	}
+	for p := range files {
+		s.names = append(s.names, p)
+	}
+	for p := range s.members {
+		s.names = append(s.names, p)
+	}
+	sort.Strings(s.names)
+	return s, commonDir(s.names), nil
+}
+
+// commonDir is the directory ("d/", or "") that holds every path.
+func commonDir(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	dir := path.Dir(names[0])
+	for _, n := range names[1:] {
+		for dir != "." && !strings.HasPrefix(n, dir+"/") {
+			dir = path.Dir(dir)
+		}
+	}
+	if dir == "." {
+		return ""
+	}
+	return dir + "/"
+}
+
+// Pinned is the artifact's name pinned to its manifest's digest.
+func (s *Store) Pinned() string { return s.pinned }
+
+// Files are the artifact's file paths, sorted.
+func (s *Store) Files() []string { return s.names }
+
+// pickChild picks the one artifact manifest of an index.
+func pickChild(pinned string, m *manifest) (string, error) {
+	var ds []string
+	for _, d := range m.Manifests {
+		if d.MediaType == mediaOCIManifest || d.MediaType == mediaDockerV2 {
+			if !validDigest(d.Digest) {
+				return "", fmt.Errorf("%s: index names manifest digest %q, not sha256:HEX", pinned, index.Printable(d.Digest))
+			}
+			ds = append(ds, d.Digest)
+		}
+	}
+	switch len(ds) {
+	case 0:
+		return "", fmt.Errorf("%s: the index names no manifest", pinned)
+	case 1:
+		return ds[0], nil
+	}
+	return "", fmt.Errorf("%s: the index names %d manifests (%s...): name one with @DIGEST", pinned, len(ds), ds[0])
+}
+
+// getManifest GETs the manifest reference of ref's repository, within
+// MaxManifest bytes, and checks its digest: against reference when that
+// is a digest, else against the registry's Docker-Content-Digest when it
+// gives one.
+func getManifest(ctx context.Context, c *http.Client, a *auth, base *url.URL, ref Ref, reference, name string) (*manifest, string, error) {
+	u := *base
+	u.Path = "/v2/" + ref.Repo + "/manifests/" + reference
+	where := name + ":" + reference
+	if validDigest(reference) {
+		where = name + "@" + reference
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %v", where, err)
+	}
+	req.Header.Set("Accept", strings.Join([]string{mediaOCIManifest, mediaOCIIndex, mediaDockerV2, mediaDockerList}, ", "))
+	var resp *http.Response
+	for try := 0; ; try++ {
+		if tok := a.get(); tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err = c.Do(req)
+		if err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return nil, "", fmt.Errorf("%s: reading the manifest: %v", where, err)
+		}
+		if resp.StatusCode != http.StatusUnauthorized {
+			break
+		}
+		resp.Body.Close()
+		if try > 0 {
+			return nil, "", fmt.Errorf("%s: the registry refused the token its realm gave (HTTP 401 again): anonymous pulls may not be allowed", where)
+		}
+		if err := a.challenge(resp.Header.Get("WWW-Authenticate")); err != nil {
+			return nil, "", fmt.Errorf("%s: %v", where, err)
+		}
+		if err := a.fetch(ctx); err != nil {
+			return nil, "", fmt.Errorf("%s: %v", where, err)
+		}
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return nil, "", fmt.Errorf("%s: no such manifest (HTTP 404)", where)
+	case resp.StatusCode != http.StatusOK:
+		return nil, "", fmt.Errorf("%s: reading the manifest: HTTP %d %s", where, resp.StatusCode, http.StatusText(resp.StatusCode))
+	}
+	if resp.ContentLength > MaxManifest {
+		return nil, "", fmt.Errorf("%s: the manifest is %d bytes, over the budget of %d", where, resp.ContentLength, MaxManifest)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxManifest+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: reading the manifest: %v", where, err)
+	}
+	if len(b) > MaxManifest {
+		return nil, "", fmt.Errorf("%s: the manifest is over the budget of %d bytes", where, MaxManifest)
+	}
+	sum := sha256.Sum256(b)
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	if validDigest(reference) && digest != reference {
+		return nil, "", fmt.Errorf("%s: the registry answered a manifest of digest %s, not the one asked for", where, digest)
+	}
+	if dcd := resp.Header.Get("Docker-Content-Digest"); dcd != "" && dcd != digest {
+		return nil, "", fmt.Errorf("%s: the manifest's bytes have digest %s, the registry says %s (Docker-Content-Digest)", where, digest, index.Printable(dcd))
+	}
+	var m manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, "", fmt.Errorf("%s: the manifest is not JSON: %v", where, err)
+	}
+	if m.SchemaVersion != 2 {
+		return nil, "", fmt.Errorf("%s: manifest schemaVersion %d, want 2", where, m.SchemaVersion)
+	}
+	if len(m.Layers) > maxLayers || len(m.Manifests) > maxLayers {
+		return nil, "", fmt.Errorf("%s: the manifest names over %d layers", where, maxLayers)
+	}
+	return &m, digest, nil
+}
+
+// artifactFiles are the files of a ModelPack or Docker Model Runner
+// manifest, by path.
+func artifactFiles(pinned string, m *manifest) (map[string]Descriptor, []Descriptor, error) {
+	files := map[string]Descriptor{}
+	var tars []Descriptor
+	weights := 0
+	// Docker Model Runner layers of one type and no name: one is
+	// model.EXT, several are model-DIGEST12.EXT.
+	unnamed := map[string]int{}
+	for _, l := range m.Layers {
+		if (l.MediaType == MediaDockerGGUF || l.MediaType == MediaDockerST) && l.Annotations[annFilepath] == "" && l.Annotations[annFilepathOld] == "" && l.Annotations[annTitle] == "" {
+			unnamed[l.MediaType]++
+		}
+	}
+	for i, l := range m.Layers {
+		where := fmt.Sprintf("%s: layer %d (%s)", pinned, i, index.Printable(l.MediaType))
+		var def string
+		switch mt := l.MediaType; {
+		case mt == MediaWeightRaw:
+			weights++
+		case mt == MediaConfigRaw:
+		case mt == MediaDockerGGUF:
+			weights++
+			def = "model.gguf"
+		case mt == MediaDockerST:
+			weights++
+			def = "model.safetensors"
+		case mt == MediaWeightTar || mt == MediaConfigTar:
+			if !validDigest(l.Digest) || l.Size < 0 {
+				return nil, nil, fmt.Errorf("%s: digest %q or size %d is not valid", where, index.Printable(l.Digest), l.Size)
+			}
+			if mt == MediaWeightTar {
+				weights++
+			}
+			tars = append(tars, l)
+			continue
+		case strings.HasPrefix(mt, "application/vnd.cncf.model.weight.") && strings.Contains(mt, ".tar+"):
+			return nil, nil, fmt.Errorf("%s: a compressed tar layer is not read yet (%s, %s and their .tar layers are)", where, MediaWeightRaw, MediaConfigRaw)
+		default:
+			continue // docs, code, datasets, licenses, templates: not the model's files
+		}
+		if !validDigest(l.Digest) {
+			return nil, nil, fmt.Errorf("%s: digest %q is not sha256:HEX", where, index.Printable(l.Digest))
+		}
+		if l.Size < 0 {
+			return nil, nil, fmt.Errorf("%s: size %d", where, l.Size)
+		}
+		p := l.Annotations[annFilepath]
+		if p == "" {
+			p = l.Annotations[annFilepathOld]
+		}
+		if p == "" {
+			p = l.Annotations[annTitle]
+		}
+		if p == "" {
+			if def == "" {
+				return nil, nil, fmt.Errorf("%s: no file path (annotation %s, %s or %s)", where, annFilepath, annFilepathOld, annTitle)
+			}
+			if unnamed[l.MediaType] > 1 {
+				def = fmt.Sprintf("%s-%s%s", strings.TrimSuffix(def, path.Ext(def)), l.Digest[7:19], path.Ext(def))
+			}
+			p = def
+		}
+		if err := checkPath(p); err != nil {
+			return nil, nil, fmt.Errorf("%s: file path %q %v", where, index.Printable(p), err)
+		}
+		if d, dup := files[p]; dup && d.Digest != l.Digest {
+			return nil, nil, fmt.Errorf("%s: file path %q is also layer %s's", where, index.Printable(p), d.Digest)
+		}
+		files[p] = l
+	}
+	if weights == 0 {
+		return nil, nil, fmt.Errorf("%s: no weight layer (%s, %s or %s): not a ModelPack or Docker Model Runner model", pinned, MediaWeightRaw, MediaDockerGGUF, MediaDockerST)
+	}
+	// A file may not be a directory of another.
+	for p := range files {
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if _, ok := files[d]; ok {
+				return nil, nil, fmt.Errorf("%s: file path %q is under file %q", pinned, index.Printable(p), index.Printable(d))
+			}
+		}
+	}
+	return files, tars, nil
+}
+
+// checkPath refuses a layer path that is not a clean relative path in
+// the tree.
+func checkPath(p string) error {
+	switch {
+	case strings.HasPrefix(p, "/"):
+		return errors.New("is absolute")
+	case strings.ContainsAny(p, "\\\x00"):
+		return errors.New("holds a backslash or NUL")
+	}
+	for _, c := range strings.Split(p, "/") {
+		switch c {
+		case "..":
+			return errors.New("escapes the tree (..)")
+		case "", ".":
+			return errors.New("is not a clean path")
+		}
+	}
+	return nil
+}
+
+// blobKey is the key of a file's blob in the blob store.
+func (s *Store) blobKey(d Descriptor) string {
+	return "v2/" + s.ref.Repo + "/blobs/" + d.Digest
+}
+
+// URL names a file: the pinned artifact and its path.
+func (s *Store) URL(key string) string { return s.pinned + "/" + key }
+
+// Origin is the registry and repository (blobs are digest-addressed).
+func (s *Store) Origin() string { return s.blobs.Origin() + "/" + s.ref.Repo }
+
+// SHA256 is the file's layer digest.
+func (s *Store) SHA256(key string) (string, bool) {
+	d, ok := s.files[key]
+	if !ok {
+		return "", false
+	}
+	return d.Digest[len("sha256:"):], true
+}
+
+// Open opens a file's blob and checks its size against the manifest's.
+func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Object, int, error) {
+	if m, ok := s.members[key]; ok {
+		return s.openMember(ctx, key, m, head)
+	}
+	d, ok := s.files[key]
+	if !ok {
+		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.NotFound, Msg: "no such file in the artifact"}
+	}
+	obj, n, err := s.blobs.Open(ctx, s.blobKey(d), head)
+	if err != nil && s.auth.retry(ctx, err) {
+		obj, n, err = s.blobs.Open(ctx, s.blobKey(d), head)
+	}
+	if err != nil {
+		return remote.Object{}, 0, err
+	}
+	if obj.Size != d.Size {
+		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("the registry's blob %s is %d bytes, the manifest says %d", d.Digest, obj.Size, d.Size)}
+	}
+	obj.Key = key
+	return obj, n, nil
+}
+
+// Get reads a file's blob.
+func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]byte, filled func(i int)) error {
+	d, ok := s.files[obj.Key]
+	if m, isM := s.members[obj.Key]; isM {
+		d, ok = m.layer, true
+		off += m.off
+		obj.Size = m.layer.Size
+	}
+	if !ok {
+		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.NotFound, Msg: "no such file in the artifact"}
+	}
+	obj.Key = s.blobKey(d)
+	err := s.blobs.Get(ctx, obj, off, bufs, filled)
+	if err != nil && s.auth.retry(ctx, err) {
+		err = s.blobs.Get(ctx, obj, off, bufs, filled)
+	}
+	return err
+}
+
+// List lists the files directly under prefix.
+func (s *Store) List(ctx context.Context, prefix string) ([]remote.Entry, bool, error) {
+	var out []remote.Entry
+	any := false
+	for _, p := range s.names {
+		rest, ok := strings.CutPrefix(p, prefix)
+		if !ok {
+			continue
+		}
+		any = true
+		if !strings.Contains(rest, "/") {
+			size := s.files[p].Size
+			if m, ok := s.members[p]; ok {
+				size = m.size
+			}
+			out = append(out, remote.Entry{Name: rest, Size: size})
+		}
+	}
+	return out, any, nil
+}
+
+// openMember opens a tar layer's file: its blob's identity, with the
+// member's size, and its first bytes.
+func (s *Store) openMember(ctx context.Context, key string, m member, head []byte) (remote.Object, int, error) {
+	obj, _, err := s.blobs.Open(ctx, s.blobKey(m.layer), nil)
+	if err != nil && s.auth.retry(ctx, err) {
+		obj, _, err = s.blobs.Open(ctx, s.blobKey(m.layer), nil)
+	}
+	if err != nil {
+		return remote.Object{}, 0, err
+	}
+	if obj.Size != m.layer.Size {
+		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("the registry's blob %s is %d bytes, the manifest says %d", m.layer.Digest, obj.Size, m.layer.Size)}
+	}
+	n := int(min(int64(len(head)), m.size))
+	if n > 0 {
+		if err := s.Get(ctx, remote.Object{Key: key, Size: m.size, ETag: obj.ETag, LastModified: obj.LastModified}, 0, [][]byte{head[:n]}, nil); err != nil {
+			return remote.Object{}, 0, err
+		}
+	}
+	obj.Key, obj.Size = key, m.size
+	return obj, n, nil
+}

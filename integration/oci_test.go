@@ -1,0 +1,77 @@
+package integration
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lazyweights/tensorfs/internal/testdata"
+)
+
+// TestOCICheckLoad: a ModelPack artifact pushed to Debian's
+// docker-registry loads with the sha256 of the file it was pushed from
+// (load --sha256), and check --data verifies its weight and config
+// layers against their digests; a registry that serves other bytes of
+// the same size under a layer's digest fails check --data (exit 1),
+// naming the file and both digests.
+func TestOCICheckLoad(t *testing.T) {
+	reg := testdata.StartRegistry(t).Host
+	st := testdata.Path(t, "safetensors/swift/data.safetensors")
+	data, err := os.ReadFile(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := "models/swift"
+	cfg := testdata.PushBlob(t, reg, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{"config":{"format":"safetensors"}}`), nil)
+	w := testdata.PushBlob(t, reg, repo, "application/vnd.cncf.model.weight.v1.raw", data, map[string]string{"org.cncf.model.filepath": "model.safetensors"})
+	c := testdata.PushBlob(t, reg, repo, "application/vnd.cncf.model.weight.config.v1.raw", []byte(`{"architectures":["Test"]}`), map[string]string{"org.cncf.model.filepath": "config.json"})
+	testdata.PushManifest(t, reg, repo, "v1", "application/vnd.cncf.model.manifest.v1+json", cfg, []testdata.OCIDescriptor{w, c})
+	src := "oci://" + reg + "/" + repo + ":v1"
+
+	want := runTensorfs(t, "load", "--sha256", st)
+	got := runTensorfs(t, "load", "--sha256", src)
+	if want.code != 0 || got.code != 0 || got.stdout != want.stdout {
+		t.Errorf("load --sha256: %s gives exit %d\n%s%s\nthe file exit %d\n%s%s", src, got.code, got.stdout, got.stderr, want.code, want.stdout, want.stderr)
+	}
+	r := runTensorfs(t, "check", "--data", src)
+	if r.code != 0 || !strings.Contains(r.stdout, "1 file verified by sha256") {
+		t.Errorf("check --data %s: exit %d\n%s%s", src, r.code, r.stdout, r.stderr)
+	}
+
+	// A registry that proxies the real one but serves the weight
+	// blob's bytes with one changed.
+	bad := append([]byte(nil), data...)
+	bad[len(bad)-1] ^= 0xff
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/blobs/"+w.Digest) {
+			rw.Header().Set("ETag", `"x"`)
+			http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(bad))
+			return
+		}
+		req, _ := http.NewRequest(r.Method, "http://"+reg+r.URL.Path, nil)
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(rw, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			rw.Header()[k] = v
+		}
+		rw.WriteHeader(resp.StatusCode)
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		rw.Write(b.Bytes())
+	}))
+	defer srv.Close()
+	lying := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/" + repo + ":v1"
+	r = runTensorfs(t, "check", "--data", lying)
+	if r.code != 1 || !strings.Contains(r.stdout+r.stderr, "model.safetensors") || !strings.Contains(r.stdout+r.stderr, "its source states "+strings.TrimPrefix(w.Digest, "sha256:")) {
+		t.Errorf("check --data of a registry serving other bytes: exit %d, want 1 naming the file and both digests\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
