@@ -1,0 +1,5 @@
+//go:build !race
+
+package dcp
+
+const raceEnabled = false

@@ -1,0 +1,5 @@
+//go:build !race
+
+package numpy
+
+const raceEnabled = false
