@@ -2,7 +2,6 @@ package quant
 
 import (
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"testing"
 )
@@ -60,35 +59,7 @@ func BenchmarkDequantize2(b *testing.B) {
 				b.Fatalf("%s: %+v", sc, res)
 			}
 			w := &res.Weights[0]
-			parts := make([][]byte, len(w.Parts))
-			for i, p := range w.Parts {
-				parts[i] = c.data[p]
-			}
-			read := func(part int, off int64, p []byte) error {
-				copy(p, parts[part][off:])
-				return nil
-			}
-			const chunk = 1 << 20
-			dst := make([]float32, chunk)
-			n := w.NumElements()
-			b.SetBytes(4 * chunk)
-			runtime.GC() // the generator's garbage, not the kernel's
-			b.ResetTimer()
-			cpu0 := cpuTime()
-			at := int64(0)
-			for i := 0; i < b.N; i++ {
-				if at+chunk > n {
-					at = 0
-				}
-				if err := w.Dequantize(read, at, dst); err != nil {
-					b.Fatal(err)
-				}
-				at += chunk
-			}
-			b.ReportMetric(float64(b.N)*chunk/b.Elapsed().Seconds()/1e9, "Gelem/s")
-			if cpu := cpuTime() - cpu0; cpu > 0 {
-				b.ReportMetric(float64(b.N)*chunk/cpu.Seconds()/1e9, "Gelem/cpu-s")
-			}
+			benchDequantize(b, c, w, true)
 		})
 	}
 }

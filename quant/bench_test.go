@@ -3,6 +3,7 @@ package quant
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -117,34 +118,46 @@ func BenchmarkDequantize(b *testing.B) {
 	for _, sc := range benchSchemes {
 		b.Run(sc, func(b *testing.B) {
 			c, w := benchCheckpoint(b, sc)
-			parts := make([][]byte, len(w.Parts))
-			for i, p := range w.Parts {
-				parts[i] = c.data[p]
-			}
-			read := func(part int, off int64, p []byte) error {
-				copy(p, parts[part][off:])
-				return nil
-			}
-			const chunk = 1 << 20
-			dst := make([]float32, chunk)
-			n := w.NumElements()
-			b.SetBytes(4 * chunk)
-			b.ResetTimer()
-			cpu0 := cpuTime()
-			at := int64(0)
-			for i := 0; i < b.N; i++ {
-				if at+chunk > n {
-					at = 0
-				}
-				if err := w.Dequantize(read, at, dst); err != nil {
-					b.Fatal(err)
-				}
-				at += chunk
-			}
-			b.ReportMetric(float64(b.N)*chunk/b.Elapsed().Seconds()/1e9, "Gelem/s")
-			if cpu := cpuTime() - cpu0; cpu > 0 {
-				b.ReportMetric(float64(b.N)*chunk/cpu.Seconds()/1e9, "Gelem/cpu-s")
-			}
+			benchDequantize(b, c, w, false)
 		})
+	}
+}
+
+// benchDequantize reads w in 1 Mi-element pieces from c's parts in
+// memory, round and round, for b.N pieces: elements/s is the figure (also
+// as MB/s of float32 output), and elements per second of the process's
+// CPU time (with -cpu 1, the figure per core on a machine whose other
+// load makes wall time wait). gc collects the generator's garbage first.
+func benchDequantize(b *testing.B, c *ckpt, w *Weight, gc bool) {
+	parts := make([][]byte, len(w.Parts))
+	for i, p := range w.Parts {
+		parts[i] = c.data[p]
+	}
+	read := func(part int, off int64, p []byte) error {
+		copy(p, parts[part][off:])
+		return nil
+	}
+	const chunk = 1 << 20
+	dst := make([]float32, chunk)
+	n := w.NumElements()
+	b.SetBytes(4 * chunk)
+	if gc {
+		runtime.GC()
+	}
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	at := int64(0)
+	for i := 0; i < b.N; i++ {
+		if at+chunk > n {
+			at = 0
+		}
+		if err := w.Dequantize(read, at, dst); err != nil {
+			b.Fatal(err)
+		}
+		at += chunk
+	}
+	b.ReportMetric(float64(b.N)*chunk/b.Elapsed().Seconds()/1e9, "Gelem/s")
+	if cpu := cpuTime() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(b.N)*chunk/cpu.Seconds()/1e9, "Gelem/cpu-s")
 	}
 }
