@@ -288,9 +288,9 @@ func (p *planner) aoWeight(name string, e *aoEntry) {
 
 func shorten(s string) string {
 	if len(s) > 48 {
-		return s[:45] + "..."
+		s = s[:45] + "..."
 	}
-	return s
+	return index.Printable(s) // a class name from the file: never a second line
 }
 
 // aoInts decodes attribute key as a list of positive integers (absent: nil, true).
