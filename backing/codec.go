@@ -92,13 +92,7 @@ func (k Deflated) decode(d *decoding) *failure {
 	if n != d.size {
 		return fail(true, nil, "inflates to %d bytes, not the %d the zip directory declares", n, d.size)
 	}
-	if err := d.flush(); err != nil {
-		return fail(false, err, "cannot write the inflated member to its cache file in %s", d.c.opts.Dir)
-	}
-	if sum != k.CRC32 {
-		return fail(true, nil, "CRC-32 of the inflated bytes is %08x, the zip directory says %08x", sum, k.CRC32)
-	}
-	return nil
+	return d.verify(sum, k.CRC32, "inflated")
 }
 
 // Zstd: the CompressedSize bytes at Offset are a zstd stream; the member
@@ -145,13 +139,7 @@ func (k Zstd) decode(d *decoding) *failure {
 	if n != d.size {
 		return fail(true, nil, "the zstd stream (%d bytes at byte %d) ends after %d of the member's %d bytes", k.CompressedSize, k.Offset, n, d.size)
 	}
-	if err := d.flush(); err != nil {
-		return fail(false, err, "cannot write the inflated member to its cache file in %s", d.c.opts.Dir)
-	}
-	if sum != k.CRC32 {
-		return fail(true, nil, "CRC-32 of the decoded bytes is %08x, the zip directory says %08x", sum, k.CRC32)
-	}
-	return nil
+	return d.verify(sum, k.CRC32, "decoded")
 }
 
 // Latin1: the Len bytes at Offset are UTF-8 of code points below 256
@@ -327,6 +315,18 @@ func (d *decoding) copy(r io.Reader) (int64, uint32, error) {
 func (d *decoding) flush() error {
 	if bw, ok := d.w.(*bufio.Writer); ok {
 		return bw.Flush()
+	}
+	return nil
+}
+
+// verify writes out what w holds and checks that sum, the CRC-32 of the
+// member's (inflated or decoded) bytes, is want, the zip directory's.
+func (d *decoding) verify(sum, want uint32, bytes string) *failure {
+	if err := d.flush(); err != nil {
+		return fail(false, err, "cannot write the inflated member to its cache file in %s", d.c.opts.Dir)
+	}
+	if sum != want {
+		return fail(true, nil, "CRC-32 of the %s bytes is %08x, the zip directory says %08x", bytes, sum, want)
 	}
 	return nil
 }
