@@ -18,7 +18,7 @@ type namedBytes struct {
 func (n namedBytes) Name() string { return n.name }
 
 // TestDecodeMember: a member whose bytes its format's decoder writes
-// (Member.Decode, index.Decoded) is served from memory and from a
+// (Decoded, index.Decoded) is served from memory and from a
 // cache file; a decoder that writes more than the member's size is
 // stopped at the first byte over, one that writes fewer is refused, each
 // one line naming the member, and nothing is served.
@@ -45,7 +45,7 @@ func TestDecodeMember(t *testing.T) {
 			n    int
 			want string
 		}{{len(want), ""}, {len(want) + 1000, "decodes to more than its"}, {len(want) - 1000, "decodes to 9000 bytes, not 10000"}} {
-			src, err := cache.OpenMember(file, Member{Name: "d/vars/0", Size: int64(len(want)), Decode: write(c.n)})
+			src, err := cache.OpenMember(file, Member{Name: "d/vars/0", Size: int64(len(want)), Codec: Decoded{Decode: write(c.n)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,7 +98,7 @@ func TestDecodeTarget(t *testing.T) {
 			want    string
 		}{{20 << 10, false, ""}, {1 << 20, false, "more than the"}, {0, true, "decodes past its 10000 bytes"}} {
 			cache := NewInflateCache(InflateOptions{MemLimit: mem, DiskLimit: 1 << 20, Dir: t.TempDir(), Logf: func(string, ...any) {}})
-			src, err := cache.OpenMember(file, Member{Name: "d/vars/0", Size: int64(len(want)), Decode: decode(c.scratch, c.past)})
+			src, err := cache.OpenMember(file, Member{Name: "d/vars/0", Size: int64(len(want)), Codec: Decoded{Decode: decode(c.scratch, c.past)}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -65,11 +65,14 @@
 // file (an .npz written by numpy.savez_compressed) that any other Source
 // (local or remote) holds: inflated once on first read, into memory or an
 // unlinked temporary file, within the cache's memory and disk limits,
-// with its size and CRC-32 checked (inflate.go). A member with Latin1 set
-// is the same, decoded instead of inflated: the UTF-8 of a Python str of
-// code points below 256 (a numpy array's bytes in a protocol-2 pickle),
-// one byte per code point, every byte and the decoded length checked; its
-// holder may itself be a member (the str inside a deflated data.pkl). It
+// with its size and CRC-32 checked (inflate.go). Member.Codec says how
+// the member is stored, one type per codec (codec.go): Deflated, Zstd (a
+// distributed checkpoint's item, decoded as zstdpool says), Decoded (a
+// format's own decoder), and Latin1, decoded instead of inflated: the
+// UTF-8 of a Python str of code points below 256 (a numpy array's bytes
+// in a protocol-2 pickle), one byte per code point, every byte and the
+// decoded length checked; its holder may itself be a member (the str
+// inside a deflated data.pkl). It
 // implements none of the optional interfaces: it has no descriptor to
 // splice and no page cache of the checkpoint to drop. A member that fits
 // the disk limit never fails for room taken by others: its reservation

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,39 +63,24 @@ type InflateOptions struct {
 	Logf func(format string, args ...any)
 }
 
-// Member describes a deflated member of a zip file, as the zip's central
-// directory gives it, or (Latin1) the bytes of a numpy array that a
-// pickle holds as a Latin-1 str in UTF-8.
+// Member describes a member of a file that is served decoded: a zip's
+// deflated member as its central directory gives it, a zstd stream's
+// storage record, the bytes of a numpy array that a pickle holds as a
+// Latin-1 str in UTF-8, a dataset that its format's decoder writes. Its
+// Codec says which, where its bytes are and how they are checked
+// (codec.go).
 type Member struct {
-	Name           string // the member's name in the zip (Latin1: the tensor's), for messages
-	Offset         int64  // first byte of the compressed data in the file
-	CompressedSize int64
-	Size           int64 // inflated
-	CRC32          uint32
-	// Latin1: the CompressedSize bytes at Offset are UTF-8 of code points
-	// below 256 (pickle protocol 2's _codecs.encode(str, "latin1")), each
-	// one byte of the member; they must decode to exactly Size bytes. No
-	// CRC-32: the encoding itself is checked, byte by byte.
-	Latin1 bool
-	// Decode, when set, writes the member's bytes (exactly Size of them)
-	// to w, reading file as its format stores them (index.Decoded:
-	// an HDF5 dataset's gzip chunks); Offset and CompressedSize are then
-	// unused. Its error is one line on the member's data.
-	Decode func(w io.Writer, file io.ReaderAt) error
-	// Zstd: the CompressedSize bytes at Offset are a zstd stream; the
-	// member is Size of its decoded bytes after the first Skip (a
-	// torch.save zip's storage record inside a distributed checkpoint's
-	// zstd item), with this CRC-32.
-	Zstd bool
-	Skip int64
+	Name  string // the member's name in the zip (Latin1, Decoded: the tensor's), for messages
+	Size  int64  // decoded
+	Codec Codec
 }
 
-// what names m in messages.
+// what names m in messages, as its codec says.
 func (m Member) what() string {
-	if m.Latin1 || m.Decode != nil {
-		return "tensor " + strconv.Quote(m.Name)
+	if m.Codec == nil {
+		return "member " + m.Name
 	}
-	return "member " + m.Name
+	return m.Codec.what(m.Name)
 }
 
 // InflateCache holds the inflated members of the sources it opened. Safe
@@ -192,13 +176,13 @@ type MemberFile interface {
 // ErrFault (EIO through FUSE) and the cause, if any.
 type MemberError struct {
 	File, Member string
-	Latin1       bool // Member is a tensor's name (Member.Latin1)
+	Codec        Codec // the member's, which names it (nil: "member NAME")
 	Msg          string
 	Err          error
 }
 
 func (e *MemberError) Error() string {
-	s := e.File + ": " + Member{Name: e.Member, Latin1: e.Latin1}.what() + ": " + e.Msg
+	s := e.File + ": " + Member{Name: e.Member, Codec: e.Codec}.what() + ": " + e.Msg
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
 	}
@@ -218,11 +202,17 @@ func (e *MemberError) Unwrap() []error {
 // while the source is read). A member larger than the cache's disk limit
 // is refused.
 func (c *InflateCache) OpenMember(file MemberFile, m Member) (Source, error) {
-	if m.Size < 0 || m.CompressedSize < 0 || m.Offset < 0 || m.Skip < 0 || m.Skip > 0 && !m.Zstd || m.Zstd && m.Latin1 {
-		return nil, &MemberError{File: file.Name(), Member: m.Name, Latin1: m.Latin1, Msg: "negative offset or size"}
+	if m.Codec == nil {
+		return nil, &MemberError{File: file.Name(), Member: m.Name, Msg: "internal error: a member without its codec"}
+	}
+	if msg := m.Codec.check(); m.Size < 0 || msg != "" {
+		if msg == "" {
+			msg = negativeSize
+		}
+		return nil, &MemberError{File: file.Name(), Member: m.Name, Codec: m.Codec, Msg: msg}
 	}
 	if !c.inMemory(m.Size) && m.Size > c.opts.DiskLimit {
-		return nil, &MemberError{File: file.Name(), Member: m.Name, Latin1: m.Latin1, Msg: fmt.Sprintf("inflates to %d bytes, more than the %d bytes of disk the cache of inflated members may use (tensorfs --inflate-disk)", m.Size, c.opts.DiskLimit)}
+		return nil, &MemberError{File: file.Name(), Member: m.Name, Codec: m.Codec, Msg: fmt.Sprintf("inflates to %d bytes, more than the %d bytes of disk the cache of inflated members may use (tensorfs --inflate-disk)", m.Size, c.opts.DiskLimit)}
 	}
 	return &memberSource{c: c, file: file, m: m}, nil
 }

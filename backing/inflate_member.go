@@ -2,18 +2,14 @@ package backing
 
 import (
 	"bufio"
-	"compress/flate"
 	"container/list"
-	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"sync"
 	"sync/atomic"
 
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/zstdpool"
 )
 
 // A member's reader: inflating on first read (once, by that reader),
@@ -90,7 +86,7 @@ func (s *memberSource) ReadAt(p []byte, off int64) (int, error) {
 			n, err := s.cached.ReadAt(p[:want], off)
 			s.mu.RUnlock()
 			if n < want {
-				return n, &MemberError{File: s.file.Name(), Member: s.m.Name, Latin1: s.m.Latin1, Msg: fmt.Sprintf("reading the inflated member's cache file (%d bytes at byte %d)", want, off), Err: err}
+				return n, &MemberError{File: s.file.Name(), Member: s.m.Name, Codec: s.m.Codec, Msg: fmt.Sprintf("reading the inflated member's cache file (%d bytes at byte %d)", want, off), Err: err}
 			}
 			return s.done(n, want, len(p))
 		}
@@ -227,12 +223,10 @@ func (f *fileReader) Read(p []byte) (int, error) {
 }
 
 // inflate inflates the member into memory or a new file, within the
-// cache's limits. bad reports an error in the member's data.
+// cache's limits, by its codec (codec.go). bad reports an error in the
+// member's data.
 func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 	c, m := s.c, s.m
-	fail := func(bad bool, cause error, format string, args ...any) ([]byte, *os.File, bool, error) {
-		return nil, nil, bad, &MemberError{File: s.file.Name(), Member: m.Name, Latin1: m.Latin1, Msg: fmt.Sprintf(format, args...), Err: cause}
-	}
 	// A member of a member (a Latin-1 str in a deflated data.pkl) reads
 	// the outer one while it is inflated: have that inflated first and
 	// keep it (pinned) until done, so that this one's reservation never
@@ -242,231 +236,44 @@ func (s *memberSource) inflate() (mem []byte, f *os.File, bad bool, err error) {
 		outer.pins.Add(1)
 		defer outer.unpin()
 		if err := outer.load(true); err != nil {
-			return fail(false, err, "cannot inflate the member it is read from")
+			return s.failed(fail(false, err, "cannot inflate the member it is read from"))
 		}
 		if outer.c == c && !c.inMemory(outer.m.Size) {
 			held = outer.m.Size
 		}
 	}
+	d := &decoding{c: c, file: s.file, size: m.Size}
 	inMem := c.inMemory(m.Size)
-	var w io.Writer
-	var at io.WriterAt // the same bytes, written at their offsets
 	if inMem {
 		c.reserveMem(m.Size)
 		mem = make([]byte, m.Size)
-		w = &sliceWriter{b: mem}
-		at = w.(*sliceWriter)
+		sw := &sliceWriter{b: mem}
+		d.w, d.at = sw, sw
 	} else {
 		if err := c.reserveDisk(m.Size, true, held); err != nil {
-			return fail(false, err, "cannot make room to inflate it")
+			return s.failed(fail(false, err, "cannot make room to inflate it"))
 		}
 		if f, err = c.newFile(); err != nil {
 			c.release(false, m.Size)
-			return fail(false, err, "cannot make a file to inflate it into in %s", c.opts.Dir)
+			return s.failed(fail(false, err, "cannot make a file to inflate it into in %s", c.opts.Dir))
 		}
-		at = &fileWriter{f}
-		w = bufio.NewWriterSize(&fileWriter{f}, 1<<20)
+		d.at = &fileWriter{f}
+		d.w = bufio.NewWriterSize(&fileWriter{f}, 1<<20)
 	}
-	undo := func() {
+	if fl := m.Codec.decode(d); fl != nil {
 		c.release(inMem, m.Size)
 		if f != nil {
 			f.Close()
 		}
-	}
-	if m.Decode != nil {
-		dw := &decodeWriter{w: w, at: at, c: c, size: m.Size, left: m.Size}
-		err := m.Decode(dw, s.file)
-		dw.releaseScratch()
-		if err == nil && dw.left != 0 {
-			err = fmt.Errorf("decodes to %d bytes, not %d", m.Size-dw.left, m.Size)
-		}
-		if err == nil {
-			if bw, ok := w.(*bufio.Writer); ok {
-				if err := bw.Flush(); err != nil {
-					undo()
-					return fail(false, err, "cannot write the decoded bytes to their cache file in %s", c.opts.Dir)
-				}
-			}
-			c.inflations.Add(1)
-			return mem, f, false, nil
-		}
-		undo()
-		var we *writeError
-		if errors.As(err, &we) {
-			return fail(false, we.err, "cannot write the decoded bytes to their cache file in %s", c.opts.Dir)
-		}
-		return fail(true, nil, "%v", err)
-	}
-	src := &fileReader{r: io.NewSectionReader(s.file, m.Offset, m.CompressedSize)}
-	if m.Latin1 {
-		if err := latin1Decode(w, src, m); err != nil {
-			undo()
-			var re *readError
-			var we *writeError
-			switch {
-			case errors.As(err, &re):
-				return fail(false, re.err, "cannot read its Latin-1 str (%d bytes at byte %d)", m.CompressedSize, m.Offset)
-			case errors.As(err, &we):
-				return fail(false, we.err, "cannot write the decoded bytes to their cache file in %s", c.opts.Dir)
-			}
-			return fail(true, nil, "%v", err)
-		}
-		if bw, ok := w.(*bufio.Writer); ok {
-			if err := bw.Flush(); err != nil {
-				undo()
-				return fail(false, err, "cannot write the decoded bytes to their cache file in %s", c.opts.Dir)
-			}
-		}
-		c.inflations.Add(1)
-		return mem, f, false, nil
-	}
-	var zr io.Reader
-	if m.Zstd {
-		zd, err := zstdpool.NewReader(bufio.NewReaderSize(src, 1<<20))
-		if err != nil {
-			undo()
-			return fail(false, err, "cannot start a zstd decoder")
-		}
-		defer zd.Close()
-		if k, err := io.CopyN(io.Discard, zd, m.Skip); err != nil {
-			undo()
-			var re *readError
-			if errors.As(err, &re) {
-				return fail(false, re.err, "cannot read its compressed data (%d bytes at byte %d)", m.CompressedSize, m.Offset)
-			}
-			return fail(true, nil, "the zstd stream (%d bytes at byte %d) decodes to %d bytes, short of the %d before the member: %v", m.CompressedSize, m.Offset, k, m.Skip+m.Size, zstdpool.Cause(err))
-		}
-		zr = zd
-	} else {
-		fr := flate.NewReader(bufio.NewReaderSize(src, 1<<20))
-		defer fr.Close()
-		zr = fr
-	}
-	h := crc32.NewIEEE()
-	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(zr, m.Size))
-	var extra [1]byte
-	if err == nil && n == m.Size && !m.Zstd { // a zstd member is followed by the rest of its zip
-		// Nothing may follow the declared size.
-		var k int
-		if k, err = zr.Read(extra[:]); k > 0 {
-			undo()
-			return fail(true, nil, "inflates to more than the %d bytes the zip directory declares", m.Size)
-		}
-		if err == io.EOF {
-			err = nil
-		}
-	}
-	if err != nil {
-		undo()
-		var re *readError
-		if errors.As(err, &re) {
-			return fail(false, re.err, "cannot read its compressed data (%d bytes at byte %d)", m.CompressedSize, m.Offset)
-		}
-		var we *writeError
-		if errors.As(err, &we) {
-			return fail(false, we.err, "cannot write the inflated member to its cache file in %s", c.opts.Dir)
-		}
-		var ce flate.CorruptInputError
-		if errors.As(err, &ce) {
-			return fail(true, nil, "the deflate data is corrupt at byte %d of it (the compressed data starts at byte %d of the file)", int64(ce), m.Offset)
-		}
-		if m.Zstd {
-			return fail(true, nil, "the zstd stream (%d bytes at byte %d) is corrupt or ends early, after %d of the member's %d bytes: %v", m.CompressedSize, m.Offset, n, m.Size, zstdpool.Cause(err))
-		}
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return fail(true, nil, "the deflate data ends early, after %d of the %d bytes the zip directory declares", n, m.Size)
-		}
-		return fail(true, err, "cannot inflate it")
-	}
-	if n != m.Size && m.Zstd {
-		undo()
-		return fail(true, nil, "the zstd stream (%d bytes at byte %d) ends after %d of the member's %d bytes", m.CompressedSize, m.Offset, n, m.Size)
-	}
-	if n != m.Size {
-		undo()
-		return fail(true, nil, "inflates to %d bytes, not the %d the zip directory declares", n, m.Size)
-	}
-	if bw, ok := w.(*bufio.Writer); ok {
-		if err := bw.Flush(); err != nil {
-			undo()
-			return fail(false, err, "cannot write the inflated member to its cache file in %s", c.opts.Dir)
-		}
-	}
-	if sum := h.Sum32(); sum != m.CRC32 {
-		undo()
-		return fail(true, nil, "CRC-32 of the %s bytes is %08x, the zip directory says %08x", map[bool]string{false: "inflated", true: "decoded"}[m.Zstd], sum, m.CRC32)
+		return s.failed(fl)
 	}
 	c.inflations.Add(1)
 	return mem, f, false, nil
 }
 
-// latin1Decode writes to w the bytes of the Latin-1 str whose UTF-8 src
-// gives (m.CompressedSize bytes at m.Offset of the file): each code point
-// below 256 is one byte. It refuses any other code point, invalid UTF-8,
-// a character cut off, and a decoded length other than m.Size, saying at
-// which byte of the file. Errors of src and w come back as they are
-// (readError, writeError).
-func latin1Decode(w io.Writer, src io.Reader, m Member) error {
-	in := make([]byte, 1<<20)
-	out := make([]byte, 0, len(in))
-	var n, pos int64 // bytes decoded, bytes read
-	lead := -1       // the lead byte waiting for its continuation, or -1
-	for {
-		k, err := src.Read(in)
-		out = out[:0]
-		for i, c := range in[:k] {
-			switch {
-			case lead >= 0:
-				if c < 0x80 || c > 0xBF {
-					return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) has invalid UTF-8 at byte %d", m.CompressedSize, m.Offset, m.Offset+pos+int64(i)-1)
-				}
-				out = append(out, byte(lead&3)<<6|c&0x3F)
-				lead = -1
-			case c < 0x80:
-				out = append(out, c)
-			case c == 0xC2 || c == 0xC3:
-				lead = int(c)
-			default:
-				return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) has %s at byte %d", m.CompressedSize, m.Offset, latin1Bad(c), m.Offset+pos+int64(i))
-			}
-		}
-		pos += int64(k)
-		if n+int64(len(out)) > m.Size {
-			return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) decodes to more than the array's %d bytes", m.CompressedSize, m.Offset, m.Size)
-		}
-		if len(out) > 0 {
-			if _, werr := w.Write(out); werr != nil {
-				return werr
-			}
-			n += int64(len(out))
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-	}
-	switch {
-	case pos < m.CompressedSize:
-		return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) ends early, after %d bytes (the file is shorter)", m.CompressedSize, m.Offset, pos)
-	case lead >= 0:
-		return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) ends inside a character at byte %d", m.CompressedSize, m.Offset, m.Offset+pos-1)
-	case n != m.Size:
-		return fmt.Errorf("its Latin-1 str (UTF-8, %d bytes at byte %d) decodes to %d bytes, not the array's %d", m.CompressedSize, m.Offset, n, m.Size)
-	}
-	return nil
-}
-
-// latin1Bad says what byte c is where a Latin-1 character may start.
-func latin1Bad(c byte) string {
-	switch {
-	case c >= 0xC4 && c <= 0xF4:
-		return fmt.Sprintf("a code point above U+00FF, which is not Latin-1 (lead byte 0x%02X)", c)
-	case c >= 0x80 && c <= 0xBF:
-		return fmt.Sprintf("a stray continuation byte 0x%02X (invalid UTF-8)", c)
-	}
-	return fmt.Sprintf("byte 0x%02X (invalid UTF-8)", c)
+// failed returns inflate's results for fl: its MemberError.
+func (s *memberSource) failed(fl *failure) ([]byte, *os.File, bool, error) {
+	return nil, nil, fl.bad, &MemberError{File: s.file.Name(), Member: s.m.Name, Codec: s.m.Codec, Msg: fl.msg, Err: fl.err}
 }
 
 type sliceWriter struct {

@@ -13,7 +13,7 @@ import (
 func TestInflateNow(t *testing.T) {
 	good, bad := randomBytes(1, 1<<16), randomBytes(2, 1<<16)
 	zf, ms := members(t, good, bad)
-	ms[1].CRC32 ^= 1
+	editCodec(&ms[1], func(k *Deflated) { k.CRC32 ^= 1 })
 	var logged atomic.Int32
 	c := NewInflateCache(InflateOptions{Dir: t.TempDir(), Logf: func(string, ...any) { logged.Add(1) }})
 	g, err := c.OpenMember(zf, ms[0])

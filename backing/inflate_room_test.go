@@ -114,7 +114,7 @@ func TestInflateNestedNoWait(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		inner, err := cache.OpenMember(outer, Member{Name: "np/a", Offset: 12, CompressedSize: int64(len(u)), Size: int64(len(small)), Latin1: true})
+		inner, err := cache.OpenMember(outer, Member{Name: "np/a", Size: int64(len(small)), Codec: Latin1{Offset: 12, Len: int64(len(u))}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -54,10 +54,17 @@ func members(t testing.TB, contents ...[]byte) (*zipFile, []Member) {
 	var ms []Member
 	for i, c := range contents {
 		z := deflate(t, c)
-		ms = append(ms, Member{Name: fmt.Sprintf("m%d.npy", i), Offset: int64(len(file)), CompressedSize: int64(len(z)), Size: int64(len(c)), CRC32: crc32.ChecksumIEEE(c)})
+		ms = append(ms, Member{Name: fmt.Sprintf("m%d.npy", i), Size: int64(len(c)), Codec: Deflated{Offset: int64(len(file)), CompressedSize: int64(len(z)), CRC32: crc32.ChecksumIEEE(c)}})
 		file = append(file, z...)
 	}
 	return &zipFile{Reader: bytes.NewReader(file), name: "x.npz"}, ms
+}
+
+// editCodec changes m's codec, a C, by edit.
+func editCodec[C Codec](m *Member, edit func(k *C)) {
+	k := m.Codec.(C)
+	edit(&k)
+	m.Codec = k
 }
 
 func randomBytes(seed int64, n int) []byte {
@@ -235,7 +242,7 @@ func TestInflateLimits(t *testing.T) {
 	}
 
 	// A member over the disk limit cannot be served.
-	_, err := cache.OpenMember(f, Member{Name: "big.npy", Size: 2*size + 1, CompressedSize: 10})
+	_, err := cache.OpenMember(f, Member{Name: "big.npy", Size: 2*size + 1, Codec: Deflated{CompressedSize: 10}})
 	if err == nil || err.Error() != "x.npz: member big.npy: inflates to 2097153 bytes, more than the 2097152 bytes of disk the cache of inflated members may use (tensorfs --inflate-disk)" {
 		t.Errorf("over the limit: %v", err)
 	}
@@ -252,12 +259,13 @@ func TestInflateErrors(t *testing.T) {
 		want   string
 		sticky bool
 	}{
-		{"crc", func(m *Member, _ []byte) { m.CRC32 ^= 1 }, "x.npz: member m0.npy: CRC-32 of the inflated bytes is", true},
+		{"crc", func(m *Member, _ []byte) { editCodec(m, func(k *Deflated) { k.CRC32 ^= 1 }) }, "x.npz: member m0.npy: CRC-32 of the inflated bytes is", true},
 		{"longer", func(m *Member, _ []byte) { m.Size-- }, "x.npz: member m0.npy: inflates to more than the 99999 bytes the zip directory declares", true},
 		{"shorter", func(m *Member, _ []byte) { m.Size++ }, "x.npz: member m0.npy: inflates to 100000 bytes, not the 100001 the zip directory declares", true},
-		{"cut", func(m *Member, _ []byte) { m.CompressedSize /= 2 }, "x.npz: member m0.npy: the deflate data ends early, after", true},
+		{"cut", func(m *Member, _ []byte) { editCodec(m, func(k *Deflated) { k.CompressedSize /= 2 }) }, "x.npz: member m0.npy: the deflate data ends early, after", true},
 		{"corrupt", func(m *Member, file []byte) {
-			for i := m.Offset; i < m.Offset+m.CompressedSize; i++ {
+			k := m.Codec.(Deflated)
+			for i := k.Offset; i < k.Offset+k.CompressedSize; i++ {
 				file[i] = 0xff
 			}
 		}, "x.npz: member m0.npy: the deflate data is corrupt at byte", true},

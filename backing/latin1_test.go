@@ -26,7 +26,7 @@ func latin1File(b []byte) (*zipFile, Member) {
 	u := latin1UTF8(b)
 	file := append(make([]byte, 100), u...)
 	file = append(file, "tail"...)
-	return &zipFile{Reader: bytes.NewReader(file), name: "m.pt"}, Member{Name: "np/a", Offset: 100, CompressedSize: int64(len(u)), Size: int64(len(b)), Latin1: true}
+	return &zipFile{Reader: bytes.NewReader(file), name: "m.pt"}, Member{Name: "np/a", Size: int64(len(b)), Codec: Latin1{Offset: 100, Len: int64(len(u))}}
 }
 
 // TestLatin1Member: a Latin-1 member (a numpy array's bytes that a pickle
@@ -65,7 +65,7 @@ func TestLatin1Member(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inner, err := cache.OpenMember(outer, Member{Name: "np/a", Offset: 12, CompressedSize: int64(len(u)), Size: int64(len(small)), Latin1: true})
+	inner, err := cache.OpenMember(outer, Member{Name: "np/a", Size: int64(len(small)), Codec: Latin1{Offset: 12, Len: int64(len(u))}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,33 +89,36 @@ func TestLatin1Errors(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name   string
-		edit   func(m *Member, file []byte) []byte
+		edit   func(m *Member, k *Latin1, file []byte) []byte
 		want   string
 		sticky bool
 	}{
-		{"above U+00FF", func(m *Member, file []byte) []byte { file[m.Offset+10] = 0xc4; return file },
+		{"above U+00FF", func(m *Member, k *Latin1, file []byte) []byte { file[k.Offset+10] = 0xc4; return file },
 			`m.pt: tensor "np/a": its Latin-1 str (UTF-8, `, true},
-		{"not a continuation", func(m *Member, file []byte) []byte {
-			i := bytes.IndexByte(file[m.Offset:], 0xc3)
-			file[m.Offset+int64(i)+1] = 'x'
+		{"not a continuation", func(m *Member, k *Latin1, file []byte) []byte {
+			i := bytes.IndexByte(file[k.Offset:], 0xc3)
+			file[k.Offset+int64(i)+1] = 'x'
 			return file
 		}, `has invalid UTF-8 at byte`, true},
-		{"cut off", func(m *Member, file []byte) []byte {
-			i := bytes.LastIndexByte(file[m.Offset:m.Offset+m.CompressedSize], 0xc3)
-			m.CompressedSize = int64(i) + 1
+		{"cut off", func(m *Member, k *Latin1, file []byte) []byte {
+			i := bytes.LastIndexByte(file[k.Offset:k.Offset+k.Len], 0xc3)
+			k.Len = int64(i) + 1
 			return file
 		}, "ends inside a character at byte", true},
-		{"longer", func(m *Member, file []byte) []byte { m.Size--; return file }, "decodes to more than the array's 49999 bytes", true},
-		{"shorter", func(m *Member, file []byte) []byte { m.Size++; return file }, "decodes to 50000 bytes, not the array's 50001", true},
-		{"file shrank", func(m *Member, file []byte) []byte { return file[:m.Offset+100] }, "ends early, after 100 bytes (the file is shorter)", true},
-		{"read error", func(*Member, []byte) []byte { return nil }, `m.pt: tensor "np/a": cannot read its Latin-1 str`, false},
+		{"longer", func(m *Member, _ *Latin1, file []byte) []byte { m.Size--; return file }, "decodes to more than the array's 49999 bytes", true},
+		{"shorter", func(m *Member, _ *Latin1, file []byte) []byte { m.Size++; return file }, "decodes to 50000 bytes, not the array's 50001", true},
+		{"file shrank", func(m *Member, k *Latin1, file []byte) []byte { return file[:k.Offset+100] }, "ends early, after 100 bytes (the file is shorter)", true},
+		{"read error", func(*Member, *Latin1, []byte) []byte { return nil }, `m.pt: tensor "np/a": cannot read its Latin-1 str`, false},
 	} {
 		for _, memLimit := range []int64{64 << 20, -1} {
 			t.Run(fmt.Sprintf("%s/%d", c.name, memLimit), func(t *testing.T) {
 				f, m := latin1File(good)
 				file := make([]byte, f.Size())
 				f.Reader.ReadAt(file, 0)
-				if nf := c.edit(&m, file); nf != nil {
+				k := m.Codec.(Latin1)
+				nf := c.edit(&m, &k, file)
+				m.Codec = k
+				if nf != nil {
 					f.Reader = bytes.NewReader(nf)
 				}
 				if !c.sticky {

@@ -20,17 +20,17 @@ func TestZstdMember(t *testing.T) {
 	e.Close()
 	file := append(bytes.Repeat([]byte{'x'}, 100), z...)
 	const skip, size = 1000, 200_000
-	base := Member{Name: "archive/data/0 (item at byte 100)", Offset: 100, CompressedSize: int64(len(z)), Size: size, CRC32: crc32.ChecksumIEEE(whole[skip : skip+size]), Zstd: true, Skip: skip}
+	base := Member{Name: "archive/data/0 (item at byte 100)", Size: size, Codec: Zstd{Offset: 100, CompressedSize: int64(len(z)), CRC32: crc32.ChecksumIEEE(whole[skip : skip+size]), Skip: skip}}
 	for _, c := range []struct {
 		name string
 		edit func(m *Member)
 		want string
 	}{
 		{"as stored", func(*Member) {}, ""},
-		{"crc", func(m *Member) { m.CRC32 ^= 1 }, "CRC-32 of the decoded bytes is"},
-		{"cut", func(m *Member) { m.CompressedSize /= 2 }, "is corrupt or ends early"},
-		{"past the end", func(m *Member) { m.Skip = 200_000 }, "ends after 100000 of the member's 200000 bytes"},
-		{"skip past the end", func(m *Member) { m.Skip = 400_000 }, "short of the 600000 before the member"},
+		{"crc", func(m *Member) { editCodec(m, func(k *Zstd) { k.CRC32 ^= 1 }) }, "CRC-32 of the decoded bytes is"},
+		{"cut", func(m *Member) { editCodec(m, func(k *Zstd) { k.CompressedSize /= 2 }) }, "is corrupt or ends early"},
+		{"past the end", func(m *Member) { editCodec(m, func(k *Zstd) { k.Skip = 200_000 }) }, "ends after 100000 of the member's 200000 bytes"},
+		{"skip past the end", func(m *Member) { editCodec(m, func(k *Zstd) { k.Skip = 400_000 }) }, "short of the 600000 before the member"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := base

@@ -26,19 +26,19 @@ func (l *loader) openMember(name string, files []index.File, m *index.Member) (i
 	}
 	switch k := m.Kind.(type) {
 	case *index.Deflated:
-		bm := backing.Member{Name: m.Name, Offset: k.Offset, CompressedSize: k.CompressedSize, Size: m.Size, CRC32: k.CRC32}
+		bm := backing.Member{Name: m.Name, Size: m.Size, Codec: backing.Deflated{Offset: k.Offset, CompressedSize: k.CompressedSize, CRC32: k.CRC32}}
 		return l.inflateMember(files[m.File], bm, "member "+m.Name)
 	case *index.Zstd:
-		bm := backing.Member{Name: m.Name, Offset: k.Offset, CompressedSize: k.CompressedSize, Size: m.Size, CRC32: k.CRC32, Zstd: true, Skip: k.Skip}
+		bm := backing.Member{Name: m.Name, Size: m.Size, Codec: backing.Zstd{Offset: k.Offset, CompressedSize: k.CompressedSize, CRC32: k.CRC32, Skip: k.Skip}}
 		return l.inflateMember(files[m.File], bm, "member "+m.Name)
 	case *index.Latin1:
-		bm := backing.Member{Name: m.Name, Offset: k.Offset, CompressedSize: k.Len, Size: m.Size, Latin1: true}
+		bm := backing.Member{Name: m.Name, Size: m.Size, Codec: backing.Latin1{Offset: k.Offset, Len: k.Len}}
 		return l.inflateMember(files[m.File], bm, "tensor "+strconv.Quote(m.Name))
 	case *index.Decoded:
 		if k.Decode == nil {
 			return nil, index.ErrorAt(name, "tensor "+strconv.Quote(m.Name), "internal error: a decoded member without its decoder")
 		}
-		bm := backing.Member{Name: m.Name, Size: m.Size, Decode: k.Decode}
+		bm := backing.Member{Name: m.Name, Size: m.Size, Codec: backing.Decoded{Decode: k.Decode}}
 		return l.inflateMember(files[m.File], bm, "tensor "+strconv.Quote(m.Name))
 	case *index.Tiles:
 		return openTiles(name, files, k)
