@@ -155,7 +155,7 @@ func runLoad(args []string) error {
 		return err
 	}
 
-	// The remote flags, checked before any work (openSource checks
+	// The remote flags, checked before any work (openClient checks
 	// them again).
 	if _, err := remoteOptions(); err != nil {
 		return err
@@ -165,12 +165,7 @@ func runLoad(args []string) error {
 		return err
 	}
 	defer stopProfile()
-	opened, err := openSource(source, sourceOptions{Mode: mode, Mount: true})
-	if err != nil {
-		return err
-	}
-	defer opened.close()
-	ck, err := opened.client()
+	ck, err := openClient(source, mode)
 	if err != nil {
 		return err
 	}

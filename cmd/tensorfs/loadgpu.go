@@ -64,7 +64,7 @@ func loadGPU(f *flags, g gpuLoad) error {
 	if err := checkDeadMount(g.source); err != nil {
 		return err
 	}
-	// The remote flags, checked before any work (openSource checks
+	// The remote flags, checked before any work (openClient checks
 	// them again).
 	if _, err := remoteOptions(); err != nil {
 		return err
@@ -80,12 +80,7 @@ func loadGPU(f *flags, g gpuLoad) error {
 		return err
 	}
 	defer stopProfile()
-	opened, err := openSource(g.source, sourceOptions{Mode: mode, Mount: true})
-	if err != nil {
-		return err
-	}
-	defer opened.close()
-	ck, err := opened.client()
+	ck, err := openClient(g.source, mode)
 	if err != nil {
 		return err
 	}
