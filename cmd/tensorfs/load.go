@@ -22,6 +22,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/bytesize"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/dtype"
@@ -78,20 +79,36 @@ func runLoad(args []string) error {
 	if err := loadChecks(l.source); err != nil {
 		return err
 	}
-	stopProfile, err := startCPUProfile("load", l.cpuProfile)
+	ck, done, err := openLoad(l.source, mode, l.cpuProfile, l.f.isSet("io"))
 	if err != nil {
 		return err
 	}
-	defer stopProfile()
-	ck, err := openClient(l.source, mode)
-	if err != nil {
-		return err
-	}
-	defer ck.Close()
-	if ck.IsMount() && l.f.isSet("io") {
-		return usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", l.source)
-	}
+	defer done()
 	return l.stream(ck)
+}
+
+// openLoad starts load's --cpuprofile and opens SOURCE through the
+// client (openClient), with or without --gpu; --io set for a mount is a
+// usage error. done closes the checkpoint, then stops the profile.
+func openLoad(source string, mode backing.Mode, cpuProfile string, ioSet bool) (ck *client.Checkpoint, done func(), err error) {
+	stopProfile, err := startCPUProfile("load", cpuProfile)
+	if err != nil {
+		return nil, nil, err
+	}
+	ck, err = openClient(source, mode)
+	if err != nil {
+		stopProfile()
+		return nil, nil, err
+	}
+	done = func() {
+		ck.Close()
+		stopProfile()
+	}
+	if ck.IsMount() && ioSet {
+		done()
+		return nil, nil, usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", source)
+	}
+	return ck, done, nil
 }
 
 // loadFlags are load's operand and flags, parsed and checked

@@ -51,19 +51,11 @@ func loadGPU(f *flags, g gpuLoad) error {
 	}
 	defer rt.Close()
 
-	stopProfile, err := startCPUProfile("load", g.cpuProfile)
+	ck, done, err := openLoad(g.source, mode, g.cpuProfile, g.ioSet)
 	if err != nil {
 		return err
 	}
-	defer stopProfile()
-	ck, err := openClient(g.source, mode)
-	if err != nil {
-		return err
-	}
-	defer ck.Close()
-	if ck.IsMount() && g.ioSet {
-		return usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", g.source)
-	}
+	defer done()
 	tensors := ck.TensorsIn(g.to)
 	unserved := ck.Unserved()
 	var split func(client.TensorInfo) *client.Split

@@ -231,16 +231,7 @@ func remoteOptions() (source.RemoteOptions, error) {
 	if rf == nil {
 		return o, nil
 	}
-	size := func(name, v string) (int64, error) {
-		if strings.TrimSpace(v) == "0" {
-			return 0, nil
-		}
-		n, err := bytesize.Parse(v)
-		if err != nil {
-			return 0, usagef("%s: --%s: %v", rf.cmd, name, err)
-		}
-		return n, nil
-	}
+	size := rf.size
 	var err error
 	if o.Remote.PartSize, err = size("part-size", *rf.partSize); err != nil {
 		return o, err
@@ -295,18 +286,39 @@ func remoteOptions() (source.RemoteOptions, error) {
 	if err := rf.setOptions(&o); err != nil {
 		return o, err
 	}
+	return o, rf.setInflateOptions()
+}
+
+// size parses the value v of the size flag --name; "0" is 0.
+func (rf *remoteFlags) size(name, v string) (int64, error) {
+	if strings.TrimSpace(v) == "0" {
+		return 0, nil
+	}
+	n, err := bytesize.Parse(v)
+	if err != nil {
+		return 0, usagef("%s: --%s: %v", rf.cmd, name, err)
+	}
+	return n, nil
+}
+
+// setInflateOptions configures the cache of data decoded on first read
+// (backing.SetInflateOptions) from --inflate-mem, --inflate-disk and
+// --cache-dir; a bad value is a usage error.
+func (rf *remoteFlags) setInflateOptions() error {
+	size := rf.size
+	var err error
 	var io backing.InflateOptions
 	if io.MemLimit, err = size("inflate-mem", *rf.inflateMem); err != nil {
-		return o, err
+		return err
 	}
 	if io.MemLimit == 0 {
 		io.MemLimit = -1 // nothing in memory
 	}
 	if io.DiskLimit, err = size("inflate-disk", *rf.inflateDisk); err != nil {
-		return o, err
+		return err
 	}
 	if io.DiskLimit == 0 {
-		return o, usagef("%s: --inflate-disk: must be positive", rf.cmd)
+		return usagef("%s: --inflate-disk: must be positive", rf.cmd)
 	}
 	io.Dir = *rf.cacheDir
 	if io.Dir != "" {
@@ -315,7 +327,7 @@ func remoteOptions() (source.RemoteOptions, error) {
 		// directory is held to the disk cache's rule all the same.
 		d, err := backing.OpenPrivateDir(io.Dir)
 		if err != nil {
-			return o, fmt.Errorf("--cache-dir %v", err)
+			return fmt.Errorf("--cache-dir %v", err)
 		}
 		d.Close()
 	}
@@ -326,7 +338,7 @@ func remoteOptions() (source.RemoteOptions, error) {
 		io.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 	}
 	backing.SetInflateOptions(io)
-	return o, nil
+	return nil
 }
 
 // schemeRowsStart and schemeRowsEnd enclose docs/CLI.md's rows of the
