@@ -16,7 +16,6 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -198,34 +197,8 @@ func exitStatus(err error) int {
 		fmt.Fprintln(os.Stderr, "tensorfs: "+oneLine(ue.msg))
 		return 2
 	}
-	fmt.Fprintln(os.Stderr, "tensorfs: "+oneLine(urlOnce(describe(err))))
+	fmt.Fprintln(os.Stderr, "tensorfs: "+oneLine(describe(err)))
 	return 1
-}
-
-// remotePrefix is a remote object's URL opening an error's clause.
-var remotePrefix = regexp.MustCompile(`\b(?:` + remoteSchemes() + `)\S+?: `)
-
-// remoteSchemes is source.Schemes' prefixes as a regexp alternation.
-func remoteSchemes() string {
-	var alt []string
-	for _, s := range source.Schemes() {
-		alt = append(alt, regexp.QuoteMeta(s.Prefix))
-	}
-	return strings.Join(alt, "|")
-}
-
-// urlOnce names each remote object once in msg: an error wrapped on its
-// way up (the store's reply, the read that needed it, the tensor) would
-// otherwise repeat its URL at every layer.
-func urlOnce(msg string) string {
-	seen := map[string]bool{}
-	return remotePrefix.ReplaceAllStringFunc(msg, func(m string) string {
-		if seen[m] {
-			return ""
-		}
-		seen[m] = true
-		return m
-	})
 }
 
 // describe is err's message, with a failed system call on a path said as
