@@ -182,3 +182,24 @@ func TestRemoteFlagsGrouped(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemeFlagsSetOptions: the schemes' own flags reach the options
+// a SOURCE is opened with, and are off by default.
+func TestSchemeFlagsSetOptions(t *testing.T) {
+	defer func(saved *remoteFlags) { remoteOpts = saved }(remoteOpts)
+	for _, on := range []bool{false, true} {
+		f := newFlags("ls", "SOURCE", "")
+		addRemoteFlags(f)
+		args := []string{"x"}
+		if on {
+			args = append(args, "--no-sign-request", "--hf-cache-write", "--proxy-terminates-tls")
+		}
+		if err := f.parse(args, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+		o, err := remoteOptions()
+		if err != nil || o.NoSign != on || o.HF.CacheWrite != on || o.Remote.ProxyTerminatesTLS != on {
+			t.Errorf("flags given %v: %v, NoSign %v, HF.CacheWrite %v, ProxyTerminatesTLS %v", on, err, o.NoSign, o.HF.CacheWrite, o.Remote.ProxyTerminatesTLS)
+		}
+	}
+}
