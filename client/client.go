@@ -87,7 +87,7 @@ type Checkpoint struct {
 	// cache keeps them), so the resident set does not grow with the
 	// checkpoint.
 	dropMapped bool
-	// remote: the files are remote sources (s3://, hf://, http(s)://).
+	// remote: the files are remote sources (a scheme of source.Schemes).
 	remote bool
 	// loaded is what source.Load returned (its Sources are files),
 	// for the files beside it (Beside); nil otherwise.
@@ -117,9 +117,9 @@ type Options struct {
 	// stays bounded); backing.Direct bypasses the page cache. It does not
 	// apply to a mount.
 	Backing *backing.Options
-	// Remote configures a remote path (s3://, http://, https://; see
-	// package source). nil means the defaults, which read http(s):// but
-	// not s3://: that takes an S3 opener, Remote.S3 (backing/s3.Open), so
+	// Remote configures a remote path (a scheme of source.Schemes: s3://,
+	// hf://, http(s)://, oci://...). nil means the defaults, which read
+	// every scheme but s3://: that takes an S3 opener, Remote.S3 (backing/s3.Open), so
 	// that only a program that asks for s3:// links the AWS SDK.
 	Remote *source.RemoteOptions
 }

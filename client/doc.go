@@ -18,9 +18,10 @@
 //     MOUNT/.f32/<path> (.f16, .bf16, .f64) for a converted view, read with
 //     os.File.ReadAt.
 //
-// A remote path (s3://BUCKET/KEY, s3://BUCKET/PREFIX/, http(s)://...) is
-// opened by package source, read with ranged GETs through a part cache
-// (Options.Remote). http(s):// needs nothing more; s3:// needs the S3
+// A remote path (s3://BUCKET/KEY, hf://ORG/NAME, http(s)://..., a scheme
+// of the table source.Schemes) is opened by package source, read with
+// ranged GETs through a part cache (Options.Remote). Every scheme but
+// s3:// needs nothing more; s3:// needs the S3
 // opener passed in, so that only a program that asks for s3:// links the
 // AWS SDK:
 //

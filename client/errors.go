@@ -3,10 +3,13 @@ package client
 import (
 	"strconv"
 	"strings"
+
+	"github.com/lazyweights/tensorfs/source"
 )
 
 // TensorError is an error reading or delivering one tensor. Its message is
-// one line: `SOURCE: tensor "NAME": OP at byte OFF: what went wrong`.
+// one line: `SOURCE: tensor "NAME": OP at byte OFF: what went wrong`,
+// naming a remote SOURCE once (what went wrong does not say it again).
 type TensorError struct {
 	Source string // the checkpoint path given to Open
 	Name   string // the tensor's name
@@ -33,6 +36,12 @@ func (e *TensorError) Error() string {
 	msg := "<nil>"
 	if e.Err != nil {
 		msg = e.Err.Error()
+		// A remote store's error (a read's backing.FaultError) names
+		// the object, which a one-file remote SOURCE is already: once
+		// is enough.
+		if source.IsRemote(e.Source) {
+			msg = strings.TrimPrefix(msg, e.Source+": ")
+		}
 	}
 	// One line, whatever a lower layer or a sink put in its message.
 	b.WriteString(strings.ReplaceAll(msg, "\n", " "))

@@ -19,12 +19,15 @@
 // that says how to enable it. hf:// (backing/hf) and http(s)://
 // (backing/httpsrc) need nothing.
 //
-// The remote schemes are one table, Schemes (prefix, help, whether the
-// store lists, opener): IsRemote, Load's store, the commands' help
-// (RemoteHelp) and the files a mount exports beside a remote checkpoint
-// (Checkpoint.RemoteKey, RemoteListable) all follow it; a new scheme is
-// one row and one remote.Store, or, for a scheme that names local files
-// (ollama://), one row whose Load loads the checkpoint itself.
+// The remote schemes are one table, Schemes (prefix, help, its own
+// options, whether the store lists, opener): IsRemote, Load's store, the
+// commands' remote flags and every help text naming the schemes (Table's
+// Names, Forms, Help; the CLI generates its flags from each row's
+// Options), docs/CLI.md's rows of the schemes and the files a mount
+// exports beside a remote checkpoint (Checkpoint.RemoteKey,
+// RemoteListable) all follow it; a new scheme is one row and one
+// remote.Store, or, for a scheme that names local files (ollama://), one
+// row whose Load loads the checkpoint itself.
 //
 // Layers: source sits above index and backing (and backing/remote,
 // backing/httpsrc) and below view, fs, client and cmd/tensorfs; nothing

@@ -13,9 +13,9 @@ import (
 )
 
 // Scheme is one kind of remote SOURCE: a row of the table (Schemes) that
-// detection (IsRemote), the store (Load), the commands' help and the
-// files exported beside a checkpoint all follow. A new scheme is one row
-// and one remote.Store.
+// detection (IsRemote), the store (Load), the commands' flags and help,
+// docs/CLI.md's row of the scheme and the files exported beside a
+// checkpoint all follow. A new scheme is one row and one remote.Store.
 type Scheme struct {
 	// Prefix starts every SOURCE of the scheme, lower case ("s3://");
 	// matched without regard to case.
@@ -30,6 +30,13 @@ type Scheme struct {
 	// Name is the scheme as the help's lists name it ("s3://",
 	// "http(s)://"); "" where another row says it.
 	Name string
+	// Doc is where the docs say the scheme in full: a page of docs/ and
+	// its anchor ("REMOTE.md#hf-hugging-face-hub"), linked from
+	// docs/CLI.md's row of the scheme.
+	Doc string
+	// Options are the scheme's own settings: each is a flag of every
+	// command that takes a SOURCE, in the remote group of its help.
+	Options []Option
 	// Listable says that the store lists (Store.List): a SOURCE naming a
 	// prefix or a weight map takes the files beside the checkpoint
 	// (config.json, tokenizer files) along to the export, as a local
@@ -45,18 +52,48 @@ type Scheme struct {
 	Load func(ctx context.Context, source string, opts Options) (*Checkpoint, error)
 }
 
+// Option is one setting of a scheme's reads (rclone's backend option):
+// the commands that take a SOURCE have it as the flag --Name, and put
+// its value into RemoteOptions with Set.
+type Option struct {
+	// Name is the flag's name, without "--" ("no-sign-request").
+	Name string
+	// Bool says that the flag is a switch (--NAME, value "true" or
+	// "false"); else it takes a value, named in Help as `VALUE`.
+	Bool bool
+	// Env, when set, is the environment variable that gives the value
+	// when the flag is not given; the help says it as the default.
+	Env string
+	// Help is the flag's line in the help, without the remote group's
+	// "remote: " (a `VALUE` in back quotes names the flag's value).
+	Help string
+	// Set puts value into o; an error is the flag's usage error, said
+	// after "--NAME: ".
+	Set func(o *RemoteOptions, value string) error
+}
+
+// Table is a table of remote SOURCE schemes (Schemes); what the help
+// and the docs say of the schemes is generated from it.
+type Table []Scheme
+
 // Schemes is the table of remote SOURCE schemes, in the order the help
 // says them. The s3:// row is always there (so that an s3:// SOURCE is
 // recognised, and refused in one line without an opener), but its store
 // comes from RemoteOptions.S3: a program that does not pass one links no
 // AWS SDK.
-func Schemes() []Scheme {
-	return []Scheme{
+func Schemes() Table {
+	return Table{
 		{
 			Prefix:   "s3://",
 			Name:     "s3://",
 			Forms:    "s3://BUCKET/KEY, s3://BUCKET/PREFIX/",
+			Doc:      "REMOTE.md",
 			Listable: true,
+			Options: []Option{{
+				Name: "no-sign-request", Bool: true,
+				Help: "send S3 requests without credentials (public buckets)",
+				Set:  func(o *RemoteOptions, v string) error { o.NoSign = v == "true"; return nil },
+			}},
 			Help: `s3://BUCKET/KEY, s3://BUCKET/PREFIX/ (a sharded checkpoint under a
 prefix): credentials, region and endpoint from the standard AWS
 configuration (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
@@ -68,7 +105,17 @@ AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL,
 			Prefix:   "hf://",
 			Name:     "hf://",
 			Forms:    "hf://ORG/NAME[@REV][/PATH]",
+			Doc:      "REMOTE.md#hf-hugging-face-hub-repositories",
 			Listable: true,
+			Options: []Option{{
+				Name: "proxy-terminates-tls", Bool: true,
+				Help: "the --proxy makes https:// requests itself: send it hf:// CDN GETs as absolute-form https:// URLs it can cache, not through CONNECT (docs/SCALE.md)",
+				Set:  func(o *RemoteOptions, v string) error { o.Remote.ProxyTerminatesTLS = v == "true"; return nil },
+			}, {
+				Name: "hf-cache-write", Bool: true,
+				Help: "put each hf:// file read whole into the local HF cache (HF_HUB_CACHE), checked against the Hub's sha256 or git sha1, as huggingface_hub lays it out, so that other tools and HF_HUB_OFFLINE find it; without it tensorfs never writes there",
+				Set:  func(o *RemoteOptions, v string) error { o.HF.CacheWrite = v == "true"; return nil },
+			}},
 			Help: `hf://[models/|datasets/]ORG/NAME[@REV][/PATH]: a Hugging Face Hub
 repository at a branch, tag, commit or refs/pr/N (default main), pinned to
 its commit sha; HF_ENDPOINT, HF_TOKEN (or HF_TOKEN_PATH, $HF_HOME/token;
@@ -83,6 +130,7 @@ HF_HUB_OFFLINE=1, with one line saying so.`,
 			Prefix: "http://",
 			Name:   "http(s)://",
 			Forms:  "an http(s):// URL",
+			Doc:    "REMOTE.md",
 			Help: `http://URL, https://URL: one file (or a *.index.json weight map
 and its shards).`,
 			Open: openHTTP,
@@ -95,6 +143,7 @@ and its shards).`,
 			Prefix: OllamaPrefix,
 			Name:   "ollama://",
 			Forms:  "ollama://NAME[:TAG]",
+			Doc:    "REMOTE.md#ollama-ollamas-local-model-store",
 			Help: `ollama://NAME[:TAG], ollama://HOST/NAMESPACE/NAME:TAG: a model of
 Ollama's local store ($OLLAMA_MODELS, else ~/.ollama/models, else
 /usr/share/ollama/.ollama/models), read in place: a GGUF model is its blob,
@@ -108,6 +157,7 @@ lists the store's models.`,
 			Prefix:   oci.Prefix,
 			Name:     "oci://",
 			Forms:    "oci://HOST/REPO[:TAG|@sha256:DIGEST]",
+			Doc:      "REMOTE.md#oci-models-in-a-registry",
 			Listable: true,
 			Help: `oci://HOST[:PORT]/REPOSITORY[:TAG|@sha256:DIGEST]: a model pushed to
 a registry as an OCI artifact (CNCF ModelPack raw and .tar weight and
@@ -123,21 +173,24 @@ token flow), over https (plain http to a loopback registry); check
 
 // SchemeOf returns the row of source's scheme; ok is false for a local
 // path.
-func SchemeOf(source string) (Scheme, bool) {
-	l := strings.ToLower(source)
-	for _, s := range Schemes() {
-		if strings.HasPrefix(l, s.Prefix) {
-			return s, true
-		}
-	}
-	return Scheme{}, false
-}
+func SchemeOf(source string) (Scheme, bool) { return Schemes().Of(source) }
 
 // SchemeNames are the schemes as the help's lists name them, in table
-// order: "s3://, hf://, http(s)://".
-func SchemeNames() string {
+// order: "s3://, hf://, http(s)://" (Schemes().Names()).
+func SchemeNames() string { return Schemes().Names() }
+
+// SchemeForms are the remote SOURCEs in short (Schemes().Forms()).
+func SchemeForms() string { return Schemes().Forms() }
+
+// RemoteHelp is the paragraph that the help of every command taking a
+// SOURCE says about remote SOURCEs (Schemes().Help()).
+func RemoteHelp() string { return Schemes().Help() }
+
+// Names are the schemes as the help's lists name them, in table order:
+// "s3://, hf://, http(s)://".
+func (t Table) Names() string {
 	var names []string
-	for _, s := range Schemes() {
+	for _, s := range t {
 		if s.Name != "" {
 			names = append(names, s.Name)
 		}
@@ -145,12 +198,12 @@ func SchemeNames() string {
 	return strings.Join(names, ", ")
 }
 
-// SchemeForms are the remote SOURCEs in short, in table order, as a
-// list for a sentence: "s3://BUCKET/KEY, ..., hf://ORG/NAME[@REV][/PATH]
-// or an http(s):// URL".
-func SchemeForms() string {
+// Forms are the remote SOURCEs in short, in table order, as a list for
+// a sentence: "s3://BUCKET/KEY, ..., hf://ORG/NAME[@REV][/PATH] or an
+// http(s):// URL".
+func (t Table) Forms() string {
 	var forms []string
-	for _, s := range Schemes() {
+	for _, s := range t {
 		if s.Forms != "" {
 			forms = append(forms, s.Forms)
 		}
@@ -161,18 +214,29 @@ func SchemeForms() string {
 	return strings.Join(forms[:len(forms)-1], ", ") + " or " + forms[len(forms)-1]
 }
 
-// RemoteHelp is the paragraph that the help of every command taking a
-// SOURCE says about remote SOURCEs: one per scheme, from the table.
-func RemoteHelp() string {
+// Help is the paragraph that the help of every command taking a SOURCE
+// says about remote SOURCEs: one per scheme.
+func (t Table) Help() string {
 	var b strings.Builder
 	b.WriteString("SOURCE may be remote, read with ranged GETs of --part-size parts, only the\nranges that are needed:\n")
-	for _, s := range Schemes() {
+	for _, s := range t {
 		if s.Help != "" {
 			b.WriteString("\n" + s.Help + "\n")
 		}
 	}
 	b.WriteString("\n--proxy (or TENSORFS_PROXY) sends every GET through a cache tier\n(docs/SCALE.md).")
 	return b.String()
+}
+
+// Of returns the row of source's scheme; ok is false for a local path.
+func (t Table) Of(source string) (Scheme, bool) {
+	l := strings.ToLower(source)
+	for _, s := range t {
+		if strings.HasPrefix(l, s.Prefix) {
+			return s, true
+		}
+	}
+	return Scheme{}, false
 }
 
 func openS3(ctx context.Context, source string, opts RemoteOptions) (remote.Store, string, error) {

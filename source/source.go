@@ -50,8 +50,9 @@ func (o *Options) formats() formats.Options {
 	return formats.Options{Inflate: c, Report: o.Report}
 }
 
-// RemoteOptions configure a remote SOURCE (s3://, hf://, http://,
-// https://; see Schemes).
+// RemoteOptions configure a remote SOURCE (see Schemes); a scheme's own
+// settings (NoSign, HF's CacheWrite, Remote.ProxyTerminatesTLS) are set
+// by its Options, which the CLI's flags follow.
 type RemoteOptions struct {
 	Remote remote.Options
 	// NoSign sends S3 requests without credentials (public buckets).
@@ -122,7 +123,8 @@ func (c *Checkpoint) Close() error {
 }
 
 // IsRemote reports whether source names a remote checkpoint: it starts
-// with the prefix of a row of Schemes (s3://, hf://, http://, https://).
+// with the prefix of a row of Schemes (s3://, hf://, http://, https://,
+// ollama://, oci://).
 func IsRemote(source string) bool {
 	_, ok := SchemeOf(source)
 	return ok

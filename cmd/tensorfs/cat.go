@@ -9,6 +9,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
+	tfsource "github.com/lazyweights/tensorfs/source"
 	"github.com/lazyweights/tensorfs/view"
 )
 
@@ -84,7 +85,7 @@ func runCat(args []string) error {
 		return fmt.Errorf("%s: no part %s: shape %v has %d dimensions", what, *part, t.Shape, len(t.Shape))
 	}
 	if form == (view.Form{}) && t.Contiguous() {
-		return copyOut(os.Stdout, io.NewSectionReader(src, t.Offset, t.Size), t.Size, what)
+		return copyOut(os.Stdout, io.NewSectionReader(src, t.Offset, t.Size), t.Size, what, source)
 	}
 	v, err := view.Open(t, src, form)
 	if err != nil {
@@ -93,11 +94,13 @@ func runCat(args []string) error {
 		}
 		return fmt.Errorf("%s: %v", what, err)
 	}
-	return copyOut(os.Stdout, v, v.Size(), what)
+	return copyOut(os.Stdout, v, v.Size(), what, source)
 }
 
-// copyOut writes the size bytes of r to w in catChunk pieces.
-func copyOut(w io.Writer, r io.ReaderAt, size int64, what string) error {
+// copyOut writes the size bytes of r to w in catChunk pieces; a read
+// error is said after what, naming the remote SOURCE src once (the
+// store's error names the object, which src is).
+func copyOut(w io.Writer, r io.ReaderAt, size int64, what, src string) error {
 	buf := make([]byte, min(int64(catChunk), max(size, 1)))
 	for off := int64(0); off < size; {
 		n := int(min(int64(len(buf)), size-off))
@@ -106,7 +109,11 @@ func copyOut(w io.Writer, r io.ReaderAt, size int64, what string) error {
 			if err == nil || err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return fmt.Errorf("%s: reading at byte %d: %v", what, off+int64(got), err)
+			msg := err.Error()
+			if tfsource.IsRemote(src) {
+				msg = strings.TrimPrefix(msg, src+": ")
+			}
+			return fmt.Errorf("%s: reading at byte %d: %s", what, off+int64(got), msg)
 		}
 		if _, err := w.Write(buf[:n]); err != nil {
 			return fmt.Errorf("writing to stdout: %v", err)

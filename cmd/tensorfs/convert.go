@@ -66,17 +66,12 @@ func runConvert(args []string) error {
 		return err
 	}
 
-	opened, err := openSource(source, sourceOptions{Mode: backing.Pread, Mount: true})
-	if err != nil {
-		return err
-	}
-	defer opened.close()
-	ck, err := opened.client()
+	ck, err := openClient(source, backing.Pread)
 	if err != nil {
 		return err
 	}
 	defer ck.Close()
-	if us := ck.Unserved(); len(us) > 0 { // logged by openSource
+	if us := ck.Unserved(); len(us) > 0 { // logged by openClient
 		return fmt.Errorf("convert: %s: cannot write %s: %s; %s not written", source, plural(unservedCount(us), "tensor"), unservedNames(us), out)
 	}
 

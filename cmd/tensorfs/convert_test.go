@@ -149,19 +149,3 @@ func TestReplaceRegular(t *testing.T) {
 		})
 	}
 }
-
-// TestURLOnce: an error wrapped at every layer names each remote object
-// once, and leaves other text (a local path said twice) alone.
-func TestURLOnce(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"http://h:1/m: tensor \"w\": read: http://h:1/m: fault: http://h:1/m: asked for bytes 1-2",
-			"http://h:1/m: tensor \"w\": read: fault: asked for bytes 1-2"},
-		{"out: view: s3://b/p/a: x: s3://b/p/b: y: s3://b/p/a: z", "out: view: s3://b/p/a: x: s3://b/p/b: y: z"},
-		{"/a/b: x: /a/b: y", "/a/b: x: /a/b: y"},
-		{"see https://example.com/docs for more", "see https://example.com/docs for more"},
-	} {
-		if got := urlOnce(tc.in); got != tc.want {
-			t.Errorf("urlOnce(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}

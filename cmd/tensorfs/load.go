@@ -22,6 +22,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/bytesize"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/dtype"
@@ -64,6 +65,73 @@ runtime, without device N, in a binary built without cgo, or when the
 checkpoint does not fit in the device's free memory.`
 
 func runLoad(args []string) error {
+	l, err := parseLoadFlags(args)
+	if err != nil {
+		return err
+	}
+	if l.gpu != nil {
+		return loadGPU(l.f, *l.gpu)
+	}
+	mode, err := parseMode("load", "io", l.io)
+	if err != nil {
+		return err
+	}
+	if err := loadChecks(l.source); err != nil {
+		return err
+	}
+	ck, done, err := openLoad(l.source, mode, l.cpuProfile, l.f.isSet("io"))
+	if err != nil {
+		return err
+	}
+	defer done()
+	return l.stream(ck)
+}
+
+// openLoad starts load's --cpuprofile and opens SOURCE through the
+// client (openClient), with or without --gpu; --io set for a mount is a
+// usage error. done closes the checkpoint, then stops the profile.
+func openLoad(source string, mode backing.Mode, cpuProfile string, ioSet bool) (ck *client.Checkpoint, done func(), err error) {
+	stopProfile, err := startCPUProfile("load", cpuProfile)
+	if err != nil {
+		return nil, nil, err
+	}
+	ck, err = openClient(source, mode)
+	if err != nil {
+		stopProfile()
+		return nil, nil, err
+	}
+	done = func() {
+		ck.Close()
+		stopProfile()
+	}
+	if ck.IsMount() && ioSet {
+		done()
+		return nil, nil, usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", source)
+	}
+	return ck, done, nil
+}
+
+// loadFlags are load's operand and flags, parsed and checked
+// (parseLoadFlags).
+type loadFlags struct {
+	f          *flags
+	source     string
+	to         dtype.DType
+	sha, quiet bool
+	parallel   int
+	chunk      int64
+	io         string
+	rules      []splitRule // nil without --split
+	parts      int
+	part       int
+	cpuProfile string
+	// gpu is what loadGPU is asked to do, with --gpu; else nil.
+	gpu *gpuLoad
+}
+
+// parseLoadFlags parses load's command line; a bad value or a flag that
+// needs another is a usage error.
+func parseLoadFlags(args []string) (*loadFlags, error) {
 	f := newFlags("load", "[--dtype DT] [--sha256] [--parallel N] [--chunk SIZE] [--io MODE] [--split RULES --parts N --part K] [--gpu N [--verify] [--buffers N] [--streams N] [--register]] [--quiet] SOURCE", loadAbout)
 	addRemoteFlags(f)
 	dtFlag := f.String("dtype", "", "convert float and quantized tensors to `DT` (f32, f16, bf16 or f64); others load as stored")
@@ -83,108 +151,104 @@ func runLoad(args []string) error {
 	quiet := f.Bool("quiet", false, "no progress bar and no summary line")
 	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of the load, opening included (go tool pprof format), to `FILE`")
 	if err := f.parse(args, 1, 1); err != nil {
-		return err
+		return nil, err
 	}
 	if *gpu < 0 {
 		for _, name := range []string{"verify", "buffers", "streams", "write-combined", "register"} {
 			if f.isSet(name) {
-				return usagef("load: --%s needs --gpu", name)
+				return nil, usagef("load: --%s needs --gpu", name)
 			}
 		}
 		if f.isSet("gpu") {
-			return usagef("load: --gpu: %d is not a device ordinal (0, 1, ...)", *gpu)
+			return nil, usagef("load: --gpu: %d is not a device ordinal (0, 1, ...)", *gpu)
 		}
 	}
-	var to dtype.DType
-	if *dtFlag != "" {
-		dt, err := dtype.ParseView(*dtFlag)
+	l := &loadFlags{f: f, source: f.Arg(0), sha: *sha, quiet: *quiet, parallel: *parallel, io: *ioFlag, parts: *parts, part: *part, cpuProfile: *cpuProfile}
+	if err := l.parseValues(*dtFlag, *splitFlag, *chunkFlag); err != nil {
+		return nil, err
+	}
+	if *gpu < 0 {
+		return l, nil
+	}
+	if *sha {
+		return nil, usagef("load: --sha256 does not go with --gpu (--verify compares the sha256 of every tensor on the device with the host's)")
+	}
+	if *buffers < 0 || *buffers > 4096 {
+		return nil, usagef("load: --buffers: %d is not between 1 and 4096 (or 0, the default)", *buffers)
+	}
+	if *streams < 0 || *streams > 64 {
+		return nil, usagef("load: --streams: %d is not between 1 and 64 (or 0, the default)", *streams)
+	}
+	if !f.isSet("chunk") {
+		l.chunk = 0
+	}
+	l.gpu = &gpuLoad{
+		source: l.source, device: *gpu, to: l.to, verify: *verify, quiet: *quiet,
+		workers: *parallel, buffers: *buffers, streams: *streams, chunk: int(l.chunk),
+		io: *ioFlag, ioSet: f.isSet("io"), cpuProfile: *cpuProfile,
+		rules: l.rules, parts: *parts, part: *part,
+		writeCombined: *writeCombined, register: *register,
+	}
+	return l, nil
+}
+
+// parseValues checks the values of --dtype, --split (with --parts and
+// --part), --chunk and --parallel, and sets to, rules and chunk.
+func (l *loadFlags) parseValues(dtFlag, splitFlag, chunkFlag string) error {
+	if dtFlag != "" {
+		dt, err := dtype.ParseView(dtFlag)
 		if err != nil {
 			return usagef("load: --dtype: %v", err)
 		}
-		to = dt
+		l.to = dt
 	}
-	var rules []splitRule
-	if *splitFlag != "" {
+	if splitFlag != "" {
 		var err error
-		if rules, err = parseSplitRules(*splitFlag); err != nil {
+		if l.rules, err = parseSplitRules(splitFlag); err != nil {
 			return usagef("load: --split: %v", err)
 		}
-		if *parts < 1 || *parts > 1<<20 || *part < 0 || *part >= *parts {
-			return usagef("load: --split needs --parts N (1 or more) and --part K (0 to N-1); got --parts %d --part %d", *parts, *part)
+		if l.parts < 1 || l.parts > 1<<20 || l.part < 0 || l.part >= l.parts {
+			return usagef("load: --split needs --parts N (1 or more) and --part K (0 to N-1); got --parts %d --part %d", l.parts, l.part)
 		}
-	} else if f.isSet("parts") || f.isSet("part") {
+	} else if l.f.isSet("parts") || l.f.isSet("part") {
 		return usagef("load: --parts and --part need --split")
 	}
-	chunk, err := bytesize.Parse(*chunkFlag)
+	chunk, err := bytesize.Parse(chunkFlag)
 	if err != nil {
 		return usagef("load: --chunk: %v", err)
 	}
 	if chunk > 1<<30 {
-		return usagef("load: --chunk: %s is more than 1 GiB", *chunkFlag)
+		return usagef("load: --chunk: %s is more than 1 GiB", chunkFlag)
 	}
-	if *parallel < 0 || *parallel > 1024 {
-		return usagef("load: --parallel: %d is not between 1 and 1024 (or 0, the default)", *parallel)
+	l.chunk = chunk
+	if l.parallel < 0 || l.parallel > 1024 {
+		return usagef("load: --parallel: %d is not between 1 and 1024 (or 0, the default)", l.parallel)
 	}
-	source := f.Arg(0)
-	if *gpu >= 0 {
-		if *sha {
-			return usagef("load: --sha256 does not go with --gpu (--verify compares the sha256 of every tensor on the device with the host's)")
-		}
-		if *buffers < 0 || *buffers > 4096 {
-			return usagef("load: --buffers: %d is not between 1 and 4096 (or 0, the default)", *buffers)
-		}
-		if *streams < 0 || *streams > 64 {
-			return usagef("load: --streams: %d is not between 1 and 64 (or 0, the default)", *streams)
-		}
-		if !f.isSet("chunk") {
-			chunk = 0
-		}
-		return loadGPU(f, gpuLoad{
-			source: source, device: *gpu, to: to, verify: *verify, quiet: *quiet,
-			workers: *parallel, buffers: *buffers, streams: *streams, chunk: int(chunk),
-			io: *ioFlag, ioSet: f.isSet("io"), cpuProfile: *cpuProfile,
-			rules: rules, parts: *parts, part: *part,
-			writeCombined: *writeCombined, register: *register,
-		})
-	}
-	mode, err := parseMode("load", "io", *ioFlag)
-	if err != nil {
-		return err
-	}
+	return nil
+}
+
+// loadChecks are what load checks before any work, with or without
+// --gpu: that SOURCE is in no dead mount, and the remote flags
+// (openClient checks them again).
+func loadChecks(source string) error {
 	if err := checkDeadMount(source); err != nil {
 		return err
 	}
+	_, err := remoteOptions()
+	return err
+}
 
-	// The remote flags, checked before any work (openSource checks
-	// them again).
-	if _, err := remoteOptions(); err != nil {
-		return err
-	}
-	stopProfile, err := startCPUProfile("load", *cpuProfile)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
-	opened, err := openSource(source, sourceOptions{Mode: mode, Mount: true})
-	if err != nil {
-		return err
-	}
-	defer opened.close()
-	ck, err := opened.client()
-	if err != nil {
-		return err
-	}
-	defer ck.Close()
-	if ck.IsMount() && f.isSet("io") {
-		return usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", source)
-	}
-	tensors := ck.TensorsIn(to)
+// stream reads every tensor of ck through the client (with --sha256
+// printing each one's hash), then says what it read, how fast and with
+// how much memory.
+func (l *loadFlags) stream(ck *client.Checkpoint) error {
+	tensors := ck.TensorsIn(l.to)
 	unserved := ck.Unserved()
 
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
-	sink := &loadSink{hash: *sha, out: out, n: len(tensors), pending: map[int][32]byte{}, names: tensors}
-	if !*quiet && term.IsTerminal(int(os.Stderr.Fd())) {
-		sink.bar = newLoadBar(ck, tensors, to)
+	sink := &loadSink{hash: l.sha, out: out, n: len(tensors), pending: map[int][32]byte{}, names: tensors}
+	if !l.quiet && term.IsTerminal(int(os.Stderr.Fd())) {
+		sink.bar = newLoadBar(ck, tensors, l.to)
 		sink.clearBar = term.IsTerminal(int(os.Stdout.Fd()))
 	}
 	sink.flushLines = term.IsTerminal(int(os.Stdout.Fd()))
@@ -195,13 +259,14 @@ func runLoad(args []string) error {
 	defer context.AfterFunc(ctx, stopRemote)()
 	mem := startLoadMemSampler(10 * time.Millisecond)
 	start := time.Now()
-	sopts := client.StreamOptions{Parallel: *parallel, ChunkSize: int(chunk), DType: to}
-	if rules != nil {
-		if sopts.Split, _, err = splitPlan(ck, rules, *parts, *part); err != nil {
+	sopts := client.StreamOptions{Parallel: l.parallel, ChunkSize: int(l.chunk), DType: l.to}
+	if l.rules != nil {
+		var err error
+		if sopts.Split, _, err = splitPlan(ck, l.rules, l.parts, l.part); err != nil {
 			return err
 		}
 	}
-	err = ck.Stream(ctx, sink, sopts)
+	err := ck.Stream(ctx, sink, sopts)
 	elapsed := time.Since(start)
 	peakAnon, hwm := mem.stop()
 	if sink.bar != nil {
@@ -215,17 +280,17 @@ func runLoad(args []string) error {
 	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			return fmt.Errorf("%s: interrupted after %d of %s", source, sink.tensors.Load(), plural(len(tensors), "tensor"))
+			return fmt.Errorf("%s: interrupted after %d of %s", l.source, sink.tensors.Load(), plural(len(tensors), "tensor"))
 		}
 		return err
 	}
-	if !*quiet {
+	if !l.quiet {
 		n := sink.bytes.Load()
 		fmt.Fprintf(os.Stderr, "loaded %s: %s (%s) in %.3f s, %s, peak memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
 			plural(int(sink.tensors.Load()), "tensor"), plural(int(n), "byte"), bytesize.Format(n), elapsed.Seconds(), bytesize.Rate(n, elapsed.Seconds()), bytesize.Format(peakAnon), bytesize.Format(hwm))
 	}
 	if len(unserved) > 0 { // the rest is loaded (and listed); the checkpoint is not whole
-		return fmt.Errorf("load: %s: %s not loaded: %s", source, plural(unservedCount(unserved), "tensor"), unservedNames(unserved))
+		return fmt.Errorf("load: %s: %s not loaded: %s", l.source, plural(unservedCount(unserved), "tensor"), unservedNames(unserved))
 	}
 	return nil
 }

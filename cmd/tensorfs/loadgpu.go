@@ -38,35 +38,11 @@ type gpuLoad struct {
 // loadGPU uploads a checkpoint to a CUDA device with client/cuda and
 // reports what it did.
 func loadGPU(f *flags, g gpuLoad) error {
-	read, mode := client.ReadAuto, backing.Pread
-	if g.register || g.to != dtype.Invalid {
-		// Registration needs the file's mapping; conversions read the
-		// source in small steps, cheaper from a mapping than by pread
-		// (measured: docs/BENCHMARKS.md).
-		mode = backing.Mmap
-	}
-	if g.ioSet {
-		switch strings.ToLower(strings.TrimSpace(g.io)) {
-		case "auto":
-		case "pread":
-			if g.register {
-				return usagef("load: --register copies from the file's mapping: it does not go with --io pread")
-			}
-			read, mode = client.ReadCached, backing.Pread
-		case "mmap":
-			read, mode = client.ReadCached, backing.Mmap
-		case "direct":
-			read = client.ReadDirect
-		default:
-			return usagef("load: --io: unknown mode %q (want auto, pread, mmap or direct)", g.io)
-		}
-	}
-	if err := checkDeadMount(g.source); err != nil {
+	read, mode, err := g.readPath()
+	if err != nil {
 		return err
 	}
-	// The remote flags, checked before any work (openSource checks
-	// them again).
-	if _, err := remoteOptions(); err != nil {
+	if err := loadChecks(g.source); err != nil {
 		return err
 	}
 	rt, err := openGPU(fmt.Sprintf("load --gpu %d", g.device), g.device)
@@ -75,24 +51,11 @@ func loadGPU(f *flags, g gpuLoad) error {
 	}
 	defer rt.Close()
 
-	stopProfile, err := startCPUProfile("load", g.cpuProfile)
+	ck, done, err := openLoad(g.source, mode, g.cpuProfile, g.ioSet)
 	if err != nil {
 		return err
 	}
-	defer stopProfile()
-	opened, err := openSource(g.source, sourceOptions{Mode: mode, Mount: true})
-	if err != nil {
-		return err
-	}
-	defer opened.close()
-	ck, err := opened.client()
-	if err != nil {
-		return err
-	}
-	defer ck.Close()
-	if ck.IsMount() && g.ioSet {
-		return usagef("load: --io applies to checkpoint files; %s is a tensorfs mount, read through it", g.source)
-	}
+	defer done()
 	tensors := ck.TensorsIn(g.to)
 	unserved := ck.Unserved()
 	var split func(client.TensorInfo) *client.Split
@@ -129,29 +92,8 @@ func loadGPU(f *flags, g gpuLoad) error {
 		return err
 	}
 	defer u.Free()
-	st := u.Stats
 	if !g.quiet {
-		staging := "no staging buffers"
-		if st.PinnedBytes > 0 {
-			staging = fmt.Sprintf("staging %d goroutines, %d x %s pinned", st.Workers, st.Buffers, bytesize.Format(int64(st.ChunkSize)))
-		}
-		if st.WriteCombined {
-			staging += " write-combined"
-		}
-		staging += fmt.Sprintf(", %d streams", st.Streams)
-		if st.RegisteredBytes > 0 {
-			staging += fmt.Sprintf("; %s copied from the registered mapping (registering %.3f s)", bytesize.Format(st.RegisteredBytes), st.Register.Seconds())
-		}
-		fmt.Fprintf(os.Stderr, "uploaded %s to cuda:%d: %s (%s) in %.3f s, %.2f GB/s (setup %.3f s, copying %.3f s at %.2f GB/s); device memory %s in one allocation; %s; peak host memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
-			plural(len(u.Tensors), "tensor"), g.device, plural(int(st.Bytes), "byte"), bytesize.Format(st.Bytes),
-			elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e9, st.Setup.Seconds(), st.Elapsed.Seconds(), st.GBps(),
-			bytesize.Format(u.Bytes), staging, bytesize.Format(peakAnon), bytesize.Format(hwm))
-		for _, fr := range st.Fill.Files {
-			fmt.Fprintf(os.Stderr, "read %s: %s\n", filepath.Base(fr.Source), describeRead(fr))
-		}
-		if g.rules != nil {
-			fmt.Fprintf(os.Stderr, "part %d of %d: %s split, %s whole\n", g.part, g.parts, plural(nsplit, "tensor"), plural(len(u.Tensors)-nsplit, "tensor"))
-		}
+		g.report(u, elapsed, peakAnon, hwm, nsplit)
 	}
 	if td, err := u.Teardown(); err != nil {
 		return fmt.Errorf("%s: freeing the staging buffers: %v", g.source, err)
@@ -159,20 +101,87 @@ func loadGPU(f *flags, g gpuLoad) error {
 		fmt.Fprintf(os.Stderr, "staging freed after the upload in %.3f s\n", td.Seconds())
 	}
 	if g.verify {
-		vs, err := u.Verify(ctx, ck, opts.Workers, opts.ChunkSize)
-		if err != nil {
-			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-				return fmt.Errorf("%s: interrupted while verifying", g.source)
-			}
+		if err := g.verifyUpload(ctx, u, ck, opts); err != nil {
 			return err
-		}
-		if !g.quiet {
-			fmt.Fprintf(os.Stderr, "verified %s on cuda:%d: the sha256 of every tensor copied back matches the host's (%s in %.3f s)\n",
-				plural(vs.Tensors, "tensor"), g.device, bytesize.Format(vs.Bytes), vs.Elapsed.Seconds())
 		}
 	}
 	if len(unserved) > 0 { // the rest is on the device; the checkpoint is not whole
 		return fmt.Errorf("load: %s: %s not uploaded: %s", g.source, plural(unservedCount(unserved), "tensor"), unservedNames(unserved))
+	}
+	return nil
+}
+
+// readPath is how the upload reads the checkpoint's files (--io, auto
+// by default) and the mode they are opened in; --io pread with
+// --register is a usage error.
+func (g gpuLoad) readPath() (client.ReadPath, backing.Mode, error) {
+	read, mode := client.ReadAuto, backing.Pread
+	if g.register || g.to != dtype.Invalid {
+		// Registration needs the file's mapping; conversions read the
+		// source in small steps, cheaper from a mapping than by pread
+		// (measured: docs/BENCHMARKS.md).
+		mode = backing.Mmap
+	}
+	if g.ioSet {
+		switch strings.ToLower(strings.TrimSpace(g.io)) {
+		case "auto":
+		case "pread":
+			if g.register {
+				return read, mode, usagef("load: --register copies from the file's mapping: it does not go with --io pread")
+			}
+			read, mode = client.ReadCached, backing.Pread
+		case "mmap":
+			read, mode = client.ReadCached, backing.Mmap
+		case "direct":
+			read = client.ReadDirect
+		default:
+			return read, mode, usagef("load: --io: unknown mode %q (want auto, pread, mmap or direct)", g.io)
+		}
+	}
+	return read, mode, nil
+}
+
+// report says what the upload u did (in elapsed, with the host's peak
+// memory peakAnon and hwm): its rate, staging, device memory, how each
+// file was read and, with --split, how many tensors were split.
+func (g gpuLoad) report(u *cuda.Upload, elapsed time.Duration, peakAnon, hwm int64, nsplit int) {
+	st := u.Stats
+	staging := "no staging buffers"
+	if st.PinnedBytes > 0 {
+		staging = fmt.Sprintf("staging %d goroutines, %d x %s pinned", st.Workers, st.Buffers, bytesize.Format(int64(st.ChunkSize)))
+	}
+	if st.WriteCombined {
+		staging += " write-combined"
+	}
+	staging += fmt.Sprintf(", %d streams", st.Streams)
+	if st.RegisteredBytes > 0 {
+		staging += fmt.Sprintf("; %s copied from the registered mapping (registering %.3f s)", bytesize.Format(st.RegisteredBytes), st.Register.Seconds())
+	}
+	fmt.Fprintf(os.Stderr, "uploaded %s to cuda:%d: %s (%s) in %.3f s, %.2f GB/s (setup %.3f s, copying %.3f s at %.2f GB/s); device memory %s in one allocation; %s; peak host memory %s anonymous (RssAnon), %s resident (VmHWM)\n",
+		plural(len(u.Tensors), "tensor"), g.device, plural(int(st.Bytes), "byte"), bytesize.Format(st.Bytes),
+		elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e9, st.Setup.Seconds(), st.Elapsed.Seconds(), st.GBps(),
+		bytesize.Format(u.Bytes), staging, bytesize.Format(peakAnon), bytesize.Format(hwm))
+	for _, fr := range st.Fill.Files {
+		fmt.Fprintf(os.Stderr, "read %s: %s\n", filepath.Base(fr.Source), describeRead(fr))
+	}
+	if g.rules != nil {
+		fmt.Fprintf(os.Stderr, "part %d of %d: %s split, %s whole\n", g.part, g.parts, plural(nsplit, "tensor"), plural(len(u.Tensors)-nsplit, "tensor"))
+	}
+}
+
+// verifyUpload copies every tensor of u back and compares its sha256
+// with the host's (--verify), and says so.
+func (g gpuLoad) verifyUpload(ctx context.Context, u *cuda.Upload, ck *client.Checkpoint, opts cuda.UploadOptions) error {
+	vs, err := u.Verify(ctx, ck, opts.Workers, opts.ChunkSize)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return fmt.Errorf("%s: interrupted while verifying", g.source)
+		}
+		return err
+	}
+	if !g.quiet {
+		fmt.Fprintf(os.Stderr, "verified %s on cuda:%d: the sha256 of every tensor copied back matches the host's (%s in %.3f s)\n",
+			plural(vs.Tensors, "tensor"), g.device, bytesize.Format(vs.Bytes), vs.Elapsed.Seconds())
 	}
 	return nil
 }

@@ -16,7 +16,6 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -90,7 +89,12 @@ type topic struct {
 
 // topics are the help topics, in the order `tensorfs help` lists them.
 var topics = []topic{
-	{"remote", "remote SOURCEs (" + source.SchemeNames() + ") and the flags of their reads and caches", printRemoteHelp},
+	{"remote", remoteTopicSummary(schemes), printRemoteHelp},
+}
+
+// remoteTopicSummary is the remote topic's line in `tensorfs help`.
+func remoteTopicSummary(t source.Table) string {
+	return "remote SOURCEs (" + t.Names() + ") and the flags of their reads and caches"
 }
 
 // findTopic returns the topic called name; a remote scheme's name ("hf",
@@ -101,7 +105,7 @@ func findTopic(name string) *topic {
 			return &topics[i]
 		}
 	}
-	for _, s := range source.Schemes() {
+	for _, s := range schemes {
 		if n := strings.ToLower(name); n == s.Prefix || n+"://" == s.Prefix {
 			return findTopic("remote")
 		}
@@ -193,34 +197,8 @@ func exitStatus(err error) int {
 		fmt.Fprintln(os.Stderr, "tensorfs: "+oneLine(ue.msg))
 		return 2
 	}
-	fmt.Fprintln(os.Stderr, "tensorfs: "+oneLine(urlOnce(describe(err))))
+	fmt.Fprintln(os.Stderr, "tensorfs: "+oneLine(describe(err)))
 	return 1
-}
-
-// remotePrefix is a remote object's URL opening an error's clause.
-var remotePrefix = regexp.MustCompile(`\b(?:` + remoteSchemes() + `)\S+?: `)
-
-// remoteSchemes is source.Schemes' prefixes as a regexp alternation.
-func remoteSchemes() string {
-	var alt []string
-	for _, s := range source.Schemes() {
-		alt = append(alt, regexp.QuoteMeta(s.Prefix))
-	}
-	return strings.Join(alt, "|")
-}
-
-// urlOnce names each remote object once in msg: an error wrapped on its
-// way up (the store's reply, the read that needed it, the tensor) would
-// otherwise repeat its URL at every layer.
-func urlOnce(msg string) string {
-	seen := map[string]bool{}
-	return remotePrefix.ReplaceAllStringFunc(msg, func(m string) string {
-		if seen[m] {
-			return ""
-		}
-		seen[m] = true
-		return m
-	})
 }
 
 // describe is err's message, with a failed system call on a path said as
@@ -393,16 +371,22 @@ var helpRequested = func(f *flags) { f.help(os.Stdout) }
 
 // flagGroups are the headings -h prints flags under, in order: the
 // everyday flags first (under "flags:"), then the levers most runs never
-// touch. groupOf says which group a flag is in, by name; a flag not named
-// there is an everyday one. One table for every command: a flag name
+// touch. groupOf says which group a flag is in, by name, and
+// isRemoteFlag which flags are remote ones; a flag named in neither is
+// an everyday one. One table for every command: a flag name
 // means the same thing wherever it is defined.
 const (
 	groupGPU    = "GPU upload (with --gpu):"
 	groupTuning = "Tuning (benchmarks and debugging):"
 )
 
-// groupRemote names the schemes of source.Schemes.
-var groupRemote = "Remote sources (" + source.SchemeNames() + ") and caches:"
+// groupRemote names the schemes of the table (remoteGroup).
+var groupRemote = remoteGroup(schemes)
+
+// remoteGroup is the heading of the remote flags, naming t's schemes.
+func remoteGroup(t source.Table) string {
+	return "Remote sources (" + t.Names() + ") and caches:"
+}
 
 var flagGroups = []string{
 	"flags:",
@@ -417,21 +401,6 @@ var groupOf = map[string]string{
 	"streams":        groupGPU,
 	"register":       groupGPU,
 	"write-combined": groupGPU,
-
-	"no-sign-request":      groupRemote,
-	"part-size":            groupRemote,
-	"remote-parallel":      groupRemote,
-	"cache-mem":            groupRemote,
-	"remote-readahead":     groupRemote,
-	"cache-dir":            groupRemote,
-	"cache-size":           groupRemote,
-	"allow-unvalidated":    groupRemote,
-	"remote-timeout":       groupRemote,
-	"proxy":                groupRemote,
-	"proxy-terminates-tls": groupRemote,
-	"hf-cache-write":       groupRemote,
-	"inflate-mem":          groupRemote,
-	"inflate-disk":         groupRemote,
 
 	"io":                 groupTuning,
 	"max-write":          groupTuning,
@@ -450,6 +419,9 @@ var groupOf = map[string]string{
 func flagGroup(fl *flag.Flag) string {
 	if g, ok := groupOf[fl.Name]; ok {
 		return g
+	}
+	if isRemoteFlag(fl.Name) {
+		return groupRemote
 	}
 	return flagGroups[0]
 }
@@ -481,9 +453,14 @@ func (f *flags) help(w io.Writer) {
 }
 
 // remotePointer is what a command's help says in place of the remote
-// group's flags: the SOURCEs of source.Schemes, and remotePointerFlags.
-// It opens with the command, which wrapping then never splits.
-var remotePointer = "`tensorfs help remote` explains once the flags of a remote SOURCE (`--" + strings.Join(remotePointerFlags, "`, `--") + "` and the rest; in full: docs/REMOTE.md). SOURCE may be " + source.SchemeForms() + "."
+// group's flags (remotePointerText).
+var remotePointer = remotePointerText(schemes)
+
+// remotePointerText names the SOURCEs of t and remotePointerFlags. It
+// opens with the command, which wrapping then never splits.
+func remotePointerText(t source.Table) string {
+	return "`tensorfs help remote` explains once the flags of a remote SOURCE (`--" + strings.Join(remotePointerFlags, "`, `--") + "` and the rest; in full: docs/REMOTE.md). SOURCE may be " + t.Forms() + "."
+}
 
 // remotePointerFlags are the remote flags remotePointer names, each in
 // the remote group (TestHelpTables).
@@ -552,7 +529,7 @@ func wrap(text, indent string, width int) string {
 }
 
 func runHelp(args []string) error {
-	f := newFlags("help", "[COMMAND | TOPIC]", "Lists the commands and help topics, or explains one command and its flags, or one topic (remote: remote SOURCEs and their flags; also under a scheme's name: hf, s3, http).")
+	f := newFlags("help", "[COMMAND | TOPIC]", "Lists the commands and help topics, or explains one command and its flags, or one topic (remote: remote SOURCEs and their flags; also under a scheme's name: "+schemeTopics(schemes)+").")
 	if err := f.parse(args, 0, 1); err != nil {
 		return err
 	}

@@ -7,13 +7,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
-	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/fs"
@@ -58,6 +57,58 @@ runtime, without device N, or when the checkpoint does not fit in the
 device's free memory, nothing is mounted and it exits 1.`
 
 func runMount(args []string) error {
+	m, err := parseMountFlags(args)
+	if err != nil {
+		return err
+	}
+	stopProfile, err := startCPUProfile("mount", m.cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
+	stopHeap, err := startHeapProfile("mount", m.memProfile)
+	if err != nil {
+		return err
+	}
+	defer stopHeap()
+
+	// Everything is validated before anything is mounted.
+	ckpt, err := openSource(m.source, sourceOptions{Mode: m.mode})
+	if err != nil {
+		return err
+	}
+	defer ckpt.close()
+	logger := log.New(os.Stderr, "tensorfs: ", 0)
+	root, release, err := m.root(ckpt, logger)
+	// The device memory (--gpu) lives as long as the mount serves.
+	defer release()
+	if err != nil {
+		return err
+	}
+	// Parsing left garbage (headers, JSON); give it back before serving
+	// for hours.
+	debug.FreeOSMemory()
+	return m.serve(root, logger, servedCount(ckpt, m.view))
+}
+
+// mountFlags are mount's operands and flags, parsed and checked
+// (parseMountFlags).
+type mountFlags struct {
+	f                  *flags
+	source, mountpoint string
+	view               dtype.DType
+	mode               backing.Mode
+	allowNonEmpty      bool
+	gpu                int
+	fsOpts             fs.Options      // what the tree is built with, but its Logger, ExportFiles and Extra
+	mountOpts          fs.MountOptions // how it is mounted, but its Logger and Source
+	cpuProfile         string
+	memProfile         string
+}
+
+// parseMountFlags parses mount's command line; a bad value is a usage
+// error.
+func parseMountFlags(args []string) (*mountFlags, error) {
 	f := newFlags("mount", "[flags] SOURCE MOUNTPOINT", mountAbout)
 	addRemoteFlags(f)
 	dtFlag := f.String("dtype", "", "make the top level the converted view in `DT` (f32, f16, bf16 or f64); tensors that cannot be converted are left out of it and the stored tree moves to .native/")
@@ -76,98 +127,88 @@ func runMount(args []string) error {
 	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of the server (go tool pprof format) to `FILE` when it exits")
 	memProfile := f.String("memprofile", "", "write a heap profile of the server (go tool pprof format) to `FILE` when it exits")
 	if err := f.parse(args, 2, 2); err != nil {
-		return err
+		return nil, err
 	}
-	source, mountpoint := f.Arg(0), f.Arg(1)
-	var view dtype.DType
+	m := &mountFlags{f: f, source: f.Arg(0), mountpoint: f.Arg(1), allowNonEmpty: *allowNonEmpty, gpu: *gpuFlag, cpuProfile: *cpuProfile, memProfile: *memProfile}
 	if *dtFlag != "" {
 		dt, err := dtype.ParseView(*dtFlag)
 		if err != nil {
-			return usagef("mount: --dtype: %v", err)
+			return nil, usagef("mount: --dtype: %v", err)
 		}
-		view = dt
+		m.view = dt
 	}
-	mode, err := parseMode("mount", "backing", *modeFlag)
-	if err != nil {
-		return err
+	var err error
+	if m.mode, err = parseMode("mount", "backing", *modeFlag); err != nil {
+		return nil, err
 	}
 	if *maxWrite < 0 || *readahead < 0 || *maxBackground < 0 {
-		return usagef("mount: --max-write, --readahead-kb and --max-background cannot be negative")
+		return nil, usagef("mount: --max-write, --readahead-kb and --max-background cannot be negative")
 	}
 	switch {
 	case *maxWrite > 1<<30:
-		return usagef("mount: --max-write: %d is more than 1 GiB", *maxWrite)
+		return nil, usagef("mount: --max-write: %d is more than 1 GiB", *maxWrite)
 	case *readahead > 1<<20:
-		return usagef("mount: --readahead-kb: %d is more than 1 GiB", *readahead)
+		return nil, usagef("mount: --readahead-kb: %d is more than 1 GiB", *readahead)
 	case *maxBackground > 1<<16-1:
-		return usagef("mount: --max-background: %d is more than the kernel's limit of 65535", *maxBackground)
+		return nil, usagef("mount: --max-background: %d is more than the kernel's limit of 65535", *maxBackground)
 	}
+	m.fsOpts = fs.Options{View: m.view, NoSplice: *noSplice, DirectIO: *directIO, KeepBackingCache: *keepCache, NoPassthrough: *noPassthrough}
+	m.mountOpts = fs.MountOptions{
+		AllowOther:    *allowOther,
+		MaxWrite:      *maxWrite,
+		ReadAheadKB:   *readahead,
+		MaxBackground: *maxBackground,
+		Debug:         *debugFlag,
+	}
+	return m, nil
+}
 
-	stopProfile, err := startCPUProfile("mount", *cpuProfile)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
-
-	if *memProfile != "" {
-		pf, err := os.Create(*memProfile)
-		if err != nil {
-			return fmt.Errorf("mount: --memprofile: %v", err)
-		}
-		defer func() {
-			runtime.GC() // the profile shows the heap as of the last GC
-			pprof.WriteHeapProfile(pf)
-			pf.Close()
-		}()
-	}
-
-	// Everything is validated before anything is mounted.
-	ckpt, err := openSource(source, sourceOptions{Mode: mode})
-	if err != nil {
-		return err
-	}
-	defer ckpt.close()
-	// A model directory's config and tokenizer files, for .safetensors/.
-	// They stay open (the checkpoint's: ckpt.close closes them) until
-	// the server has stopped.
+// root checks the mount point and builds the tree to serve: the
+// checkpoint, the files beside it (a model directory's config and
+// tokenizer files, for .safetensors/; they stay open, the checkpoint's,
+// until the server has stopped) and, with --gpu, the checkpoint uploaded
+// to the device, which release frees.
+func (m *mountFlags) root(ckpt *checkpoint, logger *log.Logger) (root *fs.Root, release func(), err error) {
+	release = func() {}
 	beside, err := ckpt.beside()
 	if err != nil {
-		return err
+		return nil, release, err
 	}
-	var exportFiles []fs.ExportFile
+	opts := m.fsOpts
+	opts.Logger = logger
 	for _, b := range beside {
-		exportFiles = append(exportFiles, fs.ExportFile{Name: b.Name, Src: b.Src})
+		opts.ExportFiles = append(opts.ExportFiles, fs.ExportFile{Name: b.Name, Src: b.Src})
 	}
-	logger := log.New(os.Stderr, "tensorfs: ", 0)
-	if f.isSet("gpu") && *gpuFlag < 0 {
-		return usagef("mount: --gpu: %d is not a device ordinal (0, 1, ...)", *gpuFlag)
+	if m.f.isSet("gpu") && m.gpu < 0 {
+		return nil, release, usagef("mount: --gpu: %d is not a device ordinal (0, 1, ...)", m.gpu)
 	}
-	if err := fs.CheckMountpoint(mountpoint); err != nil {
-		return err
+	if err := fs.CheckMountpoint(m.mountpoint); err != nil {
+		return nil, release, err
 	}
-	if !*allowNonEmpty {
-		if err := checkEmpty(mountpoint); err != nil {
-			return err
+	if !m.allowNonEmpty {
+		if err := checkEmpty(m.mountpoint); err != nil {
+			return nil, release, err
 		}
 	}
-	var extra []fs.ExtraDir
-	if *gpuFlag >= 0 {
-		g, err := uploadForMount(source, ckpt, view, *gpuFlag, *allowOther, logger)
+	if m.gpu >= 0 {
+		g, err := uploadForMount(m.source, ckpt, m.view, m.gpu, m.mountOpts.AllowOther, logger)
 		if err != nil {
-			return err
+			return nil, release, err
 		}
-		// The device memory lives as long as the mount serves.
-		defer g.close()
-		extra = append(extra, g.dir)
+		release = g.close
+		opts.Extra = append(opts.Extra, g.dir)
 	}
-	root, err := fs.NewRoot(ckpt.idx, ckpt.sources, fs.Options{View: view, NoSplice: *noSplice, DirectIO: *directIO, KeepBackingCache: *keepCache, NoPassthrough: *noPassthrough, Logger: logger, ExportFiles: exportFiles, Extra: extra})
+	root, err = fs.NewRoot(ckpt.idx, ckpt.sources, opts)
 	if err != nil {
-		return fmt.Errorf("%s: %v", source, err)
+		return nil, release, fmt.Errorf("%s: %v", m.source, err)
 	}
-	// Parsing left garbage (headers, JSON); give it back before serving
-	// for hours.
-	debug.FreeOSMemory()
+	return root, release, nil
+}
 
+// serve mounts root and serves it until it is unmounted from outside or
+// a signal unmounts it; served says what it serves, in the line that
+// says the mount is ready.
+func (m *mountFlags) serve(root *fs.Root, logger *log.Logger, served string) error {
 	// Signals are caught before the mount exists, so none can leave it
 	// behind.
 	// SIGHUP (the terminal went away) is handled the same way, unless it
@@ -179,27 +220,22 @@ func runMount(args []string) error {
 	}
 	defer signal.Stop(sigs)
 
-	server, err := fs.Mount(mountpoint, root, fs.MountOptions{
-		AllowOther:    *allowOther,
-		MaxWrite:      *maxWrite,
-		ReadAheadKB:   *readahead,
-		MaxBackground: *maxBackground,
-		Debug:         *debugFlag,
-		Logger:        logger,
-		Source:        absPath(source),
-	})
+	mopts := m.mountOpts
+	mopts.Logger, mopts.Source = logger, absPath(m.source)
+	server, err := fs.Mount(m.mountpoint, root, mopts)
 	if err != nil {
 		return err
 	}
-	logger.Printf("serving %s at %s (%s); stop with Ctrl-C or `tensorfs umount %s`", source, mountpoint, servedCount(ckpt, view), mountpoint)
+	mountpoint := m.mountpoint
+	logger.Printf("serving %s at %s (%s); stop with Ctrl-C or `tensorfs umount %s`", m.source, mountpoint, served, mountpoint)
 
-	served := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
 		server.Wait()
-		close(served)
+		close(done)
 	}()
 	select {
-	case <-served:
+	case <-done:
 		return nil // unmounted from outside
 	case sig := <-sigs:
 		logger.Printf("%v: unmounting %s", sig, mountpoint)
@@ -217,7 +253,7 @@ func runMount(args []string) error {
 		return nil
 	}
 	select {
-	case <-served:
+	case <-done:
 	case <-time.After(5 * time.Second):
 	}
 	return nil

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 )
 
@@ -22,6 +23,24 @@ func startCPUProfile(cmd, path string) (stop func(), err error) {
 	}
 	return func() {
 		pprof.StopCPUProfile()
+		pf.Close()
+	}, nil
+}
+
+// startHeapProfile creates the --memprofile of command cmd, path; ""
+// profiles nothing. stop writes the heap profile (as of a collection
+// made then) and closes the file.
+func startHeapProfile(cmd, path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	pf, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: --memprofile: %v", cmd, err)
+	}
+	return func() {
+		runtime.GC() // the profile shows the heap as of the last GC
+		pprof.WriteHeapProfile(pf)
 		pf.Close()
 	}, nil
 }

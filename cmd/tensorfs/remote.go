@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,32 +18,104 @@ import (
 	"github.com/lazyweights/tensorfs/source"
 )
 
+// schemes is the table of remote schemes that the commands' remote flags
+// and every help text naming the schemes are generated from
+// (source.Schemes; useSchemes changes it).
+var schemes = source.Schemes()
+
 // remoteHelp opens `tensorfs help remote`: a paragraph per scheme, from
-// source.Schemes.
-var remoteHelp = "\n" + source.RemoteHelp()
+// schemes.
+var remoteHelp = "\n" + schemes.Help()
+
+// useSchemes makes the remote flags and the help follow table t (a
+// test's toy row) and returns the table they followed before.
+func useSchemes(t source.Table) source.Table {
+	old := schemes
+	schemes = t
+	remoteHelp = "\n" + t.Help()
+	for i, g := range flagGroups {
+		if g == groupRemote {
+			flagGroups[i] = remoteGroup(t)
+		}
+	}
+	groupRemote = remoteGroup(t)
+	remotePointer = remotePointerText(t)
+	for i := range topics {
+		if topics[i].name == "remote" {
+			topics[i].summary = remoteTopicSummary(t)
+		}
+	}
+	return old
+}
+
+// schemeTopics are the names under which `tensorfs help NAME` is the
+// remote topic, one per scheme the help names: "s3, hf, http, ...".
+func schemeTopics(t source.Table) string {
+	var names []string
+	for _, s := range t {
+		if s.Name != "" {
+			names = append(names, strings.TrimSuffix(s.Prefix, "://"))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// remoteFlagNames are the remote flags every scheme shares (a scheme's
+// own are its source.Option rows), in the remote group of the help.
+var remoteFlagNames = []string{"part-size", "remote-parallel", "cache-mem", "remote-readahead", "cache-dir", "cache-size", "allow-unvalidated", "remote-timeout", "proxy", "inflate-mem", "inflate-disk"}
+
+// isRemoteFlag reports whether the flag called name is in the remote
+// group: one every scheme shares, or a scheme's option.
+func isRemoteFlag(name string) bool {
+	if slices.Contains(remoteFlagNames, name) {
+		return true
+	}
+	_, ok := schemeOption(schemes, name)
+	return ok
+}
+
+// schemeOption returns the option of t's schemes whose flag is name.
+func schemeOption(t source.Table, name string) (source.Option, bool) {
+	for _, s := range t {
+		for _, o := range s.Options {
+			if o.Name == name {
+				return o, true
+			}
+		}
+	}
+	return source.Option{}, false
+}
 
 // remoteFlags are the flags for a remote SOURCE, shared by every command
 // that takes one. They are read by loadRemote and remoteOptions.
 type remoteFlags struct {
-	cmd          string // the command's name, for messages
-	noSign       *bool
-	partSize     *string
-	parallel     *int
-	memCache     *string
-	readahead    *string
-	cacheDir     *string
-	cacheSize    *string
-	timeout      *time.Duration
-	unvalidated  *bool
-	proxy        *string
-	proxyTLS     *bool
-	hfCacheWrite *bool
+	cmd         string // the command's name, for messages
+	set         *flags // the command's flags, for what was given
+	partSize    *string
+	parallel    *int
+	memCache    *string
+	readahead   *string
+	cacheDir    *string
+	cacheSize   *string
+	timeout     *time.Duration
+	unvalidated *bool
+	proxy       *string
+	// options are the schemes' own flags (source.Option), in table order.
+	options []schemeFlag
 
 	// Not remote: where and how much of the data decoded on first read
 	// (inflated, inflateCacheHolds) is kept (backing.InflateCache);
 	// files go under --cache-dir too.
 	inflateMem  *string
 	inflateDisk *string
+}
+
+// schemeFlag is a scheme's option and the value of its flag: str, or
+// on for a switch.
+type schemeFlag struct {
+	opt source.Option
+	str *string
+	on  *bool
 }
 
 // remoteCtx bounds the remote requests of the command being run:
@@ -92,23 +166,57 @@ func remoteCommands() []string {
 // addRemoteFlags adds the remote SOURCE flags to f.
 func addRemoteFlags(f *flags) {
 	remoteOpts = &remoteFlags{
-		cmd:          f.name,
-		noSign:       f.Bool("no-sign-request", false, "remote: send S3 requests without credentials (public buckets)"),
-		partSize:     f.String("part-size", "8MiB", "remote: fetch and cache in parts of `SIZE`"),
-		parallel:     f.Int("remote-parallel", remote.DefaultParallel, "remote: at most `N` GETs in flight"),
-		memCache:     f.String("cache-mem", "128MiB", "remote: keep at most `SIZE` of parts in memory"),
-		readahead:    f.String("remote-readahead", "32MiB", "remote: fetch up to `SIZE` ahead of a sequential reader (0: none)"),
-		cacheDir:     f.String("cache-dir", "", "remote: keep fetched parts in `DIR` on disk, keyed by the store and the object's ETag and checked when read, so that the next open starts warm; DIR must be yours (or root's) and writable by nobody else"),
-		cacheSize:    f.String("cache-size", "10GiB", "remote: at most `SIZE` in --cache-dir"),
-		unvalidated:  f.Bool("allow-unvalidated", false, "remote: accept an HTTP(S) server or store that gives no ETag and no Last-Modified (refused without it: a file replaced while it is read would be served as a mix of both versions)"),
-		proxy:        f.String("proxy", "", "remote: send every GET through the HTTP proxy at `URL` (a cache tier: Dragonfly's dfdaemon, an nginx slice cache; default $TENSORFS_PROXY); s3:// GETs are then presigned, and a proxy that is down or answers 5xx is bypassed"),
-		proxyTLS:     f.Bool("proxy-terminates-tls", false, "remote: the --proxy makes https:// requests itself: send it hf:// CDN GETs as absolute-form https:// URLs it can cache, not through CONNECT (docs/SCALE.md)"),
-		hfCacheWrite: f.Bool("hf-cache-write", false, "remote: put each hf:// file read whole into the local HF cache (HF_HUB_CACHE), checked against the Hub's sha256 or git sha1, as huggingface_hub lays it out, so that other tools and HF_HUB_OFFLINE find it; without it tensorfs never writes there"),
-		timeout:      f.Duration("remote-timeout", remote.DefaultTimeout, "remote: a read that cannot be served within `D`, retries included, fails (EIO); opening waits at most 10s or D if less"),
+		cmd:         f.name,
+		set:         f,
+		partSize:    f.String("part-size", "8MiB", "remote: fetch and cache in parts of `SIZE`"),
+		parallel:    f.Int("remote-parallel", remote.DefaultParallel, "remote: at most `N` GETs in flight"),
+		memCache:    f.String("cache-mem", "128MiB", "remote: keep at most `SIZE` of parts in memory"),
+		readahead:   f.String("remote-readahead", "32MiB", "remote: fetch up to `SIZE` ahead of a sequential reader (0: none)"),
+		cacheDir:    f.String("cache-dir", "", "remote: keep fetched parts in `DIR` on disk, keyed by the store and the object's ETag and checked when read, so that the next open starts warm; DIR must be yours (or root's) and writable by nobody else"),
+		cacheSize:   f.String("cache-size", "10GiB", "remote: at most `SIZE` in --cache-dir"),
+		unvalidated: f.Bool("allow-unvalidated", false, "remote: accept an HTTP(S) server or store that gives no ETag and no Last-Modified (refused without it: a file replaced while it is read would be served as a mix of both versions)"),
+		proxy:       f.String("proxy", "", "remote: send every GET through the HTTP proxy at `URL` (a cache tier: Dragonfly's dfdaemon, an nginx slice cache; default $TENSORFS_PROXY); s3:// GETs are then presigned, and a proxy that is down or answers 5xx is bypassed"),
+		timeout:     f.Duration("remote-timeout", remote.DefaultTimeout, "remote: a read that cannot be served within `D`, retries included, fails (EIO); opening waits at most 10s or D if less"),
 
 		inflateMem:  f.String("inflate-mem", "256MiB", "data decoded once on first read, local SOURCEs too ("+inflateCacheHolds+"): keep at most `SIZE` of it in memory (pieces up to a quarter of it go to memory, larger ones and the least recently read to unlinked files in --cache-dir or $TMPDIR)"),
 		inflateDisk: f.String("inflate-disk", "16GiB", "data decoded once on first read: at most `SIZE` of it in files (the largest piece that can be read; least recently read dropped beyond it)"),
 	}
+	for _, s := range schemes {
+		for _, o := range s.Options {
+			usage := "remote: " + o.Help
+			if o.Env != "" {
+				usage += " (default $" + o.Env + ")"
+			}
+			sf := schemeFlag{opt: o}
+			if o.Bool {
+				sf.on = f.Bool(o.Name, false, usage)
+			} else {
+				sf.str = f.String(o.Name, "", usage)
+			}
+			remoteOpts.options = append(remoteOpts.options, sf)
+		}
+	}
+}
+
+// setOptions puts the schemes' own flags into o: each flag given, else
+// its environment variable where it has one and that is set, else its
+// zero value.
+func (rf *remoteFlags) setOptions(o *source.RemoteOptions) error {
+	for _, sf := range rf.options {
+		v := ""
+		if sf.on != nil {
+			v = strconv.FormatBool(*sf.on)
+		} else {
+			v = *sf.str
+		}
+		if env := sf.opt.Env; env != "" && !rf.set.isSet(sf.opt.Name) && os.Getenv(env) != "" {
+			v = os.Getenv(env)
+		}
+		if err := sf.opt.Set(o, v); err != nil {
+			return usagef("%s: --%s: %v", rf.cmd, sf.opt.Name, err)
+		}
+	}
+	return nil
 }
 
 // inflateCacheHolds is what goes through the inflate cache
@@ -123,16 +231,7 @@ func remoteOptions() (source.RemoteOptions, error) {
 	if rf == nil {
 		return o, nil
 	}
-	size := func(name, v string) (int64, error) {
-		if strings.TrimSpace(v) == "0" {
-			return 0, nil
-		}
-		n, err := bytesize.Parse(v)
-		if err != nil {
-			return 0, usagef("%s: --%s: %v", rf.cmd, name, err)
-		}
-		return n, nil
-	}
+	size := rf.size
 	var err error
 	if o.Remote.PartSize, err = size("part-size", *rf.partSize); err != nil {
 		return o, err
@@ -183,22 +282,43 @@ func remoteOptions() (source.RemoteOptions, error) {
 			return o, usagef("%s: %s: %v", rf.cmd, from, err)
 		}
 	}
-	o.Remote.ProxyTerminatesTLS = *rf.proxyTLS
-	o.HF.CacheWrite = *rf.hfCacheWrite
 	o.Remote.Context = remoteCtx
-	o.NoSign = *rf.noSign
+	if err := rf.setOptions(&o); err != nil {
+		return o, err
+	}
+	return o, rf.setInflateOptions()
+}
+
+// size parses the value v of the size flag --name; "0" is 0.
+func (rf *remoteFlags) size(name, v string) (int64, error) {
+	if strings.TrimSpace(v) == "0" {
+		return 0, nil
+	}
+	n, err := bytesize.Parse(v)
+	if err != nil {
+		return 0, usagef("%s: --%s: %v", rf.cmd, name, err)
+	}
+	return n, nil
+}
+
+// setInflateOptions configures the cache of data decoded on first read
+// (backing.SetInflateOptions) from --inflate-mem, --inflate-disk and
+// --cache-dir; a bad value is a usage error.
+func (rf *remoteFlags) setInflateOptions() error {
+	size := rf.size
+	var err error
 	var io backing.InflateOptions
 	if io.MemLimit, err = size("inflate-mem", *rf.inflateMem); err != nil {
-		return o, err
+		return err
 	}
 	if io.MemLimit == 0 {
 		io.MemLimit = -1 // nothing in memory
 	}
 	if io.DiskLimit, err = size("inflate-disk", *rf.inflateDisk); err != nil {
-		return o, err
+		return err
 	}
 	if io.DiskLimit == 0 {
-		return o, usagef("%s: --inflate-disk: must be positive", rf.cmd)
+		return usagef("%s: --inflate-disk: must be positive", rf.cmd)
 	}
 	io.Dir = *rf.cacheDir
 	if io.Dir != "" {
@@ -207,7 +327,7 @@ func remoteOptions() (source.RemoteOptions, error) {
 		// directory is held to the disk cache's rule all the same.
 		d, err := backing.OpenPrivateDir(io.Dir)
 		if err != nil {
-			return o, fmt.Errorf("--cache-dir %v", err)
+			return fmt.Errorf("--cache-dir %v", err)
 		}
 		d.Close()
 	}
@@ -218,5 +338,45 @@ func remoteOptions() (source.RemoteOptions, error) {
 		io.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 	}
 	backing.SetInflateOptions(io)
-	return o, nil
+	return nil
+}
+
+// schemeRowsStart and schemeRowsEnd enclose docs/CLI.md's rows of the
+// schemes, which schemeRows generates (TestCLIPageSchemeRows).
+const (
+	schemeRowsStart = "<!-- scheme rows: generated from source.Schemes (schemeRows); TestCLIPageSchemeRows holds them -->\n"
+	schemeRowsEnd   = "<!-- end of scheme rows -->\n"
+)
+
+// schemeRows is docs/CLI.md's table of t's schemes: one row per scheme
+// the help names, with its SOURCEs, its own flags and where the docs say
+// it in full.
+func schemeRows(t source.Table) string {
+	var b strings.Builder
+	b.WriteString("| Scheme | SOURCE | Its own flags | In full |\n|---|---|---|---|\n")
+	for _, s := range t {
+		if s.Name == "" {
+			continue
+		}
+		var forms []string
+		for _, w := range strings.Fields(s.Forms) {
+			if word := strings.TrimSuffix(w, ","); strings.Contains(word, "://") {
+				w = "`" + word + "`" + w[len(word):]
+			}
+			forms = append(forms, w)
+		}
+		flags := "none"
+		if len(s.Options) > 0 {
+			var names []string
+			for _, o := range s.Options {
+				names = append(names, "`--"+o.Name+"`")
+			}
+			flags = strings.Join(names, ", ")
+		}
+		page, _, _ := strings.Cut(s.Doc, "#")
+		// A | in a cell (oci://'s [:TAG|@sha256:DIGEST]) would end it.
+		cell := strings.ReplaceAll(strings.Join(forms, " "), "|", `\|`)
+		fmt.Fprintf(&b, "| `%s` | %s | %s | [%s](%s) |\n", s.Name, cell, flags, page, s.Doc)
+	}
+	return b.String()
 }

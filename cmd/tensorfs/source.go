@@ -21,25 +21,23 @@ import (
 )
 
 // checkpoint is an opened SOURCE (openSource): a checkpoint's index and
-// open backing files, or a tensorfs mount read through the client.
+// open backing files. The commands that read tensors through the Go
+// client get a client.Checkpoint instead (openClient), which a
+// tensorfs mount can also be.
 type checkpoint struct {
 	path    string
 	mode    backing.Mode
-	idx     *index.Index     // nil for a mount
-	sources []backing.Source // sources[i] reads idx.Sources[i]
-	remote  *remote.Client   // a remote SOURCE's client, else nil
-	mount   *client.Checkpoint
-	loaded  *source.Checkpoint // what source.Load returned; nil for a mount
+	idx     *index.Index
+	sources []backing.Source   // sources[i] reads idx.Sources[i]
+	remote  *remote.Client     // a remote SOURCE's client, else nil
+	loaded  *source.Checkpoint // what source.Load returned
 }
 
 // beside returns the files of the model directory beside the
 // checkpoint (source.Checkpoint.Beside): config.json, tokenizer
-// files...; none for a mount. They are the checkpoint's: close closes
-// them. A file that cannot be read is left out with one line on stderr.
+// files... They are the checkpoint's: close closes them. A file that
+// cannot be read is left out with one line on stderr.
 func (c *checkpoint) beside() ([]source.File, error) {
-	if c.loaded == nil {
-		return nil, nil
-	}
 	files, err := c.loaded.Beside(context.Background())
 	for _, s := range c.loaded.BesideSkipped() {
 		fmt.Fprintf(os.Stderr, "tensorfs: %v\n", s) // one line each; the rest is served
@@ -50,10 +48,6 @@ func (c *checkpoint) beside() ([]source.File, error) {
 // sourceOptions say how a command opens its SOURCE.
 type sourceOptions struct {
 	Mode backing.Mode // how local files are read (the parsers read them through backing.ForParsing)
-	// Mount accepts a tensorfs mount as SOURCE, read through its
-	// files (load, convert); otherwise a mount is refused (mount, cat,
-	// ls: they need the checkpoint's index).
-	Mount bool
 	// Report, when set, makes the loader go on past the problems of a
 	// weight map and its shards, each given to Report
 	// (source.Options.Report), and leaves the index's unserved entries and
@@ -63,34 +57,73 @@ type sourceOptions struct {
 }
 
 // openSource is the one way every command opens its SOURCE (a file, a
-// directory, an s3:// or http(s):// URL, or, where o.Mount allows, a
-// tensorfs mount): it checks the remote flags and that SOURCE is not in
-// a dead mount, parses and validates the checkpoint completely
+// directory, a remote SOURCE of source.Schemes; a tensorfs mount only
+// through openClient): it checks the remote flags and that SOURCE is not
+// in a dead mount, parses and validates the checkpoint completely
 // (source.Load), and logs what its parsers left out (notes, unserved
-// tensors), one line each. Commands that read tensors through the
-// client (load, convert, check) then call client.
+// tensors), one line each. A tensorfs mount is refused: mount, ls, cat,
+// check and bench need the checkpoint's index.
 func openSource(path string, o sourceOptions) (*checkpoint, error) {
-	// The remote flags are checked for a local SOURCE too: a bad value
-	// is a usage error either way.
-	ro, err := remoteOptions()
+	ro, err := openChecks(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkDeadMount(path); err != nil {
+	if isMount(path) {
+		return nil, fmt.Errorf("%s: a tensorfs mount, not a checkpoint: its index is %s (tensorfs load reads a mount)", path, filepath.Join(path, source.MountIndexPath))
+	}
+	return load(path, o, ro)
+}
+
+// openClient opens SOURCE as openSource does, or a tensorfs mount read
+// through its files, for the commands that read tensors through the Go
+// client (load, convert): the client.Checkpoint it returns holds
+// everything opened, and its Close closes it.
+func openClient(path string, mode backing.Mode) (*client.Checkpoint, error) {
+	ro, err := openChecks(path)
+	if err != nil {
 		return nil, err
 	}
-	if !source.IsRemote(path) && source.IsMount(path) {
-		if !o.Mount {
-			return nil, fmt.Errorf("%s: a tensorfs mount, not a checkpoint: its index is %s (tensorfs load reads a mount)", path, filepath.Join(path, source.MountIndexPath))
-		}
+	if isMount(path) {
 		ck, err := client.Open(path)
 		if err != nil {
 			return nil, err
 		}
 		logNotes(ck.Notes())
 		logUnserved(path, ck.Unserved())
-		return &checkpoint{path: path, mode: o.Mode, mount: ck}, nil
+		return ck, nil
 	}
+	c, err := load(path, sourceOptions{Mode: mode}, ro)
+	if err != nil {
+		return nil, err
+	}
+	// The client takes over the sources and what source.Load returned.
+	ck, err := client.FromSource(c.path, c.loaded, c.mode)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	return ck, nil
+}
+
+// openChecks are what opening any SOURCE checks first: the remote flags
+// (a bad value is a usage error for a local SOURCE too), returned as
+// options, and that SOURCE is not in a dead mount.
+func openChecks(path string) (source.RemoteOptions, error) {
+	ro, err := remoteOptions()
+	if err != nil {
+		return ro, err
+	}
+	return ro, checkDeadMount(path)
+}
+
+// isMount reports whether path is a tensorfs mount point (never a
+// remote SOURCE).
+func isMount(path string) bool { return !source.IsRemote(path) && source.IsMount(path) }
+
+// load loads the checkpoint at path (source.Load) with the remote
+// options ro and logs what its parsers left out, unless o.Report takes
+// the problems.
+func load(path string, o sourceOptions, ro source.RemoteOptions) (*checkpoint, error) {
 	ck, err := source.Load(context.Background(), path, source.Options{Backing: backing.Options{Mode: o.Mode}, Remote: ro, Report: o.Report})
 	if err != nil {
 		if source.IsRemote(path) {
@@ -111,22 +144,6 @@ func openSource(path string, o sourceOptions) (*checkpoint, error) {
 		logUnserved(path, us)
 	}
 	return &checkpoint{path: path, mode: o.Mode, idx: ck.Index, sources: ck.Sources, remote: ck.Remote, loaded: ck}, nil
-}
-
-// client returns c read through the client, which takes over its
-// sources: c.close closes nothing after it.
-func (c *checkpoint) client() (*client.Checkpoint, error) {
-	if c.mount != nil {
-		ck := c.mount
-		c.mount = nil
-		return ck, nil
-	}
-	ck, err := client.FromSource(c.path, c.loaded, c.mode)
-	if err != nil {
-		return nil, err
-	}
-	c.sources, c.loaded.Sources = nil, nil
-	return ck, nil
 }
 
 // checkDeadMount refuses a SOURCE that is, or is inside, a FUSE mount
@@ -157,13 +174,9 @@ func (c *checkpoint) close() {
 	}
 	c.sources = nil
 	if c.loaded != nil {
-		c.loaded.Sources = nil // closed above, or the client's
+		c.loaded.Sources = nil // closed above
 		c.loaded.Close()       // the files beside it
 		c.loaded = nil
-	}
-	if c.mount != nil {
-		c.mount.Close()
-		c.mount = nil
 	}
 }
 
