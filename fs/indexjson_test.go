@@ -9,6 +9,13 @@ import (
 	"github.com/lazyweights/tensorfs/index"
 )
 
+// writeDoc writes docOf(p, t) as index.json's line holds it
+// (index.WriteDocTensor).
+func (r *Root) writeDoc(buf *bytes.Buffer, p place, t uint32) error {
+	d := r.docOf(p, t)
+	return index.WriteDocTensor(buf, &d)
+}
+
 // indexJSON renders the whole document in one go, as NewRoot did before
 // index.json was served on demand: the reference indexFile must match.
 func (r *Root) indexJSON(listed, native []uint32) ([]byte, error) {
