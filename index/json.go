@@ -103,9 +103,9 @@ type DocChunk struct {
 	Offset  int64   `json:"offset"`
 }
 
-// DocChunks returns the chunks of t when it is a tiled tensor (its
+// docChunks returns the chunks of t when it is a tiled tensor (its
 // source a Tiles member, read from its start), else nil.
-func (idx *Index) DocChunks(t *Tensor) []DocChunk {
+func (idx *Index) docChunks(t *Tensor) []DocChunk {
 	m := idx.Member(t.Source)
 	if m == nil || t.Offset != 0 {
 		return nil
@@ -190,7 +190,7 @@ func (idx *Index) DocTensorOf(t *Tensor) DocTensor {
 		off := t.Offset
 		dt.Offset = &off
 	}
-	dt.Chunks = idx.DocChunks(t)
+	dt.Chunks = idx.docChunks(t)
 	return dt
 }
 
