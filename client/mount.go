@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,9 +16,9 @@ import (
 // openMount opens a tensorfs mount point: the index comes from
 // MOUNT/.tensorfs/index.json (index.ParseDocument), the bytes from the
 // tensor files. Each tensor's role is its "role"; "quantization" adds
-// the logical weights. A mount is read as this version's writes it: one
-// served by a tensorfs from before "role" (issue 42) lists a quantized
-// checkpoint's parts as stored tensors.
+// the logical weights. A quantized mount served by a tensorfs from
+// before "role" (issue 42), whose parts say no role, is refused in one
+// line rather than read with its parts as stored tensors.
 func openMount(mount string) (*Checkpoint, error) {
 	ipath := filepath.Join(mount, MountIndexPath)
 	// Not os.ReadFile: a directory that only looks like a mount may hold
@@ -81,6 +82,9 @@ func openMount(mount string) (*Checkpoint, error) {
 		infos[i] = info
 	}
 	if q := doc.Quantization; q != nil {
+		if len(q.Weights) > 0 && !slices.ContainsFunc(infos, func(t TensorInfo) bool { return t.Role == index.RolePart }) {
+			return nil, index.ErrorAt(ipath, "quantization", "no tensor is a part of its weights: a mount served by a tensorfs older than this client (mount it again with this version)")
+		}
 		infos = logicalInfos(infos, q)
 	}
 	if err := c.setTensors(infos); err != nil {

@@ -12,8 +12,9 @@ import (
 
 // TestMountRoles: a mount's tensors take their roles from index.json's
 // "role" (a part is listed as stored only), not from its "quantization",
-// which adds the logical weights; an unknown role is one line naming
-// index.json.
+// which adds the logical weights; an unknown role, or a quantized mount
+// whose tensors say no role (served by an older tensorfs), is one line
+// naming index.json.
 func TestMountRoles(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, ".tensorfs"), 0o755)
@@ -42,6 +43,12 @@ func TestMountRoles(t *testing.T) {
 	}
 	if strings.Join(names, " ") != "b w" {
 		t.Errorf("in F32: %v, want b and the logical w (no parts)", names)
+	}
+
+	// A mount from before roles: its parts say none.
+	os.WriteFile(filepath.Join(dir, MountIndexPath), []byte(strings.ReplaceAll(doc, `,"role":"part"`, ``)), 0o644)
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, MountIndexPath)+`: no tensor is a part of its weights: a mount served by a tensorfs older than this client`) {
+		t.Errorf("a mount without roles: %v", err)
 	}
 
 	os.WriteFile(filepath.Join(dir, MountIndexPath), []byte(strings.Replace(doc, `"role":"part"`, `"role":"codes"`, 1)), 0o644)

@@ -1,11 +1,16 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/lazyweights/tensorfs/client"
+	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
@@ -75,5 +80,60 @@ func TestIndexJSONIsLsJSON(t *testing.T) {
 	}
 	if compared < len(srcs)/2 || parts < 5 {
 		t.Errorf("%d of %d checkpoints compared, %d quantized with parts: the fixtures are not there", compared, len(srcs)+1, parts)
+	}
+}
+
+// TestClientRolesThroughMount: the Go client reading a mount of a
+// quantized checkpoint (roles from index.json's "role", the logical
+// weights from "quantization") lists what it lists reading the
+// checkpoint directly, as stored and in F32, with and without --dtype.
+func TestClientRolesThroughMount(t *testing.T) {
+	needFUSE(t)
+	dir := testdata.Path(t, "quant")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		testdata.SkipOrFail(t, err.Error())
+	}
+	listed := func(c *client.Checkpoint, to dtype.DType) []string {
+		var out []string
+		for _, ti := range c.TensorsIn(to) {
+			out = append(out, fmt.Sprintf("%s %v %v %v %d", ti.Name, ti.Role, ti.DType, ti.Shape, ti.Size))
+		}
+		slices.Sort(out)
+		return out
+	}
+	parts := 0
+	for _, e := range ents {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), "neg_") {
+			continue
+		}
+		src := filepath.Join(dir, e.Name())
+		direct, err := client.Open(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, flags := range [][]string{nil, {"--dtype", "bf16"}} {
+			m := mount(t, src, flags...)
+			via, err := client.Open(m.Dir)
+			if err != nil {
+				t.Fatalf("%s %v: %v", e.Name(), flags, err)
+			}
+			for _, to := range []dtype.DType{client.AsStored, dtype.F32} {
+				if a, b := listed(direct, to), listed(via, to); !slices.Equal(a, b) {
+					t.Errorf("%s, mount %v, in %v: through the mount\n%v\ndirectly\n%v", e.Name(), flags, to, b, a)
+				}
+			}
+			for _, ti := range via.Tensors() {
+				if ti.Role == index.RolePart {
+					parts++
+				}
+			}
+			via.Close()
+			m.Unmount()
+		}
+		direct.Close()
+	}
+	if parts == 0 {
+		t.Errorf("no part through any mount")
 	}
 }
