@@ -14,9 +14,10 @@
 //     otherwise (with mmap, Stream drops the pages it has read from the
 //     mapping, so the resident set stays bounded too);
 //   - a directory holding .tensorfs/index.json is a mount: the index comes
-//     from that file and each tensor's bytes from MOUNT/<path>, or
-//     MOUNT/.f32/<path> (.f16, .bf16, .f64) for a converted view, read with
-//     os.File.ReadAt.
+//     from that file (each tensor's role from its "role", the logical
+//     weights of a quantized checkpoint from "quantization") and each
+//     tensor's bytes from MOUNT/<path>, or MOUNT/.f32/<path> (.f16,
+//     .bf16, .f64) for a converted view, read with os.File.ReadAt.
 //
 // A remote path (s3://BUCKET/KEY, hf://ORG/NAME, http(s)://..., a scheme
 // of the table source.Schemes) is opened by package source, read with

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,7 +15,10 @@ import (
 
 // openMount opens a tensorfs mount point: the index comes from
 // MOUNT/.tensorfs/index.json (index.ParseDocument), the bytes from the
-// tensor files.
+// tensor files. Each tensor's role is its "role"; "quantization" adds
+// the logical weights. A quantized mount served by a tensorfs from
+// before "role" (issue 42), whose parts say no role, is refused in one
+// line rather than read with its parts as stored tensors.
 func openMount(mount string) (*Checkpoint, error) {
 	ipath := filepath.Join(mount, MountIndexPath)
 	// Not os.ReadFile: a directory that only looks like a mount may hold
@@ -70,14 +74,18 @@ func openMount(mount string) (*Checkpoint, error) {
 		if !filepath.IsLocal(p) {
 			return nil, index.ErrorAt(ipath, "tensor "+strconv.Quote(dt.Name), "path %q is not inside the mount", dt.Path)
 		}
-		info := TensorInfo{Name: dt.Name, Path: p, DType: d, Shape: dt.Shape, Size: dt.Size, Offset: -1}
+		role, _ := index.ParseRole(dt.Role) // ParseDocument checked it
+		info := TensorInfo{Name: dt.Name, Path: p, DType: d, Shape: dt.Shape, Size: dt.Size, Offset: -1, Role: role}
 		if dt.Offset != nil {
 			info.Source, info.Offset = dt.Source, *dt.Offset
 		}
 		infos[i] = info
 	}
 	if q := doc.Quantization; q != nil {
-		infos = quantInfos(infos, q)
+		if len(q.Weights) > 0 && !slices.ContainsFunc(infos, func(t TensorInfo) bool { return t.Role == index.RolePart }) {
+			return nil, index.ErrorAt(ipath, "quantization", "no tensor is a part of its weights: a mount served by a tensorfs older than this client (mount it again with this version)")
+		}
+		infos = logicalInfos(infos, q)
 	}
 	if err := c.setTensors(infos); err != nil {
 		return nil, err
@@ -101,28 +109,11 @@ func (c *Checkpoint) mountPath(t TensorInfo, to dtype.DType) string {
 	return filepath.Join(c.mount, "."+strings.ToLower(to.Name()), filepath.FromSlash(t.Path))
 }
 
-// quantInfos gives the tensors of a mount's stored tree their roles from
-// its index.json "quantization" (the weights' parts and the hidden
-// tensors are parts) and adds the logical weights, whose files are in
-// the converted views (.f32/ holds them as computed).
-func quantInfos(infos []TensorInfo, q *index.Quantization) []TensorInfo {
-	part := map[string]bool{}
-	for _, w := range q.Weights {
-		for _, p := range w.Parts {
-			part[p] = true
-		}
-	}
-	for _, h := range q.Hidden {
-		part[h] = true
-	}
-	for _, p := range q.Problems {
-		part[p.Name] = true
-	}
-	for i := range infos {
-		if part[infos[i].Name] {
-			infos[i].Role = index.RolePart
-		}
-	}
+// logicalInfos adds a mount's logical weights (index.json's
+// "quantization"), whose files are in the converted views only (.f32/
+// holds them as computed); the stored tree's parts say their role
+// themselves.
+func logicalInfos(infos []TensorInfo, q *index.Quantization) []TensorInfo {
 	for _, w := range q.Weights {
 		n, ok := index.Elements(w.Shape)
 		if !ok || !filepath.IsLocal(w.Path) {

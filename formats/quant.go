@@ -39,7 +39,7 @@ func Quantize(idx *index.Index, files []index.File, cfg *quant.Config) ([]index.
 		return files, fmt.Errorf("internal error: %d files for %d sources", len(files), len(idx.Sources))
 	}
 	cfg = quant.WithTorchAO(cfg, idx.Metadata, idx.Tensors) // torchao: the header's __metadata__ names the parts
-	if cfg == nil && !pairCandidates(idx.Tensors) {
+	if cfg == nil && !quant.MayPair(idx.Tensors) {
 		return files, nil // nothing to join: no cost for the other checkpoints
 	}
 	byName := make(map[string]int, len(idx.Tensors))
@@ -190,19 +190,6 @@ func Quantize(idx *index.Index, files []index.File, cfg *quant.Config) ([]index.
 // maxNotesAlike is how many weights left out for the same reason get a
 // line each; more are one line.
 const maxNotesAlike = 4
-
-// pairCandidates reports whether some tensor can be half of a pair that
-// quant.Plan joins without a configuration (X.weight_scale_inv, P_blocks,
-// P_scales): without one, Plan has nothing to do.
-func pairCandidates(ts []index.Tensor) bool {
-	for i := range ts {
-		n := ts[i].Name
-		if strings.HasSuffix(n, "_scale_inv") || strings.HasSuffix(n, "_blocks") || strings.HasSuffix(n, "_scales") {
-			return true
-		}
-	}
-	return false
-}
 
 // readFull reads len(p) bytes at off of f.
 func readFull(f io.ReaderAt, p []byte, off int64) error {

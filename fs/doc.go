@@ -97,8 +97,9 @@
 //   - the tensors in their stored dtype (or, with Options.View, converted
 //     to that dtype, the stored tree then being under .native/);
 //   - .tensorfs/index.json (the index.Document of the top level, sized
-//     at mount, its bytes made on each read; "view" is added when the
-//     top level is converted),
+//     at mount, its bytes made on each read by index's writer, those of
+//     `tensorfs ls --json`; "view" is added when the top level is
+//     converted),
 //     .tensorfs/metadata/<key> (one file per top-level metadata key:
 //     strings as they are, other values as JSON; names by
 //     MetadataFileName) and .tensorfs/stats.json (live counters, rendered

@@ -12,6 +12,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/quant"
 	"github.com/lazyweights/tensorfs/view"
 )
 
@@ -81,15 +82,17 @@ func (r *Root) exportEntry(dt dtype.DType) *entry {
 const maxConfigJSON = 16 << 20
 
 // unquantizedConfig returns config.json (b) without the keys that name
-// a quantization ("quantization_config"; MLX's "quantization"), every
-// other byte as it is: the config.json of a converted tree, whose
-// weights are the logical ones.
+// a quantization of scheme (quant.ConfigKeys), every other byte as it
+// is: the config.json of a converted tree, whose weights are the
+// logical ones.
 func unquantizedConfig(b []byte, scheme string) ([]byte, error) {
-	b, err := withoutKey(b, "quantization_config")
-	if err == nil && scheme == "mlx-affine" {
-		b, err = withoutKey(b, "quantization")
+	var err error
+	for _, key := range quant.ConfigKeys(scheme) {
+		if b, err = withoutKey(b, key); err != nil {
+			return nil, err
+		}
 	}
-	return b, err
+	return b, nil
 }
 
 // withoutKey returns the JSON object b without its top-level member key

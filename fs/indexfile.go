@@ -6,7 +6,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
 )
 
 // indexFile is .tensorfs/index.json: the index.Document of the top-level
@@ -22,9 +22,12 @@ import (
 // quantized (index.Index.Quantization: the logical weights of the
 // converted views and their parts). Each
 // tensor's dtype and size are those of
-// its file, and source and offset are present where the file is one
-// contiguous range of its source. It is indented with one tensor per line
-// so that `head` shows the top.
+// its file, source and offset are present where the file is one
+// contiguous range of its source, and its role where it is a part or a
+// logical weight. Its text is index.Document.WriteIndexJSON's (what
+// `tensorfs ls --json` prints), made from the same pieces (Frame,
+// WriteDocLine): indented with one tensor per line so that `head` shows
+// the top.
 //
 // It is served as a virtualFile, its bytes made on demand rather than kept for the life of the
 // mount (about 150 bytes a tensor: 150 MB for a million tensors). NewRoot
@@ -53,28 +56,10 @@ const indexMarkEvery = 64
 func (r *Root) newIndexFile(listed, native []uint32) (*indexFile, error) {
 	f := &indexFile{r: r, lists: [2][]uint32{listed, native}}
 	var err error
-	doc := r.indexDoc()
-	if f.head, err = doc.Head(); err != nil {
+	// The text around the lines: the head, what closes "tensors" (and
+	// opens "native"), the fields after the lists.
+	if f.head, f.mid, f.tail, err = r.indexDoc().Frame(len(listed), len(native)); err != nil {
 		return nil, err
-	}
-	close := func(n int) string {
-		if n > 0 {
-			return "\n  ]"
-		}
-		return "]"
-	}
-	// The fields after the lists: what the checkpoint holds that is not
-	// served, its own keys, the quantization.
-	tail, err := doc.Tail()
-	if err != nil {
-		return nil, err
-	}
-	end := string(tail)
-	if r.opts.View != dtype.Invalid {
-		f.mid = []byte(close(len(listed)) + ",\n  \"native\": [")
-		f.tail = []byte(close(len(native)) + end)
-	} else {
-		f.mid = []byte(close(len(listed)) + end)
 	}
 	f.units = len(listed) + len(native) + 3
 	f.marks = make([]int64, 0, f.units/indexMarkEvery+1)
@@ -112,11 +97,8 @@ func (f *indexFile) unit(buf *bytes.Buffer, u int) error {
 
 // line writes tensor line i of list, with its separator.
 func (f *indexFile) line(buf *bytes.Buffer, p place, list []uint32, i int) error {
-	if i > 0 {
-		buf.WriteByte(',')
-	}
-	buf.WriteString("\n    ")
-	return f.r.writeDoc(buf, p, list[i])
+	d := f.r.docOf(p, list[i])
+	return index.WriteDocLine(buf, i, &d)
 }
 
 func (f *indexFile) Size() int64 { return f.size }

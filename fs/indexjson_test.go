@@ -3,11 +3,19 @@ package fs
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"testing"
 
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
 )
+
+// writeDoc writes docOf(p, t) as index.json's line holds it
+// (index.WriteDocTensor).
+func (r *Root) writeDoc(buf *bytes.Buffer, p place, t uint32) error {
+	d := r.docOf(p, t)
+	return index.WriteDocTensor(buf, &d)
+}
 
 // indexJSON renders the whole document in one go, as NewRoot did before
 // index.json was served on demand: the reference indexFile must match.
@@ -153,5 +161,45 @@ func TestIndexFileIsLsJSON(t *testing.T) {
 	bm, _ := json.Marshal(b)
 	if !bytes.Equal(am, bm) {
 		t.Fatalf("index.json:\n%s\nls --json:\n%s", am, bm)
+	}
+}
+
+// TestIndexFileIsWriteIndexJSON: without a view, the mount's index.json
+// is index.Document.WriteIndexJSON's bytes (what `ls --json` prints),
+// keys, unserved, not_read, chunks and roles included; with one, its
+// top level gives the logical weight's role and .native/ the parts'.
+func TestIndexFileIsWriteIndexJSON(t *testing.T) {
+	big, bigSrc := bigIndex(5)
+	big.Keys = map[string]string{big.Tensors[0].Name: "model.layers.0.w", big.Tensors[1].Name: "<b&c>"}
+	big.Unserved = []index.Unserved{{Name: "odd", Type: "ggml type 43", Offset: -1, Why: "a type tensorfs does not know"}}
+	big.NotRead = map[string]string{"r": "reformulated"}
+	quant, quantSrc, _ := roleIndex(t)
+	quant.Quantization = &index.Quantization{Scheme: "x", Weights: []index.QuantWeight{{Name: "X.weight", Path: "X.weight", Shape: []int64{2, 3}, Parts: []string{"X.weight_packed", "X.weight_scale"}}}}
+	for _, c := range []struct {
+		idx *index.Index
+		src *memSource
+	}{{big, bigSrc}, {quant, quantSrc}} {
+		r := newRoot(t, c.idx, c.src, Options{})
+		served := readAll(t, r, r.lookupPath(".tensorfs/index.json"))
+		var ls bytes.Buffer
+		if err := c.idx.Document().WriteIndexJSON(&ls); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(served, ls.Bytes()) {
+			t.Errorf("index.json:\n%s\nls --json:\n%s", served, ls.Bytes())
+		}
+	}
+	r := newRoot(t, quant, quantSrc, Options{View: dtype.BF16})
+	doc, err := index.ParseDocument(readAll(t, r, r.lookupPath(".tensorfs/index.json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]string{}
+	for _, d := range append(doc.Tensors, doc.Native...) {
+		roles[d.Path] = d.Role
+	}
+	want := map[string]string{"X.bias": "", "X.weight": "logical", ".native/X.bias": "", ".native/X.weight_packed": "part", ".native/X.weight_scale": "part"}
+	if !maps.Equal(roles, want) {
+		t.Errorf("roles %v, want %v", roles, want)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/quant"
 	"github.com/lazyweights/tensorfs/view"
 )
 
@@ -80,14 +81,14 @@ func (r *Root) companions(dt dtype.DType) []companion {
 	for _, f := range r.opts.ExportFiles {
 		var rd view.Reader = sourceReader{f.Src}
 		if dt != dtype.Invalid {
-			switch f.Name {
-			case "hf_quant_config.json", "quantize_config.json":
+			switch {
+			case quant.SchemeOnly(f.Name):
 				if q != nil {
 					// A converted tree holds the logical weights: a
 					// loader must not dequantize them again.
 					continue
 				}
-			case "config.json":
+			case f.Name == "config.json":
 				b, err := r.viewConfig(f.Src, dt)
 				if err != nil && q != nil {
 					r.logger.Printf("%s left out of the %s trees: %v", f.Name, dt, err)

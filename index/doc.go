@@ -35,8 +35,12 @@
 //     unpaired UTF-16 surrogates, nesting deeper than MaxNesting, and
 //     numbers that are not plain non-negative integers where sizes are
 //     expected.
-//   - Document (json.go) is the .tensorfs/index.json form of an Index, and
-//     ParseDocument reads it back. Metadata values are held in memory up
+//   - Document (json.go) is the .tensorfs/index.json form of an Index
+//     (DocFields, and DocTensorOf for each tensor: its role included),
+//     and ParseDocument reads it back. WriteIndexJSON is the one writer
+//     of index.json's text: `tensorfs ls --json` prints it, and a mount
+//     serves the same bytes from its pieces (Frame, WriteDocLine).
+//     Metadata values are held in memory up
 //     to MaxInlineMetadata bytes each (GGUF: larger ones stay in the file
 //     as *FileValue) and rendered within MetadataJSONBudget, larger ones
 //     as elision objects (metadata.go).

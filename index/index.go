@@ -71,6 +71,28 @@ func (r Role) String() string {
 	return fmt.Sprintf("Role(%d)", uint8(r))
 }
 
+// docName is the role as DocTensor.Role holds it: "" for RoleStored.
+func (r Role) docName() string {
+	if r == RoleStored {
+		return ""
+	}
+	return r.String()
+}
+
+// ParseRole returns the role a DocTensor.Role names ("", "part",
+// "logical"); ok is false for any other string.
+func ParseRole(s string) (r Role, ok bool) {
+	switch s {
+	case "":
+		return RoleStored, true
+	case "part":
+		return RolePart, true
+	case "logical":
+		return RoleLogical, true
+	}
+	return RoleStored, false
+}
+
 // Listed reports whether a listing shows t: the native listing
 // (converted false: the stored tree, its export, .npy/) shows every
 // stored tensor, parts included; a converted one (.f32/ and the other

@@ -85,6 +85,11 @@ type DocTensor struct {
 	// chunks, the Hugging Face storage writer's pieces) is assembled
 	// from, in the order stored; nil for any other tensor.
 	Chunks []DocChunk `json:"chunks,omitempty"`
+	// Role is the tensor's Role when it is not RoleStored: "part" (one
+	// part of a quantized weight: listed in the stored tree only) or
+	// "logical" (a weight read as its values: in the converted views
+	// only); absent for a stored tensor.
+	Role string `json:"role,omitempty"`
 }
 
 // DocChunk is one chunk of a tiled tensor: the box [Offsets[k],
@@ -98,9 +103,9 @@ type DocChunk struct {
 	Offset  int64   `json:"offset"`
 }
 
-// DocChunks returns the chunks of t when it is a tiled tensor (its
+// docChunks returns the chunks of t when it is a tiled tensor (its
 // source a Tiles member, read from its start), else nil.
-func (idx *Index) DocChunks(t *Tensor) []DocChunk {
+func (idx *Index) docChunks(t *Tensor) []DocChunk {
 	m := idx.Member(t.Source)
 	if m == nil || t.Offset != 0 {
 		return nil
@@ -125,13 +130,33 @@ func (idx *Index) DocChunks(t *Tensor) []DocChunk {
 // Document returns idx as an index.json document: tensors in name order,
 // shapes never null, metadata never null.
 func (idx *Index) Document() Document {
+	d := idx.DocFields()
+	d.Tensors = make([]DocTensor, 0, len(idx.Tensors))
+	for i := range idx.Tensors {
+		t := &idx.Tensors[i]
+		if !t.Listed(false) {
+			continue // a logical tensor: not a file of the stored tree
+		}
+		d.Tensors = append(d.Tensors, idx.DocTensorOf(t))
+	}
+	if !slices.IsSortedFunc(d.Tensors, func(a, b DocTensor) int { return cmpString(a.Name, b.Name) }) {
+		slices.SortStableFunc(d.Tensors, func(a, b DocTensor) int { return cmpString(a.Name, b.Name) })
+	}
+	return d
+}
+
+// DocFields returns idx's document but its tensor lists (Tensors nil):
+// what a writer that renders the tensors a line at a time (the mount's
+// index.json) puts around them.
+func (idx *Index) DocFields() Document {
 	d := Document{
-		Format:   idx.Format,
-		Sources:  idx.Files(), // not the compressed members
-		Metadata: idx.Metadata,
-		Tensors:  make([]DocTensor, 0, len(idx.Tensors)),
-		Keys:     idx.Keys,
-		NotRead:  idx.NotRead,
+		Format:       idx.Format,
+		Sources:      idx.Files(), // not the compressed members
+		Metadata:     idx.Metadata,
+		Keys:         idx.Keys,
+		NotRead:      idx.NotRead,
+		Unserved:     idx.DocUnserved(),
+		Quantization: idx.Quantization,
 	}
 	if d.Sources == nil {
 		d.Sources = []string{}
@@ -139,36 +164,34 @@ func (idx *Index) Document() Document {
 	if d.Metadata == nil {
 		d.Metadata = map[string]any{}
 	}
-	for i := range idx.Tensors {
-		t := &idx.Tensors[i]
-		if !t.Listed(false) {
-			continue // a logical tensor: not a file of the stored tree
-		}
-		dt := DocTensor{
-			Name:    t.Name,
-			NameHex: NameHex(t.Name),
-			Path:    t.Path,
-			DType:   t.DType.Name(),
-			Shape:   t.Shape,
-			Size:    t.Size,
-		}
-		if dt.Shape == nil {
-			dt.Shape = []int64{}
-		}
-		if t.Contiguous() && t.Source >= 0 && t.Source < len(idx.Sources) && idx.Member(t.Source) == nil {
-			dt.Source = idx.Sources[t.Source]
-			off := t.Offset
-			dt.Offset = &off
-		}
-		dt.Chunks = idx.DocChunks(t)
-		d.Tensors = append(d.Tensors, dt)
-	}
-	if !slices.IsSortedFunc(d.Tensors, func(a, b DocTensor) int { return cmpString(a.Name, b.Name) }) {
-		slices.SortStableFunc(d.Tensors, func(a, b DocTensor) int { return cmpString(a.Name, b.Name) })
-	}
-	d.Unserved = idx.DocUnserved()
-	d.Quantization = idx.Quantization
 	return d
+}
+
+// DocTensorOf describes t as stored, as Document lists it: its stored
+// dtype and size, its shape ([] for a scalar), Source and Offset when it
+// is one contiguous range of a source file (not a member), its chunks
+// when it is tiled, and its role. A listing that serves t otherwise (a
+// converted view) changes what differs.
+func (idx *Index) DocTensorOf(t *Tensor) DocTensor {
+	dt := DocTensor{
+		Name:    t.Name,
+		NameHex: NameHex(t.Name),
+		Path:    t.Path,
+		DType:   t.DType.Name(),
+		Shape:   t.Shape,
+		Size:    t.Size,
+		Role:    t.Role.docName(),
+	}
+	if dt.Shape == nil {
+		dt.Shape = []int64{}
+	}
+	if t.Contiguous() && t.Source >= 0 && t.Source < len(idx.Sources) && idx.Member(t.Source) == nil {
+		dt.Source = idx.Sources[t.Source]
+		off := t.Offset
+		dt.Offset = &off
+	}
+	dt.Chunks = idx.docChunks(t)
+	return dt
 }
 
 // DocUnserved returns idx.Unserved as a Document lists it, in name order;
@@ -205,8 +228,9 @@ func (d Document) JSON() ([]byte, error) {
 }
 
 // WriteJSON writes what JSON returns to w, a tensor at a time: it holds
-// one tensor's JSON, not the document's (`tensorfs ls --json` of names
-// megabytes long).
+// one tensor's JSON, not the document's (names megabytes long). It is
+// the Go value's encoding (json.Marshal's); index.json's text, which
+// `tensorfs ls --json` prints, is WriteIndexJSON's.
 func (d Document) WriteJSON(w io.Writer) error {
 	dw := newDocWriter(w, false)
 	d.head(dw)
@@ -218,28 +242,154 @@ func (d Document) WriteJSON(w io.Writer) error {
 	return dw.err
 }
 
-// Head and Tail are the document as a mount serves it
-// (.tensorfs/index.json), indented, one tensor a line, written by the
-// code that writes WriteJSON's, field for field: Head is everything up
-// to the first tensor line (`"tensors": [`), Tail everything after the
-// last list's `]` (the fields after the lists, and the closing brace).
-// The mount writes the tensor lines between (fs). Unlike WriteJSON's,
-// HTML characters are not escaped.
-func (d Document) Head() ([]byte, error) {
+// WriteIndexJSON writes d as index.json's text: what a mount serves as
+// .tensorfs/index.json and `tensorfs ls --json` prints, byte for byte. It
+// is indented with one tensor a line, so that `head` shows the top, and
+// HTML characters are written as they are:
+//
+//	{
+//	  "format": "safetensors",
+//	  "sources": ["/m/model.safetensors"],
+//	  "metadata": {"format":"pt"},
+//	  "tensors": [
+//	    {"name":"a","path":"a","dtype":"F32","shape":[2],"size":8,"source":"/m/model.safetensors","offset":0},
+//	    {"name":"b",...}
+//	  ],
+//	  "native": [...],        (with View: the stored tree, even empty)
+//	  "unserved": [...], "keys": {...}, "not_read": {...}, "quantization": {...}
+//	}
+//
+// (the fields after the lists only where Document has them). It holds
+// one tensor's text at a time. The mount writes the same pieces (Frame,
+// WriteDocLine) a unit at a time, on demand.
+func (d Document) WriteIndexJSON(w io.Writer) error {
+	head, mid, tail, err := d.Frame(len(d.Tensors), len(d.Native))
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(head); err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	lines := func(ts []DocTensor) error {
+		for i := range ts {
+			buf.Reset()
+			if err := WriteDocLine(&buf, i, &ts[i]); err != nil {
+				return err
+			}
+			if _, err := w.Write(buf.Bytes()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := lines(d.Tensors); err != nil {
+		return err
+	}
+	if _, err := w.Write(mid); err != nil {
+		return err
+	}
+	if d.View != "" {
+		if err := lines(d.Native); err != nil {
+			return err
+		}
+	}
+	_, err = w.Write(tail)
+	return err
+}
+
+// Frame returns index.json's text around its tensor lines (see
+// WriteIndexJSON) for a document of n tensors and, with a View, m
+// native ones: head is everything up to the first tensor line
+// (`"tensors": [`), mid what closes "tensors" (and, with a View, opens
+// "native"), tail what closes the last list, the fields after the
+// lists and the closing brace. The document's own lists are not read.
+func (d Document) Frame(n, m int) (head, mid, tail []byte, err error) {
 	var b bytes.Buffer
 	dw := newDocWriter(&b, true)
 	d.head(dw)
 	dw.put(",\n  \"tensors\": [")
-	return b.Bytes(), dw.err
+	if dw.err != nil {
+		return nil, nil, nil, dw.err
+	}
+	head = bytes.Clone(b.Bytes())
+	mid = []byte(listEnd(n))
+	b.Reset()
+	dw = newDocWriter(&b, true)
+	dw.first = false
+	if d.View != "" {
+		mid = append(mid, ",\n  \"native\": ["...)
+		dw.put(listEnd(m))
+	}
+	d.tail(dw)
+	return head, mid, b.Bytes(), dw.err
 }
 
-// Tail: see Head.
-func (d Document) Tail() ([]byte, error) {
-	var b bytes.Buffer
-	dw := newDocWriter(&b, true)
-	dw.first = false
-	d.tail(dw)
-	return b.Bytes(), dw.err
+// listEnd closes a list of n tensor lines.
+func listEnd(n int) string {
+	if n > 0 {
+		return "\n  ]"
+	}
+	return "]"
+}
+
+// WriteDocLine writes line i of a tensor list of index.json to buf: the
+// comma after the line before, the indent, and WriteDocTensor's object.
+func WriteDocLine(buf *bytes.Buffer, i int, t *DocTensor) error {
+	if i > 0 {
+		buf.WriteByte(',')
+	}
+	buf.WriteString("\n    ")
+	return WriteDocTensor(buf, t)
+}
+
+// WriteDocTensor writes t as an encoding/json Encoder with HTML escaping
+// off would, without reflection (but for chunks): a mount renders a
+// million tensors' lines at mount.
+func WriteDocTensor(buf *bytes.Buffer, d *DocTensor) error {
+	buf.WriteString(`{"name":`)
+	writeJSONString(buf, d.Name)
+	if d.NameHex != "" {
+		buf.WriteString(`,"name_hex":`)
+		writeJSONString(buf, d.NameHex)
+	}
+	buf.WriteString(`,"path":`)
+	writeJSONString(buf, d.Path)
+	buf.WriteString(`,"dtype":`)
+	writeJSONString(buf, d.DType)
+	buf.WriteString(`,"shape":[`)
+	var num [20]byte
+	for i, n := range d.Shape {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(strconv.AppendInt(num[:0], n, 10))
+	}
+	buf.WriteString(`],"size":`)
+	buf.Write(strconv.AppendInt(num[:0], d.Size, 10))
+	if d.Source != "" {
+		buf.WriteString(`,"source":`)
+		writeJSONString(buf, d.Source)
+	}
+	if d.Offset != nil {
+		buf.WriteString(`,"offset":`)
+		buf.Write(strconv.AppendInt(num[:0], *d.Offset, 10))
+	}
+	if len(d.Chunks) > 0 {
+		buf.WriteString(`,"chunks":`)
+		enc := json.NewEncoder(buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(d.Chunks); err != nil {
+			return fmt.Errorf("index: encoding index.json: %w", err)
+		}
+		buf.Truncate(buf.Len() - 1) // Encode's newline
+	}
+	if d.Role != "" {
+		buf.WriteString(`,"role":`)
+		writeJSONString(buf, d.Role)
+	}
+	buf.WriteByte('}')
+	return nil
 }
 
 // head writes the opening brace and the fields before the tensor lists.
@@ -349,8 +499,8 @@ func (dw *docWriter) tensors(name string, ts []DocTensor) {
 	dw.put("]")
 }
 
-// ParseDocument parses and checks an index.json document: every dtype is
-// known, shapes are non-negative and Size matches dtype and shape, a tensor
+// ParseDocument parses and checks an index.json document: every dtype and
+// role is known, shapes are non-negative and Size matches dtype and shape, a tensor
 // has both source and offset or neither, sources are listed in Sources,
 // tensors are in strict name order, and View, when present, is a view
 // dtype. Numbers in Metadata are json.Number, so that no integer loses
@@ -447,6 +597,9 @@ func (d *Document) checkTensors(file, what string, tensors []DocTensor) error {
 		size, ok := dt.ByteSize(n)
 		if !ok || size != t.Size {
 			return ErrorAt(file, where, "size %d does not match %s %s", t.Size, t.DType, ShapeString(t.Shape))
+		}
+		if _, ok := ParseRole(t.Role); !ok {
+			return ErrorAt(file, where, "unknown role %q", t.Role)
 		}
 		if (t.Source == "") != (t.Offset == nil) {
 			return ErrorAt(file, where, "source and offset must come together")

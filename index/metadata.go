@@ -445,6 +445,12 @@ func MetadataValueSize(v any, limit int) (int64, error) {
 
 // writeJSONString writes s as encoding/json does with HTML escaping off.
 func writeJSONString(buf *bytes.Buffer, s string) {
+	if plainJSON(s) { // most names and keys: as they are, in one copy
+		buf.WriteByte('"')
+		buf.WriteString(s)
+		buf.WriteByte('"')
+		return
+	}
 	start := 0
 	buf.WriteByte('"')
 	for i := 0; i < len(s); {
@@ -528,4 +534,15 @@ func WithSource(v any, base int) any {
 		return &c
 	}
 	return v
+}
+
+// plainJSON reports whether s is printable ASCII without '"' or '\\':
+// a JSON string of the same bytes.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }

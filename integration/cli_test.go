@@ -108,7 +108,7 @@ func TestSourcesAbsolute(t *testing.T) {
 	src, _ := cliFixture(t)
 	dir, base := filepath.Split(src)
 	r := runTensorfsIn(t, dir, "ls", "--json", base)
-	if r.code != 0 || !strings.Contains(r.stdout, `"sources":["`+src+`"]`) {
+	if r.code != 0 || !strings.Contains(r.stdout, `"sources": ["`+src+`"]`) {
 		t.Errorf("ls --json %s in %s: exit %d, %s", base, dir, r.code, r.stdout)
 	}
 	m := mountIn(t, dir, base)

@@ -267,11 +267,15 @@ func planMLXFP(p *planner, wn, sn, mode string, b, g int64, all []string) {
 // mlxBits are the code widths MLX's affine mode has.
 func mlxBits(b int64) bool { return b == 2 || b == 3 || b == 4 || b == 5 || b == 6 || b == 8 }
 
+// mlxScheme is MLX's affine quantization (Result.Scheme): another mode
+// is "mlx-" and its name.
+const mlxScheme = "mlx-affine"
+
 func planMLX(p *planner) {
 	bits, ok1 := num(p.cfg.Params, "bits", 0)
 	gsize, ok2 := num(p.cfg.Params, "group_size", 0)
 	mode := str(p.cfg.Params, "mode")
-	p.scheme = "mlx-affine"
+	p.scheme = mlxScheme
 	if mode != "" && mode != "affine" {
 		p.scheme = "mlx-" + mode
 	}

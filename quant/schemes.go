@@ -18,7 +18,7 @@ var schemes = []struct {
 	{"awq", "awq", planAWQ},                              // awq.go
 	{"gptq", "gptq", planGPTQ},                           // gptq.go
 	{"bitsandbytes", "bnb-nf4", planBnb},                 // bnb.go
-	{"mlx", "mlx-affine", planMLX},                       // mlx.go
+	{"mlx", mlxScheme, planMLX},                          // mlx.go
 	{"torchao", "torchao", planTorchAO},                  // torchao.go (the safetensors __metadata__: WithTorchAO)
 	{"auto-round", "gptq", planAutoRound},                // autoround.go
 	{"intel/auto-round", "gptq", planAutoRound},          // autoround.go

@@ -13,7 +13,7 @@ import (
 
 // QuantConfigFiles are the files beside a checkpoint that can name its
 // quantization scheme (quant.Find).
-var QuantConfigFiles = []string{"config.json", "hf_quant_config.json", "quantize_config.json"}
+var QuantConfigFiles = quant.ConfigFiles
 
 // maxConfigFile bounds the bytes read of one configuration file.
 const maxConfigFile = 16 << 20

@@ -37,7 +37,7 @@ func runLs(args []string) error {
 	defer ckpt.close()
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
 	if *asJSON {
-		if err := ckpt.idx.Document().WriteJSON(out); err != nil {
+		if err := ckpt.idx.Document().WriteIndexJSON(out); err != nil {
 			return err
 		}
 		return flush(out)
