@@ -112,7 +112,7 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 			return nil, index.ErrorAt(dir, "", "more than %d checkpoint files", index.MaxShards)
 		}
 		pd := pending{p, f, fm, i}
-		if fm.ParseSiblings == nil {
+		if !fm.OpensSiblings {
 			later = append(later, pd)
 			continue
 		}

@@ -99,8 +99,10 @@ func memberKey(file index.File, m *index.Member) (preparedKey, bool) {
 }
 
 // parseMember is the index.MemberOpener the loader passes to a row's
-// ParseMembers: it opens m of file through the cache of decoded
-// members and keeps the source for openMember.
+// Parse (index.Env's Members): it opens m of file through the cache of
+// decoded members, decodes it whole (a bad member is one line naming
+// file and member, before the parser reads any of it) and keeps the
+// source for openMember.
 func (l *loader) parseMember(file index.File, m *index.Member) (index.File, error) {
 	key, ok := memberKey(file, m)
 	if !ok {
@@ -113,6 +115,10 @@ func (l *loader) parseMember(file index.File, m *index.Member) (index.File, erro
 	one.File = 0
 	src, err := l.openMember(file.Name(), []index.File{file}, &one)
 	if err != nil {
+		return nil, err
+	}
+	if err := inflateNow(file, m, src); err != nil {
+		closeFile(src)
 		return nil, err
 	}
 	if l.prepared == nil {
@@ -143,4 +149,22 @@ func (l *loader) closePrepared(file index.File) {
 			delete(l.prepared, k)
 		}
 	}
+}
+
+// inflateNow decodes src, member m of file, whole now (backing.InflateNow),
+// its failure one line naming file and member.
+func inflateNow(file index.File, m *index.Member, src index.File) error {
+	bs, ok := src.(backing.Source)
+	if !ok {
+		return nil
+	}
+	if err := backing.InflateNow(bs); err != nil {
+		where := "member " + m.Name
+		var me *backing.MemberError
+		if errors.As(err, &me) {
+			return index.ErrorAt(file.Name(), where, "%s", me.Msg)
+		}
+		return index.ErrorAt(file.Name(), where, "%v", err)
+	}
+	return nil
 }

@@ -60,23 +60,18 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 			}
 			members = append(members, src)
 			files = append(files, src)
-			out.Members = append(out.Members, m.Shifted(base))
 		}
+		p.idx.Rebase(base) // the part's sources placed after base others
+		out.Members = append(out.Members, p.idx.Members...)
 		for _, n := range p.idx.Notes {
 			out.Notes = append(out.Notes, index.Printable(p.path+": "+n))
 		}
-		for _, t := range p.idx.Tensors {
-			t.Source += base
-			out.Tensors = append(out.Tensors, t)
-		}
-		for _, u := range p.idx.Unserved {
-			u.Source += base
-			out.Unserved = append(out.Unserved, u)
-		}
+		out.Tensors = append(out.Tensors, p.idx.Tensors...)
+		out.Unserved = append(out.Unserved, p.idx.Unserved...)
 		if len(parts) > 1 || meta != nil {
 			for k, v := range p.idx.Metadata {
 				if _, ok := out.Metadata[k]; !ok {
-					out.Metadata[k] = index.WithSource(v, base)
+					out.Metadata[k] = v
 				}
 			}
 		}
