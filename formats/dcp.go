@@ -41,7 +41,9 @@ func (l *loader) dcpDir(dir string, files []string) (idx *index.Index, ok bool, 
 	if err != nil {
 		return nil, true, err
 	}
-	l.files = append(l.files, dfiles...)
+	for _, f := range dfiles {
+		l.files = append(l.files, asSource(f))
+	}
 	for i := range idx.Members {
 		m := &idx.Members[i]
 		src, err := l.openMember(idx.SourceName(m.Source), l.files, m)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/dcp"
 	"github.com/lazyweights/tensorfs/index/gguf"
@@ -51,7 +52,7 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 	// however its first bytes look. parts keep the files' order.
 	type pending struct {
 		p  string
-		f  index.File
+		f  backing.Source
 		fm *Format
 		i  int
 	}

@@ -68,7 +68,11 @@
 // weight map, weightmap.go; a directory of shards, dir.go; split GGUF
 // parts, split.go), merges their indexes (merge.go), sorts tensors by
 // name, checks every tensor against its file (index.CheckTensor) and
-// assigns paths (index.AssignPaths). LoadTree is the same over a Tree (a
+// assigns paths (index.AssignPaths). It returns backing.Sources: the
+// files the Opener opened (a file that is not a backing.Source is served
+// as one, asSource) and the members made of them (member.go), so that no
+// caller asserts types; a quantized weight's member (Quantize) is a
+// backing.Computed source. LoadTree is the same over a Tree (a
 // bucket prefix, an HTTP server; remote.go).
 //
 // # Invariants

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
 )
 
@@ -28,8 +29,8 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 		return nil, index.ErrorAt(parts[0].path, "", "%d tensors in %d files is over the limit of %d", total, len(parts), index.MaxTensors)
 	}
 	out.Tensors = make([]index.Tensor, 0, total)
-	files := make([]index.File, 0, len(parts))
-	var members []index.File // opened here: closed on error
+	files := make([]backing.Source, 0, len(parts))
+	var members []backing.Source // opened here: closed on error
 	fail := func(err error) (*index.Index, error) {
 		for _, m := range members {
 			closeFile(m)
@@ -75,7 +76,7 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 				}
 			}
 		}
-		for _, f := range append([]index.File{p.f}, p.siblings...) {
+		for _, f := range append([]backing.Source{p.f}, p.siblings...) {
 			if i := slices.Index(l.spare, f); i >= 0 {
 				l.spare = slices.Delete(l.spare, i, i+1)
 			}
@@ -91,7 +92,7 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 // finish sorts the tensors by name, refuses duplicates, checks what every
 // parser promises (so that a parser bug is an error here, not a crash when
 // serving) and assigns paths.
-func finish(idx *index.Index, files []index.File) error {
+func finish(idx *index.Index, files []backing.Source) error {
 	slices.SortStableFunc(idx.Tensors, func(a, b index.Tensor) int { return cmp.Compare(a.Name, b.Name) })
 	for i := range idx.Tensors {
 		t := &idx.Tensors[i]

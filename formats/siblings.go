@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
 )
 
@@ -21,12 +22,12 @@ const MaxSiblings = index.MaxShards
 type siblings struct {
 	l      *loader
 	dir    string
-	byPath map[string]index.File
-	opened []index.File
+	byPath map[string]backing.Source
+	opened []backing.Source
 }
 
 func (l *loader) siblingsOf(file string) *siblings {
-	return &siblings{l: l, dir: filepath.Dir(file), byPath: map[string]index.File{}}
+	return &siblings{l: l, dir: filepath.Dir(file), byPath: map[string]backing.Source{}}
 }
 
 // open is the index.Opener.
@@ -91,7 +92,7 @@ func (s *siblings) confine(rel string) (string, error) {
 // parse parses f (at path) with fm, with an opener of siblings confined
 // to f's directory. The part holds the
 // files it opened; they are the loader's to close.
-func (l *loader) parse(fm *Format, path string, f index.File) (part, error) {
+func (l *loader) parse(fm *Format, path string, f backing.Source) (part, error) {
 	s := l.siblingsOf(path)
 	idx, err := fm.Parse(f, index.Env{Siblings: s.open, Members: l.parseMember})
 	if err != nil {
@@ -101,7 +102,7 @@ func (l *loader) parse(fm *Format, path string, f index.File) (part, error) {
 }
 
 // parseFile is ParseFile with the siblings of path openable.
-func (l *loader) parseFile(path string, f index.File) (part, error) {
+func (l *loader) parseFile(path string, f backing.Source) (part, error) {
 	s := l.siblingsOf(path)
 	idx, err := parseFile(f, index.Env{Siblings: s.open, Members: l.parseMember})
 	if err != nil {
