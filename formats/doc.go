@@ -30,9 +30,13 @@
 //	             ModelProto field (no magic: after the   (env.Siblings,
 //	             rows with magic bytes)                  OpensSiblings)
 //
-// Directories are read by Load (below), not by a row: PyTorch
-// Distributed Checkpoints (a .metadata and its *.distcp, index/dcp) and
-// sharded Hugging Face checkpoints of any row's format.
+// Directories are read by the table of layouts (Layouts, layout.go),
+// each row a Claim and a Load over a Dir: PyTorch Distributed
+// Checkpoints (a .metadata and its *.distcp, index/dcp), then sharded
+// Hugging Face checkpoints of any row's format: a weight map
+// (*.index.json) and its shards, or the files of the directory that are
+// checkpoints by content (shards, joined by their row's Join where it
+// has one: GGUF split parts, safetensors storage-writer pieces).
 //
 // Families (families.go) names the formats as users know them (NumPy is
 // the numpy and npz rows; a distributed checkpoint and a sharded Hugging

@@ -47,6 +47,21 @@ type Format struct {
 	// rows, whose parsers tell torch.save zips from .npz ones by the
 	// central directory themselves.
 	NoFallback bool
+	// Join, where set, joins this format's parsed parts into one index
+	// instead of merging them in order (loader.join): the parts of a
+	// directory (in file name order), or the one file a SOURCE names
+	// (alone), which may open the other parts beside it. GGUF: a split
+	// model's parts in split.no order (split.go); safetensors: the
+	// pieces a distributed checkpoint's storage writer placed
+	// (hfshards.go).
+	Join joiner
+}
+
+// joiner is a row's Join (a type whose method joins, rather than a
+// function, so that a Join that parses, as GGUF's finding the other
+// parts does, may refer to Table).
+type joiner interface {
+	join(l *loader, dir string, parts []part, alone bool) (*index.Index, error)
 }
 
 // alone is a row's Parse for a parser that opens nothing beside its file.
@@ -62,26 +77,21 @@ const SniffLen = index.SniffLen
 // (PyTorch, npz) are told apart by their members, inside their parsers'
 // Sniff.
 var Table = []Format{
-	{Name: "gguf", Sniff: gguf.Sniff, Parse: alone(gguf.Parse)},
+	{Name: "gguf", Sniff: gguf.Sniff, Parse: alone(gguf.Parse), Join: ggufSplit{}},
 	{Name: "numpy", Sniff: numpy.SniffNPY, Parse: alone(numpy.ParseNPY)},
 	{Name: "pytorch", Sniff: torch.Sniff, Parse: alone(torch.Parse), NoFallback: true},
 	{Name: "npz", Sniff: numpy.SniffNPZ, Parse: alone(parseNPZ), NoFallback: true},
-	{Name: "safetensors", Sniff: safetensors.Sniff, Parse: alone(safetensors.Parse)},
+	{Name: "safetensors", Sniff: safetensors.Sniff, Parse: alone(safetensors.Parse), Join: storagePieces{}},
 	{Name: "hdf5", Sniff: hdf5.Sniff, Parse: alone(hdf5.Parse)},
 	// A Keras 3 .keras zip: its model.weights.h5, read in place when
 	// stored, through the cache of decoded members when deflated.
 	{Name: "keras", Sniff: keras.Sniff, Parse: keras.Parse},
 	// Protobuf has no magic: ONNX is told by its first fields (ir_version,
 	// then another ModelProto field), after the formats with magic bytes.
-	{Name: "onnx", Sniff: onnx.Sniff, Parse: parseONNX, OpensSiblings: true},
+	{Name: "onnx", Sniff: onnx.Sniff, Parse: onnx.ParseEnv, OpensSiblings: true},
 	// Last: any pickle of a dict is sniffed; Parse tells a Paddle file
 	// (numpy arrays) from other pickles, which are not claimed.
 	{Name: "paddle", Sniff: paddle.Sniff, Parse: alone(parsePaddle)},
-}
-
-// parseONNX reads a model, opening its external data through env.
-func parseONNX(f index.File, env index.Env) (*index.Index, error) {
-	return onnx.ParseSiblings(f, env.Siblings)
 }
 
 // unknownMsg is the message for a file no row of Table reads.

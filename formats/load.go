@@ -10,7 +10,6 @@ import (
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/dcp"
-	"github.com/lazyweights/tensorfs/index/gguf"
 )
 
 // Options are what Load and LoadTree need besides the files.
@@ -276,8 +275,5 @@ func (l *loader) file(path string) (*index.Index, error) {
 		}
 		return nil, err
 	}
-	if no, count, ok := gguf.SplitInfo(p.idx); ok && count > 1 {
-		return l.ggufSiblings(p, no, count)
-	}
-	return l.merge([]part{p}, nil)
+	return l.join(filepath.Dir(path), []part{p}, true)
 }
