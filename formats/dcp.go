@@ -9,26 +9,39 @@ import (
 	"github.com/lazyweights/tensorfs/index/dcp"
 )
 
-// dcpDir loads dir as a PyTorch Distributed Checkpoint when files hold a
-// .metadata that index/dcp recognises (ok); otherwise nothing is left
-// open and dir is read as any other directory.
-func (l *loader) dcpDir(dir string, files []string) (idx *index.Index, ok bool, err error) {
-	mp, has := dcp.MetadataFile(files)
+// claimDCP claims a directory whose files hold a .metadata that
+// index/dcp recognises, left open for loadDCP; otherwise nothing is left
+// open and the directory is read as any other.
+func claimDCP(d *Dir) (bool, error) {
+	mp, has := dcp.MetadataFile(d.Files)
 	if !has {
-		return nil, false, nil
+		return false, nil
 	}
-	meta, err := l.openFile(mp)
+	meta, err := d.Open(mp)
 	if err != nil {
-		return nil, true, err
+		return true, err
 	}
-	defer l.release(meta)
 	head, err := index.ReadHead(meta, dcp.SniffLen)
 	if err != nil {
-		return nil, true, err
+		return true, err
 	}
 	if !dcp.Sniff(head) {
-		return nil, false, nil
+		d.Release(meta)
+		return false, nil
 	}
+	return true, nil
+}
+
+// loadDCP loads a directory claimDCP claimed as a PyTorch Distributed
+// Checkpoint.
+func loadDCP(dd *Dir) (*index.Index, error) {
+	l, dir, files := dd.l, dd.Path, dd.Files
+	mp, _ := dcp.MetadataFile(files)
+	meta, err := dd.Open(mp) // claimDCP's
+	if err != nil {
+		return nil, err
+	}
+	defer dd.Release(meta)
 	d := dcp.Dir{Path: dir, Files: files, Open: l.open}
 	if l.inflate != nil {
 		o := l.inflate.Options()
@@ -39,21 +52,23 @@ func (l *loader) dcpDir(dir string, files []string) (idx *index.Index, ok bool, 
 	}
 	idx, dfiles, err := dcp.ParseDir(d, meta)
 	if err != nil {
-		return nil, true, err
+		return nil, err
 	}
-	l.files = append(l.files, dfiles...)
+	for _, f := range dfiles {
+		l.files = append(l.files, asSource(f))
+	}
 	for i := range idx.Members {
 		m := &idx.Members[i]
 		src, err := l.openMember(idx.SourceName(m.Source), l.files, m)
 		if _, zstd := m.Kind.(*index.Zstd); err != nil && zstd {
-			return nil, true, err // names its .distcp and item
+			return nil, err // names its .distcp and item
 		}
 		if err != nil {
-			return nil, true, index.ErrorAt(mp, "tensor "+fmt.Sprintf("%q", m.Name), "%v", err)
+			return nil, index.ErrorAt(mp, "tensor "+fmt.Sprintf("%q", m.Name), "%v", err)
 		}
 		l.files = append(l.files, src)
 	}
-	return idx, true, nil
+	return idx, nil
 }
 
 // insideDir refuses a file of dir that is a symbolic link to something

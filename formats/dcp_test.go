@@ -2,7 +2,6 @@ package formats
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,9 +20,9 @@ func openDCP(p string) (index.File, error) {
 	return backing.ForParsing(s), nil
 }
 
-func closeAll(files []index.File) {
+func closeAll(files []backing.Source) {
 	for _, f := range files {
-		f.(io.Closer).Close()
+		f.Close()
 	}
 }
 

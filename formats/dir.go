@@ -8,13 +8,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/dcp"
-	"github.com/lazyweights/tensorfs/index/gguf"
 	"github.com/lazyweights/tensorfs/index/paddle"
 )
 
-// dir loads a SOURCE that is a directory.
+// dir loads a SOURCE that is a directory: the first row of Layouts that
+// claims it and finds a checkpoint, else the message that says why none
+// is there.
 func (l *loader) dir(dir string) (*index.Index, error) {
 	tree := l.tree
 	if tree == nil {
@@ -24,26 +26,46 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	if idx, ok, err := l.dcpDir(dir, files); ok { // dcp.go
-		return idx, err
-	}
-	var maps []string
-	for _, p := range files {
-		if name := filepath.Base(p); strings.HasSuffix(name, ".index.json") {
-			maps = append(maps, name)
-		}
-	}
-	if len(maps) > 0 {
-		m, err := chooseWeightMap(dir, maps)
+	d := &Dir{Path: dir, Files: files, l: l}
+	defer d.releaseAll()
+	for i := range Layouts {
+		claimed, err := Layouts[i].Claim(d)
 		if err != nil {
 			return nil, err
 		}
-		return l.weightMap(dir, filepath.Join(dir, m))
+		if !claimed {
+			continue
+		}
+		if idx, err := Layouts[i].Load(d); idx != nil || err != nil {
+			return idx, err
+		}
 	}
+	if d.broken > 0 {
+		return nil, index.ErrorAt(dir, "", "none of the %d checkpoint files in the directory can be read", d.broken)
+	}
+	if d.lfs != "" {
+		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory: %s is a Git LFS pointer, not the file itself (not downloaded); run `git lfs pull` in the repository (or download the files directly)", display(filepath.Base(d.lfs)))
+	}
+	if d.refused != "" {
+		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory: %s", d.refused)
+	}
+	if subs := l.checkpointSubdirs(tree, dir); subs != "" {
+		looked := fmt.Sprintf("%d files", len(files))
+		if len(files) == 1 {
+			looked = "1 file"
+		}
+		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory itself (%s looked at), but in its subdirectories %s: open one of them", looked, subs)
+	}
+	return nil, index.ErrorAt(dir, "", "no checkpoint in the directory (%d files looked at; want a *.index.json weight map or safetensors, PyTorch, GGUF, .npy, .npz, ONNX, HDF5 (Keras) or PaddlePaddle files)", len(files))
+}
+
+// loadShards reads the files of a directory that are checkpoints by
+// content, all of one format, joined by their format's Join (merged in
+// file name order without one); nil when there are none, with what it
+// saw noted in d for the message.
+func loadShards(d *Dir) (*index.Index, error) {
+	l, dir, files := d.l, d.Path, d.Files
 	var parts []part
-	lfs := ""     // the first Git LFS pointer among the files
-	refused := "" // what the first file of Refused's formats is, until a checkpoint is found
-	broken := 0   // checkpoint files left out (Options.Report)
 	// Files are sniffed in order; those of a format that opens files
 	// beside it (ONNX external data) are parsed at once, the others
 	// after all are sniffed: a file a model names as its own (its
@@ -51,7 +73,7 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 	// however its first bytes look. parts keep the files' order.
 	type pending struct {
 		p  string
-		f  index.File
+		f  backing.Source
 		fm *Format
 		i  int
 	}
@@ -71,7 +93,7 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 				return err
 			}
 			l.release(pd.f)
-			broken++
+			d.broken++
 			return nil
 		}
 		for _, sf := range pt.siblings {
@@ -91,18 +113,18 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 			return nil, err
 		}
 		if fm == nil {
-			if lfs == "" {
+			if d.lfs == "" {
 				isLFS, err := isLFSPointerFile(f)
 				if err != nil {
 					return nil, err
 				}
 				if isLFS {
-					lfs = p
+					d.lfs = p
 				}
 			}
-			if refused == "" && len(parts) == 0 && len(later) == 0 {
+			if d.refused == "" && len(parts) == 0 && len(later) == 0 {
 				if msg, ok := describeRefusedFile(f, nil); ok { // refused.go
-					refused = display(filepath.Base(p)) + " is " + msg
+					d.refused = display(filepath.Base(p)) + " is " + msg
 				}
 			}
 			l.release(f)
@@ -112,7 +134,7 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 			return nil, index.ErrorAt(dir, "", "more than %d checkpoint files", index.MaxShards)
 		}
 		pd := pending{p, f, fm, i}
-		if fm.ParseSiblings == nil {
+		if !fm.OpensSiblings {
 			later = append(later, pd)
 			continue
 		}
@@ -140,51 +162,35 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 			for _, sf := range parts[i].siblings {
 				l.release(sf)
 			}
-			broken++
+			d.broken++
 			parts = slices.Delete(parts, i, i+1)
 			i--
 		}
 	}
-	if len(parts) == 0 && broken > 0 {
-		return nil, index.ErrorAt(dir, "", "none of the %d checkpoint files in the directory can be read", broken)
-	}
-	if len(parts) == 0 && lfs != "" {
-		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory: %s is a Git LFS pointer, not the file itself (not downloaded); run `git lfs pull` in the repository (or download the files directly)", display(filepath.Base(lfs)))
-	}
-	if len(parts) == 0 && refused != "" {
-		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory: %s", refused)
-	}
 	if len(parts) == 0 {
-		if subs := l.checkpointSubdirs(tree, dir); subs != "" {
-			looked := fmt.Sprintf("%d files", len(files))
-			if len(files) == 1 {
-				looked = "1 file"
-			}
-			return nil, index.ErrorAt(dir, "", "no checkpoint in the directory itself (%s looked at), but in its subdirectories %s: open one of them", looked, subs)
+		return nil, nil
+	}
+	return l.join(dir, parts, false)
+}
+
+// join joins parsed parts of one format, in order, into one index: by
+// their format row's Join where it has one, else merged in order. dir
+// is their directory; alone says the SOURCE is the one file parts[0].
+func (l *loader) join(dir string, parts []part, alone bool) (*index.Index, error) {
+	if fm := formatOf(parts[0].idx); fm != nil && fm.Join != nil {
+		return fm.Join.join(l, dir, parts, alone)
+	}
+	return l.merge(parts, nil)
+}
+
+// formatOf returns the row of Table whose format idx is, or nil.
+func formatOf(idx *index.Index) *Format {
+	for i := range Table {
+		if Table[i].Name == idx.Format {
+			return &Table[i]
 		}
-		return nil, index.ErrorAt(dir, "", "no checkpoint in the directory (%d files looked at; want a *.index.json weight map or safetensors, PyTorch, GGUF, .npy, .npz, ONNX, HDF5 (Keras) or PaddlePaddle files)", len(files))
 	}
-	if parts[0].idx.Format == "gguf" {
-		if len(parts) == 1 {
-			if no, count, ok := gguf.SplitInfo(parts[0].idx); ok && count > 1 {
-				return nil, index.ErrorAt(parts[0].path, "", "part %d of %d of a split GGUF model, and the other parts are not in the directory", no+1, count)
-			}
-		} else if parts, err = orderGGUFSplit(parts); err != nil {
-			return nil, err
-		}
-	}
-	info, placed, err := shardingInfo(parts) // hfshards.go
-	if err != nil {
-		return nil, err
-	}
-	idx, err := l.merge(parts, nil)
-	if err != nil || !placed {
-		return idx, err
-	}
-	if err := l.assemblePieces(dir, idx, parts, info); err != nil {
-		return nil, err
-	}
-	return idx, nil
+	return nil
 }
 
 // Dirser is implemented by Trees that list a directory's subdirectories

@@ -13,6 +13,7 @@ import (
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/gguf"
 	"github.com/lazyweights/tensorfs/index/hdf5"
+	"github.com/lazyweights/tensorfs/index/keras"
 	"github.com/lazyweights/tensorfs/index/numpy"
 	"github.com/lazyweights/tensorfs/index/onnx"
 	"github.com/lazyweights/tensorfs/index/paddle"
@@ -21,51 +22,51 @@ import (
 )
 
 // Format is one row of the format table: how to recognise a checkpoint by
-// its first bytes, and how to parse it.
+// its first bytes, how to parse it, and what the loader must know of it.
 type Format struct {
 	Name string
 	// Sniff reports whether head (the file's first bytes, up to SniffLen)
 	// looks like this format.
 	Sniff func(head []byte) bool
-	// Parse reads the whole structure of one file and validates it. The
-	// returned Index has Sources == []string{f.Name()} and Source == 0 in
-	// every tensor; paths are not assigned yet.
-	Parse func(f index.File) (*index.Index, error)
-	// ParseSiblings, set instead of Parse for a format whose file names
-	// other files beside it (ONNX external data), is Parse with an
-	// opener for them, confined to the file's directory (index.Opener).
-	// The returned Index's Sources are f's name, then the names of the
-	// files opened, in the order first opened, then its Members. open
-	// is nil when f is parsed alone (ParseFile): a file that needs
-	// others is then refused, one line.
-	ParseSiblings func(f index.File, open index.Opener) (*index.Index, error)
-	// ParseMembers, set instead of Parse for a format whose structure
-	// lies in a compressed member of the file (a .keras zip's deflated
-	// model.weights.h5), is Parse with an opener of such members
-	// (index.MemberOpener): the parser reads the member decoded through
-	// the cache of decoded members, within its budgets, and the loader
-	// serves the member from the same source, decoded once. ParseFile
-	// passes an opener on the process's cache whose sources are closed
-	// when the parse returns.
-	ParseMembers func(f index.File, members index.MemberOpener) (*index.Index, error)
+	// Parse reads the whole structure of one file and validates it,
+	// opening what env hands it (index.Env: the files beside it, nil
+	// when parsed alone; its compressed members, read through the
+	// cache of decoded members and served by the loader from the same
+	// source, decoded once). The returned Index's Sources are f's name,
+	// then the files it opened, in the order first opened, then its
+	// Members; Source is 0 in every tensor of f; paths are not assigned
+	// yet.
+	Parse func(f index.File, env index.Env) (*index.Index, error)
+	// OpensSiblings says Parse opens files beside f (env.Siblings: ONNX
+	// external data). In a directory such a file is parsed as soon as
+	// it is sniffed, so that the files it names are its own, never
+	// checkpoints of their own, however their first bytes look.
+	OpensSiblings bool
+	// NoFallback says the row is not tried on a file whose first bytes
+	// another row also sniffs and fails to parse (ParseFile): the zip
+	// rows, whose parsers tell torch.save zips from .npz ones by the
+	// central directory themselves.
+	NoFallback bool
+	// Join, where set, joins this format's parsed parts into one index
+	// instead of merging them in order (loader.join): the parts of a
+	// directory (in file name order), or the one file a SOURCE names
+	// (alone), which may open the other parts beside it. GGUF: a split
+	// model's parts in split.no order (split.go); safetensors: the
+	// pieces a distributed checkpoint's storage writer placed
+	// (hfshards.go).
+	Join joiner
 }
 
-// parseEnv is what a row's parser may open beside its file: siblings
-// (ParseSiblings; nil when parsed alone) and members (ParseMembers).
-type parseEnv struct {
-	siblings index.Opener
-	members  index.MemberOpener
+// joiner is a row's Join (a type whose method joins, rather than a
+// function, so that a Join that parses, as GGUF's finding the other
+// parts does, may refer to Table).
+type joiner interface {
+	join(l *loader, dir string, parts []part, alone bool) (*index.Index, error)
 }
 
-// parse is the row's parser, with env for what it opens.
-func (fm *Format) parse(f index.File, env parseEnv) (*index.Index, error) {
-	switch {
-	case fm.ParseSiblings != nil:
-		return fm.ParseSiblings(f, env.siblings)
-	case fm.ParseMembers != nil:
-		return fm.ParseMembers(f, env.members)
-	}
-	return fm.Parse(f)
+// alone is a row's Parse for a parser that opens nothing beside its file.
+func alone(parse func(index.File) (*index.Index, error)) func(index.File, index.Env) (*index.Index, error) {
+	return func(f index.File, _ index.Env) (*index.Index, error) { return parse(f) }
 }
 
 // SniffLen is how many leading bytes Detect needs (index.SniffLen).
@@ -76,21 +77,21 @@ const SniffLen = index.SniffLen
 // (PyTorch, npz) are told apart by their members, inside their parsers'
 // Sniff.
 var Table = []Format{
-	{Name: "gguf", Sniff: gguf.Sniff, Parse: gguf.Parse},
-	{Name: "numpy", Sniff: numpy.SniffNPY, Parse: numpy.ParseNPY},
-	{Name: "pytorch", Sniff: torch.Sniff, Parse: torch.Parse},
-	{Name: "npz", Sniff: numpy.SniffNPZ, Parse: parseNPZ},
-	{Name: "safetensors", Sniff: safetensors.Sniff, Parse: safetensors.Parse},
-	{Name: "hdf5", Sniff: hdf5.Sniff, Parse: hdf5.Parse},
+	{Name: "gguf", Sniff: gguf.Sniff, Parse: alone(gguf.Parse), Join: ggufSplit{}},
+	{Name: "numpy", Sniff: numpy.SniffNPY, Parse: alone(numpy.ParseNPY)},
+	{Name: "pytorch", Sniff: torch.Sniff, Parse: alone(torch.Parse), NoFallback: true},
+	{Name: "npz", Sniff: numpy.SniffNPZ, Parse: alone(parseNPZ), NoFallback: true},
+	{Name: "safetensors", Sniff: safetensors.Sniff, Parse: alone(safetensors.Parse), Join: storagePieces{}},
+	{Name: "hdf5", Sniff: hdf5.Sniff, Parse: alone(hdf5.Parse)},
 	// A Keras 3 .keras zip: its model.weights.h5, read in place when
 	// stored, through the cache of decoded members when deflated.
-	{Name: "keras", Sniff: sniffKeras, ParseMembers: parseKeras},
+	{Name: "keras", Sniff: keras.Sniff, Parse: keras.Parse},
 	// Protobuf has no magic: ONNX is told by its first fields (ir_version,
 	// then another ModelProto field), after the formats with magic bytes.
-	{Name: "onnx", Sniff: onnx.Sniff, ParseSiblings: onnx.ParseSiblings},
+	{Name: "onnx", Sniff: onnx.Sniff, Parse: onnx.ParseEnv, OpensSiblings: true},
 	// Last: any pickle of a dict is sniffed; Parse tells a Paddle file
 	// (numpy arrays) from other pickles, which are not claimed.
-	{Name: "paddle", Sniff: paddle.Sniff, Parse: parsePaddle},
+	{Name: "paddle", Sniff: paddle.Sniff, Parse: alone(parsePaddle)},
 }
 
 // unknownMsg is the message for a file no row of Table reads.
@@ -155,10 +156,10 @@ func Detect(head []byte) (*Format, bool) {
 func ParseFile(f index.File) (*index.Index, error) {
 	l := &loader{inflate: backing.DefaultInflateCache()}
 	defer l.closePrepared(nil)
-	return parseFile(f, parseEnv{members: l.parseMember})
+	return parseFile(f, index.Env{Members: l.parseMember})
 }
 
-func parseFile(f index.File, open parseEnv) (*index.Index, error) {
+func parseFile(f index.File, env index.Env) (*index.Index, error) {
 	head := make([]byte, SniffLen)
 	n, err := f.ReadAt(head, 0)
 	if n < len(head) && err != nil && err != io.EOF {
@@ -177,7 +178,7 @@ func parseFile(f index.File, open parseEnv) (*index.Index, error) {
 	if !ok {
 		return nil, &index.FormatError{File: f.Name(), Offset: -1, Msg: unknownMsg + describeHead(head)}
 	}
-	idx, err := fm.parse(f, open)
+	idx, err := fm.Parse(f, env)
 	if err == nil {
 		return idx, nil
 	}
@@ -186,8 +187,8 @@ func parseFile(f index.File, open parseEnv) (*index.Index, error) {
 	// reader reads in full; if none does, the first reader's error
 	// stands.
 	for i := range Table {
-		if other := &Table[i]; other != fm && other.Name != "pytorch" && other.Name != "npz" && other.Sniff(head) {
-			if idx, err2 := other.parse(f, open); err2 == nil {
+		if other := &Table[i]; other != fm && !other.NoFallback && other.Sniff(head) {
+			if idx, err2 := other.Parse(f, env); err2 == nil {
 				return idx, nil
 			}
 		}

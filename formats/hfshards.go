@@ -19,12 +19,32 @@ import (
 // whole tensors the pieces make; a whole tensor is the box the pieces
 // span, which they must fill exactly once.
 
+// storagePieces is the safetensors row's Join: a directory's files merged
+// in order, then the pieces DCP_SHARDING_INFO places replaced by their
+// whole tensors (assemblePieces); one file alone is merged as it is.
+type storagePieces struct{}
+
+func (storagePieces) join(l *loader, dir string, parts []part, alone bool) (*index.Index, error) {
+	if alone {
+		return l.merge(parts, nil)
+	}
+	info, placed, err := shardingInfo(parts)
+	if err != nil {
+		return nil, err
+	}
+	idx, err := l.merge(parts, nil)
+	if err != nil || !placed {
+		return idx, err
+	}
+	if err := l.assemblePieces(dir, idx, parts, info); err != nil {
+		return nil, err
+	}
+	return idx, nil
+}
+
 // shardingInfo returns each part's DCP_SHARDING_INFO (nil for a part
 // without), and whether any part has one.
 func shardingInfo(parts []part) ([]map[string][]int64, bool, error) {
-	if parts[0].idx.Format != "safetensors" {
-		return nil, false, nil
-	}
 	out := make([]map[string][]int64, len(parts))
 	placed := false
 	for i, p := range parts {

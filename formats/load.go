@@ -10,7 +10,6 @@ import (
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/dcp"
-	"github.com/lazyweights/tensorfs/index/gguf"
 )
 
 // Options are what Load and LoadTree need besides the files.
@@ -35,15 +34,19 @@ type Options struct {
 	Report func(error)
 }
 
-// Opener opens one backing file by path. backing.Open provides it.
+// Opener opens one backing file by path: backing.Open provides it, or
+// a view of it for parsing (backing.ForParsing, a remote source's
+// ForParsing). A file that is not a backing.Source (a test's file in
+// memory) is served as one whose Close closes it where it has a Close.
 type Opener func(path string) (index.File, error)
 
 // Load opens SOURCE (a checkpoint file, or a directory holding a sharded
 // checkpoint) through open, detects the format(s) by content, parses and
 // validates everything, merges shards into one Index whose Sources are the
 // shard paths, sorts Tensors by Name and assigns Paths (AssignPaths). The
-// returned files are the opened sources, files[i] for Sources[i]; on error
-// every file opened is closed.
+// returned sources are the files opened (as the Opener returned them) and
+// the members made from them, sources[i] for Sources[i]; on error every
+// file opened is closed.
 //
 // What SOURCE may be:
 //
@@ -75,7 +78,7 @@ type Opener func(path string) (index.File, error)
 // yet, shards in order (so for split GGUF the first part's values win);
 // a tensor name found twice is refused. At most MaxShards shards and
 // MaxTensors tensors. The Sources of the result are absolute paths.
-func Load(path string, open Opener, o Options) (*index.Index, []index.File, error) {
+func Load(path string, open Opener, o Options) (*index.Index, []backing.Source, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, nil, err
@@ -118,13 +121,13 @@ type loader struct {
 	open    Opener
 	inflate *backing.InflateCache // Options.Inflate
 	tree    Tree                  // where dir lists files; nil: the local filesystem
-	files   []index.File          // checkpoint files, files[i] for the merged Sources[i] once merged
-	spare   []index.File          // opened, not (yet) part of the result
+	files   []backing.Source      // checkpoint files and members, files[i] for the merged Sources[i] once merged
+	spare   []backing.Source      // opened, not (yet) part of the result
 	report  func(error)           // Options.Report
 	// prepared are the members a parser opened and read while parsing
 	// (parseMember), by the file and place they are in: openMember
 	// serves them from the same source, decoded once.
-	prepared map[preparedKey]index.File
+	prepared map[preparedKey]backing.Source
 }
 
 // tolerate returns err, or nil after passing it to Options.Report when
@@ -140,16 +143,33 @@ func (l *loader) tolerate(err error) error {
 // part is one parsed checkpoint file.
 type part struct {
 	path     string
-	f        index.File
+	f        backing.Source
 	idx      *index.Index
-	siblings []index.File // the files its parser opened beside it: Sources[1:1+len]
+	siblings []backing.Source // the files its parser opened beside it: Sources[1:1+len]
 }
 
-func closeFile(f index.File) {
-	if c, ok := f.(io.Closer); ok {
-		c.Close()
+// asSource returns f, a file of the caller's Opener (or a file handed to
+// ParseFile), as a backing.Source: itself where it is one, else f served
+// as it is, closed where it has a Close (a test's file in memory).
+func asSource(f index.File) backing.Source {
+	if s, ok := f.(backing.Source); ok {
+		return s
 	}
+	return &fileSource{f}
 }
+
+// fileSource is a file that is not a backing.Source (asSource).
+type fileSource struct{ index.File }
+
+// Close closes the file where it has a Close.
+func (f *fileSource) Close() error {
+	if c, ok := f.File.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+func closeFile(f backing.Source) { f.Close() }
 
 func (l *loader) closeAll() {
 	l.closePrepared(nil)
@@ -163,17 +183,18 @@ func (l *loader) closeAll() {
 }
 
 // openFile opens path and keeps it for closeAll.
-func (l *loader) openFile(path string) (index.File, error) {
+func (l *loader) openFile(path string) (backing.Source, error) {
 	f, err := l.open(path)
 	if err != nil {
 		return nil, err
 	}
-	l.spare = append(l.spare, f)
-	return f, nil
+	s := asSource(f)
+	l.spare = append(l.spare, s)
+	return s, nil
 }
 
 // release closes f now and forgets it.
-func (l *loader) release(f index.File) {
+func (l *loader) release(f backing.Source) {
 	if i := slices.Index(l.spare, f); i >= 0 {
 		l.spare = slices.Delete(l.spare, i, i+1)
 	}
@@ -254,8 +275,5 @@ func (l *loader) file(path string) (*index.Index, error) {
 		}
 		return nil, err
 	}
-	if no, count, ok := gguf.SplitInfo(p.idx); ok && count > 1 {
-		return l.ggufSiblings(p, no, count)
-	}
-	return l.merge([]part{p}, nil)
+	return l.join(filepath.Dir(path), []part{p}, true)
 }

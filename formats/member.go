@@ -17,7 +17,7 @@ import (
 // cache in Options.Inflate; a tiled tensor (or a concatenation) is read
 // through from its files; a quantized weight's values are computed
 // from its parts on each read (quant.go).
-func (l *loader) openMember(name string, files []index.File, m *index.Member) (index.File, error) {
+func (l *loader) openMember(name string, files []backing.Source, m *index.Member) (backing.Source, error) {
 	if m.File < 0 || m.File >= len(files) {
 		return nil, index.ErrorAt(name, "member "+m.Name, "internal error: source %d of %d", m.File, len(files))
 	}
@@ -51,23 +51,19 @@ func (l *loader) openMember(name string, files []index.File, m *index.Member) (i
 // openTiles opens a Tiles member: a backing.Tiled over its chunks'
 // files, named name (read without the parsing view: a mapped file is
 // read through its mapping).
-func openTiles(name string, files []index.File, k *index.Tiles) (index.File, error) {
+func openTiles(name string, files []backing.Source, k *index.Tiles) (backing.Source, error) {
 	tiles := make([]backing.Tile, len(k.Chunks))
 	for i, c := range k.Chunks {
 		if c.Source < 0 || c.Source >= len(files) {
 			return nil, fmt.Errorf("internal error: chunk source %d of %d", c.Source, len(files))
 		}
-		var f backing.ReaderAt = files[c.Source]
-		if s, ok := f.(backing.Source); ok {
-			f = backing.Unwrap(s)
-		}
-		tiles[i] = backing.Tile{Src: f, Offset: c.Offset, Start: c.Start, Shape: c.Shape}
+		tiles[i] = backing.Tile{Src: backing.Unwrap(files[c.Source]), Offset: c.Offset, Start: c.Start, Shape: c.Shape}
 	}
 	return backing.NewTiled(name, k.Shape, k.ElemSize, tiles)
 }
 
 // inflateMember opens bm, a member of f decoded on first read.
-func (l *loader) inflateMember(f index.File, bm backing.Member, where string) (index.File, error) {
+func (l *loader) inflateMember(f index.File, bm backing.Member, where string) (backing.Source, error) {
 	if l.inflate == nil {
 		return nil, index.ErrorAt(f.Name(), where, "internal error: no inflate cache (formats.Options.Inflate) to decode this member")
 	}
@@ -99,8 +95,10 @@ func memberKey(file index.File, m *index.Member) (preparedKey, bool) {
 }
 
 // parseMember is the index.MemberOpener the loader passes to a row's
-// ParseMembers: it opens m of file through the cache of decoded
-// members and keeps the source for openMember.
+// Parse (index.Env's Members): it opens m of file through the cache of
+// decoded members, decodes it whole (a bad member is one line naming
+// file and member, before the parser reads any of it) and keeps the
+// source for openMember.
 func (l *loader) parseMember(file index.File, m *index.Member) (index.File, error) {
 	key, ok := memberKey(file, m)
 	if !ok {
@@ -111,12 +109,16 @@ func (l *loader) parseMember(file index.File, m *index.Member) (index.File, erro
 	}
 	one := *m
 	one.File = 0
-	src, err := l.openMember(file.Name(), []index.File{file}, &one)
+	src, err := l.openMember(file.Name(), []backing.Source{asSource(file)}, &one)
 	if err != nil {
 		return nil, err
 	}
+	if err := inflateNow(file, m, src); err != nil {
+		closeFile(src)
+		return nil, err
+	}
 	if l.prepared == nil {
-		l.prepared = map[preparedKey]index.File{}
+		l.prepared = map[preparedKey]backing.Source{}
 	}
 	l.prepared[key] = src
 	return src, nil
@@ -124,7 +126,7 @@ func (l *loader) parseMember(file index.File, m *index.Member) (index.File, erro
 
 // takePrepared returns the source a parser opened for m of file, which
 // is the caller's from then on, or nil.
-func (l *loader) takePrepared(file index.File, m *index.Member) index.File {
+func (l *loader) takePrepared(file index.File, m *index.Member) backing.Source {
 	key, ok := memberKey(file, m)
 	if !ok {
 		return nil
@@ -143,4 +145,18 @@ func (l *loader) closePrepared(file index.File) {
 			delete(l.prepared, k)
 		}
 	}
+}
+
+// inflateNow decodes src, member m of file, whole now (backing.InflateNow),
+// its failure one line naming file and member.
+func inflateNow(file index.File, m *index.Member, src backing.Source) error {
+	if err := backing.InflateNow(src); err != nil {
+		where := "member " + m.Name
+		var me *backing.MemberError
+		if errors.As(err, &me) {
+			return index.ErrorAt(file.Name(), where, "%s", me.Msg)
+		}
+		return index.ErrorAt(file.Name(), where, "%v", err)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
 )
 
@@ -28,8 +29,8 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 		return nil, index.ErrorAt(parts[0].path, "", "%d tensors in %d files is over the limit of %d", total, len(parts), index.MaxTensors)
 	}
 	out.Tensors = make([]index.Tensor, 0, total)
-	files := make([]index.File, 0, len(parts))
-	var members []index.File // opened here: closed on error
+	files := make([]backing.Source, 0, len(parts))
+	var members []backing.Source // opened here: closed on error
 	fail := func(err error) (*index.Index, error) {
 		for _, m := range members {
 			closeFile(m)
@@ -60,27 +61,22 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 			}
 			members = append(members, src)
 			files = append(files, src)
-			out.Members = append(out.Members, m.Shifted(base))
 		}
+		p.idx.Rebase(base) // the part's sources placed after base others
+		out.Members = append(out.Members, p.idx.Members...)
 		for _, n := range p.idx.Notes {
 			out.Notes = append(out.Notes, index.Printable(p.path+": "+n))
 		}
-		for _, t := range p.idx.Tensors {
-			t.Source += base
-			out.Tensors = append(out.Tensors, t)
-		}
-		for _, u := range p.idx.Unserved {
-			u.Source += base
-			out.Unserved = append(out.Unserved, u)
-		}
+		out.Tensors = append(out.Tensors, p.idx.Tensors...)
+		out.Unserved = append(out.Unserved, p.idx.Unserved...)
 		if len(parts) > 1 || meta != nil {
 			for k, v := range p.idx.Metadata {
 				if _, ok := out.Metadata[k]; !ok {
-					out.Metadata[k] = index.WithSource(v, base)
+					out.Metadata[k] = v
 				}
 			}
 		}
-		for _, f := range append([]index.File{p.f}, p.siblings...) {
+		for _, f := range append([]backing.Source{p.f}, p.siblings...) {
 			if i := slices.Index(l.spare, f); i >= 0 {
 				l.spare = slices.Delete(l.spare, i, i+1)
 			}
@@ -96,7 +92,7 @@ func (l *loader) merge(parts []part, meta map[string]any) (*index.Index, error) 
 // finish sorts the tensors by name, refuses duplicates, checks what every
 // parser promises (so that a parser bug is an error here, not a crash when
 // serving) and assigns paths.
-func finish(idx *index.Index, files []index.File) error {
+func finish(idx *index.Index, files []backing.Source) error {
 	slices.SortStableFunc(idx.Tensors, func(a, b index.Tensor) int { return cmp.Compare(a.Name, b.Name) })
 	for i := range idx.Tensors {
 		t := &idx.Tensors[i]

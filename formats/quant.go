@@ -14,6 +14,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/quant"
@@ -34,7 +35,7 @@ import (
 //
 // Plan reads only small tensors (at most quant.MaxSmall bytes: a
 // bitsandbytes quant_state, a weight_shape), through files.
-func Quantize(idx *index.Index, files []index.File, cfg *quant.Config) ([]index.File, error) {
+func Quantize(idx *index.Index, files []backing.Source, cfg *quant.Config) ([]backing.Source, error) {
 	if len(files) != len(idx.Sources) {
 		return files, fmt.Errorf("internal error: %d files for %d sources", len(files), len(idx.Sources))
 	}
@@ -203,12 +204,12 @@ func readFull(f io.ReaderAt, p []byte, off int64) error {
 	return err
 }
 
-// dequantized is the source of a Dequantized member: its float32 values,
-// row-major, computed on each read from the parts' bytes (never held
-// whole: a read holds at most its own bytes plus the kernel's bounded
-// scratch, and a dequantChunk for an unaligned head or tail).
+// dequantized is what computes a Dequantized member's bytes (a
+// backing.Computed source): its float32 values, row-major, computed on
+// each read from the parts' bytes (never held whole: a read holds at
+// most its own bytes plus the kernel's bounded scratch, and a
+// dequantChunk for an unaligned head or tail).
 type dequantized struct {
-	name   string
 	size   int64
 	parts  []dequantPart
 	values func(read func(part int, off int64, p []byte) error, first int64, dst []float32) error
@@ -221,12 +222,12 @@ type dequantPart struct {
 
 // openDequantized opens a Dequantized member m: its parts are ranges of
 // files (not members).
-func openDequantized(name string, files []index.File, m *index.Member, k *index.Dequantized) (index.File, error) {
+func openDequantized(name string, files []backing.Source, m *index.Member, k *index.Dequantized) (backing.Source, error) {
 	where := "tensor " + strconv.Quote(m.Name)
 	if k.Values == nil || len(k.Parts) == 0 || len(k.Names) != len(k.Parts) {
 		return nil, index.ErrorAt(name, where, "internal error: a dequantized member without its scheme's kernel or parts")
 	}
-	d := &dequantized{name: name, size: m.Size, values: k.Values}
+	d := &dequantized{size: m.Size, values: k.Values}
 	for i, p := range k.Parts {
 		if p.Source < 0 || p.Source >= len(files) || p.Offset < 0 || p.Size < 0 || p.Offset > files[p.Source].Size()-p.Size {
 			return nil, index.ErrorAt(name, where, "internal error: part %d [%d, +%d) of source %d", i, p.Offset, p.Size, p.Source)
@@ -236,12 +237,8 @@ func openDequantized(name string, files []index.File, m *index.Member, k *index.
 	if n, ok := index.Elements(k.Shape); !ok || n > (1<<62)/4 || 4*n != m.Size {
 		return nil, index.ErrorAt(name, where, "internal error: shape %v for a member of %d bytes", k.Shape, m.Size)
 	}
-	return d, nil
+	return backing.NewComputed(name, m.Size, d.fill), nil
 }
-
-func (d *dequantized) Name() string { return d.name }
-func (d *dequantized) Size() int64  { return d.size }
-func (d *dequantized) Close() error { return nil }
 
 // read is the kernel's reader: bytes [off, off+len(p)) of part k.
 func (d *dequantized) read(k int, off int64, p []byte) error {
@@ -261,20 +258,11 @@ const dequantChunk = 1 << 14
 
 var chunkPool = sync.Pool{New: func() any { return new([dequantChunk]float32) }}
 
-// ReadAt serves bytes [off, off+len(p)) of the values: whole aligned
-// elements straight into p, a partial element at either end through a
-// pooled chunk.
-func (d *dequantized) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 {
-		return 0, fmt.Errorf("%s: negative offset %d", d.name, off)
-	}
-	if off >= d.size {
-		if len(p) == 0 {
-			return 0, nil
-		}
-		return 0, io.EOF
-	}
-	n := int(min(int64(len(p)), d.size-off))
+// fill computes bytes [off, off+len(p)) of the values, all inside them
+// (backing.Computed clamps): whole aligned elements straight into p, a
+// partial element at either end through a pooled chunk.
+func (d *dequantized) fill(p []byte, off int64) (int, error) {
+	n := len(p)
 	done := 0
 	for done < n {
 		at := off + int64(done)
@@ -283,7 +271,7 @@ func (d *dequantized) ReadAt(p []byte, off int64) (int, error) {
 			m := len(rest) / 4
 			dst := unsafe.Slice((*float32)(unsafe.Pointer(&rest[0])), m)
 			if err := d.values(d.read, at/4, dst); err != nil {
-				return done, fmt.Errorf("%s: %w", d.name, err)
+				return done, err
 			}
 			done += 4 * m
 			continue
@@ -294,15 +282,12 @@ func (d *dequantized) ReadAt(p []byte, off int64) (int, error) {
 		m = int(min(int64(m), d.size/4-at/4))
 		if err := d.values(d.read, at/4, buf[:m]); err != nil {
 			chunkPool.Put(buf)
-			return done, fmt.Errorf("%s: %w", d.name, err)
+			return done, err
 		}
 		b := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), 4*m)
 		c := copy(rest, b[skip:])
 		chunkPool.Put(buf)
 		done += c
-	}
-	if n < len(p) {
-		return n, io.EOF
 	}
 	return n, nil
 }

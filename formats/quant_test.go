@@ -26,7 +26,7 @@ func openPread(p string) (index.File, error) {
 
 // loadQuant loads dir and reads it as quantized, with the scheme its
 // configuration files name.
-func loadQuant(t *testing.T, dir string) (*index.Index, []index.File) {
+func loadQuant(t *testing.T, dir string) (*index.Index, []backing.Source) {
 	t.Helper()
 	idx, files, err := Load(dir, openPread, testOptions)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
 )
 
@@ -33,7 +34,7 @@ type Displayer interface {
 // is a file or directory of tree, and open opens tree paths. The Sources
 // of the result are the opened files' Name()s, and a *FormatError that
 // names a tree path names tree.Display(path) instead.
-func LoadTree(path string, tree Tree, open Opener, o Options) (*index.Index, []index.File, error) {
+func LoadTree(path string, tree Tree, open Opener, o Options) (*index.Index, []backing.Source, error) {
 	idx, files, err := loadTree(path, tree, open, o)
 	if err != nil {
 		if d, ok := tree.(Displayer); ok {
@@ -54,7 +55,7 @@ func LoadTree(path string, tree Tree, open Opener, o Options) (*index.Index, []i
 }
 
 // loadTree is Load's body over tree, without making Sources absolute.
-func loadTree(path string, tree Tree, open Opener, o Options) (*index.Index, []index.File, error) {
+func loadTree(path string, tree Tree, open Opener, o Options) (*index.Index, []backing.Source, error) {
 	isDir, err := tree.IsDir(path)
 	if err != nil {
 		return nil, nil, err

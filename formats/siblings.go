@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
 )
 
@@ -14,19 +15,19 @@ import (
 // (ONNX external data written one file per tensor).
 const MaxSiblings = index.MaxShards
 
-// siblings is the index.Opener a loader passes to a row's
-// ParseSiblings: it opens files of dir (the checkpoint file's directory)
+// siblings is the index.Opener a loader passes to a row's Parse
+// (index.Env's Siblings): it opens files of dir (the checkpoint file's directory)
 // by relative path, confined to dir, once each, and remembers them in
 // the order first opened (the part's Sources after its file).
 type siblings struct {
 	l      *loader
 	dir    string
-	byPath map[string]index.File
-	opened []index.File
+	byPath map[string]backing.Source
+	opened []backing.Source
 }
 
 func (l *loader) siblingsOf(file string) *siblings {
-	return &siblings{l: l, dir: filepath.Dir(file), byPath: map[string]index.File{}}
+	return &siblings{l: l, dir: filepath.Dir(file), byPath: map[string]backing.Source{}}
 }
 
 // open is the index.Opener.
@@ -88,12 +89,12 @@ func (s *siblings) confine(rel string) (string, error) {
 	return p, nil
 }
 
-// parse parses f (at path) with fm: through ParseSiblings and an opener
-// confined to f's directory when the row has one. The part holds the
+// parse parses f (at path) with fm, with an opener of siblings confined
+// to f's directory. The part holds the
 // files it opened; they are the loader's to close.
-func (l *loader) parse(fm *Format, path string, f index.File) (part, error) {
+func (l *loader) parse(fm *Format, path string, f backing.Source) (part, error) {
 	s := l.siblingsOf(path)
-	idx, err := fm.parse(f, parseEnv{siblings: s.open, members: l.parseMember})
+	idx, err := fm.Parse(f, index.Env{Siblings: s.open, Members: l.parseMember})
 	if err != nil {
 		l.closePrepared(f)
 	}
@@ -101,9 +102,9 @@ func (l *loader) parse(fm *Format, path string, f index.File) (part, error) {
 }
 
 // parseFile is ParseFile with the siblings of path openable.
-func (l *loader) parseFile(path string, f index.File) (part, error) {
+func (l *loader) parseFile(path string, f backing.Source) (part, error) {
 	s := l.siblingsOf(path)
-	idx, err := parseFile(f, parseEnv{siblings: s.open, members: l.parseMember})
+	idx, err := parseFile(f, index.Env{Siblings: s.open, Members: l.parseMember})
 	if err != nil {
 		l.closePrepared(f)
 	}

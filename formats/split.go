@@ -12,6 +12,30 @@ import (
 // splitName is llama.cpp's split file naming: PREFIX-%05d-of-%05d.gguf.
 var splitName = regexp.MustCompile(`^(.*)-([0-9]{5,})-of-([0-9]{5,})\.gguf$`)
 
+// ggufSplit is the gguf row's Join: the parts of a directory must be
+// exactly the parts of one split model, merged in split.no order (a
+// lone part of a split model is refused); the one file a SOURCE names,
+// when it is a part of a split model, is merged with the other parts
+// found beside it (ggufSiblings).
+type ggufSplit struct{}
+
+func (ggufSplit) join(l *loader, dir string, parts []part, alone bool) (*index.Index, error) {
+	no, count, ok := gguf.SplitInfo(parts[0].idx)
+	switch {
+	case alone && ok && count > 1:
+		return l.ggufSiblings(parts[0], no, count)
+	case alone:
+	case len(parts) == 1 && ok && count > 1:
+		return nil, index.ErrorAt(parts[0].path, "", "part %d of %d of a split GGUF model, and the other parts are not in the directory", no+1, count)
+	case len(parts) > 1:
+		var err error
+		if parts, err = orderGGUFSplit(parts); err != nil {
+			return nil, err
+		}
+	}
+	return l.merge(parts, nil)
+}
+
 // ggufSiblings finds, opens and parses the other parts of the split GGUF
 // model that p is part no (0-based) of.
 func (l *loader) ggufSiblings(p part, no, count int) (*index.Index, error) {

@@ -42,17 +42,34 @@ func ReadHead(f File, n int) ([]byte, error) {
 // directory: a path with "..", an absolute path or a symbolic link
 // leading out is refused (one line naming the path). Opening the same
 // path twice returns the same File; the files opened are the Sources
-// after the checkpoint file, in the order first opened (see
-// formats.Format.ParseSiblings). A nil Opener opens nothing: parsing
+// after the checkpoint file, in the order first opened (see Env). A nil
+// Opener opens nothing: parsing
 // one file alone (formats.ParseFile, a fuzz target).
 type Opener func(rel string) (File, error)
 
 // MemberOpener opens m, a compressed member of file (Kind *Deflated;
 // m.File is file's Sources entry), as a File that a parser reads while
-// parsing: decoded on its first read within the budgets of the loader's
-// cache of decoded members (--inflate-mem, --inflate-disk), its size
-// and CRC-32 checked; a read of a member whose data is bad fails with
-// one line naming the file, the member and the problem. The loader then
+// parsing: decoded whole before it returns, within the budgets of the
+// loader's cache of decoded members (--inflate-mem, --inflate-disk), its
+// size and CRC-32 checked; a member whose data is bad is an error of
+// one line naming the file, the member and the problem (a
+// *FormatError), before the parser reads any of it. The loader then
 // serves the member from this same File, so that it is decoded once (see
-// formats.Format.ParseMembers).
+// Env).
 type MemberOpener func(file File, m *Member) (File, error)
+
+// Env is what a format's parser may open besides its file (the one
+// parse signature of package formats' table, Parse(file, env)).
+type Env struct {
+	// Siblings opens the files the file names beside it (ONNX external
+	// data), confined to its directory; nil when the file is parsed
+	// alone (formats.ParseFile, a fuzz target): a file that needs
+	// others is then refused, one line. The returned Index's Sources
+	// are the file's name, then the names of the files opened, in the
+	// order first opened, then its Members.
+	Siblings Opener
+	// Members opens a compressed member of the file that holds its
+	// structure (a .keras zip's deflated model.weights.h5) through the
+	// cache of decoded members; never nil from the loader.
+	Members MemberOpener
+}

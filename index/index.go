@@ -225,6 +225,30 @@ func (m Member) Shifted(n int) Member {
 	return m
 }
 
+// Rebase moves every source number x holds by n, in place: its
+// tensors', its unserved entries', its members' (Member.Shifted: each
+// kind moves the numbers it holds) and its metadata's file values
+// (WithSource), for x placed after n sources of another index (formats'
+// merge of several files' indexes, a .keras zip around an HDF5 file).
+// Its Sources are the caller's to place.
+func (x *Index) Rebase(n int) {
+	if n == 0 {
+		return
+	}
+	for i := range x.Tensors {
+		x.Tensors[i].Source += n
+	}
+	for i := range x.Unserved {
+		x.Unserved[i].Source += n
+	}
+	for i := range x.Members {
+		x.Members[i] = x.Members[i].Shifted(n)
+	}
+	for k, v := range x.Metadata {
+		x.Metadata[k] = WithSource(v, n)
+	}
+}
+
 // Shifted: a deflated member's bytes are in Member.File.
 func (k *Deflated) Shifted(int) MemberKind { return k }
 

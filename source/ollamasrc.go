@@ -176,14 +176,9 @@ func loadOllamaTensors(md *ollama.Model, paths []string, opts Options) (*Checkpo
 	if err != nil {
 		return nil, err
 	}
-	srcs := make([]backing.Source, len(files))
+	srcs := files
 	for i, f := range files {
-		s, ok := f.(backing.Source)
-		if !ok {
-			closeFiles(files)
-			return nil, fmt.Errorf("%s: internal error: the loader returned a %T, not a backing source", md.Manifest, f)
-		}
-		srcs[i] = backing.Unwrap(s)
+		srcs[i] = backing.Unwrap(f) // served by the blob, not its parsing view
 	}
 	ck := &Checkpoint{Index: idx, Sources: srcs}
 	fail := func(err error) (*Checkpoint, error) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/quant"
@@ -28,21 +27,11 @@ func (c *Checkpoint) quantize(ctx context.Context) error {
 		c.Index.Notes = append(c.Index.Notes, index.Printable(fmt.Sprintf("%s: quantization configuration not read: %v", c.path, err)))
 		cfg = nil
 	}
-	files := make([]index.File, len(c.Sources))
-	for i, s := range c.Sources {
-		files[i] = s
-	}
-	files, err = formats.Quantize(c.Index, files, cfg)
+	srcs, err := formats.Quantize(c.Index, c.Sources, cfg)
 	if err != nil {
 		return err
 	}
-	for _, f := range files[len(c.Sources):] {
-		s, ok := f.(backing.Source)
-		if !ok {
-			return fmt.Errorf("%s: internal error: a dequantized member is a %T", c.path, f)
-		}
-		c.Sources = append(c.Sources, s)
-	}
+	c.Sources = srcs
 	return nil
 }
 

@@ -180,16 +180,10 @@ func loadLocal(path string, bopts backing.Options, fo formats.Options) (*Checkpo
 	if err != nil {
 		return nil, err
 	}
-	srcs := make([]backing.Source, len(files))
 	for i, f := range files {
-		s, ok := f.(backing.Source)
-		if !ok {
-			closeFiles(files)
-			return nil, fmt.Errorf("%s: internal error: the loader returned a %T, not a backing source", path, f)
-		}
-		srcs[i] = backing.Unwrap(s)
+		files[i] = backing.Unwrap(f) // served by the file, not its parsing view
 	}
-	return &Checkpoint{Index: idx, Sources: srcs}, nil
+	return &Checkpoint{Index: idx, Sources: files}, nil
 }
 
 // loadRemote loads a remote SOURCE through ranged GETs. Errors are one
@@ -225,30 +219,10 @@ func loadRemote(ctx context.Context, source string, opts RemoteOptions, fo forma
 		c.Close()
 		return nil, err
 	}
-	srcs := make([]backing.Source, len(files))
 	for i, f := range files {
-		if m := idx.Member(i); m != nil {
-			// A compressed member, read through its remote file.
-			if s, ok := f.(backing.Source); ok {
-				srcs[i] = s
-				continue
-			}
-		}
-		s, ok := remote.Unwrap(f)
-		if !ok {
-			closeFiles(files)
-			c.Close()
-			return nil, fmt.Errorf("%s: internal error: the loader returned a %T", source, f)
-		}
-		srcs[i] = s
-	}
-	return &Checkpoint{Index: idx, Sources: srcs, Remote: c, RemoteKey: key, RemoteListable: sch.Listable}, nil
-}
-
-func closeFiles(files []index.File) {
-	for _, f := range files {
-		if c, ok := f.(interface{ Close() error }); ok {
-			c.Close()
+		if s, ok := remote.Unwrap(f); ok {
+			files[i] = s // served by the remote file, not its parsing view; a member as it is
 		}
 	}
+	return &Checkpoint{Index: idx, Sources: files, Remote: c, RemoteKey: key, RemoteListable: sch.Listable}, nil
 }

@@ -86,7 +86,7 @@ func TestLayoutTableNamesEveryPackage(t *testing.T) {
 var layers = [][]string{
 	{"dtype", "tiling", "zstdpool", "bytesize", "index/pickle", "source/ollama", "backing/hf/hftest", "backing/s3/s3test", "index/dcp/internal/dcpwrite", "integration"},
 	{"index"},
-	{"index/gguf", "index/hdf5", "index/numpy", "index/onnx", "index/safetensors", "index/torch", "index/paddle", "index/dcp", "quant"},
+	{"index/gguf", "index/hdf5", "index/numpy", "index/onnx", "index/safetensors", "index/torch", "index/paddle", "index/dcp", "index/keras", "quant"},
 	{"backing"},
 	{"backing/remote"},
 	{"backing/hf", "backing/s3", "backing/httpsrc", "backing/oci"},

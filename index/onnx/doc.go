@@ -1,7 +1,7 @@
 // Package onnx reads the initializers of an ONNX model (a protobuf
 // ModelProto, onnx/onnx.proto) as tensors: a row of the format table in
-// package formats (ParseSiblings: the model may name external data files
-// beside it).
+// package formats (the model may name external data files beside it,
+// opened through index.Env's Siblings).
 //
 // What is read: graph.initializer, the initializers of subgraphs (node
 // attributes of type GRAPH and GRAPHS: If, Loop, Scan bodies, at any

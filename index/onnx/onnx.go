@@ -163,6 +163,12 @@ func Sniff(head []byte) bool {
 // Parse reads a model alone: one whose tensors are all inside it.
 func Parse(f index.File) (*index.Index, error) { return ParseSiblings(f, nil) }
 
+// ParseEnv reads a model, opening its external data through
+// env.Siblings: the format table's parser (formats.Format.Parse).
+func ParseEnv(f index.File, env index.Env) (*index.Index, error) {
+	return ParseSiblings(f, env.Siblings)
+}
+
 // parser holds one model's parse.
 type parser struct {
 	w     *walker

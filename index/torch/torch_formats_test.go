@@ -21,7 +21,7 @@ import (
 func npzParse(f index.File) (*index.Index, error) {
 	for _, fm := range formats.Table {
 		if fm.Name == "npz" {
-			return fm.Parse(f)
+			return fm.Parse(f, index.Env{})
 		}
 	}
 	panic("no npz format")
