@@ -1,0 +1,557 @@
+// Package storetest is the conformance suite of remote.Store: one set of
+// tests that every store (backing/s3 against versitygw, backing/httpsrc
+// against a loopback server, backing/hf against hftest's Hub, backing/oci
+// against docker-registry) runs, as gocloud.dev's drivertest and
+// rclone's fstests do for their backends, so that what one store is
+// held to, all are.
+//
+// A store's test calls Run with a Harness, which starts the store's
+// server holding the objects the suite gives it and says what the store
+// can be made to do (Fixture): replace an object under a reader, expire
+// its signed URLs, redirect, hold a reply mid-body, refuse a request.
+// Each subtest checks one promise of backing/remote's documentation:
+//
+//   - ranges: Store.Open's head and Store.Get's ranged reads (start,
+//     middle, last byte, several buffers filled in order), and a
+//     remote.Client's ReadAt at the start, middle and end, across the
+//     end, past it and of no bytes; an empty object.
+//   - size: the size at Open, the Source's, and List's.
+//   - validators: every object has an identity; an object replaced
+//     after Open (same size or not) is an error of kind Changed at the
+//     store, and every later read of its Source fails (cached parts
+//     included) with backing.ErrFault: never other or mixed bytes.
+//   - redirects: reads through redirects; a redirect loop is one line.
+//   - expiry: a signed URL that expired is obtained again.
+//   - cancel: a GET held mid-body ends when its context is cancelled,
+//     with an error wrapping context.Canceled, and lets go of its
+//     connection; so does a Client's read when the Client's Context is.
+//   - errors: a missing object is NotFound, a refused one Denied, each
+//     one line that names the object once and holds no secret.
+//
+// A capability a store has no use for (an S3 GET is signed as it is
+// sent: nothing expires) is declared with the reason in Fixture.Lacks;
+// a capability left nil without one fails the suite: nothing is skipped
+// silently.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/backing/remote"
+)
+
+// Harness starts a store holding objects (key → bytes; keys are
+// '/'-separated, as the suite's are: "conformance/ranges.bin") and
+// returns it with what it can be made to do. Its servers stop at the
+// test's end (t.Cleanup). Run calls it once.
+type Harness func(t *testing.T, objects map[string][]byte) *Fixture
+
+// Fixture is a store under test and its capabilities. A nil capability
+// must be declared in Lacks, under its field's name, with the reason.
+type Fixture struct {
+	Store remote.Store
+	// Replace makes key hold data from now on, under a new validator
+	// (a new ETag, Last-Modified, or a CDN object changed under its
+	// URL), as a file replaced on the server while it is read.
+	Replace func(t *testing.T, key string, data []byte)
+	// Expire makes every signed URL the store was given so far expire.
+	Expire func(t *testing.T)
+	// Redirect makes the requests of key's bytes go through hops
+	// redirects; hops < 0 makes them redirect forever (a loop).
+	Redirect func(t *testing.T, key string, hops int)
+	// Holder holds the store's replies mid-body (the server serves
+	// through Holder.Wrap).
+	Holder *Holder
+	// Denied returns a store of the same server and a key of it whose
+	// reads are refused (no or bad credentials, no access).
+	Denied func(t *testing.T) (remote.Store, string)
+	// Secrets are strings (a secret key, a token, a signature) that no
+	// error may hold.
+	Secrets []string
+	// Lacks says why a capability above is nil: "Replace": "blobs are
+	// named by their digest".
+	Lacks map[string]string
+}
+
+// The suite's objects.
+const (
+	keyRanges     = "conformance/ranges.bin"
+	keyEmpty      = "conformance/empty.bin"
+	keySameSize   = "conformance/replaced-same-size.bin"
+	keyOtherSize  = "conformance/replaced-other-size.bin"
+	keyClientRepl = "conformance/replaced-while-read.bin"
+	keyExpire     = "conformance/expire.bin"
+	keyRedirect   = "conformance/redirect.bin"
+	keyLoop       = "conformance/redirect-loop.bin"
+	keyCancel     = "conformance/cancel.bin"
+	keyMissing    = "conformance/missing.bin"
+	listPrefix    = "conformance/list/"
+)
+
+// partSize is the Client's part size: small, so that the objects have
+// several parts.
+const partSize = 16 << 10
+
+// Objects returns the objects Run gives the Harness, by key: for a
+// harness that needs to know them ahead (a registry's manifest).
+func Objects() map[string][]byte {
+	return map[string][]byte{
+		keyRanges:            data(150_000, 1),
+		keyEmpty:             {},
+		keySameSize:          data(70_000, 2),
+		keyOtherSize:         data(70_000, 3),
+		keyClientRepl:        data(5*partSize+100, 4),
+		keyExpire:            data(50_000, 5),
+		keyRedirect:          data(60_000, 6),
+		keyLoop:              data(1000, 7),
+		keyCancel:            data(6*partSize, 8),
+		listPrefix + "a.bin": data(1234, 9),
+		listPrefix + "b.bin": data(4321, 10),
+	}
+}
+
+// data is n reproducible bytes.
+func data(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// Run runs the conformance suite against the store h makes.
+func Run(t *testing.T, h Harness) {
+	objects := Objects()
+	f := h(t, objects)
+	if f == nil || f.Store == nil {
+		t.Fatal("storetest: the harness returned no store")
+	}
+	s := &suite{f: f, objects: objects}
+	t.Run("ranges", s.ranges)
+	t.Run("size", s.size)
+	t.Run("validators", s.validators)
+	t.Run("redirects", s.redirects)
+	t.Run("expiry", s.expiry)
+	t.Run("cancel", s.cancel)
+	t.Run("errors", s.errors)
+}
+
+type suite struct {
+	f       *Fixture
+	objects map[string][]byte
+}
+
+// lacks skips t when the fixture declares that it lacks capability
+// (saying why), and fails it when the capability is nil undeclared.
+func (s *suite) lacks(t *testing.T, capability string, missing bool) {
+	t.Helper()
+	if !missing {
+		return
+	}
+	why, ok := s.f.Lacks[capability]
+	if !ok || why == "" {
+		t.Fatalf("the harness has no %s and does not say why (Fixture.Lacks[%q])", capability, capability)
+	}
+	t.Skipf("the store has no %s: %s", capability, why)
+}
+
+// client is a remote.Client of the store with small parts, no readahead
+// (each read's GETs are its own) and a deadline far beyond what any
+// read here takes: reaching it is a failure, never a timing.
+func (s *suite) client(t *testing.T, ctx context.Context) *remote.Client {
+	t.Helper()
+	c, err := remote.New(s.f.Store, remote.Options{
+		PartSize: partSize, MemCache: 64 * partSize, Readahead: -1, Parallel: 4,
+		Timeout: time.Minute, OpenTimeout: time.Minute,
+		Context: ctx, ReadErrorsReturned: true, Logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// open opens key with a client of the store.
+func (s *suite) open(t *testing.T, c *remote.Client, key string) *remote.Source {
+	t.Helper()
+	src, err := c.Open(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Open %s: %v", key, err)
+	}
+	t.Cleanup(func() { src.Close() })
+	return src
+}
+
+// storeOpen is Store.Open of key with a head of n bytes, checked.
+func (s *suite) storeOpen(t *testing.T, key string, n int) remote.Object {
+	t.Helper()
+	want := s.objects[key]
+	head := make([]byte, n)
+	obj, got, err := s.f.Store.Open(context.Background(), key, head)
+	if err != nil {
+		t.Fatalf("Store.Open(%s, %d bytes): %v", key, n, err)
+	}
+	if obj.Size != int64(len(want)) || got != min(n, len(want)) || !bytes.Equal(head[:got], want[:got]) {
+		t.Fatalf("Store.Open(%s, %d bytes): size %d, %d bytes read (equal: %v); want size %d, %d bytes", key, n, obj.Size, got, bytes.Equal(head[:got], want[:min(got, len(want))]), len(want), min(n, len(want)))
+	}
+	return obj
+}
+
+func (s *suite) ranges(t *testing.T) {
+	want := s.objects[keyRanges]
+	size := int64(len(want))
+	ctx := context.Background()
+	t.Run("store", func(t *testing.T) {
+		s.storeOpen(t, keyRanges, 100)
+		s.storeOpen(t, keyRanges, len(want)+1000) // a head longer than the object
+		obj := s.storeOpen(t, keyRanges, 16)
+		for _, r := range []struct {
+			name string
+			off  int64
+			lens []int
+		}{
+			{"start", 0, []int{1000}},
+			{"middle", 70_001, []int{12_345}},
+			{"last byte", size - 1, []int{1}},
+			{"to the end", size - 5000, []int{5000}},
+			{"the whole object", 0, []int{int(size)}},
+			{"several buffers", 333, []int{1, 4096, 100, 50_000}},
+		} {
+			bufs := make([][]byte, len(r.lens))
+			for i, n := range r.lens {
+				bufs[i] = make([]byte, n)
+			}
+			var order []int
+			err := s.f.Store.Get(ctx, obj, r.off, bufs, func(i int) { order = append(order, i) })
+			if err != nil {
+				t.Fatalf("%s: Get at %d of %v bytes: %v", r.name, r.off, r.lens, err)
+			}
+			at := r.off
+			for i, b := range bufs {
+				if !bytes.Equal(b, want[at:at+int64(len(b))]) {
+					t.Fatalf("%s: Get at %d: buffer %d differs from the object's bytes %d-%d", r.name, r.off, i, at, at+int64(len(b))-1)
+				}
+				at += int64(len(b))
+			}
+			if len(order) != len(bufs) {
+				t.Fatalf("%s: filled called for %v, want each of %d buffers once in order", r.name, order, len(bufs))
+			}
+			for i, k := range order {
+				if k != i {
+					t.Fatalf("%s: filled called for %v, want each of %d buffers once in order", r.name, order, len(bufs))
+				}
+			}
+		}
+	})
+	t.Run("source", func(t *testing.T) {
+		src := s.open(t, s.client(t, context.Background()), keyRanges)
+		if src.Name() != s.f.Store.URL(keyRanges) {
+			t.Errorf("Source.Name() = %s, the store names it %s", src.Name(), s.f.Store.URL(keyRanges))
+		}
+		for _, r := range []struct {
+			name    string
+			off     int64
+			n       int
+			wantN   int
+			wantEOF bool
+		}{
+			{"start", 0, 100, 100, false},
+			{"middle, across parts", 3*partSize - 10, 2*partSize + 20, 2*partSize + 20, false},
+			{"end", size - 100, 100, 100, false},
+			{"across the end", size - 100, 300, 100, true},
+			{"past the end", size + 10, 100, 0, true},
+			{"at the end", size, 1, 0, true},
+			{"zero bytes", 500, 0, 0, false},
+			{"the whole object", 0, int(size), int(size), false},
+		} {
+			buf := make([]byte, r.n)
+			n, err := src.ReadAt(buf, r.off)
+			if n != r.wantN || (r.wantEOF && err != io.EOF) || (!r.wantEOF && err != nil && !(err == io.EOF && r.off+int64(n) == size)) {
+				t.Fatalf("%s: ReadAt(%d bytes at %d) = %d, %v; want %d bytes (EOF %v)", r.name, r.n, r.off, n, err, r.wantN, r.wantEOF)
+			}
+			if n > 0 && !bytes.Equal(buf[:n], want[r.off:r.off+int64(n)]) {
+				t.Fatalf("%s: ReadAt(%d bytes at %d): the bytes differ from the object's", r.name, r.n, r.off)
+			}
+		}
+	})
+	t.Run("empty object", func(t *testing.T) {
+		obj := s.storeOpen(t, keyEmpty, 16)
+		if obj.Size != 0 {
+			t.Fatalf("size %d", obj.Size)
+		}
+		src := s.open(t, s.client(t, context.Background()), keyEmpty)
+		if n, err := src.ReadAt(make([]byte, 10), 0); n != 0 || err != io.EOF {
+			t.Fatalf("ReadAt of an empty object: %d, %v; want 0, EOF", n, err)
+		}
+	})
+}
+
+func (s *suite) size(t *testing.T) {
+	c := s.client(t, context.Background())
+	keys := make([]string, 0, len(s.objects))
+	for k := range s.objects {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if src := s.open(t, c, k); src.Size() != int64(len(s.objects[k])) {
+			t.Errorf("%s: Size() = %d, want %d", k, src.Size(), len(s.objects[k]))
+		}
+		if obj := s.storeOpen(t, k, 0); obj.Size != int64(len(s.objects[k])) {
+			t.Errorf("%s: Store.Open with an empty head: size %d, want %d", k, obj.Size, len(s.objects[k]))
+		}
+	}
+	t.Run("list", func(t *testing.T) {
+		ents, any, err := s.f.Store.List(context.Background(), listPrefix)
+		if remote.KindOf(err) == remote.Invalid && s.f.Lacks["List"] != "" {
+			t.Skipf("the store cannot list: %s (%v)", s.f.Lacks["List"], err)
+		}
+		if err != nil || !any {
+			t.Fatalf("List(%s): %v, %v", listPrefix, any, err)
+		}
+		got := map[string]int64{}
+		for _, e := range ents {
+			got[e.Name] = e.Size
+		}
+		want := map[string]int64{"a.bin": 1234, "b.bin": 4321}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("List(%s) = %v, want %v", listPrefix, got, want)
+		}
+	})
+}
+
+func (s *suite) validators(t *testing.T) {
+	t.Run("identity", func(t *testing.T) {
+		obj := s.storeOpen(t, keyRanges, 16)
+		if _, ok := obj.Identity(); !ok {
+			t.Fatalf("%s: opened with no validator (no ETag, version or Last-Modified): %+v", keyRanges, obj)
+		}
+	})
+	s.lacks(t, "Replace", s.f.Replace == nil)
+	t.Run("store", func(t *testing.T) {
+		for _, r := range []struct {
+			key  string
+			data []byte
+		}{
+			{keySameSize, data(len(s.objects[keySameSize]), 102)},
+			{keyOtherSize, data(len(s.objects[keyOtherSize])+1, 103)},
+		} {
+			obj := s.storeOpen(t, r.key, 100)
+			buf := make([]byte, 1000)
+			if err := s.f.Store.Get(context.Background(), obj, 5000, [][]byte{buf}, nil); err != nil {
+				t.Fatalf("%s: Get before the object is replaced: %v", r.key, err)
+			}
+			s.f.Replace(t, r.key, r.data)
+			err := s.f.Store.Get(context.Background(), obj, 5000, [][]byte{buf}, nil)
+			if remote.KindOf(err) != remote.Changed {
+				t.Fatalf("%s replaced (%d bytes, was %d): Get of the version opened: %v (equal to the old bytes: %v); want an error of kind changed", r.key, len(r.data), obj.Size, err, bytes.Equal(buf, s.objects[r.key][5000:6000]))
+			}
+			s.oneLine(t, err, r.key)
+		}
+	})
+	t.Run("source", func(t *testing.T) {
+		old := s.objects[keyClientRepl]
+		src := s.open(t, s.client(t, context.Background()), keyClientRepl)
+		buf := make([]byte, 100)
+		if _, err := src.ReadAt(buf, partSize); err != nil || !bytes.Equal(buf, old[partSize:partSize+100]) {
+			t.Fatalf("read before the object is replaced: %v", err)
+		}
+		s.f.Replace(t, keyClientRepl, data(len(old), 104))
+		for _, off := range []int64{3 * partSize, partSize} { // a part not read yet, then one cached
+			n, err := src.ReadAt(buf, off)
+			if !errors.Is(err, backing.ErrFault) || remote.KindOf(err) != remote.Changed {
+				t.Fatalf("read at %d after the object was replaced: %d bytes, %v; want an error of kind changed wrapping backing.ErrFault", off, n, err)
+			}
+			s.oneLine(t, err, keyClientRepl)
+		}
+	})
+}
+
+func (s *suite) redirects(t *testing.T) {
+	s.lacks(t, "Redirect", s.f.Redirect == nil)
+	want := s.objects[keyRedirect]
+	t.Run("followed", func(t *testing.T) {
+		s.f.Redirect(t, keyRedirect, 3)
+		obj := s.storeOpen(t, keyRedirect, 100)
+		buf := make([]byte, 20_000)
+		if err := s.f.Store.Get(context.Background(), obj, 30_000, [][]byte{buf}, nil); err != nil || !bytes.Equal(buf, want[30_000:50_000]) {
+			t.Fatalf("Get through redirects: %v", err)
+		}
+		if s.f.Replace != nil {
+			s.f.Replace(t, keyRedirect, data(len(want), 106))
+			if err := s.f.Store.Get(context.Background(), obj, 30_000, [][]byte{buf}, nil); remote.KindOf(err) != remote.Changed {
+				t.Fatalf("Get through redirects of a replaced object: %v; want an error of kind changed", err)
+			}
+		}
+	})
+	t.Run("loop", func(t *testing.T) {
+		s.f.Redirect(t, keyLoop, -1)
+		_, _, err := s.f.Store.Open(context.Background(), keyLoop, make([]byte, 100))
+		if err == nil || remote.KindOf(err) == remote.Transient {
+			t.Fatalf("Open of an object that redirects forever: %v; want an error that is not retried", err)
+		}
+		s.oneLine(t, err, keyLoop)
+	})
+}
+
+func (s *suite) expiry(t *testing.T) {
+	s.lacks(t, "Expire", s.f.Expire == nil)
+	want := s.objects[keyExpire]
+	obj := s.storeOpen(t, keyExpire, 100)
+	src := s.open(t, s.client(t, context.Background()), keyExpire)
+	s.f.Expire(t)
+	buf := make([]byte, 10_000)
+	if err := s.f.Store.Get(context.Background(), obj, 20_000, [][]byte{buf}, nil); err != nil || !bytes.Equal(buf, want[20_000:30_000]) {
+		t.Fatalf("Get after the signed URL expired: %v", err)
+	}
+	s.f.Expire(t)
+	if n, err := src.ReadAt(buf, 35_000); n != len(buf) || !bytes.Equal(buf, want[35_000:45_000]) {
+		t.Fatalf("ReadAt after the signed URL expired: %d bytes, %v", n, err)
+	}
+}
+
+// waitOrFail waits for ch; a minute without it fails t. The bound is a
+// guard against a hang, not a measure: everything here ends in
+// milliseconds, or never.
+func waitOrFail(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(time.Minute):
+		t.Fatalf("a minute passed without %s", what)
+	}
+}
+
+func (s *suite) cancel(t *testing.T) {
+	t.Run("before", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, _, err := s.f.Store.Open(ctx, keyCancel, make([]byte, 100))
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Open with a cancelled context: %v; want an error wrapping context.Canceled", err)
+		}
+		obj := s.storeOpen(t, keyCancel, 100)
+		err = s.f.Store.Get(ctx, obj, 0, [][]byte{make([]byte, 100)}, nil)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Get with a cancelled context: %v; want an error wrapping context.Canceled", err)
+		}
+	})
+	s.lacks(t, "Holder", s.f.Holder == nil)
+	want := s.objects[keyCancel]
+	t.Run("mid-body", func(t *testing.T) {
+		obj := s.storeOpen(t, keyCancel, 100)
+		held, gone := s.f.Holder.Arm(4096)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		first, rest := make([]byte, 4096), make([]byte, 20_000)
+		got := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- s.f.Store.Get(ctx, obj, 1000, [][]byte{first, rest}, func(i int) {
+				if i == 0 {
+					close(got)
+				}
+			})
+		}()
+		waitOrFail(t, held, "the server holding the reply")
+		select {
+		case <-got:
+		case err := <-done:
+			t.Fatalf("Get ended before the held reply's first bytes were used: %v", err)
+		case <-time.After(time.Minute):
+			t.Fatal("a minute passed without the held reply's first bytes")
+		}
+		if !bytes.Equal(first, want[1000:1000+4096]) {
+			t.Fatal("the held reply's first bytes differ from the object's")
+		}
+		cancel()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(time.Minute):
+			t.Fatal("Get still waits on the held reply a minute after its context was cancelled")
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Get cancelled mid-body: %v; want an error wrapping context.Canceled", err)
+		}
+		s.oneLine(t, err, keyCancel)
+		waitOrFail(t, gone, "the store letting go of the held connection")
+	})
+	t.Run("client", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		src := s.open(t, s.client(t, ctx), keyCancel)
+		held, gone := s.f.Holder.Arm(1000)
+		done := make(chan error, 1)
+		go func() {
+			_, err := src.ReadAt(make([]byte, 100), 4*partSize)
+			done <- err
+		}()
+		waitOrFail(t, held, "the server holding the reply")
+		cancel()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(time.Minute):
+			t.Fatal("ReadAt still waits on the held reply a minute after the Client's Context was cancelled")
+		}
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, backing.ErrFault) {
+			t.Fatalf("ReadAt interrupted: %v; want an error wrapping context.Canceled and backing.ErrFault", err)
+		}
+		s.oneLine(t, err, keyCancel)
+		waitOrFail(t, gone, "the store letting go of the held connection")
+	})
+}
+
+func (s *suite) errors(t *testing.T) {
+	t.Run("missing", func(t *testing.T) {
+		_, _, err := s.f.Store.Open(context.Background(), keyMissing, make([]byte, 100))
+		if remote.KindOf(err) != remote.NotFound {
+			t.Fatalf("Store.Open of a missing object: %v; want an error of kind not found", err)
+		}
+		s.oneLine(t, err, keyMissing)
+		_, err = s.client(t, context.Background()).Open(context.Background(), keyMissing)
+		if remote.KindOf(err) != remote.NotFound {
+			t.Fatalf("Client.Open of a missing object: %v; want an error of kind not found", err)
+		}
+		s.oneLine(t, err, keyMissing)
+	})
+	t.Run("denied", func(t *testing.T) {
+		s.lacks(t, "Denied", s.f.Denied == nil)
+		st, key := s.f.Denied(t)
+		_, _, err := st.Open(context.Background(), key, make([]byte, 100))
+		if remote.KindOf(err) != remote.Denied {
+			t.Fatalf("Store.Open of an object the store may not read: %v; want an error of kind access denied", err)
+		}
+		s.oneLine(t, err, key)
+	})
+}
+
+// oneLine checks that err is one line that names key once and holds
+// none of the fixture's secrets.
+func (s *suite) oneLine(t *testing.T, err error, key string) {
+	t.Helper()
+	msg := err.Error()
+	if strings.ContainsAny(msg, "\r\n") {
+		t.Errorf("the error is more than one line: %q", msg)
+	}
+	if n := strings.Count(msg, key); n != 1 {
+		t.Errorf("the error names %s %d times, want once: %s", key, n, msg)
+	}
+	for _, sec := range s.f.Secrets {
+		if sec != "" && strings.Contains(msg, sec) {
+			t.Errorf("the error holds a secret (%s...): %s", sec[:min(4, len(sec))], msg)
+		}
+	}
+}
