@@ -543,6 +543,7 @@ func (s *suite) errors(t *testing.T) {
 func (s *suite) oneLine(t *testing.T, err error, key string) {
 	t.Helper()
 	msg := err.Error()
+	t.Logf("error: %s", msg)
 	if strings.ContainsAny(msg, "\r\n") {
 		t.Errorf("the error is more than one line: %q", msg)
 	}

@@ -1,0 +1,74 @@
+package s3_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"testing"
+
+	"github.com/lazyweights/tensorfs/backing/remote"
+	"github.com/lazyweights/tensorfs/backing/remote/storetest"
+	"github.com/lazyweights/tensorfs/backing/s3"
+	"github.com/lazyweights/tensorfs/backing/s3/s3test"
+)
+
+// TestConformance runs the stores' conformance suite against a real S3
+// server (versitygw), reached through a loopback proxy that holds
+// replies mid-body on request; then with the GETs presigned through a
+// cache tier (Options.Proxy), the tier holding them.
+func TestConformance(t *testing.T) {
+	t.Run("direct", func(t *testing.T) { storetest.Run(t, harness(false)) })
+	t.Run("tier", func(t *testing.T) { storetest.Run(t, harness(true)) })
+}
+
+func harness(tier bool) storetest.Harness {
+	return func(t *testing.T, objects map[string][]byte) *storetest.Fixture {
+		srv := s3test.Start(t)
+		srv.Bucket(t, "conformance")
+		for k, v := range objects {
+			srv.Put(t, "conformance", k, v)
+		}
+		target, err := url.Parse(srv.Endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hold storetest.Holder
+		opts := s3.Options{Logf: t.Logf}
+		srv.Setenv(t)
+		if tier {
+			// A forward proxy: the presigned GETs come in absolute
+			// form, and go on as they are.
+			fwd := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {}}
+			px := httptest.NewServer(hold.Wrap(fwd))
+			t.Cleanup(px.Close)
+			opts.Proxy, _ = url.Parse(px.URL)
+		} else {
+			px := httptest.NewServer(hold.Wrap(httputil.NewSingleHostReverseProxy(target)))
+			t.Cleanup(px.Close)
+			t.Setenv("AWS_ENDPOINT_URL", px.URL)
+		}
+		st, err := s3.New(context.Background(), "conformance", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &storetest.Fixture{
+			Store:   st,
+			Replace: func(t *testing.T, key string, data []byte) { srv.Put(t, "conformance", key, data) },
+			Holder:  &hold,
+			Denied: func(t *testing.T) (remote.Store, string) {
+				t.Setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+				bad, err := s3.New(context.Background(), "conformance", opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return bad, "conformance/ranges.bin"
+			},
+			Secrets: []string{s3test.SecretKey, "not-the-secret"},
+			Lacks: map[string]string{
+				"Expire":   "each GET is signed as it is sent (presigned, behind a proxy, for that one request): nothing the store keeps expires",
+				"Redirect": "S3 answers a GET it can serve itself; the store follows no redirect",
+			},
+		}
+	}
+}
