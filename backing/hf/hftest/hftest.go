@@ -102,6 +102,9 @@ type Server struct {
 
 	seenMu sync.Mutex
 	seen   []Request // GUARDED_BY(seenMu): every request, in order
+
+	wrapMu  sync.Mutex
+	cdnWrap http.Handler // GUARDED_BY(wrapMu): WrapCDN's handler, nil when none
 }
 
 // Request is one request a listener received, as it came: its request
@@ -504,7 +507,28 @@ func (s *Server) sign(p, exp string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
+// WrapCDN makes the CDN answer through wrap(its own handler) from the
+// next request on: a test's fault injected in its replies (a reply held
+// mid-body).
+func (s *Server) WrapCDN(wrap func(http.Handler) http.Handler) {
+	h := wrap(http.HandlerFunc(s.cdn))
+	s.wrapMu.Lock()
+	s.cdnWrap = h
+	s.wrapMu.Unlock()
+}
+
 func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
+	s.wrapMu.Lock()
+	h := s.cdnWrap
+	s.wrapMu.Unlock()
+	if h != nil {
+		h.ServeHTTP(w, r)
+		return
+	}
+	s.cdn(w, r)
+}
+
+func (s *Server) cdn(w http.ResponseWriter, r *http.Request) {
 	s.record("cdn", r)
 	s.CDNRequests.Add(1)
 	xml := func(status int, code, msg string) {

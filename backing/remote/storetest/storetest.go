@@ -138,6 +138,7 @@ func Run(t *testing.T, h Harness) {
 		t.Fatal("storetest: the harness returned no store")
 	}
 	s := &suite{f: f, objects: objects}
+	t.Run("name", s.name) // first: the store's first request
 	t.Run("ranges", s.ranges)
 	t.Run("size", s.size)
 	t.Run("validators", s.validators)
@@ -208,6 +209,17 @@ func (s *suite) storeOpen(t *testing.T, key string, n int) remote.Object {
 	return obj
 }
 
+// name checks that a Source opened by the store's first request is
+// named as the store names the object once open (a store that resolves
+// a revision at its first request names the object by what it pinned),
+// so that its read errors name it once.
+func (s *suite) name(t *testing.T) {
+	src := s.open(t, s.client(t, context.Background()), keyRanges)
+	if src.Name() != s.f.Store.URL(keyRanges) {
+		t.Errorf("Source.Name() = %s, the store names it %s", src.Name(), s.f.Store.URL(keyRanges))
+	}
+}
+
 func (s *suite) ranges(t *testing.T) {
 	want := s.objects[keyRanges]
 	size := int64(len(want))
@@ -256,9 +268,6 @@ func (s *suite) ranges(t *testing.T) {
 	})
 	t.Run("source", func(t *testing.T) {
 		src := s.open(t, s.client(t, context.Background()), keyRanges)
-		if src.Name() != s.f.Store.URL(keyRanges) {
-			t.Errorf("Source.Name() = %s, the store names it %s", src.Name(), s.f.Store.URL(keyRanges))
-		}
 		for _, r := range []struct {
 			name    string
 			off     int64
