@@ -12,7 +12,8 @@ import (
 // through Wrap, and Arm makes the next 206 reply send its headers and
 // its first n body bytes, then wait until the client goes away. Nothing
 // is timed: the reply waits for its request's context, which ends only
-// when the client closes the connection (or the server stops).
+// when the client closes the connection (or the server stops). Cut
+// instead stops the reply there, closing its connection.
 type Holder struct {
 	mu    sync.Mutex
 	armed *hold // GUARDED_BY(mu): the hold the next 206 reply takes
@@ -20,6 +21,7 @@ type Holder struct {
 
 type hold struct {
 	n          int64
+	cut        bool // close the connection after n bytes rather than wait
 	held, gone chan struct{}
 }
 
@@ -33,6 +35,18 @@ func (h *Holder) Arm(n int64) (held, gone <-chan struct{}) {
 	h.armed = ho
 	h.mu.Unlock()
 	return ho.held, ho.gone
+}
+
+// Cut makes the next 206 reply that passes through Wrap stop after n
+// body bytes, its connection closed (as a reset connection or a server
+// that dies mid-reply): held is closed once the bytes are sent and the
+// connection closed.
+func (h *Holder) Cut(n int64) (held <-chan struct{}) {
+	ho := &hold{n: n, cut: true, held: make(chan struct{}), gone: make(chan struct{})}
+	h.mu.Lock()
+	h.armed = ho
+	h.mu.Unlock()
+	return ho.held
 }
 
 // take returns the armed hold and disarms it, or nil.
@@ -105,6 +119,12 @@ func (w *holdWriter) Write(p []byte) (int, error) {
 	n, _ := w.ResponseWriter.Write(p[:room])
 	w.sent += int64(n)
 	http.NewResponseController(w.ResponseWriter).Flush()
+	if w.ho.cut {
+		w.done = true
+		defer close(w.ho.held)
+		// The server closes the connection without ending the reply.
+		panic(http.ErrAbortHandler)
+	}
 	close(w.ho.held)
 	<-w.ctx.Done()
 	close(w.ho.gone)

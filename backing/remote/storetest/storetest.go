@@ -14,7 +14,8 @@
 //   - ranges: Store.Open's head and Store.Get's ranged reads (start,
 //     middle, last byte, several buffers filled in order), and a
 //     remote.Client's ReadAt at the start, middle and end, across the
-//     end, past it and of no bytes; an empty object.
+//     end, past it and of no bytes, from goroutines at once; an empty
+//     object.
 //   - size: the size at Open, the Source's, and List's.
 //   - validators: every object has an identity; an object replaced
 //     after Open (same size or not) is an error of kind Changed at the
@@ -25,6 +26,9 @@
 //   - cancel: a GET held mid-body ends when its context is cancelled,
 //     with an error wrapping context.Canceled, and lets go of its
 //     connection; so does a Client's read when the Client's Context is.
+//   - cut: a reply cut off mid-body (its connection closed) is a
+//     Transient error after the buffers it filled, and a Client's read
+//     through it is retried to the right bytes.
 //   - errors: a missing object is NotFound, a refused one Denied, each
 //     one line that names the object once and holds no secret.
 //
@@ -94,6 +98,7 @@ const (
 	keyRedirect   = "conformance/redirect.bin"
 	keyLoop       = "conformance/redirect-loop.bin"
 	keyCancel     = "conformance/cancel.bin"
+	keyCut        = "conformance/cut.bin"
 	keyMissing    = "conformance/missing.bin"
 	listPrefix    = "conformance/list/"
 )
@@ -115,6 +120,7 @@ func Objects() map[string][]byte {
 		keyRedirect:          data(60_000, 6),
 		keyLoop:              data(1000, 7),
 		keyCancel:            data(6*partSize, 8),
+		keyCut:               data(6*partSize, 11),
 		listPrefix + "a.bin": data(1234, 9),
 		listPrefix + "b.bin": data(4321, 10),
 	}
@@ -145,6 +151,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("redirects", s.redirects)
 	t.Run("expiry", s.expiry)
 	t.Run("cancel", s.cancel)
+	t.Run("cut", s.cut)
 	t.Run("errors", s.errors)
 }
 
@@ -291,6 +298,31 @@ func (s *suite) ranges(t *testing.T) {
 			}
 			if n > 0 && !bytes.Equal(buf[:n], want[r.off:r.off+int64(n)]) {
 				t.Fatalf("%s: ReadAt(%d bytes at %d): the bytes differ from the object's", r.name, r.n, r.off)
+			}
+		}
+	})
+	t.Run("concurrent", func(t *testing.T) {
+		src := s.open(t, s.client(t, context.Background()), keyRanges)
+		errs := make(chan error, 4)
+		for g := range 4 {
+			go func() {
+				r := rand.New(rand.NewPCG(uint64(g), 3))
+				for range 20 {
+					off, n := r.Int64N(size), r.IntN(3*partSize)
+					buf := make([]byte, n)
+					got, err := src.ReadAt(buf, off)
+					end := min(off+int64(n), size)
+					if int64(got) != end-off || (err != nil && err != io.EOF) || !bytes.Equal(buf[:got], want[off:end]) {
+						errs <- fmt.Errorf("ReadAt(%d bytes at %d) = %d, %v; want %d bytes, the object's", n, off, got, err, end-off)
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Error(err)
 			}
 		}
 	})
@@ -523,6 +555,36 @@ func (s *suite) cancel(t *testing.T) {
 	})
 }
 
+func (s *suite) cut(t *testing.T) {
+	s.lacks(t, "Holder", s.f.Holder == nil)
+	want := s.objects[keyCut]
+	t.Run("store", func(t *testing.T) {
+		obj := s.storeOpen(t, keyCut, 100)
+		held := s.f.Holder.Cut(4096)
+		bufs := [][]byte{make([]byte, 4096), make([]byte, 20_000)}
+		var filled []int
+		err := s.f.Store.Get(context.Background(), obj, 1000, bufs, func(i int) { filled = append(filled, i) })
+		waitOrFail(t, held, "the server cutting the reply")
+		if remote.KindOf(err) != remote.Transient {
+			t.Fatalf("Get of a reply cut after 4096 bytes: %v; want an error of kind transient (retried)", err)
+		}
+		if len(filled) != 1 || filled[0] != 0 || !bytes.Equal(bufs[0], want[1000:1000+4096]) {
+			t.Fatalf("Get of a reply cut after its first buffer: filled %v (want [0], the first buffer's bytes right)", filled)
+		}
+		s.oneLine(t, err, keyCut)
+	})
+	t.Run("source", func(t *testing.T) {
+		src := s.open(t, s.client(t, context.Background()), keyCut)
+		held := s.f.Holder.Cut(1000)
+		buf := make([]byte, 3*partSize)
+		n, err := src.ReadAt(buf, partSize+5)
+		waitOrFail(t, held, "the server cutting the reply")
+		if n != len(buf) || err != nil || !bytes.Equal(buf, want[partSize+5:partSize+5+len(buf)]) {
+			t.Fatalf("ReadAt through a reply cut after 1000 bytes: %d bytes, %v; want %d bytes, the object's", n, err, len(buf))
+		}
+	})
+}
+
 func (s *suite) errors(t *testing.T) {
 	t.Run("missing", func(t *testing.T) {
 		_, _, err := s.f.Store.Open(context.Background(), keyMissing, make([]byte, 100))
@@ -544,6 +606,15 @@ func (s *suite) errors(t *testing.T) {
 			t.Fatalf("Store.Open of an object the store may not read: %v; want an error of kind access denied", err)
 		}
 		s.oneLine(t, err, key)
+		c, err := remote.New(st, remote.Options{Timeout: time.Minute, ReadErrorsReturned: true, Logf: t.Logf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Open(context.Background(), key); remote.KindOf(err) != remote.Denied {
+			t.Fatalf("Client.Open of an object the store may not read: %v; want an error of kind access denied", err)
+		} else {
+			s.oneLine(t, err, key)
+		}
 	})
 }
 
