@@ -1,41 +1,3 @@
-// Package storetest is the conformance suite of remote.Store: one set of
-// tests that every store (backing/s3 against versitygw, backing/httpsrc
-// against a loopback server, backing/hf against hftest's Hub, backing/oci
-// against docker-registry) runs, as gocloud.dev's drivertest and
-// rclone's fstests do for their backends, so that what one store is
-// held to, all are.
-//
-// A store's test calls Run with a Harness, which starts the store's
-// server holding the objects the suite gives it and says what the store
-// can be made to do (Fixture): replace an object under a reader, expire
-// its signed URLs, redirect, hold a reply mid-body, refuse a request.
-// Each subtest checks one promise of backing/remote's documentation:
-//
-//   - ranges: Store.Open's head and Store.Get's ranged reads (start,
-//     middle, last byte, several buffers filled in order), and a
-//     remote.Client's ReadAt at the start, middle and end, across the
-//     end, past it and of no bytes, from goroutines at once; an empty
-//     object.
-//   - size: the size at Open, the Source's, and List's.
-//   - validators: every object has an identity; an object replaced
-//     after Open (same size or not) is an error of kind Changed at the
-//     store, and every later read of its Source fails (cached parts
-//     included) with backing.ErrFault: never other or mixed bytes.
-//   - redirects: reads through redirects; a redirect loop is one line.
-//   - expiry: a signed URL that expired is obtained again.
-//   - cancel: a GET held mid-body ends when its context is cancelled,
-//     with an error wrapping context.Canceled, and lets go of its
-//     connection; so does a Client's read when the Client's Context is.
-//   - cut: a reply cut off mid-body (its connection closed) is a
-//     Transient error after the buffers it filled, and a Client's read
-//     through it is retried to the right bytes.
-//   - errors: a missing object is NotFound, a refused one Denied, each
-//     one line that names the object once and holds no secret.
-//
-// A capability a store has no use for (an S3 GET is signed as it is
-// sent: nothing expires) is declared with the reason in Fixture.Lacks;
-// a capability left nil without one fails the suite: nothing is skipped
-// silently.
 package storetest
 
 import (
@@ -83,7 +45,8 @@ type Fixture struct {
 	// error may hold.
 	Secrets []string
 	// Lacks says why a capability above is nil: "Replace": "blobs are
-	// named by their digest".
+	// named by their digest". "List" says why the store cannot list
+	// (List answers an error of kind Invalid).
 	Lacks map[string]string
 }
 
@@ -107,9 +70,8 @@ const (
 // several parts.
 const partSize = 16 << 10
 
-// Objects returns the objects Run gives the Harness, by key: for a
-// harness that needs to know them ahead (a registry's manifest).
-func Objects() map[string][]byte {
+// suiteObjects returns the objects Run gives the Harness, by key.
+func suiteObjects() map[string][]byte {
 	return map[string][]byte{
 		keyRanges:            data(150_000, 1),
 		keyEmpty:             {},
@@ -138,7 +100,7 @@ func data(n int, seed uint64) []byte {
 
 // Run runs the conformance suite against the store h makes.
 func Run(t *testing.T, h Harness) {
-	objects := Objects()
+	objects := suiteObjects()
 	f := h(t, objects)
 	if f == nil || f.Store == nil {
 		t.Fatal("storetest: the harness returned no store")
@@ -210,8 +172,11 @@ func (s *suite) storeOpen(t *testing.T, key string, n int) remote.Object {
 	if err != nil {
 		t.Fatalf("Store.Open(%s, %d bytes): %v", key, n, err)
 	}
-	if obj.Size != int64(len(want)) || got != min(n, len(want)) || !bytes.Equal(head[:got], want[:got]) {
-		t.Fatalf("Store.Open(%s, %d bytes): size %d, %d bytes read (equal: %v); want size %d, %d bytes", key, n, obj.Size, got, bytes.Equal(head[:got], want[:min(got, len(want))]), len(want), min(n, len(want)))
+	if obj.Size != int64(len(want)) || got != min(n, len(want)) {
+		t.Fatalf("Store.Open(%s, %d bytes): size %d, %d bytes read; want size %d, %d bytes", key, n, obj.Size, got, len(want), min(n, len(want)))
+	}
+	if !bytes.Equal(head[:got], want[:got]) {
+		t.Fatalf("Store.Open(%s, %d bytes): the head read differs from the object's first bytes", key, n)
 	}
 	return obj
 }
