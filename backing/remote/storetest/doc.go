@@ -19,10 +19,14 @@
 //     end, past it and of no bytes, from goroutines at once; an empty
 //     object.
 //   - size: the size at Open, the Source's, and List's.
-//   - validators: every object has an identity; an object replaced
-//     after Open (same size or not) is an error of kind Changed at the
-//     store, and every later read of its Source fails (cached parts
-//     included) with backing.ErrFault: never other or mixed bytes.
+//   - validators: every object has an identity, the same at each open;
+//     an object replaced after Open (same size or not) is an error of
+//     kind Changed at the store, and every later read of its Source
+//     fails (cached parts included) with backing.ErrFault: never other
+//     or mixed bytes. Opened again, it has another identity and the new
+//     bytes, or (a store whose objects are named by their content) is
+//     Changed; a warm start from the disk cache never serves the old
+//     version's parts.
 //   - redirects: reads through redirects; a redirect loop is one line.
 //   - expiry: a signed URL that expired is obtained again.
 //   - cancel: a GET held mid-body ends when its context is cancelled,

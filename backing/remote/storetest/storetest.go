@@ -57,6 +57,7 @@ const (
 	keySameSize   = "conformance/replaced-same-size.bin"
 	keyOtherSize  = "conformance/replaced-other-size.bin"
 	keyClientRepl = "conformance/replaced-while-read.bin"
+	keyDisk       = "conformance/replaced-disk-cached.bin"
 	keyExpire     = "conformance/expire.bin"
 	keyRedirect   = "conformance/redirect.bin"
 	keyLoop       = "conformance/redirect-loop.bin"
@@ -78,6 +79,7 @@ func suiteObjects() map[string][]byte {
 		keySameSize:          data(70_000, 2),
 		keyOtherSize:         data(70_000, 3),
 		keyClientRepl:        data(5*partSize+100, 4),
+		keyDisk:              data(3*partSize+7, 12),
 		keyExpire:            data(50_000, 5),
 		keyRedirect:          data(60_000, 6),
 		keyLoop:              data(1000, 7),
@@ -340,8 +342,14 @@ func (s *suite) size(t *testing.T) {
 func (s *suite) validators(t *testing.T) {
 	t.Run("identity", func(t *testing.T) {
 		obj := s.storeOpen(t, keyRanges, 16)
-		if _, ok := obj.Identity(); !ok {
+		id, ok := obj.Identity()
+		if !ok {
 			t.Fatalf("%s: opened with no validator (no ETag, version or Last-Modified): %+v", keyRanges, obj)
+		}
+		// The disk cache keys parts by it: the same version opened
+		// again is the same.
+		if again, _ := s.storeOpen(t, keyRanges, 0).Identity(); again != id {
+			t.Fatalf("%s: opened twice, two identities: %q and %q", keyRanges, id, again)
 		}
 	})
 	s.lacks(t, "Replace", s.f.Replace == nil)
@@ -364,6 +372,7 @@ func (s *suite) validators(t *testing.T) {
 				t.Fatalf("%s replaced (%d bytes, was %d): Get of the version opened: %v (equal to the old bytes: %v); want an error of kind changed", r.key, len(r.data), obj.Size, err, bytes.Equal(buf, s.objects[r.key][5000:6000]))
 			}
 			s.oneLine(t, err, r.key)
+			s.reopened(t, r.key, obj, r.data)
 		}
 	})
 	t.Run("source", func(t *testing.T) {
@@ -382,6 +391,72 @@ func (s *suite) validators(t *testing.T) {
 			s.oneLine(t, err, keyClientRepl)
 		}
 	})
+	t.Run("disk cache", func(t *testing.T) {
+		// A second Client over the same cache directory (a warm
+		// start) after the object was replaced: the new bytes or
+		// Changed, never the old version's parts from disk.
+		old, dir := s.objects[keyDisk], t.TempDir()
+		cached := func() *remote.Client {
+			c, err := remote.New(s.f.Store, remote.Options{PartSize: partSize, Readahead: -1, CacheDir: dir, Timeout: time.Minute, ReadErrorsReturned: true, Logf: t.Logf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		buf := make([]byte, len(old))
+		if n, err := s.open(t, cached(), keyDisk).ReadAt(buf, 0); n != len(old) || !bytes.Equal(buf, old) {
+			t.Fatalf("read before the object is replaced: %d bytes, %v", n, err)
+		}
+		repl := data(len(old), 107)
+		s.f.Replace(t, keyDisk, repl)
+		src, err := cached().Open(context.Background(), keyDisk)
+		if err != nil {
+			if remote.KindOf(err) != remote.Changed {
+				t.Fatalf("Open of the replaced object, warm: %v; want it opened, or an error of kind changed", err)
+			}
+			return
+		}
+		defer src.Close()
+		clear(buf)
+		n, err := src.ReadAt(buf, 0)
+		switch {
+		case n == len(buf) && bytes.Equal(buf, repl):
+		case err != nil && remote.KindOf(err) == remote.Changed && !bytes.Equal(buf[:n], old[:n]):
+		default:
+			t.Fatalf("read of the replaced object, warm: %d bytes, %v (the old version's: %v); want the new bytes, or an error of kind changed", n, err, n > 0 && bytes.Equal(buf[:n], old[:n]))
+		}
+	})
+}
+
+// reopened checks key, replaced by data after obj was opened, opened
+// again: another identity and the new bytes, or (a store whose objects
+// are named by their content: the replaced bytes are a fault, not a
+// version) the same identity and an error of kind Changed, never the
+// new bytes under the old identity, which the disk cache would mix with
+// the old version's parts.
+func (s *suite) reopened(t *testing.T, key string, obj remote.Object, data []byte) {
+	t.Helper()
+	head := make([]byte, 100)
+	again, n, err := s.f.Store.Open(context.Background(), key, head)
+	if err != nil {
+		if remote.KindOf(err) != remote.Changed {
+			t.Fatalf("%s replaced, opened again: %v; want it opened, or an error of kind changed", key, err)
+		}
+		return
+	}
+	oldID, _ := obj.Identity()
+	newID, _ := again.Identity()
+	buf := make([]byte, 1000)
+	err = s.f.Store.Get(context.Background(), again, 5000, [][]byte{buf}, nil)
+	if newID == oldID {
+		if remote.KindOf(err) != remote.Changed {
+			t.Fatalf("%s replaced, opened again with the identity it had: Get %v; want an error of kind changed", key, err)
+		}
+		return
+	}
+	if again.Size != int64(len(data)) || n != 100 || !bytes.Equal(head, data[:100]) || err != nil || !bytes.Equal(buf, data[5000:6000]) {
+		t.Fatalf("%s replaced, opened again: size %d (want %d), its bytes the new ones: head %v, Get %v (%v)", key, again.Size, len(data), bytes.Equal(head[:n], data[:n]), bytes.Equal(buf, data[5000:6000]), err)
+	}
 }
 
 func (s *suite) redirects(t *testing.T) {
