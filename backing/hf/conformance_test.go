@@ -15,8 +15,9 @@ const conformanceToken = "hf_conformanceT0kenSecret"
 
 // TestConformance runs the stores' conformance suite against hftest's
 // Hub: a repository whose files are in Git LFS (resolve's 302 to the
-// CDN's presigned URLs, which expire; replies held at the CDN), and one
-// whose files are in git (resolve's 307 to resolve-cache, on the Hub).
+// CDN's presigned URLs, which expire), and one whose files are in git
+// (resolve's 307 to resolve-cache, on the Hub); replies held or cut
+// wherever the bytes come from.
 func TestConformance(t *testing.T) {
 	t.Run("lfs", func(t *testing.T) { storetest.Run(t, hfHarness(true)) })
 	t.Run("git", func(t *testing.T) { storetest.Run(t, hfHarness(false)) })
@@ -27,8 +28,11 @@ func hfHarness(lfs bool) storetest.Harness {
 		t.Setenv("HF_HUB_OFFLINE", "")
 		srv := hftest.New()
 		t.Cleanup(srv.Close)
+		// The bytes of a file in LFS come from the CDN, of one in git
+		// from the Hub: the Holder holds the replies of both.
 		var hold storetest.Holder
 		srv.WrapCDN(hold.Wrap)
+		srv.WrapHub(hold.Wrap)
 		var files []hftest.File
 		for k, v := range objects {
 			files = append(files, hftest.File{Path: k, Data: v, LFS: lfs})
@@ -46,6 +50,7 @@ func hfHarness(lfs bool) storetest.Harness {
 		}
 		f := &storetest.Fixture{
 			Store:   open(t, "org/conformance"),
+			Holder:  &hold,
 			Denied:  func(t *testing.T) (remote.Store, string) { return open(t, "org/gated"), "weights.bin" },
 			Secrets: []string{conformanceToken, "Signature="},
 			Lacks: map[string]string{
@@ -57,12 +62,10 @@ func hfHarness(lfs bool) storetest.Harness {
 				srv.ReplaceBlob(hftest.SHA256(objects[key]), data)
 			}
 			f.Expire = func(t *testing.T) { srv.Expire() }
-			f.Holder = &hold
 		} else {
 			why := "a file in git is named by the pinned commit: it cannot change under a reader"
 			f.Lacks["Replace"] = why
 			f.Lacks["Expire"] = "a file in git is read from the Hub's resolve-cache: no signed URL"
-			f.Lacks["Holder"] = "hftest holds the CDN's replies (the lfs run holds them)"
 		}
 		return f
 	}

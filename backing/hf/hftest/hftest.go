@@ -105,6 +105,7 @@ type Server struct {
 
 	wrapMu  sync.Mutex
 	cdnWrap http.Handler // GUARDED_BY(wrapMu): WrapCDN's handler, nil when none
+	hubWrap http.Handler // GUARDED_BY(wrapMu): WrapHub's handler, nil when none
 }
 
 // Request is one request a listener received, as it came: its request
@@ -367,7 +368,27 @@ func (s *Server) commit(w http.ResponseWriter, rp *repo, rev string) (string, ma
 	return sha, tree
 }
 
+// WrapHub makes the Hub answer through wrap(its own handler) from the
+// next request on, as WrapCDN does the CDN.
+func (s *Server) WrapHub(wrap func(http.Handler) http.Handler) {
+	h := wrap(http.HandlerFunc(s.hub))
+	s.wrapMu.Lock()
+	s.hubWrap = h
+	s.wrapMu.Unlock()
+}
+
 func (s *Server) serveHub(w http.ResponseWriter, r *http.Request) {
+	s.wrapMu.Lock()
+	h := s.hubWrap
+	s.wrapMu.Unlock()
+	if h != nil {
+		h.ServeHTTP(w, r)
+		return
+	}
+	s.hub(w, r)
+}
+
+func (s *Server) hub(w http.ResponseWriter, r *http.Request) {
 	w = &countWriter{ResponseWriter: w, n: &s.HubBytes}
 	s.record("hub", r)
 	s.HubRequests.Add(1)
