@@ -74,19 +74,20 @@ const partSize = 16 << 10
 // suiteObjects returns the objects Run gives the Harness, by key.
 func suiteObjects() map[string][]byte {
 	return map[string][]byte{
-		keyRanges:            data(150_000, 1),
-		keyEmpty:             {},
-		keySameSize:          data(70_000, 2),
-		keyOtherSize:         data(70_000, 3),
-		keyClientRepl:        data(5*partSize+100, 4),
-		keyDisk:              data(3*partSize+7, 12),
-		keyExpire:            data(50_000, 5),
-		keyRedirect:          data(60_000, 6),
-		keyLoop:              data(1000, 7),
-		keyCancel:            data(6*partSize, 8),
-		keyCut:               data(6*partSize, 11),
-		listPrefix + "a.bin": data(1234, 9),
-		listPrefix + "b.bin": data(4321, 10),
+		keyRanges:                data(150_000, 1),
+		keyEmpty:                 {},
+		keySameSize:              data(70_000, 2),
+		keyOtherSize:             data(70_000, 3),
+		keyClientRepl:            data(5*partSize+100, 4),
+		keyDisk:                  data(3*partSize+7, 12),
+		keyExpire:                data(50_000, 5),
+		keyRedirect:              data(60_000, 6),
+		keyLoop:                  data(1000, 7),
+		keyCancel:                data(6*partSize, 8),
+		keyCut:                   data(6*partSize, 11),
+		listPrefix + "a.bin":     data(1234, 9),
+		listPrefix + "b.bin":     data(4321, 10),
+		listPrefix + "sub/c.bin": data(99, 13),
 	}
 }
 
@@ -332,9 +333,17 @@ func (s *suite) size(t *testing.T) {
 		for _, e := range ents {
 			got[e.Name] = e.Size
 		}
-		want := map[string]int64{"a.bin": 1234, "b.bin": 4321}
+		want := map[string]int64{"a.bin": 1234, "b.bin": 4321} // not sub/c.bin: a level deeper
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("List(%s) = %v, want %v", listPrefix, got, want)
+		}
+		ents, any, err = s.f.Store.List(context.Background(), listPrefix+"sub/")
+		if err != nil || !any || len(ents) != 1 || ents[0] != (remote.Entry{Name: "c.bin", Size: 99}) {
+			t.Fatalf("List(%ssub/) = %v, %v, %v; want c.bin of 99 bytes", listPrefix, ents, any, err)
+		}
+		ents, any, err = s.f.Store.List(context.Background(), "conformance/nothing/")
+		if err != nil || any || len(ents) != 0 {
+			t.Fatalf("List of a prefix with nothing under it = %v, %v, %v; want nothing, no error", ents, any, err)
 		}
 	})
 }
