@@ -14,9 +14,9 @@ import (
 )
 
 // TestConformance runs the stores' conformance suite against a real S3
-// server (versitygw), reached through a loopback proxy that holds
-// replies mid-body on request; then with the GETs presigned through a
-// cache tier (Options.Proxy), the tier holding them.
+// server (versitygw), reached through a loopback proxy that holds, cuts
+// or refuses replies on request; then with the GETs presigned through a
+// cache tier (Options.Proxy).
 func TestConformance(t *testing.T) {
 	t.Run("direct", func(t *testing.T) { storetest.Run(t, harness(false)) })
 	t.Run("tier", func(t *testing.T) { storetest.Run(t, harness(true)) })
@@ -33,20 +33,21 @@ func harness(tier bool) storetest.Harness {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The endpoint is a proxy in front of the server that holds,
+		// cuts or refuses replies on request; with a tier, the
+		// presigned GETs reach it through the tier (a forward proxy
+		// that passes every byte on at once, as nginx streams).
 		var hold storetest.Holder
-		opts := s3.Options{Logf: t.Logf}
+		px := httptest.NewServer(hold.Wrap(httputil.NewSingleHostReverseProxy(target)))
+		t.Cleanup(px.Close)
 		srv.Setenv(t)
+		t.Setenv("AWS_ENDPOINT_URL", px.URL)
+		opts := s3.Options{Logf: t.Logf}
 		if tier {
-			// A forward proxy: the presigned GETs come in absolute
-			// form, and go on as they are.
-			fwd := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {}}
-			px := httptest.NewServer(hold.Wrap(fwd))
-			t.Cleanup(px.Close)
-			opts.Proxy, _ = url.Parse(px.URL)
-		} else {
-			px := httptest.NewServer(hold.Wrap(httputil.NewSingleHostReverseProxy(target)))
-			t.Cleanup(px.Close)
-			t.Setenv("AWS_ENDPOINT_URL", px.URL)
+			fwd := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {}, FlushInterval: -1}
+			tp := httptest.NewServer(fwd)
+			t.Cleanup(tp.Close)
+			opts.Proxy, _ = url.Parse(tp.URL)
 		}
 		st, err := s3.New(context.Background(), "conformance", opts)
 		if err != nil {

@@ -32,9 +32,10 @@
 //   - cancel: a GET held mid-body ends when its context is cancelled,
 //     with an error wrapping context.Canceled, and lets go of its
 //     connection; so does a Client's read when the Client's Context is.
-//   - cut: a reply cut off mid-body (its connection closed) is a
-//     Transient error after the buffers it filled, and a Client's read
-//     through it is retried to the right bytes.
+//   - cut: a reply cut off mid-body (its connection closed), or a 503
+//     instead of the reply, is a Transient error (after the buffers it
+//     filled), and a Client's read through it is retried to the right
+//     bytes.
 //   - errors: a missing object is NotFound, a refused one Denied, each
 //     one line that names the object once and holds no secret.
 //

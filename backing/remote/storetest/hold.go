@@ -13,7 +13,8 @@ import (
 // its first n body bytes, then wait until the client goes away. Nothing
 // is timed: the reply waits for its request's context, which ends only
 // when the client closes the connection (or the server stops). Cut
-// instead stops the reply there, closing its connection.
+// instead stops the reply there, closing its connection; Answer
+// replaces the next ranged GET's reply by an error status.
 type Holder struct {
 	mu    sync.Mutex
 	armed *hold // GUARDED_BY(mu): the hold the next 206 reply takes
@@ -22,6 +23,7 @@ type Holder struct {
 type hold struct {
 	n          int64
 	cut        bool // close the connection after n bytes rather than wait
+	status     int  // answer this status instead of the reply, when not 0
 	held, gone chan struct{}
 }
 
@@ -43,6 +45,17 @@ func (h *Holder) Arm(n int64) (held, gone <-chan struct{}) {
 // connection closed.
 func (h *Holder) Cut(n int64) (held <-chan struct{}) {
 	ho := &hold{n: n, cut: true, held: make(chan struct{}), gone: make(chan struct{})}
+	h.mu.Lock()
+	h.armed = ho
+	h.mu.Unlock()
+	return ho.held
+}
+
+// Answer makes the next ranged GET that passes through Wrap be
+// answered status (503: a store that is overloaded) with a short text
+// body, instead of the server's reply: answered is closed once it is.
+func (h *Holder) Answer(status int) (answered <-chan struct{}) {
+	ho := &hold{status: status, held: make(chan struct{}), gone: make(chan struct{})}
 	h.mu.Lock()
 	h.armed = ho
 	h.mu.Unlock()
@@ -74,6 +87,17 @@ func (h *Holder) Wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		h.mu.Lock()
+		ho := h.armed
+		if ho != nil && ho.status != 0 {
+			h.armed = nil
+		}
+		h.mu.Unlock()
+		if ho != nil && ho.status != 0 {
+			http.Error(w, http.StatusText(ho.status), ho.status)
+			close(ho.held)
+			return
+		}
 		hw := &holdWriter{ResponseWriter: w, h: h, ctx: r.Context()}
 		next.ServeHTTP(hw, r)
 		if hw.ho != nil && !hw.done {
@@ -99,6 +123,10 @@ type holdWriter struct {
 func (w *holdWriter) WriteHeader(status int) {
 	if status == http.StatusPartialContent && w.ho == nil {
 		w.ho = w.h.take()
+		if w.ho != nil && w.ho.status != 0 { // armed since the request came
+			w.h.putBack(w.ho)
+			w.ho = nil
+		}
 	}
 	w.ResponseWriter.WriteHeader(status)
 }

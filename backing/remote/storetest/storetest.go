@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"sort"
 	"strings"
 	"testing"
@@ -621,6 +622,29 @@ func (s *suite) cut(t *testing.T) {
 			t.Fatalf("Get of a reply cut after its first buffer: filled %v (want [0], the first buffer's bytes right)", filled)
 		}
 		s.oneLine(t, err, keyCut)
+	})
+	t.Run("unavailable", func(t *testing.T) {
+		obj := s.storeOpen(t, keyCut, 100)
+		answered := s.f.Holder.Answer(http.StatusServiceUnavailable)
+		buf := make([]byte, 1000)
+		err := s.f.Store.Get(context.Background(), obj, 1000, [][]byte{buf}, nil)
+		waitOrFail(t, answered, "the server answering 503")
+		// A store may get past it itself (a cache tier's transport
+		// sends a GET that failed through the tier again, directly):
+		// then with the right bytes.
+		if err == nil && !bytes.Equal(buf, want[1000:2000]) || err != nil && remote.KindOf(err) != remote.Transient {
+			t.Fatalf("Get answered 503: %v (the bytes right: %v); want an error of kind transient (retried), or the right bytes", err, bytes.Equal(buf, want[1000:2000]))
+		}
+		if err != nil {
+			s.oneLine(t, err, keyCut)
+		}
+		src := s.open(t, s.client(t, context.Background()), keyCut)
+		answered = s.f.Holder.Answer(http.StatusServiceUnavailable)
+		n, err := src.ReadAt(buf, 2*partSize)
+		waitOrFail(t, answered, "the server answering 503")
+		if n != len(buf) || err != nil || !bytes.Equal(buf, want[2*partSize:2*partSize+len(buf)]) {
+			t.Fatalf("ReadAt through a 503: %d bytes, %v; want %d bytes, the object's", n, err, len(buf))
+		}
 	})
 	t.Run("source", func(t *testing.T) {
 		src := s.open(t, s.client(t, context.Background()), keyCut)
