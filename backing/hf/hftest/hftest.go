@@ -371,21 +371,11 @@ func (s *Server) commit(w http.ResponseWriter, rp *repo, rev string) (string, ma
 // WrapHub makes the Hub answer through wrap(its own handler) from the
 // next request on, as WrapCDN does the CDN.
 func (s *Server) WrapHub(wrap func(http.Handler) http.Handler) {
-	h := wrap(http.HandlerFunc(s.hub))
-	s.wrapMu.Lock()
-	s.hubWrap = h
-	s.wrapMu.Unlock()
+	s.setWrap(&s.hubWrap, wrap(http.HandlerFunc(s.hub)))
 }
 
 func (s *Server) serveHub(w http.ResponseWriter, r *http.Request) {
-	s.wrapMu.Lock()
-	h := s.hubWrap
-	s.wrapMu.Unlock()
-	if h != nil {
-		h.ServeHTTP(w, r)
-		return
-	}
-	s.hub(w, r)
+	s.through(&s.hubWrap, s.hub, w, r)
 }
 
 func (s *Server) hub(w http.ResponseWriter, r *http.Request) {
@@ -532,21 +522,30 @@ func (s *Server) sign(p, exp string) string {
 // next request on: a test's fault injected in its replies (a reply held
 // mid-body).
 func (s *Server) WrapCDN(wrap func(http.Handler) http.Handler) {
-	h := wrap(http.HandlerFunc(s.cdn))
-	s.wrapMu.Lock()
-	s.cdnWrap = h
-	s.wrapMu.Unlock()
+	s.setWrap(&s.cdnWrap, wrap(http.HandlerFunc(s.cdn)))
 }
 
 func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
+	s.through(&s.cdnWrap, s.cdn, w, r)
+}
+
+// setWrap makes h a listener's handler (*slot: hubWrap or cdnWrap).
+func (s *Server) setWrap(slot *http.Handler, h http.Handler) {
 	s.wrapMu.Lock()
-	h := s.cdnWrap
+	*slot = h
 	s.wrapMu.Unlock()
-	if h != nil {
-		h.ServeHTTP(w, r)
-		return
+}
+
+// through serves r with a listener's wrapped handler (*slot) when it has
+// one, else with its own.
+func (s *Server) through(slot *http.Handler, own http.HandlerFunc, w http.ResponseWriter, r *http.Request) {
+	s.wrapMu.Lock()
+	h := *slot
+	s.wrapMu.Unlock()
+	if h == nil {
+		h = own
 	}
-	s.cdn(w, r)
+	h.ServeHTTP(w, r)
 }
 
 func (s *Server) cdn(w http.ResponseWriter, r *http.Request) {

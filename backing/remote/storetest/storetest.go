@@ -524,6 +524,18 @@ func waitOrFail(t *testing.T, ch <-chan struct{}, what string) {
 	}
 }
 
+// waitErr is waitOrFail for a call that returns an error.
+func waitErr(t *testing.T, done <-chan error, what string) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatalf("a minute passed without %s", what)
+		return nil
+	}
+}
+
 func (s *suite) cancel(t *testing.T) {
 	t.Run("before", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -567,12 +579,7 @@ func (s *suite) cancel(t *testing.T) {
 			t.Fatal("the held reply's first bytes differ from the object's")
 		}
 		cancel()
-		var err error
-		select {
-		case err = <-done:
-		case <-time.After(time.Minute):
-			t.Fatal("Get still waits on the held reply a minute after its context was cancelled")
-		}
+		err := waitErr(t, done, "Get returning after its context was cancelled")
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("Get cancelled mid-body: %v; want an error wrapping context.Canceled", err)
 		}
@@ -591,12 +598,7 @@ func (s *suite) cancel(t *testing.T) {
 		}()
 		waitOrFail(t, held, "the server holding the reply")
 		cancel()
-		var err error
-		select {
-		case err = <-done:
-		case <-time.After(time.Minute):
-			t.Fatal("ReadAt still waits on the held reply a minute after the Client's Context was cancelled")
-		}
+		err := waitErr(t, done, "ReadAt returning after the Client's Context was cancelled")
 		if !errors.Is(err, context.Canceled) || !errors.Is(err, backing.ErrFault) {
 			t.Fatalf("ReadAt interrupted: %v; want an error wrapping context.Canceled and backing.ErrFault", err)
 		}
