@@ -2,6 +2,7 @@ package httpsrc_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -145,5 +147,65 @@ func TestConformance(t *testing.T) {
 		t.Run(fmt.Sprintf("etag=%v", etag), func(t *testing.T) {
 			storetest.Run(t, harness(etag))
 		})
+	}
+}
+
+// broken is a store that breaks one promise the suite holds stores to.
+type broken struct {
+	remote.Store
+	mode string
+}
+
+func (b broken) Open(ctx context.Context, key string, head []byte) (remote.Object, int, error) {
+	if b.mode == "uncancellable" {
+		ctx = context.WithoutCancel(ctx)
+	}
+	obj, n, err := b.Store.Open(ctx, key, head)
+	if b.mode == "url twice" && err != nil {
+		err = fmt.Errorf("%s: %w", b.URL(key), err)
+	}
+	return obj, n, err
+}
+
+func (b broken) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]byte, filled func(int)) error {
+	switch b.mode {
+	case "unpinned":
+		obj.ETag, obj.LastModified = "", time.Time{}
+	case "uncancellable":
+		ctx = context.WithoutCancel(ctx)
+	}
+	return b.Store.Get(ctx, obj, off, bufs, filled)
+}
+
+// TestBrokenStore is the suite against a broken store, run by
+// TestSuiteCatchesBrokenStores in a process of its own; it does
+// nothing otherwise.
+func TestBrokenStore(t *testing.T) {
+	mode := os.Getenv("STORETEST_BROKEN")
+	if mode == "" {
+		return
+	}
+	storetest.Run(t, func(t *testing.T, objects map[string][]byte) *storetest.Fixture {
+		f := harness(true)(t, objects)
+		f.Store = broken{Store: f.Store, mode: mode}
+		return f
+	})
+}
+
+// TestSuiteCatchesBrokenStores: the suite fails a store that does not
+// pin the version it opened, one whose errors name the object twice,
+// and one that ignores a cancelled context, each saying so.
+func TestSuiteCatchesBrokenStores(t *testing.T) {
+	for _, tc := range []struct{ mode, run, want string }{
+		{"unpinned", "validators/store", "want an error of kind changed"},
+		{"url twice", "errors/missing", "names conformance/missing.bin 2 times, want once"},
+		{"uncancellable", "cancel/before", "want an error wrapping context.Canceled"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenStore$/"+tc.run, "-test.v")
+		cmd.Env = append(os.Environ(), "STORETEST_BROKEN="+tc.mode)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), "--- FAIL: TestBrokenStore/"+tc.run) {
+			t.Errorf("%s: the suite did not fail it saying %q (%v):\n%s", tc.mode, tc.want, err, out)
+		}
 	}
 }
