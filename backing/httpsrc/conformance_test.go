@@ -173,6 +173,9 @@ func (b broken) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 		obj.ETag, obj.LastModified = "", time.Time{}
 	case "uncancellable":
 		ctx = context.WithoutCancel(ctx)
+	case "leaky":
+		// A watcher of the request that outlives it.
+		go func() { <-context.WithoutCancel(ctx).Done() }()
 	}
 	return b.Store.Get(ctx, obj, off, bufs, filled)
 }
@@ -194,12 +197,14 @@ func TestBrokenStore(t *testing.T) {
 
 // TestSuiteCatchesBrokenStores: the suite fails a store that does not
 // pin the version it opened, one whose errors name the object twice,
-// and one that ignores a cancelled context, each saying so.
+// one that ignores a cancelled context and one that leaves a goroutine
+// behind each GET, each saying so.
 func TestSuiteCatchesBrokenStores(t *testing.T) {
 	for _, tc := range []struct{ mode, run, want string }{
 		{"unpinned", "validators/store", "want an error of kind changed"},
 		{"url twice", "errors/missing", "names conformance/missing.bin 2 times, want once"},
 		{"uncancellable", "cancel/before", "want an error wrapping context.Canceled"},
+		{"leaky", "cancel/mid-body", "a goroutine in the store's code is left running"},
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenStore$/"+tc.run, "-test.v")
 		cmd.Env = append(os.Environ(), "STORETEST_BROKEN="+tc.mode)

@@ -30,8 +30,9 @@
 //   - redirects: reads through redirects; a redirect loop is one line.
 //   - expiry: a signed URL that expired is obtained again.
 //   - cancel: a GET held mid-body ends when its context is cancelled,
-//     with an error wrapping context.Canceled, and lets go of its
-//     connection; so does a Client's read when the Client's Context is.
+//     with an error wrapping context.Canceled, lets go of its
+//     connection and leaves no goroutine in the store's code; so does a
+//     Client's read when the Client's Context is.
 //   - cut: a reply cut off mid-body (its connection closed), or a 503
 //     instead of the reply, is a Transient error (after the buffers it
 //     filled), and a Client's read through it is retried to the right

@@ -8,6 +8,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -554,6 +556,7 @@ func (s *suite) cancel(t *testing.T) {
 	want := s.objects[keyCancel]
 	t.Run("mid-body", func(t *testing.T) {
 		obj := s.storeOpen(t, keyCancel, 100)
+		before := s.goroutines()
 		held, gone := s.f.Holder.Arm(4096)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -585,11 +588,13 @@ func (s *suite) cancel(t *testing.T) {
 		}
 		s.oneLine(t, err, keyCancel)
 		waitOrFail(t, gone, "the store letting go of the held connection")
+		s.noneLeft(t, before)
 	})
 	t.Run("client", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		src := s.open(t, s.client(t, ctx), keyCancel)
+		before := s.goroutines()
 		held, gone := s.f.Holder.Arm(1000)
 		done := make(chan error, 1)
 		go func() {
@@ -604,7 +609,53 @@ func (s *suite) cancel(t *testing.T) {
 		}
 		s.oneLine(t, err, keyCancel)
 		waitOrFail(t, gone, "the store letting go of the held connection")
+		src.Close() // waits for the Source's fetches
+		s.noneLeft(t, before)
 	})
+}
+
+// goroutines returns the stacks of the goroutines in the store's code
+// (a frame of the package that defines the store's type), by id.
+func (s *suite) goroutines() map[string]string {
+	pkg := storePackage(s.f.Store)
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	out := map[string]string{}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if f := strings.Fields(g); len(f) > 1 && f[0] == "goroutine" && strings.Contains(g, "\n"+pkg+".") {
+			out[f[1]] = g
+		}
+	}
+	return out
+}
+
+// noneLeft fails t when a goroutine in the store's code is running that
+// was not before: a request cancelled, or its Source closed, has nothing
+// of the store's left running (a goroutine still reading a body, or
+// waiting on a channel no one will send on, would be a leak).
+func (s *suite) noneLeft(t *testing.T, before map[string]string) {
+	t.Helper()
+	for id, g := range s.goroutines() {
+		if _, ok := before[id]; !ok {
+			t.Errorf("a goroutine in the store's code is left running:\n%s", g)
+		}
+	}
+}
+
+// storePackage is the import path of the package that defines st's type.
+func storePackage(st remote.Store) string {
+	ty := reflect.TypeOf(st)
+	for ty.Kind() == reflect.Pointer {
+		ty = ty.Elem()
+	}
+	return ty.PkgPath()
 }
 
 func (s *suite) cut(t *testing.T) {
