@@ -161,7 +161,7 @@ func (b broken) Open(ctx context.Context, key string, head []byte) (remote.Objec
 		ctx = context.WithoutCancel(ctx)
 	}
 	obj, n, err := b.Store.Open(ctx, key, head)
-	if b.mode == "url twice" && err != nil {
+	if b.mode == "twice" && err != nil {
 		err = fmt.Errorf("%s: %w", b.URL(key), err)
 	}
 	return obj, n, err
@@ -171,8 +171,6 @@ func (b broken) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 	switch b.mode {
 	case "unpinned":
 		obj.ETag, obj.LastModified = "", time.Time{}
-	case "uncancellable":
-		ctx = context.WithoutCancel(ctx)
 	case "leaky":
 		// A watcher of the request that outlives it.
 		go func() { <-context.WithoutCancel(ctx).Done() }()
@@ -180,37 +178,52 @@ func (b broken) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 	return b.Store.Get(ctx, obj, off, bufs, filled)
 }
 
-// TestBrokenStore is the suite against a broken store, run by
+// The ways broken breaks a store, each with the subtest of the suite
+// that must fail and what it must say.
+var brokenModes = []struct{ mode, fails, says string }{
+	{"unpinned", "validators/store", "want an error of kind changed"},
+	{"twice", "errors/missing", "names conformance/missing.bin 2 times, want once"},
+	{"uncancellable", "cancel/before", "want an error wrapping context.Canceled"},
+	{"leaky", "cancel/mid-body", "a goroutine in the store's code is left running"},
+}
+
+// TestBrokenStore is the suite against each broken store, run by
 // TestSuiteCatchesBrokenStores in a process of its own; it does
 // nothing otherwise.
 func TestBrokenStore(t *testing.T) {
-	mode := os.Getenv("STORETEST_BROKEN")
-	if mode == "" {
+	if os.Getenv("STORETEST_BROKEN") == "" {
 		return
 	}
-	storetest.Run(t, func(t *testing.T, objects map[string][]byte) *storetest.Fixture {
-		f := harness(true)(t, objects)
-		f.Store = broken{Store: f.Store, mode: mode}
-		return f
-	})
+	for _, m := range brokenModes {
+		t.Run(m.mode, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T, objects map[string][]byte) *storetest.Fixture {
+				f := harness(true)(t, objects)
+				f.Store = broken{Store: f.Store, mode: m.mode}
+				return f
+			})
+		})
+	}
 }
 
 // TestSuiteCatchesBrokenStores: the suite fails a store that does not
 // pin the version it opened, one whose errors name the object twice,
 // one that ignores a cancelled context and one that leaves a goroutine
-// behind each GET, each saying so.
+// behind each GET, each in the subtest that checks it, saying so.
 func TestSuiteCatchesBrokenStores(t *testing.T) {
-	for _, tc := range []struct{ mode, run, want string }{
-		{"unpinned", "validators/store", "want an error of kind changed"},
-		{"url twice", "errors/missing", "names conformance/missing.bin 2 times, want once"},
-		{"uncancellable", "cancel/before", "want an error wrapping context.Canceled"},
-		{"leaky", "cancel/mid-body", "a goroutine in the store's code is left running"},
-	} {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenStore$/"+tc.run, "-test.v")
-		cmd.Env = append(os.Environ(), "STORETEST_BROKEN="+tc.mode)
-		out, err := cmd.CombinedOutput()
-		if err == nil || !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), "--- FAIL: TestBrokenStore/"+tc.run) {
-			t.Errorf("%s: the suite did not fail it saying %q (%v):\n%s", tc.mode, tc.want, err, out)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenStore$", "-test.v")
+	cmd.Env = append(os.Environ(), "STORETEST_BROKEN=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the suite passed every broken store:\n%s", out)
+	}
+	for _, m := range brokenModes {
+		// What the subtest said: the lines after its === RUN (-v
+		// prints them as they come), up to the next test's.
+		name := "TestBrokenStore/" + m.mode + "/" + m.fails
+		_, said, _ := strings.Cut(string(out), "=== RUN   "+name+"\n")
+		said, _, _ = strings.Cut(said, "\n=== ")
+		if !strings.Contains(string(out), "--- FAIL: "+name+" ") || !strings.Contains(said, m.says) {
+			t.Errorf("%s: the suite did not fail %s saying %q:\n%s", m.mode, m.fails, m.says, out)
 		}
 	}
 }
