@@ -18,16 +18,16 @@ import (
 // or refuses replies on request; then with the GETs presigned through a
 // cache tier (Options.Proxy).
 func TestConformance(t *testing.T) {
-	t.Run("direct", func(t *testing.T) { storetest.Run(t, harness(false)) })
-	t.Run("tier", func(t *testing.T) { storetest.Run(t, harness(true)) })
+	srv := s3test.Start(t) // one server, a bucket for each run
+	t.Run("direct", func(t *testing.T) { storetest.Run(t, harness(srv, "conformance", false)) })
+	t.Run("tier", func(t *testing.T) { storetest.Run(t, harness(srv, "conformance-tier", true)) })
 }
 
-func harness(tier bool) storetest.Harness {
+func harness(srv *s3test.Server, bucket string, tier bool) storetest.Harness {
 	return func(t *testing.T, objects map[string][]byte) *storetest.Fixture {
-		srv := s3test.Start(t)
-		srv.Bucket(t, "conformance")
+		srv.Bucket(t, bucket)
 		for k, v := range objects {
-			srv.Put(t, "conformance", k, v)
+			srv.Put(t, bucket, k, v)
 		}
 		target, err := url.Parse(srv.Endpoint)
 		if err != nil {
@@ -49,17 +49,17 @@ func harness(tier bool) storetest.Harness {
 			t.Cleanup(tp.Close)
 			opts.Proxy, _ = url.Parse(tp.URL)
 		}
-		st, err := s3.New(context.Background(), "conformance", opts)
+		st, err := s3.New(context.Background(), bucket, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return &storetest.Fixture{
 			Store:   st,
-			Replace: func(t *testing.T, key string, data []byte) { srv.Put(t, "conformance", key, data) },
+			Replace: func(t *testing.T, key string, data []byte) { srv.Put(t, bucket, key, data) },
 			Holder:  &hold,
 			Denied: func(t *testing.T) (remote.Store, string) {
 				t.Setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
-				bad, err := s3.New(context.Background(), "conformance", opts)
+				bad, err := s3.New(context.Background(), bucket, opts)
 				if err != nil {
 					t.Fatal(err)
 				}
