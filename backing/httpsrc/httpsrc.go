@@ -218,6 +218,13 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 			obj.Size = resp.ContentLength
 			return obj, 0, nil
 		}
+		if resp.ContentLength == 0 {
+			// An empty file: Go's file servers (caddy's, rclone
+			// serve http's) answer a Range on it with a 200 and no
+			// bytes rather than a 416, as RFC 9110 allows. There is
+			// nothing to read after it.
+			return obj, 0, nil
+		}
 		// Every later read is a ranged GET, which such a server would
 		// answer with the whole file again: refused now, whatever
 		// the file's size.

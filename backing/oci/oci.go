@@ -539,7 +539,7 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 		obj, n, err = s.blobs.Open(ctx, s.blobKey(d), head)
 	}
 	if err != nil {
-		return remote.Object{}, 0, err
+		return remote.Object{}, 0, s.fileError(key, d, err)
 	}
 	if obj.Size != d.Size {
 		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("the registry's blob %s is %d bytes, the manifest says %d", d.Digest, obj.Size, d.Size)}
@@ -559,12 +559,32 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 	if !ok {
 		return &remote.Error{URL: s.URL(obj.Key), Kind: remote.NotFound, Msg: "no such file in the artifact"}
 	}
+	key := obj.Key
 	obj.Key = s.blobKey(d)
 	err := s.blobs.Get(ctx, obj, off, bufs, filled)
 	if err != nil && s.auth.retry(ctx, err) {
 		err = s.blobs.Get(ctx, obj, off, bufs, filled)
 	}
-	return err
+	return s.fileError(key, d, err)
+}
+
+// fileError is the error of a request for the blob of key's layer d,
+// named by the file (as the store's every error and its Source are),
+// with the blob's digest, rather than by the blob's URL on the
+// registry: a read's error names its file once.
+func (s *Store) fileError(key string, d Descriptor, err error) error {
+	e, ok := err.(*remote.Error)
+	if !ok {
+		return err
+	}
+	c := *e
+	c.URL = s.URL(key)
+	msg := c.Msg
+	if msg == "" && c.Err != nil {
+		msg = c.Err.Error()
+	}
+	c.Msg = "blob " + d.Digest + ": " + msg
+	return &c
 }
 
 // List lists the files directly under prefix.
@@ -596,7 +616,7 @@ func (s *Store) openMember(ctx context.Context, key string, m member, head []byt
 		obj, _, err = s.blobs.Open(ctx, s.blobKey(m.layer), nil)
 	}
 	if err != nil {
-		return remote.Object{}, 0, err
+		return remote.Object{}, 0, s.fileError(key, m.layer, err)
 	}
 	if obj.Size != m.layer.Size {
 		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("the registry's blob %s is %d bytes, the manifest says %d", m.layer.Digest, obj.Size, m.layer.Size)}

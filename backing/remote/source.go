@@ -84,6 +84,11 @@ func (c *Client) Open(ctx context.Context, key string) (*Source, error) {
 		return nil, err
 	}
 	s.obj.Key = key
+	// Named as the store names it now that it is open: a store that
+	// pins a version at its first request (hf://'s revision, resolved
+	// to a commit sha) names the object by it, in Name and in the
+	// errors of its reads.
+	s.url = c.store.URL(key)
 	p.buf = p.buf[:n]
 	full := n == int(min(s.obj.Size, c.opts.PartSize))
 	if id, ok := s.obj.Identity(); ok && c.disk != nil {

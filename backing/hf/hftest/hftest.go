@@ -102,6 +102,10 @@ type Server struct {
 
 	seenMu sync.Mutex
 	seen   []Request // GUARDED_BY(seenMu): every request, in order
+
+	wrapMu  sync.Mutex
+	cdnWrap http.Handler // GUARDED_BY(wrapMu): WrapCDN's handler, nil when none
+	hubWrap http.Handler // GUARDED_BY(wrapMu): WrapHub's handler, nil when none
 }
 
 // Request is one request a listener received, as it came: its request
@@ -364,7 +368,17 @@ func (s *Server) commit(w http.ResponseWriter, rp *repo, rev string) (string, ma
 	return sha, tree
 }
 
+// WrapHub makes the Hub answer through wrap(its own handler) from the
+// next request on, as WrapCDN does the CDN.
+func (s *Server) WrapHub(wrap func(http.Handler) http.Handler) {
+	s.setWrap(&s.hubWrap, wrap(http.HandlerFunc(s.hub)))
+}
+
 func (s *Server) serveHub(w http.ResponseWriter, r *http.Request) {
+	s.through(&s.hubWrap, s.hub, w, r)
+}
+
+func (s *Server) hub(w http.ResponseWriter, r *http.Request) {
 	w = &countWriter{ResponseWriter: w, n: &s.HubBytes}
 	s.record("hub", r)
 	s.HubRequests.Add(1)
@@ -504,7 +518,37 @@ func (s *Server) sign(p, exp string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
+// WrapCDN makes the CDN answer through wrap(its own handler) from the
+// next request on: a test's fault injected in its replies (a reply held
+// mid-body).
+func (s *Server) WrapCDN(wrap func(http.Handler) http.Handler) {
+	s.setWrap(&s.cdnWrap, wrap(http.HandlerFunc(s.cdn)))
+}
+
 func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
+	s.through(&s.cdnWrap, s.cdn, w, r)
+}
+
+// setWrap makes h a listener's handler (*slot: hubWrap or cdnWrap).
+func (s *Server) setWrap(slot *http.Handler, h http.Handler) {
+	s.wrapMu.Lock()
+	*slot = h
+	s.wrapMu.Unlock()
+}
+
+// through serves r with a listener's wrapped handler (*slot) when it has
+// one, else with its own.
+func (s *Server) through(slot *http.Handler, own http.HandlerFunc, w http.ResponseWriter, r *http.Request) {
+	s.wrapMu.Lock()
+	h := *slot
+	s.wrapMu.Unlock()
+	if h == nil {
+		h = own
+	}
+	h.ServeHTTP(w, r)
+}
+
+func (s *Server) cdn(w http.ResponseWriter, r *http.Request) {
 	s.record("cdn", r)
 	s.CDNRequests.Add(1)
 	xml := func(status int, code, msg string) {
