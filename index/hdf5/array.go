@@ -155,61 +155,80 @@ func (r *reader) array(d *dataset, g *grid, filtered bool) (*array, error) {
 		return nil, r.errorf(off, "the chunk index header: elements of %d bytes", a.esize)
 	}
 	if a.fixed {
-		pageBits := int(c.u8())
-		a.nelmts = c.length()
-		dblk := c.addr()
-		if err := r.checksum(b, c.p, off, "the chunk index header"); err != nil {
-			return nil, err
-		}
-		a.dims = g.max
-		for _, m := range g.max {
-			if m < 0 {
-				return nil, r.errorf(off, "a fixed array chunk index for an unlimited dimension")
-			}
-		}
-		if pageBits < 1 || pageBits > 32 {
-			return nil, r.errorf(off, "the chunk index header: pages of 2^%d elements", pageBits)
-		}
-		a.pageN = 1 << pageBits
-		want := uint64(1)
-		for _, m := range g.max {
-			if hi, lo := bits.Mul64(want, uint64(m)); hi != 0 {
-				return nil, r.errorf(off, "the chunk index over %v chunks", g.max)
-			} else {
-				want = lo
-			}
-		}
-		if a.nelmts != want {
-			return nil, r.errorf(off, "a fixed array of %d elements for %d chunks", a.nelmts, want)
-		}
-		if dblk == undefined {
-			return a, nil // no chunk written
-		}
-		return a, a.fixedBlock(dblk)
+		err = a.fixedHeader(c, b, off, g)
+	} else {
+		err = a.extensibleHeader(c, b, off, g)
 	}
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// fixedHeader reads the rest of a fixed array's header, from its page
+// bits, and its data block.
+func (a *array) fixedHeader(c *cursor, b []byte, off int64, g *grid) error {
+	r := a.r
+	pageBits := int(c.u8())
+	a.nelmts = c.length()
+	dblk := c.addr()
+	if err := r.checksum(b, c.p, off, "the chunk index header"); err != nil {
+		return err
+	}
+	a.dims = g.max
+	for _, m := range g.max {
+		if m < 0 {
+			return r.errorf(off, "a fixed array chunk index for an unlimited dimension")
+		}
+	}
+	if pageBits < 1 || pageBits > 32 {
+		return r.errorf(off, "the chunk index header: pages of 2^%d elements", pageBits)
+	}
+	a.pageN = 1 << pageBits
+	want := uint64(1)
+	for _, m := range g.max {
+		if hi, lo := bits.Mul64(want, uint64(m)); hi != 0 {
+			return r.errorf(off, "the chunk index over %v chunks", g.max)
+		} else {
+			want = lo
+		}
+	}
+	if a.nelmts != want {
+		return r.errorf(off, "a fixed array of %d elements for %d chunks", a.nelmts, want)
+	}
+	if dblk == undefined {
+		return nil // no chunk written
+	}
+	return a.fixedBlock(dblk)
+}
+
+// extensibleHeader reads the rest of an extensible array's header,
+// from its bit counts, its super block table and its index block.
+func (a *array) extensibleHeader(c *cursor, b []byte, off int64, g *grid) error {
+	r := a.r
 	maxBits, idxElmts, minElmts, minPtrs, pageBits := int(c.u8()), int(c.u8()), int(c.u8()), int(c.u8()), int(c.u8())
 	for range 6 {
 		c.length()
 	}
 	ib := c.addr()
 	if err := r.checksum(b, c.p, off, "the chunk index header"); err != nil {
-		return nil, err
+		return err
 	}
 	pow2 := func(v int) bool { return v > 0 && v&(v-1) == 0 }
 	if maxBits < 1 || maxBits > 64 || !pow2(minElmts) || !pow2(minPtrs) || bits.Len(uint(minElmts))-1 > maxBits || pageBits < 1 || pageBits > 32 {
-		return nil, r.errorf(off, "an extensible array of 2^%d elements, data blocks of at least %d, super blocks of at least %d, pages of 2^%d", maxBits, minElmts, minPtrs, pageBits)
+		return r.errorf(off, "an extensible array of 2^%d elements, data blocks of at least %d, super blocks of at least %d, pages of 2^%d", maxBits, minElmts, minPtrs, pageBits)
 	}
 	a.unlim = -1
 	for k, m := range g.max {
 		if m < 0 {
 			if a.unlim >= 0 {
-				return nil, r.errorf(off, "an extensible array chunk index for two unlimited dimensions")
+				return r.errorf(off, "an extensible array chunk index for two unlimited dimensions")
 			}
 			a.unlim = k
 		}
 	}
 	if a.unlim < 0 {
-		return nil, r.errorf(off, "an extensible array chunk index without an unlimited dimension")
+		return r.errorf(off, "an extensible array chunk index without an unlimited dimension")
 	}
 	a.dims = append([]int64{-1}, g.max[:a.unlim]...)
 	a.dims = append(a.dims, g.max[a.unlim+1:]...)
@@ -232,26 +251,33 @@ func (r *reader) array(d *dataset, g *grid, filtered bool) (*array, error) {
 	nsblk := max(nsblks-a.nsblksIB, 0)
 	if ib == undefined {
 		a.empty = true
-		return a, nil
+		return nil
 	}
+	return a.indexBlock(ib, idxElmts, ndblk, nsblk)
+}
+
+// indexBlock reads the extensible array's index block at ib: its
+// elements and the addresses of its data and super blocks.
+func (a *array) indexBlock(ib uint64, idxElmts, ndblk, nsblk int) error {
+	r := a.r
 	size := int64(4+1+1+r.so) + int64(idxElmts*a.esize) + int64((ndblk+nsblk)*r.so) + 4
 	blk, boff, err := a.block(ib, size, "EAIB", "index block")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := r.checksum(blk, int(size-4), boff, "the chunk index's index block"); err != nil {
-		return nil, err
+		return err
 	}
 	p := 6 + r.so
 	a.ibElems = blk[p : p+idxElmts*a.esize]
-	c = &cursor{r: r, b: blk[p+idxElmts*a.esize:], off: boff + int64(p+idxElmts*a.esize)}
+	c := &cursor{r: r, b: blk[p+idxElmts*a.esize:], off: boff + int64(p+idxElmts*a.esize)}
 	for range ndblk {
 		a.ibDblks = append(a.ibDblks, c.addr())
 	}
 	for range nsblk {
 		a.ibSblks = append(a.ibSblks, c.addr())
 	}
-	return a, nil
+	return nil
 }
 
 // fixedBlock reads a fixed array's data block: its elements, or (paged)
@@ -294,29 +320,41 @@ var undefElement = bytes.Repeat([]byte{0xff}, 8+8+4)
 
 // element returns element idx of the array and its file offset.
 func (a *array) element(idx uint64) ([]byte, int64, error) {
-	r := a.r
 	if a.fixed {
-		if idx >= a.nelmts {
-			return nil, 0, r.errorf(-1, "chunk index element %d of %d", idx, a.nelmts)
-		}
-		if a.elements == nil && !a.paged {
-			return undefElement[:a.esize], -1, nil
-		}
-		if !a.paged {
-			return a.elements[idx*uint64(a.esize) : (idx+1)*uint64(a.esize)], a.dblk + int64(6+r.so) + int64(idx)*int64(a.esize), nil
-		}
-		p := idx / a.pageN
-		if !bit(a.bitmap, p) {
-			return undefElement[:a.esize], -1, nil
-		}
-		pg, err := a.page(a.dblk+a.prefix, p, min(a.pageN, a.nelmts-p*a.pageN))
-		if err != nil {
-			return nil, 0, err
-		}
-		e := (idx - p*a.pageN) * uint64(a.esize)
-		return pg.b[e : e+uint64(a.esize)], pg.off + int64(e), nil
+		return a.fixedElement(idx)
 	}
-	// Extensible array.
+	return a.extensibleElement(idx)
+}
+
+// fixedElement returns element idx of a fixed array and its file offset.
+func (a *array) fixedElement(idx uint64) ([]byte, int64, error) {
+	r := a.r
+	if idx >= a.nelmts {
+		return nil, 0, r.errorf(-1, "chunk index element %d of %d", idx, a.nelmts)
+	}
+	if a.elements == nil && !a.paged {
+		return undefElement[:a.esize], -1, nil
+	}
+	if !a.paged {
+		return a.elements[idx*uint64(a.esize) : (idx+1)*uint64(a.esize)], a.dblk + int64(6+r.so) + int64(idx)*int64(a.esize), nil
+	}
+	p := idx / a.pageN
+	if !bit(a.bitmap, p) {
+		return undefElement[:a.esize], -1, nil
+	}
+	pg, err := a.page(a.dblk+a.prefix, p, min(a.pageN, a.nelmts-p*a.pageN))
+	if err != nil {
+		return nil, 0, err
+	}
+	e := (idx - p*a.pageN) * uint64(a.esize)
+	return pg.b[e : e+uint64(a.esize)], pg.off + int64(e), nil
+}
+
+// extensibleElement returns element idx of an extensible array and its
+// file offset: from the index block, or from the data block (found
+// through the index block or a super block) that holds it.
+func (a *array) extensibleElement(idx uint64) ([]byte, int64, error) {
+	r := a.r
 	if a.empty {
 		return undefElement[:a.esize], -1, nil
 	}
@@ -357,7 +395,6 @@ func (a *array) element(idx uint64) ([]byte, int64, error) {
 		return undefElement[:a.esize], -1, nil
 	}
 	paged := si.dblkN > a.pageN
-	prefix := int64(6+r.so+a.offSize) + 4
 	// The offset libhdf5 writes in a data block: the super block's
 	// first element plus the data block's index times its size, the
 	// index counted from the array's first data block for those the
@@ -365,31 +402,49 @@ func (a *array) element(idx uint64) ([]byte, int64, error) {
 	// first otherwise; either is accepted.
 	blockOff := [2]uint64{si.start + di*si.dblkN, si.start + (si.startDblk+di)*si.dblkN}
 	if !paged {
-		n := prefix + int64(si.dblkN)*int64(a.esize)
-		off, err := r.abs(daddr, "a data block")
-		if err != nil {
-			return nil, 0, err
-		}
-		els, ok := a.dblocks[off]
-		if !ok {
-			b, off, err := a.block(daddr, n, "EADB", "data block")
-			if err != nil {
-				return nil, 0, err
-			}
-			if err := r.checksum(b, int(n-4), off, "the chunk index's data block"); err != nil {
-				return nil, 0, err
-			}
-			if err := a.blockOffset(b, off, blockOff); err != nil {
-				return nil, 0, err
-			}
-			els = b[prefix-4 : n-4]
-			a.dblocks[off] = els
-		}
-		return els[e*uint64(a.esize) : (e+1)*uint64(a.esize)], off + prefix - 4 + int64(e)*int64(a.esize), nil
+		return a.dataBlockElement(daddr, si, e, blockOff)
 	}
 	if s < a.nsblksIB || bitmap == nil {
 		return nil, 0, r.errorf(-1, "a paged data block under the extensible array's index block")
 	}
+	return a.pagedElement(daddr, si, di, e, bitmap, blockOff)
+}
+
+// dataBlockElement returns element e of the extensible array's data
+// block at daddr (not paged), reading the block once; blockOff is the
+// offset its parent gives it.
+func (a *array) dataBlockElement(daddr uint64, si sblkInfo, e uint64, blockOff [2]uint64) ([]byte, int64, error) {
+	r := a.r
+	prefix := int64(6+r.so+a.offSize) + 4
+	n := prefix + int64(si.dblkN)*int64(a.esize)
+	off, err := r.abs(daddr, "a data block")
+	if err != nil {
+		return nil, 0, err
+	}
+	els, ok := a.dblocks[off]
+	if !ok {
+		b, off, err := a.block(daddr, n, "EADB", "data block")
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := r.checksum(b, int(n-4), off, "the chunk index's data block"); err != nil {
+			return nil, 0, err
+		}
+		if err := a.blockOffset(b, off, blockOff); err != nil {
+			return nil, 0, err
+		}
+		els = b[prefix-4 : n-4]
+		a.dblocks[off] = els
+	}
+	return els[e*uint64(a.esize) : (e+1)*uint64(a.esize)], off + prefix - 4 + int64(e)*int64(a.esize), nil
+}
+
+// pagedElement returns element e of data block di of a super block, the
+// paged data block at daddr (its header read once, its page when
+// needed); bitmap is the super block's page-initialised bits.
+func (a *array) pagedElement(daddr uint64, si sblkInfo, di, e uint64, bitmap []byte, blockOff [2]uint64) ([]byte, int64, error) {
+	r := a.r
+	prefix := int64(6+r.so+a.offSize) + 4
 	// One bit per page of each data block, packed across the super
 	// block's data blocks (H5EA__lookup_elmt: dblk_idx * dblk_npages +
 	// page), in a bitmap of a whole number of bytes per data block.
