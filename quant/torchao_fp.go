@@ -64,36 +64,21 @@ func swzOff(r, c, ncb int64) int64 {
 	return ((r/128)*ncb+c/4)*512 + (r%32)*16 + (r%128/32)*4 + c%4
 }
 
+// aoFPRect is what one rect call reads: the codes and scales of rows
+// [r0, r1), columns [c0, c1) (scale columns [j0, j1)).
+type aoFPRect struct {
+	codes, sc             []byte
+	r0, c0, c1, j0, j1, w int64
+	sbase                 int64 // swizzled: the offset sc starts at
+	ncb                   int64 // tiles of 4 scale columns a row of tiles
+}
+
 func (k *aoFPKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error {
-	nc := k.cols / k.bs
-	j0, j1 := c0/k.bs, (c1-1)/k.bs+1
-	w := c1 - c0
-	var codes []byte
-	var err error
-	if k.fp4 {
-		codes, err = s.strided(0, 0, k.cols/2, r0, r1, c0/2, (c1-1)/2+1)
-	} else {
-		codes, err = s.strided(0, 0, k.cols, r0, r1, c0, c1)
-	}
+	q, err := k.read(s, r0, r1, c0, c1)
 	if err != nil {
 		return err
 	}
-	// the scales of rows [r0, r1): plain, one strided read; swizzled, the
-	// 128-row tiles' bytes for the tile columns touched
-	var sc []byte
-	var sbase int64 // swizzled: the offset sc starts at
-	ncb := ceilDiv(nc, 4)
-	if k.swz {
-		t0, t1 := r0/128, (r1-1)/128
-		cb0, cb1 := j0/4, (j1-1)/4
-		sbase = (t0*ncb + cb0) * 512
-		sc, err = s.bytes(1, 1, sbase, ((t1*ncb+cb1)+1)*512-sbase)
-	} else {
-		sc, err = s.strided(1, 1, nc, r0, r1, j0, j1)
-	}
-	if err != nil {
-		return err
-	}
+	w := q.w
 	g, lastE := float32(1), int64(-1)
 	// NVFP4, whole blocks of a large tile: the table of every scale
 	// byte's 16 values (nvTable: fp4 · (e4m3 · g), the same
@@ -125,88 +110,137 @@ func (k *aoFPKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error
 			if all == nil {
 				all = s.nvTable(g, false)
 			}
-			idx := sc[(r-r0)*(j1-j0) : (r-r0+1)*(j1-j0)]
-			if k.swz {
-				if int64(cap(s.bufs[4])) < j1-j0 {
-					s.bufs[4] = make([]byte, j1-j0)
-				}
-				idx = s.bufs[4][:j1-j0]
-				for j := j0; j < j1; j++ {
-					idx[j-j0] = sc[swzOff(r, j, ncb)-sbase]
-				}
-			}
-			bw := (c1 - c0) / 2
-			dtype.Lookup4(out, codes[(r-r0)*bw:(r-r0+1)*bw], int(k.bs/2), all[:], idx)
+			k.lookupRow(s, &q, r, out, all)
 			continue
 		}
-		for c := c0; c < c1; {
-			j := c / k.bs
-			e := min((j+1)*k.bs, c1)
-			var sb byte
-			if k.swz {
-				sb = sc[swzOff(r, j, ncb)-sbase]
-			} else {
-				sb = sc[(r-r0)*(j1-j0)+j-j0]
-			}
-			var hp float32
-			if k.mx {
-				hp = e8m0(sb)
-				if k.out != dtype.F32 {
-					hp = roundTo(k.out, hp)
-				}
-			} else {
-				hp = e4m3Table[sb]
-				if k.pts != 0 {
-					hp = g * hp
-				}
-			}
-			o := out[c-c0 : e-c0]
-			if k.fp4 {
-				brow := codes[(r-r0)*((c1-1)/2+1-c0/2):]
-				if useLookup && c&1 == 0 && e&1 == 0 {
-					// the block's 16 values first, each by the same
-					// multiplication, then a byte's two codes at a time
-					var blk [16]float32
-					for n := range blk {
-						blk[n] = fp4Values[n] * hp
-					}
-					in := brow[c/2-c0/2 : e/2-c0/2]
-					o = o[:2*len(in)]
-					for i, b := range in {
-						o[2*i] = blk[b&15]
-						o[2*i+1] = blk[b>>4]
-					}
-				} else {
-					for cc := c; cc < e; cc++ {
-						b := brow[cc/2-c0/2]
-						if cc&1 == 1 {
-							b >>= 4
-						}
-						o[cc-c] = fp4Values[b&15] * hp
-					}
-				}
-			} else {
-				dtype.Lookup8(o, codes[(r-r0)*w+c-c0:(r-r0)*w+e-c0], k.codes, hp)
-			}
-			if k.mx {
-				switch {
-				case k.out == dtype.BF16 && useLookup && hp >= k.lo && hp <= k.hi:
-					// every product is a bf16 value already: no
-					// rounding changes it (the scale's range checked)
-				case k.out == dtype.BF16:
-					for i := range o {
-						o[i] = roundBF16(o[i])
-					}
-				case k.out == dtype.F16:
-					for i := range o {
-						o[i] = roundF16(o[i])
-					}
-				}
-			}
-			c = e
-		}
+		k.blocksRow(&q, r, out, g)
 	}
 	return nil
+}
+
+// read reads the codes and the scales of rows [r0, r1), columns [c0,
+// c1): the scales plain, one strided read; swizzled, the 128-row tiles'
+// bytes for the tile columns touched.
+func (k *aoFPKernel) read(s *scratch, r0, r1, c0, c1 int64) (aoFPRect, error) {
+	nc := k.cols / k.bs
+	j0, j1 := c0/k.bs, (c1-1)/k.bs+1
+	w := c1 - c0
+	var codes []byte
+	var err error
+	if k.fp4 {
+		codes, err = s.strided(0, 0, k.cols/2, r0, r1, c0/2, (c1-1)/2+1)
+	} else {
+		codes, err = s.strided(0, 0, k.cols, r0, r1, c0, c1)
+	}
+	if err != nil {
+		return aoFPRect{}, err
+	}
+	var sc []byte
+	var sbase int64 // swizzled: the offset sc starts at
+	ncb := ceilDiv(nc, 4)
+	if k.swz {
+		t0, t1 := r0/128, (r1-1)/128
+		cb0, cb1 := j0/4, (j1-1)/4
+		sbase = (t0*ncb + cb0) * 512
+		sc, err = s.bytes(1, 1, sbase, ((t1*ncb+cb1)+1)*512-sbase)
+	} else {
+		sc, err = s.strided(1, 1, nc, r0, r1, j0, j1)
+	}
+	if err != nil {
+		return aoFPRect{}, err
+	}
+	return aoFPRect{codes: codes, sc: sc, r0: r0, c0: c0, c1: c1, j0: j0, j1: j1, w: w, sbase: sbase, ncb: ncb}, nil
+}
+
+// lookupRow decodes row r of whole fp4 blocks into out by table: all
+// holds every scale byte's 16 values.
+func (k *aoFPKernel) lookupRow(s *scratch, q *aoFPRect, r int64, out []float32, all *[256][16]float32) {
+	codes, sc, r0, c0, c1, j0, j1, sbase, ncb := q.codes, q.sc, q.r0, q.c0, q.c1, q.j0, q.j1, q.sbase, q.ncb
+	idx := sc[(r-r0)*(j1-j0) : (r-r0+1)*(j1-j0)]
+	if k.swz {
+		if int64(cap(s.bufs[4])) < j1-j0 {
+			s.bufs[4] = make([]byte, j1-j0)
+		}
+		idx = s.bufs[4][:j1-j0]
+		for j := j0; j < j1; j++ {
+			idx[j-j0] = sc[swzOff(r, j, ncb)-sbase]
+		}
+	}
+	bw := (c1 - c0) / 2
+	dtype.Lookup4(out, codes[(r-r0)*bw:(r-r0+1)*bw], int(k.bs/2), all[:], idx)
+}
+
+// blocksRow decodes row r into out a block at a time: the block's scale
+// (g: NVFP4's per_tensor_scale for the row), then its codes, rounded to
+// MX's orig_dtype.
+func (k *aoFPKernel) blocksRow(q *aoFPRect, r int64, out []float32, g float32) {
+	codes, sc, r0, c0, c1, j0, j1, w, sbase, ncb := q.codes, q.sc, q.r0, q.c0, q.c1, q.j0, q.j1, q.w, q.sbase, q.ncb
+	for c := c0; c < c1; {
+		j := c / k.bs
+		e := min((j+1)*k.bs, c1)
+		var sb byte
+		if k.swz {
+			sb = sc[swzOff(r, j, ncb)-sbase]
+		} else {
+			sb = sc[(r-r0)*(j1-j0)+j-j0]
+		}
+		var hp float32
+		if k.mx {
+			hp = e8m0(sb)
+			if k.out != dtype.F32 {
+				hp = roundTo(k.out, hp)
+			}
+		} else {
+			hp = e4m3Table[sb]
+			if k.pts != 0 {
+				hp = g * hp
+			}
+		}
+		o := out[c-c0 : e-c0]
+		if k.fp4 {
+			brow := codes[(r-r0)*((c1-1)/2+1-c0/2):]
+			if useLookup && c&1 == 0 && e&1 == 0 {
+				// the block's 16 values first, each by the same
+				// multiplication, then a byte's two codes at a time
+				var blk [16]float32
+				for n := range blk {
+					blk[n] = fp4Values[n] * hp
+				}
+				in := brow[c/2-c0/2 : e/2-c0/2]
+				o = o[:2*len(in)]
+				for i, b := range in {
+					o[2*i] = blk[b&15]
+					o[2*i+1] = blk[b>>4]
+				}
+			} else {
+				for cc := c; cc < e; cc++ {
+					b := brow[cc/2-c0/2]
+					if cc&1 == 1 {
+						b >>= 4
+					}
+					o[cc-c] = fp4Values[b&15] * hp
+				}
+			}
+		} else {
+			dtype.Lookup8(o, codes[(r-r0)*w+c-c0:(r-r0)*w+e-c0], k.codes, hp)
+		}
+		if k.mx {
+			switch {
+			case k.out == dtype.BF16 && useLookup && hp >= k.lo && hp <= k.hi:
+				// every product is a bf16 value already: no
+				// rounding changes it (the scale's range checked)
+			case k.out == dtype.BF16:
+				for i := range o {
+					o[i] = roundBF16(o[i])
+				}
+			case k.out == dtype.F16:
+				for i := range o {
+					o[i] = roundF16(o[i])
+				}
+			}
+		}
+		c = e
+	}
 }
 
 // mxfp4Tables holds, per orig_dtype (F32, BF16, F16), every E8M0 byte's
