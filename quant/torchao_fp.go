@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
 )
 
 // torchao's floating-point block formats (prototype/mx_formats), read at
@@ -307,6 +308,52 @@ func aoBool(e *aoEntry, key string) (bool, bool) {
 	return b, err == nil
 }
 
+// mxElems sets an MXTensor's element codes (elem_dtype) and orig_dtype;
+// a message says why they are not served.
+func (k *aoFPKernel) mxElems(e *aoEntry) string {
+	var ok bool
+	var v struct {
+		Type string `json:"_type"`
+		Data string `json:"_data"`
+	}
+	raw := e.Data["elem_dtype"]
+	if err := json.Unmarshal(raw, &v); err != nil {
+		_ = json.Unmarshal(raw, &v.Data) // fp6: a plain string
+	}
+	switch v.Data {
+	case "float8_e4m3fn":
+		k.codes = e4m3Table
+	case "float8_e5m2":
+		k.codes = e5m2Table
+	case "float4_e2m1fn_x2":
+		k.fp4 = true
+	default:
+		return fmt.Sprintf("torchao MXTensor elem_dtype %s is not served", paramStr(raw))
+	}
+	if k.out, ok = aoDType(e, "orig_dtype", dtype.F32); !ok {
+		return "torchao MXTensor orig_dtype is not float32, bfloat16 or float16"
+	}
+	return ""
+}
+
+// perTensorScale sets NVFP4's per_tensor_scale t (one value, or one per
+// expert of the L of a 3-D weight); a message says why it is not read.
+func (k *aoFPKernel) perTensorScale(t *index.Tensor, nv bool, nd int, L int64) string {
+	switch {
+	case !nv:
+		return "torchao MXTensor with a per_tensor_scale"
+	case t.DType != dtype.F32:
+		return fmt.Sprintf("torchao NVFP4Tensor per_tensor_scale is %s, not F32", t.DType)
+	case isScalar(t) && len(t.Shape) != 3:
+		k.pts = 1
+	case nd == 3 && shapeIs(t, L, 1, 1):
+		k.pts = 2
+	default:
+		return fmt.Sprintf("torchao NVFP4Tensor per_tensor_scale %v is neither one value nor one per expert", t.Shape)
+	}
+	return ""
+}
+
 // aoFP plans NVFP4Tensor and MXTensor.
 func (p *planner) aoFP(name string, e *aoEntry, part map[string]string, stored []string) string {
 	cls := e.Type
@@ -324,28 +371,8 @@ func (p *planner) aoFP(name string, e *aoEntry, part map[string]string, stored [
 	k.bs = bs
 	if nv {
 		k.fp4 = true
-	} else {
-		var v struct {
-			Type string `json:"_type"`
-			Data string `json:"_data"`
-		}
-		raw := e.Data["elem_dtype"]
-		if err := json.Unmarshal(raw, &v); err != nil {
-			_ = json.Unmarshal(raw, &v.Data) // fp6: a plain string
-		}
-		switch v.Data {
-		case "float8_e4m3fn":
-			k.codes = e4m3Table
-		case "float8_e5m2":
-			k.codes = e5m2Table
-		case "float4_e2m1fn_x2":
-			k.fp4 = true
-		default:
-			return fmt.Sprintf("torchao MXTensor elem_dtype %s is not served", paramStr(raw))
-		}
-		if k.out, ok = aoDType(e, "orig_dtype", dtype.F32); !ok {
-			return "torchao MXTensor orig_dtype is not float32, bfloat16 or float16"
-		}
+	} else if msg := k.mxElems(e); msg != "" {
+		return msg
 	}
 	nd := len(q.Shape)
 	if nd < 2 || nd > 3 || !dimsOK(q.Shape) {
@@ -390,18 +417,8 @@ func (p *planner) aoFP(name string, e *aoEntry, part map[string]string, stored [
 	k.exactRange()
 	parts := []string{part["qdata"], part["scale"]}
 	if pt := part["per_tensor_scale"]; pt != "" {
-		t := p.t(pt)
-		switch {
-		case !nv:
-			return "torchao MXTensor with a per_tensor_scale"
-		case t.DType != dtype.F32:
-			return fmt.Sprintf("torchao NVFP4Tensor per_tensor_scale is %s, not F32", t.DType)
-		case isScalar(t) && len(t.Shape) != 3:
-			k.pts = 1
-		case nd == 3 && shapeIs(t, L, 1, 1):
-			k.pts = 2
-		default:
-			return fmt.Sprintf("torchao NVFP4Tensor per_tensor_scale %v is neither one value nor one per expert", t.Shape)
+		if msg := k.perTensorScale(p.t(pt), nv, nd, L); msg != "" {
+			return msg
 		}
 		parts = append(parts, pt)
 	}
