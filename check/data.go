@@ -112,28 +112,7 @@ func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 	var rep DataReport
 	var ps []Problem
 	buf := make([]byte, chunk)
-	hashed := make([]bool, len(c.Sources))
-	for i, src := range c.Sources {
-		if c.Index.Member(i) != nil {
-			continue
-		}
-		var want string
-		var ok bool
-		if d, isD := src.(Digested); isD {
-			want, ok = d.SHA256()
-		}
-		if !ok && c.SHA256 != nil {
-			want, ok = c.SHA256(i)
-		}
-		if !ok {
-			continue
-		}
-		hashWhole(c.Index.SourceName(i), src, want, buf, &rep, &ps)
-		hashed[i] = true // its problem, if any, is said once, for the file
-	}
-	for _, f := range c.Beside {
-		hashWhole(f.Src.Name(), f.Src, f.SHA256, buf, &rep, &ps)
-	}
+	hashed := hashFiles(c, buf, &rep, &ps)
 	for i := range c.Index.Tensors {
 		t := &c.Index.Tensors[i]
 		if t.Source < 0 || t.Source >= len(c.Sources) {
@@ -171,18 +150,7 @@ func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 				fail(err)
 				continue
 			}
-			v := TensorValues{Name: t.Name, DType: t.DType.String(), Elements: r.Size() / 4}
-			err = readAll(r, r.Size(), buf, func(p []byte) {
-				for j := 0; j+4 <= len(p); j += 4 {
-					f := float64(math.Float32frombits(binary.LittleEndian.Uint32(p[j:])))
-					switch {
-					case math.IsNaN(f):
-						v.NaN++
-					case math.IsInf(f, 0):
-						v.Inf++
-					}
-				}
-			})
+			v, err := countValues(t, r, buf)
 			if t.Check == nil {
 				count(t.Size)
 			}
@@ -214,6 +182,52 @@ func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 		}
 	}
 	return rep, ps
+}
+
+// hashFiles hashes whole each file whose source states its sha256, and
+// the files beside the checkpoint; hashed[i] says that source i was.
+func hashFiles(c *Checkpoint, buf []byte, rep *DataReport, ps *[]Problem) (hashed []bool) {
+	hashed = make([]bool, len(c.Sources))
+	for i, src := range c.Sources {
+		if c.Index.Member(i) != nil {
+			continue
+		}
+		var want string
+		var ok bool
+		if d, isD := src.(Digested); isD {
+			want, ok = d.SHA256()
+		}
+		if !ok && c.SHA256 != nil {
+			want, ok = c.SHA256(i)
+		}
+		if !ok {
+			continue
+		}
+		hashWhole(c.Index.SourceName(i), src, want, buf, rep, ps)
+		hashed[i] = true // its problem, if any, is said once, for the file
+	}
+	for _, f := range c.Beside {
+		hashWhole(f.Src.Name(), f.Src, f.SHA256, buf, rep, ps)
+	}
+	return hashed
+}
+
+// countValues reads t's float32 view r whole and counts its NaN and Inf
+// values.
+func countValues(t *index.Tensor, r view.Reader, buf []byte) (TensorValues, error) {
+	v := TensorValues{Name: t.Name, DType: t.DType.String(), Elements: r.Size() / 4}
+	err := readAll(r, r.Size(), buf, func(p []byte) {
+		for j := 0; j+4 <= len(p); j += 4 {
+			f := float64(math.Float32frombits(binary.LittleEndian.Uint32(p[j:])))
+			switch {
+			case math.IsNaN(f):
+				v.NaN++
+			case math.IsInf(f, 0):
+				v.Inf++
+			}
+		}
+	})
+	return v, err
 }
 
 // readAll reads the size bytes of r in len(buf) pieces, giving each to

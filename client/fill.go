@@ -215,16 +215,9 @@ func (c *Checkpoint) Fill(ctx context.Context, tensors []FillTensor, sink FillSi
 	if sink == nil {
 		return stats, errors.New("client: Fill: nil sink")
 	}
-	bufs := sink.Buffers()
-	if len(bufs) == 0 {
-		return stats, errors.New("client: sink supplied no buffers")
-	}
-	chunk := len(bufs[0])
-	for i, b := range bufs {
-		if len(b) == 0 {
-			return stats, fmt.Errorf("client: sink buffer %d is empty", i)
-		}
-		chunk = min(chunk, len(b))
+	bufs, chunk, err := sinkBuffers(sink)
+	if err != nil {
+		return stats, err
 	}
 	if err := context.Cause(ctx); err != nil {
 		return stats, err
@@ -244,33 +237,11 @@ func (c *Checkpoint) Fill(ctx context.Context, tensors []FillTensor, sink FillSi
 
 	// Tensors read through their readers: opened on first use, shared by
 	// the jobs of that tensor, closed with the Fill.
-	var (
-		tmu  sync.Mutex
-		open = map[int]*TensorReader{} // GUARDED_BY(tmu)
-	)
-	defer func() {
-		for _, r := range open {
-			r.Close()
-		}
-	}()
-	reader := func(k int) (*TensorReader, error) {
-		tmu.Lock()
-		defer tmu.Unlock()
-		if r, ok := open[k]; ok {
-			return r, nil
-		}
-		r, err := c.openPart(tensors[k].Info, tensors[k].DType, tensors[k].Split)
-		if err != nil {
-			return nil, err
-		}
-		open[k] = r
-		return r, nil
-	}
+	open := &fillTensorReaders{c: c, tensors: tensors, open: map[int]*TensorReader{}}
+	defer open.closeAll()
+	reader := open.get
 
-	pool := &pool{provider: sink, free: make(chan chunkBuf, len(bufs))}
-	for i, b := range bufs {
-		pool.free <- chunkBuf{i, b}
-	}
+	pool := sinkPool(sink, bufs)
 	var (
 		delivered, readBytes, count atomic.Int64
 		perFile                     = make([]atomic.Int64, len(c.files))
@@ -292,18 +263,8 @@ func (c *Checkpoint) Fill(ctx context.Context, tensors []FillTensor, sink FillSi
 		segs := j.segs
 		var n int64
 		if j.file >= 0 {
-			want := j.length
-			if aligned && readers[j.file].direct {
-				// Whole aligned blocks straight into the buffer.
-				want = min((want+fillAlign-1)&^(fillAlign-1), len(b.buf))
-			}
-			got, err := readers[j.file].src.ReadAt(b.buf[:want], j.start)
-			if got < j.length {
-				if err == nil || err == io.EOF {
-					err = io.ErrUnexpectedEOF
-				}
-				s := segs[0]
-				return &TensorError{Source: c.path, Name: tensors[s.Tensor].Info.Name, Op: "read", Off: s.Off, Err: err}
+			if err := c.fillRange(readers[j.file], aligned, b.buf, j, tensors); err != nil {
+				return err
 			}
 			buf = b.buf[:j.length]
 			readBytes.Add(int64(j.length))
@@ -338,20 +299,101 @@ func (c *Checkpoint) Fill(ctx context.Context, tensors []FillTensor, sink FillSi
 		return run(ctx, &jobs[i])
 	})
 	if err == nil {
-		// Stored .npz members read whole: their CRC-32s.
-		for _, t := range tensors {
-			if t.Split == nil {
-				if err = c.verify(t.Info); err != nil {
-					break
-				}
-			}
-		}
+		err = c.verifyFilled(tensors)
 	}
 	stats.Bytes, stats.ReadBytes, stats.Chunks = delivered.Load(), readBytes.Load(), count.Load()
 	for i := range stats.Files {
 		stats.Files[i].Bytes = perFile[stats.Files[i].index].Load()
 	}
 	return stats, err
+}
+
+// sinkBuffers are the sink's buffers, each non-empty, and the chunk size
+// (the smallest).
+func sinkBuffers(sink FillSink) ([][]byte, int, error) {
+	bufs := sink.Buffers()
+	if len(bufs) == 0 {
+		return nil, 0, errors.New("client: sink supplied no buffers")
+	}
+	chunk := len(bufs[0])
+	for i, b := range bufs {
+		if len(b) == 0 {
+			return nil, 0, fmt.Errorf("client: sink buffer %d is empty", i)
+		}
+		chunk = min(chunk, len(b))
+	}
+	return bufs, chunk, nil
+}
+
+// sinkPool is the pool of the sink's buffers, all free.
+func sinkPool(sink FillSink, bufs [][]byte) *pool {
+	pool := &pool{provider: sink, free: make(chan chunkBuf, len(bufs))}
+	for i, b := range bufs {
+		pool.free <- chunkBuf{i, b}
+	}
+	return pool
+}
+
+// fillTensorReaders are the readers of the tensors a Fill reads through
+// a reader, opened on first use and shared by that tensor's jobs.
+type fillTensorReaders struct {
+	c       *Checkpoint
+	tensors []FillTensor
+	mu      sync.Mutex
+	open    map[int]*TensorReader // GUARDED_BY(mu)
+}
+
+// get returns tensor k's reader, opening it on first use.
+func (o *fillTensorReaders) get(k int) (*TensorReader, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if r, ok := o.open[k]; ok {
+		return r, nil
+	}
+	r, err := o.c.openPart(o.tensors[k].Info, o.tensors[k].DType, o.tensors[k].Split)
+	if err != nil {
+		return nil, err
+	}
+	o.open[k] = r
+	return r, nil
+}
+
+// closeAll closes the readers opened.
+func (o *fillTensorReaders) closeAll() {
+	for _, r := range o.open {
+		r.Close()
+	}
+}
+
+// fillRange reads file-range job j into buf through r (with O_DIRECT,
+// whole aligned blocks straight into the buffer).
+func (c *Checkpoint) fillRange(r fillReader, aligned bool, buf []byte, j *fillJob, tensors []FillTensor) error {
+	want := j.length
+	if aligned && r.direct {
+		// Whole aligned blocks straight into the buffer.
+		want = min((want+fillAlign-1)&^(fillAlign-1), len(buf))
+	}
+	got, err := r.src.ReadAt(buf[:want], j.start)
+	if got < j.length {
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		s := j.segs[0]
+		return &TensorError{Source: c.path, Name: tensors[s.Tensor].Info.Name, Op: "read", Off: s.Off, Err: err}
+	}
+	return nil
+}
+
+// verifyFilled checks the CRC-32s of the stored .npz members read whole.
+func (c *Checkpoint) verifyFilled(tensors []FillTensor) error {
+	for _, t := range tensors {
+		if t.Split == nil {
+			if err := c.verify(t.Info); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // fillJobs cuts the tensors into chunk jobs: file-range jobs for the

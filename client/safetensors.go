@@ -142,66 +142,15 @@ type chunk struct {
 func writeExport(ctx context.Context, w io.Writer, out *os.File, ra SafetensorsFile, x *view.Export, opts SafetensorsOptions) (int64, error) {
 	size := ra.Size()
 	nbuf := 2 * opts.Parallel
-	free := make(chan []byte, nbuf)
+	q := &exportQueue{free: make(chan []byte, nbuf), order: make(chan *chunk, nbuf), work: make(chan *chunk, nbuf), stop: make(chan struct{})}
 	for range nbuf {
-		free <- make([]byte, opts.ChunkSize)
+		q.free <- make([]byte, opts.ChunkSize)
 	}
-	order := make(chan *chunk, nbuf)
-	work := make(chan *chunk, nbuf)
-	stop := make(chan struct{})
-	// noCopy: the kernel cannot copy_file_range to out (another
-	// filesystem on an old kernel...); every range is read from then on.
-	var noCopy atomic.Bool
+	free, order, stop := q.free, q.order, q.stop
 	// The producer cuts the file into chunks, in order.
-	go func() {
-		defer close(order)
-		defer close(work)
-		for off := int64(0); off < size; {
-			ch := &chunk{off: off, done: make(chan struct{})}
-			end := min(size, off+int64(opts.ChunkSize))
-			if x != nil && out != nil {
-				if segEnd, src, at, ok := x.Segment(off); ok && canCopy(src) && !noCopy.Load() {
-					ch.src, ch.srcOff, ch.n = src, at, segEnd-off
-					close(ch.done)
-					select {
-					case order <- ch:
-					case <-stop:
-						return
-					}
-					off = segEnd
-					continue
-				} else {
-					end = min(end, segEnd) // a chunk never straddles a copied range
-				}
-			}
-			ch.n = end - off
-			select {
-			case ch.buf = <-free:
-			case <-stop:
-				return
-			}
-			select {
-			case order <- ch:
-			case <-stop:
-				return
-			}
-			work <- ch
-			off = end
-		}
-	}()
+	go q.produce(x, out, size, opts.ChunkSize)
 	for range opts.Parallel {
-		go func() {
-			for ch := range work {
-				n, err := ra.ReadAt(ch.buf[:ch.n], ch.off)
-				if int64(n) < ch.n {
-					if err == nil || err == io.EOF {
-						err = io.ErrUnexpectedEOF
-					}
-					ch.err = err
-				}
-				close(ch.done)
-			}
-		}()
+		go q.read(ra)
 	}
 	var written int64
 	var err error
@@ -229,7 +178,7 @@ func writeExport(ctx context.Context, w io.Writer, out *os.File, ra SafetensorsF
 			if errors.Is(err, errNoCopy) {
 				// The pool's buffers may all be in chunks queued behind
 				// this one: the fallback has a buffer of its own.
-				noCopy.Store(true)
+				q.noCopy.Store(true)
 				if spare == nil {
 					spare = make([]byte, opts.ChunkSize)
 				}
@@ -250,6 +199,73 @@ func writeExport(ctx context.Context, w io.Writer, out *os.File, ra SafetensorsF
 		<-ch.done
 	}
 	return written, err
+}
+
+// exportQueue is writeExport's pipeline: the producer cuts the file into
+// chunks, in order (order), those to read go to the readers (work) with
+// a buffer from free; stop ends the producer early.
+type exportQueue struct {
+	free        chan []byte
+	order, work chan *chunk
+	stop        chan struct{}
+	// noCopy: the kernel cannot copy_file_range to out (another
+	// filesystem on an old kernel...); every range is read from then on.
+	noCopy atomic.Bool
+}
+
+// produce cuts [0, size) into chunks of at most chunkSize bytes, in
+// order: a segment of x that out can copy from its source is one chunk
+// to copy, the rest chunks to read.
+func (q *exportQueue) produce(x *view.Export, out *os.File, size int64, chunkSize int) {
+	free, order, work, stop := q.free, q.order, q.work, q.stop
+	defer close(order)
+	defer close(work)
+	for off := int64(0); off < size; {
+		ch := &chunk{off: off, done: make(chan struct{})}
+		end := min(size, off+int64(chunkSize))
+		if x != nil && out != nil {
+			if segEnd, src, at, ok := x.Segment(off); ok && canCopy(src) && !q.noCopy.Load() {
+				ch.src, ch.srcOff, ch.n = src, at, segEnd-off
+				close(ch.done)
+				select {
+				case order <- ch:
+				case <-stop:
+					return
+				}
+				off = segEnd
+				continue
+			} else {
+				end = min(end, segEnd) // a chunk never straddles a copied range
+			}
+		}
+		ch.n = end - off
+		select {
+		case ch.buf = <-free:
+		case <-stop:
+			return
+		}
+		select {
+		case order <- ch:
+		case <-stop:
+			return
+		}
+		work <- ch
+		off = end
+	}
+}
+
+// read reads the chunks of work from ra into their buffers.
+func (q *exportQueue) read(ra SafetensorsFile) {
+	for ch := range q.work {
+		n, err := ra.ReadAt(ch.buf[:ch.n], ch.off)
+		if int64(n) < ch.n {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			ch.err = err
+		}
+		close(ch.done)
+	}
 }
 
 // canCopy reports whether src can be copied from with copy_file_range.

@@ -26,7 +26,7 @@ import (
 
 // kindLazy is a file read from its contents.r, set when the file is added
 // (Root.read serves it as a view's tensor file). Its value is apart from
-// tree.go's kinds.
+// entry.go's kinds.
 const kindLazy fileKind = 0x80
 
 // maxMetadataFile bounds the JSON file of one in-memory metadata value. A

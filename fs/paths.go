@@ -262,19 +262,7 @@ func buildPathTree(tensors []index.Tensor, fileIn []uint8, npyDrop func(t uint32
 	if uint64(len(tensors)) >= fileRef {
 		return nil, fmt.Errorf("%d tensors (at most %d)", len(tensors), fileRef-1)
 	}
-	order := make([]uint32, len(tensors))
-	for i := range order {
-		order[i] = uint32(i)
-	}
-	less := func(a, b uint32) int {
-		if c := comparePaths(tensorPath(&tensors[a]), tensorPath(&tensors[b])); c != 0 {
-			return c
-		}
-		return int(a) - int(b)
-	}
-	if !slices.IsSortedFunc(order, less) {
-		slices.SortFunc(order, less)
-	}
+	order := pathOrder(tensors)
 
 	// Count the directories and the bytes of their names.
 	var ndirs, nameBytes uint64 = 1, 1 // the root, called ""
@@ -336,10 +324,36 @@ func buildPathTree(tensors []index.Tensor, fileIn []uint8, npyDrop func(t uint32
 	copy(p.dirStart[1:], p.dirStart[:ndirs])
 	p.dirStart[0] = 0
 
-	// .npy/ names: "<name>.npy%" where a sibling directory is called
-	// <name>.npy (rule 3 of the names rule: no stored path ends in
-	// ".npy%"); a name too long is left out of .npy/.
-	for d := uint32(0); d < uint32(ndirs); d++ {
+	p.npyNames(uint32(ndirs), npyDrop)
+	p.markDirs(int(ndirs))
+	return p, nil
+}
+
+// pathOrder is the tensors' indexes in the order of their paths
+// (comparePaths), ties by index.
+func pathOrder(tensors []index.Tensor) []uint32 {
+	order := make([]uint32, len(tensors))
+	for i := range order {
+		order[i] = uint32(i)
+	}
+	less := func(a, b uint32) int {
+		if c := comparePaths(tensorPath(&tensors[a]), tensorPath(&tensors[b])); c != 0 {
+			return c
+		}
+		return int(a) - int(b)
+	}
+	if !slices.IsSortedFunc(order, less) {
+		slices.SortFunc(order, less)
+	}
+	return order
+}
+
+// npyNames sets the .npy/ names of the files of the ndirs directories:
+// "<name>.npy%" where a sibling directory is called <name>.npy (rule 3
+// of the names rule: no stored path ends in ".npy%"); a name too long is
+// left out of .npy/ (npyDrop is told).
+func (p *pathTree) npyNames(ndirs uint32, npyDrop func(t uint32, err error)) {
+	for d := uint32(0); d < ndirs; d++ {
 		lo, hi := p.children(d)
 		for s := lo; s < hi; s++ {
 			ref := p.slots[s]
@@ -359,10 +373,12 @@ func buildPathTree(tensors []index.Tensor, fileIn []uint8, npyDrop func(t uint32
 			}
 		}
 	}
+}
 
-	// Which places have a file below each directory: children are
-	// numbered after their parent.
-	for d := int(ndirs) - 1; d >= 0; d-- {
+// markDirs sets which places have a file below each of the ndirs
+// directories: children are numbered after their parent.
+func (p *pathTree) markDirs(ndirs int) {
+	for d := ndirs - 1; d >= 0; d-- {
 		var in uint8
 		lo, hi := p.children(uint32(d))
 		for s := lo; s < hi; s++ {
@@ -370,7 +386,6 @@ func buildPathTree(tensors []index.Tensor, fileIn []uint8, npyDrop func(t uint32
 		}
 		p.dirIn[d] = in &^ npyPercent
 	}
-	return p, nil
 }
 
 // count returns how many directories (the root not included) and files

@@ -282,23 +282,9 @@ func (w *jsonWriter) value(v any, depth int) (bool, error) {
 		}
 		b.WriteByte(']')
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
+		if ok, err := w.object(x, depth); !ok || err != nil {
+			return false, err
 		}
-		sort.Strings(keys)
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeJSONString(b, k)
-			b.WriteByte(':')
-			if ok, err := w.value(x[k], depth+1); !ok || err != nil {
-				return false, err
-			}
-		}
-		b.WriteByte('}')
 	case *FileValue:
 		x.elision(b, "", false)
 	case Uint8s:
@@ -340,20 +326,52 @@ func (w *jsonWriter) value(v any, depth int) (bool, error) {
 		}
 		b.WriteByte(']')
 	default:
-		// Whatever else a parser keeps: encoding/json, after a cheap
-		// check that a slice cannot fit (every element takes at least
-		// two bytes).
-		if rv := reflect.ValueOf(v); (rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array) && int64(rv.Len()) > w.room()/2+1 {
-			return false, nil
-		}
-		enc := json.NewEncoder(b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(v); err != nil {
+		if ok, err := w.other(v); !ok || err != nil {
 			return false, err
 		}
-		b.Truncate(b.Len() - 1) // Encode's newline
 	}
 	return w.step(), nil
+}
+
+// object renders a map as a JSON object, its keys sorted; false when it
+// did not fit.
+func (w *jsonWriter) object(x map[string]any, depth int) (bool, error) {
+	b := &w.buf
+	keys := make([]string, 0, len(x))
+	for k := range x {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeJSONString(b, k)
+		b.WriteByte(':')
+		if ok, err := w.value(x[k], depth+1); !ok || err != nil {
+			return false, err
+		}
+	}
+	b.WriteByte('}')
+	return true, nil
+}
+
+// other renders whatever else a parser keeps: encoding/json, after a
+// cheap check that a slice cannot fit (every element takes at least two
+// bytes); false when it did not fit.
+func (w *jsonWriter) other(v any) (bool, error) {
+	b := &w.buf
+	if rv := reflect.ValueOf(v); (rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array) && int64(rv.Len()) > w.room()/2+1 {
+		return false, nil
+	}
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return false, err
+	}
+	b.Truncate(b.Len() - 1) // Encode's newline
+	return true, nil
 }
 
 // floats64 renders x, as a JSON array when array.

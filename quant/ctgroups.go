@@ -305,25 +305,8 @@ func planCompressed(p *planner) {
 		groups[0].why = groups[0].weights(map[string]any{})
 	}
 	rules := ctRules(groups)
-	// the layers: every module with a quantized part, or whose weight is
-	// stored as codes
-	seen := map[string]bool{}
-	var mods []string
-	for _, nm := range p.names {
-		x, ok := cutPart(nm, ctModuleSuffixes...)
-		if !ok {
-			if y, isW := strings.CutSuffix(nm, ".weight"); isW && (isCodeDType(p.t(nm).DType) || p.t(nm).DType == dtype.I8) {
-				x, ok = y, true
-			}
-		}
-		if ok && !seen[x] {
-			seen[x] = true
-			mods = append(mods, x)
-		}
-	}
-	slices.Sort(mods)
 	schemes := map[string]bool{}
-	for _, x := range mods {
+	for _, x := range ctModules(p) {
 		name := x + ".weight"
 		all := []string{name, x + ".input_scale", x + ".input_zero_point", x + ".input_global_scale"}
 		for _, s := range ctModuleSuffixes {
@@ -344,32 +327,7 @@ func planCompressed(p *planner) {
 			continue
 		}
 		n := len(p.weights)
-		switch g.format {
-		case "float-quantized", "naive-quantized", "int-quantized":
-			kind, code := "fp8", dtype.F8E4M3
-			if g.format == "int-quantized" {
-				kind, code = "int8", dtype.I8
-			}
-			if st := p.t(x + ".weight_scale"); st != nil {
-				p.ctFP8(x, g.blocks, kind)
-			} else if wt := p.t(name); wt != nil && wt.DType == code {
-				p.fail(name, "its weight_scale is missing", name, x+".input_scale")
-			} else {
-				p.fail(name, fmt.Sprintf("config group %q is %s, but the layer is stored another way", g.name, g.format), all...)
-			}
-		case "pack-quantized":
-			if p.t(x+".weight_packed") != nil {
-				p.ctPacked(x, g.bits, g.gsize)
-			} else {
-				p.fail(name, "its weight_packed is missing", all...)
-			}
-		case "nvfp4-pack-quantized":
-			if p.t(x+".weight_packed") != nil {
-				p.nvfp4Weight(name, x+".weight_packed", x+".weight_scale", x+".weight_global_scale", true, x+".input_global_scale")
-			} else {
-				p.fail(name, "its weight_packed is missing", all...)
-			}
-		}
+		p.ctLayer(x, g, all)
 		if p.weights[name] != nil && len(p.weights) > n {
 			schemes[g.scheme()] = true
 		}
@@ -386,5 +344,58 @@ func planCompressed(p *planner) {
 		}
 	default:
 		p.scheme = "compressed-mixed"
+	}
+}
+
+// ctModules are the layers: every module with a quantized part, or whose
+// weight is stored as codes, sorted.
+func ctModules(p *planner) []string {
+	seen := map[string]bool{}
+	var mods []string
+	for _, nm := range p.names {
+		x, ok := cutPart(nm, ctModuleSuffixes...)
+		if !ok {
+			if y, isW := strings.CutSuffix(nm, ".weight"); isW && (isCodeDType(p.t(nm).DType) || p.t(nm).DType == dtype.I8) {
+				x, ok = y, true
+			}
+		}
+		if ok && !seen[x] {
+			seen[x] = true
+			mods = append(mods, x)
+		}
+	}
+	slices.Sort(mods)
+	return mods
+}
+
+// ctLayer plans layer x by its config group g's format; all are the
+// names a failure hides.
+func (p *planner) ctLayer(x string, g *ctGroup, all []string) {
+	name := x + ".weight"
+	switch g.format {
+	case "float-quantized", "naive-quantized", "int-quantized":
+		kind, code := "fp8", dtype.F8E4M3
+		if g.format == "int-quantized" {
+			kind, code = "int8", dtype.I8
+		}
+		if st := p.t(x + ".weight_scale"); st != nil {
+			p.ctFP8(x, g.blocks, kind)
+		} else if wt := p.t(name); wt != nil && wt.DType == code {
+			p.fail(name, "its weight_scale is missing", name, x+".input_scale")
+		} else {
+			p.fail(name, fmt.Sprintf("config group %q is %s, but the layer is stored another way", g.name, g.format), all...)
+		}
+	case "pack-quantized":
+		if p.t(x+".weight_packed") != nil {
+			p.ctPacked(x, g.bits, g.gsize)
+		} else {
+			p.fail(name, "its weight_packed is missing", all...)
+		}
+	case "nvfp4-pack-quantized":
+		if p.t(x+".weight_packed") != nil {
+			p.nvfp4Weight(name, x+".weight_packed", x+".weight_scale", x+".weight_global_scale", true, x+".input_global_scale")
+		} else {
+			p.fail(name, "its weight_packed is missing", all...)
+		}
 	}
 }

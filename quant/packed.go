@@ -31,15 +31,9 @@ type packedKernel struct {
 
 func (k *packedKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error {
 	if k.shapePart >= 0 && !s.checked {
-		b, err := s.bytes(6, k.shapePart, 0, 8)
-		if err != nil {
+		if err := k.checkShape(s); err != nil {
 			return err
 		}
-		o, i := int64(int32(binary.LittleEndian.Uint32(b))), int64(int32(binary.LittleEndian.Uint32(b[4:])))
-		if o != k.rows || i != k.cols {
-			return fmt.Errorf("weight_shape is [%d, %d], not the [%d, %d] its weight_packed holds", o, i, k.rows, k.cols)
-		}
-		s.checked = true
 	}
 	f := int64(32 / k.bits)
 	mask := uint32(1)<<k.bits - 1
@@ -52,17 +46,8 @@ func (k *packedKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) err
 	}
 	var gi []int32
 	if k.gidx >= 0 {
-		b, err := s.bytes(3, k.gidx, 4*c0, 4*(c1-c0))
-		if err != nil {
+		if gi, err = k.groupIndex(s, c0, c1); err != nil {
 			return err
-		}
-		gi = make([]int32, c1-c0)
-		for i := range gi {
-			g := int32(binary.LittleEndian.Uint32(b[4*i:]))
-			if g < 0 || int64(g) >= k.groups {
-				return fmt.Errorf("weight_g_idx[%d] is %d, outside its %d groups", c0+int64(i), g, k.groups)
-			}
-			gi[i] = g
 		}
 	}
 	groups, pos := groupsOf(gi, c0, c1, k.gsize)
@@ -136,6 +121,37 @@ func (k *packedKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) err
 		}
 	}
 	return nil
+}
+
+// checkShape checks weight_shape against the weight (once per scratch).
+func (k *packedKernel) checkShape(s *scratch) error {
+	b, err := s.bytes(6, k.shapePart, 0, 8)
+	if err != nil {
+		return err
+	}
+	o, i := int64(int32(binary.LittleEndian.Uint32(b))), int64(int32(binary.LittleEndian.Uint32(b[4:])))
+	if o != k.rows || i != k.cols {
+		return fmt.Errorf("weight_shape is [%d, %d], not the [%d, %d] its weight_packed holds", o, i, k.rows, k.cols)
+	}
+	s.checked = true
+	return nil
+}
+
+// groupIndex reads weight_g_idx for columns [c0, c1), each checked.
+func (k *packedKernel) groupIndex(s *scratch, c0, c1 int64) ([]int32, error) {
+	b, err := s.bytes(3, k.gidx, 4*c0, 4*(c1-c0))
+	if err != nil {
+		return nil, err
+	}
+	gi := make([]int32, c1-c0)
+	for i := range gi {
+		g := int32(binary.LittleEndian.Uint32(b[4*i:]))
+		if g < 0 || int64(g) >= k.groups {
+			return nil, fmt.Errorf("weight_g_idx[%d] is %d, outside its %d groups", c0+int64(i), g, k.groups)
+		}
+		gi[i] = g
+	}
+	return gi, nil
 }
 
 // ctPacked plans one pack-quantized weight X.

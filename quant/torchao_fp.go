@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
 )
 
 // torchao's floating-point block formats (prototype/mx_formats), read at
@@ -64,36 +65,21 @@ func swzOff(r, c, ncb int64) int64 {
 	return ((r/128)*ncb+c/4)*512 + (r%32)*16 + (r%128/32)*4 + c%4
 }
 
+// aoFPRect is what one rect call reads: the codes and scales of rows
+// [r0, r1), columns [c0, c1) (scale columns [j0, j1)).
+type aoFPRect struct {
+	codes, sc             []byte
+	r0, c0, c1, j0, j1, w int64
+	sbase                 int64 // swizzled: the offset sc starts at
+	ncb                   int64 // tiles of 4 scale columns a row of tiles
+}
+
 func (k *aoFPKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error {
-	nc := k.cols / k.bs
-	j0, j1 := c0/k.bs, (c1-1)/k.bs+1
-	w := c1 - c0
-	var codes []byte
-	var err error
-	if k.fp4 {
-		codes, err = s.strided(0, 0, k.cols/2, r0, r1, c0/2, (c1-1)/2+1)
-	} else {
-		codes, err = s.strided(0, 0, k.cols, r0, r1, c0, c1)
-	}
+	q, err := k.read(s, r0, r1, c0, c1)
 	if err != nil {
 		return err
 	}
-	// the scales of rows [r0, r1): plain, one strided read; swizzled, the
-	// 128-row tiles' bytes for the tile columns touched
-	var sc []byte
-	var sbase int64 // swizzled: the offset sc starts at
-	ncb := ceilDiv(nc, 4)
-	if k.swz {
-		t0, t1 := r0/128, (r1-1)/128
-		cb0, cb1 := j0/4, (j1-1)/4
-		sbase = (t0*ncb + cb0) * 512
-		sc, err = s.bytes(1, 1, sbase, ((t1*ncb+cb1)+1)*512-sbase)
-	} else {
-		sc, err = s.strided(1, 1, nc, r0, r1, j0, j1)
-	}
-	if err != nil {
-		return err
-	}
+	w := q.w
 	g, lastE := float32(1), int64(-1)
 	// NVFP4, whole blocks of a large tile: the table of every scale
 	// byte's 16 values (nvTable: fp4 · (e4m3 · g), the same
@@ -125,88 +111,137 @@ func (k *aoFPKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error
 			if all == nil {
 				all = s.nvTable(g, false)
 			}
-			idx := sc[(r-r0)*(j1-j0) : (r-r0+1)*(j1-j0)]
-			if k.swz {
-				if int64(cap(s.bufs[4])) < j1-j0 {
-					s.bufs[4] = make([]byte, j1-j0)
-				}
-				idx = s.bufs[4][:j1-j0]
-				for j := j0; j < j1; j++ {
-					idx[j-j0] = sc[swzOff(r, j, ncb)-sbase]
-				}
-			}
-			bw := (c1 - c0) / 2
-			dtype.Lookup4(out, codes[(r-r0)*bw:(r-r0+1)*bw], int(k.bs/2), all[:], idx)
+			k.lookupRow(s, &q, r, out, all)
 			continue
 		}
-		for c := c0; c < c1; {
-			j := c / k.bs
-			e := min((j+1)*k.bs, c1)
-			var sb byte
-			if k.swz {
-				sb = sc[swzOff(r, j, ncb)-sbase]
-			} else {
-				sb = sc[(r-r0)*(j1-j0)+j-j0]
-			}
-			var hp float32
-			if k.mx {
-				hp = e8m0(sb)
-				if k.out != dtype.F32 {
-					hp = roundTo(k.out, hp)
-				}
-			} else {
-				hp = e4m3Table[sb]
-				if k.pts != 0 {
-					hp = g * hp
-				}
-			}
-			o := out[c-c0 : e-c0]
-			if k.fp4 {
-				brow := codes[(r-r0)*((c1-1)/2+1-c0/2):]
-				if useLookup && c&1 == 0 && e&1 == 0 {
-					// the block's 16 values first, each by the same
-					// multiplication, then a byte's two codes at a time
-					var blk [16]float32
-					for n := range blk {
-						blk[n] = fp4Values[n] * hp
-					}
-					in := brow[c/2-c0/2 : e/2-c0/2]
-					o = o[:2*len(in)]
-					for i, b := range in {
-						o[2*i] = blk[b&15]
-						o[2*i+1] = blk[b>>4]
-					}
-				} else {
-					for cc := c; cc < e; cc++ {
-						b := brow[cc/2-c0/2]
-						if cc&1 == 1 {
-							b >>= 4
-						}
-						o[cc-c] = fp4Values[b&15] * hp
-					}
-				}
-			} else {
-				dtype.Lookup8(o, codes[(r-r0)*w+c-c0:(r-r0)*w+e-c0], k.codes, hp)
-			}
-			if k.mx {
-				switch {
-				case k.out == dtype.BF16 && useLookup && hp >= k.lo && hp <= k.hi:
-					// every product is a bf16 value already: no
-					// rounding changes it (the scale's range checked)
-				case k.out == dtype.BF16:
-					for i := range o {
-						o[i] = roundBF16(o[i])
-					}
-				case k.out == dtype.F16:
-					for i := range o {
-						o[i] = roundF16(o[i])
-					}
-				}
-			}
-			c = e
-		}
+		k.blocksRow(&q, r, out, g)
 	}
 	return nil
+}
+
+// read reads the codes and the scales of rows [r0, r1), columns [c0,
+// c1): the scales plain, one strided read; swizzled, the 128-row tiles'
+// bytes for the tile columns touched.
+func (k *aoFPKernel) read(s *scratch, r0, r1, c0, c1 int64) (aoFPRect, error) {
+	nc := k.cols / k.bs
+	j0, j1 := c0/k.bs, (c1-1)/k.bs+1
+	w := c1 - c0
+	var codes []byte
+	var err error
+	if k.fp4 {
+		codes, err = s.strided(0, 0, k.cols/2, r0, r1, c0/2, (c1-1)/2+1)
+	} else {
+		codes, err = s.strided(0, 0, k.cols, r0, r1, c0, c1)
+	}
+	if err != nil {
+		return aoFPRect{}, err
+	}
+	var sc []byte
+	var sbase int64 // swizzled: the offset sc starts at
+	ncb := ceilDiv(nc, 4)
+	if k.swz {
+		t0, t1 := r0/128, (r1-1)/128
+		cb0, cb1 := j0/4, (j1-1)/4
+		sbase = (t0*ncb + cb0) * 512
+		sc, err = s.bytes(1, 1, sbase, ((t1*ncb+cb1)+1)*512-sbase)
+	} else {
+		sc, err = s.strided(1, 1, nc, r0, r1, j0, j1)
+	}
+	if err != nil {
+		return aoFPRect{}, err
+	}
+	return aoFPRect{codes: codes, sc: sc, r0: r0, c0: c0, c1: c1, j0: j0, j1: j1, w: w, sbase: sbase, ncb: ncb}, nil
+}
+
+// lookupRow decodes row r of whole fp4 blocks into out by table: all
+// holds every scale byte's 16 values.
+func (k *aoFPKernel) lookupRow(s *scratch, q *aoFPRect, r int64, out []float32, all *[256][16]float32) {
+	codes, sc, r0, c0, c1, j0, j1, sbase, ncb := q.codes, q.sc, q.r0, q.c0, q.c1, q.j0, q.j1, q.sbase, q.ncb
+	idx := sc[(r-r0)*(j1-j0) : (r-r0+1)*(j1-j0)]
+	if k.swz {
+		if int64(cap(s.bufs[4])) < j1-j0 {
+			s.bufs[4] = make([]byte, j1-j0)
+		}
+		idx = s.bufs[4][:j1-j0]
+		for j := j0; j < j1; j++ {
+			idx[j-j0] = sc[swzOff(r, j, ncb)-sbase]
+		}
+	}
+	bw := (c1 - c0) / 2
+	dtype.Lookup4(out, codes[(r-r0)*bw:(r-r0+1)*bw], int(k.bs/2), all[:], idx)
+}
+
+// blocksRow decodes row r into out a block at a time: the block's scale
+// (g: NVFP4's per_tensor_scale for the row), then its codes, rounded to
+// MX's orig_dtype.
+func (k *aoFPKernel) blocksRow(q *aoFPRect, r int64, out []float32, g float32) {
+	codes, sc, r0, c0, c1, j0, j1, w, sbase, ncb := q.codes, q.sc, q.r0, q.c0, q.c1, q.j0, q.j1, q.w, q.sbase, q.ncb
+	for c := c0; c < c1; {
+		j := c / k.bs
+		e := min((j+1)*k.bs, c1)
+		var sb byte
+		if k.swz {
+			sb = sc[swzOff(r, j, ncb)-sbase]
+		} else {
+			sb = sc[(r-r0)*(j1-j0)+j-j0]
+		}
+		var hp float32
+		if k.mx {
+			hp = e8m0(sb)
+			if k.out != dtype.F32 {
+				hp = roundTo(k.out, hp)
+			}
+		} else {
+			hp = e4m3Table[sb]
+			if k.pts != 0 {
+				hp = g * hp
+			}
+		}
+		o := out[c-c0 : e-c0]
+		if k.fp4 {
+			brow := codes[(r-r0)*((c1-1)/2+1-c0/2):]
+			if useLookup && c&1 == 0 && e&1 == 0 {
+				// the block's 16 values first, each by the same
+				// multiplication, then a byte's two codes at a time
+				var blk [16]float32
+				for n := range blk {
+					blk[n] = fp4Values[n] * hp
+				}
+				in := brow[c/2-c0/2 : e/2-c0/2]
+				o = o[:2*len(in)]
+				for i, b := range in {
+					o[2*i] = blk[b&15]
+					o[2*i+1] = blk[b>>4]
+				}
+			} else {
+				for cc := c; cc < e; cc++ {
+					b := brow[cc/2-c0/2]
+					if cc&1 == 1 {
+						b >>= 4
+					}
+					o[cc-c] = fp4Values[b&15] * hp
+				}
+			}
+		} else {
+			dtype.Lookup8(o, codes[(r-r0)*w+c-c0:(r-r0)*w+e-c0], k.codes, hp)
+		}
+		if k.mx {
+			switch {
+			case k.out == dtype.BF16 && useLookup && hp >= k.lo && hp <= k.hi:
+				// every product is a bf16 value already: no
+				// rounding changes it (the scale's range checked)
+			case k.out == dtype.BF16:
+				for i := range o {
+					o[i] = roundBF16(o[i])
+				}
+			case k.out == dtype.F16:
+				for i := range o {
+					o[i] = roundF16(o[i])
+				}
+			}
+		}
+		c = e
+	}
 }
 
 // mxfp4Tables holds, per orig_dtype (F32, BF16, F16), every E8M0 byte's
@@ -273,6 +308,52 @@ func aoBool(e *aoEntry, key string) (bool, bool) {
 	return b, err == nil
 }
 
+// mxElems sets an MXTensor's element codes (elem_dtype) and orig_dtype;
+// a message says why they are not served.
+func (k *aoFPKernel) mxElems(e *aoEntry) string {
+	var ok bool
+	var v struct {
+		Type string `json:"_type"`
+		Data string `json:"_data"`
+	}
+	raw := e.Data["elem_dtype"]
+	if err := json.Unmarshal(raw, &v); err != nil {
+		_ = json.Unmarshal(raw, &v.Data) // fp6: a plain string
+	}
+	switch v.Data {
+	case "float8_e4m3fn":
+		k.codes = e4m3Table
+	case "float8_e5m2":
+		k.codes = e5m2Table
+	case "float4_e2m1fn_x2":
+		k.fp4 = true
+	default:
+		return fmt.Sprintf("torchao MXTensor elem_dtype %s is not served", paramStr(raw))
+	}
+	if k.out, ok = aoDType(e, "orig_dtype", dtype.F32); !ok {
+		return "torchao MXTensor orig_dtype is not float32, bfloat16 or float16"
+	}
+	return ""
+}
+
+// perTensorScale sets NVFP4's per_tensor_scale t (one value, or one per
+// expert of the L of a 3-D weight); a message says why it is not read.
+func (k *aoFPKernel) perTensorScale(t *index.Tensor, nv bool, nd int, L int64) string {
+	switch {
+	case !nv:
+		return "torchao MXTensor with a per_tensor_scale"
+	case t.DType != dtype.F32:
+		return fmt.Sprintf("torchao NVFP4Tensor per_tensor_scale is %s, not F32", t.DType)
+	case isScalar(t) && len(t.Shape) != 3:
+		k.pts = 1
+	case nd == 3 && shapeIs(t, L, 1, 1):
+		k.pts = 2
+	default:
+		return fmt.Sprintf("torchao NVFP4Tensor per_tensor_scale %v is neither one value nor one per expert", t.Shape)
+	}
+	return ""
+}
+
 // aoFP plans NVFP4Tensor and MXTensor.
 func (p *planner) aoFP(name string, e *aoEntry, part map[string]string, stored []string) string {
 	cls := e.Type
@@ -290,28 +371,8 @@ func (p *planner) aoFP(name string, e *aoEntry, part map[string]string, stored [
 	k.bs = bs
 	if nv {
 		k.fp4 = true
-	} else {
-		var v struct {
-			Type string `json:"_type"`
-			Data string `json:"_data"`
-		}
-		raw := e.Data["elem_dtype"]
-		if err := json.Unmarshal(raw, &v); err != nil {
-			_ = json.Unmarshal(raw, &v.Data) // fp6: a plain string
-		}
-		switch v.Data {
-		case "float8_e4m3fn":
-			k.codes = e4m3Table
-		case "float8_e5m2":
-			k.codes = e5m2Table
-		case "float4_e2m1fn_x2":
-			k.fp4 = true
-		default:
-			return fmt.Sprintf("torchao MXTensor elem_dtype %s is not served", paramStr(raw))
-		}
-		if k.out, ok = aoDType(e, "orig_dtype", dtype.F32); !ok {
-			return "torchao MXTensor orig_dtype is not float32, bfloat16 or float16"
-		}
+	} else if msg := k.mxElems(e); msg != "" {
+		return msg
 	}
 	nd := len(q.Shape)
 	if nd < 2 || nd > 3 || !dimsOK(q.Shape) {
@@ -356,18 +417,8 @@ func (p *planner) aoFP(name string, e *aoEntry, part map[string]string, stored [
 	k.exactRange()
 	parts := []string{part["qdata"], part["scale"]}
 	if pt := part["per_tensor_scale"]; pt != "" {
-		t := p.t(pt)
-		switch {
-		case !nv:
-			return "torchao MXTensor with a per_tensor_scale"
-		case t.DType != dtype.F32:
-			return fmt.Sprintf("torchao NVFP4Tensor per_tensor_scale is %s, not F32", t.DType)
-		case isScalar(t) && len(t.Shape) != 3:
-			k.pts = 1
-		case nd == 3 && shapeIs(t, L, 1, 1):
-			k.pts = 2
-		default:
-			return fmt.Sprintf("torchao NVFP4Tensor per_tensor_scale %v is neither one value nor one per expert", t.Shape)
+		if msg := k.perTensorScale(p.t(pt), nv, nd, L); msg != "" {
+			return msg
 		}
 		parts = append(parts, pt)
 	}

@@ -183,52 +183,17 @@ func UploadCheckpoint(ctx context.Context, rt *Runtime, ck *client.Checkpoint, o
 		return nil, err
 	}
 	u := &Upload{rt: rt, dev: opts.Device, Device: opts.Device}
-	offsets := make([]int64, len(plan))
-	var total int64
-	for k, ft := range plan {
-		offsets[k] = total
-		total += (ft.Size + DeviceAlign - 1) &^ (DeviceAlign - 1)
-	}
-	if total == 0 {
-		// Always one allocation (and one IPC handle), even for a
-		// checkpoint of empty tensors.
-		total = DeviceAlign
-	}
+	offsets, total := deviceLayout(plan)
 	if free, all, ok, err := rt.MemInfo(opts.Device); err != nil {
 		return nil, err
 	} else if ok && total > free {
 		return nil, fmt.Errorf("%s: %w: it needs %s on cuda:%d, which has %s free of %s", ck.Path(), ErrDeviceFull, bytesize.FormatFixed(total), opts.Device, bytesize.FormatFixed(free), bytesize.FormatFixed(all))
 	}
 
-	// Which tensors are copied from a registered mapping, and which
-	// through the staging buffers.
-	var (
-		regs   []registration
-		direct []int // indices in plan copied from a mapping
-		staged []int // indices in plan copied through staging
-	)
 	if opts.Register && !rt.CanRegister() {
 		return nil, fmt.Errorf("cuda: registering mappings: %s has no cudaHostRegister", rt.Path())
 	}
-	if opts.Register {
-		byFile := map[*byte]int{}
-		for k, ft := range plan {
-			file, _, ok := mappingOf(ck, ft)
-			if !ok || ft.Size == 0 {
-				staged = append(staged, k)
-				continue
-			}
-			if _, seen := byFile[unsafe.SliceData(file)]; !seen {
-				byFile[unsafe.SliceData(file)] = len(regs)
-				regs = append(regs, registration{mem: file})
-			}
-			direct = append(direct, k)
-		}
-	} else {
-		for k := range plan {
-			staged = append(staged, k)
-		}
-	}
+	regs, direct, staged := splitRegistered(ck, plan, opts.Register)
 
 	// The device allocation, and the staging buffers, at once.
 	var (
@@ -256,16 +221,7 @@ func UploadCheckpoint(ctx context.Context, rt *Runtime, ck *client.Checkpoint, o
 		return nil, fmt.Errorf("%s: %s of device memory on cuda:%d: %w", ck.Path(), bytesize.FormatFixed(total), opts.Device, err)
 	}
 	u.Base, u.Bytes = base, total
-	for k, ft := range plan {
-		t := Tensor{Name: ft.Info.Name, DType: ft.DType, Shape: ft.Info.Shape, Size: ft.Size, Offset: offsets[k], Split: ft.Split}
-		if ft.Split != nil {
-			t.Shape = ft.Split.SliceShape(ft.Info.Shape)
-		}
-		if ft.Size > 0 {
-			t.Ptr = base + DevicePtr(offsets[k])
-		}
-		u.Tensors = append(u.Tensors, t)
-	}
+	u.setTensors(plan, offsets)
 	if stErr != nil {
 		cleanup()
 		return nil, stErr
@@ -307,19 +263,82 @@ func UploadCheckpoint(ctx context.Context, rt *Runtime, ck *client.Checkpoint, o
 	}
 	// Everything is on the device: the rest is the host's housekeeping.
 	u.teardown = make(chan error, 1)
-	go func() {
-		t := time.Now()
-		var err error
-		if st != nil {
-			err = st.free()
-		}
-		if e := unregister(rt, regs); err == nil {
-			err = e
-		}
-		u.teardownTime = time.Since(t)
-		u.teardown <- err
-	}()
+	go u.tearDown(st, regs)
 	return u, nil
+}
+
+// deviceLayout places the plan's tensors in one allocation, each at a
+// multiple of DeviceAlign: their offsets and the allocation's size.
+func deviceLayout(plan []client.FillTensor) (offsets []int64, total int64) {
+	offsets = make([]int64, len(plan))
+	for k, ft := range plan {
+		offsets[k] = total
+		total += (ft.Size + DeviceAlign - 1) &^ (DeviceAlign - 1)
+	}
+	if total == 0 {
+		// Always one allocation (and one IPC handle), even for a
+		// checkpoint of empty tensors.
+		total = DeviceAlign
+	}
+	return offsets, total
+}
+
+// splitRegistered says which tensors of plan are copied from a
+// registered mapping (direct, with the mappings to register), and which
+// through the staging buffers (staged): indices in plan.
+func splitRegistered(ck *client.Checkpoint, plan []client.FillTensor, register bool) (regs []registration, direct, staged []int) {
+	if register {
+		byFile := map[*byte]int{}
+		for k, ft := range plan {
+			file, _, ok := mappingOf(ck, ft)
+			if !ok || ft.Size == 0 {
+				staged = append(staged, k)
+				continue
+			}
+			if _, seen := byFile[unsafe.SliceData(file)]; !seen {
+				byFile[unsafe.SliceData(file)] = len(regs)
+				regs = append(regs, registration{mem: file})
+			}
+			direct = append(direct, k)
+		}
+	} else {
+		for k := range plan {
+			staged = append(staged, k)
+		}
+	}
+	return regs, direct, staged
+}
+
+// setTensors lists the plan's tensors in u, each at its offset of the
+// allocation at u.Base.
+func (u *Upload) setTensors(plan []client.FillTensor, offsets []int64) {
+	base := u.Base
+	for k, ft := range plan {
+		t := Tensor{Name: ft.Info.Name, DType: ft.DType, Shape: ft.Info.Shape, Size: ft.Size, Offset: offsets[k], Split: ft.Split}
+		if ft.Split != nil {
+			t.Shape = ft.Split.SliceShape(ft.Info.Shape)
+		}
+		if ft.Size > 0 {
+			t.Ptr = base + DevicePtr(offsets[k])
+		}
+		u.Tensors = append(u.Tensors, t)
+	}
+}
+
+// tearDown frees the staging buffers and unregisters the mappings, in
+// the background once everything is on the device; Free waits for it.
+func (u *Upload) tearDown(st *staging, regs []registration) {
+	rt := u.rt
+	t := time.Now()
+	var err error
+	if st != nil {
+		err = st.free()
+	}
+	if e := unregister(rt, regs); err == nil {
+		err = e
+	}
+	u.teardownTime = time.Since(t)
+	u.teardown <- err
 }
 
 // registration is a mapping registered with cudaHostRegister.

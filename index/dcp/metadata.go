@@ -283,39 +283,66 @@ func (r *reader) metadata(v any) (*Metadata, error) {
 	}
 	md := &Metadata{Planner: map[string][]string{}, Storage: map[string]Item{}, NotRead: map[string]string{}, Reformulated: map[string][]int64{}}
 	if mc, ok := f["mcore_data"]; ok && !pickle.Empty(mc) {
-		// Megatron's torch_dist: tensors saved in a reformulated shape
-		// (nd_reformulated_orig_global_shape), served in the shape the
-		// model holds where the reformulation is a reshape of whole
-		// chunks (build), else listed, not served. The rest are plain
-		// DCP tensors.
-		d, ok := mc.(*pickle.Dict)
-		if !ok {
-			return nil, r.errorf("Metadata.mcore_data", "want a dict, found %s", pickle.TypeName(mc))
-		}
-		for i, k := range d.Keys {
-			fqn, ok := k.(string)
-			v, isDict := d.Vals[i].(*pickle.Dict)
-			if !ok || !isDict {
-				return nil, r.errorf("Metadata.mcore_data", "an entry %s: %s", pickle.Repr(k, 60), pickle.Repr(d.Vals[i], 60))
-			}
-			for j, vk := range v.Keys {
-				if vk != "nd_reformulated_orig_global_shape" || v.Vals[j] == nil {
-					continue
-				}
-				shape, err := r.size(v.Vals[j], "Metadata.mcore_data["+quote(fqn)+"]")
-				if err != nil || len(shape) == 0 || len(shape) > index.MaxDims {
-					md.NotRead[fqn] = "saved by Megatron in a reformulated shape whose original shape tensorfs does not read (mcore_data nd_reformulated_orig_global_shape " + pickle.Repr(v.Vals[j], 60) + "): not read"
-					continue
-				}
-				md.Reformulated[fqn] = shape
-			}
+		if err := r.mcoreData(md, mc); err != nil {
+			return nil, err
 		}
 	}
-	sdm, ok := f["state_dict_metadata"].(*pickle.Dict)
+	seen, err := r.stateDictMetadata(md, f["state_dict_metadata"])
+	if err != nil {
+		return nil, err
+	}
+	if pd, ok := f["planner_data"]; ok && !pickle.Empty(pd) {
+		if err := r.plannerData(md, pd, seen); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.storageData(md, f["storage_data"]); err != nil {
+		return nil, err
+	}
+	return md, nil
+}
+
+// mcoreData reads Megatron's mcore_data: the original shapes of the
+// tensors saved reformulated.
+func (r *reader) mcoreData(md *Metadata, mc any) error {
+	// Megatron's torch_dist: tensors saved in a reformulated shape
+	// (nd_reformulated_orig_global_shape), served in the shape the
+	// model holds where the reformulation is a reshape of whole
+	// chunks (build), else listed, not served. The rest are plain
+	// DCP tensors.
+	d, ok := mc.(*pickle.Dict)
 	if !ok {
-		return nil, r.errorf("Metadata.state_dict_metadata", "want a dict, found %s", pickle.Repr(f["state_dict_metadata"], 60))
+		return r.errorf("Metadata.mcore_data", "want a dict, found %s", pickle.TypeName(mc))
 	}
-	seen := map[string]bool{}
+	for i, k := range d.Keys {
+		fqn, ok := k.(string)
+		v, isDict := d.Vals[i].(*pickle.Dict)
+		if !ok || !isDict {
+			return r.errorf("Metadata.mcore_data", "an entry %s: %s", pickle.Repr(k, 60), pickle.Repr(d.Vals[i], 60))
+		}
+		for j, vk := range v.Keys {
+			if vk != "nd_reformulated_orig_global_shape" || v.Vals[j] == nil {
+				continue
+			}
+			shape, err := r.size(v.Vals[j], "Metadata.mcore_data["+quote(fqn)+"]")
+			if err != nil || len(shape) == 0 || len(shape) > index.MaxDims {
+				md.NotRead[fqn] = "saved by Megatron in a reformulated shape whose original shape tensorfs does not read (mcore_data nd_reformulated_orig_global_shape " + pickle.Repr(v.Vals[j], 60) + "): not read"
+				continue
+			}
+			md.Reformulated[fqn] = shape
+		}
+	}
+	return nil
+}
+
+// stateDictMetadata reads state_dict_metadata: each key's tensor or
+// bytes metadata; seen holds the keys.
+func (r *reader) stateDictMetadata(md *Metadata, v any) (seen map[string]bool, err error) {
+	sdm, ok := v.(*pickle.Dict)
+	if !ok {
+		return nil, r.errorf("Metadata.state_dict_metadata", "want a dict, found %s", pickle.Repr(v, 60))
+	}
+	seen = map[string]bool{}
 	for i, k := range sdm.Keys {
 		fqn, ok := k.(string)
 		if !ok {
@@ -346,48 +373,57 @@ func (r *reader) metadata(v any) (*Metadata, error) {
 			return nil, r.errorf(where, "want a TensorStorageMetadata or BytesStorageMetadata, found %s", pickle.Repr(sdm.Vals[i], 80))
 		}
 	}
-	if pd, ok := f["planner_data"]; ok && !pickle.Empty(pd) {
-		d, ok := pd.(*pickle.Dict)
-		if !ok {
-			return nil, r.errorf("Metadata.planner_data", "want a dict, found %s", pickle.TypeName(pd))
-		}
-		for i, k := range d.Keys {
-			fqn, ok := k.(string)
-			if !ok || !seen[fqn] {
-				return nil, r.errorf("Metadata.planner_data", "the key %s is not in state_dict_metadata", pickle.Repr(k, 60))
-			}
-			if _, dup := md.Planner[fqn]; dup {
-				return nil, r.errorf("Metadata.planner_data", "the key %s is there twice", quote(fqn))
-			}
-			path, err := r.path(d.Vals[i], "planner_data of key "+quote(fqn))
-			if err != nil {
-				return nil, err
-			}
-			md.Planner[fqn] = path
-		}
-	}
-	sd, ok := f["storage_data"].(*pickle.Dict)
+	return seen, nil
+}
+
+// plannerData reads planner_data: the path of each key of
+// state_dict_metadata (seen).
+func (r *reader) plannerData(md *Metadata, pd any, seen map[string]bool) error {
+	d, ok := pd.(*pickle.Dict)
 	if !ok {
-		return nil, r.errorf("Metadata.storage_data", "want a dict, found %s", pickle.Repr(f["storage_data"], 60))
+		return r.errorf("Metadata.planner_data", "want a dict, found %s", pickle.TypeName(pd))
+	}
+	for i, k := range d.Keys {
+		fqn, ok := k.(string)
+		if !ok || !seen[fqn] {
+			return r.errorf("Metadata.planner_data", "the key %s is not in state_dict_metadata", pickle.Repr(k, 60))
+		}
+		if _, dup := md.Planner[fqn]; dup {
+			return r.errorf("Metadata.planner_data", "the key %s is there twice", quote(fqn))
+		}
+		path, err := r.path(d.Vals[i], "planner_data of key "+quote(fqn))
+		if err != nil {
+			return err
+		}
+		md.Planner[fqn] = path
+	}
+	return nil
+}
+
+// storageData reads storage_data: where each chunk or value is stored.
+func (r *reader) storageData(md *Metadata, v any) error {
+	sd, ok := v.(*pickle.Dict)
+	if !ok {
+		return r.errorf("Metadata.storage_data", "want a dict, found %s", pickle.Repr(v, 60))
 	}
 	for i, k := range sd.Keys {
 		if err := r.budget.Results(1); err != nil {
-			return nil, r.errorf("Metadata.storage_data", "%v", err)
+			return r.errorf("Metadata.storage_data", "%v", err)
 		}
 		key, err := r.index(k)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if _, dup := md.Storage[key]; dup {
-			return nil, r.errorf("storage_data", "the item %s is there twice", quote(strings.ReplaceAll(key, "\x00", " at ")))
+			return r.errorf("storage_data", "the item %s is there twice", quote(strings.ReplaceAll(key, "\x00", " at ")))
 		}
 		it, err := r.item(sd.Vals[i], "storage_data of "+quote(strings.ReplaceAll(key, "\x00", " at ")))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		md.Storage[key] = it
 	}
-	return md, nil
+	return nil
 }
 
 // quote quotes a key for a message.

@@ -197,14 +197,10 @@ func (md *Metadata) name(fqn string) string {
 func (l *loader) build(md *Metadata) (*index.Index, error) {
 	idx := &index.Index{Format: "dcp", Metadata: map[string]any{}}
 	fqns := map[string]string{}
-	type member struct {
-		t     int // in idx.Tensors
-		tiles *index.Tiles
-	}
-	var members []member
+	var members []tiledTensor
 	var empty []int // tensors of no elements and no chunk
 	notRead := map[string]string{}
-	var tensorNames, valueNames index.UniqueNames
+	var tensorNames index.UniqueNames
 	for _, tm := range md.Tensors {
 		where := "tensor " + quote(tm.FQN)
 		name := tensorNames.Take(md.name(tm.FQN))
@@ -230,30 +226,9 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 				Why: fmt.Sprintf("stored through the transforms %s (torch _StorageInfo.transform_descriptors), which tensorfs does not read", it.Transform)})
 			continue
 		}
-		tiles := &index.Tiles{Shape: tm.Size, ElemSize: int64(tm.DType.ElemSize())}
-		var covered int64
-		for _, c := range tm.Chunks {
-			cw := fmt.Sprintf("%s, chunk at %v", where, c.Offsets)
-			it, ok := md.Storage[itemKey(tm.FQN, c.Offsets)]
-			if cn, _ := index.Elements(c.Sizes); !ok && cn == 0 {
-				continue // an empty chunk holds nothing: its item may be left out
-			}
-			if !ok {
-				return nil, index.ErrorAt(l.metaPath(), cw, "storage_data has no item for the chunk")
-			}
-			src, off, err := l.chunk(tm, c, it, cw)
-			if err != nil {
-				return nil, err
-			}
-			cn, _ := index.Elements(c.Sizes)
-			covered += cn
-			tiles.Chunks = append(tiles.Chunks, index.Chunk{Source: src, Offset: off, Start: c.Offsets, Shape: c.Sizes})
-		}
-		if covered != n {
-			return nil, index.ErrorAt(l.metaPath(), where, "the chunks hold %d elements of the tensor's %d: they leave holes or overlap", covered, n)
-		}
-		if err := checkOverlap(tm.Size, tiles.Chunks); err != nil {
-			return nil, index.ErrorAt(l.metaPath(), where, "%v", err)
+		tiles, err := l.tiles(md, tm, n, where)
+		if err != nil {
+			return nil, err
 		}
 		if orig, ok := md.Reformulated[tm.FQN]; ok {
 			cs, why := unreformulate(tm.Size, orig, tiles.ElemSize, tiles.Chunks)
@@ -279,22 +254,12 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		case n == 0:
 			empty = append(empty, len(idx.Tensors)) // no chunk: any file will do
 		default:
-			members = append(members, member{t: len(idx.Tensors), tiles: tiles})
+			members = append(members, tiledTensor{t: len(idx.Tensors), tiles: tiles})
 		}
 		idx.Tensors = append(idx.Tensors, t)
 	}
-	for _, fqn := range md.Bytes {
-		name := valueNames.Take(md.name(fqn))
-		fqns[name] = fqn
-		it, ok := md.Storage[itemKey(fqn, nil)]
-		if !ok {
-			return nil, index.ErrorAt(l.metaPath(), "key "+quote(fqn), "storage_data has no item for the value")
-		}
-		v, err := l.value(it, "value "+quote(fqn))
-		if err != nil {
-			return nil, err
-		}
-		idx.Metadata[name] = v
+	if err := l.byteValues(md, idx, fqns); err != nil {
+		return nil, err
 	}
 	if len(empty) > 0 && len(l.paths) == 0 {
 		return nil, index.ErrorAt(l.metaPath(), "tensor "+quote(fqns[idx.Tensors[empty[0]].Name]), "no chunk of any tensor or value is stored: the checkpoint has no data file")
@@ -302,6 +267,78 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 	for _, i := range empty {
 		idx.Tensors[i].Source, idx.Tensors[i].Offset = 0, 0
 	}
+	l.sources(idx, members)
+	idx.Keys = fqns // beside Metadata: no key of the checkpoint can take its place
+	if len(notRead) > 0 {
+		// Apart from Metadata: a key of the checkpoint could be
+		// "dcp.not_read".
+		idx.NotRead = notRead
+		idx.Notes = append(idx.Notes, fmt.Sprintf("%d tensors saved by Megatron in a reformulated shape are listed, not read (index.json not_read says why)", len(notRead)))
+	}
+	slices.SortFunc(idx.Unserved, func(a, b index.Unserved) int { return strings.Compare(a.Name, b.Name) })
+	return idx, nil
+}
+
+// tiledTensor is a tensor of several chunks: a member of its own.
+type tiledTensor struct {
+	t     int // in idx.Tensors
+	tiles *index.Tiles
+}
+
+// tiles places the chunks of tm (of n elements), checking that they
+// cover it exactly once.
+func (l *loader) tiles(md *Metadata, tm TensorMeta, n int64, where string) (*index.Tiles, error) {
+	tiles := &index.Tiles{Shape: tm.Size, ElemSize: int64(tm.DType.ElemSize())}
+	var covered int64
+	for _, c := range tm.Chunks {
+		cw := fmt.Sprintf("%s, chunk at %v", where, c.Offsets)
+		it, ok := md.Storage[itemKey(tm.FQN, c.Offsets)]
+		if cn, _ := index.Elements(c.Sizes); !ok && cn == 0 {
+			continue // an empty chunk holds nothing: its item may be left out
+		}
+		if !ok {
+			return nil, index.ErrorAt(l.metaPath(), cw, "storage_data has no item for the chunk")
+		}
+		src, off, err := l.chunk(tm, c, it, cw)
+		if err != nil {
+			return nil, err
+		}
+		cn, _ := index.Elements(c.Sizes)
+		covered += cn
+		tiles.Chunks = append(tiles.Chunks, index.Chunk{Source: src, Offset: off, Start: c.Offsets, Shape: c.Sizes})
+	}
+	if covered != n {
+		return nil, index.ErrorAt(l.metaPath(), where, "the chunks hold %d elements of the tensor's %d: they leave holes or overlap", covered, n)
+	}
+	if err := checkOverlap(tm.Size, tiles.Chunks); err != nil {
+		return nil, index.ErrorAt(l.metaPath(), where, "%v", err)
+	}
+	return tiles, nil
+}
+
+// byteValues reads the checkpoint's non-tensor values into idx.Metadata.
+func (l *loader) byteValues(md *Metadata, idx *index.Index, fqns map[string]string) error {
+	var valueNames index.UniqueNames
+	for _, fqn := range md.Bytes {
+		name := valueNames.Take(md.name(fqn))
+		fqns[name] = fqn
+		it, ok := md.Storage[itemKey(fqn, nil)]
+		if !ok {
+			return index.ErrorAt(l.metaPath(), "key "+quote(fqn), "storage_data has no item for the value")
+		}
+		v, err := l.value(it, "value "+quote(fqn))
+		if err != nil {
+			return err
+		}
+		idx.Metadata[name] = v
+	}
+	return nil
+}
+
+// sources lists idx's sources: every file, then the zstd items' storages,
+// then the tiled tensors (which may read them), renumbering the sources
+// the tensors and chunks name.
+func (l *loader) sources(idx *index.Index, members []tiledTensor) {
 	idx.Sources = slices.Clone(l.paths) // every file is open: members come after
 	// The zstd items' storages, then the tiled tensors (which may read
 	// them).
@@ -332,15 +369,6 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 		idx.Members = append(idx.Members, index.Member{Source: ms, File: m.tiles.Chunks[0].Source, Name: t.Name, Size: t.Size, Kind: m.tiles})
 		t.Source, t.Offset = ms, 0
 	}
-	idx.Keys = fqns // beside Metadata: no key of the checkpoint can take its place
-	if len(notRead) > 0 {
-		// Apart from Metadata: a key of the checkpoint could be
-		// "dcp.not_read".
-		idx.NotRead = notRead
-		idx.Notes = append(idx.Notes, fmt.Sprintf("%d tensors saved by Megatron in a reformulated shape are listed, not read (index.json not_read says why)", len(notRead)))
-	}
-	slices.SortFunc(idx.Unserved, func(a, b index.Unserved) int { return strings.Compare(a.Name, b.Name) })
-	return idx, nil
 }
 
 // untransformed returns an item of tm's chunks stored through a

@@ -164,51 +164,79 @@ func (p *ggufParser) errAt(off int64, where, format string, args ...any) error {
 }
 
 func (p *ggufParser) parse() (*index.Index, error) {
+	nTensors, nKV, err := p.header()
+	if err != nil {
+		return nil, err
+	}
+	md, err := p.metadata(nKV)
+	if err != nil {
+		return nil, err
+	}
+	alignment, err := p.alignment(md)
+	if err != nil {
+		return nil, err
+	}
+	infos, err := p.tensorInfos(nTensors, alignment)
+	if err != nil {
+		return nil, err
+	}
+	return p.place(md, infos, alignment)
+}
+
+// header reads the magic, the version and the two counts, each count
+// checked against what the rest of the file can hold.
+func (p *ggufParser) header() (nTensors, nKV uint64, err error) {
 	r := &p.r
 	r.what = "header"
 	magic, err := r.next(4)
 	if err != nil {
-		return nil, err
+		return 0, 0, err
 	}
 	if string(magic) != Magic {
-		return nil, index.Errorf(p.name, 0, "gguf: bad magic %q (want \"GGUF\")", magic)
+		return 0, 0, index.Errorf(p.name, 0, "gguf: bad magic %q (want \"GGUF\")", magic)
 	}
 	version, err := r.u32()
 	if err != nil {
-		return nil, err
+		return 0, 0, err
 	}
 	switch {
 	case version == 2 || version == 3:
 	case version == 1:
-		return nil, index.Errorf(p.name, 4, "gguf: version 1 (GGUF's first release, August 2023, with 32-bit counts) is not supported; convert the model again with a current llama.cpp (convert_hf_to_gguf.py), which writes version 3 (want version 2 or 3)")
+		return 0, 0, index.Errorf(p.name, 4, "gguf: version 1 (GGUF's first release, August 2023, with 32-bit counts) is not supported; convert the model again with a current llama.cpp (convert_hf_to_gguf.py), which writes version 3 (want version 2 or 3)")
 	case version != 0 && version&0xffff == 0:
-		return nil, index.Errorf(p.name, 4, "gguf: big-endian file (version field reads %#08x, version %d byte-swapped); only little-endian GGUF is supported: convert a copy with llama.cpp's gguf-py (gguf_convert_endian.py COPY little, which rewrites the file in place)", version, bits.ReverseBytes32(version))
+		return 0, 0, index.Errorf(p.name, 4, "gguf: big-endian file (version field reads %#08x, version %d byte-swapped); only little-endian GGUF is supported: convert a copy with llama.cpp's gguf-py (gguf_convert_endian.py COPY little, which rewrites the file in place)", version, bits.ReverseBytes32(version))
 	default:
-		return nil, index.Errorf(p.name, 4, "gguf: unsupported version %d (want 2 or 3)", version)
+		return 0, 0, index.Errorf(p.name, 4, "gguf: unsupported version %d (want 2 or 3)", version)
 	}
 	countsAt := r.pos
-	nTensors, err := r.u64()
+	nTensors, err = r.u64()
 	if err != nil {
-		return nil, err
+		return 0, 0, err
 	}
-	nKV, err := r.u64()
+	nKV, err = r.u64()
 	if err != nil {
-		return nil, err
+		return 0, 0, err
 	}
 	left := uint64(r.left())
 	if nTensors > index.MaxTensors {
-		return nil, index.Errorf(p.name, countsAt, "gguf: tensor count %d is over the limit of %d", nTensors, index.MaxTensors)
+		return 0, 0, index.Errorf(p.name, countsAt, "gguf: tensor count %d is over the limit of %d", nTensors, index.MaxTensors)
 	}
 	if nTensors > left/ggufMinTensorInfo {
-		return nil, index.Errorf(p.name, countsAt, "gguf: tensor count %d is impossible: each tensor info needs at least %d bytes and the file has %d left", nTensors, ggufMinTensorInfo, left)
+		return 0, 0, index.Errorf(p.name, countsAt, "gguf: tensor count %d is impossible: each tensor info needs at least %d bytes and the file has %d left", nTensors, ggufMinTensorInfo, left)
 	}
 	if nKV > left/ggufMinKV {
-		return nil, index.Errorf(p.name, countsAt+8, "gguf: metadata count %d is impossible: each key/value needs at least %d bytes and the file has %d left", nKV, ggufMinKV, left)
+		return 0, 0, index.Errorf(p.name, countsAt+8, "gguf: metadata count %d is impossible: each key/value needs at least %d bytes and the file has %d left", nKV, ggufMinKV, left)
 	}
 	if nKV*ggufMinKV+nTensors*ggufMinTensorInfo > left {
-		return nil, index.Errorf(p.name, countsAt, "gguf: %d key/values and %d tensor infos need at least %d bytes, the file has %d left", nKV, nTensors, nKV*ggufMinKV+nTensors*ggufMinTensorInfo, left)
+		return 0, 0, index.Errorf(p.name, countsAt, "gguf: %d key/values and %d tensor infos need at least %d bytes, the file has %d left", nKV, nTensors, nKV*ggufMinKV+nTensors*ggufMinTensorInfo, left)
 	}
+	return nTensors, nKV, nil
+}
 
+// metadata reads the nKV key/values, refusing a duplicate key and a
+// split.count over the limit.
+func (p *ggufParser) metadata(nKV uint64) (map[string]any, error) {
+	r := &p.r
 	md := make(map[string]any, min(nKV, 1024))
 	splitCountAt := int64(-1)
 	for i := uint64(0); i < nKV; i++ {
@@ -251,67 +279,55 @@ func (p *ggufParser) parse() (*index.Index, error) {
 			return nil, p.errAt(splitCountAt, `key "split.count"`, "gguf: split.count %v is over the limit of %d parts of a split model", v, index.MaxShards)
 		}
 	}
+	return md, nil
+}
 
+// alignment is the data section's alignment: general.alignment, checked,
+// or the default.
+func (p *ggufParser) alignment(md map[string]any) (uint64, error) {
 	alignment := uint64(ggufDefaultAlignment)
 	if v, ok := md["general.alignment"]; ok {
 		a, isInt := Int(v)
 		if u, big := v.(uint64); big && !isInt {
-			return nil, index.ErrorAt(p.name, "key \"general.alignment\"", "gguf: general.alignment %d is over the limit of %d", u, ggufMaxAlignment)
+			return 0, index.ErrorAt(p.name, "key \"general.alignment\"", "gguf: general.alignment %d is over the limit of %d", u, ggufMaxAlignment)
 		}
 		if !isInt {
-			return nil, index.ErrorAt(p.name, "key \"general.alignment\"", "gguf: general.alignment must be an unsigned integer, got %T", v)
+			return 0, index.ErrorAt(p.name, "key \"general.alignment\"", "gguf: general.alignment must be an unsigned integer, got %T", v)
 		}
 		if a <= 0 || a&(a-1) != 0 {
-			return nil, index.ErrorAt(p.name, "key \"general.alignment\"", "gguf: general.alignment must be a non-zero power of two, got %d", a)
+			return 0, index.ErrorAt(p.name, "key \"general.alignment\"", "gguf: general.alignment must be a non-zero power of two, got %d", a)
 		}
 		if a > ggufMaxAlignment {
-			return nil, index.ErrorAt(p.name, "key \"general.alignment\"", "gguf: general.alignment %d is over the limit of %d", a, ggufMaxAlignment)
+			return 0, index.ErrorAt(p.name, "key \"general.alignment\"", "gguf: general.alignment %d is over the limit of %d", a, ggufMaxAlignment)
 		}
 		alignment = uint64(a)
 	}
+	return alignment, nil
+}
 
-	// Tensor infos: each is validated as it is read, except for where its
-	// data lies, which needs the end of the infos.
-	tensors := make([]index.Tensor, 0, min(nTensors, 1<<16))
-	var infoAt []int64 // file offset of each tensor's info, for errors
-	var rel []uint64   // each tensor's offset in the data section
-	var unserved []index.Unserved
-	var unservedAt []int64 // file offset of the first unserved tensor's info
-	var unservedCode uint32
+// ggufInfos are the tensor infos read: the tensors of known types (Offset
+// not set) with where their infos are and their offsets in the data
+// section, and those of unknown types (unserved).
+type ggufInfos struct {
+	tensors      []index.Tensor
+	infoAt       []int64  // file offset of each tensor's info, for errors
+	rel          []uint64 // each tensor's offset in the data section
+	unserved     []index.Unserved
+	unservedAt   []int64 // file offset of the first unserved tensor's info
+	unservedCode uint32
+}
+
+// tensorInfos reads the nTensors tensor infos: each is validated as it
+// is read, except for where its data lies, which needs the end of the
+// infos (place).
+func (p *ggufParser) tensorInfos(nTensors, alignment uint64) (ggufInfos, error) {
+	r := &p.r
+	in := ggufInfos{tensors: make([]index.Tensor, 0, min(nTensors, 1<<16))}
 	for i := uint64(0); i < nTensors; i++ {
 		r.at("tensor info", i)
-		ti := ggufTensorInfo{at: r.pos}
-		ti.name, err = r.str(index.MaxNameLength, "tensor name")
+		ti, err := p.tensorInfo()
 		if err != nil {
-			return nil, err
-		}
-		r.named(ti.name)
-		where := "tensor " + ggufQuote(ti.name)
-		ndAt := r.pos
-		nd, err := r.u32()
-		if err != nil {
-			return nil, err
-		}
-		if nd > ggufMaxDims {
-			return nil, p.errAt(ndAt, where, "gguf: %d dimensions (at most %d)", nd, ggufMaxDims)
-		}
-		ti.nd = int(nd)
-		for j := 0; j < ti.nd; j++ {
-			dimAt := r.pos
-			d, err := r.u64()
-			if err != nil {
-				return nil, err
-			}
-			if d > math.MaxInt64 {
-				return nil, p.errAt(dimAt, where, "gguf: dimension %d is %d, over 2^63-1", j, d)
-			}
-			ti.ne[j] = int64(d)
-		}
-		if ti.typ, err = r.u32(); err != nil {
-			return nil, err
-		}
-		if ti.offset, err = r.u64(); err != nil {
-			return nil, err
+			return ggufInfos{}, err
 		}
 		if _, known := dtype.ByGGML(ti.typ); !known {
 			// A type code newer than this build: its block size, so the
@@ -321,24 +337,71 @@ func (p *ggufParser) parse() (*index.Index, error) {
 			for j := 0; j < ti.nd; j++ {
 				shape[ti.nd-1-j] = ti.ne[j]
 			}
-			unserved = append(unserved, index.Unserved{
+			in.unserved = append(in.unserved, index.Unserved{
 				Name: ti.name, Type: fmt.Sprintf("ggml type %d", ti.typ), Shape: shape, Offset: int64(min(ti.offset, math.MaxInt64)),
 				Why: fmt.Sprintf("unknown ggml type code %d (newer than this tensorfs: its block size, so the tensor's size, is not known)", ti.typ),
 			})
-			if len(unservedAt) == 0 {
-				unservedAt, unservedCode = append(unservedAt, ti.at), ti.typ
+			if len(in.unservedAt) == 0 {
+				in.unservedAt, in.unservedCode = append(in.unservedAt, ti.at), ti.typ
 			}
 			continue
 		}
 		t, err := p.tensor(&ti, alignment)
 		if err != nil {
-			return nil, err
+			return ggufInfos{}, err
 		}
-		tensors = append(tensors, t)
-		infoAt = append(infoAt, ti.at)
-		rel = append(rel, ti.offset)
+		in.tensors = append(in.tensors, t)
+		in.infoAt = append(in.infoAt, ti.at)
+		in.rel = append(in.rel, ti.offset)
 	}
+	return in, nil
+}
 
+// tensorInfo reads one tensor info: name, dimensions, type and offset.
+func (p *ggufParser) tensorInfo() (ti ggufTensorInfo, err error) {
+	r := &p.r
+	ti = ggufTensorInfo{at: r.pos}
+	ti.name, err = r.str(index.MaxNameLength, "tensor name")
+	if err != nil {
+		return ti, err
+	}
+	r.named(ti.name)
+	where := "tensor " + ggufQuote(ti.name)
+	ndAt := r.pos
+	nd, err := r.u32()
+	if err != nil {
+		return ti, err
+	}
+	if nd > ggufMaxDims {
+		return ti, p.errAt(ndAt, where, "gguf: %d dimensions (at most %d)", nd, ggufMaxDims)
+	}
+	ti.nd = int(nd)
+	for j := 0; j < ti.nd; j++ {
+		dimAt := r.pos
+		d, err := r.u64()
+		if err != nil {
+			return ti, err
+		}
+		if d > math.MaxInt64 {
+			return ti, p.errAt(dimAt, where, "gguf: dimension %d is %d, over 2^63-1", j, d)
+		}
+		ti.ne[j] = int64(d)
+	}
+	if ti.typ, err = r.u32(); err != nil {
+		return ti, err
+	}
+	if ti.offset, err = r.u64(); err != nil {
+		return ti, err
+	}
+	return ti, nil
+}
+
+// place puts the tensors in the data section, which starts at the end of
+// the tensor infos, aligned, and checks them; the unserved ones get
+// where their data starts; it makes the index.
+func (p *ggufParser) place(md map[string]any, in ggufInfos, alignment uint64) (*index.Index, error) {
+	r := &p.r
+	tensors, infoAt, rel, unserved := in.tensors, in.infoAt, in.rel, in.unserved
 	// The data section starts at the end of the tensor infos, aligned (no
 	// overflow: both are far below 2^62).
 	end := uint64(r.pos)
@@ -368,11 +431,11 @@ func (p *ggufParser) parse() (*index.Index, error) {
 			u.Offset += dataStart
 		}
 	}
-	if len(tensors) == 0 && len(unserved) > 0 && len(unservedAt) == 0 { // only forks' types
+	if len(tensors) == 0 && len(unserved) > 0 && len(in.unservedAt) == 0 { // only forks' types
 		return nil, index.ErrorAt(p.name, "tensor "+ggufQuote(unserved[0].Name), "gguf: %s; and no other tensor to serve", unserved[0].Why)
 	}
 	if len(tensors) == 0 && len(unserved) > 0 {
-		return nil, p.errAt(unservedAt[0], "tensor "+ggufQuote(unserved[0].Name), "gguf: unknown ggml type code %d, and no tensor of a known type to serve", unservedCode)
+		return nil, p.errAt(in.unservedAt[0], "tensor "+ggufQuote(unserved[0].Name), "gguf: unknown ggml type code %d, and no tensor of a known type to serve", in.unservedCode)
 	}
 	sort.Slice(unserved, func(i, j int) bool { return unserved[i].Name < unserved[j].Name })
 	return &index.Index{

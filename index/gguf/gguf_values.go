@@ -187,7 +187,6 @@ func (p *ggufParser) skipElems(et uint32, n int64, key string, depth int) error 
 // *FileValue: an array of fixed-size elements is sized from its count, one
 // of strings or arrays is walked to its end first.
 func (p *ggufParser) array(key string, depth int) (any, error) {
-	r := &p.r
 	et, n, err := p.arrayHead(key, depth)
 	if err != nil {
 		return nil, err
@@ -196,26 +195,8 @@ func (p *ggufParser) array(key string, depth int) (any, error) {
 		return ggufEmpty[et], nil
 	}
 	if depth == 1 {
-		start := r.pos
-		// n*ggufMinSize[et] <= the bytes left: no overflow
-		small := n*ggufMinSize[et] <= p.inline
-		if small && et == ggufTypeString {
-			// One pass: read, unless the strings turn out too long.
-			out, err := p.strings(n, start+p.inline)
-			if out != nil || err != nil {
-				return out, err
-			}
-			r.pos = start
-			small = false
-		}
-		if !small || et == ggufTypeArray {
-			if err := p.skipElems(et, n, key, depth); err != nil {
-				return nil, err
-			}
-			if size := r.pos - start; size > p.inline {
-				return &index.FileValue{Offset: start, Size: size, Type: "array", ElemType: ggufTypeName(et), Count: n}, nil
-			}
-			r.pos = start // small enough: read it
+		if v, err := p.topArray(et, n, key, depth); v != nil || err != nil {
+			return v, err
 		}
 	}
 	count := int(n)
@@ -233,6 +214,43 @@ func (p *ggufParser) array(key string, depth int) (any, error) {
 		}
 		return out, nil
 	}
+	return p.fixedArray(et, count)
+}
+
+// topArray decides how a top-level array (depth 1) is held: a
+// *FileValue when its elements take more than p.inline bytes, or (one
+// pass) its strings when they were read whole; nil, nil when it is small
+// enough to read (the reader back at its elements).
+func (p *ggufParser) topArray(et uint32, n int64, key string, depth int) (any, error) {
+	r := &p.r
+	start := r.pos
+	// n*ggufMinSize[et] <= the bytes left: no overflow
+	small := n*ggufMinSize[et] <= p.inline
+	if small && et == ggufTypeString {
+		// One pass: read, unless the strings turn out too long.
+		out, err := p.strings(n, start+p.inline)
+		if out != nil || err != nil {
+			return out, err
+		}
+		r.pos = start
+		small = false
+	}
+	if !small || et == ggufTypeArray {
+		if err := p.skipElems(et, n, key, depth); err != nil {
+			return nil, err
+		}
+		if size := r.pos - start; size > p.inline {
+			return &index.FileValue{Offset: start, Size: size, Type: "array", ElemType: ggufTypeName(et), Count: n}, nil
+		}
+		r.pos = start // small enough: read it
+	}
+	return nil, nil
+}
+
+// fixedArray reads count elements of the fixed-size type et, in chunks
+// of the buffer.
+func (p *ggufParser) fixedArray(et uint32, count int) (any, error) {
+	r := &p.r
 	minSize := ggufMinSize[et]
 	// Fixed-size elements: read in chunks of the buffer.
 	size := int(minSize)

@@ -222,10 +222,6 @@ func (w *walker) dataset(msgs []message, path string) error {
 	if err != nil {
 		return fmt.Errorf("%w (dataset %s)", err, quote(path))
 	}
-	miss := func(why string, args ...any) error {
-		w.idx.Unserved = append(w.idx.Unserved, index.Unserved{Name: path, Type: d.typeName, Shape: d.shape, Offset: -1, Why: fmt.Sprintf(why, args...)})
-		return nil
-	}
 	n, ok := index.Elements(d.shape)
 	if !ok {
 		return r.errorf(-1, "dataset %s: shape %s overflows", quote(path), index.ShapeString(d.shape))
@@ -239,7 +235,7 @@ func (w *walker) dataset(msgs []message, path string) error {
 	case 0, 1:
 		if d.layout == 1 && d.undefined {
 			if size != 0 {
-				return miss("its storage was never allocated (no data written; h5py reads the fill value)")
+				return w.miss(d, path, "its storage was never allocated (no data written; h5py reads the fill value)")
 			}
 		} else if d.size != size {
 			return r.errorf(d.offset, "dataset %s: %d bytes stored; %s %s needs %d", quote(path), d.size, d.dt, index.ShapeString(d.shape), size)
@@ -248,64 +244,12 @@ func (w *walker) dataset(msgs []message, path string) error {
 		}
 		t.Offset = d.offset
 		if len(d.filters) > 0 && d.layout == 1 {
-			return miss("a contiguous dataset with filters")
+			return w.miss(d, path, "a contiguous dataset with filters")
 		}
 	case 2:
-		rank := len(d.shape)
-		if len(d.chunk) != rank+1 || int64(d.chunk[rank]) != d.dt.ElemSize() {
-			return r.errorf(-1, "dataset %s: chunks of %d dimensions with elements of %d bytes, for a %d-dimensional dataset of %s", quote(path), len(d.chunk)-1, d.chunk[len(d.chunk)-1], rank, d.dt)
+		if served, err := w.chunked(d, path, &t, size); !served || err != nil {
+			return err
 		}
-		for _, f := range d.filters {
-			if f.id != filterDeflate && f.id != filterShuffle {
-				name := f.name
-				if name == "" {
-					name = map[uint16]string{3: "fletcher32", 4: "szip", 5: "nbit", 6: "scaleoffset", 32000: "lzf", 32001: "blosc", 32015: "zstd"}[f.id]
-				}
-				return miss("filter %d (%s), which tensorfs does not decode (it reads gzip and shuffle)", f.id, name)
-			}
-		}
-		chunkElems := int64(1)
-		for _, c := range d.chunk[:rank] {
-			if c <= 0 {
-				return r.errorf(-1, "dataset %s: a chunk dimension of %d", quote(path), c)
-			}
-			if chunkElems > MaxChunkBytes/c {
-				return miss("chunks of %v elements, over %d bytes", d.chunk[:rank], MaxChunkBytes)
-			}
-			chunkElems *= c
-		}
-		chunkBytes := chunkElems * d.dt.ElemSize()
-		if chunkBytes > MaxChunkBytes {
-			return miss("chunks of %d bytes, over %d", chunkBytes, MaxChunkBytes)
-		}
-		if size > 0 && size/max(d.shape[0], 1)*min(d.chunk[0], d.shape[0]) > MaxSlabBytes {
-			return miss("a row of chunks over %d bytes", MaxSlabBytes)
-		}
-		if size == 0 {
-			break
-		}
-		chunks, err := r.chunks(d)
-		if err != nil {
-			return fmt.Errorf("%w (dataset %s)", err, quote(path))
-		}
-		want := int64(1)
-		for k := range d.shape {
-			want *= (d.shape[k] + d.chunk[k] - 1) / d.chunk[k]
-		}
-		if int64(len(chunks)) != want {
-			return miss("%d of its %d chunks are stored (h5py reads the rest as the fill value)", len(chunks), want)
-		}
-		for _, c := range chunks {
-			if c.size > 2*chunkBytes+4096 {
-				return r.errorf(c.off, "dataset %s: a stored chunk of %d bytes for %d bytes of data", quote(path), c.size, chunkBytes)
-			}
-		}
-		if len(d.filters) == 0 && len(chunks) == 1 && slices.Equal(d.chunk[:rank], d.shape) && chunks[0].size == size {
-			t.Offset = chunks[0].off // one unfiltered chunk the dataset's shape: a range of the file
-			break
-		}
-		w.plans = append(w.plans, &plan{shape: d.shape, chunk: d.chunk[:rank], elem: d.dt.ElemSize(), filters: d.filters, chunks: chunks})
-		w.planTensor = append(w.planTensor, len(w.idx.Tensors))
 	default:
 		return r.errorf(-1, "dataset %s: layout class %d", quote(path), d.layout)
 	}
@@ -313,6 +257,77 @@ func (w *walker) dataset(msgs []message, path string) error {
 		return r.errorf(-1, "more than %d datasets", index.MaxTensors)
 	}
 	w.idx.Tensors = append(w.idx.Tensors, t)
+	return nil
+}
+
+// chunked checks chunked dataset d (the tensor t of size bytes at path):
+// its chunk shape, filters and chunks. A dataset of one unfiltered chunk
+// is a range of the file; another is planned (w.plans). served is false
+// when it is listed as unserved instead (or err is set).
+func (w *walker) chunked(d *dataset, path string, t *index.Tensor, size int64) (served bool, err error) {
+	r := w.r
+	rank := len(d.shape)
+	if len(d.chunk) != rank+1 || int64(d.chunk[rank]) != d.dt.ElemSize() {
+		return false, r.errorf(-1, "dataset %s: chunks of %d dimensions with elements of %d bytes, for a %d-dimensional dataset of %s", quote(path), len(d.chunk)-1, d.chunk[len(d.chunk)-1], rank, d.dt)
+	}
+	for _, f := range d.filters {
+		if f.id != filterDeflate && f.id != filterShuffle {
+			name := f.name
+			if name == "" {
+				name = map[uint16]string{3: "fletcher32", 4: "szip", 5: "nbit", 6: "scaleoffset", 32000: "lzf", 32001: "blosc", 32015: "zstd"}[f.id]
+			}
+			return false, w.miss(d, path, "filter %d (%s), which tensorfs does not decode (it reads gzip and shuffle)", f.id, name)
+		}
+	}
+	chunkElems := int64(1)
+	for _, c := range d.chunk[:rank] {
+		if c <= 0 {
+			return false, r.errorf(-1, "dataset %s: a chunk dimension of %d", quote(path), c)
+		}
+		if chunkElems > MaxChunkBytes/c {
+			return false, w.miss(d, path, "chunks of %v elements, over %d bytes", d.chunk[:rank], MaxChunkBytes)
+		}
+		chunkElems *= c
+	}
+	chunkBytes := chunkElems * d.dt.ElemSize()
+	if chunkBytes > MaxChunkBytes {
+		return false, w.miss(d, path, "chunks of %d bytes, over %d", chunkBytes, MaxChunkBytes)
+	}
+	if size > 0 && size/max(d.shape[0], 1)*min(d.chunk[0], d.shape[0]) > MaxSlabBytes {
+		return false, w.miss(d, path, "a row of chunks over %d bytes", MaxSlabBytes)
+	}
+	if size == 0 {
+		return true, nil
+	}
+	chunks, err := r.chunks(d)
+	if err != nil {
+		return false, fmt.Errorf("%w (dataset %s)", err, quote(path))
+	}
+	want := int64(1)
+	for k := range d.shape {
+		want *= (d.shape[k] + d.chunk[k] - 1) / d.chunk[k]
+	}
+	if int64(len(chunks)) != want {
+		return false, w.miss(d, path, "%d of its %d chunks are stored (h5py reads the rest as the fill value)", len(chunks), want)
+	}
+	for _, c := range chunks {
+		if c.size > 2*chunkBytes+4096 {
+			return false, r.errorf(c.off, "dataset %s: a stored chunk of %d bytes for %d bytes of data", quote(path), c.size, chunkBytes)
+		}
+	}
+	if len(d.filters) == 0 && len(chunks) == 1 && slices.Equal(d.chunk[:rank], d.shape) && chunks[0].size == size {
+		t.Offset = chunks[0].off // one unfiltered chunk the dataset's shape: a range of the file
+		return true, nil
+	}
+	w.plans = append(w.plans, &plan{shape: d.shape, chunk: d.chunk[:rank], elem: d.dt.ElemSize(), filters: d.filters, chunks: chunks})
+	w.planTensor = append(w.planTensor, len(w.idx.Tensors))
+	return true, nil
+}
+
+// miss lists dataset d at path as unserved, saying why; it returns nil
+// (the walk goes on).
+func (w *walker) miss(d *dataset, path, why string, args ...any) error {
+	w.idx.Unserved = append(w.idx.Unserved, index.Unserved{Name: path, Type: d.typeName, Shape: d.shape, Offset: -1, Why: fmt.Sprintf(why, args...)})
 	return nil
 }
 

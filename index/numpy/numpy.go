@@ -114,56 +114,9 @@ func npyReadHeader(f index.File, base, avail int64, where string) (*npyArray, er
 		}
 		return &index.FormatError{File: file, Offset: base + off, Where: where, Msg: fmt.Sprintf(format, args...)}
 	}
-	var pre [12]byte
-	if avail < 10 {
-		return nil, fail(0, "too short for a .npy header (%d bytes)", avail)
-	}
-	n := 12
-	if avail < 12 {
-		n = int(avail)
-	}
-	if _, err := f.ReadAt(pre[:n], base); err != nil && err != io.EOF {
-		return nil, fail(0, "cannot read: %v", err)
-	}
-	if string(pre[:6]) != npyMagic {
-		return nil, fail(0, "not a .npy file (no \\x93NUMPY magic)")
-	}
-	major, minor := pre[6], pre[7]
-	var hlen, hstart int64
-	switch major {
-	case 1:
-		hlen, hstart = int64(binary.LittleEndian.Uint16(pre[8:10])), 10
-	case 2, 3:
-		if avail < 12 {
-			return nil, fail(0, "too short for a .npy %d.%d header", major, minor)
-		}
-		hlen, hstart = int64(binary.LittleEndian.Uint32(pre[8:12])), 12
-	default:
-		return nil, fail(6, ".npy format version %d.%d is not supported (want 1.0, 2.0 or 3.0)", major, minor)
-	}
-	if minor != 0 {
-		return nil, fail(7, ".npy format version %d.%d is not supported (want 1.0, 2.0 or 3.0)", major, minor)
-	}
-	if hlen > avail-hstart {
-		return nil, fail(8, ".npy header of %d bytes runs past the end of the data (%d bytes left)", hlen, avail-hstart)
-	}
-	if hlen > npyMaxHeader && (major < 3 || hlen > 4*npyMaxHeader) {
-		return nil, fail(8, ".npy header of %d bytes (numpy reads at most %d characters)", hlen, npyMaxHeader)
-	}
-	hdr := make([]byte, hlen)
-	if _, err := f.ReadAt(hdr, base+hstart); err != nil && !(err == io.EOF && len(hdr) == 0) {
-		return nil, fail(hstart, "cannot read the header: %v", err)
-	}
-	text := string(hdr)
-	if major < 3 {
-		// Latin-1 in versions 1 and 2.
-		if !utf8.ValidString(text) {
-			text = pickle.Py2Str(hdr)
-		}
-	} else if !utf8.ValidString(text) {
-		return nil, fail(hstart, ".npy 3.0 header is not valid UTF-8")
-	} else if n := utf8.RuneCountInString(text); n > npyMaxHeader {
-		return nil, fail(8, ".npy header of %d characters (numpy reads at most %d characters)", n, npyMaxHeader)
+	text, hstart, hlen, err := npyHeaderText(f, base, avail, fail)
+	if err != nil {
+		return nil, err
 	}
 	lit, err := npyParseLiteral(text)
 	if err != nil {
@@ -174,54 +127,8 @@ func npyReadHeader(f index.File, base, avail int64, where string) (*npyArray, er
 		return nil, fail(hstart, ".npy header is not a dict")
 	}
 	a := &npyArray{dataOff: hstart + hlen}
-	var seen [3]bool
-	for i, k := range d.keys {
-		v := d.vals[i]
-		switch k {
-		case "descr":
-			seen[0] = true
-			s, ok := v.(string)
-			if !ok {
-				a.descr = npyShort(v)
-				a.notNumeric = fail(hstart, "structured dtype %s is not supported (no tensor dtype for records)", a.descr)
-				continue
-			}
-			a.descr = s
-			if a.dt, a.bigEndian, err = DType(s); err != nil {
-				a.notNumeric = fail(hstart, "%v", err)
-			}
-		case "fortran_order":
-			seen[1] = true
-			b, ok := v.(bool)
-			if !ok {
-				return nil, fail(hstart, "fortran_order is %s, not True or False", npyShort(v))
-			}
-			a.fortran = b
-		case "shape":
-			seen[2] = true
-			t, ok := v.(npyTuple)
-			if !ok {
-				return nil, fail(hstart, "shape is %s, not a tuple", npyShort(v))
-			}
-			if len(t) > index.MaxDims {
-				return nil, fail(hstart, "shape has %d dimensions (at most %d)", len(t), index.MaxDims)
-			}
-			a.shape = make([]int64, len(t))
-			for j, x := range t {
-				n, ok := x.(int64)
-				if !ok || n < 0 {
-					return nil, fail(hstart, "shape %s has a dimension that is not a non-negative integer", npyShort(v))
-				}
-				a.shape[j] = n
-			}
-		default:
-			return nil, fail(hstart, ".npy header has an unexpected key %q", pickle.Clip(k))
-		}
-	}
-	for i, k := range []string{"descr", "fortran_order", "shape"} {
-		if !seen[i] {
-			return nil, fail(hstart, ".npy header has no %q", k)
-		}
+	if err := a.fields(d, hstart, fail); err != nil {
+		return nil, err
 	}
 	n64, ok := index.Elements(a.shape)
 	if !ok {
@@ -244,6 +151,122 @@ func npyReadHeader(f index.File, base, avail int64, where string) (*npyArray, er
 		return nil, fail(a.dataOff, "array data of %d bytes runs past the end (%d bytes left)", a.size, avail-a.dataOff)
 	}
 	return a, nil
+}
+
+// npyFail makes the error of a problem at offset off of a .npy.
+type npyFail func(off int64, format string, args ...any) error
+
+// npyHeaderText reads the preamble (magic, version, header length) of the
+// .npy at [base, base+avail) of f and its header's text; the header
+// starts at hstart and is hlen bytes.
+func npyHeaderText(f index.File, base, avail int64, fail npyFail) (text string, hstart, hlen int64, err error) {
+	var pre [12]byte
+	if avail < 10 {
+		return "", 0, 0, fail(0, "too short for a .npy header (%d bytes)", avail)
+	}
+	n := 12
+	if avail < 12 {
+		n = int(avail)
+	}
+	if _, err := f.ReadAt(pre[:n], base); err != nil && err != io.EOF {
+		return "", 0, 0, fail(0, "cannot read: %v", err)
+	}
+	if string(pre[:6]) != npyMagic {
+		return "", 0, 0, fail(0, "not a .npy file (no \\x93NUMPY magic)")
+	}
+	major, minor := pre[6], pre[7]
+	switch major {
+	case 1:
+		hlen, hstart = int64(binary.LittleEndian.Uint16(pre[8:10])), 10
+	case 2, 3:
+		if avail < 12 {
+			return "", 0, 0, fail(0, "too short for a .npy %d.%d header", major, minor)
+		}
+		hlen, hstart = int64(binary.LittleEndian.Uint32(pre[8:12])), 12
+	default:
+		return "", 0, 0, fail(6, ".npy format version %d.%d is not supported (want 1.0, 2.0 or 3.0)", major, minor)
+	}
+	if minor != 0 {
+		return "", 0, 0, fail(7, ".npy format version %d.%d is not supported (want 1.0, 2.0 or 3.0)", major, minor)
+	}
+	if hlen > avail-hstart {
+		return "", 0, 0, fail(8, ".npy header of %d bytes runs past the end of the data (%d bytes left)", hlen, avail-hstart)
+	}
+	if hlen > npyMaxHeader && (major < 3 || hlen > 4*npyMaxHeader) {
+		return "", 0, 0, fail(8, ".npy header of %d bytes (numpy reads at most %d characters)", hlen, npyMaxHeader)
+	}
+	hdr := make([]byte, hlen)
+	if _, err := f.ReadAt(hdr, base+hstart); err != nil && !(err == io.EOF && len(hdr) == 0) {
+		return "", 0, 0, fail(hstart, "cannot read the header: %v", err)
+	}
+	text = string(hdr)
+	if major < 3 {
+		// Latin-1 in versions 1 and 2.
+		if !utf8.ValidString(text) {
+			text = pickle.Py2Str(hdr)
+		}
+	} else if !utf8.ValidString(text) {
+		return "", 0, 0, fail(hstart, ".npy 3.0 header is not valid UTF-8")
+	} else if n := utf8.RuneCountInString(text); n > npyMaxHeader {
+		return "", 0, 0, fail(8, ".npy header of %d characters (numpy reads at most %d characters)", n, npyMaxHeader)
+	}
+	return text, hstart, hlen, nil
+}
+
+// fields sets a's descr, fortran_order and shape from the header dict d
+// (at hstart), refusing any other key and a missing one.
+func (a *npyArray) fields(d *npyDict, hstart int64, fail npyFail) error {
+	var err error
+	var seen [3]bool
+	for i, k := range d.keys {
+		v := d.vals[i]
+		switch k {
+		case "descr":
+			seen[0] = true
+			s, ok := v.(string)
+			if !ok {
+				a.descr = npyShort(v)
+				a.notNumeric = fail(hstart, "structured dtype %s is not supported (no tensor dtype for records)", a.descr)
+				continue
+			}
+			a.descr = s
+			if a.dt, a.bigEndian, err = DType(s); err != nil {
+				a.notNumeric = fail(hstart, "%v", err)
+			}
+		case "fortran_order":
+			seen[1] = true
+			b, ok := v.(bool)
+			if !ok {
+				return fail(hstart, "fortran_order is %s, not True or False", npyShort(v))
+			}
+			a.fortran = b
+		case "shape":
+			seen[2] = true
+			t, ok := v.(npyTuple)
+			if !ok {
+				return fail(hstart, "shape is %s, not a tuple", npyShort(v))
+			}
+			if len(t) > index.MaxDims {
+				return fail(hstart, "shape has %d dimensions (at most %d)", len(t), index.MaxDims)
+			}
+			a.shape = make([]int64, len(t))
+			for j, x := range t {
+				n, ok := x.(int64)
+				if !ok || n < 0 {
+					return fail(hstart, "shape %s has a dimension that is not a non-negative integer", npyShort(v))
+				}
+				a.shape[j] = n
+			}
+		default:
+			return fail(hstart, ".npy header has an unexpected key %q", pickle.Clip(k))
+		}
+	}
+	for i, k := range []string{"descr", "fortran_order", "shape"} {
+		if !seen[i] {
+			return fail(hstart, ".npy header has no %q", k)
+		}
+	}
+	return nil
 }
 
 // npyShort is a header value in Python syntax, shortened for a message.

@@ -40,31 +40,7 @@ func (PlainEnv) Call(m *Machine, fn any, args Tuple, off int64) (any, error) {
 	}
 	switch g.Module + "." + g.Name {
 	case "collections.OrderedDict", "builtins.dict", "collections.defaultdict", "collections.Counter":
-		d := NewDict()
-		if g.Name == "defaultdict" {
-			return d, nil // the one argument is the default factory
-		}
-		switch a := arg0().(type) {
-		case *Dict:
-			if err := m.Charge(a.Len(), off); err != nil {
-				return nil, err
-			}
-			d.Keys = append([]any(nil), a.Keys...)
-			d.Vals = append([]any(nil), a.Vals...)
-		case Tuple, *List:
-			items, _ := Items(a)
-			if err := m.Charge(len(items), off); err != nil {
-				return nil, err
-			}
-			for _, it := range items {
-				kv, ok := Items(it)
-				if !ok || len(kv) != 2 {
-					return &Object{Class: fn, Args: args}, nil
-				}
-				d.Set(kv[0], kv[1])
-			}
-		}
-		return d, nil
+		return plainDict(m, fn, g, args, arg0(), off)
 	case "builtins.list":
 		items, _ := Items(arg0())
 		if err := m.Charge(len(items), off); err != nil {
@@ -114,38 +90,8 @@ func (PlainEnv) Call(m *Machine, fn any, args Tuple, off int64) (any, error) {
 			return Latin1(a), nil
 		}
 	case "_codecs.encode":
-		// How protocol 2 writes Python 3 bytes: _codecs.encode(str, "latin1").
-		if s, ok := arg0().(string); ok && len(args) == 2 {
-			if enc, _ := args[1].(string); enc == "latin1" || enc == "latin-1" {
-				if err := m.Charge(len(s), off); err != nil {
-					return nil, err
-				}
-				sp, has := m.SpanOf(s)
-				if i, r := notLatin1(s); i >= 0 {
-					at := int64(-1)
-					if has {
-						at = sp.Off + int64(i)
-					}
-					return &Invalid{Msg: "_codecs.encode(str, \"latin1\") of a str with " + notLatin1What(r) + " (Python's unpickler fails on it too)", Off: at}, nil
-				}
-				b := Latin1(s)
-				if has {
-					m.SetSpan(b, sp)
-				}
-				return b, nil
-			}
-		}
-		if l, ok := arg0().(Large); ok && !l.Bytes && len(args) == 2 {
-			if enc, _ := args[1].(string); enc == "latin1" || enc == "latin-1" {
-				if l.BadAt >= 0 {
-					return &Invalid{Msg: "_codecs.encode(str, \"latin1\") of a str that is not Latin-1 as UTF-8 (Python's unpickler fails on it too)", Off: l.BadAt}, nil
-				}
-				// Too long to keep: its bytes are its stream span when
-				// that is raw; N counts UTF-8 bytes otherwise, Latin1
-				// the bytes it encodes to.
-				l.Bytes = true
-				return l, nil
-			}
+		if v, ok, err := codecsEncode(m, args, arg0(), off); ok {
+			return v, err
 		}
 	case "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct":
 		// _reconstruct(ndarray, (0,), b"b"): an empty array that BUILD
@@ -174,6 +120,75 @@ func (PlainEnv) Call(m *Machine, fn any, args Tuple, off int64) (any, error) {
 		}
 	}
 	return &Object{Class: fn, Args: args}, nil
+}
+
+// plainDict is dict(arg0), OrderedDict(arg0), defaultdict(factory) or
+// Counter(arg0): a copy of a dict or of a sequence of pairs, an opaque
+// *Object where an item is not a pair.
+func plainDict(m *Machine, fn any, g *Global, args Tuple, arg0 any, off int64) (any, error) {
+	d := NewDict()
+	if g.Name == "defaultdict" {
+		return d, nil // the one argument is the default factory
+	}
+	switch a := arg0.(type) {
+	case *Dict:
+		if err := m.Charge(a.Len(), off); err != nil {
+			return nil, err
+		}
+		d.Keys = append([]any(nil), a.Keys...)
+		d.Vals = append([]any(nil), a.Vals...)
+	case Tuple, *List:
+		items, _ := Items(a)
+		if err := m.Charge(len(items), off); err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			kv, ok := Items(it)
+			if !ok || len(kv) != 2 {
+				return &Object{Class: fn, Args: args}, nil
+			}
+			d.Set(kv[0], kv[1])
+		}
+	}
+	return d, nil
+}
+
+// codecsEncode is _codecs.encode(str, "latin1"), how protocol 2 writes
+// Python 3 bytes; ok is false for any other call of it.
+func codecsEncode(m *Machine, args Tuple, arg0 any, off int64) (v any, ok bool, err error) {
+	if s, ok := arg0.(string); ok && len(args) == 2 {
+		if enc, _ := args[1].(string); enc == "latin1" || enc == "latin-1" {
+			if err := m.Charge(len(s), off); err != nil {
+				return nil, true, err
+			}
+			sp, has := m.SpanOf(s)
+			if i, r := notLatin1(s); i >= 0 {
+				at := int64(-1)
+				if has {
+					at = sp.Off + int64(i)
+				}
+				return &Invalid{Msg: "_codecs.encode(str, \"latin1\") of a str with " + notLatin1What(r) + " (Python's unpickler fails on it too)", Off: at}, true, nil
+			}
+			b := Latin1(s)
+			if has {
+				m.SetSpan(b, sp)
+			}
+			return b, true, nil
+		}
+	}
+	if l, ok := arg0.(Large); ok && !l.Bytes && len(args) == 2 {
+		if enc, _ := args[1].(string); enc == "latin1" || enc == "latin-1" {
+			if l.BadAt >= 0 {
+				return &Invalid{Msg: "_codecs.encode(str, \"latin1\") of a str that is not Latin-1 as UTF-8 (Python's unpickler fails on it too)", Off: l.BadAt}, true, nil
+			}
+			// Too long to keep: its bytes are its stream span when
+			// that is raw; N counts UTF-8 bytes otherwise, Latin1
+			// the bytes it encodes to.
+			l.Bytes = true
+			return l, true, nil
+		}
+	}
+	return nil, false, nil
 }
 
 // NewObj interprets cls.__new__(cls, *args): the containers get their

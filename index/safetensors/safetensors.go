@@ -244,66 +244,19 @@ func parseSafetensorsEntry(r *index.JSONReader, name string, at int64) (stEntry,
 		switch field {
 		case "dtype":
 			hasDType = true
-			s, err := r.StrRaw("dtype")
-			if err != nil {
+			if err := e.readDType(r, fat); err != nil {
 				return e, err
-			}
-			dt, ok := safetensorsDTypes[string(s)]
-			switch {
-			case ok:
-				e.dt, e.dtName = dt, dt.Name()
-			case safetensorsUnsupported[string(s)]:
-				return e, r.Errorf(fat, "dtype %s is not supported (6-bit floats have no defined byte packing)", s)
-			default:
-				return e, r.Errorf(fat, "unknown dtype %s", strconv.Quote(string(s)))
 			}
 		case "shape":
 			hasShape = true
-			if err := r.Open('[', "shape"); err != nil {
-				return e, err
-			}
-			e.shape = make([]int64, 0, 4)
-			for r.More() {
-				if len(e.shape) >= index.MaxDims {
-					return e, r.Errorf(fat, "shape has more than %d dimensions", index.MaxDims)
-				}
-				d, err := r.Uint("shape")
-				if err != nil {
-					return e, err
-				}
-				if d > 1<<63-1 {
-					return e, r.Errorf(fat, "shape dimension %d is too large", d)
-				}
-				e.shape = append(e.shape, int64(d))
-			}
-			if err := r.Close(); err != nil {
+			if err := e.readShape(r, fat); err != nil {
 				return e, err
 			}
 		case "data_offsets":
 			hasOffsets = true
-			if err := r.Open('[', "data_offsets"); err != nil {
+			if err := e.readOffsets(r, fat); err != nil {
 				return e, err
 			}
-			var offs [2]uint64
-			k := 0
-			for r.More() {
-				if k == 2 {
-					return e, r.Errorf(fat, "data_offsets has more than 2 numbers")
-				}
-				v, err := r.Uint("data_offsets")
-				if err != nil {
-					return e, err
-				}
-				offs[k] = v
-				k++
-			}
-			if err := r.Close(); err != nil {
-				return e, err
-			}
-			if k != 2 {
-				return e, r.Errorf(fat, "data_offsets has %d numbers, want [begin, end]", k)
-			}
-			e.begin, e.end = offs[0], offs[1]
 		default:
 			if others == nil {
 				others = map[string]struct{}{}
@@ -329,6 +282,78 @@ func parseSafetensorsEntry(r *index.JSONReader, name string, at int64) (stEntry,
 		return e, r.Errorf(at, "missing data_offsets")
 	}
 	return e, nil
+}
+
+// readDType reads an entry's dtype (the key at fat).
+func (e *stEntry) readDType(r *index.JSONReader, fat int64) error {
+	s, err := r.StrRaw("dtype")
+	if err != nil {
+		return err
+	}
+	dt, ok := safetensorsDTypes[string(s)]
+	switch {
+	case ok:
+		e.dt, e.dtName = dt, dt.Name()
+	case safetensorsUnsupported[string(s)]:
+		return r.Errorf(fat, "dtype %s is not supported (6-bit floats have no defined byte packing)", s)
+	default:
+		return r.Errorf(fat, "unknown dtype %s", strconv.Quote(string(s)))
+	}
+	return nil
+}
+
+// readShape reads an entry's shape (the key at fat).
+func (e *stEntry) readShape(r *index.JSONReader, fat int64) error {
+	if err := r.Open('[', "shape"); err != nil {
+		return err
+	}
+	e.shape = make([]int64, 0, 4)
+	for r.More() {
+		if len(e.shape) >= index.MaxDims {
+			return r.Errorf(fat, "shape has more than %d dimensions", index.MaxDims)
+		}
+		d, err := r.Uint("shape")
+		if err != nil {
+			return err
+		}
+		if d > 1<<63-1 {
+			return r.Errorf(fat, "shape dimension %d is too large", d)
+		}
+		e.shape = append(e.shape, int64(d))
+	}
+	if err := r.Close(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// readOffsets reads an entry's data_offsets [begin, end] (the key at
+// fat).
+func (e *stEntry) readOffsets(r *index.JSONReader, fat int64) error {
+	if err := r.Open('[', "data_offsets"); err != nil {
+		return err
+	}
+	var offs [2]uint64
+	k := 0
+	for r.More() {
+		if k == 2 {
+			return r.Errorf(fat, "data_offsets has more than 2 numbers")
+		}
+		v, err := r.Uint("data_offsets")
+		if err != nil {
+			return err
+		}
+		offs[k] = v
+		k++
+	}
+	if err := r.Close(); err != nil {
+		return err
+	}
+	if k != 2 {
+		return r.Errorf(fat, "data_offsets has %d numbers, want [begin, end]", k)
+	}
+	e.begin, e.end = offs[0], offs[1]
+	return nil
 }
 
 // checkSafetensorsLayout checks each entry's byte count against its dtype

@@ -153,58 +153,89 @@ func ParseZipOpened(f index.File, zr *zip.Reader, zspans []index.ZipSpan) (*inde
 		return nil, index.ErrorAt(file, "", "zip archive has no data.pkl: not a torch.save checkpoint")
 	}
 	root := strings.TrimSuffix(pkl.Name, "data.pkl")
+	members, bigEndian, err := ptZipStorages(file, zr, root)
+	if err != nil {
+		return nil, err
+	}
+	st := ptStream{file: file, base: -1, where: "member " + pkl.Name}
+	r, pklMember, err := ptZipPickle(f, pkl, &st)
+	if err != nil {
+		return nil, err
+	}
+	m := st.machine(r, newTorchEnv())
+	root0, err := m.Run()
+	if err != nil {
+		return nil, st.err(err)
+	}
+	z := &ptZipSpans{f: f, root: root, members: members, spans: map[*torchStorage]ptZipSpan{}}
+	w := newPtWalker(st, z.span)
+	z.w = w
+	w.m = m
+	w.pkl = pklMember
+	w.bigEndian = bigEndian
+	return ptFinish(w, root0, "pytorch")
+}
+
+// ptZipStorages lists the storage members of the archive (<root>data/KEY
+// by key) and reads its byteorder record.
+func ptZipStorages(file string, zr *zip.Reader, root string) (map[string]*zip.File, bool, error) {
 	members := map[string]*zip.File{}
 	bigEndian := false
 	for _, zf := range zr.File {
 		if key, ok := strings.CutPrefix(zf.Name, root+"data/"); ok && key != "" {
 			if _, dup := members[key]; dup {
-				return nil, index.ErrorAt(file, "member "+zf.Name, "storage member appears twice in the archive")
+				return nil, false, index.ErrorAt(file, "member "+zf.Name, "storage member appears twice in the archive")
 			}
 			members[key] = zf
 		}
 		if zf.Name == root+"byteorder" {
 			b, err := ptReadSmall(zf, 16)
 			if err != nil {
-				return nil, index.ErrorAt(file, "member "+zf.Name, "cannot read the byteorder record: %v", err)
+				return nil, false, index.ErrorAt(file, "member "+zf.Name, "cannot read the byteorder record: %v", err)
 			}
 			switch string(b) {
 			case "little":
 			case "big":
 				bigEndian = true
 			default:
-				return nil, index.ErrorAt(file, "member "+zf.Name, "byteorder record says %q (want little or big)", pickle.Clip(string(b)))
+				return nil, false, index.ErrorAt(file, "member "+zf.Name, "byteorder record says %q (want little or big)", pickle.Clip(string(b)))
 			}
 		}
 	}
+	return members, bigEndian, nil
+}
 
-	// Read data.pkl: straight from the file when stored, through the
-	// decompressor (bounded) otherwise.
+// ptZipPickle opens data.pkl: straight from the file when stored, through
+// the decompressor (bounded) otherwise, setting st's place and size; a
+// deflated data.pkl is also a member (inline numpy arrays are ranges of
+// it).
+func ptZipPickle(f index.File, pkl *zip.File, st *ptStream) (io.Reader, *index.Member, error) {
+	file := f.Name()
 	var r io.Reader
 	var pklMember *index.Member
-	st := ptStream{file: file, base: -1, where: "member " + pkl.Name}
 	if pkl.Method == zip.Store {
 		off, err := pkl.DataOffset()
 		if err != nil {
-			return nil, index.ErrorAt(file, "member "+pkl.Name, "cannot read its local header: %v", err)
+			return nil, nil, index.ErrorAt(file, "member "+pkl.Name, "cannot read its local header: %v", err)
 		}
 		n := int64(pkl.UncompressedSize64)
 		if pkl.UncompressedSize64 > math.MaxInt64 || pkl.CompressedSize64 != pkl.UncompressedSize64 || off > f.Size() || n > f.Size()-off {
-			return nil, index.Errorf(file, off, "member %s (%d bytes) runs past the end of the file", pkl.Name, pkl.UncompressedSize64)
+			return nil, nil, index.Errorf(file, off, "member %s (%d bytes) runs past the end of the file", pkl.Name, pkl.UncompressedSize64)
 		}
 		st.base, st.size = off, n
 		r = io.NewSectionReader(f, off, n)
 	} else {
 		rc, err := pkl.Open()
 		if err != nil {
-			return nil, index.ErrorAt(file, "member "+pkl.Name, "cannot open: %v", err)
+			return nil, nil, index.ErrorAt(file, "member "+pkl.Name, "cannot open: %v", err)
 		}
 		data, err := io.ReadAll(io.LimitReader(rc, pickle.MaxPickle+1))
 		rc.Close()
 		if err != nil {
-			return nil, index.ErrorAt(file, "member "+pkl.Name, "cannot decompress: %v", err)
+			return nil, nil, index.ErrorAt(file, "member "+pkl.Name, "cannot decompress: %v", err)
 		}
 		if len(data) > pickle.MaxPickle {
-			return nil, index.ErrorAt(file, "member "+pkl.Name, "compressed pickle larger than %d bytes (torch.save stores data.pkl uncompressed)", pickle.MaxPickle)
+			return nil, nil, index.ErrorAt(file, "member "+pkl.Name, "compressed pickle larger than %d bytes (torch.save stores data.pkl uncompressed)", pickle.MaxPickle)
 		}
 		// Budgets follow the file's bytes, not the inflated size: a
 		// deflated pickle of a few KB must cost what a few KB may.
@@ -214,7 +245,7 @@ func ParseZipOpened(f index.File, zr *zip.Reader, zspans []index.ZipSpan) (*inde
 		// a member (archive/zip has checked its CRC-32 reading it).
 		off, err := pkl.DataOffset()
 		if err != nil {
-			return nil, index.ErrorAt(file, "member "+pkl.Name, "cannot read its local header: %v", err)
+			return nil, nil, index.ErrorAt(file, "member "+pkl.Name, "cannot read its local header: %v", err)
 		}
 		if pkl.Method != zip.Deflate || pkl.CompressedSize64 > uint64(f.Size()) || off > f.Size()-int64(pkl.CompressedSize64) {
 			pklMember = nil // served only when deflated (refused where needed)
@@ -223,70 +254,73 @@ func ParseZipOpened(f index.File, zr *zip.Reader, zspans []index.ZipSpan) (*inde
 				Kind: &index.Deflated{Offset: off, CompressedSize: int64(pkl.CompressedSize64), CRC32: pkl.CRC32}}
 		}
 	}
-	m := st.machine(r, newTorchEnv())
-	root0, err := m.Run()
-	if err != nil {
-		return nil, st.err(err)
-	}
+	return r, pklMember, nil
+}
 
-	type span struct {
-		src       int
-		off, size int64
+// ptZipSpan is where a zip storage's bytes are: a range of source src.
+type ptZipSpan struct {
+	src       int
+	off, size int64
+}
+
+// ptZipSpans locates the storages of a zip checkpoint (a ptSpan): stored
+// members are ranges of the file, deflated ones members of their own
+// (added to w's).
+type ptZipSpans struct {
+	f       index.File
+	root    string
+	members map[string]*zip.File
+	spans   map[*torchStorage]ptZipSpan
+	w       *ptWalker
+}
+
+// span is the ptSpan of a zip checkpoint's storage st.
+func (z *ptZipSpans) span(st *torchStorage) (int, int64, int64, string) {
+	f, root, members, spans, w := z.f, z.root, z.members, z.spans, z.w
+	if sp, ok := spans[st]; ok {
+		return sp.src, sp.off, sp.size, ""
 	}
-	spans := map[*torchStorage]span{}
-	var w *ptWalker
-	var spanOf ptSpan
-	spanOf = func(st *torchStorage) (int, int64, int64, string) {
-		if sp, ok := spans[st]; ok {
-			return sp.src, sp.off, sp.size, ""
-		}
-		if st.root != nil {
-			return ptViewSpan(st, spanOf)
-		}
-		es := ptElemSize(st)
-		need, ok := ptMul(st.numel, es)
-		if es == 0 || !ok {
-			return 0, 0, 0, fmt.Sprintf("storage %q of %d %s elements overflows", st.key, st.numel, st.typ.name)
-		}
-		zf := members[st.key]
-		if zf == nil {
-			return 0, 0, 0, fmt.Sprintf("its storage %sdata/%s is missing from the archive", root, st.key)
-		}
-		if zf.Method != zip.Store {
-			m, msg := ptDeflated(f, zf)
-			if msg != "" {
-				return 0, 0, 0, msg
-			}
-			if need > m.Size {
-				return 0, 0, 0, fmt.Sprintf("its storage member %s holds %d bytes (inflated), %d %s elements need %d", zf.Name, m.Size, st.numel, st.typ.name, need)
-			}
-			m.Source = 1 + len(w.members)
-			w.members = append(w.members, *m)
-			spans[st] = span{m.Source, 0, need}
-			return m.Source, 0, need, ""
-		}
-		if zf.CompressedSize64 != zf.UncompressedSize64 || zf.UncompressedSize64 > math.MaxInt64 {
-			return 0, 0, 0, fmt.Sprintf("its storage member %s has inconsistent sizes", zf.Name)
-		}
-		off, err := zf.DataOffset()
-		if err != nil {
-			return 0, 0, 0, fmt.Sprintf("cannot read the local header of its storage member %s: %v", zf.Name, err)
-		}
-		have := int64(zf.UncompressedSize64)
-		if off < 0 || off > f.Size() || have > f.Size()-off {
-			return 0, 0, 0, fmt.Sprintf("its storage member %s runs past the end of the file", zf.Name)
-		}
-		if need > have {
-			return 0, 0, 0, fmt.Sprintf("its storage member %s holds %d bytes, %d %s elements need %d", zf.Name, have, st.numel, st.typ.name, need)
-		}
-		spans[st] = span{0, off, need}
-		return 0, off, need, ""
+	if st.root != nil {
+		return ptViewSpan(st, z.span)
 	}
-	w = newPtWalker(st, spanOf)
-	w.m = m
-	w.pkl = pklMember
-	w.bigEndian = bigEndian
-	return ptFinish(w, root0, "pytorch")
+	es := ptElemSize(st)
+	need, ok := ptMul(st.numel, es)
+	if es == 0 || !ok {
+		return 0, 0, 0, fmt.Sprintf("storage %q of %d %s elements overflows", st.key, st.numel, st.typ.name)
+	}
+	zf := members[st.key]
+	if zf == nil {
+		return 0, 0, 0, fmt.Sprintf("its storage %sdata/%s is missing from the archive", root, st.key)
+	}
+	if zf.Method != zip.Store {
+		m, msg := ptDeflated(f, zf)
+		if msg != "" {
+			return 0, 0, 0, msg
+		}
+		if need > m.Size {
+			return 0, 0, 0, fmt.Sprintf("its storage member %s holds %d bytes (inflated), %d %s elements need %d", zf.Name, m.Size, st.numel, st.typ.name, need)
+		}
+		m.Source = 1 + len(w.members)
+		w.members = append(w.members, *m)
+		spans[st] = ptZipSpan{m.Source, 0, need}
+		return m.Source, 0, need, ""
+	}
+	if zf.CompressedSize64 != zf.UncompressedSize64 || zf.UncompressedSize64 > math.MaxInt64 {
+		return 0, 0, 0, fmt.Sprintf("its storage member %s has inconsistent sizes", zf.Name)
+	}
+	off, err := zf.DataOffset()
+	if err != nil {
+		return 0, 0, 0, fmt.Sprintf("cannot read the local header of its storage member %s: %v", zf.Name, err)
+	}
+	have := int64(zf.UncompressedSize64)
+	if off < 0 || off > f.Size() || have > f.Size()-off {
+		return 0, 0, 0, fmt.Sprintf("its storage member %s runs past the end of the file", zf.Name)
+	}
+	if need > have {
+		return 0, 0, 0, fmt.Sprintf("its storage member %s holds %d bytes, %d %s elements need %d", zf.Name, have, st.numel, st.typ.name, need)
+	}
+	spans[st] = ptZipSpan{0, off, need}
+	return 0, off, need, ""
 }
 
 // ptDeflated checks deflated storage member zf of f: the member it will
@@ -356,28 +390,8 @@ func parseTorchLegacy(f index.File) (*index.Index, error) {
 	size := f.Size()
 	st := ptStream{file: file, base: 0, size: size}
 	m := st.machine(io.NewSectionReader(f, 0, size), pickle.PlainEnv{})
-	magic, err := m.Run()
-	if err != nil {
-		return nil, st.err(err)
-	}
-	if b, ok := magic.(*big.Int); !ok || b.Cmp(ptLegacyMagic) != 0 {
-		return nil, index.Errorf(file, 0, "not a PyTorch checkpoint (no zip header and no legacy magic number)")
-	}
-	at := m.Pos()
-	proto, err := m.Run()
-	if err != nil {
-		return nil, st.err(err)
-	}
-	if p, ok := proto.(int64); !ok || p != ptLegacyProtocol {
-		return nil, index.Errorf(file, at, "legacy PyTorch protocol version %s (want %d)", pickle.Repr(proto, 40), ptLegacyProtocol)
-	}
-	at = m.Pos()
-	sysInfo, err := m.Run()
-	if err != nil {
-		return nil, st.err(err)
-	}
-	if _, ok := sysInfo.(*pickle.Dict); !ok {
-		return nil, index.Errorf(file, at, "legacy sys_info is a %s, not a dict", pickle.TypeName(sysInfo))
+	if err := ptLegacyHeader(m, st); err != nil {
+		return nil, err
 	}
 	mainAt := m.Pos()
 	env := newTorchEnv()
@@ -386,7 +400,7 @@ func parseTorchLegacy(f index.File) (*index.Index, error) {
 	if err != nil {
 		return nil, st.err(err)
 	}
-	at = m.Pos()
+	at := m.Pos()
 	m.SetEnv(pickle.PlainEnv{})
 	keysV, err := m.Run()
 	if err != nil {
@@ -396,11 +410,67 @@ func parseTorchLegacy(f index.File) (*index.Index, error) {
 	if !ok {
 		return nil, index.Errorf(file, at, "legacy storage key list is a %s, not a list", pickle.TypeName(keysV))
 	}
-
 	// The storages follow, in the order of the key list.
-	type span struct{ off, size int64 }
-	spans := map[*torchStorage]span{}
-	pos := m.Pos()
+	spans, err := ptLegacyStorages(f, env, keys, at, m.Pos())
+	if err != nil {
+		return nil, err
+	}
+	var spanOf ptSpan
+	spanOf = func(st *torchStorage) (int, int64, int64, string) {
+		if st.root != nil {
+			return ptViewSpan(st, spanOf)
+		}
+		sp, ok := spans[st]
+		if !ok {
+			return 0, 0, 0, fmt.Sprintf("its storage %q is not in the file's storage list", st.key)
+		}
+		return 0, sp.off, sp.size, ""
+	}
+	w := newPtWalker(st, spanOf)
+	w.m = m
+	w.budget = pickle.NewBudget(at - mainAt)
+	return ptFinish(w, root, "pytorch")
+}
+
+// ptLegacyHeader reads the records before a legacy file's main pickle:
+// the magic number, the protocol version and sys_info.
+func ptLegacyHeader(m *pickle.Machine, st ptStream) error {
+	file := st.file
+	magic, err := m.Run()
+	if err != nil {
+		return st.err(err)
+	}
+	if b, ok := magic.(*big.Int); !ok || b.Cmp(ptLegacyMagic) != 0 {
+		return index.Errorf(file, 0, "not a PyTorch checkpoint (no zip header and no legacy magic number)")
+	}
+	at := m.Pos()
+	proto, err := m.Run()
+	if err != nil {
+		return st.err(err)
+	}
+	if p, ok := proto.(int64); !ok || p != ptLegacyProtocol {
+		return index.Errorf(file, at, "legacy PyTorch protocol version %s (want %d)", pickle.Repr(proto, 40), ptLegacyProtocol)
+	}
+	at = m.Pos()
+	sysInfo, err := m.Run()
+	if err != nil {
+		return st.err(err)
+	}
+	if _, ok := sysInfo.(*pickle.Dict); !ok {
+		return index.Errorf(file, at, "legacy sys_info is a %s, not a dict", pickle.TypeName(sysInfo))
+	}
+	return nil
+}
+
+// ptLegacySpan is where a legacy storage's elements are in the file.
+type ptLegacySpan struct{ off, size int64 }
+
+// ptLegacyStorages reads the storages that follow a legacy file's key
+// list (read at byte at), from byte pos, in the order of the list: each
+// an element count and its elements.
+func ptLegacyStorages(f index.File, env *torchEnv, keys []any, at, pos int64) (map[*torchStorage]ptLegacySpan, error) {
+	file, size := f.Name(), f.Size()
+	spans := map[*torchStorage]ptLegacySpan{}
 	for _, kv := range keys {
 		key, ok := torchKey(kv)
 		if !ok {
@@ -432,22 +502,8 @@ func parseTorchLegacy(f index.File) (*index.Index, error) {
 		if n != st.numel {
 			return nil, index.Errorf(file, pos, "legacy storage %q holds %d elements, the pickle says %d", key, n, st.numel)
 		}
-		spans[st] = span{pos + 8, nb}
+		spans[st] = ptLegacySpan{pos + 8, nb}
 		pos += 8 + nb
 	}
-	var spanOf ptSpan
-	spanOf = func(st *torchStorage) (int, int64, int64, string) {
-		if st.root != nil {
-			return ptViewSpan(st, spanOf)
-		}
-		sp, ok := spans[st]
-		if !ok {
-			return 0, 0, 0, fmt.Sprintf("its storage %q is not in the file's storage list", st.key)
-		}
-		return 0, sp.off, sp.size, ""
-	}
-	w := newPtWalker(st, spanOf)
-	w.m = m
-	w.budget = pickle.NewBudget(at - mainAt)
-	return ptFinish(w, root, "pytorch")
+	return spans, nil
 }

@@ -3,7 +3,6 @@ package torch
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -167,17 +166,7 @@ print(json.dumps(res))
 // zip and legacy form: the multiset of tensor bytes equals torch's.
 func TestTorchTensorKeysAgainstPython(t *testing.T) {
 	py := testdata.Python(t, "torch")
-	out := t.TempDir()
-	cmd := exec.Command(py, "-c", ptTensorKeysScript, out)
-	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1")
-	stdout, err := cmd.Output()
-	if err != nil {
-		msg := ""
-		if ee, ok := err.(*exec.ExitError); ok {
-			msg = string(ee.Stderr)
-		}
-		t.Fatalf("python: %v\n%s", err, msg)
-	}
+	stdout := ptReference(t, py, ptTensorKeysScript)
 	var ref map[string][]string
 	if err := json.Unmarshal(stdout, &ref); err != nil {
 		t.Fatalf("python output: %v", err)

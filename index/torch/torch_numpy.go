@@ -1,6 +1,8 @@
 package torch
 
 import (
+	"fmt"
+
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/numpy"
 	"github.com/lazyweights/tensorfs/index/pickle"
@@ -36,43 +38,96 @@ import (
 //   - String, record and datetime arrays have no tensor dtype: refused,
 //     naming the key, as for .npy.
 
-// ndarray serves a numpy array (see above).
-func (w *ptWalker) ndarray(a *pickle.NDArray, depth int) (any, bool, error) {
-	where := index.TensorWhere(w.name())
-	bad := func(format string, args ...any) (any, bool, error) {
-		return nil, false, index.ErrorAt(w.file, where, "numpy array: "+format, args...)
-	}
+// ndarrayState reads a numpy array's BUILD state (version, shape, dtype,
+// is_fortran, rawdata); why says what is wrong with it.
+func ndarrayState(a *pickle.NDArray) (shape []int64, descr string, order byte, fortran bool, data any, why string) {
 	if len(a.State) != 1 {
-		return bad("%d BUILD states (ndarray.__setstate__ takes one)", len(a.State))
+		why = fmt.Sprintf("%d BUILD states (ndarray.__setstate__ takes one)", len(a.State))
+		return
 	}
 	st, ok := a.State[0].(pickle.Tuple)
 	if ok && len(st) == 5 {
 		st = st[1:] // drop the version
 	}
 	if !ok || len(st) != 4 {
-		return bad("state %s is not (version, shape, dtype, is_fortran, rawdata)", pickle.Repr(a.State[0], 60))
+		why = fmt.Sprintf("state %s is not (version, shape, dtype, is_fortran, rawdata)", pickle.Repr(a.State[0], 60))
+		return
 	}
 	items, ok := pickle.Items(st[0])
 	if !ok || len(items) > index.MaxDims {
-		return bad("shape %s is not a tuple of at most %d ints", pickle.Repr(st[0], 60), index.MaxDims)
+		why = fmt.Sprintf("shape %s is not a tuple of at most %d ints", pickle.Repr(st[0], 60), index.MaxDims)
+		return
 	}
-	shape := make([]int64, len(items))
+	shape = make([]int64, len(items))
 	for i, x := range items {
 		d, ok := pickle.Int(x)
 		if !ok || d < 0 {
-			return bad("shape %s is not a tuple of sizes", pickle.Repr(st[0], 60))
+			why = fmt.Sprintf("shape %s is not a tuple of sizes", pickle.Repr(st[0], 60))
+			return
 		}
 		shape[i] = d
 	}
-	descr, order, ok := pickle.NumpyDType(st[1])
+	descr, order, ok = pickle.NumpyDType(st[1])
 	if !ok || descr == "" {
-		return bad("dtype is %s, not a numpy.dtype", pickle.Repr(st[1], 60))
+		why = fmt.Sprintf("dtype is %s, not a numpy.dtype", pickle.Repr(st[1], 60))
+		return
 	}
-	fortran, ok := st[2].(bool)
+	fortran, ok = st[2].(bool)
 	if !ok {
-		return bad("is_fortran is %s, not a bool", pickle.Repr(st[2], 40))
+		why = fmt.Sprintf("is_fortran is %s, not a bool", pickle.Repr(st[2], 40))
+		return
 	}
-	data := st[3]
+	return shape, descr, order, fortran, st[3], ""
+}
+
+// ndarraySpan is where a numpy array's data of size bytes lies in the
+// pickle stream, checked against the size its dtype and shape need.
+func (w *ptWalker) ndarraySpan(data any, descr string, shape []int64, size int64) (sp pickle.Span, err error) {
+	where := index.TensorWhere(w.name())
+	bad := func(format string, args ...any) error {
+		return index.ErrorAt(w.file, where, "numpy array: "+format, args...)
+	}
+	has := false
+	switch x := data.(type) {
+	case pickle.Bytes, string, pickle.Large:
+		if w.m != nil {
+			sp, has = w.m.SpanOf(data)
+		}
+		if !has && size > 0 {
+			return sp, bad("its data (%s) has no place in the pickle", pickle.TypeName(data))
+		}
+	case *pickle.Invalid:
+		return sp, w.errAtStream(x.Off, "numpy array: "+x.Msg)
+	default:
+		return sp, bad("data is %s, not bytes", pickle.TypeName(data))
+	}
+	if has && !sp.Raw && sp.Latin1 < 0 {
+		// A str given to ndarray.__setstate__ as it is: numpy encodes it
+		// as Latin-1, and fails as _codecs.encode does.
+		return sp, w.errAtStream(sp.BadAt, "numpy array: its data is a str that is not Latin-1 as UTF-8 (Python's unpickler fails on it too)")
+	}
+	if has {
+		n := sp.N
+		if !sp.Raw {
+			n = sp.Latin1
+		}
+		if n != size {
+			return sp, bad("%s%v needs %d bytes, its data has %d", descr, shape, size, n)
+		}
+	}
+	return sp, nil
+}
+
+// ndarray serves a numpy array (see above).
+func (w *ptWalker) ndarray(a *pickle.NDArray, depth int) (any, bool, error) {
+	where := index.TensorWhere(w.name())
+	bad := func(format string, args ...any) (any, bool, error) {
+		return nil, false, index.ErrorAt(w.file, where, "numpy array: "+format, args...)
+	}
+	shape, descr, order, fortran, data, why := ndarrayState(a)
+	if why != "" {
+		return bad("%s", why)
+	}
 	if descr[0] == 'O' {
 		items, ok := pickle.Items(data)
 		if !ok {
@@ -92,34 +147,9 @@ func (w *ptWalker) ndarray(a *pickle.NDArray, depth int) (any, bool, error) {
 	if !ok {
 		return bad("shape %v of %s overflows", shape, dt)
 	}
-	var sp pickle.Span
-	has := false
-	switch x := data.(type) {
-	case pickle.Bytes, string, pickle.Large:
-		if w.m != nil {
-			sp, has = w.m.SpanOf(data)
-		}
-		if !has && size > 0 {
-			return bad("its data (%s) has no place in the pickle", pickle.TypeName(data))
-		}
-	case *pickle.Invalid:
-		return nil, false, w.errAtStream(x.Off, "numpy array: "+x.Msg)
-	default:
-		return bad("data is %s, not bytes", pickle.TypeName(data))
-	}
-	if has && !sp.Raw && sp.Latin1 < 0 {
-		// A str given to ndarray.__setstate__ as it is: numpy encodes it
-		// as Latin-1, and fails as _codecs.encode does.
-		return nil, false, w.errAtStream(sp.BadAt, "numpy array: its data is a str that is not Latin-1 as UTF-8 (Python's unpickler fails on it too)")
-	}
-	if has {
-		n := sp.N
-		if !sp.Raw {
-			n = sp.Latin1
-		}
-		if n != size {
-			return bad("%s%v needs %d bytes, its data has %d", descr, shape, size, n)
-		}
+	sp, err := w.ndarraySpan(data, descr, shape, size)
+	if err != nil {
+		return nil, false, err
 	}
 	name, err := w.tensorName()
 	if err != nil {

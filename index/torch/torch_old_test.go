@@ -3,7 +3,6 @@ package torch
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -109,16 +108,7 @@ print(json.dumps(result))
 func ptRunRef(t *testing.T, script string, modules ...string) map[string]map[string][]json.RawMessage {
 	t.Helper()
 	py := testdata.Python(t, modules...)
-	cmd := exec.Command(py, "-c", script, t.TempDir())
-	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1")
-	stdout, err := cmd.Output()
-	if err != nil {
-		msg := ""
-		if ee, ok := err.(*exec.ExitError); ok {
-			msg = string(ee.Stderr)
-		}
-		t.Fatalf("python: %v\n%s", err, msg)
-	}
+	stdout := ptReference(t, py, script)
 	var ref map[string]map[string][]json.RawMessage
 	if err := json.Unmarshal(stdout, &ref); err != nil {
 		t.Fatalf("python output: %v", err)

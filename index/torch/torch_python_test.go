@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -183,28 +182,11 @@ type ptRef struct {
 func TestTorchAgainstPython(t *testing.T) {
 	py := testdata.Python(t, "torch", "numpy")
 	dir := testdata.Dir(t)
-	var files []string
-	for _, g := range []string{"pytorch/*/*.pt", "generated/torch_*.pt"} {
-		m, err := filepath.Glob(filepath.Join(dir, g))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, m...)
-	}
+	files := ptSharedTorchFiles()
 	if len(files) < 100 {
 		testdata.SkipOrFail(t, "expected the shared PyTorch test files under "+dir)
 	}
-	out := t.TempDir()
-	cmd := exec.Command(py, append([]string{"-c", ptTorchScript, out}, files...)...)
-	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1")
-	stdout, err := cmd.Output()
-	if err != nil {
-		msg := ""
-		if ee, ok := err.(*exec.ExitError); ok {
-			msg = string(ee.Stderr)
-		}
-		t.Fatalf("python: %v\n%s", err, msg)
-	}
+	stdout := ptReference(t, py, ptTorchScript)
 	var ref struct {
 		Files map[string]ptRef `json:"files"`
 		Pwned bool             `json:"pwned"`

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -119,11 +120,27 @@ func Python(t testing.TB, modules ...string) string {
 		SkipOrFail(t, py+" not found (install python3-numpy python3-torch)")
 	}
 	for _, m := range modules {
-		if err := exec.Command(py, "-c", "import "+m).Run(); err != nil {
+		if !imports(py, m) {
 			SkipOrFail(t, py+" cannot import "+m+" (apt-get install python3-numpy python3-torch)")
 		}
 	}
 	return py
+}
+
+// imported holds the modules py imported, "py\x00module": Python checks
+// each once per test binary (starting torch takes seconds).
+var imported sync.Map
+
+// imports reports whether py imports module m.
+func imports(py, m string) bool {
+	if _, ok := imported.Load(py + "\x00" + m); ok {
+		return true
+	}
+	if err := exec.Command(py, "-c", "import "+m).Run(); err != nil {
+		return false
+	}
+	imported.Store(py+"\x00"+m, true)
+	return true
 }
 
 // TorchFlattenPy is Python that the PyTorch cross-checks splice into their

@@ -361,142 +361,17 @@ func (b *harness) oneRun(run, count int, fds []int, tensors []tensor) (RunResult
 	b.logf("run %d of %d", run, count)
 
 	if b.phases["read"] {
-		// The zero-work server answers the same reads beside the mount:
-		// what FUSE itself allows on this machine.
-		null, err := b.startNull(tensors)
-		if err != nil {
-			return r, err
-		}
-		err = mountTensors(func(s *server) error {
-			// The mount drops the checkpoint's pages once served (unless
-			// --keep-backing-cache): read them back in before each direct
-			// read, so that it reads the page cache as it did before.
-			if _, err := warm(fds); err != nil {
-				return fmt.Errorf("bench: %v", err)
-			}
-			direct, err := b.measure(nil, len(tensors), b.directJob(fds, tensors))
-			if err != nil {
-				return err
-			}
-			first, nullFirst, err := b.measurePair(run, s, null, tensors)
-			if err != nil {
-				return err
-			}
-			row("first_read", "first read, fresh mount", "direct read", direct, first, 0.5)
-			row("first_read_null", "first read, fresh mount", "zero-work FUSE", nullFirst, first, 0.9)
-			if _, err := warm(fds); err != nil {
-				return fmt.Errorf("bench: %v", err)
-			}
-			direct, err = b.measure(nil, len(tensors), b.directJob(fds, tensors))
-			if err != nil {
-				return err
-			}
-			again, nullAgain, err := b.measurePair(run, s, null, tensors)
-			if err != nil {
-				return err
-			}
-			row("repeat_read", "repeat read, same mount", "direct read", direct, again, 0.7)
-			row("repeat_read_null", "repeat read, same mount", "zero-work FUSE", nullAgain, again, 0.9)
-			r.MountLargeFolios = mountLargeFolios(s.mnt, tensors)
-			if !b.phases["view"] {
-				return nil
-			}
-			conv := viewTensors(tensors)
-			if len(conv) == 0 {
-				b.logf("no BF16 or F16 tensor: no .f32 view to measure")
-				return nil
-			}
-			// The native first read dropped the checkpoint's pages it
-			// served: read them back in, so that the view, like the native
-			// read it is compared with, reads the page cache.
-			if _, err := warm(fds); err != nil {
-				return fmt.Errorf("bench: %v", err)
-			}
-			view, err := b.measure(s, len(conv), b.fileJob(s.mnt, ".f32", conv))
-			if err != nil {
-				return err
-			}
-			row("f32_view", fmt.Sprintf(".f32 of %s, output bytes", conv[0].dtype), "native first read", first, view, 0.8)
-			return nil
-		})
-		if serr := null.stop(); err == nil {
-			err = serr
-		}
-		if err != nil {
+		if err := b.readPhase(run, fds, tensors, &r, mountTensors, row); err != nil {
 			return r, err
 		}
 	}
 	if b.phases["random"] {
-		reads := randomReads(tensors, min(totalBytes(tensors)/2, 512<<20))
-		err := mountTensors(func(s *server) error {
-			direct, err := b.measure(nil, len(reads), b.directRandomJob(fds, tensors, reads))
-			if err != nil {
-				return err
-			}
-			job, done, err := b.randomJob(s.mnt, tensors, reads)
-			if err != nil {
-				return err
-			}
-			defer done()
-			m, err := b.measure(s, len(reads), job)
-			if err != nil {
-				return err
-			}
-			row("random", "random 4K-1M reads, fresh mount", "direct pread", direct, m, 0)
-			return nil
-		})
-		if err != nil {
+		if err := b.randomPhase(fds, tensors, mountTensors, row); err != nil {
 			return r, err
 		}
 	}
 	if b.phases["mmap"] {
-		err := mountTensors(func(s *server) error {
-			job, done, err := b.directMmapJob(fds, tensors)
-			if err != nil {
-				return err
-			}
-			direct, err := b.measure(nil, len(tensors), job)
-			done()
-			if err != nil {
-				return err
-			}
-			m, err := b.measure(s, len(tensors), b.mmapJob(s.mnt, tensors))
-			if err != nil {
-				return err
-			}
-			row("mmap", "mmap and copy, fresh mount", "direct mmap", direct, m, 0)
-			return nil
-		})
-		if err != nil {
-			return r, err
-		}
-		// Sparse access to mapped tensors (embedding rows, slices of a
-		// np.load(mmap_mode="r") array): the random reads above, copied
-		// out of mappings.
-		reads := randomReads(tensors, min(totalBytes(tensors)/8, 128<<20))
-		err = mountTensors(func(s *server) error {
-			job, done, err := b.directMmapRandomJob(fds, tensors, reads)
-			if err != nil {
-				return err
-			}
-			direct, err := b.measure(nil, len(reads), job)
-			done()
-			if err != nil {
-				return err
-			}
-			job, done, err = b.mmapRandomJob(s.mnt, tensors, reads)
-			if err != nil {
-				return err
-			}
-			defer done()
-			m, err := b.measure(s, len(reads), job)
-			if err != nil {
-				return err
-			}
-			row("mmap_random", "mmap, random 4K-1M, fresh mount", "direct mmap", direct, m, 0)
-			return nil
-		})
-		if err != nil {
+		if err := b.mmapPhase(fds, tensors, mountTensors, row); err != nil {
 			return r, err
 		}
 	}
@@ -516,6 +391,165 @@ func (b *harness) oneRun(run, count int, fds []int, tensors []tensor) (RunResult
 	r.Rows = rows
 	r.Load[1] = loadAvg()
 	return r, nil
+}
+
+// mountFunc runs f on a fresh mount of the checkpoint (oneRun's
+// mountTensors).
+type mountFunc func(f func(s *server) error) error
+
+// rowFunc adds a row of figures to the run (oneRun's row).
+type rowFunc func(name, label, baseline string, base, m measurement, target float64)
+
+// readPhase measures the first and repeat reads of every tensor file
+// against direct reads and the zero-work server, then (with the view
+// phase) the .f32 view.
+func (b *harness) readPhase(run int, fds []int, tensors []tensor, r *RunResult, mountTensors mountFunc, row rowFunc) error {
+	// The zero-work server answers the same reads beside the mount:
+	// what FUSE itself allows on this machine.
+	null, err := b.startNull(tensors)
+	if err != nil {
+		return err
+	}
+	err = mountTensors(func(s *server) error {
+		// The mount drops the checkpoint's pages once served (unless
+		// --keep-backing-cache): read them back in before each direct
+		// read, so that it reads the page cache as it did before.
+		if _, err := warm(fds); err != nil {
+			return fmt.Errorf("bench: %v", err)
+		}
+		direct, err := b.measure(nil, len(tensors), b.directJob(fds, tensors))
+		if err != nil {
+			return err
+		}
+		first, nullFirst, err := b.measurePair(run, s, null, tensors)
+		if err != nil {
+			return err
+		}
+		row("first_read", "first read, fresh mount", "direct read", direct, first, 0.5)
+		row("first_read_null", "first read, fresh mount", "zero-work FUSE", nullFirst, first, 0.9)
+		if _, err := warm(fds); err != nil {
+			return fmt.Errorf("bench: %v", err)
+		}
+		direct, err = b.measure(nil, len(tensors), b.directJob(fds, tensors))
+		if err != nil {
+			return err
+		}
+		again, nullAgain, err := b.measurePair(run, s, null, tensors)
+		if err != nil {
+			return err
+		}
+		row("repeat_read", "repeat read, same mount", "direct read", direct, again, 0.7)
+		row("repeat_read_null", "repeat read, same mount", "zero-work FUSE", nullAgain, again, 0.9)
+		r.MountLargeFolios = mountLargeFolios(s.mnt, tensors)
+		if !b.phases["view"] {
+			return nil
+		}
+		conv := viewTensors(tensors)
+		if len(conv) == 0 {
+			b.logf("no BF16 or F16 tensor: no .f32 view to measure")
+			return nil
+		}
+		// The native first read dropped the checkpoint's pages it
+		// served: read them back in, so that the view, like the native
+		// read it is compared with, reads the page cache.
+		if _, err := warm(fds); err != nil {
+			return fmt.Errorf("bench: %v", err)
+		}
+		view, err := b.measure(s, len(conv), b.fileJob(s.mnt, ".f32", conv))
+		if err != nil {
+			return err
+		}
+		row("f32_view", fmt.Sprintf(".f32 of %s, output bytes", conv[0].dtype), "native first read", first, view, 0.8)
+		return nil
+	})
+	if serr := null.stop(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+// randomPhase measures random 4K-1M reads against direct preads.
+func (b *harness) randomPhase(fds []int, tensors []tensor, mountTensors mountFunc, row rowFunc) error {
+	reads := randomReads(tensors, min(totalBytes(tensors)/2, 512<<20))
+	err := mountTensors(func(s *server) error {
+		direct, err := b.measure(nil, len(reads), b.directRandomJob(fds, tensors, reads))
+		if err != nil {
+			return err
+		}
+		job, done, err := b.randomJob(s.mnt, tensors, reads)
+		if err != nil {
+			return err
+		}
+		defer done()
+		m, err := b.measure(s, len(reads), job)
+		if err != nil {
+			return err
+		}
+		row("random", "random 4K-1M reads, fresh mount", "direct pread", direct, m, 0)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+// mmapPhase measures mapping and copying every tensor file, then random
+// reads out of mappings, against direct mappings of the checkpoint.
+func (b *harness) mmapPhase(fds []int, tensors []tensor, mountTensors mountFunc, row rowFunc) error {
+	err := mountTensors(func(s *server) error {
+		job, done, err := b.directMmapJob(fds, tensors)
+		if err != nil {
+			return err
+		}
+		direct, err := b.measure(nil, len(tensors), job)
+		done()
+		if err != nil {
+			return err
+		}
+		m, err := b.measure(s, len(tensors), b.mmapJob(s.mnt, tensors))
+		if err != nil {
+			return err
+		}
+		row("mmap", "mmap and copy, fresh mount", "direct mmap", direct, m, 0)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Sparse access to mapped tensors (embedding rows, slices of a
+	// np.load(mmap_mode="r") array): the random reads above, copied
+	// out of mappings.
+	reads := randomReads(tensors, min(totalBytes(tensors)/8, 128<<20))
+	err = mountTensors(func(s *server) error {
+		job, done, err := b.directMmapRandomJob(fds, tensors, reads)
+		if err != nil {
+			return err
+		}
+		direct, err := b.measure(nil, len(reads), job)
+		done()
+		if err != nil {
+			return err
+		}
+		job, done, err = b.mmapRandomJob(s.mnt, tensors, reads)
+		if err != nil {
+			return err
+		}
+		defer done()
+		m, err := b.measure(s, len(reads), job)
+		if err != nil {
+			return err
+		}
+		row("mmap_random", "mmap, random 4K-1M, fresh mount", "direct mmap", direct, m, 0)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return nil
 }
 
 // measurePair reads every tensor file of the mount s and of the
