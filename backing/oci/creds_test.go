@@ -383,3 +383,22 @@ func TestAuthHostile(t *testing.T) {
 		})
 	}
 }
+
+// TestInsecure: a registry off loopback is read over https unless
+// named insecure, then over plain http.
+func TestInsecure(t *testing.T) {
+	noAuthFiles(t)
+	_, src := newAuthReg(t, func(http.ResponseWriter, *http.Request) bool { return false })
+	isLoopback = func(string) bool { return false }
+	defer func() { isLoopback = loopback }()
+	if _, _, err := Open(context.Background(), src+":t", Options{}); err == nil || !strings.Contains(err.Error(), "HTTPS") {
+		t.Errorf("off loopback, not insecure: %v, want an https failure", err)
+	}
+	s, _, err := Open(context.Background(), src+":t", Options{Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readModel(t, s); got != "weights" {
+		t.Errorf("read %q", got)
+	}
+}

@@ -172,8 +172,9 @@ type Options struct {
 	// Proxy and Logf are httpsrc.Options's.
 	Proxy *url.URL
 	Logf  func(format string, args ...any)
-	// Insecure allows plain HTTP to a registry off the loopback
-	// interface.
+	// Insecure reads a registry off the loopback interface over plain
+	// HTTP (docker's insecure-registries); no credential is sent to it
+	// in clear.
 	Insecure bool
 }
 
@@ -203,7 +204,7 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 		return nil, "", err
 	}
 	scheme := "https"
-	if loopback(ref.Host) || opts.Insecure {
+	if isLoopback(ref.Host) || opts.Insecure {
 		scheme = "http"
 	}
 	base := &url.URL{Scheme: scheme, Host: ref.Host}
