@@ -2,13 +2,10 @@ package integration
 
 import (
 	"encoding/base64"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
@@ -30,15 +27,7 @@ func TestOCICredentials(t *testing.T) {
 	testdata.PushManifest(t, open.Host, "private/swift", "v1", "", cfg, []testdata.OCIDescriptor{w})
 
 	dir := t.TempDir()
-	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret-pw"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	htpasswd := filepath.Join(dir, "htpasswd")
-	if err := os.WriteFile(htpasswd, []byte("alice:"+string(hash)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	reg := testdata.StartRegistryWith(t, open.Store, fmt.Sprintf("auth:\n  htpasswd:\n    realm: tensorfs-test\n    path: %s\n", htpasswd))
+	reg := testdata.StartRegistryWith(t, open.Store, testdata.HtpasswdAuth(t, dir, "alice", "s3cret-pw"))
 	src := "oci://" + reg.Host + "/private/swift:v1"
 	authFile := filepath.Join(dir, "auth.json")
 	t.Setenv("REGISTRY_AUTH_FILE", authFile)

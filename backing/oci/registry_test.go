@@ -22,8 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
@@ -50,21 +48,13 @@ func readAll(t *testing.T, s *Store, n int) string {
 }
 
 // TestRealRegistryBasic: Debian's docker-registry with htpasswd auth
-// (the bcrypt line made here with golang.org/x/crypto/bcrypt) serves the
+// (testdata.HtpasswdAuth: a bcrypt line from golang.org/x/crypto/bcrypt) serves the
 // artifact to the auth file's user, and refuses a wrong password in one
 // line that does not hold it.
 func TestRealRegistryBasic(t *testing.T) {
 	store, w := pushedRegistry(t)
 	dir := noAuthFiles(t)
-	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	htpasswd := filepath.Join(dir, "htpasswd")
-	if err := os.WriteFile(htpasswd, []byte("alice:"+string(hash)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	reg := testdata.StartRegistryWith(t, store, fmt.Sprintf("auth:\n  htpasswd:\n    realm: tensorfs-test\n    path: %s\n", htpasswd))
+	reg := testdata.StartRegistryWith(t, store, testdata.HtpasswdAuth(t, dir, "alice", "s3cret"))
 	src := "oci://" + reg.Host + "/m:t"
 	if _, _, err := Open(context.Background(), src, Options{}); err == nil || !strings.Contains(err.Error(), "the registry asks for credentials (HTTP 401, Basic) and none for "+reg.Host) {
 		t.Errorf("without a credential: %v", err)

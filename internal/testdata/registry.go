@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Registry is Debian's docker-registry (distribution), started on a
@@ -175,4 +177,21 @@ func PushManifest(t testing.TB, host, repo, tag, artifactType string, config OCI
 		t.Fatalf("PUT manifest %s:%s: HTTP %d: %s", repo, tag, resp.StatusCode, body.String())
 	}
 	return Digest(b)
+}
+
+// HtpasswdAuth writes an htpasswd file in dir holding user's bcrypt
+// line (made with golang.org/x/crypto/bcrypt) and returns the auth
+// section (StartRegistryWith's extra) that makes docker-registry ask
+// for it with Basic auth.
+func HtpasswdAuth(t testing.TB, dir, user, pass string) string {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "htpasswd")
+	if err := os.WriteFile(p, []byte(user+":"+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("auth:\n  htpasswd:\n    realm: tensorfs-test\n    path: %s\n", p)
 }
