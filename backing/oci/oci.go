@@ -8,9 +8,10 @@
 // Anonymous pulls, or with the credential of an auth file
 // ($REGISTRY_AUTH_FILE, $DOCKER_CONFIG/config.json or
 // ~/.docker/config.json: creds.go), with Basic auth or the registry
-// token flow (auth.go); credential helpers are named, not run. Not yet:
-// compressed tar layers
-// (refused in one line naming the media type), and Xet (hf://).
+// token flow (auth.go); credential helpers are named, not run; plain
+// http off loopback only for a registry named insecure (Options), never
+// with a credential. Not yet: compressed tar layers (refused in one line
+// naming the media type), and Xet (hf://).
 package oci
 
 import (
