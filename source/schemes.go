@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/lazyweights/tensorfs/backing/hf"
@@ -159,13 +160,22 @@ lists the store's models.`,
 			Forms:    "oci://HOST/REPO[:TAG|@sha256:DIGEST]",
 			Doc:      "REMOTE.md#oci-models-in-a-registry",
 			Listable: true,
+			Options: []Option{{
+				Name: "insecure-registry",
+				Help: "read oci:// from the registries `VALUE` (HOST[:PORT], comma-separated) over plain http, as docker's insecure-registries (a loopback registry is plain http without it); no credential is sent to one in clear",
+				Set:  setInsecureRegistries,
+			}},
 			Help: `oci://HOST[:PORT]/REPOSITORY[:TAG|@sha256:DIGEST]: a model pushed to
 a registry as an OCI artifact (CNCF ModelPack raw and .tar weight and
 config layers, named by their org.cncf.model.filepath annotation; Docker Model
 Runner GGUF or safetensors layers), pinned to its manifest's digest, its
-blobs read with ranged GETs; anonymous pulls (the registry's Bearer
-token flow), over https (plain http to a loopback registry); check
---data verifies every blob against its digest.`,
+blobs read with ranged GETs; credentials from $REGISTRY_AUTH_FILE, else
+$DOCKER_CONFIG/config.json, else ~/.docker/config.json (Basic, or the
+registry's Bearer token flow; a credential helper is named, not run: put
+the credential in an auth file), else anonymous; over https (plain http to
+a loopback registry or one named by --insecure-registry), no credential
+ever sent in clear off loopback; check --data verifies every blob against
+its digest.`,
 			Open: openOCI,
 		},
 	}
@@ -278,5 +288,31 @@ func openHTTP(ctx context.Context, source string, opts RemoteOptions) (remote.St
 }
 
 func openOCI(ctx context.Context, source string, opts RemoteOptions) (remote.Store, string, error) {
-	return oci.Open(ctx, source, oci.Options{Proxy: opts.Remote.Proxy, Logf: opts.Remote.Logf})
+	return oci.Open(ctx, source, ociOptions(source, opts))
+}
+
+// ociOptions are the oci.Options of source: Insecure when its registry
+// is one of opts.InsecureRegistries.
+func ociOptions(source string, opts RemoteOptions) oci.Options {
+	o := oci.Options{Proxy: opts.Remote.Proxy, Logf: opts.Remote.Logf}
+	if ref, err := oci.ParseRef(source); err == nil {
+		o.Insecure = slices.ContainsFunc(opts.InsecureRegistries, func(h string) bool { return strings.EqualFold(h, ref.Host) })
+	}
+	return o
+}
+
+// setInsecureRegistries is --insecure-registry's Set: HOST[:PORT], …
+func setInsecureRegistries(o *RemoteOptions, v string) error {
+	o.InsecureRegistries = nil
+	for _, h := range strings.Split(v, ",") {
+		h = strings.TrimSpace(h)
+		if h == "" && v == "" {
+			continue
+		}
+		if h == "" || strings.ContainsAny(h, "/@?# ") || strings.Contains(h, "://") {
+			return fmt.Errorf("%q is not a registry HOST[:PORT] (a comma-separated list)", h)
+		}
+		o.InsecureRegistries = append(o.InsecureRegistries, h)
+	}
+	return nil
 }

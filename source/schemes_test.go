@@ -40,3 +40,40 @@ func TestSchemeOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestInsecureRegistryOption: --insecure-registry takes HOST[:PORT]s
+// and makes only their oci:// SOURCEs plain http; anything else is a
+// usage error.
+func TestInsecureRegistryOption(t *testing.T) {
+	var set func(*RemoteOptions, string) error
+	for _, s := range Schemes() {
+		for _, o := range s.Options {
+			if o.Name == "insecure-registry" {
+				if s.Name != "oci://" || o.Bool {
+					t.Errorf("--insecure-registry is %s's, bool %v", s.Prefix, o.Bool)
+				}
+				set = o.Set
+			}
+		}
+	}
+	if set == nil {
+		t.Fatal("no --insecure-registry option")
+	}
+	var o RemoteOptions
+	if err := set(&o, "reg.lan:5000, Mirror.lan"); err != nil {
+		t.Fatal(err)
+	}
+	for src, want := range map[string]bool{
+		"oci://reg.lan:5000/m:t": true, "oci://mirror.lan/a/b": true,
+		"oci://reg.lan/m": false, "oci://reg.lan:5001/m": false, "oci://other/m": false,
+	} {
+		if got := ociOptions(src, o).Insecure; got != want {
+			t.Errorf("%s: Insecure %v, want %v", src, got, want)
+		}
+	}
+	for _, bad := range []string{"http://reg.lan", "reg.lan/ns", "a,,b", "user@reg"} {
+		if err := set(&o, bad); err == nil || !strings.Contains(err.Error(), "is not a registry HOST[:PORT]") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

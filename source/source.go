@@ -64,6 +64,9 @@ type RemoteOptions struct {
 	// as huggingface_hub does (HF_ENDPOINT, HF_TOKEN, HF_HOME...). Proxy,
 	// Logf and Conns are taken from Remote.
 	HF hf.Options
+	// InsecureRegistries are the oci:// registries (HOST[:PORT]) read
+	// over plain HTTP off loopback (--insecure-registry).
+	InsecureRegistries []string
 }
 
 // Checkpoint is a loaded SOURCE: its index and its open files.

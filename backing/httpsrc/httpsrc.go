@@ -26,6 +26,7 @@ type Store struct {
 	// bearer, when set, gives the token sent as "Authorization: Bearer"
 	// to the server's host only (an OCI registry's pull token).
 	bearer func() string
+	header bool // bearer gives the whole header, not a token
 	// mainKey is the key of the URL given to New, and mainRaw its path
 	// as given (escaped): requested as the user wrote it.
 	mainKey, mainRaw string
@@ -56,6 +57,9 @@ type Options struct {
 	// with every request to the URL's host ("" for none), never on a
 	// redirect to another host nor through Proxy (requests go directly).
 	Bearer func() string
+	// Authorization, when set, gives the whole Authorization header
+	// (an OCI registry's "Basic …" or "Bearer …"), sent as Bearer's is.
+	Authorization func() string
 }
 
 // NewWith is New with options.
@@ -83,6 +87,9 @@ func NewWith(u *url.URL, opts Options) (store *Store, key string, err error) {
 	// directly (to an https:// Hub a tier could only tunnel them).
 	s.token = hf.TokenFor(u)
 	s.bearer = opts.Bearer
+	if opts.Authorization != nil {
+		s.bearer, s.header = opts.Authorization, true
+	}
 	proxy := opts.Proxy
 	if s.token != "" || s.bearer != nil {
 		proxy = nil
@@ -152,7 +159,9 @@ func (s *Store) request(ctx context.Context, method, key string) (*http.Request,
 		req.Header.Set("Authorization", "Bearer "+s.token)
 	}
 	if s.bearer != nil {
-		if tok := s.bearer(); tok != "" {
+		if tok := s.bearer(); tok != "" && s.header {
+			req.Header.Set("Authorization", tok)
+		} else if tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}
 	}

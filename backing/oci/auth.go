@@ -2,6 +2,7 @@ package oci
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,26 +22,54 @@ const (
 	maxToken      = 16 << 10
 )
 
-// auth is the registry token flow (distribution's token spec), anonymous:
-// a 401 with "WWW-Authenticate: Bearer realm=…,service=…" is answered by
-// a GET of realm?service=…&scope=repository:REPO:pull, with no
-// credential, and its token is sent to the registry's host only. A token
-// is fetched once per 401 and the request retried once: never a loop.
+// auth answers a registry's 401 as docker and podman do, with the
+// credential of the auth files (creds.go) or none:
+//
+//   - "WWW-Authenticate: Basic": the credential, to the registry's host
+//     only, and only over https or on loopback;
+//   - "Bearer realm=…,service=…": a token from the realm (distribution's
+//     token spec), fetched with the credential (GET with Basic auth, or
+//     a POST of the identity token as an OAuth2 refresh token) only when
+//     the realm is https or on loopback, else anonymously; the token is
+//     sent to the registry's host only.
+//
+// A token is fetched once per 401 and the request retried once: never
+// a loop. No secret is in any message.
 type auth struct {
 	c      *http.Client
+	host   string // the registry's host[:port]
 	repo   string
-	plain  bool // the registry is reached over http (loopback)
+	plain  bool        // the registry is reached over http
+	cred   *credential // nil when no auth file names the host
+	files  []string    // the auth files searched, for messages
 	mu     sync.Mutex
-	token  string
-	realm  *url.URL // from the last challenge
+	header string   // the Authorization sent to the registry, "" before any
+	realm  *url.URL // from the last Bearer challenge
 	server string   // its service
 }
 
-// get is the current token, "" before any.
+// isLoopback is loopback, replaced by tests that need a server on
+// loopback to count as another machine.
+var isLoopback = loopback
+
+// get is the current Authorization header, "" before any.
 func (a *auth) get() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.token
+	return a.header
+}
+
+// noCredential is the error for a registry that wants a credential
+// this process does not have.
+func (a *auth) noCredential(what string) error {
+	if a.cred != nil && a.cred.helper != "" {
+		return fmt.Errorf("the registry asks for credentials (%s): %s", what, a.cred.describe(a.host))
+	}
+	files := "no auth file"
+	if len(a.files) > 0 {
+		files = strings.Join(a.files, ", ")
+	}
+	return fmt.Errorf("the registry asks for credentials (%s) and none for %s is in %s", what, a.host, files)
 }
 
 // parseChallenge parses `Bearer realm="…",service="…",…`.
@@ -72,22 +101,42 @@ func parseChallenge(h string) (map[string]string, bool) {
 	return out, out["realm"] != ""
 }
 
-// challenge takes the realm and service of a 401's challenge; an error
-// when it is not one that can be answered.
+// challenge answers a 401's challenge: a Basic one sets the header, a
+// Bearer one takes the realm and service for fetch. An error when it
+// cannot be answered.
 func (a *auth) challenge(h string) error {
+	if scheme, _, _ := strings.Cut(strings.TrimSpace(h), " "); strings.EqualFold(scheme, "basic") {
+		return a.basic()
+	}
 	p, ok := parseChallenge(h)
 	if !ok {
-		return fmt.Errorf("the registry asks for credentials (HTTP 401, WWW-Authenticate %q): only anonymous pulls with a Bearer token are supported", trim(h))
+		return fmt.Errorf("the registry asks for credentials (HTTP 401, WWW-Authenticate %q): only Basic and Bearer token challenges are answered", trim(h))
 	}
 	u, err := url.Parse(p["realm"])
 	if err != nil || u.Host == "" {
 		return fmt.Errorf("the registry's token realm %q is not a URL", trim(p["realm"]))
 	}
-	if u.Scheme != "https" && !(u.Scheme == "http" && a.plain && loopback(u.Host)) {
-		return fmt.Errorf("the registry's token realm %s is not https (http only on loopback), refused", u.Redacted())
+	if u.Scheme != "https" && !(u.Scheme == "http" && a.plain && isLoopback(u.Host)) {
+		return fmt.Errorf("the registry's token realm %s is not https (http only on loopback), refused: no credential or token is sent to it", u.Redacted())
 	}
 	a.mu.Lock()
 	a.realm, a.server = u, p["service"]
+	a.mu.Unlock()
+	return nil
+}
+
+// basic answers a Basic challenge with the credential's user and
+// password.
+func (a *auth) basic() error {
+	if a.cred == nil || a.cred.user == "" && a.cred.pass == "" {
+		return a.noCredential("HTTP 401, Basic")
+	}
+	if a.plain && !isLoopback(a.host) {
+		return fmt.Errorf("the registry asks for a password (HTTP 401, Basic) over plain http to %s, off loopback: %s is not sent in clear, refused", a.host, a.cred.describe(a.host))
+	}
+	a.mu.Lock()
+	a.header = "Basic " + base64.StdEncoding.EncodeToString([]byte(a.cred.user+":"+a.cred.pass))
+	a.realm = nil
 	a.mu.Unlock()
 	return nil
 }
@@ -117,9 +166,34 @@ func (a *auth) fetch(ctx context.Context) error {
 	if service != "" {
 		q.Set("service", service)
 	}
-	q.Set("scope", "repository:"+a.repo+":pull")
-	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	scope := "repository:" + a.repo + ":pull"
+	// The credential goes to the realm, which challenge allowed only
+	// where it cannot be read on the way (https, or http on loopback).
+	cred := a.cred
+	if !cred.usable() {
+		cred = nil
+	}
+	var req *http.Request
+	var err error
+	if cred != nil && cred.identity != "" {
+		// docker's OAuth2 flow: the identity token is a refresh token.
+		form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {cred.identity}, "client_id": {"tensorfs"}, "scope": {scope}}
+		if service != "" {
+			form.Set("service", service)
+		}
+		u.RawQuery = q.Encode()
+		req, err = http.NewRequestWithContext(ctx, http.MethodPost, u.String(), strings.NewReader(form.Encode()))
+		if err == nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+	} else {
+		q.Set("scope", scope)
+		u.RawQuery = q.Encode()
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err == nil && cred != nil {
+			req.SetBasicAuth(cred.user, cred.pass)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -134,7 +208,14 @@ func (a *auth) fetch(ctx context.Context) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: HTTP %d %s (anonymous pulls refused?)", where, resp.StatusCode, http.StatusText(resp.StatusCode))
+		why := "anonymous pulls refused?"
+		switch {
+		case cred != nil:
+			why = a.cred.describe(a.host) + " was refused"
+		case a.cred != nil && a.cred.helper != "":
+			why = a.cred.describe(a.host)
+		}
+		return fmt.Errorf("%s: HTTP %d %s (%s)", where, resp.StatusCode, http.StatusText(resp.StatusCode), why)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenReply+1))
 	if err != nil {
@@ -158,7 +239,7 @@ func (a *auth) fetch(ctx context.Context) error {
 		return fmt.Errorf("%s: no usable token in the answer (empty, over %d bytes, or not printable ASCII)", where, maxToken)
 	}
 	a.mu.Lock()
-	a.token = tok
+	a.header = "Bearer " + tok
 	a.mu.Unlock()
 	return nil
 }

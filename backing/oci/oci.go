@@ -5,9 +5,13 @@
 // Runner one are the store's files, each read with ranged GETs of its
 // blob (backing/httpsrc) and named by its layer's path annotation.
 //
-// Anonymous pulls, with the registry token flow (auth.go). Not yet:
-// credentials from ~/.docker/config.json, compressed tar layers
-// (refused in one line naming the media type), and Xet (hf://).
+// Anonymous pulls, or with the credential of an auth file
+// ($REGISTRY_AUTH_FILE, $DOCKER_CONFIG/config.json or
+// ~/.docker/config.json: creds.go), with Basic auth or the registry
+// token flow (auth.go); credential helpers are named, not run; plain
+// http off loopback only for a registry named insecure (Options), never
+// with a credential. Not yet: compressed tar layers (refused in one line
+// naming the media type), and Xet (hf://).
 package oci
 
 import (
@@ -169,8 +173,9 @@ type Options struct {
 	// Proxy and Logf are httpsrc.Options's.
 	Proxy *url.URL
 	Logf  func(format string, args ...any)
-	// Insecure allows plain HTTP to a registry off the loopback
-	// interface.
+	// Insecure reads a registry off the loopback interface over plain
+	// HTTP (docker's insecure-registries); no credential is sent to it
+	// in clear.
 	Insecure bool
 }
 
@@ -200,7 +205,7 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 		return nil, "", err
 	}
 	scheme := "https"
-	if loopback(ref.Host) || opts.Insecure {
+	if isLoopback(ref.Host) || opts.Insecure {
 		scheme = "http"
 	}
 	base := &url.URL{Scheme: scheme, Host: ref.Host}
@@ -215,7 +220,12 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 		return nil
 	}}
 	name := Prefix + ref.Host + "/" + ref.Repo
-	a := &auth{c: c, repo: ref.Repo, plain: scheme == "http"}
+	searched := authFiles()
+	cred, err := lookupCredential(searched, ref.Host, ref.Repo)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %v", name, err)
+	}
+	a := &auth{c: c, host: ref.Host, repo: ref.Repo, plain: scheme == "http", cred: cred, files: searched}
 	m, digest, err := getManifest(ctx, c, a, base, ref, ref.Reference, name)
 	if err != nil {
 		return nil, "", err
@@ -240,13 +250,14 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 		return nil, "", err
 	}
 	// A registry that gave the manifest without a token serves its
-	// blobs through --proxy's tier; one that wanted a token gets it
-	// with every blob request, directly.
-	var bearer func() string
+	// blobs through --proxy's tier; one that wanted a token or a
+	// password gets it with every blob request, directly (never on a
+	// redirect away from its host).
+	var authz func() string
 	if a.get() != "" {
-		bearer = a.get
+		authz = a.get
 	}
-	blobs, _, err := httpsrc.NewWith(&url.URL{Scheme: scheme, Host: ref.Host, Path: "/"}, httpsrc.Options{Proxy: opts.Proxy, Logf: opts.Logf, Bearer: bearer})
+	blobs, _, err := httpsrc.NewWith(&url.URL{Scheme: scheme, Host: ref.Host, Path: "/"}, httpsrc.Options{Proxy: opts.Proxy, Logf: opts.Logf, Authorization: authz})
 	if err != nil {
 		return nil, "", err
 	}
@@ -337,8 +348,8 @@ func getManifest(ctx context.Context, c *http.Client, a *auth, base *url.URL, re
 	req.Header.Set("Accept", strings.Join([]string{mediaOCIManifest, mediaOCIIndex, mediaDockerV2, mediaDockerList}, ", "))
 	var resp *http.Response
 	for try := 0; ; try++ {
-		if tok := a.get(); tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
+		if h := a.get(); h != "" {
+			req.Header.Set("Authorization", h)
 		}
 		resp, err = c.Do(req)
 		if err != nil {
@@ -353,10 +364,19 @@ func getManifest(ctx context.Context, c *http.Client, a *auth, base *url.URL, re
 		}
 		resp.Body.Close()
 		if try > 0 {
+			switch h := a.get(); {
+			case strings.HasPrefix(h, "Basic "):
+				return nil, "", fmt.Errorf("%s: the registry refused %s (HTTP 401)", where, a.cred.describe(ref.Host))
+			case a.cred.usable() && a.cred.helper == "":
+				return nil, "", fmt.Errorf("%s: the registry refused the token its realm gave for %s (HTTP 401 again)", where, a.cred.describe(ref.Host))
+			}
 			return nil, "", fmt.Errorf("%s: the registry refused the token its realm gave (HTTP 401 again): anonymous pulls may not be allowed", where)
 		}
 		if err := a.challenge(resp.Header.Get("WWW-Authenticate")); err != nil {
 			return nil, "", fmt.Errorf("%s: %v", where, err)
+		}
+		if a.realm == nil {
+			continue // Basic: the header is set
 		}
 		if err := a.fetch(ctx); err != nil {
 			return nil, "", fmt.Errorf("%s: %v", where, err)

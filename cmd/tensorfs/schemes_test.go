@@ -203,3 +203,27 @@ func TestSchemeFlagsSetOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestInsecureRegistryFlag: --insecure-registry reaches the options an
+// oci:// SOURCE is opened with; a bad value is a usage error naming it.
+func TestInsecureRegistryFlag(t *testing.T) {
+	defer func(saved *remoteFlags) { remoteOpts = saved }(remoteOpts)
+	f := newFlags("ls", "SOURCE", "")
+	addRemoteFlags(f)
+	if err := f.parse([]string{"x", "--insecure-registry", "reg.lan:5000,mirror.lan"}, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	o, err := remoteOptions()
+	if err != nil || len(o.InsecureRegistries) != 2 || o.InsecureRegistries[0] != "reg.lan:5000" || o.InsecureRegistries[1] != "mirror.lan" {
+		t.Errorf("--insecure-registry: %v, %q", err, o.InsecureRegistries)
+	}
+	f = newFlags("ls", "SOURCE", "")
+	addRemoteFlags(f)
+	err = f.parse([]string{"x", "--insecure-registry", "http://reg.lan"}, 1, 1)
+	if err == nil {
+		_, err = remoteOptions()
+	}
+	if err == nil || !strings.Contains(err.Error(), "insecure-registry") || !strings.Contains(err.Error(), `"http://reg.lan" is not a registry HOST[:PORT]`) {
+		t.Errorf("a bad --insecure-registry: %v", err)
+	}
+}

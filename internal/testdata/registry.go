@@ -14,12 +14,15 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Registry is Debian's docker-registry (distribution), started on a
 // loopback port for a test.
 type Registry struct {
-	Host string // 127.0.0.1:PORT
+	Host  string // 127.0.0.1:PORT
+	Store string // its storage directory
 }
 
 // StartRegistry starts docker-registry with a temporary store on a
@@ -27,11 +30,23 @@ type Registry struct {
 // CI=true) where it is not installed.
 func StartRegistry(t testing.TB) *Registry {
 	t.Helper()
+	return StartRegistryWith(t, "", "")
+}
+
+// StartRegistryWith is StartRegistry serving the storage directory
+// store ("" for a new one; a second registry may serve another's) with
+// extra appended to its configuration (an "auth:" section: then /v2/
+// answers 401 once it is up).
+func StartRegistryWith(t testing.TB, store, extra string) *Registry {
+	t.Helper()
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
 		SkipOrFail(t, "docker-registry is not installed (apt-get install docker-registry)")
 	}
 	dir := t.TempDir()
+	if store == "" {
+		store = filepath.Join(dir, "store")
+	}
 	var lastErr error
 	for try := 0; try < 5; try++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -41,7 +56,7 @@ func StartRegistry(t testing.TB) *Registry {
 		host := l.Addr().String()
 		l.Close()
 		cfg := filepath.Join(dir, fmt.Sprintf("config%d.yml", try))
-		conf := fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n", filepath.Join(dir, "store"), host)
+		conf := fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n%s", store, host, extra)
 		if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -63,9 +78,9 @@ func StartRegistry(t testing.TB) *Registry {
 				resp, err := http.Get("http://" + host + "/v2/")
 				if err == nil {
 					resp.Body.Close()
-					if resp.StatusCode == http.StatusOK {
+					if resp.StatusCode == http.StatusOK || extra != "" && resp.StatusCode == http.StatusUnauthorized {
 						t.Cleanup(func() { cmd.Process.Kill(); <-done })
-						return &Registry{Host: host}
+						return &Registry{Host: host, Store: store}
 					}
 				}
 				time.Sleep(20 * time.Millisecond)
@@ -162,4 +177,21 @@ func PushManifest(t testing.TB, host, repo, tag, artifactType string, config OCI
 		t.Fatalf("PUT manifest %s:%s: HTTP %d: %s", repo, tag, resp.StatusCode, body.String())
 	}
 	return Digest(b)
+}
+
+// HtpasswdAuth writes an htpasswd file in dir holding user's bcrypt
+// line (made with golang.org/x/crypto/bcrypt) and returns the auth
+// section (StartRegistryWith's extra) that makes docker-registry ask
+// for it with Basic auth.
+func HtpasswdAuth(t testing.TB, dir, user, pass string) string {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "htpasswd")
+	if err := os.WriteFile(p, []byte(user+":"+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("auth:\n  htpasswd:\n    realm: tensorfs-test\n    path: %s\n", p)
 }
