@@ -64,65 +64,77 @@ func (l *loader) dir(dir string) (*index.Index, error) {
 // file name order without one); nil when there are none, with what it
 // saw noted in d for the message.
 func loadShards(d *Dir) (*index.Index, error) {
+	s := &shardSet{d: d, order: map[string]int{}, owned: map[string]bool{}}
+	if err := s.sniff(); err != nil {
+		return nil, err
+	}
+	for _, pd := range s.later {
+		if s.owned[filepath.Clean(pd.p)] {
+			d.l.release(pd.f) // a model's external data
+			continue
+		}
+		if err := s.add(pd); err != nil {
+			return nil, err
+		}
+	}
+	parts, err := s.oneFormat()
+	if err != nil {
+		return nil, err
+	}
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	return d.l.join(d.Path, parts, false)
+}
+
+// shardSet is loadShards' state. Files are sniffed in order; those of a
+// format that opens files beside it (ONNX external data) are parsed at
+// once, the others after all are sniffed: a file a model names as its
+// own (its external data) is that model's, never a checkpoint of its
+// own, however its first bytes look. parts keep the files' order.
+type shardSet struct {
+	d     *Dir
+	parts []part
+	later []pendingShard
+	order map[string]int  // a part's file's place in files
+	owned map[string]bool // the files the parts' parsers opened beside them
+}
+
+// pendingShard is a file sniffed as a checkpoint of format fm, the i-th
+// of the directory's files, not parsed yet.
+type pendingShard struct {
+	p  string
+	f  backing.Source
+	fm *Format
+	i  int
+}
+
+// sniff sniffs the directory's files in order, noting in d what it saw
+// of the files that are not checkpoints, and parses those of a format
+// that opens files beside it; it keeps the others for later.
+func (s *shardSet) sniff() error {
+	d := s.d
 	l, dir, files := d.l, d.Path, d.Files
-	var parts []part
-	// Files are sniffed in order; those of a format that opens files
-	// beside it (ONNX external data) are parsed at once, the others
-	// after all are sniffed: a file a model names as its own (its
-	// external data) is that model's, never a checkpoint of its own,
-	// however its first bytes look. parts keep the files' order.
-	type pending struct {
-		p  string
-		f  backing.Source
-		fm *Format
-		i  int
-	}
-	var later []pending
-	order := map[string]int{} // a part's file's place in files
-	owned := map[string]bool{}
-	add := func(pd pending) error {
-		pt, err := l.parse(pd.fm, pd.p, pd.f)
-		if errors.Is(err, paddle.ErrNotPaddle) {
-			l.release(pd.f) // a pickle of other data: not a checkpoint
-			return nil
-		}
-		if err != nil {
-			// With Options.Report, a shard that cannot be read is left
-			// out and the others are checked too.
-			if l.tolerate(err) != nil {
-				return err
-			}
-			l.release(pd.f)
-			d.broken++
-			return nil
-		}
-		for _, sf := range pt.siblings {
-			owned[filepath.Clean(sf.Name())] = true
-		}
-		order[pd.p] = pd.i
-		parts = append(parts, pt)
-		return nil
-	}
 	for i, p := range files {
 		f, err := l.openFile(p)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		fm, err := sniff(f)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if fm == nil {
 			if d.lfs == "" {
 				isLFS, err := isLFSPointerFile(f)
 				if err != nil {
-					return nil, err
+					return err
 				}
 				if isLFS {
 					d.lfs = p
 				}
 			}
-			if d.refused == "" && len(parts) == 0 && len(later) == 0 {
+			if d.refused == "" && len(s.parts) == 0 && len(s.later) == 0 {
 				if msg, ok := describeRefusedFile(f, nil); ok { // refused.go
 					d.refused = display(filepath.Base(p)) + " is " + msg
 				}
@@ -130,27 +142,53 @@ func loadShards(d *Dir) (*index.Index, error) {
 			l.release(f)
 			continue
 		}
-		if len(parts)+len(later) >= index.MaxShards {
-			return nil, index.ErrorAt(dir, "", "more than %d checkpoint files", index.MaxShards)
+		if len(s.parts)+len(s.later) >= index.MaxShards {
+			return index.ErrorAt(dir, "", "more than %d checkpoint files", index.MaxShards)
 		}
-		pd := pending{p, f, fm, i}
+		pd := pendingShard{p, f, fm, i}
 		if !fm.OpensSiblings {
-			later = append(later, pd)
+			s.later = append(s.later, pd)
 			continue
 		}
-		if err := add(pd); err != nil {
-			return nil, err
+		if err := s.add(pd); err != nil {
+			return err
 		}
 	}
-	for _, pd := range later {
-		if owned[filepath.Clean(pd.p)] {
-			l.release(pd.f) // a model's external data
-			continue
-		}
-		if err := add(pd); err != nil {
-			return nil, err
-		}
+	return nil
+}
+
+// add parses pd into a part; a file that cannot be read is an error,
+// or (with Options.Report) left out and counted in d.broken.
+func (s *shardSet) add(pd pendingShard) error {
+	l := s.d.l
+	pt, err := l.parse(pd.fm, pd.p, pd.f)
+	if errors.Is(err, paddle.ErrNotPaddle) {
+		l.release(pd.f) // a pickle of other data: not a checkpoint
+		return nil
 	}
+	if err != nil {
+		// With Options.Report, a shard that cannot be read is left
+		// out and the others are checked too.
+		if l.tolerate(err) != nil {
+			return err
+		}
+		l.release(pd.f)
+		s.d.broken++
+		return nil
+	}
+	for _, sf := range pt.siblings {
+		s.owned[filepath.Clean(sf.Name())] = true
+	}
+	s.order[pd.p] = pd.i
+	s.parts = append(s.parts, pt)
+	return nil
+}
+
+// oneFormat returns the parts in the files' order, all of the first
+// one's format: another format is an error, or (with Options.Report)
+// left out and counted in d.broken.
+func (s *shardSet) oneFormat() ([]part, error) {
+	l, dir, parts, order := s.d.l, s.d.Path, s.parts, s.order
 	slices.SortStableFunc(parts, func(a, b part) int { return cmp.Compare(order[a.path], order[b.path]) })
 	for i := 1; i < len(parts); i++ {
 		if parts[i].idx.Format != parts[0].idx.Format {
@@ -162,15 +200,12 @@ func loadShards(d *Dir) (*index.Index, error) {
 			for _, sf := range parts[i].siblings {
 				l.release(sf)
 			}
-			d.broken++
+			s.d.broken++
 			parts = slices.Delete(parts, i, i+1)
 			i--
 		}
 	}
-	if len(parts) == 0 {
-		return nil, nil
-	}
-	return l.join(dir, parts, false)
+	return parts, nil
 }
 
 // join joins parsed parts of one format, in order, into one index: by

@@ -43,29 +43,12 @@ func Quantize(idx *index.Index, files []backing.Source, cfg *quant.Config) ([]ba
 	if cfg == nil && !quant.MayPair(idx.Tensors) {
 		return files, nil // nothing to join: no cost for the other checkpoints
 	}
-	byName := make(map[string]int, len(idx.Tensors))
-	for i := range idx.Tensors {
-		if idx.Tensors[i].Role == index.RoleLogical {
-			return files, index.ErrorAt(idx.SourceName(idx.Tensors[i].Source), "tensor "+strconv.Quote(idx.Tensors[i].Name), "internal error: quantized twice")
-		}
-		byName[idx.Tensors[i].Name] = i
+	byName, err := tensorsByName(idx)
+	if err != nil {
+		return files, err
 	}
-	small := func(name string) ([]byte, error) {
-		i, ok := byName[name]
-		if !ok {
-			return nil, errors.New("no such tensor")
-		}
-		t := &idx.Tensors[i]
-		if !t.Contiguous() || t.Size > quant.MaxSmall {
-			return nil, errors.New("not one small range of its file")
-		}
-		b := make([]byte, t.Size)
-		if err := readFull(files[t.Source], b, t.Offset); err != nil {
-			return nil, err
-		}
-		return b, nil
-	}
-	r := quant.Plan(cfg, idx.Tensors, small)
+	z := &quantizer{idx: idx, files: files, byName: byName}
+	r := quant.Plan(cfg, idx.Tensors, z.small)
 	q := &index.Quantization{Scheme: r.Scheme}
 	if cfg != nil {
 		q.Config, q.Method = cfg.File, cfg.Method
@@ -76,19 +59,84 @@ func Quantize(idx *index.Index, files []backing.Source, cfg *quant.Config) ([]ba
 		}
 		return files, nil
 	}
-	part := func(name string) {
-		if i, ok := byName[name]; ok {
-			idx.Tensors[i].Role = index.RolePart
-		}
+	z.q = q
+	logical, probs, err := z.addWeights(r.Weights)
+	if err != nil {
+		return z.files, err
 	}
+	for _, h := range r.Hidden {
+		z.part(h)
+		q.Hidden = append(q.Hidden, h)
+	}
+	probs = append(probs, r.Problems...)
+	slices.SortStableFunc(probs, func(a, b quant.Problem) int { return cmp.Compare(a.Name, b.Name) })
+	z.leftOut(probs)
+	if err := z.addLogical(logical); err != nil {
+		return z.files, err
+	}
+	return z.files, nil
+}
+
+// quantizer is Quantize's state: the checkpoint it adds the
+// dequantized weights to.
+type quantizer struct {
+	idx    *index.Index
+	files  []backing.Source // files[i] reads idx.Sources[i]
+	byName map[string]int   // a stored tensor's index in idx.Tensors
+	q      *index.Quantization
+}
+
+// tensorsByName maps each tensor's name to its index in idx.Tensors; a
+// checkpoint already quantized is an internal error.
+func tensorsByName(idx *index.Index) (map[string]int, error) {
+	byName := make(map[string]int, len(idx.Tensors))
+	for i := range idx.Tensors {
+		if idx.Tensors[i].Role == index.RoleLogical {
+			return nil, index.ErrorAt(idx.SourceName(idx.Tensors[i].Source), "tensor "+strconv.Quote(idx.Tensors[i].Name), "internal error: quantized twice")
+		}
+		byName[idx.Tensors[i].Name] = i
+	}
+	return byName, nil
+}
+
+// small reads the bytes of a small stored tensor, for quant.Plan.
+func (z *quantizer) small(name string) ([]byte, error) {
+	i, ok := z.byName[name]
+	if !ok {
+		return nil, errors.New("no such tensor")
+	}
+	t := &z.idx.Tensors[i]
+	if !t.Contiguous() || t.Size > quant.MaxSmall {
+		return nil, errors.New("not one small range of its file")
+	}
+	b := make([]byte, t.Size)
+	if err := readFull(z.files[t.Source], b, t.Offset); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// part makes the stored tensor name, if there is one, a part.
+func (z *quantizer) part(name string) {
+	if i, ok := z.byName[name]; ok {
+		z.idx.Tensors[i].Role = index.RolePart
+	}
+}
+
+// addWeights adds a Dequantized member for each weight whose parts are
+// ranges of the checkpoint's files, and returns the logical tensors
+// read from them; the others are problems. Every weight's parts become
+// parts.
+func (z *quantizer) addWeights(ws []quant.Weight) ([]index.Tensor, []quant.Problem, error) {
+	idx, q := z.idx, z.q
 	var probs []quant.Problem
 	var logical []index.Tensor
-	for wi := range r.Weights {
-		w := &r.Weights[wi]
+	for wi := range ws {
+		w := &ws[wi]
 		k := &index.Dequantized{Scheme: w.Scheme, Shape: w.Shape, Names: w.Parts}
 		why := ""
 		for _, pn := range w.Parts {
-			i, ok := byName[pn]
+			i, ok := z.byName[pn]
 			if !ok {
 				why = fmt.Sprintf("its part %s is not in the checkpoint", strconv.Quote(pn))
 				break
@@ -105,7 +153,7 @@ func Quantize(idx *index.Index, files []backing.Source, cfg *quant.Config) ([]ba
 			why = fmt.Sprintf("its %d elements are too many", n)
 		}
 		for _, pn := range w.Parts {
-			part(pn)
+			z.part(pn)
 		}
 		if why != "" {
 			probs = append(probs, quant.Problem{Name: w.Name, Why: why})
@@ -113,22 +161,24 @@ func Quantize(idx *index.Index, files []backing.Source, cfg *quant.Config) ([]ba
 		}
 		k.Values = w.Dequantize
 		m := index.Member{Source: len(idx.Sources), File: k.Parts[0].Source, Name: w.Name, Size: 4 * n, Kind: k}
-		src, err := (&loader{}).openMember(idx.SourceName(m.File)+":"+w.Name, files, &m)
+		src, err := (&loader{}).openMember(idx.SourceName(m.File)+":"+w.Name, z.files, &m)
 		if err != nil {
-			return files, err
+			return nil, nil, err
 		}
 		idx.Sources = append(idx.Sources, "")
 		idx.Members = append(idx.Members, m)
-		files = append(files, src)
+		z.files = append(z.files, src)
 		logical = append(logical, index.Tensor{Name: w.Name, DType: dtype.F32, Shape: w.Shape, Source: m.Source, Size: m.Size, Role: index.RoleLogical})
 		q.Weights = append(q.Weights, index.QuantWeight{Name: w.Name, Shape: w.Shape, Parts: w.Parts})
 	}
-	for _, h := range r.Hidden {
-		part(h)
-		q.Hidden = append(q.Hidden, h)
-	}
-	probs = append(probs, r.Problems...)
-	slices.SortStableFunc(probs, func(a, b quant.Problem) int { return cmp.Compare(a.Name, b.Name) })
+	return logical, probs, nil
+}
+
+// leftOut records the weights left out (probs, sorted by name): in
+// the quantization, as parts, and as notes, a line each or, past
+// maxNotesAlike for one reason, one line for them all.
+func (z *quantizer) leftOut(probs []quant.Problem) {
+	idx, q := z.idx, z.q
 	alone := loneShard(idx)
 	sharing := map[string][]string{} // why → the weights left out for it
 	for i := range probs {
@@ -136,12 +186,12 @@ func Quantize(idx *index.Index, files []backing.Source, cfg *quant.Config) ([]ba
 		if alone != "" && strings.Contains(p.Why, " missing") {
 			p.Why += "; " + alone
 		}
-		part(p.Name) // its raw codes, when the weight keeps a stored name
+		z.part(p.Name) // its raw codes, when the weight keeps a stored name
 		q.Problems = append(q.Problems, index.QuantProblem{Name: p.Name, Why: p.Why})
 		sharing[p.Why] = append(sharing[p.Why], p.Name)
 	}
 	fileOf := func(name string) string {
-		if i, ok := byName[name]; ok {
+		if i, ok := z.byName[name]; ok {
 			return idx.SourceName(idx.FileOf(idx.Tensors[i].Source))
 		} else if fs := idx.Files(); len(fs) > 0 {
 			return fs[0]
@@ -160,10 +210,17 @@ func Quantize(idx *index.Index, files []backing.Source, cfg *quant.Config) ([]ba
 				fileOf(p.Name), len(names), strconv.Quote(names[0]), strconv.Quote(names[1]), strconv.Quote(names[2]), len(names)-3, p.Why)))
 		}
 	}
+}
+
+// addLogical checks the logical tensors and adds them to the index,
+// sorted among the stored ones, with their paths (recorded in the
+// quantization's weights too).
+func (z *quantizer) addLogical(logical []index.Tensor) error {
+	idx, q := z.idx, z.q
 	for i := range logical {
 		t := &logical[i]
-		if err := index.CheckTensor(t, idx.SourceName(t.Source), files[t.Source].Size()); err != nil {
-			return files, err
+		if err := index.CheckTensor(t, idx.SourceName(t.Source), z.files[t.Source].Size()); err != nil {
+			return err
 		}
 	}
 	idx.Tensors = append(idx.Tensors, logical...)
@@ -171,12 +228,12 @@ func Quantize(idx *index.Index, files []backing.Source, cfg *quant.Config) ([]ba
 	for i := 1; i < len(idx.Tensors); i++ {
 		a, b := &idx.Tensors[i-1], &idx.Tensors[i]
 		if a.Name == b.Name && !index.Twins(a, b) {
-			return files, index.ErrorAt(idx.SourceName(b.Source), "tensor "+strconv.Quote(b.Name), "internal error: a logical weight has the name of a tensor that is not its part")
+			return index.ErrorAt(idx.SourceName(b.Source), "tensor "+strconv.Quote(b.Name), "internal error: a logical weight has the name of a tensor that is not its part")
 		}
 	}
 	idx.Quantization = q
 	if err := index.AssignPaths(idx); err != nil {
-		return files, err
+		return err
 	}
 	for i := range idx.Tensors {
 		if t := &idx.Tensors[i]; t.Role == index.RoleLogical {
@@ -185,7 +242,7 @@ func Quantize(idx *index.Index, files []backing.Source, cfg *quant.Config) ([]ba
 			}
 		}
 	}
-	return files, nil
+	return nil
 }
 
 // maxNotesAlike is how many weights left out for the same reason get a

@@ -64,7 +64,7 @@ func benchCheckpoint(b *testing.B, scheme string) (*ckpt, *Weight) {
 		bd.put(X+".weight_scale_2", "F32", []int64{}, f32s([]float32{0.001}))
 	case "int4-packed":
 		bd = newBuilder(map[string]any{"quantization_config": map[string]any{"quant_method": "compressed-tensors", "format": "pack-quantized",
-			"config_groups": map[string]any{"g": map[string]any{"weights": map[string]any{"num_bits": 4, "group_size": 128}}}}})
+			"config_groups": map[string]any{"g": map[string]any{"targets": []any{"Linear"}, "weights": map[string]any{"num_bits": 4, "group_size": 128}}}}})
 		bd.put(X+".weight_packed", "I32", []int64{O, I / 8}, rnd(O*I/2))
 		bd.put(X+".weight_scale", "BF16", []int64{O, I / 128}, fill16(O*I/128, 0x3a80))
 		bd.put(X+".weight_zero_point", "I32", []int64{O / 8, I / 128}, rnd(O*I/128/2))

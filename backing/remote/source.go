@@ -204,33 +204,8 @@ func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 			}
 		}
 		s.startFetch(run, false, deadline)
-		var ferr error
-		for _, pt := range parts {
-			select {
-			case <-pt.done:
-			case <-ctx.Done():
-				// The fetch ends soon too (its own deadline is no
-				// later, and it shares the Context): unpin the part
-				// then, never while its buffer is being filled.
-				if ferr == nil {
-					ferr = s.waitError()
-				}
-				go func(pt *part) {
-					<-pt.done
-					s.c.mem.release(pt)
-				}(pt)
-				continue
-			}
-			if ferr == nil && pt.err != nil {
-				ferr = pt.err
-			}
-			if ferr == nil {
-				start := pt.key.idx * ps
-				from := off + done - start
-				done += int64(copy(p[done:want], pt.buf[from:]))
-			}
-			s.c.mem.release(pt)
-		}
+		n, ferr := s.collect(ctx, parts, p[done:want], off+done)
+		done += n
 		if ferr != nil {
 			if err := s.changedErr(); err != nil {
 				ferr = err
@@ -242,6 +217,44 @@ func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 		return int(want), io.EOF
 	}
 	return int(want), nil
+}
+
+// collect waits for parts (pinned, in order, the first holding byte at
+// of the object) and copies their bytes into dst until the first
+// error, unpinning each; it returns how many bytes it copied. When ctx
+// is done first, a part still being fetched is unpinned once its fetch
+// ends.
+func (s *Source) collect(ctx context.Context, parts []*part, dst []byte, at int64) (int64, error) {
+	ps := s.c.opts.PartSize
+	done := int64(0)
+	var ferr error
+	for _, pt := range parts {
+		select {
+		case <-pt.done:
+		case <-ctx.Done():
+			// The fetch ends soon too (its own deadline is no
+			// later, and it shares the Context): unpin the part
+			// then, never while its buffer is being filled.
+			if ferr == nil {
+				ferr = s.waitError()
+			}
+			go func(pt *part) {
+				<-pt.done
+				s.c.mem.release(pt)
+			}(pt)
+			continue
+		}
+		if ferr == nil && pt.err != nil {
+			ferr = pt.err
+		}
+		if ferr == nil {
+			start := pt.key.idx * ps
+			from := at + done - start
+			done += int64(copy(dst[done:], pt.buf[from:]))
+		}
+		s.c.mem.release(pt)
+	}
+	return done, ferr
 }
 
 // direct says whether the read of [off, off+n) is fetched straight into

@@ -46,39 +46,9 @@ var stElemBits = map[string]int64{
 // writes it: 8+N is a multiple of 8 and every tensor's data starts at a
 // multiple of its element size.
 func CheckSafetensors(data []byte) (*STFile, error) {
-	if len(data) < 8 {
-		return nil, fmt.Errorf("%d bytes: no header length", len(data))
-	}
-	n64 := binary.LittleEndian.Uint64(data)
-	if n64 > 100_000_000 || n64 > uint64(len(data)-8) {
-		return nil, fmt.Errorf("header length %d: over the limit or past the end (%d bytes)", n64, len(data))
-	}
-	n := int64(n64)
-	if (8+n)%8 != 0 {
-		return nil, fmt.Errorf("header length %d: data does not start at a multiple of 8", n)
-	}
-	h := data[8 : 8+n]
-	if !utf8.Valid(h) {
-		return nil, fmt.Errorf("header is not valid UTF-8")
-	}
-	if len(h) == 0 || h[0] != '{' {
-		return nil, fmt.Errorf("header does not start with '{'")
-	}
-	dec := json.NewDecoder(bytes.NewReader(h))
-	dec.UseNumber()
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("header: %v", err)
-	}
-	if rest := h[dec.InputOffset():]; len(bytes.Trim(rest, " ")) != 0 {
-		return nil, fmt.Errorf("header: %q after the JSON object (only spaces may pad it)", rest)
-	}
-	if err := noDuplicateKeys(raw); err != nil {
-		return nil, fmt.Errorf("header: %v", err)
-	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil {
-		return nil, fmt.Errorf("header: %v", err)
+	n, top, err := stHeader(data)
+	if err != nil {
+		return nil, err
 	}
 	f := &STFile{HeaderLen: n, Metadata: map[string]string{}, Tensors: map[string]STTensor{}}
 	if m, ok := top["__metadata__"]; ok {
@@ -89,46 +59,106 @@ func CheckSafetensors(data []byte) (*STFile, error) {
 	}
 	body := data[8+n:]
 	for name, v := range top {
-		var t struct {
-			DType       string  `json:"dtype"`
-			Shape       []int64 `json:"shape"`
-			DataOffsets []int64 `json:"data_offsets"`
+		t, err := stTensor(name, v, body)
+		if err != nil {
+			return nil, err
 		}
-		d := json.NewDecoder(bytes.NewReader(v))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&t); err != nil {
-			return nil, fmt.Errorf("tensor %q: %v", name, err)
-		}
-		bits, ok := stElemBits[t.DType]
-		if !ok {
-			return nil, fmt.Errorf("tensor %q: unknown dtype %q", name, t.DType)
-		}
-		if t.Shape == nil || len(t.DataOffsets) != 2 {
-			return nil, fmt.Errorf("tensor %q: missing shape or data_offsets", name)
-		}
-		elems := int64(1)
-		for _, s := range t.Shape {
-			if s < 0 || (s > 0 && elems > (1<<62)/s) {
-				return nil, fmt.Errorf("tensor %q: bad shape %v", name, t.Shape)
-			}
-			elems *= s
-		}
-		if elems*bits%8 != 0 {
-			return nil, fmt.Errorf("tensor %q: %d elements of %d bits are not whole bytes", name, elems, bits)
-		}
-		b, e := t.DataOffsets[0], t.DataOffsets[1]
-		if b < 0 || e < b || e > int64(len(body)) {
-			return nil, fmt.Errorf("tensor %q: data_offsets %v outside the %d-byte data section", name, t.DataOffsets, len(body))
-		}
-		if e-b != elems*bits/8 {
-			return nil, fmt.Errorf("tensor %q: %d bytes for %s %v (want %d)", name, e-b, t.DType, t.Shape, elems*bits/8)
-		}
-		if es := max(1, bits/8); b%es != 0 {
-			return nil, fmt.Errorf("tensor %q: data at %d is not aligned to its %d-byte elements", name, b, es)
-		}
-		f.Tensors[name] = STTensor{DType: t.DType, Shape: t.Shape, Begin: b, End: e, Data: body[b:e]}
+		f.Tensors[name] = t
 		f.Order = append(f.Order, name)
 	}
+	if err := f.tile(int64(len(body))); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// stHeader checks data's header length and its header, one JSON object
+// with no duplicate keys, and returns them: the length, and the
+// header's entries by key.
+func stHeader(data []byte) (int64, map[string]json.RawMessage, error) {
+	if len(data) < 8 {
+		return 0, nil, fmt.Errorf("%d bytes: no header length", len(data))
+	}
+	n64 := binary.LittleEndian.Uint64(data)
+	if n64 > 100_000_000 || n64 > uint64(len(data)-8) {
+		return 0, nil, fmt.Errorf("header length %d: over the limit or past the end (%d bytes)", n64, len(data))
+	}
+	n := int64(n64)
+	if (8+n)%8 != 0 {
+		return 0, nil, fmt.Errorf("header length %d: data does not start at a multiple of 8", n)
+	}
+	h := data[8 : 8+n]
+	if !utf8.Valid(h) {
+		return 0, nil, fmt.Errorf("header is not valid UTF-8")
+	}
+	if len(h) == 0 || h[0] != '{' {
+		return 0, nil, fmt.Errorf("header does not start with '{'")
+	}
+	dec := json.NewDecoder(bytes.NewReader(h))
+	dec.UseNumber()
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return 0, nil, fmt.Errorf("header: %v", err)
+	}
+	if rest := h[dec.InputOffset():]; len(bytes.Trim(rest, " ")) != 0 {
+		return 0, nil, fmt.Errorf("header: %q after the JSON object (only spaces may pad it)", rest)
+	}
+	if err := noDuplicateKeys(raw); err != nil {
+		return 0, nil, fmt.Errorf("header: %v", err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return 0, nil, fmt.Errorf("header: %v", err)
+	}
+	return n, top, nil
+}
+
+// stTensor checks the header entry v of tensor name against the data
+// section body and returns the tensor.
+func stTensor(name string, v json.RawMessage, body []byte) (STTensor, error) {
+	var t struct {
+		DType       string  `json:"dtype"`
+		Shape       []int64 `json:"shape"`
+		DataOffsets []int64 `json:"data_offsets"`
+	}
+	d := json.NewDecoder(bytes.NewReader(v))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&t); err != nil {
+		return STTensor{}, fmt.Errorf("tensor %q: %v", name, err)
+	}
+	bits, ok := stElemBits[t.DType]
+	if !ok {
+		return STTensor{}, fmt.Errorf("tensor %q: unknown dtype %q", name, t.DType)
+	}
+	if t.Shape == nil || len(t.DataOffsets) != 2 {
+		return STTensor{}, fmt.Errorf("tensor %q: missing shape or data_offsets", name)
+	}
+	elems := int64(1)
+	for _, s := range t.Shape {
+		if s < 0 || (s > 0 && elems > (1<<62)/s) {
+			return STTensor{}, fmt.Errorf("tensor %q: bad shape %v", name, t.Shape)
+		}
+		elems *= s
+	}
+	if elems*bits%8 != 0 {
+		return STTensor{}, fmt.Errorf("tensor %q: %d elements of %d bits are not whole bytes", name, elems, bits)
+	}
+	b, e := t.DataOffsets[0], t.DataOffsets[1]
+	if b < 0 || e < b || e > int64(len(body)) {
+		return STTensor{}, fmt.Errorf("tensor %q: data_offsets %v outside the %d-byte data section", name, t.DataOffsets, len(body))
+	}
+	if e-b != elems*bits/8 {
+		return STTensor{}, fmt.Errorf("tensor %q: %d bytes for %s %v (want %d)", name, e-b, t.DType, t.Shape, elems*bits/8)
+	}
+	if es := max(1, bits/8); b%es != 0 {
+		return STTensor{}, fmt.Errorf("tensor %q: data at %d is not aligned to its %d-byte elements", name, b, es)
+	}
+	return STTensor{DType: t.DType, Shape: t.Shape, Begin: b, End: e, Data: body[b:e]}, nil
+}
+
+// tile sorts f.Order by offset and checks that the tensors cover the
+// data section of size bytes exactly.
+func (f *STFile) tile(size int64) error {
 	sort.Slice(f.Order, func(i, j int) bool {
 		a, b := f.Tensors[f.Order[i]], f.Tensors[f.Order[j]]
 		if a.Begin != b.Begin {
@@ -140,14 +170,14 @@ func CheckSafetensors(data []byte) (*STFile, error) {
 	for _, name := range f.Order {
 		t := f.Tensors[name]
 		if t.Begin != pos {
-			return nil, fmt.Errorf("tensor %q: data at %d, but the previous tensor ends at %d (hole or overlap)", name, t.Begin, pos)
+			return fmt.Errorf("tensor %q: data at %d, but the previous tensor ends at %d (hole or overlap)", name, t.Begin, pos)
 		}
 		pos = t.End
 	}
-	if pos != int64(len(body)) {
-		return nil, fmt.Errorf("tensors end at %d of a %d-byte data section", pos, len(body))
+	if pos != size {
+		return fmt.Errorf("tensors end at %d of a %d-byte data section", pos, size)
 	}
-	return f, nil
+	return nil
 }
 
 // noDuplicateKeys fails on an object (at any depth) with a key twice.

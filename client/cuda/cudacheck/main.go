@@ -61,20 +61,11 @@ func main() {
 }
 
 func run(ckpt, sizeFlag, dir, dtFlag string, parallel int, chunkFlag string, buffers, streams, device, repeat int) error {
-	rt, err := cuda.Open()
+	rt, err := openDevice(device)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	n, err := rt.DeviceCount()
-	if err != nil {
-		return err
-	}
-	if n == 0 || device >= n {
-		return fmt.Errorf("cudacheck: device %d requested, %d CUDA device(s) present", device, n)
-	}
-	rv, dv, _ := rt.Versions()
-	fmt.Printf("cudacheck: runtime %s (runtime %d, driver %d), %d device(s), using device %d\n", rt.Path(), rv, dv, n, device)
 
 	chunk, err := parseSize(chunkFlag)
 	if err != nil {
@@ -87,19 +78,14 @@ func run(ckpt, sizeFlag, dir, dtFlag string, parallel int, chunkFlag string, buf
 		}
 	}
 	if ckpt == "" {
-		size, err := parseSize(sizeFlag)
+		tmp, path, err := generateIn(dir, sizeFlag)
+		if tmp != "" {
+			defer os.RemoveAll(tmp)
+		}
 		if err != nil {
 			return err
 		}
-		tmp, err := os.MkdirTemp(dir, "cudacheck")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		ckpt = filepath.Join(tmp, "model.safetensors")
-		if err := generate(ckpt, size); err != nil {
-			return err
-		}
+		ckpt = path
 	}
 	ck, err := client.Open(ckpt)
 	if err != nil {
@@ -123,35 +109,11 @@ func run(ckpt, sizeFlag, dir, dtFlag string, parallel int, chunkFlag string, buf
 	fmt.Printf("cudacheck: checkpoint %s: %d tensors, %s delivered (%s), host pass %.2f GB/s\n",
 		ckpt, len(want.sums), gb(total), dtName(to), rate(total, time.Since(t0)))
 
-	// Upload, repeat times; verify the last.
-	best := time.Duration(1<<63 - 1)
-	var verified int
-	for r := 0; r < repeat; r++ {
-		u, err := cuda.UploadCheckpoint(context.Background(), rt, ck, cuda.UploadOptions{
-			Device: device, DType: to, Workers: parallel, Buffers: buffers, Streams: streams, ChunkSize: int(chunk),
-		})
-		if err != nil {
-			return err
-		}
-		st := u.Stats
-		d := st.Elapsed
-		best = min(best, d)
-		fmt.Printf("cudacheck: upload run %d: %s in %.3f s = %.2f GB/s (%d async copies, %d reclaim waits)\n",
-			r+1, gb(st.Bytes), d.Seconds(), rate(st.Bytes, d), st.Copies, st.Waits)
-		if r == repeat-1 {
-			got := make(map[string]cuda.Tensor, len(u.Tensors))
-			for _, t := range u.Tensors {
-				got[t.Name] = t
-			}
-			verified, err = verify(rt, got, want.sums, int(chunk))
-			if err != nil {
-				u.Free()
-				return err
-			}
-		}
-		if err := u.Free(); err != nil {
-			return err
-		}
+	best, verified, err := uploads(rt, ck, cuda.UploadOptions{
+		Device: device, DType: to, Workers: parallel, Buffers: buffers, Streams: streams, ChunkSize: int(chunk),
+	}, repeat, want.sums)
+	if err != nil {
+		return err
 	}
 	fmt.Printf("cudacheck: verified %d tensors: the sha256 of every tensor copied back from the device equals the host's\n", verified)
 
@@ -166,6 +128,78 @@ func run(ckpt, sizeFlag, dir, dtFlag string, parallel int, chunkFlag string, buf
 	fmt.Printf("cudacheck: naive loader (pread into one pinned %s buffer, synchronous cudaMemcpy per chunk): %.2f GB/s\n", chunkFlag, naive)
 	fmt.Printf("cudacheck: upload / plain pinned cudaMemcpy = %.2f\n", up/pinned)
 	return nil
+}
+
+// openDevice opens the CUDA runtime, checks that it has device, and
+// says what it found.
+func openDevice(device int) (*cuda.Runtime, error) {
+	rt, err := cuda.Open()
+	if err != nil {
+		return nil, err
+	}
+	n, err := rt.DeviceCount()
+	if err != nil {
+		rt.Close()
+		return nil, err
+	}
+	if n == 0 || device >= n {
+		rt.Close()
+		return nil, fmt.Errorf("cudacheck: device %d requested, %d CUDA device(s) present", device, n)
+	}
+	rv, dv, _ := rt.Versions()
+	fmt.Printf("cudacheck: runtime %s (runtime %d, driver %d), %d device(s), using device %d\n", rt.Path(), rv, dv, n, device)
+	return rt, nil
+}
+
+// generateIn generates a checkpoint of sizeFlag bytes in a new
+// temporary directory under dir; the caller removes tmp when it is not
+// "", on an error too.
+func generateIn(dir, sizeFlag string) (tmp, path string, err error) {
+	size, err := parseSize(sizeFlag)
+	if err != nil {
+		return "", "", err
+	}
+	tmp, err = os.MkdirTemp(dir, "cudacheck")
+	if err != nil {
+		return "", "", err
+	}
+	path = filepath.Join(tmp, "model.safetensors")
+	return tmp, path, generate(path, size)
+}
+
+// uploads uploads ck repeat times with opts, saying how fast each run
+// was, and verifies the last run's tensors against want (the host's
+// sha256 of each); it returns the fastest run's time and how many
+// tensors it verified.
+func uploads(rt *cuda.Runtime, ck *client.Checkpoint, opts cuda.UploadOptions, repeat int, want map[string]string) (time.Duration, int, error) {
+	best := time.Duration(1<<63 - 1)
+	var verified int
+	for r := 0; r < repeat; r++ {
+		u, err := cuda.UploadCheckpoint(context.Background(), rt, ck, opts)
+		if err != nil {
+			return 0, 0, err
+		}
+		st := u.Stats
+		d := st.Elapsed
+		best = min(best, d)
+		fmt.Printf("cudacheck: upload run %d: %s in %.3f s = %.2f GB/s (%d async copies, %d reclaim waits)\n",
+			r+1, gb(st.Bytes), d.Seconds(), rate(st.Bytes, d), st.Copies, st.Waits)
+		if r == repeat-1 {
+			got := make(map[string]cuda.Tensor, len(u.Tensors))
+			for _, t := range u.Tensors {
+				got[t.Name] = t
+			}
+			verified, err = verify(rt, got, want, opts.ChunkSize)
+			if err != nil {
+				u.Free()
+				return 0, 0, err
+			}
+		}
+		if err := u.Free(); err != nil {
+			return 0, 0, err
+		}
+	}
+	return best, verified, nil
 }
 
 // verify copies every uploaded tensor back in chunks and compares its
