@@ -128,6 +128,26 @@ func fmaTable(t *[16]float32, s, sz float64) {
 	}
 }
 
+// codeF32[v] is v.
+var codeF32 = [16]float32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+
+// fmaExact32 reports whether v·s + sz is computed exactly in float32 for
+// every v in 0..15, s and sz f16 values (as float32): both finite and
+// nonzero, the sum a multiple of 2^lo (lo = max(−24, min(E(s), E(sz)) − 10),
+// E the exponent) and under 2^hi in magnitude (hi = max(E(s)+5, E(sz)+1)
+// + 1), so it has at most hi − lo ≤ 24 significant bits: a float32, and
+// the product v·s (15 bits) is one too.
+func fmaExact32(s, sz float32) bool {
+	bs, bz := math.Float32bits(s)>>23&0xff, math.Float32bits(sz)>>23&0xff
+	if bs == 0 || bz == 0 || bs == 0xff || bz == 0xff { // zero (no f16 is a float32 subnormal), Inf, NaN
+		return false
+	}
+	es, ez := int(bs)-127, int(bz)-127
+	lo := max(-24, min(es, ez)-10)
+	hi := max(es+5, ez+1) + 1
+	return hi-lo <= 24
+}
+
 var (
 	f32ToF16, _ = dtype.ConverterFor(dtype.F32, dtype.F16)
 	f16ToF32, _ = dtype.ConverterFor(dtype.F16, dtype.F32)
@@ -141,8 +161,15 @@ var (
 func (s *scratch) fmaTables(tbls [][16]float32, sc, sz []float32, stride int64) {
 	slow := false
 	for g := range tbls {
-		sv, zv := float64(sc[int64(g)*stride]), float64(sz[int64(g)*stride])
+		s32, z32 := sc[int64(g)*stride], sz[int64(g)*stride]
 		t := &tbls[g]
+		if fmaExact32(s32, z32) {
+			for v := range t {
+				t[v] = float32(codeF32[v]*s32) + z32
+			}
+			continue
+		}
+		sv, zv := float64(s32), float64(z32)
 		for v := range t {
 			e := float64(v)*sv + zv
 			x := float32(e)
