@@ -79,22 +79,22 @@ var fastInv = func() (t [32]uint8) {
 // (0,3), (0,1), (0,4), (0,2), each a delta swap on the two words (bit 4 the
 // word).
 func fastNatural(dst, src []byte) {
-	lo, hi := binary.LittleEndian.Uint64(src), binary.LittleEndian.Uint64(src[8:16])
-	swap := func(x uint64, m uint64, sh uint) uint64 {
-		t := (x>>sh ^ x) & m
-		return x ^ t ^ t<<sh
-	}
+	d, c := (*[16]byte)(dst[:16]), (*[16]byte)(src[:16])
+	lo, hi := binary.LittleEndian.Uint64(c[:8]), binary.LittleEndian.Uint64(c[8:])
 	// (0,3): nibbles 1, 3, 5, 7 with 8, 10, 12, 14
-	lo, hi = swap(lo, 0x0000_0000_f0f0_f0f0, 28), swap(hi, 0x0000_0000_f0f0_f0f0, 28)
+	const m03, m01, m02, odd = 0x0000_0000_f0f0_f0f0, 0x00f0_00f0_00f0_00f0, 0x0000_f0f0_0000_f0f0, 0xf0f0_f0f0_f0f0_f0f0
+	t, u := (lo>>28^lo)&m03, (hi>>28^hi)&m03
+	lo, hi = lo^t^t<<28, hi^u^u<<28
 	// (0,1): nibbles 1, 5, 9, 13 with 2, 6, 10, 14
-	lo, hi = swap(lo, 0x00f0_00f0_00f0_00f0, 4), swap(hi, 0x00f0_00f0_00f0_00f0, 4)
+	t, u = (lo>>4^lo)&m01, (hi>>4^hi)&m01
+	lo, hi = lo^t^t<<4, hi^u^u<<4
 	// (0,4): the odd nibbles of lo with the even ones of hi
-	const odd = 0xf0f0_f0f0_f0f0_f0f0
 	lo, hi = lo&^odd|hi&^odd<<4, hi&odd|lo&odd>>4
 	// (0,2): nibbles 1, 3, 9, 11 with 4, 6, 12, 14
-	lo, hi = swap(lo, 0x0000_f0f0_0000_f0f0, 12), swap(hi, 0x0000_f0f0_0000_f0f0, 12)
-	binary.LittleEndian.PutUint64(dst, lo)
-	binary.LittleEndian.PutUint64(dst[8:16], hi)
+	t, u = (lo>>12^lo)&m02, (hi>>12^hi)&m02
+	lo, hi = lo^t^t<<12, hi^u^u<<12
+	binary.LittleEndian.PutUint64(d[:8], lo)
+	binary.LittleEndian.PutUint64(d[8:], hi)
 }
 
 // f16Round is x rounded to the nearest half (ties to even), as float32.
@@ -212,6 +212,8 @@ func (k *awqGemvKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) er
 			return err
 		}
 	}
+	var row []byte
+	rowN4 := int64(-1)
 	for n := o0; n < o1; n++ {
 		out := dst[(n-o0)*iw : (n-o0+1)*iw]
 		if k.fast {
@@ -224,9 +226,12 @@ func (k *awqGemvKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) er
 			}
 			n4, r := n/4, n%4
 			b0, b1 := 128*(i0/64), 128*((i1-1)/64+1)
-			row, err := s.bytes(0, 0, 2*n4*k.in+b0, b1-b0)
-			if err != nil {
-				return err
+			if n4 != rowN4 { // the four rows of n4 share their stored row
+				var err error
+				if row, err = s.bytes(0, 0, 2*n4*k.in+b0, b1-b0); err != nil {
+					return err
+				}
+				rowN4 = n4
 			}
 			if useLookup && k.gsize%32 == 0 && i0%32 == 0 && i1%32 == 0 {
 				// each chunk of 32 columns put in column order, then each
