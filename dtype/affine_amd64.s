@@ -25,6 +25,19 @@ GLOBL affNib<>(SB), RODATA|NOPTR, $4
 	VPAND     Y10, Y3, Y3    \
 	VBLENDVPS Y1, Y0, Y3, Y0
 
+// AFFINE8 takes the 8 codes in Y0 (int32) to their values, stores them at
+// DI and steps SI, DI and the count BX (its flags for the caller's JNZ).
+#define AFFINE8 \
+	VCVTDQ2PS Y0, Y0      \
+	VSUBPS    Y14, Y0, Y0 \
+	ROUNDBF16             \
+	VMULPS    Y15, Y0, Y0 \
+	ROUNDBF16             \
+	VMOVUPS   Y0, (DI)    \
+	ADDQ      $8, SI      \
+	ADDQ      $32, DI     \
+	SUBQ      $8, BX
+
 // func affineBF16AVX2(dst *float32, src *byte, groups, gsize int, zero, scale *float32, shift uint, signed bool)
 // groups positive, gsize a positive multiple of 8.
 TEXT ·affineBF16AVX2(SB), NOSPLIT, $0-57
@@ -50,15 +63,7 @@ agroup:
 
 ai8:
 	VPMOVSXBD (SI), Y0
-	VCVTDQ2PS Y0, Y0
-	VSUBPS    Y14, Y0, Y0
-	ROUNDBF16
-	VMULPS    Y15, Y0, Y0
-	ROUNDBF16
-	VMOVUPS   Y0, (DI)
-	ADDQ      $8, SI
-	ADDQ      $32, DI
-	SUBQ      $8, BX
+	AFFINE8
 	JNZ       ai8
 	JMP       anext
 
@@ -66,15 +71,7 @@ anib:
 	VPMOVZXBD (SI), Y0
 	VPSRLD    X12, Y0, Y0
 	VPAND     Y11, Y0, Y0
-	VCVTDQ2PS Y0, Y0
-	VSUBPS    Y14, Y0, Y0
-	ROUNDBF16
-	VMULPS    Y15, Y0, Y0
-	ROUNDBF16
-	VMOVUPS   Y0, (DI)
-	ADDQ      $8, SI
-	ADDQ      $32, DI
-	SUBQ      $8, BX
+	AFFINE8
 	JNZ       anib
 
 anext:

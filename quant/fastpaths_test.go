@@ -9,6 +9,23 @@ import (
 	"github.com/lazyweights/tensorfs/dtype"
 )
 
+// bothPaths checks w against W bit for bit, with lookups and without,
+// whole and in every sub-range.
+func bothPaths(t *testing.T, c *ckpt, w *Weight, W []float32) {
+	t.Helper()
+	for _, plain := range []bool{false, true} {
+		useLookup = !plain
+		got := c.whole(t, w)
+		useLookup = true
+		for i := range W {
+			if math.Float32bits(got[i]) != math.Float32bits(W[i]) {
+				t.Fatalf("%s[%d] = %#x, want %#x (lookup %v)", w.Name, i, math.Float32bits(got[i]), math.Float32bits(W[i]), !plain)
+			}
+		}
+		checkRanges(t, c, w, got)
+	}
+}
+
 // TestAffineBF16Rows: torchao's affine classes with bf16 scale, output and
 // an I8 or BF16 zero point (every block of a row at once through
 // dtype.AffineI8BF16) give torch's values bit for bit, with lookups and
@@ -37,18 +54,7 @@ func TestAffineBF16Rows(t *testing.T) {
 			if len(r.Problems) != 0 || w == nil {
 				t.Fatalf("problems %v", r.Problems)
 			}
-			W := c.want[name]
-			for _, plain := range []bool{false, true} {
-				useLookup = !plain
-				got := ck.whole(t, w)
-				useLookup = true
-				for i := range W {
-					if math.Float32bits(got[i]) != math.Float32bits(W[i]) {
-						t.Fatalf("[%d] = %#x, want %#x (lookup %v)", i, math.Float32bits(got[i]), math.Float32bits(W[i]), !plain)
-					}
-				}
-				checkRanges(t, ck, w, got)
-			}
+			bothPaths(t, ck, w, c.want[name])
 		})
 	}
 }
@@ -67,18 +73,7 @@ func TestHQQBF16Groups(t *testing.T) {
 				t.Fatalf("problems %v", r.Problems)
 			}
 			for name, W := range want {
-				w := weightByName(r, name)
-				for _, plain := range []bool{false, true} {
-					useLookup = !plain
-					got := c.whole(t, w)
-					useLookup = true
-					for i := range W {
-						if math.Float32bits(got[i]) != math.Float32bits(W[i]) {
-							t.Fatalf("%s[%d] = %#x, want %#x (lookup %v)", name, i, math.Float32bits(got[i]), math.Float32bits(W[i]), !plain)
-						}
-					}
-					checkRanges(t, c, w, got)
-				}
+				bothPaths(t, c, weightByName(r, name), W)
 			}
 		})
 	}
@@ -122,18 +117,7 @@ func TestAWQGemvFastGroups(t *testing.T) {
 				t.Fatalf("problems %v", r.Problems)
 			}
 			for name, W := range want {
-				w := weightByName(r, name)
-				for _, plain := range []bool{false, true} {
-					useLookup = !plain
-					got := c.whole(t, w)
-					useLookup = true
-					for i := range W {
-						if math.Float32bits(got[i]) != math.Float32bits(W[i]) {
-							t.Fatalf("%s[%d] = %#x, want %#x (lookup %v)", name, i, math.Float32bits(got[i]), math.Float32bits(W[i]), !plain)
-						}
-					}
-					checkRanges(t, c, w, got)
-				}
+				bothPaths(t, c, weightByName(r, name), W)
 			}
 		})
 	}
