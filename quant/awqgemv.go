@@ -80,9 +80,29 @@ var fastInv = func() (t [32]uint8) {
 // word).
 func fastNatural(dst, src []byte) {
 	d, c := (*[16]byte)(dst[:16]), (*[16]byte)(src[:16])
-	lo, hi := binary.LittleEndian.Uint64(c[:8]), binary.LittleEndian.Uint64(c[8:])
-	// (0,3): nibbles 1, 3, 5, 7 with 8, 10, 12, 14
+	lo, hi := natWords(binary.LittleEndian.Uint64(c[:8]), binary.LittleEndian.Uint64(c[8:]))
+	binary.LittleEndian.PutUint64(d[:8], lo)
+	binary.LittleEndian.PutUint64(d[8:], hi)
+}
+
+// fastNaturals is fastNatural for each 64 columns of a row: the 32 bytes
+// at src[128·b:] (its two chunks) into dst[32·b:], for len(dst)/32 blocks.
+func fastNaturals(dst, src []byte) {
+	for b := 0; b+32 <= len(dst); b += 32 {
+		d, c := (*[32]byte)(dst[b:b+32]), (*[32]byte)(src[4*b:4*b+32])
+		lo, hi := natWords(binary.LittleEndian.Uint64(c[:8]), binary.LittleEndian.Uint64(c[8:16]))
+		lo2, hi2 := natWords(binary.LittleEndian.Uint64(c[16:24]), binary.LittleEndian.Uint64(c[24:]))
+		binary.LittleEndian.PutUint64(d[:8], lo)
+		binary.LittleEndian.PutUint64(d[8:16], hi)
+		binary.LittleEndian.PutUint64(d[16:24], lo2)
+		binary.LittleEndian.PutUint64(d[24:], hi2)
+	}
+}
+
+// natWords is fastNatural on the chunk's two little-endian words.
+func natWords(lo, hi uint64) (uint64, uint64) {
 	const m03, m01, m02, odd = 0x0000_0000_f0f0_f0f0, 0x00f0_00f0_00f0_00f0, 0x0000_f0f0_0000_f0f0, 0xf0f0_f0f0_f0f0_f0f0
+	// (0,3): nibbles 1, 3, 5, 7 with 8, 10, 12, 14
 	t, u := (lo>>28^lo)&m03, (hi>>28^hi)&m03
 	lo, hi = lo^t^t<<28, hi^u^u<<28
 	// (0,1): nibbles 1, 5, 9, 13 with 2, 6, 10, 14
@@ -92,9 +112,7 @@ func fastNatural(dst, src []byte) {
 	lo, hi = lo&^odd|hi&^odd<<4, hi&odd|lo&odd>>4
 	// (0,2): nibbles 1, 3, 9, 11 with 4, 6, 12, 14
 	t, u = (lo>>12^lo)&m02, (hi>>12^hi)&m02
-	lo, hi = lo^t^t<<12, hi^u^u<<12
-	binary.LittleEndian.PutUint64(d[:8], lo)
-	binary.LittleEndian.PutUint64(d[8:], hi)
+	return lo ^ t ^ t<<12, hi ^ u ^ u<<12
 }
 
 // f16Round is x rounded to the nearest half (ties to even), as float32.
@@ -237,9 +255,13 @@ func (k *awqGemvKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) er
 				// each chunk of 32 columns put in column order, then each
 				// group looked up in its table
 				nat := s.buffer(4, iw/2)
-				for t := i0 / 32; t < i1/32; t++ {
-					nib := 256*(t/2) + 64*r + 32*(t%2) - 2*b0
-					fastNatural(nat[(32*t-i0)/2:], row[nib/2:nib/2+16])
+				if i0%64 == 0 && i1%64 == 0 {
+					fastNaturals(nat, row[32*r:])
+				} else {
+					for t := i0 / 32; t < i1/32; t++ {
+						nib := 256*(t/2) + 64*r + 32*(t%2) - 2*b0
+						fastNatural(nat[(32*t-i0)/2:], row[nib/2:nib/2+16])
+					}
 				}
 				if i0%k.gsize == 0 && iw%k.gsize == 0 { // whole groups: one call
 					dtype.Lookup4(out, nat, int(k.gsize/2), tbls, nil)

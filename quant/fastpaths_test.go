@@ -94,6 +94,13 @@ func TestFastNatural(t *testing.T) {
 		}
 		dst := make([]byte, 16)
 		fastNatural(dst, src)
+		// fastNaturals: the same chunk as the second of row 1's block 2
+		row, nat := make([]byte, 3*128), make([]byte, 3*32)
+		copy(row[2*128+32+16:], src)
+		fastNaturals(nat, row[32:])
+		if string(nat[2*32+16:]) != string(dst) {
+			t.Fatalf("chunk %x: fastNaturals %x, fastNatural %x", src, nat[2*32+16:], dst)
+		}
 		for p := range 32 {
 			k := fastInv[p]
 			if got, want := dst[k/2]>>(4*(k%2))&15, src[p/2]>>(4*(p%2))&15; got != want {
