@@ -1,8 +1,10 @@
 package quant
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/lazyweights/tensorfs/dtype"
 )
@@ -70,6 +72,49 @@ var fastInv = func() (t [32]uint8) {
 	return t
 }()
 
+// fastNatural puts the 32 nibbles of src (one chunk of 32 columns as
+// GEMV-fast stores it) in column order into dst: column k, low nibble first.
+// Stored nibble p (index bits b1 b0 c a1 a0) holds column k = 8a + 2b + c,
+// its index bits rotated left by 3 within 5: four swaps of index bits,
+// (0,3), (0,1), (0,4), (0,2), each a delta swap on the two words (bit 4 the
+// word).
+func fastNatural(dst, src []byte) {
+	d, c := (*[16]byte)(dst[:16]), (*[16]byte)(src[:16])
+	lo, hi := natWords(binary.LittleEndian.Uint64(c[:8]), binary.LittleEndian.Uint64(c[8:]))
+	binary.LittleEndian.PutUint64(d[:8], lo)
+	binary.LittleEndian.PutUint64(d[8:], hi)
+}
+
+// fastNaturals is fastNatural for each 64 columns of a row: the 32 bytes
+// at src[128·b:] (its two chunks) into dst[32·b:], for len(dst)/32 blocks.
+func fastNaturals(dst, src []byte) {
+	for b := 0; b+32 <= len(dst); b += 32 {
+		d, c := (*[32]byte)(dst[b:b+32]), (*[32]byte)(src[4*b:4*b+32])
+		lo, hi := natWords(binary.LittleEndian.Uint64(c[:8]), binary.LittleEndian.Uint64(c[8:16]))
+		lo2, hi2 := natWords(binary.LittleEndian.Uint64(c[16:24]), binary.LittleEndian.Uint64(c[24:]))
+		binary.LittleEndian.PutUint64(d[:8], lo)
+		binary.LittleEndian.PutUint64(d[8:16], hi)
+		binary.LittleEndian.PutUint64(d[16:24], lo2)
+		binary.LittleEndian.PutUint64(d[24:], hi2)
+	}
+}
+
+// natWords is fastNatural on the chunk's two little-endian words.
+func natWords(lo, hi uint64) (uint64, uint64) {
+	const m03, m01, m02, odd = 0x0000_0000_f0f0_f0f0, 0x00f0_00f0_00f0_00f0, 0x0000_f0f0_0000_f0f0, 0xf0f0_f0f0_f0f0_f0f0
+	// (0,3): nibbles 1, 3, 5, 7 with 8, 10, 12, 14
+	t, u := (lo>>28^lo)&m03, (hi>>28^hi)&m03
+	lo, hi = lo^t^t<<28, hi^u^u<<28
+	// (0,1): nibbles 1, 5, 9, 13 with 2, 6, 10, 14
+	t, u = (lo>>4^lo)&m01, (hi>>4^hi)&m01
+	lo, hi = lo^t^t<<4, hi^u^u<<4
+	// (0,4): the odd nibbles of lo with the even ones of hi
+	lo, hi = lo&^odd|hi&^odd<<4, hi&odd|lo&odd>>4
+	// (0,2): nibbles 1, 3, 9, 11 with 4, 6, 12, 14
+	t, u = (lo>>12^lo)&m02, (hi>>12^hi)&m02
+	return lo ^ t ^ t<<12, hi ^ u ^ u<<12
+}
+
 // f16Round is x rounded to the nearest half (ties to even), as float32.
 func f16Round(x float64) float32 {
 	if x != x || x == 0 {
@@ -101,6 +146,74 @@ func fmaTable(t *[16]float32, s, sz float64) {
 	}
 }
 
+// codeF32[v] is v.
+var codeF32 = [16]float32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+
+// fmaExact32 reports whether v·s + sz is computed exactly in float32 for
+// every v in 0..15, s and sz f16 values (as float32): both finite and
+// nonzero, the sum a multiple of 2^lo (lo = max(−24, min(E(s), E(sz)) − 10),
+// E the exponent) and under 2^hi in magnitude (hi = max(E(s)+5, E(sz)+1)
+// + 1), so it has at most hi − lo ≤ 24 significant bits: a float32, and
+// the product v·s (15 bits) is one too.
+func fmaExact32(s, sz float32) bool {
+	bs, bz := math.Float32bits(s)>>23&0xff, math.Float32bits(sz)>>23&0xff
+	if bs == 0 || bz == 0 || bs == 0xff || bz == 0xff { // zero (no f16 is a float32 subnormal), Inf, NaN
+		return false
+	}
+	es, ez := int(bs)-127, int(bz)-127
+	lo := max(-24, min(es, ez)-10)
+	hi := max(es+5, ez+1) + 1
+	return hi-lo <= 24
+}
+
+var (
+	f32ToF16, _ = dtype.ConverterFor(dtype.F32, dtype.F16)
+	f16ToF32, _ = dtype.ConverterFor(dtype.F16, dtype.F32)
+)
+
+// fmaTables is fmaTable for every table, tbls[g] of sc[g·stride] and
+// sz[g·stride], at once: the sums that are a float32 (every one but where
+// the scale and scaled zero are far apart in magnitude, or not finite)
+// are rounded to f16 by dtype's converters (F16C on amd64; roundF16's
+// rounding, TestRoundTo), the others by f16Round after.
+func (s *scratch) fmaTables(tbls [][16]float32, sc, sz []float32, stride int64) {
+	slow := false
+	for g := range tbls {
+		s32, z32 := sc[int64(g)*stride], sz[int64(g)*stride]
+		t := &tbls[g]
+		if fmaExact32(s32, z32) {
+			for v := range t {
+				t[v] = float32(codeF32[v]*s32) + z32
+			}
+			continue
+		}
+		sv, zv := float64(s32), float64(z32)
+		for v := range t {
+			e := float64(v)*sv + zv
+			x := float32(e)
+			if float64(x) != e {
+				slow, x = true, 0
+			}
+			t[v] = x
+		}
+	}
+	flat := unsafe.Slice((*byte)(unsafe.Pointer(&tbls[0][0])), 64*len(tbls))
+	h := s.buffer(5, int64(len(flat)/2))
+	f32ToF16(h, flat)
+	f16ToF32(flat, h)
+	if !slow {
+		return
+	}
+	for g := range tbls {
+		sv, zv := float64(sc[int64(g)*stride]), float64(sz[int64(g)*stride])
+		for v := range tbls[g] {
+			if e := float64(v)*sv + zv; float64(float32(e)) != e {
+				tbls[g][v] = f16Round(e)
+			}
+		}
+	}
+}
+
 func (k *awqGemvKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) error {
 	g0, g1 := i0/k.gsize, (i1-1)/k.gsize+1
 	ng := g1 - g0
@@ -117,17 +230,48 @@ func (k *awqGemvKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) er
 			return err
 		}
 	}
+	var row []byte
+	rowN4 := int64(-1)
 	for n := o0; n < o1; n++ {
 		out := dst[(n-o0)*iw : (n-o0+1)*iw]
 		if k.fast {
-			for g := range ng {
-				fmaTable(&tbls[g], float64(sc[g*(o1-o0)+n-o0]), float64(sz[g*(o1-o0)+n-o0]))
+			if useLookup {
+				s.fmaTables(tbls, sc[n-o0:], sz[n-o0:], o1-o0)
+			} else {
+				for g := range ng {
+					fmaTable(&tbls[g], float64(sc[g*(o1-o0)+n-o0]), float64(sz[g*(o1-o0)+n-o0]))
+				}
 			}
 			n4, r := n/4, n%4
 			b0, b1 := 128*(i0/64), 128*((i1-1)/64+1)
-			row, err := s.bytes(0, 0, 2*n4*k.in+b0, b1-b0)
-			if err != nil {
-				return err
+			if n4 != rowN4 { // the four rows of n4 share their stored row
+				var err error
+				if row, err = s.bytes(0, 0, 2*n4*k.in+b0, b1-b0); err != nil {
+					return err
+				}
+				rowN4 = n4
+			}
+			if useLookup && k.gsize%32 == 0 && i0%32 == 0 && i1%32 == 0 {
+				// each chunk of 32 columns put in column order, then each
+				// group looked up in its table
+				nat := s.buffer(4, iw/2)
+				if i0%64 == 0 && i1%64 == 0 {
+					fastNaturals(nat, row[32*r:])
+				} else {
+					for t := i0 / 32; t < i1/32; t++ {
+						nib := 256*(t/2) + 64*r + 32*(t%2) - 2*b0
+						fastNatural(nat[(32*t-i0)/2:], row[nib/2:nib/2+16])
+					}
+				}
+				if i0%k.gsize == 0 && iw%k.gsize == 0 { // whole groups: one call
+					dtype.Lookup4(out, nat, int(k.gsize/2), tbls, nil)
+					continue
+				}
+				for g := g0; g < g1; g++ {
+					a, b := max(i0, g*k.gsize), min(i1, (g+1)*k.gsize)
+					dtype.Lookup4(out[a-i0:b-i0], nat[(a-i0)/2:(b-i0)/2], int(b-a)/2, tbls[g-g0:g-g0+1], nil)
+				}
+				continue
 			}
 			for i := i0; i < i1; {
 				// the codes of columns [32t, 32t+32) are the 32 nibbles
@@ -189,6 +333,16 @@ func (k *awqGemvKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) er
 		}
 	}
 	return nil
+}
+
+// buffer is byte buffer slot's first n bytes, for the kernel's own use
+// (no part read into it).
+func (s *scratch) buffer(slot int, n int64) []byte {
+	if int64(cap(s.bufs[slot])) < n {
+		s.bufs[slot] = make([]byte, n)
+	}
+	s.bufs[slot] = s.bufs[slot][:n]
+	return s.bufs[slot]
 }
 
 // planAWQGemv plans version gemv (fast false) or gemv_fast.

@@ -75,7 +75,11 @@
 //     same operations, and the lookups of whole groups (dtype.Lookup4,
 //     Lookup4Hi, Lookup4At, Plane4: AVX2 on amd64) only move those
 //     values; dtype.Lookup8 (FP8, int8) does the loop's one multiplication
-//     with the same operand order. useLookup off, every kernel takes its
+//     with the same operand order; dtype.AffineI8BF16 and AffineNibbleBF16
+//     (torchao's bf16 affine classes, HQQ 4-bit bf16) do the table's
+//     operations, bf16(bf16(q − z)·s), per element; GEMV-fast's f16 tables
+//     are rounded by dtype's F32→F16 converter where the sum is a float32
+//     (TestFmaTables). useLookup off, every kernel takes its
 //     per-element loop: TestPlainLoops checks both. Rounding to bf16/f16
 //     is the caller's (dtype's converters). The shared fixtures (../shared/testdata/quant) and the
 //     generated variants (variants_test.go) are checked by sha256 / bit.

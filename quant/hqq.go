@@ -64,7 +64,19 @@ func (k *hqqKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error 
 			return err
 		}
 		slot := uint(j)
+		fa, fb := ga, ga // whole groups done at once
+		if k.nbits == 4 && k.cd == dtype.BF16 && k.sdt == dtype.BF16 && useLookup {
+			// bf16(bf16(v − z) · s), the table's operations, per element
+			fa, fb = max(ga, ceilDiv(e0, k.gs)), min(gb, e1/k.gs)
+			if fa < fb {
+				dtype.AffineNibbleBF16(dst[fa*k.gs-e0:fb*k.gs-e0], blk[(fa-ga)*rowB:(fb-ga)*rowB],
+					4-4*slot, int(k.gs), zr[fa-g0:fb-g0], sc[fa-g0:fb-g0])
+			}
+		}
 		for g := ga; g < gb; g++ {
+			if fa <= g && g < fb {
+				continue
+			}
 			sv, zv := sc[g-g0], zr[g-g0]
 			switch k.cd {
 			case dtype.BF16:

@@ -29,6 +29,9 @@ type aoAffineKernel struct {
 	gstride  []int64
 	tbl      *[256]float32 // each code byte's value
 	prod     dtype.DType   // the dtype of q·scale: promote(out, sdt)
+	// bf16Affine: int8 codes, out, scale and prod bf16, a zero point of
+	// I8 or BF16: each value is bf16(bf16(q − z) · s)
+	bf16Affine bool
 }
 
 var (
@@ -60,6 +63,8 @@ func (k *aoAffineKernel) init() {
 		k.tbl = i8Table
 	}
 	k.prod = promote(k.out, k.sdt)
+	k.bf16Affine = !k.float8 && k.codes == dtype.I8 && k.out == dtype.BF16 && k.sdt == dtype.BF16 &&
+		(k.zdt == dtype.I8 || k.zdt == dtype.BF16)
 }
 
 // promote is torch's result dtype of an operation on two float dtypes
@@ -105,6 +110,13 @@ func (k *aoAffineKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) e
 		}
 		row := codes[(r-r0)*w : (r-r0+1)*w]
 		out := dst[(r-r0)*w : (r-r0+1)*w]
+		if k.bf16Affine && useLookup && c0%k.bl == 0 {
+			// every block of the row at once: bf16(bf16(q − z) · s), the
+			// operations of value (the zero point, I8 or bf16, is its own
+			// value in bf16), whatever target_dtype's range
+			dtype.AffineI8BF16(out, row, int(k.bl), zp, sc)
+			continue
+		}
 		for c, j := c0, int64(0); c < c1; j++ { // block j0+j, one division a row
 			e := min((j0+j+1)*k.bl, c1)
 			in, o := row[c-c0:e-c0], out[c-c0:e-c0]
