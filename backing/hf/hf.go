@@ -90,7 +90,19 @@ type fileInfo struct {
 type location struct {
 	url     string
 	hub     bool      // the endpoint's host: send the token
+	xet     bool      // the Xet bridge (resolve gave X-Xet-Hash)
 	expires time.Time // zero: no expiry known
+}
+
+// who names where loc's bytes come from, in a message.
+func (loc location) who() string {
+	switch {
+	case loc.hub:
+		return "the Hub"
+	case loc.xet:
+		return "the Xet bridge"
+	}
+	return "the CDN"
 }
 
 var _ remote.Store = (*Store)(nil)
