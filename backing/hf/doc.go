@@ -7,7 +7,9 @@
 // HF_ENDPOINT (default https://huggingface.co); the token HF_TOKEN, else
 // the file HF_TOKEN_PATH, else $HF_HOME/token (HF_HOME default
 // $XDG_CACHE_HOME/huggingface, ~/.cache/huggingface); the cache
-// HF_HUB_CACHE, else $HF_HOME/hub; HF_HUB_OFFLINE=1 reads the cache only.
+// LLAMA_CACHE (llama.cpp keeps its -hf downloads in this layout there,
+// and looks there first), else HF_HUB_CACHE, else $HF_HOME/hub;
+// HF_HUB_OFFLINE=1 reads the cache only.
 // The token goes as "Authorization: Bearer" to the endpoint's scheme,
 // host and port only (OnEndpoint, TokenFor: the one rule, which
 // backing/httpsrc follows too): never to a host a redirect leads to

@@ -29,7 +29,8 @@ type Options struct {
 	// HF_TOKEN_PATH, $HF_HOME/token). NoToken sends none.
 	Token   string
 	NoToken bool
-	// HubCache is the HF cache (default $HF_HUB_CACHE, $HF_HOME/hub).
+	// HubCache is the HF cache (default $LLAMA_CACHE, $HF_HUB_CACHE,
+	// $HF_HOME/hub: HubCacheFromEnv).
 	HubCache string
 	// Offline reads the cache only (default $HF_HUB_OFFLINE).
 	Offline bool

@@ -219,10 +219,13 @@ func TokenFromEnv() string {
 	return strings.TrimSpace(string(b))
 }
 
-// HubCacheFromEnv is the HF cache: HF_HUB_CACHE (or the older
+// HubCacheFromEnv is the HF cache, looked up in llama.cpp's order
+// (llama.cpp keeps its -hf downloads there, in huggingface_hub's layout):
+// LLAMA_CACHE (llama.cpp's own cache, the one it uses for everything
+// when set), else huggingface_hub's: HF_HUB_CACHE (or the older
 // HUGGINGFACE_HUB_CACHE), else $HF_HOME/hub.
 func HubCacheFromEnv() string {
-	for _, v := range []string{"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"} {
+	for _, v := range []string{"LLAMA_CACHE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"} {
 		if c := os.Getenv(v); c != "" {
 			return c
 		}
