@@ -44,6 +44,23 @@
 // expiry (Expires, X-Amz-Date with X-Amz-Expires) or the CDN refuses it
 // (403), and the redirect's identity must be the one pinned.
 //
+// # Files in Xet
+//
+// A file stored in Xet (resolve's 302 carries X-Xet-Hash and a
+// `Link: <…/xet-read-token/REV>; rel="xet-auth"`) is read through the
+// Xet bridge the redirect names, as a file in LFS is through its CDN:
+// never with an unranged GET (the bridge's CloudFront refuses one past
+// 50 GB with 400), its size and identity X-Linked-Size and
+// X-Linked-Etag, which resolve must give (else one line). The CAS
+// protocol and its token are not used. Every answer is checked: a 200
+// to a range is the bytes only when the whole file was asked for with
+// its size, else the range is asked again once, then one line; a body
+// with a Content-Encoding other than identity is refused (every
+// request asks for identity: a gzip body's offsets are not the file's,
+// and decoding a whole file to serve a range is no read); a 206
+// without Content-Range is taken only when it is one part of exactly
+// the length asked for, else one line.
+//
 // # The local HF cache
 //
 // A file present in the cache at the pinned sha
