@@ -8,7 +8,8 @@
 // the file HF_TOKEN_PATH, else $HF_HOME/token (HF_HOME default
 // $XDG_CACHE_HOME/huggingface, ~/.cache/huggingface); the cache
 // LLAMA_CACHE (llama.cpp keeps its -hf downloads in this layout there,
-// and looks there first), else HF_HUB_CACHE, else $HF_HOME/hub;
+// and looks there first), else HF_HUB_CACHE, else $HF_HOME/hub: the
+// first of them that holds the repository's folder, else the first;
 // HF_HUB_OFFLINE=1 reads the cache only.
 // The token goes as "Authorization: Bearer" to the endpoint's scheme,
 // host and port only (OnEndpoint, TokenFor: the one rule, which

@@ -29,8 +29,9 @@ type Options struct {
 	// HF_TOKEN_PATH, $HF_HOME/token). NoToken sends none.
 	Token   string
 	NoToken bool
-	// HubCache is the HF cache (default $LLAMA_CACHE, $HF_HUB_CACHE,
-	// $HF_HOME/hub: HubCacheFromEnv).
+	// HubCache is the HF cache (default: of HubCachesFromEnv, $LLAMA_CACHE
+	// then $HF_HUB_CACHE or $HF_HOME/hub, the first that holds the
+	// repository, else the first).
 	HubCache string
 	// Offline reads the cache only (default $HF_HUB_OFFLINE).
 	Offline bool
@@ -133,12 +134,10 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 			s.token = TokenFromEnv()
 		}
 	}
-	cache := opts.HubCache
-	if cache == "" {
-		cache = HubCacheFromEnv()
-	}
-	if cache != "" {
-		s.cacheDir = filepath.Join(cache, RepoFolderName(kind, id))
+	if opts.HubCache != "" {
+		s.cacheDir = filepath.Join(opts.HubCache, RepoFolderName(kind, id))
+	} else {
+		s.cacheDir = repoCache(HubCachesFromEnv(), kind, id)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	conns := max(opts.Conns, 64)

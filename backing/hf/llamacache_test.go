@@ -35,25 +35,38 @@ func TestHubCacheOrder(t *testing.T) {
 
 // TestLlamaCache: a repository llama.cpp downloaded with -hf into
 // LLAMA_CACHE (huggingface_hub's layout) is read from there, offline,
-// though HF_HUB_CACHE names another cache.
+// before huggingface_hub's cache, which holds the same sha with other
+// bytes; one that only huggingface_hub's cache holds is read from there
+// though LLAMA_CACHE is set.
 func TestLlamaCache(t *testing.T) {
 	srv := hftest.New()
 	defer srv.Close()
 	files := shardedRepo(4)
 	sha := srv.Commit("org/model", "main", files...)
-	env(t, srv)
+	other := shardedRepo(9) // the same sizes, other bytes
+	osha := srv.Commit("org/other", "main", other...)
+	home := env(t, srv)
 	llama := t.TempDir()
 	hfCache(t, llama, "org/model", "main", sha, files)
+	hfCache(t, filepath.Join(home, "hub"), "org/model", "main", sha, other)
+	hfCache(t, filepath.Join(home, "hub"), "org/other", "main", osha, other)
 	t.Setenv("LLAMA_CACHE", llama)
-	t.Setenv("HF_HUB_CACHE", t.TempDir())
 	t.Setenv("HF_HUB_OFFLINE", "1")
-	ck, err := load(t, "hf://org/model")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := readAll(t, ck)
-	if !bytes.Equal(got["hf://org/model@"+sha+"/"+files[0].Path], files[0].Data) {
-		t.Errorf("wrong bytes (sources %v)", ck.Index.Sources)
+	for _, tc := range []struct {
+		repo, sha string
+		want      []byte
+	}{
+		{"org/model", sha, files[0].Data},
+		{"org/other", osha, other[0].Data},
+	} {
+		ck, err := load(t, "hf://"+tc.repo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := readAll(t, ck)
+		if !bytes.Equal(got["hf://"+tc.repo+"@"+tc.sha+"/"+files[0].Path], tc.want) {
+			t.Errorf("%s: wrong bytes (sources %v)", tc.repo, ck.Index.Sources)
+		}
 	}
 	if n := srv.HubRequests.Load() + srv.CDNRequests.Load(); n != 0 {
 		t.Errorf("%d requests offline", n)
