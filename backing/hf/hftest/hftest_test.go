@@ -9,6 +9,21 @@ import (
 	"testing"
 )
 
+// send GETs u with the headers hdr (name, value, ...), following no
+// redirect.
+func send(t *testing.T, u string, hdr ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", u, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 // TestServer: the test Hub answers as the Hub's documented API does:
 // the tree paginated by Link, resolve's 302 with the LFS headers to a
 // CDN that checks its signature and expiry and refuses Authorization,
@@ -19,17 +34,7 @@ func TestServer(t *testing.T) {
 	s.PageSize = 1
 	big := []byte(strings.Repeat("x", 1000))
 	sha := s.Commit("org/m", "main", File{Path: "a.bin", Data: big, LFS: true}, File{Path: "sub/c.txt", Data: []byte("hello")})
-	get := func(u string, hdr ...string) *http.Response {
-		req, _ := http.NewRequest("GET", u, nil)
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		resp, err := http.DefaultTransport.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
-	}
+	get := func(u string, hdr ...string) *http.Response { return send(t, u, hdr...) }
 	r := get(s.Hub.URL + "/api/models/org/m/tree/main?recursive=true")
 	if r.StatusCode != 200 || !strings.Contains(r.Header.Get("Link"), `rel="next"`) {
 		t.Errorf("tree: %d, Link %q", r.StatusCode, r.Header.Get("Link"))
@@ -106,14 +111,7 @@ func TestXet(t *testing.T) {
 	small := []byte("small")
 	sha := s.Commit("org/x", "main", File{Path: "big.bin", Data: big, Xet: true}, File{Path: "small.bin", Data: small, Xet: true})
 	get := func(u string, hdr ...string) (*http.Response, []byte) {
-		req, _ := http.NewRequest("GET", u, nil)
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		resp, err := http.DefaultTransport.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := send(t, u, hdr...)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		return resp, b

@@ -306,26 +306,38 @@ func (s *Server) cdn(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	exp := q.Get("Expires")
-	if !hmac.Equal([]byte(q.Get("Signature")), []byte(s.sign(r.URL.Path, exp))) {
-		xml(403, "AccessDenied", "Invalid signature")
+	e, _ := strconv.ParseInt(exp, 10, 64)
+	b, ok := s.signedBlob(w, r, xml, q.Get("Signature"), exp, s.now().Unix() > e, strings.TrimPrefix(r.URL.Path, "/blobs/"))
+	if !ok {
 		return
 	}
-	e, _ := strconv.ParseInt(exp, 10, 64)
-	if s.now().Unix() > e {
+	cw := &countWriter{ResponseWriter: w, n: &s.CDNBytes}
+	http.ServeContent(cw, r, "", time.Time{}, bytes.NewReader(b.data))
+}
+
+// signedBlob checks a signed URL of the CDN or the bridge: sig must sign
+// its path and signed (what else the URL's signature covers), and it
+// must not be expired; then it finds the blob of sha256 sum and sets
+// its ETag. Otherwise it answers (403, 404) and ok is false.
+func (s *Server) signedBlob(w http.ResponseWriter, r *http.Request, xml func(status int, code, msg string), sig, signed string, expired bool, sum string) (b blob, ok bool) {
+	if !hmac.Equal([]byte(sig), []byte(s.sign(r.URL.Path, signed))) {
+		xml(403, "AccessDenied", "Invalid signature")
+		return blob{}, false
+	}
+	if expired {
 		s.Expired.Add(1)
 		xml(403, "AccessDenied", "Request has expired")
-		return
+		return blob{}, false
 	}
 	s.mu.Lock()
-	b, ok := s.blobs[strings.TrimPrefix(r.URL.Path, "/blobs/")]
+	b, ok = s.blobs[sum]
 	s.mu.Unlock()
 	if !ok {
 		xml(404, "NoSuchKey", "The specified key does not exist.")
-		return
+		return blob{}, false
 	}
 	w.Header().Set("ETag", b.etag)
-	cw := &countWriter{ResponseWriter: w, n: &s.CDNBytes}
-	http.ServeContent(cw, r, "", time.Time{}, bytes.NewReader(b.data))
+	return b, true
 }
 
 type countWriter struct {

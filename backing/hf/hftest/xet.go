@@ -5,7 +5,6 @@ package hftest
 import (
 	"bytes"
 	"compress/gzip"
-	"crypto/hmac"
 	"encoding/json"
 	"hash/crc32"
 	"net/http"
@@ -34,25 +33,16 @@ func (s *Server) bridge(w http.ResponseWriter, r *http.Request, h string, xml fu
 	s.BridgeRequests.Add(1)
 	q := r.URL.Query()
 	date, exp := q.Get("X-Amz-Date"), q.Get("X-Amz-Expires")
-	if !hmac.Equal([]byte(q.Get("X-Amz-Signature")), []byte(s.sign(r.URL.Path, date+"/"+exp))) {
-		xml(403, "AccessDenied", "Invalid signature")
-		return
-	}
 	d, derr := time.Parse("20060102T150405Z", date)
 	n, nerr := strconv.Atoi(exp)
-	if derr != nil || nerr != nil || s.now().After(d.Add(time.Duration(n)*time.Second)) {
-		s.Expired.Add(1)
-		xml(403, "AccessDenied", "Request has expired")
-		return
-	}
+	expired := derr != nil || nerr != nil || s.now().After(d.Add(time.Duration(n)*time.Second))
 	s.mu.Lock()
-	b, ok := s.blobs[s.xet[h]]
+	sum := s.xet[h]
 	s.mu.Unlock()
+	b, ok := s.signedBlob(w, r, xml, q.Get("X-Amz-Signature"), date+"/"+exp, expired, sum)
 	if !ok {
-		xml(404, "NoSuchKey", "The specified key does not exist.")
 		return
 	}
-	w.Header().Set("ETag", b.etag)
 	cw := &countWriter{ResponseWriter: w, n: &s.CDNBytes}
 	rng := r.Header.Get("Range")
 	if rng == "" {
