@@ -136,6 +136,12 @@ func TestXetBridgeAnswers(t *testing.T) {
 	if srv.BridgeUnranged.Load() != 0 {
 		t.Errorf("%d unranged GETs of the bridge", srv.BridgeUnranged.Load())
 	}
+	// check --data's sha256: the LFS oid the tree lists for a file in
+	// Xet too.
+	st, _ := xetStore(t, srv, "org/xet", "w.bin")
+	if sum, ok := st.SHA256("w.bin"); !ok || sum != hftest.SHA256(data) {
+		t.Errorf("SHA256: %q %v, want %s", sum, ok, hftest.SHA256(data))
+	}
 }
 
 // dropHeader is a Hub whose resolve answers lack header h.
