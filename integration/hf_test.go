@@ -19,10 +19,16 @@ import (
 // shards) and its `load --sha256` lines (from a local copy).
 func hfRepo(t *testing.T, srv *hftest.Server) (sha string, size int64, want string) {
 	t.Helper()
+	files, size, want := hfFiles(t)
+	return srv.Commit("org/model", "main", files...), size, want
+}
+
+// hfFiles are hfRepo's files, its size and its `load --sha256` lines.
+func hfFiles(t *testing.T) (files []hftest.File, size int64, want string) {
+	t.Helper()
 	r := rand.New(rand.NewPCG(36, 1))
 	dir := t.TempDir()
 	wm := map[string]string{}
-	var files []hftest.File
 	for s := range 3 {
 		var ts []stTensor
 		for i := range 2 {
@@ -50,13 +56,56 @@ func hfRepo(t *testing.T, srv *hftest.Server) (sha string, size int64, want stri
 	if w.code != 0 {
 		t.Fatal(w.stderr)
 	}
-	return srv.Commit("org/model", "main", files...), size, w.stdout
+	return files, size, w.stdout
+}
+
+// TestHFXet: `load --sha256` of a repository whose shards are in Xet,
+// each past the bridge's cap on unranged GETs (CloudFront's 50 GB,
+// scaled down), equals the local copy's with no unranged GET; a bridge
+// that answers a range once with the whole file changes nothing; one
+// that answers every range with half of it without Content-Range is
+// one line naming the file once, exit 1.
+func TestHFXet(t *testing.T) {
+	srv := hftest.New()
+	defer srv.Close()
+	srv.BridgeUnrangedMax = 1 << 20
+	files, _, want := hfFiles(t)
+	for i := range files {
+		files[i].Xet = files[i].LFS
+	}
+	sha := srv.Commit("org/xet", "main", files...)
+	env := hfEnv(t, srv)
+	load := func() result {
+		return runEnv(t, env, "load", "--quiet", "--sha256", "--part-size", "1MiB", "hf://org/xet")
+	}
+	if r := load(); r.code != 0 || r.stdout != want {
+		t.Fatalf("exit %d, stdout:\n%s\nwant:\n%s\nstderr: %s", r.code, r.stdout, want, r.stderr)
+	}
+	srv.FaultBridge(hftest.BridgeWhole, 1)
+	if r := load(); r.code != 0 || r.stdout != want || srv.BridgeFaulted.Load() != 1 {
+		t.Fatalf("a whole 200 once (%d faulted): exit %d, stdout:\n%s\nstderr: %s", srv.BridgeFaulted.Load(), r.code, r.stdout, r.stderr)
+	}
+	if srv.BridgeRequests.Load() == 0 || srv.BridgeUnranged.Load() != 0 || srv.CDNAuth.Load() != 0 {
+		t.Fatalf("the bridge had %d requests, %d unranged, %d with Authorization", srv.BridgeRequests.Load(), srv.BridgeUnranged.Load(), srv.CDNAuth.Load())
+	}
+	srv.FaultBridge(hftest.BridgeShortNoContentRange, -1)
+	r := load()
+	var line string
+	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		if strings.Contains(l, "without Content-Range") {
+			line = l
+		}
+	}
+	if r.code != 1 || line == "" || strings.Count(line, "hf://org/xet@"+sha+"/model-") != 1 || strings.Contains(r.stderr, "Signature") {
+		t.Fatalf("a bridge that halves every range: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	t.Logf("%s", line)
 }
 
 // hfEnv points a tensorfs process at srv, with a token and an empty HF
 // home.
 func hfEnv(t *testing.T, srv *hftest.Server) []string {
-	return []string{"HF_ENDPOINT=" + srv.Hub.URL, "HF_HOME=" + t.TempDir(), "HF_TOKEN=hf_fleet", "HF_HUB_CACHE=", "HF_HUB_OFFLINE=", "HF_TOKEN_PATH="}
+	return []string{"HF_ENDPOINT=" + srv.Hub.URL, "HF_HOME=" + t.TempDir(), "HF_TOKEN=hf_fleet", "HF_HUB_CACHE=", "HF_HUB_OFFLINE=", "HF_TOKEN_PATH=", "LLAMA_CACHE="}
 }
 
 // TestHFFleetThroughTier: 8 processes load one hf:// repository through

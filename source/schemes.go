@@ -120,11 +120,11 @@ AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL,
 			Help: `hf://[models/|datasets/]ORG/NAME[@REV][/PATH]: a Hugging Face Hub
 repository at a branch, tag, commit or refs/pr/N (default main), pinned to
 its commit sha; HF_ENDPOINT, HF_TOKEN (or HF_TOKEN_PATH, $HF_HOME/token;
-sent to the endpoint's host only), the HF cache (HF_HUB_CACHE, HF_HOME)
-read without a request, HF_HUB_OFFLINE=1 (the cache only); when the Hub
-cannot be reached (no network, DNS, a refused connection), a revision
-whose snapshot is in the HF cache is read from there, as with
-HF_HUB_OFFLINE=1, with one line saying so.`,
+sent to the endpoint's host only), the HF cache (LLAMA_CACHE,
+HF_HUB_CACHE, HF_HOME) read without a request, HF_HUB_OFFLINE=1 (the
+cache only); when the Hub cannot be reached (no network, DNS, a refused
+connection), a revision whose snapshot is in the HF cache is read from
+there, as with HF_HUB_OFFLINE=1, with one line saying so.`,
 			Open: openHF,
 		},
 		{

@@ -34,7 +34,7 @@ func (s *Store) fromCache(why, sha string) (string, map[string]fileInfo, error) 
 		return &remote.Error{URL: s.URL(""), Kind: remote.NotFound, Msg: why + " and " + fmt.Sprintf(format, args...)}
 	}
 	if s.cacheDir == "" {
-		return "", nil, fail("there is no HF cache (HF_HUB_CACHE, HF_HOME)")
+		return "", nil, fail("there is no HF cache (LLAMA_CACHE, HF_HUB_CACHE, HF_HOME)")
 	}
 	if sha == "" {
 		sha = s.rev

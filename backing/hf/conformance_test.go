@@ -17,17 +17,21 @@ const conformanceToken = "hf_conformanceT0kenSecret"
 // Hub: a repository whose files are in Git LFS (resolve's 302 to the
 // CDN's presigned URLs, which expire), and one whose files are in git
 // (resolve's 307 to resolve-cache, on the Hub); replies held or cut
-// wherever the bytes come from.
+// wherever the bytes come from; and one whose files are in Xet (the
+// 302 to the Xet bridge, whose S3-style signed URLs expire), with a cap
+// on unranged GETs below every file's size.
 func TestConformance(t *testing.T) {
-	t.Run("lfs", func(t *testing.T) { storetest.Run(t, hfHarness(true)) })
-	t.Run("git", func(t *testing.T) { storetest.Run(t, hfHarness(false)) })
+	t.Run("lfs", func(t *testing.T) { storetest.Run(t, hfHarness(true, false)) })
+	t.Run("git", func(t *testing.T) { storetest.Run(t, hfHarness(false, false)) })
+	t.Run("xet", func(t *testing.T) { storetest.Run(t, hfHarness(true, true)) })
 }
 
-func hfHarness(lfs bool) storetest.Harness {
+func hfHarness(lfs, xet bool) storetest.Harness {
 	return func(t *testing.T, objects map[string][]byte) *storetest.Fixture {
 		t.Setenv("HF_HUB_OFFLINE", "")
 		srv := hftest.New()
 		t.Cleanup(srv.Close)
+		srv.BridgeUnrangedMax = 0
 		// The bytes of a file in LFS come from the CDN, of one in git
 		// from the Hub: the Holder holds the replies of both.
 		var hold storetest.Holder
@@ -35,11 +39,11 @@ func hfHarness(lfs bool) storetest.Harness {
 		srv.WrapHub(hold.Wrap)
 		var files []hftest.File
 		for k, v := range objects {
-			files = append(files, hftest.File{Path: k, Data: v, LFS: lfs})
+			files = append(files, hftest.File{Path: k, Data: v, LFS: lfs, Xet: xet})
 		}
 		srv.Commit("org/conformance", "main", files...)
 		srv.Repo("org/gated", false, true)
-		srv.Commit("org/gated", "main", hftest.File{Path: "weights.bin", Data: []byte("gated bytes"), LFS: lfs})
+		srv.Commit("org/gated", "main", hftest.File{Path: "weights.bin", Data: []byte("gated bytes"), LFS: lfs, Xet: xet})
 		open := func(t *testing.T, repo string) remote.Store {
 			st, _, err := hf.Open(context.Background(), "hf://"+repo, hf.Options{Endpoint: srv.Hub.URL, Token: conformanceToken, HubCache: t.TempDir(), Logf: t.Logf})
 			if err != nil {
@@ -56,6 +60,13 @@ func hfHarness(lfs bool) storetest.Harness {
 			Lacks: map[string]string{
 				"Redirect": "the store follows resolve's one redirect itself (every read here goes through it) and refuses another",
 			},
+		}
+		if xet {
+			t.Cleanup(func() {
+				if n := srv.BridgeUnranged.Load(); n != 0 {
+					t.Errorf("%d unranged GETs of the Xet bridge", n)
+				}
+			})
 		}
 		if lfs {
 			f.Replace = func(t *testing.T, key string, data []byte) {

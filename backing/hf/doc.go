@@ -7,7 +7,10 @@
 // HF_ENDPOINT (default https://huggingface.co); the token HF_TOKEN, else
 // the file HF_TOKEN_PATH, else $HF_HOME/token (HF_HOME default
 // $XDG_CACHE_HOME/huggingface, ~/.cache/huggingface); the cache
-// HF_HUB_CACHE, else $HF_HOME/hub; HF_HUB_OFFLINE=1 reads the cache only.
+// LLAMA_CACHE (llama.cpp keeps its -hf downloads in this layout there,
+// and looks there first), else HF_HUB_CACHE, else $HF_HOME/hub: the
+// first of them that holds the repository's folder, else the first;
+// HF_HUB_OFFLINE=1 reads the cache only.
 // The token goes as "Authorization: Bearer" to the endpoint's scheme,
 // host and port only (OnEndpoint, TokenFor: the one rule, which
 // backing/httpsrc follows too): never to a host a redirect leads to
@@ -41,6 +44,23 @@
 // next one that adds no entry) is one line at once. A CDN URL is re-obtained from resolve when it is near its
 // expiry (Expires, X-Amz-Date with X-Amz-Expires) or the CDN refuses it
 // (403), and the redirect's identity must be the one pinned.
+//
+// # Files in Xet
+//
+// A file stored in Xet (resolve's 302 carries X-Xet-Hash and a
+// `Link: <…/xet-read-token/REV>; rel="xet-auth"`) is read through the
+// Xet bridge the redirect names, as a file in LFS is through its CDN:
+// never with an unranged GET (the bridge's CloudFront refuses one past
+// 50 GB with 400), its size and identity X-Linked-Size and
+// X-Linked-Etag, which resolve must give (else one line). The CAS
+// protocol and its token are not used. Every answer is checked: a 200
+// to a range is the bytes only when the whole file was asked for with
+// its size, else the range is asked again once, then one line; a body
+// with a Content-Encoding other than identity is refused (every
+// request asks for identity: a gzip body's offsets are not the file's,
+// and decoding a whole file to serve a range is no read); a 206
+// without Content-Range is taken only when it is one part of exactly
+// the length asked for, else one line.
 //
 // # The local HF cache
 //

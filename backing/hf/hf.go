@@ -29,7 +29,9 @@ type Options struct {
 	// HF_TOKEN_PATH, $HF_HOME/token). NoToken sends none.
 	Token   string
 	NoToken bool
-	// HubCache is the HF cache (default $HF_HUB_CACHE, $HF_HOME/hub).
+	// HubCache is the HF cache (default: of HubCachesFromEnv, $LLAMA_CACHE
+	// then $HF_HUB_CACHE or $HF_HOME/hub, the first that holds the
+	// repository, else the first).
 	HubCache string
 	// Offline reads the cache only (default $HF_HUB_OFFLINE).
 	Offline bool
@@ -90,7 +92,19 @@ type fileInfo struct {
 type location struct {
 	url     string
 	hub     bool      // the endpoint's host: send the token
+	xet     bool      // the Xet bridge (resolve gave X-Xet-Hash)
 	expires time.Time // zero: no expiry known
+}
+
+// who names where loc's bytes come from, in a message.
+func (loc location) who() string {
+	switch {
+	case loc.hub:
+		return "the Hub"
+	case loc.xet:
+		return "the Xet bridge"
+	}
+	return "the CDN"
 }
 
 var _ remote.Store = (*Store)(nil)
@@ -120,12 +134,10 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 			s.token = TokenFromEnv()
 		}
 	}
-	cache := opts.HubCache
-	if cache == "" {
-		cache = HubCacheFromEnv()
-	}
-	if cache != "" {
-		s.cacheDir = filepath.Join(cache, RepoFolderName(kind, id))
+	if opts.HubCache != "" {
+		s.cacheDir = filepath.Join(opts.HubCache, RepoFolderName(kind, id))
+	} else {
+		s.cacheDir = repoCache(HubCachesFromEnv(), kind, id)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	conns := max(opts.Conns, 64)

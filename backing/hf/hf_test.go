@@ -58,7 +58,7 @@ func env(t *testing.T, srv *hftest.Server) string {
 	home := t.TempDir()
 	t.Setenv("HF_ENDPOINT", srv.Hub.URL)
 	t.Setenv("HF_HOME", home)
-	for _, v := range []string{"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "XDG_CACHE_HOME"} {
+	for _, v := range []string{"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "XDG_CACHE_HOME", "LLAMA_CACHE"} {
 		t.Setenv(v, "")
 	}
 	return home

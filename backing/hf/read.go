@@ -45,6 +45,18 @@ func (s *Store) locate(ctx context.Context, obj remote.Object) (location, error)
 	default:
 		return location{}, s.hubError(key, resp)
 	}
+	// A file in Xet (X-Xet-Hash) is read through the bridge with ranged
+	// GETs alone: its size and identity are X-Linked-Size and
+	// X-Linked-Etag (the LFS sha256; its ETag is the pointer's git oid),
+	// which it must have.
+	xet := resp.Header.Get("X-Xet-Hash") != ""
+	if xet {
+		for _, h := range []string{"X-Linked-Etag", "X-Linked-Size"} {
+			if resp.Header.Get(h) == "" {
+				return location{}, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Status: resp.StatusCode, Msg: "the Hub gave a file in Xet without " + h}
+			}
+		}
+	}
 	etag := normalizeETag(resp.Header.Get("X-Linked-Etag"))
 	if etag == "" {
 		etag = normalizeETag(resp.Header.Get("ETag"))
@@ -53,15 +65,19 @@ func (s *Store) locate(ctx context.Context, obj remote.Object) (location, error)
 		return location{}, changed("the Hub gives ETag %s, was %s", etag, obj.ETag)
 	}
 	if ls := resp.Header.Get("X-Linked-Size"); ls != "" {
-		if n, err := strconv.ParseInt(ls, 10, 64); err == nil && n != obj.Size {
+		n, err := strconv.ParseInt(ls, 10, 64)
+		if err == nil && n != obj.Size {
 			return location{}, changed("the Hub gives %d bytes, was %d", n, obj.Size)
+		}
+		if err != nil && xet {
+			return location{}, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Status: resp.StatusCode, Msg: fmt.Sprintf("the Hub gave a file in Xet with X-Linked-Size %s", strconv.Quote(ls))}
 		}
 	}
 	u, err := req.URL.Parse(resp.Header.Get("Location"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return location{}, &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Status: resp.StatusCode, Msg: "the Hub redirected to a malformed URL"}
 	}
-	return location{url: u.String(), hub: s.isHub(u), expires: expiry(u)}, nil
+	return location{url: u.String(), hub: s.isHub(u), xet: xet, expires: expiry(u)}, nil
 }
 
 // normalizeETag strips W/ and quotes (file_download.py's _normalize_etag).
@@ -108,7 +124,8 @@ func (s *Store) where(ctx context.Context, obj remote.Object, stale string) (loc
 
 // Get fills bufs with obj's bytes from off on: from the HF cache, or
 // with one ranged GET of its location (re-obtained once when the CDN
-// refuses it: an expired signature).
+// refuses it: an expired signature; asked once more when it answers the
+// range with the whole file, as the Xet bridge sometimes does).
 func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]byte, filled func(i int)) error {
 	want := remote.BufsLen(bufs)
 	if want == 0 {
@@ -124,6 +141,7 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 		return nil
 	}
 	stale := ""
+	whole := false
 	for try := 0; ; try++ {
 		loc, err := s.where(ctx, obj, stale)
 		if err != nil {
@@ -133,6 +151,10 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 		var re *remote.Error
 		if try == 0 && !loc.hub && errors.As(err, &re) && re.Status == http.StatusForbidden {
 			stale = loc.url // expired, or revoked: ask resolve again
+			continue
+		}
+		if !whole && errors.As(err, &re) && re.Status == http.StatusOK {
+			whole = true // the range answered with the whole file: ask again, once
 			continue
 		}
 		if err == nil && s.cw != nil {
@@ -168,13 +190,24 @@ func (s *Store) getAt(ctx context.Context, loc location, obj remote.Object, off 
 	changed := func(format string, args ...any) error {
 		return &remote.Error{URL: s.URL(key), Kind: remote.Changed, Msg: fmt.Sprintf(format, args...)}
 	}
+	// The bytes must be the file's as they are: a body encoded (gzip, as
+	// CloudFront sends one to a client that accepts it, answering a
+	// Range with the whole file) has other offsets and a length known
+	// only once decoded whole. Every request asks for identity; an
+	// answer encoded all the same is refused, never decoded.
+	if ce := resp.Header.Get("Content-Encoding"); (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusPartialContent) && ce != "" && !strings.EqualFold(ce, "identity") {
+		return &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("the server sent the bytes encoded (Content-Encoding %s)", strconv.Quote(ce))}
+	}
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
 	case http.StatusOK:
+		// A 200 is the whole file: it serves only a read of the whole
+		// file, with its size; else the range is asked for again once
+		// (Get), then this is the error.
 		if off == 0 && want == obj.Size && resp.ContentLength == want {
 			break // the whole file
 		}
-		return &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Status: 200, Msg: "the server ignored the Range request"}
+		return &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Status: 200, Msg: fmt.Sprintf("asked %s for bytes %d-%d, it ignored the Range request", loc.who(), off, off+want-1)}
 	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
 		return &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Status: resp.StatusCode, Msg: "redirected again"}
 	default:
@@ -182,7 +215,7 @@ func (s *Store) getAt(ctx context.Context, loc location, obj remote.Object, off 
 			return s.hubError(key, resp)
 		}
 		st := resp.StatusCode
-		msg := "the CDN answered " + http.StatusText(st)
+		msg := loc.who() + " answered " + http.StatusText(st)
 		return &remote.Error{URL: s.URL(key), Kind: remote.StatusKind(st), Status: st, Msg: msg}
 	}
 	if c := resp.Header.Get("X-Repo-Commit"); loc.hub && c != "" && c != s.Revision() {
@@ -205,12 +238,18 @@ func (s *Store) getAt(ctx context.Context, loc location, obj remote.Object, off 
 		}
 	}
 	if resp.StatusCode == http.StatusPartialContent {
-		if err := remote.CheckContentRange(s.URL(key), resp.Header.Get("Content-Range"), off, want, obj.Size); err != nil {
+		// A 206 without Content-Range (the Xet bridge sends some) is
+		// the range asked for only when it is one part of exactly its
+		// length; else which bytes it holds cannot be told.
+		cr := resp.Header.Get("Content-Range")
+		if cr == "" {
+			mt := strings.ToLower(resp.Header.Get("Content-Type"))
+			if resp.ContentLength != want || strings.HasPrefix(mt, "multipart/") {
+				return &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Status: 206, Msg: fmt.Sprintf("asked %s for bytes %d-%d (%d bytes), it answered %s without Content-Range: which bytes they are cannot be told", loc.who(), off, off+want-1, want, partLength(resp.ContentLength))}
+			}
+		} else if err := remote.CheckContentRange(s.URL(key), cr, off, want, obj.Size); err != nil {
 			return err
 		}
-	}
-	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		return &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("the server sent the bytes encoded (Content-Encoding %s)", strconv.Quote(ce))}
 	}
 	if resp.ContentLength >= 0 && resp.ContentLength != want {
 		return &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("asked for %d bytes at %d, the server sent %d", want, off, resp.ContentLength)}
@@ -219,6 +258,14 @@ func (s *Store) getAt(ctx context.Context, loc location, obj remote.Object, off 
 		return &remote.Error{URL: s.URL(key), Kind: remote.Transient, Msg: "reading the response: " + err.Error(), Err: err}
 	}
 	return nil
+}
+
+// partLength says how long a reply's body says it is.
+func partLength(n int64) string {
+	if n < 0 {
+		return "a body of unknown length"
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func drain(resp *http.Response) {

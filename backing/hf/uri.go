@@ -219,18 +219,51 @@ func TokenFromEnv() string {
 	return strings.TrimSpace(string(b))
 }
 
-// HubCacheFromEnv is the HF cache: HF_HUB_CACHE (or the older
+// HubCacheFromEnv is the HF cache, looked up in llama.cpp's order
+// (llama.cpp keeps its -hf downloads there, in huggingface_hub's layout):
+// LLAMA_CACHE (llama.cpp's own cache, the one it uses for everything
+// when set), else huggingface_hub's: HF_HUB_CACHE (or the older
 // HUGGINGFACE_HUB_CACHE), else $HF_HOME/hub.
 func HubCacheFromEnv() string {
+	if c := HubCachesFromEnv(); len(c) > 0 {
+		return c[0]
+	}
+	return ""
+}
+
+// HubCachesFromEnv are the HF caches a repository is looked for in, in
+// llama.cpp's order: LLAMA_CACHE when set, then huggingface_hub's (HF_HUB_CACHE,
+// HUGGINGFACE_HUB_CACHE, $HF_HOME/hub), so that a model downloaded by
+// either tool is found.
+func HubCachesFromEnv() []string {
+	var out []string
+	if c := os.Getenv("LLAMA_CACHE"); c != "" {
+		out = append(out, c)
+	}
 	for _, v := range []string{"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"} {
 		if c := os.Getenv(v); c != "" {
-			return c
+			return append(out, c)
 		}
 	}
 	if h := hfHome(); h != "" {
-		return filepath.Join(h, "hub")
+		return append(out, filepath.Join(h, "hub"))
 	}
-	return ""
+	return out
+}
+
+// repoCache is the folder of repository id (kind "models" or
+// "datasets") in the first of caches that holds it, else in the first.
+func repoCache(caches []string, kind, id string) string {
+	for _, c := range caches {
+		d := filepath.Join(c, RepoFolderName(kind, id))
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			return d
+		}
+	}
+	if len(caches) == 0 {
+		return ""
+	}
+	return filepath.Join(caches[0], RepoFolderName(kind, id))
 }
 
 func offlineEnv() bool {

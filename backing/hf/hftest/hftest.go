@@ -21,6 +21,20 @@
 //     past it), refuses any request carrying an Authorization header
 //     (400, as S3 does for a presigned URL), and answers Range with 206
 //     and Content-Range, ETag the blob's MD5.
+//   - A file stored in Xet (File.Xet) is answered by resolve as the Hub
+//     does (huggingface_hub's constants.py, utils/_xet.py,
+//     file_download.py): a 302 to the Xet bridge with X-Xet-Hash,
+//     X-Linked-Etag (still the LFS sha256), X-Linked-Size and
+//     `Link: <ENDPOINT/api/models/ORG/NAME/xet-read-token/SHA>;
+//     rel="xet-auth"`; that route answers the CAS's URL and a short-lived
+//     token in X-Xet-Cas-Url, X-Xet-Access-Token, X-Xet-Token-Expiration.
+//     The bridge (on the CDN's listener, /xet-bridge-us/XETHASH) signs
+//     its URLs as S3 does (X-Amz-Date, X-Amz-Expires, X-Amz-Signature;
+//     403 past them), refuses an unranged GET of a file over
+//     BridgeUnrangedMax bytes with 400 (CloudFront's 50 GB cap), and
+//     answers Range with 206 and Content-Range, unless FaultBridge makes
+//     its next ranged answers a whole 200 (gzip-encoded or not) or a 206
+//     without Content-Range.
 //
 // Every request either listener receives is recorded with all its
 // headers (Requests), for tests of where a credential goes.
@@ -66,7 +80,36 @@ type File struct {
 	Path string
 	Data []byte
 	LFS  bool // stored in Git LFS: resolve redirects to the CDN
+	// Xet: stored in Xet (an LFS file too: the tree lists its LFS oid
+	// and its xetHash): resolve redirects to the Xet bridge.
+	Xet bool
 }
+
+// MaxHTTPDownloadSize is the size past which the Hub's CDN (CloudFront)
+// refuses an unranged GET: huggingface_hub's MAX_HTTP_DOWNLOAD_SIZE.
+const MaxHTTPDownloadSize = 50 * 1000 * 1000 * 1000
+
+// BridgeFault is a way for the Xet bridge to answer a ranged GET
+// otherwise than with 206 and Content-Range.
+type BridgeFault int
+
+const (
+	// BridgeWhole answers with the whole file: 200, Content-Length its
+	// size.
+	BridgeWhole BridgeFault = iota + 1
+	// BridgeGzip answers a request that accepts gzip (Accept-Encoding)
+	// with the whole file gzip-encoded, as CloudFront does; one that
+	// asks for identity is answered rightly (not counted in Faulted).
+	BridgeGzip
+	// BridgeGzipAlways is BridgeGzip whatever the request accepts.
+	BridgeGzipAlways
+	// BridgeNoContentRange answers 206 with the bytes asked for and
+	// their Content-Length, without Content-Range.
+	BridgeNoContentRange
+	// BridgeShortNoContentRange answers 206 without Content-Range with
+	// the first half of the bytes asked for.
+	BridgeShortNoContentRange
+)
 
 // Server is a Hub and its CDN on loopback.
 type Server struct {
@@ -78,14 +121,21 @@ type Server struct {
 	// TreeFault makes the tree API's pages lie (TreeSelf, TreeEndless);
 	// zero lists as the Hub does. Set it before the first request.
 	TreeFault TreeFault
+	// BridgeUnrangedMax is the largest Xet file the bridge sends to an
+	// unranged GET (default MaxHTTPDownloadSize; a test scales it down).
+	// Set it before the first request.
+	BridgeUnrangedMax int64
 
 	secret  []byte
 	mu      sync.Mutex
 	repos   map[string]*repo    // GUARDED_BY(mu): "models/ORG/NAME"
 	grants  map[string][]string // GUARDED_BY(mu): token -> repo keys
 	blobs   map[string]blob     // GUARDED_BY(mu): sha256 hex -> bytes
+	xet     map[string]string   // GUARDED_BY(mu): Xet hash -> sha256 of its blob
 	clock   time.Duration       // GUARDED_BY(mu): added to now (Expire)
 	ncommit int                 // GUARDED_BY(mu)
+	fault   BridgeFault         // GUARDED_BY(mu): FaultBridge's
+	nfault  int                 // GUARDED_BY(mu): ranged GETs left that fault takes
 
 	throttle atomic.Int64
 	// Counters.
@@ -93,6 +143,9 @@ type Server struct {
 	HubBytes, CDNBytes            atomic.Int64 // bodies of file bytes served
 	HubAuth, CDNAuth              atomic.Int64 // requests that carried Authorization
 	Redirects, Expired, Throttled atomic.Int64
+	// The Xet bridge's requests (also in CDNRequests), its unranged
+	// GETs, the answers FaultBridge changed, and xet-read-token's.
+	BridgeRequests, BridgeUnranged, BridgeFaulted, XetTokens atomic.Int64
 
 	seenMu sync.Mutex
 	seen   []Request // GUARDED_BY(seenMu): every request, in order
@@ -136,6 +189,7 @@ type repo struct {
 type stored struct {
 	File
 	sha256  string // of the bytes (the LFS oid)
+	xetHash string // XetHash of the bytes, "" unless Xet
 	oid     string // git oid of what git holds: the bytes, or the LFS pointer
 	ptrSize int64  // the LFS pointer's size
 }
@@ -159,7 +213,7 @@ func New() *Server { return start(false) }
 func NewTLSCDN() *Server { return start(true) }
 
 func start(tlsCDN bool) *Server {
-	s := &Server{PageSize: 3, URLTTL: time.Hour, secret: []byte("hftest-cdn-key"), repos: map[string]*repo{}, grants: map[string][]string{}, blobs: map[string]blob{}}
+	s := &Server{PageSize: 3, URLTTL: time.Hour, BridgeUnrangedMax: MaxHTTPDownloadSize, secret: []byte("hftest-cdn-key"), repos: map[string]*repo{}, grants: map[string][]string{}, blobs: map[string]blob{}, xet: map[string]string{}}
 	s.Hub = httptest.NewServer(http.HandlerFunc(s.serveHub))
 	if tlsCDN {
 		s.CDN = httptest.NewTLSServer(http.HandlerFunc(s.serveCDN))
@@ -206,7 +260,12 @@ func (s *Server) Commit(id, branch string, files ...File) string {
 	fmt.Fprintf(h, "%s\x00%s\x00%d", k, branch, s.ncommit)
 	tree := map[string]*stored{}
 	for _, f := range files {
+		f.LFS = f.LFS || f.Xet
 		st := &stored{File: f, sha256: SHA256(f.Data), oid: GitOID(f.Data)}
+		if f.Xet {
+			st.xetHash = XetHash(f.Data)
+			s.xet[st.xetHash] = st.sha256
+		}
 		fmt.Fprintf(h, "\x00%s\x00%s", f.Path, st.sha256)
 		if f.LFS {
 			ptr := LFSPointer(f.Data)
@@ -260,6 +319,27 @@ func (s *Server) CorruptLFS(id, sha, path string, change func(b []byte)) (hubSum
 	return st.sha256, SHA256(b)
 }
 
+// FaultBridge makes the Xet bridge answer its next n ranged GETs with f
+// (n < 0: all of them; f zero: none).
+func (s *Server) FaultBridge(f BridgeFault, n int) {
+	s.mu.Lock()
+	s.fault, s.nfault = f, n
+	s.mu.Unlock()
+}
+
+// takeFault is the fault the next ranged GET of the bridge takes.
+func (s *Server) takeFault() BridgeFault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.nfault == 0 {
+		return 0
+	}
+	if s.nfault > 0 {
+		s.nfault--
+	}
+	return s.fault
+}
+
 // Throttle makes the next n Hub requests answer 429.
 func (s *Server) Throttle(n int) { s.throttle.Store(int64(n)) }
 
@@ -290,6 +370,13 @@ func SHA256(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// XetHash stands for the Xet hash of b (a merkle hash of its chunks on
+// the Hub; here the hex sha256 of "xet\x00" and b): 64 hex digits, as
+// huggingface_hub's is_valid_xet_hash wants, and not the LFS sha256.
+func XetHash(b []byte) string {
+	return SHA256(append([]byte("xet\x00"), b...))
+}
+
 // LFSPointer is the pointer file git holds for an LFS file of bytes b.
 func LFSPointer(b []byte) []byte {
 	return []byte(fmt.Sprintf("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n", SHA256(b), len(b)))
@@ -299,7 +386,7 @@ func LFSPointer(b []byte) []byte {
 // sha256 (X-Linked-Etag), else its git oid; as huggingface_hub names
 // the cache's blobs.
 func ETag(f File) string {
-	if f.LFS {
+	if f.LFS || f.Xet {
 		return SHA256(f.Data)
 	}
 	return GitOID(f.Data)

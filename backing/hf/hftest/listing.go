@@ -18,6 +18,8 @@ type entry struct {
 	Size int64     `json:"size"`
 	Path string    `json:"path"`
 	LFS  *lfsEntry `json:"lfs,omitempty"`
+	// XetHash is a file in Xet's hash (hf_api.py's RepoFile.xet_hash).
+	XetHash string `json:"xetHash,omitempty"`
 }
 
 type lfsEntry struct {
@@ -28,7 +30,7 @@ type lfsEntry struct {
 
 func fileEntry(f *stored) entry {
 	if f.LFS {
-		return entry{Type: "file", OID: f.oid, Size: int64(len(f.Data)), Path: f.Path, LFS: &lfsEntry{OID: f.sha256, Size: int64(len(f.Data)), PointerSize: f.ptrSize}}
+		return entry{Type: "file", OID: f.oid, Size: int64(len(f.Data)), Path: f.Path, LFS: &lfsEntry{OID: f.sha256, Size: int64(len(f.Data)), PointerSize: f.ptrSize}, XetHash: f.xetHash}
 	}
 	return entry{Type: "file", OID: f.oid, Size: int64(len(f.Data)), Path: f.Path}
 }

@@ -122,7 +122,9 @@ func (s *Server) hub(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(segs) >= 6 && segs[0] == "api" && (segs[1] == "models" || segs[1] == "datasets") {
 		k := segs[1] + "/" + un(segs[2]) + "/" + un(segs[3])
-		rp := s.access(w, r, k, false)
+		// xet-read-token gives access to the bytes: a gated
+		// repository's need a grant, as resolve's do.
+		rp := s.access(w, r, k, segs[4] == "xet-read-token")
 		if rp == nil {
 			return
 		}
@@ -142,6 +144,8 @@ func (s *Server) hub(w http.ResponseWriter, r *http.Request) {
 			}
 			r.ParseForm()
 			s.pathsInfo(w, tree, r.PostForm["paths"])
+		case "xet-read-token":
+			s.xetToken(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -186,6 +190,21 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, rp *repo, sha
 	w.Header().Set("X-Repo-Commit", sha)
 	if resolve {
 		s.Redirects.Add(1)
+		if f.Xet {
+			w.Header().Set("ETag", `"`+f.oid+`"`)
+			w.Header().Set("X-Linked-Etag", `"`+f.sha256+`"`)
+			w.Header().Set("X-Linked-Size", strconv.Itoa(len(f.Data)))
+			w.Header().Set("X-Xet-Hash", f.xetHash)
+			typ, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
+			if typ != "datasets" {
+				rest, typ = strings.TrimPrefix(r.URL.EscapedPath(), "/"), "models"
+			}
+			parts := strings.SplitN(rest, "/", 3) // ORG NAME resolve/...
+			w.Header().Set("Link", "<"+s.Hub.URL+"/api/"+typ+"/"+parts[0]+"/"+parts[1]+"/xet-read-token/"+sha+`>; rel="xet-auth"`)
+			w.Header().Set("Location", s.bridgeURL(f.xetHash))
+			w.WriteHeader(http.StatusFound)
+			return
+		}
 		if f.LFS {
 			w.Header().Set("ETag", `"`+f.oid+`"`)
 			w.Header().Set("X-Linked-Etag", `"`+f.sha256+`"`)
@@ -218,6 +237,19 @@ func (s *Server) cdnURL(sum string) string {
 	exp := strconv.FormatInt(s.now().Add(s.URLTTL).Unix(), 10)
 	return s.CDN.URL + "/blobs/" + sum + "?Expires=" + exp + "&Signature=" + s.sign("/blobs/"+sum, exp) + "&Key-Pair-Id=HFTEST"
 }
+
+// bridgeURL is a presigned URL of the Xet bridge for the file of Xet
+// hash h, signed as S3 signs (X-Amz-Date, X-Amz-Expires).
+func (s *Server) bridgeURL(h string) string {
+	date := s.now().UTC().Format("20060102T150405Z")
+	exp := strconv.Itoa(int(s.URLTTL / time.Second))
+	p := bridgePrefix + h
+	return s.CDN.URL + p + "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=HFTEST&X-Amz-Date=" + date + "&X-Amz-Expires=" + exp + "&X-Amz-SignedHeaders=host&X-Amz-Signature=" + s.sign(p, date+"/"+exp)
+}
+
+// bridgePrefix is the path of the Xet bridge's files on the CDN's
+// listener (cas-bridge.xethub.hf.co's /xet-bridge-us/...).
+const bridgePrefix = "/xet-bridge-us/"
 
 func (s *Server) sign(p, exp string) string {
 	m := hmac.New(sha256.New, s.secret)
@@ -268,28 +300,44 @@ func (s *Server) cdn(w http.ResponseWriter, r *http.Request) {
 		xml(400, "InvalidArgument", "Only one auth mechanism allowed")
 		return
 	}
+	if h, ok := strings.CutPrefix(r.URL.Path, bridgePrefix); ok {
+		s.bridge(w, r, h, xml)
+		return
+	}
 	q := r.URL.Query()
 	exp := q.Get("Expires")
-	if !hmac.Equal([]byte(q.Get("Signature")), []byte(s.sign(r.URL.Path, exp))) {
-		xml(403, "AccessDenied", "Invalid signature")
+	e, _ := strconv.ParseInt(exp, 10, 64)
+	b, ok := s.signedBlob(w, r, xml, q.Get("Signature"), exp, s.now().Unix() > e, strings.TrimPrefix(r.URL.Path, "/blobs/"))
+	if !ok {
 		return
 	}
-	e, _ := strconv.ParseInt(exp, 10, 64)
-	if s.now().Unix() > e {
+	cw := &countWriter{ResponseWriter: w, n: &s.CDNBytes}
+	http.ServeContent(cw, r, "", time.Time{}, bytes.NewReader(b.data))
+}
+
+// signedBlob checks a signed URL of the CDN or the bridge: sig must sign
+// its path and signed (what else the URL's signature covers), and it
+// must not be expired; then it finds the blob of sha256 sum and sets
+// its ETag. Otherwise it answers (403, 404) and ok is false.
+func (s *Server) signedBlob(w http.ResponseWriter, r *http.Request, xml func(status int, code, msg string), sig, signed string, expired bool, sum string) (b blob, ok bool) {
+	if !hmac.Equal([]byte(sig), []byte(s.sign(r.URL.Path, signed))) {
+		xml(403, "AccessDenied", "Invalid signature")
+		return blob{}, false
+	}
+	if expired {
 		s.Expired.Add(1)
 		xml(403, "AccessDenied", "Request has expired")
-		return
+		return blob{}, false
 	}
 	s.mu.Lock()
-	b, ok := s.blobs[strings.TrimPrefix(r.URL.Path, "/blobs/")]
+	b, ok = s.blobs[sum]
 	s.mu.Unlock()
 	if !ok {
 		xml(404, "NoSuchKey", "The specified key does not exist.")
-		return
+		return blob{}, false
 	}
 	w.Header().Set("ETag", b.etag)
-	cw := &countWriter{ResponseWriter: w, n: &s.CDNBytes}
-	http.ServeContent(cw, r, "", time.Time{}, bytes.NewReader(b.data))
+	return b, true
 }
 
 type countWriter struct {

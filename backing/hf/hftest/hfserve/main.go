@@ -1,15 +1,16 @@
 // Command hfserve runs backing/hf/hftest's loopback Hub and CDN over the
 // files of a directory, for benchmarks (docs/scripts/hf_bench.sh):
 //
-//	hfserve DIR ORG/NAME
+//	hfserve [-xet] DIR ORG/NAME
 //
 // commits every file under DIR to ORG/NAME at main (files of 1 MiB or
-// more in LFS, served by the CDN through resolve's 302; the others in
-// git), prints the Hub's URL on stdout and serves until killed. The files
-// are held in memory.
+// more in LFS, served by the CDN through resolve's 302, or with -xet in
+// Xet, served by the Xet bridge; the others in git), prints the Hub's URL
+// on stdout and serves until killed. The files are held in memory.
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io/fs"
 	"log"
@@ -20,10 +21,12 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 3 {
-		log.Fatal("usage: hfserve DIR ORG/NAME")
+	xet := flag.Bool("xet", false, "store the files of 1 MiB or more in Xet, not LFS")
+	flag.Parse()
+	if flag.NArg() != 2 {
+		log.Fatal("usage: hfserve [-xet] DIR ORG/NAME")
 	}
-	dir, repo := os.Args[1], os.Args[2]
+	dir, repo := flag.Arg(0), flag.Arg(1)
 	var files []hftest.File
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -34,7 +37,8 @@ func main() {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		files = append(files, hftest.File{Path: filepath.ToSlash(rel), Data: b, LFS: len(b) >= 1<<20})
+		big := len(b) >= 1<<20
+		files = append(files, hftest.File{Path: filepath.ToSlash(rel), Data: b, LFS: big && !*xet, Xet: big && *xet})
 		return nil
 	})
 	if err != nil {
