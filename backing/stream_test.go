@@ -1,0 +1,91 @@
+package backing
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// TestStreamMember: a Stream member (an OCI .tar+gzip or .tar+zstd
+// layer) is all the decoded bytes of the stream at Offset, gzip of
+// several members or zstd, with the compressed bytes' sha256 checked
+// to their end; a stream that decodes to more or fewer bytes than Size,
+// is corrupt or cut, or whose sha256 differs fails its reads (bad data,
+// every read) in one line naming the file and layer; a failed read of
+// the file is tried again on the next read.
+func TestStreamMember(t *testing.T) {
+	whole := randomBytes(8, 300_000)
+	var gz bytes.Buffer
+	for _, part := range [][]byte{whole[:100_000], whole[100_000:]} {
+		w := gzip.NewWriter(&gz)
+		w.Write(part)
+		w.Close()
+	}
+	e, _ := zstd.NewWriter(nil)
+	zs := e.EncodeAll(whole, nil)
+	e.Close()
+	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+	for _, enc := range []struct {
+		name string
+		data []byte
+		zstd bool
+	}{{"gzip", gz.Bytes(), false}, {"zstd", zs, true}} {
+		file := append(bytes.Repeat([]byte{'x'}, 100), enc.data...)
+		base := Member{Name: "sha256:abc", Size: int64(len(whole)), Codec: Stream{Offset: 100, CompressedSize: int64(len(enc.data)), Zstd: enc.zstd, SHA256: sum(enc.data)}}
+		for _, c := range []struct {
+			name      string
+			edit      func(m *Member)
+			want      string
+			readFails bool
+		}{
+			{"as stored", func(*Member) {}, "", false},
+			{"no sum", func(m *Member) { editCodec(m, func(k *Stream) { k.SHA256 = "" }) }, "", false},
+			{"read error", func(*Member) {}, "", true},
+			{"sum", func(m *Member) { editCodec(m, func(k *Stream) { k.SHA256 = sum(nil) }) }, "compressed bytes is " + sum(enc.data) + ", not its digest sha256:" + sum(nil), false},
+			{"more", func(m *Member) { m.Size-- }, "decodes to more than the 299999 bytes", false},
+			{"fewer", func(m *Member) { m.Size++ }, "decodes to 300000 bytes, not the 300001", false},
+			{"cut", func(m *Member) { editCodec(m, func(k *Stream) { k.CompressedSize -= 10 }) }, "stream ", false},
+		} {
+			t.Run(enc.name+"/"+c.name, func(t *testing.T) {
+				m := base
+				c.edit(&m)
+				f := &zipFile{Reader: bytes.NewReader(file), name: "oci://r/m@sha256:def"}
+				cache := NewInflateCache(InflateOptions{MemLimit: 4 << 20, Dir: t.TempDir(), Logf: func(string, ...any) {}})
+				src, err := cache.OpenMember(f, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := make([]byte, m.Size)
+				if c.readFails {
+					f.fails.Store(1)
+					if _, err := src.ReadAt(got, 0); err == nil || !strings.Contains(err.Error(), "injected read error") {
+						t.Fatalf("a failed read of the file: %v", err)
+					}
+				}
+				_, err = src.ReadAt(got, 0)
+				if err == io.EOF {
+					err = nil
+				}
+				if c.want == "" {
+					if err != nil || !bytes.Equal(got, whole) {
+						t.Fatalf("%v; bytes equal %v", err, bytes.Equal(got, whole))
+					}
+					return
+				}
+				if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "oci://r/m@sha256:def: layer sha256:abc: ") || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("error %v, want one line with %q", err, c.want)
+				}
+				reads := f.reads.Load()
+				if _, again := src.ReadAt(got, 0); again == nil || again.Error() != err.Error() || f.reads.Load() != reads {
+					t.Errorf("bad data not remembered: %v, %d more reads of the file", again, f.reads.Load()-reads)
+				}
+			})
+		}
+	}
+}
