@@ -13,6 +13,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/remote"
+	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
 // gz is data gzipped in parts members end to end (gzip's multi-member
@@ -200,4 +201,56 @@ func TestCompressedTarChanged(t *testing.T) {
 	if len(logged) != 1 || !strings.Contains(logged[0], "its reads fail with EIO") {
 		t.Errorf("logged %q, want the bad layer once", logged)
 	}
+}
+
+// TestRealRegistryCompressedTar: Debian's docker-registry serves a
+// ModelPack artifact of a .tar+zstd weight layer (several MiB: many
+// ranged GETs) and a .tar+gzip config layer pushed with its HTTP API;
+// their files read back as the bytes tarred, each layer decoded once at
+// Open and once into the cache.
+func TestRealRegistryCompressedTar(t *testing.T) {
+	reg := testdata.StartRegistry(t) // before noAuthFiles: docker-registry reads REGISTRY_* as its config
+	noAuthFiles(t)
+	w := randomish(5 << 20)
+	wt := tarOf(t, "model.safetensors", string(w))
+	ct := tarOf(t, "config.json", `{"architectures":["Test"]}`, "tokenizer/", "", "tokenizer/tokenizer.json", `{"v":1}`)
+	cfg := testdata.PushBlob(t, reg.Host, "m", "application/vnd.cncf.model.config.v1+json", []byte("{}"), nil)
+	wl := testdata.PushBlob(t, reg.Host, "m", MediaWeightTarZstd, zst(t, wt), nil)
+	cl := testdata.PushBlob(t, reg.Host, "m", MediaConfigTarGzip, gz(t, ct, 2, time.Time{}), nil)
+	testdata.PushManifest(t, reg.Host, "m", "t", "", cfg, []testdata.OCIDescriptor{wl, cl})
+	cache := backing.NewInflateCache(backing.InflateOptions{Dir: t.TempDir(), Logf: t.Logf})
+	s, key, err := Open(context.Background(), "oci://"+reg.Host+"/m:t", Options{Inflate: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if key != "" || strings.Join(s.Files(), ",") != "config.json,model.safetensors,tokenizer/tokenizer.json" {
+		t.Fatalf("key %q files %v", key, s.Files())
+	}
+	for name, want := range map[string][]byte{"model.safetensors": w, "config.json": []byte(`{"architectures":["Test"]}`), "tokenizer/tokenizer.json": []byte(`{"v":1}`)} {
+		obj, _, err := s.Open(context.Background(), name, nil)
+		if err != nil || obj.Size != int64(len(want)) {
+			t.Fatalf("%s: %v %v", name, obj, err)
+		}
+		got := make([]byte, len(want))
+		if err := s.Get(context.Background(), obj, 0, [][]byte{got}, nil); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %v; bytes equal %v", name, err, bytes.Equal(got, want))
+		}
+	}
+	if st := cache.Stats(); st.Inflations != 2 {
+		t.Errorf("decoded %d times into the cache, want once per layer", st.Inflations)
+	}
+}
+
+// randomish is n bytes that compress, not trivially.
+func randomish(n int) []byte {
+	b := make([]byte, n)
+	x := uint32(1)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x % 16)
+	}
+	return b
 }
