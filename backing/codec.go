@@ -430,23 +430,6 @@ func (k Stream) decode(d *decoding) *failure {
 	return nil
 }
 
-// Reader returns the decoded bytes of the stream in file, in order, all
-// of them: what a caller reads once to learn what the stream holds (an
-// OCI layer's tar headers, its decoded size) before opening it as a
-// member. Its errors are one phrase each: bad data (corrupt, ending
-// early, the sha256 of the compressed bytes not SHA256, at the end), or
-// file's error as file gave it.
-func (k Stream) Reader(file io.ReaderAt) (io.ReadCloser, error) {
-	if msg := k.check(); msg != "" {
-		return nil, errors.New(msg)
-	}
-	r, err := k.open(file)
-	if err != nil {
-		return nil, unmark(err)
-	}
-	return &unmarked{r}, nil
-}
-
 // open starts decoding the stream in file; file's errors are marked
 // (readError).
 func (k Stream) open(file io.ReaderAt) (*streamReader, error) {
@@ -566,17 +549,7 @@ func (h *hashReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// unmarked passes a streamReader's bytes on with file's errors as file
-// gave them (not readError).
-type unmarked struct{ r *streamReader }
-
-func (u *unmarked) Read(p []byte) (int, error) {
-	n, err := u.r.Read(p)
-	return n, unmark(err)
-}
-
-func (u *unmarked) Close() error { return u.r.Close() }
-
+// unmark is err with file's error as file gave it (not readError).
 func unmark(err error) error {
 	var re *readError
 	if errors.As(err, &re) {

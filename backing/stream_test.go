@@ -89,3 +89,75 @@ func TestStreamMember(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeStream: a stream is decoded once for its caller and the
+// cache: the caller reads what it wants, the rest is decoded too, and
+// the member of the decoded bytes is served without decoding again (in
+// memory when small, else from its file); a stream that decodes past
+// DiskLimit, bad data, and the caller's own error are returned, and
+// leave nothing reserved.
+func TestDecodeStream(t *testing.T) {
+	whole := randomBytes(9, 300_000)
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	w.Write(whole)
+	w.Close()
+	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+	k := Stream{CompressedSize: int64(gz.Len()), SHA256: sum(gz.Bytes())}
+	for _, c := range []struct {
+		name       string
+		mem, disk  int64
+		k          Stream
+		useErr     error
+		want       string
+		wantMemory bool
+	}{
+		{"file", 1 << 20, 1 << 20, k, nil, "", false},
+		{"memory", 4 << 20, 1 << 20, k, nil, "", true},
+		{"over the disk limit", 4 << 20, 200_000, k, nil, "decodes to more than the 200000 bytes of disk the cache of inflated members may use (tensorfs --inflate-disk)", false},
+		{"digest", 1 << 20, 1 << 20, Stream{CompressedSize: k.CompressedSize, SHA256: sum(nil)}, nil, "not its digest sha256:" + sum(nil), false},
+		{"cut", 1 << 20, 1 << 20, Stream{CompressedSize: k.CompressedSize - 10}, nil, "the gzip stream ends early", false},
+		{"use fails", 1 << 20, 1 << 20, k, io.ErrShortBuffer, io.ErrShortBuffer.Error(), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &zipFile{Reader: bytes.NewReader(gz.Bytes()), name: "oci://r/m@sha256:def"}
+			cache := NewInflateCache(InflateOptions{MemLimit: c.mem, DiskLimit: c.disk, Dir: t.TempDir(), Logf: func(string, ...any) {}})
+			var first []byte
+			src, err := cache.DecodeStream(f, "sha256:abc", c.k, func(r io.Reader) error {
+				first = make([]byte, 1000)
+				if _, err := io.ReadFull(r, first); err != nil {
+					return err
+				}
+				return c.useErr
+			})
+			st := cache.Stats()
+			if c.want != "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("%v, want one phrase holding %q", err, c.want)
+				}
+				if st.DiskBytes != 0 || st.MemBytes != 0 {
+					t.Errorf("left reserved: %+v", st)
+				}
+				return
+			}
+			if err != nil || !bytes.Equal(first, whole[:1000]) || src.Size() != int64(len(whole)) {
+				t.Fatalf("%v; size %v", err, src)
+			}
+			if inMem := st.MemBytes == int64(len(whole)) && st.DiskBytes == 0; inMem != c.wantMemory || (!inMem && st.DiskBytes != int64(len(whole))) {
+				t.Errorf("placed %+v, want in memory %v", st, c.wantMemory)
+			}
+			reads := f.reads.Load()
+			got := make([]byte, len(whole))
+			if n, err := src.ReadAt(got, 0); n != len(got) || (err != nil && err != io.EOF) || !bytes.Equal(got, whole) {
+				t.Fatalf("ReadAt: %d %v", n, err)
+			}
+			if f.reads.Load() != reads || cache.Stats().Inflations != 1 {
+				t.Errorf("decoded again: %d reads of the file, %+v", f.reads.Load()-reads, cache.Stats())
+			}
+			src.Close()
+			if st := cache.Stats(); st.DiskBytes != 0 || st.MemBytes != 0 {
+				t.Errorf("Close left %+v", st)
+			}
+		})
+	}
+}

@@ -14,10 +14,10 @@
 //
 // Tar layers: an uncompressed one is read in place (its headers read
 // once, each file a range of the blob); a .tar+gzip or .tar+zstd one is
-// decoded once at Open, streamed, to index its entries, find its decoded
-// size (within the inflate cache's budget) and check its digest over the
-// compressed bytes, then served from the inflate cache (backing.Stream),
-// which decodes it again on the first read of one of its files (tar.go).
+// decoded once at Open, streamed, into the inflate cache (within its
+// budgets), its entries indexed and its digest checked over the
+// compressed bytes on the way, and its files served from the decoded
+// bytes (tar.go).
 package oci
 
 import (

@@ -150,20 +150,15 @@ func (s *Store) tarEntry(where string, h *tar.Header, out map[string]member) (st
 // Listing the files of one takes a pass over its decoded bytes (a tar
 // header precedes each file's data), and the decoded size is not known
 // before it (gzip's ISIZE is mod 2^32, a zstd frame's content size is
-// optional): Open decodes the layer once, streaming, in constant memory,
-// to index its entries, count its decoded bytes (a layer that decodes
-// past the inflate cache's budget is refused as it passes it) and check
-// its digest over the compressed bytes as they are read. The decoded
-// bytes are not kept from that pass: the cache reserves a member's
-// memory or disk by its size before it decodes it, which is known only
-// at the end of the pass, and a listing (ls, check without --data) or a
-// mount whose files are never read would hold up to the disk budget for
-// nothing. The layer is a member of the inflate cache instead
-// (backing.Stream, its size and digest now known), decoded again on the
-// first read of one of its files, checked again (digest, size), within
-// the cache's budgets, spilled and dropped as the cache's other members
-// are; a layer that decodes to more than the cache's disk budget is
-// refused in one line naming the layer and --inflate-disk.
+// optional). Open decodes the layer once, streamed, through the inflate
+// cache (backing.InflateCache.DecodeStream): the tar's headers are read
+// from the decoded bytes as the cache keeps them, within its disk
+// budget (a layer that decodes past --inflate-disk is refused as it
+// passes it), and the digest is checked over the compressed bytes as
+// they are read. Each file is then a range of the decoded layer, a
+// member of the cache (backing.Stream) like a deflated .npz member:
+// read from memory or its file, and decoded again, checked again, only
+// when the cache dropped it for room.
 const (
 	MediaWeightTarGzip = "application/vnd.cncf.model.weight.v1.tar+gzip"
 	MediaWeightTarZstd = "application/vnd.cncf.model.weight.v1.tar+zstd"
@@ -213,37 +208,9 @@ func (f *blobFile) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// budgetReader counts the decoded bytes read through it and refuses
-// more than limit.
-type budgetReader struct {
-	r     io.Reader
-	n     int64
-	limit int64
-}
-
-var errBudget = errors.New("over the budget")
-
-func (b *budgetReader) Read(p []byte) (int, error) {
-	if b.n >= b.limit {
-		// One byte more says whether the stream goes on.
-		var one [1]byte
-		n, err := io.ReadFull(b.r, one[:])
-		if n > 0 {
-			return 0, errBudget
-		}
-		return 0, err
-	}
-	if int64(len(p)) > b.limit-b.n {
-		p = p[:b.limit-b.n]
-	}
-	n, err := b.r.Read(p)
-	b.n += int64(n)
-	return n, err
-}
-
 // readCompressedTar lists the regular files of compressed tar layer l
-// as readTar does, decoding it once (streamed), and opens the layer in
-// the inflate cache.
+// as readTar does, in the one decode of the layer (streamed), which
+// keeps the decoded bytes in the inflate cache.
 func (s *Store) readCompressedTar(ctx context.Context, where string, l Descriptor) (map[string]member, error) {
 	obj, _, err := s.blobs.Open(ctx, s.blobKey(l), nil)
 	if err != nil && s.auth.retry(ctx, err) {
@@ -256,64 +223,67 @@ func (s *Store) readCompressedTar(ctx context.Context, where string, l Descripto
 		return nil, fmt.Errorf("%s: the registry's blob %s is %d bytes, the manifest says %d", where, l.Digest, obj.Size, l.Size)
 	}
 	k := backing.Stream{CompressedSize: l.Size, Zstd: strings.HasSuffix(l.MediaType, "+zstd"), SHA256: l.Digest[len("sha256:"):]}
-	dr, err := k.Reader(&blobFile{ctx: ctx, s: s, obj: obj, name: s.pinned})
+	// The decode at Open reads under ctx; a later one (the cache
+	// dropped the layer) under none: the reads' own timeouts hold.
+	file := &blobFile{ctx: ctx, s: s, obj: obj, name: s.pinned}
+	out := map[string]member{}
+	var entryErr error
+	src, err := s.inflate.DecodeStream(file, l.Digest, k, func(r io.Reader) error {
+		cr := &countReader{r: r}
+		tr := tar.NewReader(cr)
+		for n := 0; ; n++ {
+			if n > maxLayers {
+				entryErr = fmt.Errorf("%s: over %d tar entries", where, maxLayers)
+				return entryErr
+			}
+			h, err := tr.Next()
+			if err == io.EOF {
+				return nil
+			}
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return fmt.Errorf("the tar ends early, inside an entry or its header (%d decoded bytes)", cr.n)
+			}
+			if err != nil {
+				return err
+			}
+			name, err := s.tarEntry(where, h, out)
+			if err != nil {
+				entryErr = err
+				return err
+			}
+			if name != "" {
+				out[name] = member{layer: l, off: cr.n, size: h.Size}
+			}
+		}
+	})
+	file.ctx = context.Background()
+	if entryErr != nil {
+		return nil, entryErr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: layer %s: %v", where, l.Digest, err)
 	}
-	defer dr.Close()
-	o := s.inflate.Options()
-	limit := max(o.DiskLimit, o.MemLimit/4)
-	br := &budgetReader{r: dr, limit: limit}
-	fail := func(err error) error {
-		if errors.Is(err, errBudget) {
-			return fmt.Errorf("%s: layer %s decodes to more than %d bytes, the most the cache of inflated members may hold (tensorfs --inflate-disk): refused", where, l.Digest, limit)
-		}
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return fmt.Errorf("%s: layer %s: the tar ends early, inside an entry or its header (%d decoded bytes)", where, l.Digest, br.n)
-		}
-		return fmt.Errorf("%s: layer %s: %v", where, l.Digest, err)
-	}
-	tr := tar.NewReader(br)
-	out := map[string]member{}
-	for n := 0; ; n++ {
-		if n > maxLayers {
-			return nil, fmt.Errorf("%s: over %d tar entries", where, maxLayers)
-		}
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fail(err)
-		}
-		name, err := s.tarEntry(where, h, out)
-		if err != nil {
-			return nil, err
-		}
-		if name == "" {
-			continue
-		}
-		out[name] = member{layer: l, off: br.n, size: h.Size}
-	}
-	// The rest (the tar's padding) to the end: its digest.
-	if _, err := io.Copy(io.Discard, br); err != nil {
-		return nil, fail(err)
-	}
-	for name, m := range out {
-		if m.size < 0 || m.off+m.size > br.n {
-			return nil, fmt.Errorf("%s: tar entry %q of %d bytes at %d runs past the layer's %d decoded bytes", where, index.Printable(name), m.size, m.off, br.n)
-		}
-	}
-	src, err := s.inflate.OpenMember(&blobFile{ctx: context.Background(), s: s, obj: obj, name: s.pinned}, backing.Member{Name: l.Digest, Size: br.n, Codec: k})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", where, err)
-	}
 	s.decoded = append(s.decoded, src)
 	for name, m := range out {
+		if m.size < 0 || m.off+m.size > src.Size() {
+			return nil, fmt.Errorf("%s: tar entry %q of %d bytes at %d runs past the layer's %d decoded bytes", where, index.Printable(name), m.size, m.off, src.Size())
+		}
 		m.dec = src
 		out[name] = m
 	}
 	return out, nil
+}
+
+// countReader counts the bytes read through it.
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // openDecoded opens a compressed tar layer's file: named by its layer's
