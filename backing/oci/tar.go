@@ -74,19 +74,29 @@ func (r *blobReader) Seek(off int64, whence int) (int64, error) {
 	return off, nil
 }
 
-// readTar lists the regular files of tar layer l, checked as layer
-// paths are: an entry that escapes the tree, a link, a sparse file or a
-// device is refused, and so is a name taken twice.
-func (s *Store) readTar(ctx context.Context, where string, l Descriptor) (map[string]member, error) {
+// openTarBlob opens tar layer l's blob and checks its size against the
+// manifest's.
+func (s *Store) openTarBlob(ctx context.Context, where string, l Descriptor) (remote.Object, error) {
 	obj, _, err := s.blobs.Open(ctx, s.blobKey(l), nil)
 	if err != nil && s.auth.retry(ctx, err) {
 		obj, _, err = s.blobs.Open(ctx, s.blobKey(l), nil)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", where, err)
+		return remote.Object{}, fmt.Errorf("%s: %v", where, err)
 	}
 	if obj.Size != l.Size {
-		return nil, fmt.Errorf("%s: the registry's blob %s is %d bytes, the manifest says %d", where, l.Digest, obj.Size, l.Size)
+		return remote.Object{}, fmt.Errorf("%s: the registry's blob %s is %d bytes, the manifest says %d", where, l.Digest, obj.Size, l.Size)
+	}
+	return obj, nil
+}
+
+// readTar lists the regular files of tar layer l, checked as layer
+// paths are: an entry that escapes the tree, a link, a sparse file or a
+// device is refused, and so is a name taken twice.
+func (s *Store) readTar(ctx context.Context, where string, l Descriptor) (map[string]member, error) {
+	obj, err := s.openTarBlob(ctx, where, l)
+	if err != nil {
+		return nil, err
 	}
 	r := &blobReader{ctx: ctx, s: s, obj: obj}
 	tr := tar.NewReader(r)
@@ -212,15 +222,9 @@ func (f *blobFile) ReadAt(p []byte, off int64) (int, error) {
 // as readTar does, in the one decode of the layer (streamed), which
 // keeps the decoded bytes in the inflate cache.
 func (s *Store) readCompressedTar(ctx context.Context, where string, l Descriptor) (map[string]member, error) {
-	obj, _, err := s.blobs.Open(ctx, s.blobKey(l), nil)
-	if err != nil && s.auth.retry(ctx, err) {
-		obj, _, err = s.blobs.Open(ctx, s.blobKey(l), nil)
-	}
+	obj, err := s.openTarBlob(ctx, where, l)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", where, err)
-	}
-	if obj.Size != l.Size {
-		return nil, fmt.Errorf("%s: the registry's blob %s is %d bytes, the manifest says %d", where, l.Digest, obj.Size, l.Size)
+		return nil, err
 	}
 	k := backing.Stream{CompressedSize: l.Size, Zstd: strings.HasSuffix(l.MediaType, "+zstd"), SHA256: l.Digest[len("sha256:"):]}
 	// The decode at Open reads under ctx; a later one (the cache
