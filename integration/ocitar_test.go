@@ -62,10 +62,24 @@ func TestOCICompressedTar(t *testing.T) {
 		t.Errorf("check --data %s: exit %d\n%s%s", src, r.code, r.stdout, r.stderr)
 	}
 
+	lying := "oci://" + lyingRegistry(t, reg, l.Digest, other) + "/" + repo + ":v1"
+	for _, args := range [][]string{{"check", lying}, {"check", "--data", lying}} {
+		r := runTensorfs(t, args...)
+		msg := "layer " + l.Digest + ": the sha256 of its " + itoa(int64(len(blob))) + " compressed bytes is " + strings.TrimPrefix(testdata.Digest(other), "sha256:") + ", not its digest " + l.Digest
+		if r.code != 1 || !strings.Contains(r.stderr, msg) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%s of a registry serving other bytes: exit %d, want 1 with one line holding %q\n%s%s", args, r.code, msg, r.stdout, r.stderr)
+		}
+	}
+}
+
+// lyingRegistry is a registry on loopback (its HOST:PORT) that proxies
+// the one at reg but serves the blob of digest as served, with an ETag
+// of its own.
+func lyingRegistry(t *testing.T, reg, digest string, served []byte) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/blobs/"+l.Digest) {
+		if strings.HasSuffix(r.URL.Path, "/blobs/"+digest) {
 			rw.Header().Set("ETag", `"x"`)
-			http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(other))
+			http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(served))
 			return
 		}
 		req, _ := http.NewRequest(r.Method, "http://"+reg+r.URL.Path, nil)
@@ -84,13 +98,6 @@ func TestOCICompressedTar(t *testing.T) {
 		b.ReadFrom(resp.Body)
 		rw.Write(b.Bytes())
 	}))
-	defer srv.Close()
-	lying := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/" + repo + ":v1"
-	for _, args := range [][]string{{"check", lying}, {"check", "--data", lying}} {
-		r := runTensorfs(t, args...)
-		msg := "layer " + l.Digest + ": the sha256 of its " + itoa(int64(len(blob))) + " compressed bytes is " + strings.TrimPrefix(testdata.Digest(other), "sha256:") + ", not its digest " + l.Digest
-		if r.code != 1 || !strings.Contains(r.stderr, msg) || strings.Count(r.stderr, "\n") != 1 {
-			t.Errorf("%s of a registry serving other bytes: exit %d, want 1 with one line holding %q\n%s%s", args, r.code, msg, r.stdout, r.stderr)
-		}
-	}
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
 }
