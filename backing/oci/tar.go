@@ -292,7 +292,8 @@ func (c *countReader) Read(p []byte) (int, error) {
 
 // openDecoded opens a compressed tar layer's file: named by its layer's
 // digest (its ETag: the path, the size and the layer name its bytes),
-// with its first bytes, which decode the layer when it is not.
+// with its first bytes (which decode the layer again when the cache
+// dropped it).
 func (s *Store) openDecoded(key string, m member, head []byte) (remote.Object, int, error) {
 	obj := remote.Object{Key: key, Size: m.size, ETag: `"` + m.layer.Digest + `"`}
 	n := int(min(int64(len(head)), m.size))
