@@ -1,6 +1,7 @@
 package backing
 
 import (
+	"archive/tar"
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
@@ -160,4 +161,47 @@ func TestDecodeStream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzDecodeStream: any bytes, as gzip or zstd, read as a tar: no
+// panic, a decoded size within DiskLimit, the member's bytes those
+// decoded, and nothing left reserved once it is closed or refused.
+func FuzzDecodeStream(f *testing.F) {
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	w.Write([]byte("a tar it is not"))
+	w.Close()
+	e, _ := zstd.NewWriter(nil)
+	f.Add(gz.Bytes(), false)
+	f.Add(e.EncodeAll(bytes.Repeat([]byte{0}, 5000), nil), true)
+	e.Close()
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte, isZstd bool) {
+		cache := NewInflateCache(InflateOptions{MemLimit: 64 << 10, DiskLimit: 1 << 20, Dir: dir, Logf: func(string, ...any) {}})
+		file := &zipFile{Reader: bytes.NewReader(data), name: "fuzz"}
+		src, err := cache.DecodeStream(file, "x", Stream{CompressedSize: int64(len(data)), Zstd: isZstd}, func(r io.Reader) error {
+			tr := tar.NewReader(r)
+			for {
+				if _, err := tr.Next(); err != nil {
+					if err == io.EOF {
+						return nil
+					}
+					return err
+				}
+			}
+		})
+		if err == nil {
+			if src.Size() > 1<<20 {
+				t.Fatalf("decoded %d bytes, past the disk limit", src.Size())
+			}
+			b := make([]byte, src.Size())
+			if n, err := src.ReadAt(b, 0); n != len(b) && err != io.EOF {
+				t.Fatalf("ReadAt: %d %v", n, err)
+			}
+			src.Close()
+		}
+		if st := cache.Stats(); st.MemBytes != 0 || st.DiskBytes != 0 {
+			t.Fatalf("left reserved: %+v (err %v)", st, err)
+		}
+	})
 }
