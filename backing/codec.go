@@ -3,8 +3,12 @@ package backing
 import (
 	"bufio"
 	"compress/flate"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
 	"strconv"
@@ -19,8 +23,8 @@ import (
 // memory and disk, reservations, the cache file, spills) is the
 // InflateCache's (inflate_member.go); a new codec is a new type here.
 
-// Codec is how a member's bytes are stored: Deflated, Zstd, Latin1 or
-// Decoded.
+// Codec is how a member's bytes are stored: Deflated, Zstd, Latin1,
+// Decoded or Stream.
 type Codec interface {
 	// check says what is wrong with the codec's fields (a negative
 	// offset or length), or "".
@@ -357,4 +361,199 @@ type failure struct {
 
 func fail(bad bool, cause error, format string, args ...any) *failure {
 	return &failure{bad: bad, err: cause, msg: fmt.Sprintf(format, args...)}
+}
+
+// Stream: the CompressedSize bytes at Offset are one whole gzip stream
+// (its members end to end, as compress/gzip reads them, each checked by
+// its CRC-32 and length) or zstd stream (as zstdpool's policy says): an
+// OCI artifact's .tar+gzip or .tar+zstd layer. The member is all of its
+// decoded bytes, exactly Size of them, nothing after. When SHA256 is
+// set the compressed bytes are read to their end and hashed as they are
+// read: another sum is bad data. Its Name is the layer's digest.
+type Stream struct {
+	Offset         int64 // first byte of the stream in the file
+	CompressedSize int64
+	Zstd           bool   // else gzip
+	SHA256         string // hex sha256 of the compressed bytes, or ""
+}
+
+var _ Codec = Stream{}
+
+func (k Stream) check() string {
+	if k.Offset < 0 || k.CompressedSize < 0 {
+		return negativeSize
+	}
+	return ""
+}
+
+func (Stream) what(name string) string { return "layer " + name }
+
+// kind is "gzip" or "zstd".
+func (k Stream) kind() string {
+	if k.Zstd {
+		return "zstd"
+	}
+	return "gzip"
+}
+
+func (k Stream) decode(d *decoding) *failure {
+	r, err := k.open(d.file)
+	if err == nil {
+		defer r.Close()
+		var n int64
+		n, _, err = d.copy(r)
+		if err == nil && n == d.size {
+			// Nothing may follow; reading on to the end checks the sum.
+			var extra [1]byte
+			if more, e := io.ReadFull(r, extra[:]); more > 0 {
+				return fail(true, nil, "the %s stream decodes to more than the %d bytes it decoded to before", k.kind(), d.size)
+			} else if e != io.EOF {
+				err = e
+			}
+		} else if err == nil {
+			return fail(true, nil, "the %s stream decodes to %d bytes, not the %d it decoded to before", k.kind(), n, d.size)
+		}
+	}
+	if err != nil {
+		if f := d.ioFailure(err, k.Offset, k.CompressedSize); f != nil {
+			return f
+		}
+		var se *streamError
+		if errors.As(err, &se) {
+			return fail(true, nil, "%s", se.msg)
+		}
+		return fail(true, err, "cannot decode its %s stream", k.kind())
+	}
+	if err := d.flush(); err != nil {
+		return fail(false, err, "cannot write the decoded bytes to their cache file in %s", d.c.opts.Dir)
+	}
+	return nil
+}
+
+// open starts decoding the stream in file; file's errors are marked
+// (readError).
+func (k Stream) open(file io.ReaderAt) (*streamReader, error) {
+	r := &streamReader{k: k, raw: &hashReader{r: &fileReader{r: io.NewSectionReader(file, k.Offset, k.CompressedSize)}}}
+	if k.SHA256 != "" {
+		r.raw.h = sha256.New()
+	}
+	in := bufio.NewReaderSize(r.raw, 1<<20)
+	if k.Zstd {
+		zd, err := zstdpool.NewReader(in)
+		if err != nil {
+			return nil, fmt.Errorf("cannot start a zstd decoder: %v", err)
+		}
+		r.dec, r.close = zd, func() { zd.Close() }
+		return r, nil
+	}
+	gz, err := gzip.NewReader(in)
+	if err != nil {
+		return nil, r.corrupt(err)
+	}
+	r.dec, r.close = gz, func() { gz.Close() }
+	return r, nil
+}
+
+// streamReader decodes a Stream, counting what it decoded (out) and
+// what it read (raw).
+type streamReader struct {
+	k     Stream
+	raw   *hashReader
+	dec   io.Reader
+	close func()
+	out   int64
+	err   error // sticky
+}
+
+// streamError is a Stream's bad data, said in one phrase.
+type streamError struct{ msg string }
+
+func (e *streamError) Error() string { return e.msg }
+
+func (r *streamReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	n, err := r.dec.Read(p)
+	r.out += int64(n)
+	switch {
+	case err == io.EOF:
+		if e := r.end(); e != nil {
+			err = e
+		}
+	case err != nil:
+		err = r.corrupt(err)
+	}
+	if err != nil {
+		r.err = err
+	}
+	return n, err
+}
+
+func (r *streamReader) Close() error {
+	if r.close != nil {
+		r.close()
+		r.close = nil
+	}
+	return nil
+}
+
+// end reads what is left of the compressed bytes and checks their
+// count and sum.
+func (r *streamReader) end() error {
+	if _, err := io.Copy(io.Discard, r.raw); err != nil {
+		return err
+	}
+	if r.raw.n != r.k.CompressedSize {
+		return &streamError{fmt.Sprintf("the %s stream ends early: the file holds %d of its %d compressed bytes", r.k.kind(), r.raw.n, r.k.CompressedSize)}
+	}
+	if r.raw.h != nil {
+		if got := hex.EncodeToString(r.raw.h.Sum(nil)); got != r.k.SHA256 {
+			return &streamError{fmt.Sprintf("the sha256 of its %d compressed bytes is %s, not its digest sha256:%s", r.raw.n, got, r.k.SHA256)}
+		}
+	}
+	return nil
+}
+
+// corrupt is the error of a decoder's err: file's (marked) as it is,
+// else bad data.
+func (r *streamReader) corrupt(err error) error {
+	var re *readError
+	if errors.As(err, &re) {
+		return err
+	}
+	kind := r.k.kind()
+	if errors.Is(err, io.ErrUnexpectedEOF) || err == io.EOF {
+		return &streamError{fmt.Sprintf("the %s stream ends early, after %d decoded bytes (%d of its %d compressed bytes read)", kind, r.out, r.raw.n, r.k.CompressedSize)}
+	}
+	cause := err.Error()
+	if r.k.Zstd {
+		cause = zstdpool.Cause(err)
+	}
+	return &streamError{fmt.Sprintf("the %s stream is corrupt after %d decoded bytes (%d of its %d compressed bytes read): %s", kind, r.out, r.raw.n, r.k.CompressedSize, cause)}
+}
+
+// hashReader counts what it reads, and hashes it when h is set.
+type hashReader struct {
+	r io.Reader
+	h hash.Hash
+	n int64
+}
+
+func (h *hashReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	h.n += int64(n)
+	if h.h != nil {
+		h.h.Write(p[:n])
+	}
+	return n, err
+}
+
+// unmark is err with file's error as file gave it (not readError).
+func unmark(err error) error {
+	var re *readError
+	if errors.As(err, &re) {
+		return re.err
+	}
+	return err
 }

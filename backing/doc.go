@@ -72,7 +72,11 @@
 // UTF-8 of a Python str of code points below 256 (a numpy array's bytes
 // in a protocol-2 pickle), one byte per code point, every byte and the
 // decoded length checked; its holder may itself be a member (the str
-// inside a deflated data.pkl). It
+// inside a deflated data.pkl); and Stream, a whole gzip or zstd stream
+// of a size known only once decoded (an OCI .tar+gzip or .tar+zstd
+// layer), which InflateCache.DecodeStream decodes once for its caller
+// (who reads the tar's headers) and the cache together, reserving disk
+// as the bytes come (inflate_stream.go). It
 // implements none of the optional interfaces: it has no descriptor to
 // splice and no page cache of the checkpoint to drop. A member that fits
 // the disk limit never fails for room taken by others: its reservation

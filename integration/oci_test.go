@@ -1,13 +1,9 @@
 package integration
 
 import (
-	"bytes"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lazyweights/tensorfs/internal/testdata"
 )
@@ -46,30 +42,7 @@ func TestOCICheckLoad(t *testing.T) {
 	// blob's bytes with one changed.
 	bad := append([]byte(nil), data...)
 	bad[len(bad)-1] ^= 0xff
-	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/blobs/"+w.Digest) {
-			rw.Header().Set("ETag", `"x"`)
-			http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(bad))
-			return
-		}
-		req, _ := http.NewRequest(r.Method, "http://"+reg+r.URL.Path, nil)
-		req.Header = r.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			http.Error(rw, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		for k, v := range resp.Header {
-			rw.Header()[k] = v
-		}
-		rw.WriteHeader(resp.StatusCode)
-		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
-		rw.Write(b.Bytes())
-	}))
-	defer srv.Close()
-	lying := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/" + repo + ":v1"
+	lying := "oci://" + lyingRegistry(t, reg, w.Digest, bad) + "/" + repo + ":v1"
 	r = runTensorfs(t, "check", "--data", lying)
 	if r.code != 1 || !strings.Contains(r.stdout+r.stderr, "model.safetensors") || !strings.Contains(r.stdout+r.stderr, "its source states "+strings.TrimPrefix(w.Digest, "sha256:")) {
 		t.Errorf("check --data of a registry serving other bytes: exit %d, want 1 naming the file and both digests\n%s%s", r.code, r.stdout, r.stderr)

@@ -10,8 +10,14 @@
 // ~/.docker/config.json: creds.go), with Basic auth or the registry
 // token flow (auth.go); credential helpers are named, not run; plain
 // http off loopback only for a registry named insecure (Options), never
-// with a credential. Not yet: compressed tar layers (refused in one line
-// naming the media type), and Xet (hf://).
+// with a credential.
+//
+// Tar layers: an uncompressed one is read in place (its headers read
+// once, each file a range of the blob); a .tar+gzip or .tar+zstd one is
+// decoded once at Open, streamed, into the inflate cache (within its
+// budgets), its entries indexed and its digest checked over the
+// compressed bytes on the way, and its files served from the decoded
+// bytes (tar.go).
 package oci
 
 import (
@@ -30,6 +36,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/httpsrc"
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/index"
@@ -177,6 +184,9 @@ type Options struct {
 	// HTTP (docker's insecure-registries); no credential is sent to it
 	// in clear.
 	Insecure bool
+	// Inflate holds the decoded .tar+gzip and .tar+zstd layers, and its
+	// limits bound their size (nil: backing.DefaultInflateCache()).
+	Inflate *backing.InflateCache
 }
 
 // Store is the files of one artifact.
@@ -187,6 +197,8 @@ type Store struct {
 	auth   *auth
 	// members are the files of tar layers (not in files)
 	members map[string]member
+	inflate *backing.InflateCache
+	decoded []backing.Source      // the compressed tar layers, decoded (Close)
 	files   map[string]Descriptor // file path -> its layer
 	names   []string              // sorted
 }
@@ -261,17 +273,29 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 	if err != nil {
 		return nil, "", err
 	}
-	s := &Store{ref: ref, pinned: pinned, blobs: blobs, files: files, auth: a, members: map[string]member{}}
+	s := &Store{ref: ref, pinned: pinned, blobs: blobs, files: files, auth: a, members: map[string]member{}, inflate: opts.Inflate}
+	if s.inflate == nil {
+		s.inflate = backing.DefaultInflateCache()
+	}
 	for i, l := range tars {
-		ms, err := s.readTar(ctx, fmt.Sprintf("%s: tar layer %d (%s)", pinned, i, l.MediaType), l)
+		where := fmt.Sprintf("%s: tar layer %d (%s)", pinned, i, l.MediaType)
+		var ms map[string]member
+		if l.MediaType == MediaWeightTar || l.MediaType == MediaConfigTar {
+			ms, err = s.readTar(ctx, where, l)
+		} else {
+			ms, err = s.readCompressedTar(ctx, where, l)
+		}
 		if err != nil {
+			s.Close()
 			return nil, "", err
 		}
 		for p, m := range ms {
 			if _, dup := files[p]; dup {
+				s.Close()
 				return nil, "", fmt.Errorf("%s: tar entry %q of layer %s is also a layer's file", pinned, index.Printable(p), l.Digest)
 			}
 			if _, dup := s.members[p]; dup {
+				s.Close()
 				return nil, "", fmt.Errorf("%s: tar entry %q of layer %s is also in another tar layer", pinned, index.Printable(p), l.Digest)
 			}
 			s.members[p] = m
@@ -447,17 +471,17 @@ func artifactFiles(pinned string, m *manifest) (map[string]Descriptor, []Descrip
 		case mt == MediaDockerST:
 			weights++
 			def = "model.safetensors"
-		case mt == MediaWeightTar || mt == MediaConfigTar:
+		case tarMedia[mt]:
 			if !validDigest(l.Digest) || l.Size < 0 {
 				return nil, nil, fmt.Errorf("%s: digest %q or size %d is not valid", where, index.Printable(l.Digest), l.Size)
 			}
-			if mt == MediaWeightTar {
+			if !strings.Contains(mt, ".config.") {
 				weights++
 			}
 			tars = append(tars, l)
 			continue
 		case strings.HasPrefix(mt, "application/vnd.cncf.model.weight.") && strings.Contains(mt, ".tar+"):
-			return nil, nil, fmt.Errorf("%s: a compressed tar layer is not read yet (%s, %s and their .tar layers are)", where, MediaWeightRaw, MediaConfigRaw)
+			return nil, nil, fmt.Errorf("%s: a tar layer compressed otherwise than gzip or zstd is not read (%s, %s and their .tar, .tar+gzip and .tar+zstd layers are)", where, MediaWeightRaw, MediaConfigRaw)
 		default:
 			continue // docs, code, datasets, licenses, templates: not the model's files
 		}
@@ -572,6 +596,9 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]byte, filled func(i int)) error {
 	d, ok := s.files[obj.Key]
 	if m, isM := s.members[obj.Key]; isM {
+		if m.dec != nil {
+			return s.getDecoded(obj.Key, m, off, bufs, filled)
+		}
 		d, ok = m.layer, true
 		off += m.off
 		obj.Size = m.layer.Size
@@ -631,6 +658,9 @@ func (s *Store) List(ctx context.Context, prefix string) ([]remote.Entry, bool, 
 // openMember opens a tar layer's file: its blob's identity, with the
 // member's size, and its first bytes.
 func (s *Store) openMember(ctx context.Context, key string, m member, head []byte) (remote.Object, int, error) {
+	if m.dec != nil {
+		return s.openDecoded(key, m, head)
+	}
 	obj, _, err := s.blobs.Open(ctx, s.blobKey(m.layer), nil)
 	if err != nil && s.auth.retry(ctx, err) {
 		obj, _, err = s.blobs.Open(ctx, s.blobKey(m.layer), nil)

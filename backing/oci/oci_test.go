@@ -171,8 +171,8 @@ func TestHostile(t *testing.T) {
 			f.push("t", []Descriptor{layer(MediaWeightRaw, w, "a"), layer(MediaWeightRaw, []byte("y"), "a")}, nil)
 			return ":t"
 		}},
-		{"tar", "application/vnd.cncf.model.weight.v1.tar+zstd): a compressed tar layer is not read yet", func(f *fake) string {
-			f.push("t", []Descriptor{layer("application/vnd.cncf.model.weight.v1.tar+zstd", w, "a")}, nil)
+		{"tar", "application/vnd.cncf.model.weight.v1.tar+xz): a tar layer compressed otherwise than gzip or zstd is not read", func(f *fake) string {
+			f.push("t", []Descriptor{layer("application/vnd.cncf.model.weight.v1.tar+xz", w, "a")}, nil)
 			return ":t"
 		}},
 		{"no weights", "no weight layer", func(f *fake) string {
