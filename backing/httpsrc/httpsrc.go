@@ -55,7 +55,9 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Bearer, when set, gives a token sent as "Authorization: Bearer"
 	// with every request to the URL's host ("" for none), never on a
-	// redirect to another host nor through Proxy (requests go directly).
+	// redirect to another host nor through Proxy: a request that holds
+	// it goes directly, and a redirect away from the host (which holds
+	// none) through Proxy.
 	Bearer func() string
 	// Authorization, when set, gives the whole Authorization header
 	// (an OCI registry's "Basic …" or "Bearer …"), sent as Bearer's is.
@@ -91,12 +93,32 @@ func NewWith(u *url.URL, opts Options) (store *Store, key string, err error) {
 		s.bearer, s.header = opts.Authorization, true
 	}
 	proxy := opts.Proxy
-	if s.token != "" || s.bearer != nil {
+	if s.token != "" {
 		proxy = nil
 	}
-	s.client = &http.Client{Transport: remote.ProxyTransport(proxy, tr, s.redirect, logf), CheckRedirect: s.redirect}
+	var rt http.RoundTripper = remote.ProxyTransport(proxy, tr, s.redirect, logf)
+	if s.bearer != nil && proxy != nil {
+		// A registry's credential goes to its host directly; the
+		// redirects away from it (its storage: S3, a CDN), which
+		// carry none, go through the tier, which caches them.
+		rt = credentialDirect{direct: tr, tier: rt}
+	}
+	s.client = &http.Client{Transport: rt, CheckRedirect: s.redirect}
 	s.mainKey, s.mainRaw = strings.TrimPrefix(u.Path, "/"), u.EscapedPath()
 	return s, s.mainKey, nil
+}
+
+// credentialDirect sends a request that carries an Authorization header
+// directly, never through the tier, and the others through it.
+type credentialDirect struct {
+	direct, tier http.RoundTripper
+}
+
+func (c credentialDirect) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Header.Get("Authorization") != "" {
+		return c.direct.RoundTrip(req)
+	}
+	return c.tier.RoundTrip(req)
 }
 
 // maxRedirects bounds the redirects followed for one request (as

@@ -263,8 +263,9 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 	}
 	// A registry that gave the manifest without a token serves its
 	// blobs through --proxy's tier; one that wanted a token or a
-	// password gets it with every blob request, directly (never on a
-	// redirect away from its host).
+	// password gets it with every blob request, directly, and a
+	// redirect away from its host (to its storage: S3, a CDN) goes
+	// without it, through the tier (httpsrc.Options.Authorization).
 	var authz func() string
 	if a.get() != "" {
 		authz = a.get
