@@ -23,4 +23,5 @@ var schemes = []struct {
 	{"auto-round", "gptq", planAutoRound},                // autoround.go
 	{"intel/auto-round", "gptq", planAutoRound},          // autoround.go
 	{"hqq", "hqq", planHQQ},                              // hqq.go
+	{"fp_quant", "fp-quant", planFPQuant},                // fpquant.go (every quantized weight named: not bit-exact)
 }
