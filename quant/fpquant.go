@@ -1,36 +1,50 @@
 package quant
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/lazyweights/tensorfs/dtype"
+)
 
 // FP-Quant / Quartet (quant_method "fp_quant"; IST-DASLab/FP-Quant
-// inference_lib fp_quant/module/linear.py FPQuantLinear, read at commit
-// d2e3092f; transformers' quantizers/quantizer_fp_quant.py at 03904cb3
-// and integrations/fp_quant.py at 05b48160). A quantized module X stores
-// one of three forms, as its configuration says:
+// inference_lib fp_quant/module/linear.py FPQuantLinear and
+// linear_fns.py, read at commit d2e3092f; qutlass qutlass_ops' scale
+// swizzle at e74319e3; transformers' quantizers/quantizer_fp_quant.py at
+// 03904cb3 and integrations/fp_quant.py at 05b48160). A quantized module
+// X stores one of three forms, as its configuration says:
 //
 //   - store_master_weights: X.weight in BF16, the full-precision weight,
 //     quantized only at run time: a plain tensor, served as stored.
-//   - real quantization: X.qweight U8 [out, in/2] (E2M1 codes) and
-//     X.scales U8 [out, in/32] (E8M0, forward_dtype mxfp4) or
+//   - real quantization: X.qweight U8 [out, in/2] (E2M1 codes, the even
+//     column in the low nibble) and X.scales U8 [out, in/32] (E8M0,
+//     forward_dtype mxfp4; row-major: swizzled only for the GEMM) or
 //     [out, in/16] (E4M3, nvfp4), with X.weight_global_scale.
 //   - pseudoquantization: X.dqweight in BF16 [out, in].
 //
-// beside X.forward_hadamard_matrix and X.backward_hadamard_matrix
+// beside X.forward_hadamard_matrix and X.backward_hadamard_matrix H
 // [g, g] (g = hadamard_group_size: a Hadamard, identity or "gsr" matrix
-// times g^-1/2) and X.act_global_scale. The codes and dqweight are the
-// weight after a rotation: each group of g inputs of W is multiplied by
-// H, then quantized; the forward pass rotates the activations by the
-// same H and multiplies in that basis, so W ≈ Q·Hᵀ per group. The
-// reference never computes W: it exists only as that matmul, a sum of g
-// products whose scales differ from block to block (g 64 or 128 spans
-// several scale blocks), in an order no reference fixes. So no weight of
-// the unrotated model can be computed bit-exact, and serving Q (or
-// dqweight) under X.weight would be another matrix under the weight's
-// name. Each such module's weight is named and left out, its parts but
-// its bias hidden; the master-weight form, and unconverted modules
-// (modules_to_not_convert, lm_head), are plain tensors. The rotation
-// matrices and global scales of a master-weight module are hidden as
-// the KV-cache scales are: not weights of the unquantized model.
+// times g^-1/2, in bf16) and X.act_global_scale. The codes are the weight
+// after a rotation: each group of g inputs of W (a row vector) is
+// multiplied by H, then quantized (Q ≈ W·H); the forward pass rotates the
+// activations by the same H, so the layer's weight is W = Q·Hᵀ per group:
+// W[o, gk+j] = Σ_i Q[o, gk+i]·H[j, i], with the GEMM's alpha
+// 1/(weight_global_scale·act_global_scale) in bf16. The reference never
+// computes W; it is served only where that sum is exact in any order:
+// forward_dtype mxfp4 with g = 32 (one E8M0 scale for the whole group),
+// weight_global_scale 1 (forward_method quest) and H's nonzero entries
+// all of one magnitude m (Hadamard, gsr, identity): then every term is
+// c_i·m·2^(s−127), c_i an E2M1 value, and the sum m·2^(s−127)·Σ±c_i has
+// at most 17 significant bits. It is computed in float64 (exact) and
+// rounded once to float32. Everything else (nvfp4, whose global scale is
+// applied only with the activations'; g 64 or 128, whose groups span
+// scale blocks that differ; dqweight; another H) is named and left out,
+// its parts but its bias hidden: serving Q (or dqweight) under X.weight
+// would be another matrix under the weight's name. Unconverted modules
+// (modules_to_not_convert, lm_head) are plain tensors. The rotation
+// matrices and global scales of a master-weight module are hidden as the
+// KV-cache scales are: not weights of the unquantized model.
 
 // fpQuantCodes are the parts that hold a module's rotated weight.
 var fpQuantCodes = []string{".qweight", ".scales", ".dqweight"}
@@ -38,9 +52,16 @@ var fpQuantCodes = []string{".qweight", ".scales", ".dqweight"}
 // fpQuantBuffers are the module's other FP-Quant buffers.
 var fpQuantBuffers = []string{".weight_global_scale", ".act_global_scale", ".forward_hadamard_matrix", ".backward_hadamard_matrix"}
 
+const fpQuantWhy = "the stored weight is rotated by a Hadamard transform that only dequantization undoes (a matmul in no fixed order): not bit-exact reproducible"
+
 func planFPQuant(p *planner) {
 	p.scheme = "fp-quant"
-	why := fmt.Sprintf("FP-Quant (%s): the stored weight is rotated by a Hadamard transform that only dequantization undoes (a matmul in no fixed order): not bit-exact reproducible", p.cfg.File)
+	why := fmt.Sprintf("FP-Quant (%s): %s", p.cfg.File, fpQuantWhy)
+	// the one served form's parameters
+	g, gOK := num(p.cfg.Params, "hadamard_group_size", 0)
+	pseudo, _ := p.cfg.Params["pseudoquantization"].(bool)
+	served := str(p.cfg.Params, "forward_dtype") == "mxfp4" && gOK && g == 32 && !pseudo
+	done := map[string]bool{}
 	for _, nm := range p.names {
 		x, ok := cutPart(nm, fpQuantCodes...)
 		if !ok {
@@ -49,10 +70,113 @@ func planFPQuant(p *planner) {
 			}
 			continue
 		}
+		if done[x] {
+			continue
+		}
+		done[x] = true
 		var parts []string
 		for _, s := range append(append([]string{".weight"}, fpQuantCodes...), fpQuantBuffers...) {
 			parts = append(parts, x+s)
 		}
-		p.fail(x+".weight", why, parts...)
+		name := x + ".weight"
+		if !served {
+			p.fail(name, fmt.Sprintf("FP-Quant (%s, forward_dtype %s, hadamard_group_size %s): %s", p.cfg.File,
+				paramStr(p.cfg.Params["forward_dtype"]), paramStr(p.cfg.Params["hadamard_group_size"]), fpQuantWhy), parts...)
+			continue
+		}
+		if reason := p.fpQuantMX(x, name, parts); reason != "" {
+			p.fail(name, why+": "+reason, parts...)
+		}
 	}
+}
+
+// fpQuantMX plans module x's MXFP4 weight (g 32); "" when added, else why not.
+func (p *planner) fpQuantMX(x, name string, parts []string) string {
+	q, sc, h, gs := p.t(x+".qweight"), p.t(x+".scales"), p.t(x+".forward_hadamard_matrix"), p.t(x+".weight_global_scale")
+	switch {
+	case p.t(x+".dqweight") != nil || p.t(x+".weight") != nil:
+		return "a module with more than one stored form"
+	case q == nil || sc == nil || h == nil || gs == nil:
+		return "qweight, scales, forward_hadamard_matrix or weight_global_scale is missing"
+	case q.DType != dtype.U8 || len(q.Shape) != 2 || q.Shape[1]%16 != 0 || q.Shape[1] == 0:
+		return fmt.Sprintf("qweight is %s %v, not U8 [out, in/2] with in a multiple of 32", q.DType, q.Shape)
+	case sc.DType != dtype.U8 && sc.DType != dtype.F8E8M0 || !shapeIs(sc, q.Shape[0], q.Shape[1]/16):
+		return fmt.Sprintf("scales is %s %v, not U8 %v (E8M0 per 32)", sc.DType, sc.Shape, []int64{q.Shape[0], q.Shape[1] / 16})
+	case h.DType != dtype.BF16 || !shapeIs(h, 32, 32):
+		return fmt.Sprintf("forward_hadamard_matrix is %s %v, not BF16 [32 32]", h.DType, h.Shape)
+	case gs.DType != dtype.BF16 || !isScalar(gs):
+		return fmt.Sprintf("weight_global_scale is %s %v, not one BF16", gs.DType, gs.Shape)
+	}
+	gb, err := p.readSmall(gs.Name)
+	if err != nil {
+		return err.Error()
+	}
+	if v := bf16At(gb, 0); v != 1 {
+		return fmt.Sprintf("weight_global_scale %v, not 1 (it is applied only with the activations')", v)
+	}
+	hb, err := p.readSmall(h.Name)
+	if err != nil {
+		return err.Error()
+	}
+	k := &fpQuantKernel{cols: q.Shape[1] * 2}
+	var m float64
+	for i := range k.h {
+		v := float64(bf16At(hb, i))
+		if math.IsNaN(v) || math.IsInf(v, 0) || v != 0 && m != 0 && math.Abs(v) != m {
+			return "forward_hadamard_matrix's nonzero entries differ in magnitude"
+		}
+		if v != 0 {
+			m = math.Abs(v)
+		}
+		k.h[i] = v
+	}
+	p.add(name, "fp-quant-mxfp4", []int64{q.Shape[0], k.cols}, []string{q.Name, sc.Name}, k, parts...)
+	return ""
+}
+
+func bf16At(b []byte, i int) float32 {
+	return math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
+}
+
+// fpQuantKernel: W[o, 32k+j] = f32(2^(s−127) · Σ_i e2m1(q[o, 32k+i])·H[j, i])
+// in float64, exact (see above); E8M0 255 is NaN.
+type fpQuantKernel struct {
+	cols int64
+	h    [32 * 32]float64 // H[j, i] at 32j+i
+}
+
+func (k *fpQuantKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error {
+	g0, g1 := c0/32, (c1-1)/32+1
+	blk, err := s.strided(0, 0, k.cols/2, r0, r1, 16*g0, 16*g1)
+	if err != nil {
+		return err
+	}
+	sc, err := s.strided(1, 1, k.cols/32, r0, r1, g0, g1)
+	if err != nil {
+		return err
+	}
+	bw, gw, w := 16*(g1-g0), g1-g0, c1-c0
+	var c [32]float64
+	for r := r0; r < r1; r++ {
+		for g := g0; g < g1; g++ {
+			e := sc[(r-r0)*gw+g-g0]
+			in := blk[(r-r0)*bw+16*(g-g0):]
+			for i := 0; i < 16; i++ {
+				c[2*i] = float64(fp4Values[in[i]&15])
+				c[2*i+1] = float64(fp4Values[in[i]>>4])
+			}
+			f := math.Ldexp(1, int(e)-127)
+			if e == 255 {
+				f = math.NaN()
+			}
+			for j := max(c0, 32*g) - 32*g; j < min(c1, 32*g+32)-32*g; j++ {
+				var v float64
+				for i, ci := range c {
+					v += ci * k.h[32*j+int64(i)]
+				}
+				dst[(r-r0)*w+32*g+j-c0] = float32(v * f)
+			}
+		}
+	}
+	return nil
 }
