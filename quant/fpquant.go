@@ -36,8 +36,8 @@ import (
 // weight_global_scale 1 (forward_method quest) and H's nonzero entries
 // all of one magnitude m (Hadamard, gsr, identity): then every term is
 // c_i·m·2^(s−127), c_i an E2M1 value, and the sum m·2^(s−127)·Σ±c_i has
-// at most 17 significant bits. It is computed in float64 (exact) and
-// rounded once to float32. Everything else (nvfp4, whose global scale is
+// at most 17 significant bits. It is computed exactly and
+// rounded once to float32 (fpQuantKernel). Everything else (nvfp4, whose global scale is
 // applied only with the activations'; g 64 or 128, whose groups span
 // scale blocks that differ; dqweight; another H) is named and left out,
 // its parts but its bias hidden: serving Q (or dqweight) under X.weight
@@ -118,17 +118,28 @@ func (p *planner) fpQuantMX(x, name string, parts []string) string {
 	if err != nil {
 		return err.Error()
 	}
-	k := &fpQuantKernel{cols: q.Shape[1] * 2}
-	var m float64
-	for i := range k.h {
-		v := float64(bf16At(hb, i))
-		if math.IsNaN(v) || math.IsInf(v, 0) || v != 0 && m != 0 && math.Abs(v) != m {
+	var m float32
+	for i := 0; i < 32*32; i++ {
+		v := bf16At(hb, i)
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) || v != 0 && m != 0 && abs32(v) != m {
 			return "forward_hadamard_matrix's nonzero entries differ in magnitude"
 		}
 		if v != 0 {
-			m = math.Abs(v)
+			m = abs32(v)
 		}
-		k.h[i] = v
+	}
+	if m < 0x1p-20 || m > 0x1p20 {
+		return fmt.Sprintf("forward_hadamard_matrix's entries are %v, outside [2^-20, 2^20]", m)
+	}
+	k := &fpQuantKernel{cols: q.Shape[1] * 2, m2: m / 2}
+	if t, ok := p.fpqTables[string(hb)]; ok {
+		k.tbl = t
+	} else {
+		k.tbl = fpQuantTable(hb, m)
+		if p.fpqTables == nil {
+			p.fpqTables = map[string]*[32][16][8]uint64{}
+		}
+		p.fpqTables[string(hb)] = k.tbl
 	}
 	p.add(name, "fp-quant-mxfp4", []int64{q.Shape[0], k.cols}, []string{q.Name, sc.Name}, k, parts...)
 	return ""
@@ -138,11 +149,43 @@ func bf16At(b []byte, i int) float32 {
 	return math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
 }
 
-// fpQuantKernel: W[o, 32k+j] = f32(2^(s−127) · Σ_i e2m1(q[o, 32k+i])·H[j, i])
-// in float64, exact (see above); E8M0 255 is NaN.
+func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
+
+// fpQuantBias keeps each 16-bit lane of a table entry positive, so that
+// 32 of them add in a uint64 without a carry between lanes.
+const fpQuantBias = 24
+
+// fpQuantTable is, for each position i of a group and each code n, the
+// terms 2·e2m1(n)·σ[j, i] + fpQuantBias of the 32 outputs j (σ = H/m:
+// −1, 0 or 1), four 16-bit lanes a word.
+func fpQuantTable(hb []byte, m float32) *[32][16][8]uint64 {
+	t := new([32][16][8]uint64)
+	for i := 0; i < 32; i++ {
+		for n := 0; n < 16; n++ {
+			c := int64(2 * fp4Values[n])
+			for j := 0; j < 32; j++ {
+				h := bf16At(hb, 32*j+i)
+				v := int64(fpQuantBias)
+				if h > 0 {
+					v += c
+				} else if h < 0 {
+					v -= c
+				}
+				t[i][n][j/4] |= uint64(v) << (16 * (j % 4))
+			}
+		}
+	}
+	return t
+}
+
+// fpQuantKernel: W[o, 32k+j] = 2^(s−127) · Σ_i e2m1(q[o, 32k+i])·H[j, i]
+// (E8M0 255 NaN), all of H's nonzero entries ±m: Σ_i 2·e2m1·σ[j, i] is
+// an integer n (|n| ≤ 384) summed in 16-bit lanes, n·m/2 is exact in
+// float32 (17 bits), and the product by 2^(s−127) its one rounding.
 type fpQuantKernel struct {
 	cols int64
-	h    [32 * 32]float64 // H[j, i] at 32j+i
+	m2   float32
+	tbl  *[32][16][8]uint64
 }
 
 func (k *fpQuantKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error {
@@ -156,25 +199,27 @@ func (k *fpQuantKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) er
 		return err
 	}
 	bw, gw, w := 16*(g1-g0), g1-g0, c1-c0
-	var c [32]float64
+	const off = 32 * fpQuantBias
 	for r := r0; r < r1; r++ {
 		for g := g0; g < g1; g++ {
 			e := sc[(r-r0)*gw+g-g0]
-			in := blk[(r-r0)*bw+16*(g-g0):]
-			for i := 0; i < 16; i++ {
-				c[2*i] = float64(fp4Values[in[i]&15])
-				c[2*i+1] = float64(fp4Values[in[i]>>4])
-			}
-			f := math.Ldexp(1, int(e)-127)
+			f := pow2E8M0[e]
 			if e == 255 {
-				f = math.NaN()
+				f = float32(math.NaN())
 			}
-			for j := max(c0, 32*g) - 32*g; j < min(c1, 32*g+32)-32*g; j++ {
-				var v float64
-				for i, ci := range c {
-					v += ci * k.h[32*j+int64(i)]
+			in := blk[(r-r0)*bw+16*(g-g0):][:16]
+			var a [8]uint64
+			for i, b := range in {
+				lo, hi := &k.tbl[2*i][b&15], &k.tbl[2*i+1][b>>4]
+				for x := range a {
+					a[x] += lo[x] + hi[x]
 				}
-				dst[(r-r0)*w+32*g+j-c0] = float32(v * f)
+			}
+			j0, j1 := max(c0, 32*g)-32*g, min(c1, 32*g+32)-32*g
+			base := (r-r0)*w + 32*g - c0
+			for j := j0; j < j1; j++ {
+				n := int32(a[j/4]>>(16*(j%4))&0xffff) - off
+				dst[base+j] = float32(n) * k.m2 * f // n·m/2 exact, then one rounding
 			}
 		}
 	}

@@ -107,7 +107,7 @@ func TestFPQuantMXFP4(t *testing.T) {
 	mods := []struct {
 		x    string
 		perm []int
-	}{{"model.layers.0.mlp.up_proj", nil}, {"model.layers.0.self_attn.q_proj", perm}}
+	}{{"model.layers.0.mlp.up_proj", nil}, {"model.layers.0.self_attn.q_proj", perm}, {"model.layers.0.self_attn.k_proj", nil}}
 	O, I := 6, 96
 	G := I / 32
 	b := newBuilder(qc("mxfp4", 32))
@@ -125,6 +125,19 @@ func TestFPQuantMXFP4(t *testing.T) {
 			sc[0], sc[1], sc[2] = 255, 0, 254 // NaN, 2^-127, 2^127 (some past float32)
 		}
 		hb, hv := fpqHadamard(m.perm)
+		if k == 2 { // an identity times 2^-20·(1+2^-7), scales from 2^-127: the products round (subnormal), once
+			for i := range hv {
+				hv[i] = 0
+				binary.LittleEndian.PutUint16(hb[2*i:], 0)
+				if i%33 == 0 {
+					hv[i] = math.Float32frombits(0x3581 << 16)
+					binary.LittleEndian.PutUint16(hb[2*i:], 0x3581)
+				}
+			}
+			for i := range sc {
+				sc[i] = byte(r.IntN(4))
+			}
+		}
 		b.put(m.x+".qweight", "U8", []int64{int64(O), int64(I / 2)}, q)
 		b.put(m.x+".scales", "U8", []int64{int64(O), int64(G)}, sc)
 		b.put(m.x+".weight_global_scale", "BF16", []int64{1}, one)
@@ -227,4 +240,32 @@ func TestFPQuantMXFP4(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkFPQuant: go test ./quant -run XX -bench FPQuant -cpu 1 (a
+// [2048, 4096] MXFP4 weight, H a column-permuted Hadamard matrix).
+func BenchmarkFPQuant(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const O, I = 2048, 4096
+	bd := newBuilder(map[string]any{"quantization_config": map[string]any{"quant_method": "fp_quant", "forward_dtype": "mxfp4", "hadamard_group_size": 32}})
+	x := "model.layers.0.mlp.up_proj"
+	q := make([]byte, O*I/2)
+	for i := range q {
+		q[i] = byte(r.Uint32())
+	}
+	sc := make([]byte, O*I/32)
+	for i := range sc {
+		sc[i] = byte(110 + r.IntN(30))
+	}
+	hb, _ := fpqHadamard(r.Perm(32))
+	bd.put(x+".qweight", "U8", []int64{O, I / 2}, q)
+	bd.put(x+".scales", "U8", []int64{O, I / 32}, sc)
+	bd.put(x+".weight_global_scale", "BF16", []int64{1}, []byte{0x80, 0x3f})
+	bd.put(x+".forward_hadamard_matrix", "BF16", []int64{32, 32}, hb)
+	c := bd.build(b)
+	res := c.plan(b)
+	if len(res.Weights) != 1 || len(res.Problems) != 0 {
+		b.Fatalf("%+v", res)
+	}
+	benchDequantize(b, c, &res.Weights[0], true)
 }
