@@ -131,13 +131,16 @@ func (p *planner) fpQuantMX(x, name string, parts []string) string {
 	if m < 0x1p-20 || m > 0x1p20 {
 		return fmt.Sprintf("forward_hadamard_matrix's entries are %v, outside [2^-20, 2^20]", m)
 	}
-	k := &fpQuantKernel{cols: q.Shape[1] * 2, m2: m / 2}
+	k := &fpQuantKernel{cols: q.Shape[1] * 2, nm: new([1024]float32)}
+	for i := range k.nm {
+		k.nm[i] = float32(i-16*fpQuantBias) * (m / 2)
+	}
 	if t, ok := p.fpqTables[string(hb)]; ok {
 		k.tbl = t
 	} else {
 		k.tbl = fpQuantTable(hb, m)
 		if p.fpqTables == nil {
-			p.fpqTables = map[string]*[32][16][8]uint64{}
+			p.fpqTables = map[string]*[16][256][8]uint64{}
 		}
 		p.fpqTables[string(hb)] = k.tbl
 	}
@@ -152,26 +155,31 @@ func bf16At(b []byte, i int) float32 {
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
 // fpQuantBias keeps each 16-bit lane of a table entry positive, so that
-// 32 of them add in a uint64 without a carry between lanes.
+// 16 of them add in a uint64 without a carry between lanes.
 const fpQuantBias = 24
 
-// fpQuantTable is, for each position i of a group and each code n, the
-// terms 2·e2m1(n)·σ[j, i] + fpQuantBias of the 32 outputs j (σ = H/m:
-// −1, 0 or 1), four 16-bit lanes a word.
-func fpQuantTable(hb []byte, m float32) *[32][16][8]uint64 {
-	t := new([32][16][8]uint64)
-	for i := 0; i < 32; i++ {
-		for n := 0; n < 16; n++ {
-			c := int64(2 * fp4Values[n])
+// fpQuantTable is, for each byte position p of a group's 16 and each
+// byte b (codes b&15 at column 2p, b>>4 at 2p+1), the terms
+// 2·e2m1·σ[j, i] of both columns plus fpQuantBias, for the 32 outputs j
+// (σ = H/m: −1, 0 or 1), four 16-bit lanes a word: 256 KiB, one per
+// distinct H.
+func fpQuantTable(hb []byte, m float32) *[16][256][8]uint64 {
+	t := new([16][256][8]uint64)
+	term := func(n byte, i, j int) int64 {
+		c, h := int64(2*fp4Values[n]), bf16At(hb, 32*j+i)
+		switch {
+		case h > 0:
+			return c
+		case h < 0:
+			return -c
+		}
+		return 0
+	}
+	for p := 0; p < 16; p++ {
+		for b := 0; b < 256; b++ {
 			for j := 0; j < 32; j++ {
-				h := bf16At(hb, 32*j+i)
-				v := int64(fpQuantBias)
-				if h > 0 {
-					v += c
-				} else if h < 0 {
-					v -= c
-				}
-				t[i][n][j/4] |= uint64(v) << (16 * (j % 4))
+				v := fpQuantBias + term(byte(b&15), 2*p, j) + term(byte(b>>4), 2*p+1, j)
+				t[p][b][j/4] |= uint64(v) << (16 * (j % 4))
 			}
 		}
 	}
@@ -181,11 +189,12 @@ func fpQuantTable(hb []byte, m float32) *[32][16][8]uint64 {
 // fpQuantKernel: W[o, 32k+j] = 2^(s−127) · Σ_i e2m1(q[o, 32k+i])·H[j, i]
 // (E8M0 255 NaN), all of H's nonzero entries ±m: Σ_i 2·e2m1·σ[j, i] is
 // an integer n (|n| ≤ 384) summed in 16-bit lanes, n·m/2 is exact in
-// float32 (17 bits), and the product by 2^(s−127) its one rounding.
+// float32 (17 bits, m in [2^-20, 2^20]), and the product by 2^(s−127)
+// its one rounding.
 type fpQuantKernel struct {
 	cols int64
-	m2   float32
-	tbl  *[32][16][8]uint64
+	tbl  *[16][256][8]uint64
+	nm   *[1024]float32 // a lane's sum (n + 16·fpQuantBias) → n·m/2, exact
 }
 
 func (k *fpQuantKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error {
@@ -199,7 +208,6 @@ func (k *fpQuantKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) er
 		return err
 	}
 	bw, gw, w := 16*(g1-g0), g1-g0, c1-c0
-	const off = 32 * fpQuantBias
 	for r := r0; r < r1; r++ {
 		for g := g0; g < g1; g++ {
 			e := sc[(r-r0)*gw+g-g0]
@@ -207,19 +215,28 @@ func (k *fpQuantKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) er
 			if e == 255 {
 				f = float32(math.NaN())
 			}
-			in := blk[(r-r0)*bw+16*(g-g0):][:16]
-			var a [8]uint64
-			for i, b := range in {
-				lo, hi := &k.tbl[2*i][b&15], &k.tbl[2*i+1][b>>4]
-				for x := range a {
-					a[x] += lo[x] + hi[x]
-				}
+			in := (*[16]byte)(blk[(r-r0)*bw+16*(g-g0):])
+			var a0, a1, a2, a3, a4, a5, a6, a7 uint64
+			for i := range in {
+				t := &k.tbl[i][in[i]]
+				a0, a1, a2, a3 = a0+t[0], a1+t[1], a2+t[2], a3+t[3]
+				a4, a5, a6, a7 = a4+t[4], a5+t[5], a6+t[6], a7+t[7]
 			}
+			a := [8]uint64{a0, a1, a2, a3, a4, a5, a6, a7}
 			j0, j1 := max(c0, 32*g)-32*g, min(c1, 32*g+32)-32*g
 			base := (r-r0)*w + 32*g - c0
+			if j0 == 0 && j1 == 32 {
+				out := (*[32]float32)(dst[base:])
+				for x, v := range a {
+					out[4*x] = k.nm[v&1023] * f
+					out[4*x+1] = k.nm[v>>16&1023] * f
+					out[4*x+2] = k.nm[v>>32&1023] * f
+					out[4*x+3] = k.nm[v>>48&1023] * f
+				}
+				continue
+			}
 			for j := j0; j < j1; j++ {
-				n := int32(a[j/4]>>(16*(j%4))&0xffff) - off
-				dst[base+j] = float32(n) * k.m2 * f // n·m/2 exact, then one rounding
+				dst[base+j] = k.nm[a[j/4]>>(16*(j%4))&1023] * f
 			}
 		}
 	}

@@ -314,7 +314,7 @@ type planner struct {
 	// u8E8M0: a U8 scale of an FP8 weight is E8M0 exponent bytes (MXFP8)
 	u8E8M0 bool
 	// fpqTables: FP-Quant's tables by the rotation's bytes (fpquant.go)
-	fpqTables map[string]*[32][16][8]uint64
+	fpqTables map[string]*[16][256][8]uint64
 }
 
 func newPlanner(cfg *Config, tensors []index.Tensor, small func(string) ([]byte, error)) *planner {
