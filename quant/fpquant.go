@@ -36,9 +36,9 @@ import (
 // weight_global_scale 1 (forward_method quest) and H's nonzero entries
 // all of one magnitude m (Hadamard, gsr, identity): then every term is
 // c_i·m·2^(s−127), c_i an E2M1 value, and the sum m·2^(s−127)·Σ±c_i has
-// at most 17 significant bits. It is computed exactly and
-// rounded once to float32 (fpQuantKernel). Everything else (nvfp4, whose global scale is
-// applied only with the activations'; g 64 or 128, whose groups span
+// at most 17 significant bits. It is computed exactly and rounded once
+// to float32 (fpQuantKernel). Everything else (nvfp4, whose global scale
+// is applied only with the activations'; g 64 or 128, whose groups span
 // scale blocks that differ; dqweight; another H) is named and left out,
 // its parts but its bias hidden: serving Q (or dqweight) under X.weight
 // would be another matrix under the weight's name. Unconverted modules
