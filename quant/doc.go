@@ -35,6 +35,8 @@
 //	auto-round              gptq|gptq-v2|awq     autoround.go (packing_format auto_round[:auto_gptq|:gptqmodel],
 //	(intel/auto-round)                                      auto_round:auto_awq; others named)
 //	hqq                     hqq                  hqq.go     (axis 1; 8/4/3/2/1 bits; meta as tensors)
+//	fp_quant                fp-quant-mxfp4       fpquant.go (FP-Quant/Quartet: W = Q·Hᵀ per group where exact:
+//	                                                        mxfp4, group 32, global scale 1; the rest named)
 //
 // Without a configuration only the unambiguous pairs are joined: X.weight
 // F8_E4M3 with X.weight_scale_inv (blocks of 128×128) and P_blocks U8 with

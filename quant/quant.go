@@ -313,6 +313,8 @@ type planner struct {
 	probs   map[string]string
 	// u8E8M0: a U8 scale of an FP8 weight is E8M0 exponent bytes (MXFP8)
 	u8E8M0 bool
+	// fpqTables: FP-Quant's tables by the rotation's bytes (fpquant.go)
+	fpqTables map[string]*[16][256][8]uint64
 }
 
 func newPlanner(cfg *Config, tensors []index.Tensor, small func(string) ([]byte, error)) *planner {

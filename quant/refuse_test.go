@@ -69,6 +69,33 @@ func TestUnusableParams(t *testing.T) {
 		b.put(x+".weight", "I8", []int64{4, 64}, make([]byte, 256))
 		b.put(x+".SCB", "F32", []int64{4}, make([]byte, 16))
 	}
+	// FP-Quant (fp_quant linear.py FPQuantLinear's buffers): codes and
+	// scales, or the pseudo-quantized dqweight, beside the rotations
+	fpqBuffers := func(b *builder, x string) {
+		b.put(x+".weight_global_scale", "BF16", []int64{1}, make([]byte, 2))
+		b.put(x+".act_global_scale", "BF16", []int64{1}, make([]byte, 2))
+		b.put(x+".forward_hadamard_matrix", "BF16", []int64{32, 32}, make([]byte, 2048))
+		b.put(x+".backward_hadamard_matrix", "BF16", []int64{32, 32}, make([]byte, 2048))
+	}
+	fpqMX := func(b *builder, x string) {
+		b.put(x+".qweight", "U8", []int64{4, 32}, make([]byte, 128))
+		b.put(x+".scales", "U8", []int64{4, 2}, make([]byte, 8))
+		fpqBuffers(b, x)
+	}
+	fpqNV := func(b *builder, x string) {
+		b.put(x+".qweight", "U8", []int64{4, 32}, make([]byte, 128))
+		b.put(x+".scales", "U8", []int64{4, 4}, make([]byte, 16))
+		fpqBuffers(b, x)
+	}
+	fpqPseudo := func(b *builder, x string) {
+		b.put(x+".dqweight", "BF16", []int64{4, 64}, make([]byte, 512))
+		fpqBuffers(b, x)
+	}
+	fpq := func(fwd string, pseudo bool) map[string]any {
+		return map[string]any{"quantization_config": map[string]any{"quant_method": "fp_quant", "forward_dtype": fwd, "forward_method": "abs_max",
+			"backward_dtype": "bf16", "hadamard_group_size": 32, "store_master_weights": false, "pseudoquantization": pseudo,
+			"transform_init": "hadamard", "modules_to_not_convert": []any{"lm_head"}}}
+	}
 	ct := func(format string, w map[string]any) map[string]any {
 		return map[string]any{"quant_method": "compressed-tensors", "format": format,
 			"config_groups": map[string]any{"group_0": map[string]any{"targets": []any{"Linear"}, "weights": w}}}
@@ -130,6 +157,9 @@ func TestUnusableParams(t *testing.T) {
 		{"bnb 8-bit stored, 4-bit configured", "does not say load_in_8bit", qc(map[string]any{"quant_method": "bitsandbytes", "load_in_4bit": true}), nil, bnb8},
 		{"mlx bits 7", "bits 7", map[string]any{"quantization": map[string]any{"bits": 7, "group_size": 64}}, nil, mlx},
 		{"mlx group_size 0", "group_size 0", map[string]any{"quantization": map[string]any{"bits": 4, "group_size": 0}}, nil, mlx},
+		{"fp_quant mxfp4", "rotated by a Hadamard transform", fpq("mxfp4", false), nil, fpqMX},
+		{"fp_quant nvfp4", "rotated by a Hadamard transform", fpq("nvfp4", false), nil, fpqNV},
+		{"fp_quant pseudoquantization", "rotated by a Hadamard transform", fpq("mxfp4", true), nil, fpqPseudo},
 		{"mlx mode", `mode "nf4"`, map[string]any{"quantization": map[string]any{"bits": 4, "group_size": 64, "mode": "nf4"}}, nil, mlx},
 	}
 	layers := []string{"model.layers.0.mlp.down_proj", "model.layers.1.self_attn.q_proj"}

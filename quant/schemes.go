@@ -23,4 +23,5 @@ var schemes = []struct {
 	{"auto-round", "gptq", planAutoRound},                // autoround.go
 	{"intel/auto-round", "gptq", planAutoRound},          // autoround.go
 	{"hqq", "hqq", planHQQ},                              // hqq.go
+	{"fp_quant", "fp-quant", planFPQuant},                // fpquant.go (mxfp4 with group 32: Q·Hᵀ; the rest named)
 }
