@@ -19,6 +19,9 @@ Modules: up_proj with H the Sylvester Hadamard matrix times 32^-1/2 (transform_i
 hadamard), q_proj with H in sequency order and its columns permuted ("gsr"-like; tensorfs's fast
 Walsh-Hadamard path), k_proj with its rows permuted at random (tensorfs's table path), a bias, a norm and
 lm_head (modules_to_not_convert) plain.
+
+xcheck_torch.py checks EXPECTED.json against torch 2.14 (Q @ H.T in float64, torch's bfloat16 and
+float8_e8m0fnu decoding H and the scales, torch's roundings to float32, bfloat16 and float16): all equal.
 """
 import hashlib
 import json
