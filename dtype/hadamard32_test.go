@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -77,8 +78,9 @@ func hadamardDef(sign *[32][32]int8, half float32, in []byte, s byte) [32]float3
 // relabelled by an affine map, columns permuted, signs flipped; and the
 // plain Sylvester matrix), random codes and scales (0, 254 and 255
 // included) and magnitudes m from 2^-21 to 2^19, both paths (assembly
-// and Go) give the definition's bits, +0 for a zero; a matrix with its
-// rows permuted at random, or with a zero, is refused.
+// and Go) give the definition's bits, +0 for a zero; FP-Quant's gsr
+// matrix is taken; a matrix with its rows permuted at random, or with a
+// zero, is refused.
 func TestHadamard32(t *testing.T) {
 	r := rand.New(rand.NewPCG(44, 32))
 	for trial := 0; trial < 200; trial++ {
@@ -118,6 +120,31 @@ func TestHadamard32(t *testing.T) {
 				}
 			}
 		}
+	}
+	// FP-Quant's "gsr" matrix (linear.py get_gsr_matrix): the Sylvester
+	// matrix's columns sorted by their sign changes down the rows
+	syl := sylvester32(r, true)
+	changes := make([]int, 32)
+	for i := 0; i < 32; i++ {
+		for j := 1; j < 32; j++ {
+			if syl[j][i] != syl[j-1][i] {
+				changes[i]++
+			}
+		}
+	}
+	order := make([]int, 32)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return changes[a] - changes[b] })
+	var gsr [32][32]int8
+	for j := range gsr {
+		for i := range gsr[j] {
+			gsr[j][i] = syl[j][order[i]]
+		}
+	}
+	if order[1] == 1 || NewHadamard32(&gsr, 1) == nil {
+		t.Errorf("the gsr matrix (columns %v) refused", order)
 	}
 	sign := sylvester32(r, true)
 	perm := r.Perm(32)

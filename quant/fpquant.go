@@ -209,7 +209,7 @@ func fpQuantTable(hb []byte, m float32) *[16][256][8]uint64 {
 //
 // Where H's signs are a Sylvester Hadamard matrix up to a column
 // permutation, an affine relabelling of the rows and sign flips (FP-Quant's
-// hadamard and sequency-ordered transforms), the same integers n come
+// hadamard and gsr matrices: gsr sorts the columns by sign changes), the same integers n come
 // from a 32-point fast Walsh–Hadamard transform instead (fwht: 5 butterfly
 // stages; any order of an exact integer sum gives the same n); else from
 // the table.
