@@ -1,0 +1,140 @@
+package quant_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/index"
+	"github.com/lazyweights/tensorfs/source"
+)
+
+// torch214Expected is testdata/torch214/EXPECTED.json, written by gen.py
+// there with torch 2.14's own dtypes, quantizers and dequantizers.
+type torch214Expected struct {
+	Torch string `json:"torch"`
+	Cases map[string]struct {
+		Logical []struct {
+			Name  string   `json:"name"`
+			Shape []int64  `json:"shape"`
+			Parts []string `json:"parts"`
+			F32   string   `json:"sha256_f32"`
+			BF16  string   `json:"sha256_bf16"`
+			F32N  string   `json:"sha256_f32_nan"`  // every NaN 0x7FC00000
+			BF16N string   `json:"sha256_bf16_nan"` // every NaN 0x7FC0
+			NaN   int      `json:"nan"`
+		} `json:"logical"`
+	} `json:"cases"`
+}
+
+// TestTorch214: each checkpoint of testdata/torch214 (block FP8, DeepSeek
+// ue8m0, MXFP8, gpt-oss MXFP4, ModelOpt NVFP4, torchao Float8Tensor,
+// MXTensor and NVFP4Tensor, written by torch 2.14 and safetensors' torch
+// writer), opened as any SOURCE is (source.Load), serves every weight as
+// the float32 values torch computes from the same bytes, bit for bit (NaN
+// payloads included), and its .bf16 view as torch's bfloat16 result; the
+// parts are in no converted view and every plain tensor is as stored.
+func TestTorch214(t *testing.T) {
+	dir := filepath.Join("testdata", "torch214")
+	raw, err := os.ReadFile(filepath.Join(dir, "EXPECTED.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp torch214Expected
+	if err := json.Unmarshal(raw, &exp); err != nil {
+		t.Fatal(err)
+	}
+	if len(exp.Cases) != 8 || exp.Torch == "" {
+		t.Fatalf("EXPECTED.json: %d cases, torch %q", len(exp.Cases), exp.Torch)
+	}
+	toBF16, _ := dtype.ConverterFor(dtype.F32, dtype.BF16)
+	digest := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+	for name, cs := range exp.Cases {
+		t.Run(name, func(t *testing.T) {
+			ck, err := source.Load(context.Background(), filepath.Join(dir, name), source.Options{Backing: backing.Options{Mode: backing.Pread}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ck.Close()
+			q := ck.Index.Quantization
+			if q == nil || len(q.Problems) != 0 {
+				t.Fatalf("quantization %+v", q)
+			}
+			byName := map[string]*index.Tensor{}
+			for i := range ck.Index.Tensors {
+				tn := &ck.Index.Tensors[i]
+				if tn.Listed(true) {
+					if byName[tn.Name] != nil {
+						t.Errorf("%s listed twice in the converted views", tn.Name)
+					}
+					byName[tn.Name] = tn
+				}
+			}
+			if len(byName) != len(cs.Logical) {
+				t.Errorf("%d tensors in the converted views, want %d", len(byName), len(cs.Logical))
+			}
+			for _, l := range cs.Logical {
+				tn := byName[l.Name]
+				if tn == nil {
+					t.Errorf("%s is not in the converted views", l.Name)
+					continue
+				}
+				quantized := len(l.Parts) > 1 || l.Parts[0] != l.Name
+				if quantized != (tn.Role == index.RoleLogical) || !slices.Equal(tn.Shape, l.Shape) {
+					t.Errorf("%s: role %v shape %v, want quantized %v shape %v", l.Name, tn.Role, tn.Shape, quantized, l.Shape)
+					continue
+				}
+				stored := make([]byte, tn.Size)
+				if n, err := ck.Sources[tn.Source].ReadAt(stored, tn.Offset); n != len(stored) {
+					t.Fatalf("%s: %d of %d bytes, %v", l.Name, n, len(stored), err)
+				}
+				conv, ok := dtype.ConverterFor(tn.DType, dtype.F32)
+				if !ok {
+					t.Fatalf("%s: %s", l.Name, tn.DType)
+				}
+				f32 := make([]byte, 4*tn.NumElements())
+				conv(f32, stored)
+				bf := make([]byte, 2*tn.NumElements())
+				toBF16(bf, f32)
+				// NaN payloads are compared only as NaNs: torch's own
+				// depend on the code path (EXPECTED.json's sha256_*_nan)
+				nan := 0
+				for i := 0; i < len(f32); i += 4 {
+					if v := binary.LittleEndian.Uint32(f32[i:]); v&0x7fffffff > 0x7f800000 {
+						nan++
+						binary.LittleEndian.PutUint32(f32[i:], 0x7fc00000)
+						binary.LittleEndian.PutUint16(bf[i/2:], 0x7fc0)
+					}
+				}
+				if nan != l.NaN {
+					t.Errorf("%s: %d NaNs, torch %s has %d", l.Name, nan, exp.Torch, l.NaN)
+				}
+				want32, want16 := l.F32N, l.BF16N
+				if nan == 0 && (l.F32 != want32 || l.BF16 != want16) {
+					t.Errorf("%s: EXPECTED.json's digests with and without NaNs differ", l.Name)
+				}
+				if got := digest(f32); got != want32 {
+					t.Errorf("%s: float32 sha256 %s, torch %s has %s", l.Name, got, exp.Torch, want32)
+				}
+				if got := digest(bf); got != want16 {
+					t.Errorf("%s: bfloat16 sha256 %s, torch %s has %s", l.Name, got, exp.Torch, want16)
+				}
+			}
+			for _, l := range cs.Logical {
+				for _, p := range l.Parts {
+					if p != l.Name && byName[p] != nil {
+						t.Errorf("part %s of %s is in the converted views", p, l.Name)
+					}
+				}
+			}
+		})
+	}
+}
