@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/lazyweights/tensorfs/dtype"
@@ -24,10 +25,31 @@ import (
 
 // marlinPerm, marlinScalePerm and marlinScaleSingle are _get_perms():
 // perm's inverse (orig index → stored index) and the scale permutations'
-// inverses.
-var marlinPerm, marlinScalePerm, marlinScaleSingle = marlinPerms()
+// inverses;
+// marlinFwd is perm itself (stored index → orig index).
+var marlinPerm, marlinFwd, marlinScalePerm, marlinScaleSingle = marlinPerms()
 
-func marlinPerms() (inv [1024]int32, sinv [64]int32, ssinv [32]int32) {
+// marlinWords is, for each word of a run of 128, its first code's column
+// (of 64) and row (of 16) in the tiles: marlinFwd[8w] = 256·(col/16) +
+// 16·kk + col%16.
+var marlinWords = func() (t [128]struct{ col, kk uint8 }) {
+	for w := range t {
+		x0 := marlinFwd[8*w]
+		t[w].col, t[w].kk = uint8(x0/256*16+x0%16), uint8(x0%256/16)
+	}
+	return
+}()
+
+// marlinScaleGroup32 is marlinScaleSingle over a 64-column window (two
+// runs of 32), as marlinScalePerm is over one run of 64.
+var marlinScaleGroup32 = func() (t [64]int32) {
+	for j := range t {
+		t[j] = int32(j/32*32) + marlinScaleSingle[j%32]
+	}
+	return
+}()
+
+func marlinPerms() (inv, fwd [1024]int32, sinv [64]int32, ssinv [32]int32) {
 	var perm []int32
 	for i := 0; i < 32; i++ {
 		var perm1 []int32
@@ -45,7 +67,8 @@ func marlinPerms() (inv [1024]int32, sinv [64]int32, ssinv [32]int32) {
 	}
 	interleave := [8]int{0, 2, 4, 6, 1, 3, 5, 7}
 	for p := range inv {
-		inv[perm[p/8*8+interleave[p%8]]] = int32(p)
+		fwd[p] = perm[p/8*8+interleave[p%8]]
+		inv[fwd[p]] = int32(p)
 	}
 	for i := 0; i < 8; i++ {
 		for j := 0; j < 8; j++ {
@@ -85,6 +108,10 @@ func (k *marlinKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) err
 	}
 	sw := 64 * (c1 - c0)
 	iw := i1 - i0
+	if useLookup && i0%16 == 0 && i1%16 == 0 && o1-o0 >= 16 {
+		k.tiles(bw, sc, rw, sw, kt0, kt1, c0, g0, o0, o1, i0, iw, dst)
+		return nil
+	}
 	for o := o0; o < o1; o++ {
 		nt, nn := o/16, o%16
 		so := o - 64*c0
@@ -107,6 +134,61 @@ func (k *marlinKernel) rect(s *scratch, o0, o1, i0, i1 int64, dst []float32) err
 		}
 	}
 	return nil
+}
+
+// marlinQ is q − 8 for each code q.
+var marlinQ = [16]float32{-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7}
+
+// tiles is rect over whole 16-row tiles of in (i0, i1 multiples of 16).
+// perm puts a word's 8 codes in one 16×16 tile at (kk, nn) + (0, 0),
+// (8, 0), (0, 8), (8, 8), (1, 0), (9, 0), (1, 8), (9, 8) from its first
+// code's (checked against _get_perms' perm by TestMarlinWords): two
+// columns, four rows each, written with the same product as rect's loop.
+func (k *marlinKernel) tiles(bw []byte, sc []float32, rw, sw, kt0, kt1, c0, g0, o0, o1, i0, iw int64, dst []float32) {
+	sidx := &marlinScalePerm
+	if k.single {
+		sidx = &marlinScaleGroup32
+	}
+	// each 16-row tile of in, each run of 64 columns (128 words of B)
+	for kt := kt0; kt < kt1; kt++ {
+		for c := o0 / 64; c <= (o1-1)/64; c++ {
+			full := 64*c >= o0 && 64*c+64 <= o1
+			g := int64(0)
+			if !k.single {
+				g = kt*16/k.gsize - g0
+			}
+			ss := sc[g*sw+64*(c-c0):][:64]
+			row := kt*16 - i0
+			words := bw[((kt-kt0)*rw+128*(c-c0))*4:][:512]
+			for w, pos := range marlinWords {
+				a := 64*c + int64(pos.col)
+				at := row + int64(pos.kk)
+				v := binary.LittleEndian.Uint32(words[4*w:])
+				sa, sb := ss[sidx[pos.col]], ss[sidx[pos.col+8]]
+				if full {
+					da := dst[(a-o0)*iw+at:][:10]
+					db := dst[(a+8-o0)*iw+at:][:10]
+					da[0] = sa * marlinQ[v&15]
+					da[8] = sa * marlinQ[v>>4&15]
+					db[0] = sb * marlinQ[v>>8&15]
+					db[8] = sb * marlinQ[v>>12&15]
+					da[1] = sa * marlinQ[v>>16&15]
+					da[9] = sa * marlinQ[v>>20&15]
+					db[1] = sb * marlinQ[v>>24&15]
+					db[9] = sb * marlinQ[v>>28]
+					continue
+				}
+				if a >= o0 && a < o1 {
+					da := dst[(a-o0)*iw+at:][:10]
+					da[0], da[8], da[1], da[9] = sa*marlinQ[v&15], sa*marlinQ[v>>4&15], sa*marlinQ[v>>16&15], sa*marlinQ[v>>20&15]
+				}
+				if a+8 >= o0 && a+8 < o1 {
+					db := dst[(a+8-o0)*iw+at:][:10]
+					db[0], db[8], db[1], db[9] = sb*marlinQ[v>>8&15], sb*marlinQ[v>>12&15], sb*marlinQ[v>>24&15], sb*marlinQ[v>>28]
+				}
+			}
+		}
+	}
 }
 
 // planGPTQMarlin plans checkpoint_format marlin's X.B / X.s pairs.

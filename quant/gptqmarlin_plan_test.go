@@ -1,8 +1,12 @@
 package quant
 
 import (
+	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lazyweights/tensorfs/dtype"
 )
 
 // TestGPTQMarlinRefused: what the Marlin layout cannot hold (another
@@ -71,4 +75,88 @@ func (s tensorSpec) dt2size() int64 {
 		return 2
 	}
 	return 1
+}
+
+// BenchmarkGPTQMarlin: go test ./quant -run '^$' -bench GPTQMarlin -cpu 1
+// (a [4096, 2048] weight in groups of 128, read 1 Mi elements at a time).
+func BenchmarkGPTQMarlin(b *testing.B) {
+	const K, N = 2048, 4096
+	r := rand.New(rand.NewPCG(1, 2))
+	bb := newBuilder(map[string]any{"quantization_config": map[string]any{"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": true, "checkpoint_format": "marlin"}})
+	words := make([]uint32, K/16*2*N)
+	for i := range words {
+		words[i] = r.Uint32()
+	}
+	bb.put("m.B", "I32", []int64{K / 16, 2 * N}, u32s(words))
+	sb, _ := half(dtype.F16, scales(r, K/128*N, -9, -4))
+	bb.put("m.s", "F16", []int64{K / 128, N}, sb)
+	c := bb.build(b)
+	res := c.plan(b)
+	if len(res.Weights) != 1 || len(res.Problems) != 0 {
+		b.Fatalf("%+v", res)
+	}
+	benchDequantize(b, c, &res.Weights[0], true)
+}
+
+// TestMarlinWords: the word pattern tiles relies on holds for every word
+// of _get_perms' perm (marlinFwd, built as the reference builds it): its 8
+// codes lie in one tile at its first code's (kk, nn) plus these offsets.
+func TestMarlinWords(t *testing.T) {
+	d := [8]int32{0, 128, 8, 136, 16, 144, 24, 152}
+	seen := map[int32]bool{}
+	for w := 0; w < 128; w++ {
+		x0 := marlinFwd[8*w]
+		if x0%256/16%2 != 0 || x0%256/16 > 6 || x0%16 >= 8 {
+			t.Fatalf("word %d starts at %d", w, x0)
+		}
+		for b := range d {
+			if marlinFwd[8*w+b] != x0+d[b] {
+				t.Fatalf("word %d code %d is %d, want %d", w, b, marlinFwd[8*w+b], x0+d[b])
+			}
+			seen[x0+d[b]] = true
+		}
+	}
+	if len(seen) != 1024 {
+		t.Fatalf("perm covers %d of 1024", len(seen))
+	}
+}
+
+// TestGPTQMarlinPaths: over testdata/gptq_marlin's weights, the tile path
+// (whole 16-row tiles, runs of 64 columns whole or cut) and the
+// per-element loop give the same values, whole and over odd ranges.
+func TestGPTQMarlinPaths(t *testing.T) {
+	for _, dir := range []string{"group128", "group_all"} {
+		c := loadDir(t, filepath.Join("testdata", "gptq_marlin", dir))
+		r := c.plan(t)
+		if len(r.Weights) < 2 || len(r.Problems) != 0 {
+			t.Fatalf("%s: %+v", dir, r)
+		}
+		for i := range r.Weights {
+			w := &r.Weights[i]
+			whole := c.whole(t, w)
+			useLookup = false
+			plain := c.whole(t, w)
+			checkRanges(t, c, w, whole)
+			useLookup = true
+			checkRanges(t, c, w, whole)
+			for j := range whole {
+				if f32bits(plain[j]) != f32bits(whole[j]) {
+					t.Fatalf("%s %s[%d]: loop %v, tiles %v", dir, w.Name, j, plain[j], whole[j])
+				}
+			}
+			// rows [o0, o1) cut inside runs of 64 columns, through the tiles
+			for _, rr := range [][2]int64{{3, 70}, {17, 33}, {60, 130}} {
+				o0, o1 := rr[0], min(rr[1], w.Shape[0])
+				got := make([]float32, (o1-o0)*w.cols)
+				if err := w.Dequantize(c.reader(t, w), o0*w.cols, got); err != nil {
+					t.Fatal(err)
+				}
+				for j := range got {
+					if f32bits(got[j]) != f32bits(whole[o0*w.cols+int64(j)]) {
+						t.Fatalf("%s %s rows [%d, %d) element %d differs", dir, w.Name, o0, o1, j)
+					}
+				}
+			}
+		}
+	}
 }
