@@ -43,7 +43,7 @@ type torch214Expected struct {
 }
 
 // TestTorch214: each checkpoint of testdata/torch214 (block FP8, DeepSeek
-// ue8m0, MXFP8, gpt-oss MXFP4, ModelOpt NVFP4, torchao Float8Tensor,
+// ue8m0, MXFP8, gpt-oss MXFP4, ModelOpt and compressed-tensors NVFP4, torchao Float8Tensor,
 // MXTensor and NVFP4Tensor, written by torch 2.14 and safetensors' torch
 // writer), opened as any SOURCE is (source.Load), serves every weight as
 // the float32 values torch computes from the same bytes, bit for bit (NaNs
@@ -60,7 +60,7 @@ func TestTorch214(t *testing.T) {
 	if err := json.Unmarshal(raw, &exp); err != nil {
 		t.Fatal(err)
 	}
-	if len(exp.Cases) != 8 || exp.Torch == "" {
+	if len(exp.Cases) != 9 || exp.Torch == "" {
 		t.Fatalf("EXPECTED.json: %d cases, torch %q", len(exp.Cases), exp.Torch)
 	}
 	for name, cs := range exp.Cases {

@@ -9,6 +9,9 @@
 #   cp quant/testdata/torch214/gen.py /srv/sid/out/ &&
 #   ../shared/tools/debian.sh sid /srv/sid run python3 /out/gen.py /out/torch214
 #
+# The tensors and EXPECTED.json are the same on every run; the order of a torchao
+# file's __metadata__ keys in its header is not (safetensors writes a hash map).
+#
 # References, all in torch 2.14 itself:
 #   - torch.distributed.checkpoint.quantized_hf_storage.QuantizedHuggingFaceStorageReader:
 #     _dequantize_tensor (block FP8, 128x128, target float32 / bfloat16) and
@@ -20,7 +23,8 @@
 #     from_blocked (the 128x4 scale swizzle), from_blocked_format (MXFP8 to bfloat16);
 #   - torch's casts float8_e4m3fn / float8_e8m0fnu -> float32 (E8M0 255 -> NaN).
 # Formulas written with those, per scheme: ModelOpt NVFP4QTensor.dequantize
-# (per_block_scale = f32(e4m3 s) * weight_scale_2 first); torchao (pytorch/ao
+# (per_block_scale = f32(e4m3 s) * weight_scale_2 first); compressed-tensors
+# _dequantize (f32(weight_scale) / weight_global_scale, then x * scale); torchao (pytorch/ao
 # 36027d82d1ad) _dequantize_affine_float8, MXTensor to_dtype with get_fp_scale,
 # NVFP4Tensor dequantize with get_hp_scales; DeepSeek weight_dequant x.to(f32) * s.
 import hashlib, json, os, sys
@@ -230,6 +234,26 @@ def nvfp4_modelopt():
     c.write()
 
 
+def nvfp4_ct():
+    c = Case("ct_nvfp4", "compressed-tensors nvfp4-pack-quantized: E2M1 codes by torch's _f32_to_floatx_unpacked + "
+             "pack_uint4; _dequantize with a global scale: scale = f32(weight_scale) / weight_global_scale, x * scale",
+             {"quantization_config": {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+                                      "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                                          "num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}}}})
+    X = "model.layers.0.mlp.gate_proj"
+    O, I = 40, 96
+    w = randn(O, I, scale=0.05).float()
+    gs = (448 * 6 / w.abs().max()).reshape(1)  # compressed-tensors' global scale: FP8 max * FP4 max / amax
+    se = (w.reshape(O, I // 16, 16).abs().amax(-1) / 6 * gs).to(torch.float8_e4m3fn)
+    scale = se.to(torch.float32) / gs
+    codes = e2m1_codes(w / torch.repeat_interleave(scale, 16, dim=1))
+    c.tensors[X + ".weight_packed"], c.tensors[X + ".weight_scale"] = codes, se
+    c.tensors[X + ".weight_global_scale"], c.tensors[X + ".input_global_scale"] = gs, torch.ones(1)
+    f = e2m1_decode(codes) * torch.repeat_interleave(scale, 16, dim=1)
+    c.quant(X + ".weight", [X + ".weight_packed", X + ".weight_scale", X + ".weight_global_scale"], f, f.to(torch.bfloat16))
+    c.write()
+
+
 def ao_entry(c, name, typ, data, names):
     c.meta[name] = json.dumps({"_type": typ, "_data": data, "_tensor_data_names": names})
     c.meta["tensor_names"] = json.dumps(json.loads(c.meta["tensor_names"]) + [name])
@@ -318,7 +342,7 @@ def ao_nvfp4():
     c.write()
 
 
-for fn in (fp8_block, fp8_ue8m0, mxfp8, mxfp4, nvfp4_modelopt, ao_float8, ao_mx, ao_nvfp4):
+for fn in (fp8_block, fp8_ue8m0, mxfp8, mxfp4, nvfp4_modelopt, ao_float8, ao_mx, ao_nvfp4, nvfp4_ct):
     fn()
 with open(os.path.join(out, "EXPECTED.json"), "w") as f:
     json.dump({"generator": "quant/testdata/torch214/gen.py", "torch": torch.__version__,
