@@ -8,7 +8,7 @@ import (
 )
 
 // GPTQ checkpoint_format "marlin" (AutoGPTQ, and GPTQModel's FORMAT.MARLIN
-// before it repacked at load time): the original Marlin kernel's layout
+// saving from 2d9dc853 until 97323025 removed it, with the same buffers): the original Marlin kernel's layout
 // (IST-DASLab; AutoGPTQ qlinear_marlin.py QuantLinear.pack and _get_perms,
 // AutoGPTQ 9f7d3707, whose tests/test_repacking.py checks that the CUDA
 // gptq_repack that writes these checkpoints gives pack's B). 4 bits,
