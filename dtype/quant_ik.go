@@ -83,14 +83,17 @@ func dequantIQ2K(dst []float32, src []byte) {
 		for ib := 0; ib < 8; ib++ {
 			dl1 := d * float32(int32(b[4+ib]&0xf)-8)
 			dl2 := d * float32(int32(b[4+ib]>>4)-8)
+			// each group's 4 products, the same as per element
 			v1 := (*[4]float32)(ikIQ2Values[4*(extra>>(2*ib)&1):])
 			v2 := (*[4]float32)(ikIQ2Values[4*(extra>>(2*ib+1)&1):])
-			shift := uint(2 * (ib % 4))
+			t1 := [4]float32{dl1 * v1[0], dl1 * v1[1], dl1 * v1[2], dl1 * v1[3]}
+			t2 := [4]float32{dl2 * v2[0], dl2 * v2[1], dl2 * v2[2], dl2 * v2[3]}
+			shift := uint(2*(ib%4)) & 7
 			qs := (*[32]byte)(b[12+32*(ib/4):])
 			yy := (*[32]float32)(y[32*ib:])
 			for j := 0; j < 16; j++ {
-				yy[j] = dl1 * v1[qs[j]>>shift&3]
-				yy[j+16] = dl2 * v2[qs[j+16]>>shift&3]
+				yy[j] = t1[qs[j]>>shift&3]
+				yy[j+16] = t2[qs[j+16]>>shift&3]
 			}
 		}
 	}
@@ -104,31 +107,40 @@ func dequantIQ3K(dst []float32, src []byte) {
 	const bs = 110
 	n := len(src) / bs
 	dst = dst[:n*256]
+	var t [16][8]float32 // group h's 8 products, the same as per element
 	for i := 0; i < n; i++ {
 		b := (*[bs]byte)(src[i*bs:])
 		y := (*[256]float32)(dst[i*256:])
 		d := quantHalfAt(b[0:])
 		extra := uint32(binary.LittleEndian.Uint16(b[2:]))
 		sh := uint32(binary.LittleEndian.Uint16(b[4:]))
+		for h := 0; h < 16; h++ {
+			s := 2*int32(b[6+h/2]>>(4*(h%2))&0xf) + 1
+			if sh>>h&1 != 0 {
+				s = -s
+			}
+			dl := d * float32(s)
+			v := (*[8]float32)(ikIQ3Values[8*(extra>>h&1):])
+			for k := range t[h] {
+				t[h][k] = dl * v[k]
+			}
+		}
 		qh := (*[32]byte)(b[78:])
-		for ib := 0; ib < 8; ib++ {
-			s1 := 2*int32(b[6+ib]&0xf) + 1
-			s2 := 2*int32(b[6+ib]>>4) + 1
-			if sh>>(2*ib)&1 != 0 {
-				s1 = -s1
-			}
-			if sh>>(2*ib+1)&1 != 0 {
-				s2 = -s2
-			}
-			dl1, dl2 := d*float32(s1), d*float32(s2)
-			v1 := (*[8]float32)(ikIQ3Values[8*(extra>>(2*ib)&1):])
-			v2 := (*[8]float32)(ikIQ3Values[8*(extra>>(2*ib+1)&1):])
-			shl, shh := uint(2*(ib%4)), uint(ib)
-			qs := (*[32]byte)(b[14+32*(ib/4):])
-			yy := (*[32]float32)(y[32*ib:])
-			for j := 0; j < 16; j++ {
-				yy[j] = dl1 * v1[qs[j]>>shl&3|(qh[j]>>shh&1)<<2]
-				yy[j+16] = dl2 * v2[qs[j+16]>>shl&3|(qh[j+16]>>shh&1)<<2]
+		// Byte j of the k-th 32 of qs holds bit pairs of groups 8k+2l
+		// (j < 16) or 8k+2l+1 (j >= 16), l = 0..3; qh[j] bit 4k+l the
+		// third bit.
+		for k := 0; k < 2; k++ {
+			qs := (*[32]byte)(b[14+32*k:])
+			yk := (*[128]float32)(y[128*k:])
+			for half := 0; half < 2; half++ {
+				t0, t1, t2, t3 := &t[8*k+half], &t[8*k+2+half], &t[8*k+4+half], &t[8*k+6+half]
+				for j := 16 * half; j < 16*half+16; j++ {
+					q, hb := qs[j&31], qh[j&31]>>(4*k)
+					yk[j] = t0[q&3|hb<<2&4]
+					yk[j+32] = t1[q>>2&3|hb<<1&4]
+					yk[j+64] = t2[q>>4&3|hb&4]
+					yk[(j+96)&127] = t3[q>>6|hb>>1&4]
+				}
 			}
 		}
 	}
@@ -190,15 +202,15 @@ func dequantIQ5K(dst []float32, src []byte) {
 			v2 := (*[32]float32)(ikIQ5Values[32*(e>>1&1):])
 			v3 := (*[32]float32)(ikIQ5Values[32*(e>>2&1):])
 			v4 := (*[32]float32)(ikIQ5Values[32*(e>>3&1):])
-			shift := uint(2 * k)
+			shift := uint(2*k) & 7
 			qs := (*[32]byte)(b[16+32*k:])
 			yy := (*[64]float32)(y[64*k:])
 			for j := 0; j < 16; j++ {
 				h0, h1 := qh[j]>>shift, qh[j+16]>>shift
-				yy[j] = dl1 * v1[qs[j]&0xf|(h0&1)<<4]
-				yy[j+16] = dl2 * v2[qs[j+16]&0xf|(h1&1)<<4]
-				yy[j+32] = dl3 * v3[qs[j]>>4|(h0&2)<<3]
-				yy[j+48] = dl4 * v4[qs[j+16]>>4|(h1&2)<<3]
+				yy[j] = dl1 * v1[(qs[j]&0xf|(h0&1)<<4)&31]
+				yy[j+16] = dl2 * v2[(qs[j+16]&0xf|(h1&1)<<4)&31]
+				yy[j+32] = dl3 * v3[(qs[j]>>4|(h0&2)<<3)&31]
+				yy[j+48] = dl4 * v4[(qs[j+16]>>4|(h1&2)<<3)&31]
 			}
 		}
 	}
@@ -226,16 +238,16 @@ func dequantIQ6K(dst []float32, src []byte) {
 			v2 := (*[64]float32)(ikIQ6Values[64*(e>>1&1):])
 			v3 := (*[64]float32)(ikIQ6Values[64*(e>>2&1):])
 			v4 := (*[64]float32)(ikIQ6Values[64*(e>>3&1):])
-			shift := uint(4 * (k % 2))
+			shift := uint(4*(k%2)) & 7
 			qs := (*[32]byte)(b[20+32*k:])
 			qh := (*[32]byte)(b[148+32*(k/2):])
 			yy := (*[64]float32)(y[64*k:])
 			for j := 0; j < 16; j++ {
 				h0, h1 := qh[j]>>shift, qh[j+16]>>shift
-				yy[j] = dl1 * v1[qs[j]&0xf|(h0&3)<<4]
-				yy[j+16] = dl2 * v2[qs[j+16]&0xf|(h1&3)<<4]
-				yy[j+32] = dl3 * v3[qs[j]>>4|(h0&0xc)<<2]
-				yy[j+48] = dl4 * v4[qs[j+16]>>4|(h1&0xc)<<2]
+				yy[j] = dl1 * v1[(qs[j]&0xf|(h0&3)<<4)&63]
+				yy[j+16] = dl2 * v2[(qs[j+16]&0xf|(h1&3)<<4)&63]
+				yy[j+32] = dl3 * v3[(qs[j]>>4|(h0&0xc)<<2)&63]
+				yy[j+48] = dl4 * v4[(qs[j+16]>>4|(h1&0xc)<<2)&63]
 			}
 		}
 	}
