@@ -107,23 +107,21 @@ func dequantIQ3K(dst []float32, src []byte) {
 	const bs = 110
 	n := len(src) / bs
 	dst = dst[:n*256]
-	var t [16][8]float32 // group h's 8 products, the same as per element
 	for i := 0; i < n; i++ {
 		b := (*[bs]byte)(src[i*bs:])
 		y := (*[256]float32)(dst[i*256:])
 		d := quantHalfAt(b[0:])
 		extra := uint32(binary.LittleEndian.Uint16(b[2:]))
 		sh := uint32(binary.LittleEndian.Uint16(b[4:]))
+		var dl [16]float32
+		var v [16]*[8]float32
 		for h := 0; h < 16; h++ {
 			s := 2*int32(b[6+h/2]>>(4*(h%2))&0xf) + 1
 			if sh>>h&1 != 0 {
 				s = -s
 			}
-			dl := d * float32(s)
-			v := (*[8]float32)(ikIQ3Values[8*(extra>>h&1):])
-			for k := range t[h] {
-				t[h][k] = dl * v[k]
-			}
+			dl[h] = d * float32(s)
+			v[h] = (*[8]float32)(ikIQ3Values[8*(extra>>h&1):])
 		}
 		qh := (*[32]byte)(b[78:])
 		// Byte j of the k-th 32 of qs holds bit pairs of groups 8k+2l
@@ -133,13 +131,15 @@ func dequantIQ3K(dst []float32, src []byte) {
 			qs := (*[32]byte)(b[14+32*k:])
 			yk := (*[128]float32)(y[128*k:])
 			for half := 0; half < 2; half++ {
-				t0, t1, t2, t3 := &t[8*k+half], &t[8*k+2+half], &t[8*k+4+half], &t[8*k+6+half]
+				g := 8*k + half
+				d0, d1, d2, d3 := dl[g], dl[g+2], dl[g+4], dl[g+6]
+				v0, v1, v2, v3 := v[g], v[g+2], v[g+4], v[g+6]
 				for j := 16 * half; j < 16*half+16; j++ {
 					q, hb := qs[j&31], qh[j&31]>>(4*k)
-					yk[j] = t0[q&3|hb<<2&4]
-					yk[j+32] = t1[q>>2&3|hb<<1&4]
-					yk[j+64] = t2[q>>4&3|hb&4]
-					yk[(j+96)&127] = t3[q>>6|hb>>1&4]
+					yk[j] = d0 * v0[q&3|hb<<2&4]
+					yk[j+32] = d1 * v1[q>>2&3|hb<<1&4]
+					yk[j+64] = d2 * v2[q>>4&3|hb&4]
+					yk[(j+96)&127] = d3 * v3[q>>6|hb>>1&4]
 				}
 			}
 		}
