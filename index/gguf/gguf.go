@@ -329,6 +329,15 @@ func (p *ggufParser) tensorInfos(nTensors, alignment uint64) (ggufInfos, error) 
 		if err != nil {
 			return ggufInfos{}, err
 		}
+		if name, ok := ikRowScaled[ti.typ]; ok {
+			// Listed by name, not served, and not counted as unknown: a
+			// file of only these is refused naming the type (place).
+			in.unserved = append(in.unserved, index.Unserved{
+				Name: ti.name, Type: name, Shape: ti.shape(), Offset: int64(min(ti.offset, math.MaxInt64)),
+				Why: fmt.Sprintf("ik_llama.cpp's %s (ggml type %d) keeps a scale per row before the row's blocks; tensorfs converts by self-contained blocks and does not serve it", name, ti.typ),
+			})
+			continue
+		}
 		if _, known := dtype.ByGGML(ti.typ); !known {
 			// A type code newer than this build: its block size, so the
 			// tensor's size, cannot be known. It is listed, not served,
@@ -355,6 +364,23 @@ func (p *ggufParser) tensorInfos(nTensors, alignment uint64) (ggufInfos, error) 
 		in.rel = append(in.rel, ti.offset)
 	}
 	return in, nil
+}
+
+// ikRowScaled are ik_llama.cpp's type codes (its ggml.h) whose rows start
+// with a scale (a float32 or an fp16: row_meta_size in its ggml.c) before
+// their blocks of 256: a row is not whole blocks, so they are not in
+// dtype's table. (ik_llama.cpp's block-local types, IQ2_K..IQ6_K, are.)
+var ikRowScaled = map[uint32]string{
+	144: "IQ4_KS", 145: "IQ2_KS", 146: "IQ4_KSS", 152: "IQ5_KS", 156: "IQ3_KS", 157: "IQ2_KL",
+}
+
+// shape is the tensor's shape, row-major (ggml lists ne innermost first).
+func (ti *ggufTensorInfo) shape() []int64 {
+	shape := make([]int64, ti.nd)
+	for j := 0; j < ti.nd; j++ {
+		shape[ti.nd-1-j] = ti.ne[j]
+	}
+	return shape
 }
 
 // tensorInfo reads one tensor info: name, dimensions, type and offset.
@@ -413,7 +439,7 @@ func (p *ggufParser) place(md map[string]any, in ggufInfos, alignment uint64) (*
 		// fork's: forkTypes lists it)
 		fork := forkCodes[uint32(t.DType.Info().GGML)]
 		if rel[i] > uint64(r.size) || int64(rel[i]) > room || (t.Size > room-int64(rel[i]) && !fork) {
-			return nil, p.errAt(infoAt[i], "tensor "+ggufQuote(t.Name), "gguf: %d data bytes at offset %d of the data section (which starts at byte %d) run past the end of the file (%d bytes)", t.Size, rel[i], dataStart, r.size)
+			return nil, p.errAt(infoAt[i], "tensor "+ggufQuote(t.Name), "gguf: %d data bytes (%s %v) at offset %d of the data section (which starts at byte %d) run past the end of the file (%d bytes)", t.Size, t.DType, t.Shape, rel[i], dataStart, r.size)
 		}
 		t.Offset = dataStart + int64(rel[i])
 	}
@@ -565,8 +591,8 @@ func (p *ggufParser) checkTensors(ts []index.Tensor) error {
 			continue
 		}
 		if prev >= 0 && ts[prev].Offset+ts[prev].Size > ts[i].Offset {
-			return index.ErrorAt(p.name, "tensor "+ggufQuote(ts[i].Name), "gguf: data [%d, %d) overlaps tensor %s at [%d, %d)",
-				ts[i].Offset, ts[i].Offset+ts[i].Size, ggufQuote(ts[prev].Name), ts[prev].Offset, ts[prev].Offset+ts[prev].Size)
+			return index.ErrorAt(p.name, "tensor "+ggufQuote(ts[i].Name), "gguf: data [%d, %d) overlaps tensor %s at [%d, %d) (%s %v: %d bytes)",
+				ts[i].Offset, ts[i].Offset+ts[i].Size, ggufQuote(ts[prev].Name), ts[prev].Offset, ts[prev].Offset+ts[prev].Size, ts[prev].DType, ts[prev].Shape, ts[prev].Size)
 		}
 		prev = i
 	}
