@@ -34,7 +34,7 @@ func TestOCICheckLoad(t *testing.T) {
 		t.Errorf("load --sha256: %s gives exit %d\n%s%s\nthe file exit %d\n%s%s", src, got.code, got.stdout, got.stderr, want.code, want.stdout, want.stderr)
 	}
 	r := runTensorfs(t, "check", "--data", src)
-	if r.code != 0 || !strings.Contains(r.stdout, "1 file verified by sha256") {
+	if r.code != 0 || !strings.Contains(r.stdout, "2 files verified by sha256") {
 		t.Errorf("check --data %s: exit %d\n%s%s", src, r.code, r.stdout, r.stderr)
 	}
 

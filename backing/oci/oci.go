@@ -201,6 +201,9 @@ type Store struct {
 	decoded []backing.Source      // the compressed tar layers, decoded (Close)
 	files   map[string]Descriptor // file path -> its layer
 	names   []string              // sorted
+	// whole are the uncompressed tar layers' blobs, each a file of its
+	// own under a key no file path can be (WholeBlobs).
+	whole map[string]Descriptor
 }
 
 var (
@@ -274,7 +277,7 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 	if err != nil {
 		return nil, "", err
 	}
-	s := &Store{ref: ref, pinned: pinned, blobs: blobs, files: files, auth: a, members: map[string]member{}, inflate: opts.Inflate}
+	s := &Store{ref: ref, pinned: pinned, blobs: blobs, files: files, auth: a, members: map[string]member{}, inflate: opts.Inflate, whole: map[string]Descriptor{}}
 	if s.inflate == nil {
 		s.inflate = backing.DefaultInflateCache()
 	}
@@ -283,6 +286,7 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 		var ms map[string]member
 		if l.MediaType == MediaWeightTar || l.MediaType == MediaConfigTar {
 			ms, err = s.readTar(ctx, where, l)
+			s.whole[wholeKey(l)] = l
 		} else {
 			ms, err = s.readCompressedTar(ctx, where, l)
 		}
@@ -555,15 +559,51 @@ func (s *Store) blobKey(d Descriptor) string {
 	return "v2/" + s.ref.Repo + "/blobs/" + d.Digest
 }
 
-// URL names a file: the pinned artifact and its path.
-func (s *Store) URL(key string) string { return s.pinned + "/" + key }
+// URL names a file: the pinned artifact and its path (a whole blob:
+// PINNED/blobs/sha256:HEX).
+func (s *Store) URL(key string) string {
+	if strings.HasPrefix(key, "/") {
+		return s.pinned + key
+	}
+	return s.pinned + "/" + key
+}
+
+// wholeKey is the key of tar layer l's blob read whole: "/blobs/" and
+// its digest, absolute, as no file path is (checkPath).
+func wholeKey(l Descriptor) string { return "/blobs/" + l.Digest }
+
+// WholeBlobs are the keys of the blobs that hold files but whose bytes
+// no file covers whole: the uncompressed tar layers' (their tar headers
+// and the padding between files are in no file), sorted. Each opens and
+// reads as a file does, its SHA256 its digest, named (URL)
+// PINNED/blobs/sha256:HEX; List lists none of them. check --data hashes
+// them (a .tar+gzip or .tar+zstd layer's digest is checked as Open
+// decodes it).
+func (s *Store) WholeBlobs() []string {
+	keys := make([]string, 0, len(s.whole))
+	for k := range s.whole {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// file is the layer whose blob is key's bytes: a file's, or a whole
+// blob's (WholeBlobs).
+func (s *Store) file(key string) (Descriptor, bool) {
+	if d, ok := s.files[key]; ok {
+		return d, true
+	}
+	d, ok := s.whole[key]
+	return d, ok
+}
 
 // Origin is the registry and repository (blobs are digest-addressed).
 func (s *Store) Origin() string { return s.blobs.Origin() + "/" + s.ref.Repo }
 
 // SHA256 is the file's layer digest.
 func (s *Store) SHA256(key string) (string, bool) {
-	d, ok := s.files[key]
+	d, ok := s.file(key)
 	if !ok {
 		return "", false
 	}
@@ -575,7 +615,7 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 	if m, ok := s.members[key]; ok {
 		return s.openMember(ctx, key, m, head)
 	}
-	d, ok := s.files[key]
+	d, ok := s.file(key)
 	if !ok {
 		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.NotFound, Msg: "no such file in the artifact"}
 	}
@@ -595,7 +635,7 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 
 // Get reads a file's blob.
 func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]byte, filled func(i int)) error {
-	d, ok := s.files[obj.Key]
+	d, ok := s.file(obj.Key)
 	if m, isM := s.members[obj.Key]; isM {
 		if m.dec != nil {
 			return s.getDecoded(obj.Key, m, off, bufs, filled)

@@ -480,6 +480,23 @@ func TestTar(t *testing.T) {
 	if len(ents) != 2 || ents[0].Size != 7 {
 		t.Errorf("List: %v", ents)
 	}
+	// The tar's blob whole, for check --data: its headers and padding
+	// are in no file.
+	whole := s.WholeBlobs()
+	if len(whole) != 1 || whole[0] != "/blobs/"+l.Digest || s.URL(whole[0]) != s.Pinned()+"/blobs/"+l.Digest {
+		t.Fatalf("WholeBlobs: %q (URL %q)", whole, s.URL(whole[0]))
+	}
+	if h, ok := s.SHA256(whole[0]); !ok || "sha256:"+h != l.Digest {
+		t.Errorf("SHA256 of the whole blob: %q %v, want its digest", h, ok)
+	}
+	obj, _, err = s.Open(context.Background(), whole[0], head)
+	all := make([]byte, len(tb))
+	if err != nil || obj.Size != int64(len(tb)) || s.Get(context.Background(), obj, 0, [][]byte{all}, nil) != nil || !bytes.Equal(all, tb) {
+		t.Errorf("the whole blob: %v %v, its bytes are the tar's: %v", obj, err, bytes.Equal(all, tb))
+	}
+	if ents, any, _ := s.List(context.Background(), "/blobs/"); len(ents) != 0 || any {
+		t.Errorf("List lists the whole blob: %v", ents)
+	}
 
 	for _, c := range []struct {
 		entries []string
