@@ -192,6 +192,8 @@ type blobFile struct {
 	s    *Store
 	obj  remote.Object // the blob's
 	name string
+	// readErr is set once a read failed: the bytes' fault is not known.
+	readErr bool
 }
 
 func (f *blobFile) Name() string { return f.name }
@@ -212,6 +214,7 @@ func (f *blobFile) ReadAt(p []byte, off int64) (int, error) {
 		err = f.s.blobs.Get(f.ctx, f.obj, off, [][]byte{p[:n]}, nil)
 	}
 	if err != nil {
+		f.readErr = true
 		return 0, err
 	}
 	if n < len(p) {
@@ -291,8 +294,12 @@ func (s *Store) readCompressedTar(ctx context.Context, where string, l Descripto
 // hashes it: when its sha256 is not l's digest, what a decode that
 // stopped before the end of the compressed bytes could not say (the
 // phrase DecodeStream says when it reaches the end), else "" (a read
-// that fails too).
+// that fails too; none is made after a read of the decode failed). It
+// costs a read of the compressed bytes, on failure only.
 func (s *Store) digestMismatch(file *blobFile, l Descriptor) string {
+	if file.readErr {
+		return ""
+	}
 	h := sha256.New()
 	n, err := io.CopyBuffer(h, io.NewSectionReader(file, 0, file.obj.Size), make([]byte, 1<<20))
 	if err != nil {
