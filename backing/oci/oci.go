@@ -33,6 +33,7 @@ import (
 	"net/url"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -342,7 +343,11 @@ func (s *Store) Files() []string { return s.names }
 // pickChild picks the one artifact manifest of an index.
 func pickChild(pinned string, m *manifest) (string, error) {
 	var ds []string
+	nested := 0 // indexes named: not followed
 	for _, d := range m.Manifests {
+		if d.MediaType == mediaOCIIndex || d.MediaType == mediaDockerList {
+			nested++
+		}
 		if d.MediaType == mediaOCIManifest || d.MediaType == mediaDockerV2 {
 			if !validDigest(d.Digest) {
 				return "", fmt.Errorf("%s: index names manifest digest %q, not sha256:HEX", pinned, index.Printable(d.Digest))
@@ -352,11 +357,46 @@ func pickChild(pinned string, m *manifest) (string, error) {
 	}
 	switch len(ds) {
 	case 0:
+		if nested > 0 {
+			return "", fmt.Errorf("%s: the index names no manifest, only other indexes (%d): one level is read", pinned, nested)
+		}
 		return "", fmt.Errorf("%s: the index names no manifest", pinned)
 	case 1:
 		return ds[0], nil
 	}
 	return "", fmt.Errorf("%s: the index names %d manifests (%s...): name one with @DIGEST", pinned, len(ds), ds[0])
+}
+
+// manifestRetries is how many times a manifest GET answered 429 or a
+// 5xx is asked again before its status is the error.
+const manifestRetries = 4
+
+// retryable reports whether an answer of status is worth asking again:
+// a registry throttling (429) or unavailable for a while (500, 502, 503,
+// 504), not one that refuses (4xx) or does not implement (501).
+func retryable(status int) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// busyWait is the wait before asking again after the n-th (from 0)
+// busy answer: its Retry-After in seconds when it gives one of at most
+// 10 s, else 250 ms doubled each time (at most 2 s; about 4 s for all).
+// again is false for a Retry-After of more than 10 s (or a date): the
+// registry says it is not worth waiting here.
+func busyWait(retryAfter string, n int) (wait time.Duration, again bool) {
+	backoff := min(250*time.Millisecond<<n, 2*time.Second)
+	if retryAfter = strings.TrimSpace(retryAfter); retryAfter == "" {
+		return backoff, true
+	}
+	sec, err := strconv.Atoi(retryAfter)
+	if err != nil || sec < 0 || sec > 10 {
+		return 0, false
+	}
+	return time.Duration(sec) * time.Second, true
 }
 
 // getManifest GETs the manifest reference of ref's repository, within
@@ -376,7 +416,8 @@ func getManifest(ctx context.Context, c *http.Client, a *auth, base *url.URL, re
 	}
 	req.Header.Set("Accept", strings.Join([]string{mediaOCIManifest, mediaOCIIndex, mediaDockerV2, mediaDockerList}, ", "))
 	var resp *http.Response
-	for try := 0; ; try++ {
+	unauthorized, busy := 0, 0
+	for {
 		if h := a.get(); h != "" {
 			req.Header.Set("Authorization", h)
 		}
@@ -388,11 +429,26 @@ func getManifest(ctx context.Context, c *http.Client, a *auth, base *url.URL, re
 			}
 			return nil, "", fmt.Errorf("%s: reading the manifest: %v", where, err)
 		}
+		wait, again := busyWait(resp.Header.Get("Retry-After"), busy)
+		if retryable(resp.StatusCode) && busy < manifestRetries && again {
+			// Throttled (429) or unavailable (5xx): asked again after
+			// a wait, as the blobs' GETs are (backing/remote's retry).
+			resp.Body.Close()
+			busy++
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, "", fmt.Errorf("%s: reading the manifest: HTTP %d %s, then %v", where, resp.StatusCode, http.StatusText(resp.StatusCode), ctx.Err())
+			case <-t.C:
+			}
+			continue
+		}
 		if resp.StatusCode != http.StatusUnauthorized {
 			break
 		}
 		resp.Body.Close()
-		if try > 0 {
+		if unauthorized++; unauthorized > 1 {
 			switch h := a.get(); {
 			case strings.HasPrefix(h, "Basic "):
 				return nil, "", fmt.Errorf("%s: the registry refused %s (HTTP 401)", where, a.cred.describe(ref.Host))
@@ -416,7 +472,14 @@ func getManifest(ctx context.Context, c *http.Client, a *auth, base *url.URL, re
 	case resp.StatusCode == http.StatusNotFound:
 		return nil, "", fmt.Errorf("%s: no such manifest (HTTP 404)", where)
 	case resp.StatusCode != http.StatusOK:
-		return nil, "", fmt.Errorf("%s: reading the manifest: HTTP %d %s", where, resp.StatusCode, http.StatusText(resp.StatusCode))
+		var why string
+		if ra := resp.Header.Get("Retry-After"); ra != "" && retryable(resp.StatusCode) {
+			why = fmt.Sprintf(" (Retry-After: %s)", trim(ra))
+		}
+		if busy > 0 {
+			why += fmt.Sprintf(", asked %d times", busy+1)
+		}
+		return nil, "", fmt.Errorf("%s: reading the manifest: HTTP %d %s%s", where, resp.StatusCode, http.StatusText(resp.StatusCode), why)
 	}
 	if resp.ContentLength > MaxManifest {
 		return nil, "", fmt.Errorf("%s: the manifest is %d bytes, over the budget of %d", where, resp.ContentLength, MaxManifest)
