@@ -178,9 +178,14 @@ type manifest struct {
 
 // Options configure Open.
 type Options struct {
-	// Proxy and Logf are httpsrc.Options's.
-	Proxy *url.URL
-	Logf  func(format string, args ...any)
+	// Proxy, ProxyTerminatesTLS and Logf are httpsrc.Options's: with
+	// ProxyTerminatesTLS, the blob GETs that go through Proxy (those of
+	// a registry that serves without a credential, and every registry's
+	// redirects to its storage) go to it as absolute-form https:// URLs
+	// when they are https://, which it can cache, not through CONNECT.
+	Proxy              *url.URL
+	ProxyTerminatesTLS bool
+	Logf               func(format string, args ...any)
 	// Insecure reads a registry off the loopback interface over plain
 	// HTTP (docker's insecure-registries); no credential is sent to it
 	// in clear.
@@ -274,7 +279,7 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 	if a.get() != "" {
 		authz = a.get
 	}
-	blobs, _, err := httpsrc.NewWith(&url.URL{Scheme: scheme, Host: ref.Host, Path: "/"}, httpsrc.Options{Proxy: opts.Proxy, Logf: opts.Logf, Authorization: authz})
+	blobs, _, err := httpsrc.NewWith(&url.URL{Scheme: scheme, Host: ref.Host, Path: "/"}, httpsrc.Options{Proxy: opts.Proxy, ProxyTerminatesTLS: opts.ProxyTerminatesTLS, Logf: opts.Logf, Authorization: authz})
 	if err != nil {
 		return nil, "", err
 	}
