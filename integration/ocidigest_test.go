@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"archive/tar"
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
@@ -37,17 +36,7 @@ func TestOCICheckDataTamperedStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	config := []byte(`{"architectures":["Test"]}`) // 26 bytes: 486 of padding in a tar
-	var tb bytes.Buffer
-	tw := tar.NewWriter(&tb)
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{"model.safetensors", weights}, {"config.json", config}} {
-		tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), Typeflag: tar.TypeReg})
-		tw.Write(f.data)
-	}
-	tw.Close()
-	tarred := tb.Bytes()
+	tarred := modelTar(weights, config)
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	zw.Write(tarred)

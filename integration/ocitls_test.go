@@ -1,16 +1,11 @@
 package integration
 
 import (
-	"encoding/base64"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/lazyweights/tensorfs/internal/testdata"
 )
 
 // TestOCIFleetTLSStorage: a registry that wants a password (htpasswd)
@@ -30,25 +25,16 @@ func TestOCIFleetTLSStorage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	open := testdata.StartRegistry(t)
 	repo := "fleet/tls"
-	cfg := testdata.PushBlob(t, open.Host, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{}`), nil)
-	w := testdata.PushBlob(t, open.Host, repo, "application/vnd.cncf.model.weight.v1.raw", data, map[string]string{"org.cncf.model.filepath": "model.safetensors"})
-	testdata.PushManifest(t, open.Host, repo, "v1", "", cfg, []testdata.OCIDescriptor{w})
-	files := &countingFiles{h: http.FileServer(http.Dir(open.Store))}
-	storage := httptest.NewTLSServer(files)
-	defer storage.Close()
-	dir := t.TempDir()
-	extra := testdata.HtpasswdAuth(t, dir, "alice", "s3cret-pw") + fmt.Sprintf("middleware:\n  storage:\n    - name: redirect\n      options:\n        baseurl: %s\n", storage.URL)
-	reg := testdata.StartRegistryWith(t, open.Store, extra)
-	authFile := filepath.Join(dir, "auth.json")
-	auth := base64.StdEncoding.EncodeToString([]byte("alice:s3cret-pw"))
-	if err := os.WriteFile(authFile, []byte(`{"auths":{"`+reg.Host+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
-		t.Fatal(err)
+	files := &countingFiles{}
+	tlsServer := func(t *testing.T, h http.Handler) string {
+		srv := httptest.NewTLSServer(h)
+		t.Cleanup(srv.Close)
+		return srv.URL
 	}
-	env := []string{"REGISTRY_AUTH_FILE=" + authFile, "DOCKER_CONFIG=" + dir}
+	reg, env := redirectingRegistry(t, repo, data, files, tlsServer, nil)
 	ng := startNginx(t)
-	src := "oci://" + reg.Host + "/" + repo + ":v1"
+	src := "oci://" + reg + "/" + repo + ":v1"
 	for i := range 4 {
 		r := runEnv(t, env, "load", "--quiet", "--sha256", "--part-size", "1MiB", "--proxy", ng.Tier, "--proxy-terminates-tls", src)
 		if r.code != 0 || r.stdout != want {
