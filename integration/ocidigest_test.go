@@ -24,9 +24,11 @@ import (
 // between entries (which no entry's bytes cover: the blob is hashed
 // whole), a .tar+gzip and a .tar+zstd layer changed in their compressed
 // bytes (which then do not decode: the line says the digest differs,
-// not only that the tar or the stream is corrupt). Each artifact passes check --data before it is changed.
-// Without the whole-blob hash, the changed .tar entry and padding and
-// the changed config layer passed check --data (exit 0); without
+// not only that the tar or the stream is corrupt), and the manifest's
+// config blob. Each artifact passes check --data before it is changed.
+// Without the whole-blob hash, the changed .tar entry and padding, the
+// config blob and the changed config layer passed check --data (exit
+// 0); without
 // oci.digestMismatch, the compressed layers' lines said "archive/tar:
 // invalid tar header" and "the zstd stream is corrupt".
 func TestOCICheckDataTamperedStore(t *testing.T) {
@@ -62,7 +64,7 @@ func TestOCICheckDataTamperedStore(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		layers []layer
-		victim int // the layer changed
+		victim int // the layer changed (-1: the config blob)
 		at     int // the byte changed in its blob
 	}{
 		{"raw weight layer", []layer{{raw, weights, "model.safetensors"}, {rawConfig, config, "config.json"}}, 0, len(weights) - 1},
@@ -71,11 +73,12 @@ func TestOCICheckDataTamperedStore(t *testing.T) {
 		{"tar padding", []layer{{"application/vnd.cncf.model.weight.v1.tar", tarred, ""}}, 0, configAt + len(config) + 7},
 		{"tar+gzip", []layer{{"application/vnd.cncf.model.weight.v1.tar+gzip", gz.Bytes(), ""}}, 0, gz.Len() / 2},
 		{"tar+zstd", []layer{{"application/vnd.cncf.model.weight.v1.tar+zstd", zstded, ""}}, 0, len(zstded) / 2},
+		{"config blob", []layer{{raw, weights, "model.safetensors"}}, -1, 3},
 	} {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
 			reg := testdata.StartRegistry(t) // blobs are shared by digest: a registry each
 			repo := "models/" + strings.NewReplacer(" ", "-", "+", "-").Replace(c.name)
-			cfg := testdata.PushBlob(t, reg.Host, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{"config":{"format":"safetensors"}}`), nil)
+			cfg := testdata.PushBlob(t, reg.Host, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{"config":{"format":"safetensors"},"name":"`+c.name+`"}`), nil)
 			var ds []testdata.OCIDescriptor
 			for _, l := range c.layers {
 				var ann map[string]string
@@ -90,7 +93,10 @@ func TestOCICheckDataTamperedStore(t *testing.T) {
 				t.Fatalf("check --data %s before the change: exit %d\n%s%s", src, r.code, r.stdout, r.stderr)
 			}
 
-			victim := ds[c.victim]
+			victim := cfg
+			if c.victim >= 0 {
+				victim = ds[c.victim]
+			}
 			tamperRegistryBlob(t, reg.Store, victim.Digest, c.at)
 			r := runTensorfs(t, "check", "--data", src)
 			lines := checkLines(r)

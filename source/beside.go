@@ -99,9 +99,10 @@ func (c *Checkpoint) DigestedBeside() []File {
 // DigestedBeside's files, and an oci:// artifact's layers that are not
 // the checkpoint's own files — its raw layers beside the checkpoint
 // (config.json, tokenizer files: Beside's files whose store states
-// their digest), and the blobs of its uncompressed tar layers read
-// whole (oci.Store.WholeBlobs: the tar headers and the padding between
-// files are in no file's bytes), named SOURCE@sha256:HEX/blobs/DIGEST.
+// their digest), and its blobs that are no file (oci.Store.WholeBlobs):
+// its uncompressed tar layers' read whole (the tar headers and the
+// padding between files are in no file's bytes) and the manifest's
+// config blob, named SOURCE@sha256:HEX/blobs/DIGEST.
 // An oci:// SOURCE's are opened here (requests); Close closes them. A
 // blob that cannot be opened is err, naming it.
 func (c *Checkpoint) DigestedFiles(ctx context.Context) ([]File, error) {

@@ -207,8 +207,9 @@ type Store struct {
 	decoded []backing.Source      // the compressed tar layers, decoded (Close)
 	files   map[string]Descriptor // file path -> its layer
 	names   []string              // sorted
-	// whole are the uncompressed tar layers' blobs, each a file of its
-	// own under a key no file path can be (WholeBlobs).
+	// whole are the uncompressed tar layers' blobs and the config blob,
+	// each a file of its own under a key no file path can be
+	// (WholeBlobs).
 	whole map[string]Descriptor
 }
 
@@ -311,6 +312,10 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 			}
 			s.members[p] = m
 		}
+	}
+	if validDigest(m.Config.Digest) && m.Config.Size >= 0 {
+		// The artifact's config blob: no file, but a blob of it.
+		s.whole[wholeKey(m.Config)] = m.Config
 	}
 	for p := range files {
 		s.names = append(s.names, p)
@@ -640,13 +645,14 @@ func (s *Store) URL(key string) string {
 // its digest, absolute, as no file path is (checkPath).
 func wholeKey(l Descriptor) string { return "/blobs/" + l.Digest }
 
-// WholeBlobs are the keys of the blobs that hold files but whose bytes
-// no file covers whole: the uncompressed tar layers' (their tar headers
-// and the padding between files are in no file), sorted. Each opens and
-// reads as a file does, its SHA256 its digest, named (URL)
-// PINNED/blobs/sha256:HEX; List lists none of them. check --data hashes
-// them (a .tar+gzip or .tar+zstd layer's digest is checked as Open
-// decodes it).
+// WholeBlobs are the keys of the artifact's blobs whose bytes no file
+// covers whole: the uncompressed tar layers' (their tar headers and the
+// padding between files are in no file) and the manifest's config blob,
+// sorted. Each opens and reads as a file does, its SHA256 its digest,
+// named (URL) PINNED/blobs/sha256:HEX; List lists none of them. check
+// --data hashes them, so that every blob of the artifact is checked
+// against its digest (a raw layer as its file; a .tar+gzip or .tar+zstd
+// layer's digest is checked as Open decodes it).
 func (s *Store) WholeBlobs() []string {
 	keys := make([]string, 0, len(s.whole))
 	for k := range s.whole {

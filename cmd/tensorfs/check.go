@@ -38,8 +38,9 @@ oid; an ollama:// blob or an oci:// layer: its sha256 digest) is read whole and 
 the file and both digests. An oci:// artifact's every layer is: a raw
 layer as its file (config.json and the other files beside the
 checkpoint too), an uncompressed .tar layer as its whole blob (named
-SOURCE@sha256:HEX/blobs/DIGEST: its tar headers and padding too), a
-.tar+gzip or .tar+zstd layer as it is decoded, when it is opened. --json prints a JSON report on stdout
+SOURCE@sha256:HEX/blobs/DIGEST: its tar headers and padding too), the
+manifest's config blob (named so too), a .tar+gzip or .tar+zstd layer
+as it is decoded, when it is opened. --json prints a JSON report on stdout
 instead of the summary line (the problems too, and with --data, each
 floating-point or quantized tensor's NaN and Inf counts on its values as
 the .f32/ view converts them).`
