@@ -58,8 +58,8 @@ func runFlows() int {
 
 // TestFlowOneGet: a tensor streamed through a Prefetch range, in reads
 // of a chunk each (the loader's), costs the store one GET, whatever
-// the number of chunks, read straight into the reader's buffers; the
-// flow ends with the range. Reads with no Prefetch range (a mount's
+// the number of chunks, read straight into the reader's buffers (a
+// cached part in it too); the flow ends with the range. Reads with no Prefetch range (a mount's
 // reader) still get a GET each; a read that skips ahead in a Prefetch
 // range ends the flow and is served right.
 func TestFlowOneGet(t *testing.T) {
@@ -76,6 +76,15 @@ func TestFlowOneGet(t *testing.T) {
 	s.inflight.Wait()
 	if f := s.c.flows.Load(); f != 0 || runFlows() != 0 {
 		t.Fatalf("%d flows open (%d goroutines) after the range was read", f, runFlows())
+	}
+
+	// A range whose first part is cached (part 0, kept by Open; the
+	// part a tensor before it left): one GET all the same, not a
+	// chain of reads through the cache.
+	s.Prefetch(17, 8*ps)
+	streamRange(t, st, s, 17, 8*ps, ps)
+	if o := offs(); len(o) != 1 || o[0] != 17 {
+		t.Fatalf("a range from cached part 0 read in 8 chunks: GETs at %v; want one, at 17", o)
 	}
 
 	// No Prefetch range: a read each (random reads, a mount's reader).

@@ -172,8 +172,7 @@ func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 	if err := s.changedErr(); err != nil {
 		return 0, s.fault(off, want, err)
 	}
-	direct := s.direct(off, want)
-	f := s.readahead(off, want, direct)
+	f := s.readahead(off, want)
 	// One deadline for the whole read, whatever splits it into GETs;
 	// waiting ends at once when the Client's Context is done.
 	deadline := time.Now().Add(s.c.opts.Timeout)
@@ -193,7 +192,7 @@ func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 	ctx, cancel := context.WithDeadline(s.c.opts.Context, deadline.Add(waitSlack))
 	defer cancel()
 	ps := s.c.opts.PartSize
-	if direct {
+	if s.direct(off, want) {
 		if err := s.readDirect(ctx, p[:want], off, deadline); err != nil {
 			if cerr := s.changedErr(); cerr != nil {
 				err = cerr
@@ -528,9 +527,12 @@ func (s *Source) changedErr() error {
 // readahead notes a read of [off, off+n) and, when it continues a
 // sequential reader, prefetches the window after it, doubling the
 // window (from one part up to Readahead) with each sequential read. In
-// a Prefetch range, it returns the flow that serves the read (direct:
-// the read would be fetched straight into its buffer), or nil.
-func (s *Source) readahead(off, n int64, direct bool) *flow {
+// a Prefetch range, it returns the flow that serves the read, or nil. A
+// flow starts even where a part of the read is cached (the part at a
+// tensor's edge that the tensor before it left, part 0 kept by Open): a
+// part or less fetched twice, against a chain of part-sized reads that
+// a reader whose chunks straddle parts would make through the cache.
+func (s *Source) readahead(off, n int64) *flow {
 	ra := s.c.opts.Readahead
 	if ra <= 0 {
 		return nil
@@ -542,7 +544,7 @@ func (s *Source) readahead(off, n int64, direct bool) *flow {
 	oldest := &s.streams[0]
 	for i := range s.streams {
 		c := &s.streams[i]
-		if c.flow != nil && c.flow.at == off {
+		if c.flow != nil && c.flow.at == off && off < c.flow.end {
 			// The read a flow waits for (its last may be short).
 			st = c
 			break
@@ -583,7 +585,7 @@ func (s *Source) readahead(off, n int64, direct bool) *flow {
 		// its own GETs: nothing ahead.
 		var f *flow
 		if inRange {
-			f = s.takeFlow(st, off, n, direct && n >= ps)
+			f = s.takeFlow(st, off, n, n >= ps)
 		} else {
 			st.flow.stop()
 			st.flow = nil
