@@ -104,10 +104,10 @@ rm "$ckpt"
 now() { date +%s.%N; }
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # clock ticks
 tck=$(getconf CLK_TCK)
-gets() { # SCHEME: GETs of the object's bytes its server answered so far
+gets() { # SCHEME: GETs of the object's bytes its server answered so far (CDN GETs for hf)
 	case $1 in
 	oci) grep -c "\"GET /v2/bench/blobs/$wd" "$work/registry.log" ;;
-	s3) grep -c 'GET.*model.safetensors\|GetObject' "$work/vgw-access.log" 2>/dev/null || echo 0 ;;
+	s3) grep -c 's3_GetObject model.safetensors ' "$work/vgw-access.log" ;;
 	hf)
 		kill -USR1 "$hpid"
 		local n=0
