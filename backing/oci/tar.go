@@ -310,8 +310,7 @@ func (s *Store) getDecoded(key string, m member, off int64, bufs [][]byte, fille
 	if off < 0 {
 		return &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("read at negative offset %d", off)}
 	}
-	for i := range bufs {
-		b := bufs[i] // now: filled(i-1) may have put it there (remote.Store.Get)
+	for i, b := range bufs {
 		if int64(len(b)) > m.size-off {
 			return &remote.Error{URL: s.URL(key), Kind: remote.Invalid, Msg: fmt.Sprintf("read of %d bytes at %d past the file's %d", len(b), off, m.size)}
 		}
