@@ -140,6 +140,23 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 		}
 		return nil
 	}
+	if s.cw != nil {
+		// Each buffer put into the HF cache as it is filled (and its
+		// reply checked): a caller may put the next one in its place
+		// once it has been told (remote.Store.Get), so none is there
+		// to write once the GET ends.
+		next, inner := off, filled
+		filled = func(i int) {
+			b := bufs[i]
+			if fi, _, ierr := s.info(obj.Key); ierr == nil && fi.size == obj.Size && len(b) > 0 {
+				s.cw.wrote(s, obj.Key, fi, next, [][]byte{b})
+			}
+			next += int64(len(b))
+			if inner != nil {
+				inner(i)
+			}
+		}
+	}
 	stale := ""
 	whole := false
 	for try := 0; ; try++ {
@@ -156,11 +173,6 @@ func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]
 		if !whole && errors.As(err, &re) && re.Status == http.StatusOK {
 			whole = true // the range answered with the whole file: ask again, once
 			continue
-		}
-		if err == nil && s.cw != nil {
-			if fi, _, ierr := s.info(obj.Key); ierr == nil && fi.size == obj.Size {
-				s.cw.wrote(s, obj.Key, fi, off, bufs)
-			}
 		}
 		return err
 	}

@@ -179,6 +179,7 @@ type Client struct {
 	// that the kernel splits or retries (a failed readahead, then the
 	// page read again) costs one Timeout, not one per request.
 	awayAt atomic.Int64
+	flows  atomic.Int32 // the flows open (see flowSlots)
 }
 
 // New returns a Client of store.

@@ -27,9 +27,23 @@
 // straight into the caller's buffer, and nothing is cached, so the bytes
 // are copied once, not twice. Source.Prefetch of a range of a part or
 // more (a loader about to stream a tensor) therefore fetches nothing
-// ahead: the loader's reads of it, a part or more each, go straight into
-// its buffers, the loader's parallel tensors being what keeps GETs in
-// flight. Parsers read through ForParsing, which fetches
+// ahead: the loader's reads of it go through a flow, one GET of the
+// whole range (up to 1 GiB) whose body is read straight into each of
+// the loader's buffers as its ReadAt comes (Store.Get takes bufs[i]
+// from its slice only once filled(i-1) has returned, so the flow puts
+// the next reader's buffer there): a tensor of N chunks costs one
+// request, not N, and no memory beyond the loader's buffers (between
+// reads the body waits in the connection). The loader's parallel
+// tensors are what keeps GETs in flight; a Client has at most
+// Parallel/2 flows open, each holding a slot while its reader is
+// between reads. A flow is pinned and retried as any GET (a reply cut
+// midway goes on with one ranged GET from the buffer it was filling);
+// a read that does not continue it (another offset or length) ends it,
+// as do Close, an interrupt and a Timeout with no read, and is served
+// as any read; a read whose flow fails otherwise than by the object's
+// change or an interrupt is read again as any read, so that a flow only
+// ever saves GETs. A read with no Prefetch range (a mount's reader)
+// never starts one. Parsers read through ForParsing, which fetches
 // small reads as 256 KiB blocks instead of whole parts (a zip's local
 // headers, scattered through a large .pt).
 //

@@ -42,10 +42,12 @@ type stream struct {
 	window int64
 	used   uint64
 	limit  int64 // readahead stops here (the end of a Prefetch range); 0: the object's end
+	start  int64 // where a Prefetch range starts
 	// direct: a Prefetch range read in reads of a part or more, each
 	// fetched straight into the reader's buffer (readDirect) rather
 	// than ahead into parts that it would then copy.
 	direct bool
+	flow   *flow // the GET that the next read of a direct stream continues, or nil
 }
 
 var (
@@ -129,6 +131,14 @@ func (s *Source) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.mu.Lock()
+	for i := range s.streams {
+		if f := s.streams[i].flow; f != nil {
+			f.stop()
+			s.streams[i].flow = nil
+		}
+	}
+	s.mu.Unlock()
 	s.inflight.Wait()
 	s.c.mem.drop(s.id)
 	return nil
@@ -162,10 +172,21 @@ func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 	if err := s.changedErr(); err != nil {
 		return 0, s.fault(off, want, err)
 	}
-	s.readahead(off, want)
+	f := s.readahead(off, want)
 	// One deadline for the whole read, whatever splits it into GETs;
 	// waiting ends at once when the Client's Context is done.
 	deadline := time.Now().Add(s.c.opts.Timeout)
+	if f != nil {
+		if ok, err := s.readFlow(f, p[:want], off, deadline); ok {
+			if err != nil {
+				return 0, s.fault(off, want, err)
+			}
+			if eof {
+				return int(want), io.EOF
+			}
+			return int(want), nil
+		}
+	}
 	// The fetches this read starts end by the deadline; waiting for a
 	// part that an earlier fetch holds ends a moment after it.
 	ctx, cancel := context.WithDeadline(s.c.opts.Context, deadline.Add(waitSlack))
@@ -505,11 +526,16 @@ func (s *Source) changedErr() error {
 
 // readahead notes a read of [off, off+n) and, when it continues a
 // sequential reader, prefetches the window after it, doubling the
-// window (from one part up to Readahead) with each sequential read.
-func (s *Source) readahead(off, n int64) {
+// window (from one part up to Readahead) with each sequential read. In
+// a Prefetch range, it returns the flow that serves the read, or nil. A
+// flow starts even where a part of the read is cached (the part at a
+// tensor's edge that the tensor before it left, part 0 kept by Open): a
+// part or less fetched twice, against a chain of part-sized reads that
+// a reader whose chunks straddle parts would make through the cache.
+func (s *Source) readahead(off, n int64) *flow {
 	ra := s.c.opts.Readahead
 	if ra <= 0 {
-		return
+		return nil
 	}
 	ps := s.c.opts.PartSize
 	s.mu.Lock()
@@ -517,6 +543,25 @@ func (s *Source) readahead(off, n int64) {
 	var st *stream
 	oldest := &s.streams[0]
 	for i := range s.streams {
+		c := &s.streams[i]
+		if c.flow != nil && c.flow.at == off && off < c.flow.end {
+			// The read a flow waits for (its last may be short).
+			st = c
+			break
+		}
+	}
+	for i := range s.streams {
+		if st != nil {
+			break
+		}
+		if c := &s.streams[i]; c.direct && off >= c.start && off+n <= c.limit {
+			st = c // a read inside a Prefetch range, sequential or not
+		}
+	}
+	for i := range s.streams {
+		if st != nil {
+			break
+		}
 		c := &s.streams[i]
 		if c.used != 0 && off >= c.end-ps && off <= c.end+ps {
 			st = c
@@ -527,16 +572,31 @@ func (s *Source) readahead(off, n int64) {
 		}
 	}
 	if st == nil {
+		if oldest.flow != nil {
+			oldest.flow.stop()
+		}
 		*oldest = stream{end: off + n, used: s.tick}
 		s.mu.Unlock()
-		return
+		return nil
 	}
-	if st.direct && n >= ps && off+n <= st.limit {
-		// Read straight into the reader's buffer: nothing ahead.
-		st.end = max(st.end, off+n)
-		st.used = s.tick
-		s.mu.Unlock()
-		return
+	inRange := st.direct && off+n <= st.limit
+	if st.flow != nil || inRange && n >= ps {
+		// Read straight into the reader's buffer, by a flow or
+		// its own GETs: nothing ahead.
+		var f *flow
+		if inRange {
+			f = s.takeFlow(st, off, n, n >= ps)
+		} else {
+			st.flow.stop()
+			st.flow = nil
+		}
+		if f != nil || inRange && n >= ps {
+			st.end = max(st.end, off+n)
+			st.used = s.tick
+			s.mu.Unlock()
+			return f
+		}
+		// A short read that no flow waits for: as any other.
 	}
 	// Streams share the memory cache: each gets at most its share of
 	// half of it, so that readahead never evicts what a reader is about
@@ -559,7 +619,7 @@ func (s *Source) readahead(off, n int64) {
 	window := st.window
 	s.mu.Unlock()
 	if from >= to {
-		return
+		return nil
 	}
 	// A window that slides a part at a time would cost one GET per
 	// part: wait until half of it is missing, then fetch that half with
@@ -569,10 +629,11 @@ func (s *Source) readahead(off, n int64) {
 		first, last := from/ps, (to-1)/ps
 		missing, next := s.c.mem.missing(s.id, first, last)
 		if !next && missing*ps < window/2 {
-			return
+			return nil
 		}
 	}
 	s.prefetch(from, to)
+	return nil
 }
 
 // prefetch starts fetching the parts of [from, to) that are not cached,
@@ -614,12 +675,23 @@ func (s *Source) Prefetch(off, n int64) {
 	s.tick++
 	oldest := &s.streams[0]
 	for i := range s.streams {
-		if s.streams[i].used < oldest.used {
-			oldest = &s.streams[i]
+		c := &s.streams[i]
+		if c.used != 0 && c.limit == end && c.end == off {
+			// Said again (the loader says the next tensor ahead,
+			// then again as it starts it): the same stream.
+			c.used = s.tick
+			s.mu.Unlock()
+			return
+		}
+		if c.used < oldest.used {
+			oldest = c
 		}
 	}
+	if oldest.flow != nil {
+		oldest.flow.stop()
+	}
 	direct := end-off >= s.c.opts.PartSize && s.diskID == ""
-	*oldest = stream{end: off, window: ra, used: s.tick, limit: end, direct: direct}
+	*oldest = stream{end: off, window: ra, used: s.tick, limit: end, start: off, direct: direct}
 	s.mu.Unlock()
 	if !direct {
 		s.prefetch(off, min(off+ra, end))

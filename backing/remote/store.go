@@ -39,8 +39,13 @@ type Store interface {
 	// *Error of kind Changed, never other bytes. It calls filled(i), when
 	// filled is not nil, as soon as bufs[i] is full, before reading on, so
 	// that a caller can use the first buffers of a long GET while the rest
-	// arrive; ReadBufs does this from a response body. off plus the total
-	// length is at most obj.Size; bufs are not empty.
+	// arrive; ReadBufs does this from a response body. It takes bufs[i]
+	// from the slice only once filled(i-1) has returned, and never
+	// touches a buffer after its filled: a caller may put a buffer of
+	// the same length, or an empty one (read no more of the body), at
+	// bufs[i] until then (a flow: one GET read into a loader's
+	// successive buffers). off plus the total length is at most
+	// obj.Size; bufs are not empty.
 	Get(ctx context.Context, obj Object, off int64, bufs [][]byte, filled func(i int)) error
 	// List returns the objects directly under prefix (a key ending in '/',
 	// or "" for the whole bucket): their keys relative to prefix, without
@@ -231,9 +236,11 @@ func BufsLen(bufs [][]byte) int64 {
 
 // ReadBufs fills bufs in order from body, straight into each buffer (no
 // intermediate copy), and calls filled(i) (when not nil) as each is full.
-// A short body is io.ErrUnexpectedEOF.
+// It takes bufs[i] from the slice only once filled(i-1) has returned
+// (see Store.Get). A short body is io.ErrUnexpectedEOF.
 func ReadBufs(body io.Reader, bufs [][]byte, filled func(i int)) error {
-	for i, b := range bufs {
+	for i := range bufs {
+		b := bufs[i] // now: filled(i-1) may have put it there
 		if _, err := io.ReadFull(body, b); err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF

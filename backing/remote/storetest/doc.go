@@ -37,6 +37,11 @@
 //     instead of the reply, is a Transient error (after the buffers it
 //     filled), and a Client's read through it is retried to the right
 //     bytes.
+//   - flow: a Prefetch range read in chunks (one GET read into the
+//     reader's successive buffers, which Store.Get takes from its slice
+//     only as it reaches each) gives the object's bytes, each buffer's
+//     left alone once its read returned, through a reply cut mid-body
+//     too.
 //   - errors: a missing object is NotFound, a refused one Denied, each
 //     one line that names the object once and holds no secret.
 //

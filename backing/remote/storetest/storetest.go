@@ -111,6 +111,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("expiry", s.expiry)
 	t.Run("cancel", s.cancel)
 	t.Run("cut", s.cut)
+	t.Run("flow", s.flow)
 	t.Run("errors", s.errors)
 }
 

@@ -6,7 +6,9 @@
 // commits every file under DIR to ORG/NAME at main (files of 1 MiB or
 // more in LFS, served by the CDN through resolve's 302, or with -xet in
 // Xet, served by the Xet bridge; the others in git), prints the Hub's URL
-// on stdout and serves until killed. The files are held in memory.
+// on stdout and serves until killed. The files are held in memory. On
+// SIGUSR1 it prints its request counts on stderr, one line ("requests:
+// hub N cdn N bridge N"), for a benchmark's count of GETs.
 package main
 
 import (
@@ -15,7 +17,9 @@ import (
 	"io/fs"
 	"log"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"github.com/lazyweights/tensorfs/backing/hf/hftest"
 )
@@ -47,5 +51,9 @@ func main() {
 	s := hftest.New()
 	s.Commit(repo, "main", files...)
 	fmt.Println(s.Hub.URL)
-	select {}
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	for range usr1 {
+		fmt.Fprintf(os.Stderr, "requests: hub %d cdn %d bridge %d\n", s.HubRequests.Load(), s.CDNRequests.Load(), s.BridgeRequests.Load())
+	}
 }
