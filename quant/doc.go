@@ -77,8 +77,10 @@
 //     kernel uses a table of a group's values, each entry is made by the
 //     same operations, and the lookups of whole groups (dtype.Lookup4,
 //     Lookup4Hi, Lookup4At, Plane4: AVX2 on amd64) only move those
-//     values; dtype.Lookup8 (FP8, int8) does the loop's one multiplication
-//     with the same operand order; dtype.AffineI8BF16 and AffineNibbleBF16
+//     values; dtype.Lookup8 (int8, a zero point's shifted table) and
+//     dtype.ScaleE4M3 (E4M3 codes: the value from the code's bits, the
+//     table's bits) do the loop's one multiplication with the same
+//     operand order; dtype.AffineI8BF16 and AffineNibbleBF16
 //     (torchao's bf16 affine classes, HQQ 4-bit bf16) do the table's
 //     operations, bf16(bf16(q − z)·s), per element; GEMV-fast's f16 tables
 //     are rounded by dtype's F32→F16 converter where the sum is a float32

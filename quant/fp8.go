@@ -112,7 +112,9 @@ func (k *fp8Kernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error 
 				}
 				lut = &shifted
 			}
-			if useLookup {
+			if useLookup && lut == e4m3Table {
+				dtype.ScaleE4M3(o, in, f) // the same bits, computed from the codes' bits
+			} else if useLookup {
 				dtype.Lookup8(o, in, lut, f)
 			} else {
 				o = o[:len(in)]
