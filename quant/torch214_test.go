@@ -70,6 +70,43 @@ func TestTorch214(t *testing.T) {
 	}
 }
 
+// TestTorch214F4: testdata/torch214f4, written by torch214/gen_f4.py
+// with torch 2.14 and safetensors' torch writer, holds FP4 checkpoints
+// whose codes are saved as torch.float4_e2m1fn_x2, which safetensors
+// stores as F4 with the element shape (ModelOpt NVFP4, per module and
+// fused experts; compressed-tensors nvfp4 weight_packed; gpt-oss MXFP4
+// _blocks; torchao MXTensor fp4 and NVFP4Tensor qdata): each weight is
+// served as torch computes it from the same bytes, as for U8 codes. A
+// plain F4 tensor in a checkpoint of no scheme is served as its E2M1
+// values (torch's decoder) in the converted views.
+func TestTorch214F4(t *testing.T) {
+	dir := filepath.Join("testdata", "torch214f4")
+	raw, err := os.ReadFile(filepath.Join(dir, "EXPECTED.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp torch214Expected
+	if err := json.Unmarshal(raw, &exp); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"nvfp4": "nvfp4", "ct_nvfp4": "", "mxfp4": "mxfp4", "ao_fp4": "", "plain": noScheme}
+	if len(exp.Cases) != len(want) || exp.Torch == "" {
+		t.Fatalf("EXPECTED.json: %d cases, torch %q", len(exp.Cases), exp.Torch)
+	}
+	for name, cs := range exp.Cases {
+		scheme, ok := want[name]
+		if !ok {
+			t.Fatalf("EXPECTED.json: case %s", name)
+		}
+		t.Run(name, func(t *testing.T) {
+			checkLogical(t, filepath.Join(dir, name), scheme, cs.Logical, "torch "+exp.Torch)
+		})
+	}
+}
+
+// noScheme as checkLogical's scheme: a checkpoint of no quantization.
+const noScheme = "(none)"
+
 // checkLogical opens dir as any SOURCE is and checks that its converted
 // views hold exactly the tensors of want (scheme: the plan's, when not
 // empty), each with want's digests, and no part of a quantized one.
@@ -84,7 +121,11 @@ func checkLogical(t *testing.T, dir, scheme string, want []xLogical, ref string)
 	}
 	defer ck.Close()
 	q := ck.Index.Quantization
-	if q == nil || len(q.Problems) != 0 || scheme != "" && q.Scheme != scheme {
+	if scheme == noScheme {
+		if q != nil {
+			t.Fatalf("quantization %+v, want none", q)
+		}
+	} else if q == nil || len(q.Problems) != 0 || scheme != "" && q.Scheme != scheme {
 		t.Fatalf("quantization %+v, want scheme %q and no problems", q, scheme)
 	}
 	byName := map[string]*index.Tensor{}

@@ -342,9 +342,14 @@ def ao_nvfp4():
     c.write()
 
 
-for fn in (fp8_block, fp8_ue8m0, mxfp8, mxfp4, nvfp4_modelopt, ao_float8, ao_mx, ao_nvfp4, nvfp4_ct):
-    fn()
-with open(os.path.join(out, "EXPECTED.json"), "w") as f:
-    json.dump({"generator": "quant/testdata/torch214/gen.py", "torch": torch.__version__,
-               "safetensors": safetensors.__version__, "cases": cases}, f, indent=1, sort_keys=True)
-    f.write("\n")
+def expected(generator):
+    with open(os.path.join(out, "EXPECTED.json"), "w") as f:
+        json.dump({"generator": generator, "torch": torch.__version__,
+                   "safetensors": safetensors.__version__, "cases": cases}, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+if __name__ == "__main__":  # gen_f4.py imports the helpers above
+    for fn in (fp8_block, fp8_ue8m0, mxfp8, mxfp4, nvfp4_modelopt, ao_float8, ao_mx, ao_nvfp4, nvfp4_ct):
+        fn()
+    expected("quant/testdata/torch214/gen.py")
