@@ -42,3 +42,23 @@ func (p *planner) stored(t *index.Tensor) string {
 	}
 	return fmt.Sprintf("%s %v", t.DType, t.Shape)
 }
+
+// looseF4 names every F4 tensor of a quantized checkpoint that no weight
+// of its scheme reads (an FP4 weight whose scales are all missing, say):
+// read as a plain F4 tensor its codes would be served, unscaled, under
+// its name in the converted views. A checkpoint with no quantization
+// config (planPairs) keeps its F4 tensors as plain E2M1 values.
+func (p *planner) looseF4() {
+	for _, nm := range p.names {
+		if p.t(nm).DType != dtype.F4 || p.hidden[nm] {
+			continue
+		}
+		if _, ok := p.weights[nm]; ok {
+			continue
+		}
+		if _, ok := p.probs[nm]; ok {
+			continue
+		}
+		p.fail(nm, fmt.Sprintf("F4 (E2M1 codes) that no %s weight reads: its scales are missing", p.scheme), nm)
+	}
+}

@@ -79,6 +79,7 @@ func TestF4Codes(t *testing.T) {
 		{"mlx_nvfp4", func(r *rand.Rand) *builder { b, _ := variant("mlx_nvfp4")(r); return b }},
 		{"ct_nvfp4", func(r *rand.Rand) *builder { b, _ := variant("ct_nvfp4")(r); return b }},
 		{"fp_quant", fpQuantF4Case},
+		{"modelopt_fused_experts", func(r *rand.Rand) *builder { b, _ := nvfp4MoECase(r); return b }},
 	}
 	for k, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -86,7 +87,8 @@ func TestF4Codes(t *testing.T) {
 			var codes []string
 			for _, n := range b.order {
 				e := b.tensors[n]
-				if strings.HasSuffix(n, ".weight_packed") || strings.HasSuffix(n, ".qweight") || strings.HasSuffix(n, ".weight") && e.dt == "U32" {
+				if strings.HasSuffix(n, ".weight_packed") || strings.HasSuffix(n, ".qweight") || strings.HasSuffix(n, ".weight") && e.dt == "U32" ||
+					strings.HasSuffix(n, "_proj") && e.dt == "U8" {
 					codes = append(codes, n)
 				}
 			}
@@ -133,5 +135,28 @@ func TestF4Codes(t *testing.T) {
 				t.Errorf("short F4 codes: problems %v, want one naming F4 and its shape", rb.Problems)
 			}
 		})
+	}
+}
+
+// TestLooseF4: in a quantized checkpoint, an F4 tensor no weight reads
+// (here fused experts' codes whose scales are all missing) is named, not
+// served as plain E2M1 values under its name; the other weights are.
+func TestLooseF4(t *testing.T) {
+	b, _ := nvfp4MoECase(rand.New(rand.NewPCG(44, 1)))
+	P := "model.layers.0.mlp.experts.down_proj"
+	b = asF4(t, b, P)
+	var order []string
+	for _, n := range b.order {
+		if n == P || !strings.HasPrefix(n, P) {
+			order = append(order, n)
+		}
+	}
+	b.order = order
+	r := b.build(t).plan(t)
+	if len(r.Problems) != 1 || r.Problems[0].Name != P || !strings.Contains(r.Problems[0].Why, "F4 (E2M1 codes) that no nvfp4 weight reads") {
+		t.Fatalf("problems %v, want %s named", r.Problems, P)
+	}
+	if !slices.Contains(r.Hidden, P) || len(r.Weights) != 1 || r.Weights[0].Name != "model.layers.0.mlp.experts.gate_up_proj" {
+		t.Errorf("hidden %v, weights %v", r.Hidden, r.Weights)
 	}
 }
