@@ -17,6 +17,7 @@ import (
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/source"
+	"github.com/lazyweights/tensorfs/view"
 )
 
 // xLogical is one tensor of a converted view in a generator's
@@ -102,6 +103,27 @@ func TestTorch214F4(t *testing.T) {
 			checkLogical(t, filepath.Join(dir, name), scheme, cs.Logical, "torch "+exp.Torch)
 		})
 	}
+	// the plain F4 tensor's other views: index dtype F4 with its element
+	// shape and K/2 bytes a row, .npy float32, the stored export F4
+	ck, err := source.Load(context.Background(), filepath.Join(dir, "plain"), source.Options{Backing: backing.Options{Mode: backing.Pread}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	for i := range ck.Index.Tensors {
+		tn := &ck.Index.Tensors[i]
+		if tn.Name != "model.embed_f4" {
+			continue
+		}
+		npy, ok := view.NPYDType(tn)
+		ex, exShape, _, rel := view.ExportForm(tn, dtype.Invalid)
+		if tn.DType != dtype.F4 || !slices.Equal(tn.Shape, []int64{4, 8}) || tn.Size != 16 || !ok || npy != dtype.F32 ||
+			ex != dtype.F4 || !slices.Equal(exShape, tn.Shape) || rel {
+			t.Errorf("plain F4: %s %v %d bytes, .npy %s %v, export %s %v relabeled %v", tn.DType, tn.Shape, tn.Size, npy, ok, ex, exShape, rel)
+		}
+		return
+	}
+	t.Error("plain F4: model.embed_f4 is not in the index")
 }
 
 // noScheme as checkLogical's scheme: a checkpoint of no quantization.
