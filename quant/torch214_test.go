@@ -53,14 +53,7 @@ type torch214Expected struct {
 // every plain tensor is as stored.
 func TestTorch214(t *testing.T) {
 	dir := filepath.Join("testdata", "torch214")
-	raw, err := os.ReadFile(filepath.Join(dir, "EXPECTED.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var exp torch214Expected
-	if err := json.Unmarshal(raw, &exp); err != nil {
-		t.Fatal(err)
-	}
+	exp := readTorch214(t, dir)
 	if len(exp.Cases) != 9 || exp.Torch == "" {
 		t.Fatalf("EXPECTED.json: %d cases, torch %q", len(exp.Cases), exp.Torch)
 	}
@@ -82,14 +75,7 @@ func TestTorch214(t *testing.T) {
 // values (torch's decoder) in the converted views.
 func TestTorch214F4(t *testing.T) {
 	dir := filepath.Join("testdata", "torch214f4")
-	raw, err := os.ReadFile(filepath.Join(dir, "EXPECTED.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var exp torch214Expected
-	if err := json.Unmarshal(raw, &exp); err != nil {
-		t.Fatal(err)
-	}
+	exp := readTorch214(t, dir)
 	want := map[string]string{"nvfp4": "nvfp4", "ct_nvfp4": "", "mxfp4": "mxfp4", "ao_fp4": "", "plain": noScheme}
 	if len(exp.Cases) != len(want) || exp.Torch == "" {
 		t.Fatalf("EXPECTED.json: %d cases, torch %q", len(exp.Cases), exp.Torch)
@@ -124,6 +110,20 @@ func TestTorch214F4(t *testing.T) {
 		return
 	}
 	t.Error("plain F4: model.embed_f4 is not in the index")
+}
+
+// readTorch214 reads dir's EXPECTED.json (gen.py's layout).
+func readTorch214(t *testing.T, dir string) *torch214Expected {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "EXPECTED.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp torch214Expected
+	if err := json.Unmarshal(raw, &exp); err != nil {
+		t.Fatal(err)
+	}
+	return &exp
 }
 
 // noScheme as checkLogical's scheme: a checkpoint of no quantization.

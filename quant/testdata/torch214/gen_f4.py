@@ -15,11 +15,10 @@
 import os, struct, sys
 
 import torch
-from types import SimpleNamespace
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen
-from gen import Case, ao_case, ao_dt, ao_entry, e2m1_codes, e2m1_decode, from_blocked, get_fp_scale, randn, reader, to_blocked, to_mxfp
+from gen import Case, ao_case, ao_dt, ao_entry, e2m1_codes, e2m1_decode, get_fp_scale, randn, to_mxfp
 
 gen.out = sys.argv[1]
 X2 = torch.float4_e2m1fn_x2
@@ -45,22 +44,11 @@ def check_writer():
 
 
 def nvfp4_modelopt():
-    c = Case("nvfp4", "ModelOpt NVFP4, weight saved as float4_e2m1fn_x2 (F4 [out, in]), and fused experts "
-             "P F4 [E, R, C] with weight_scale_2 per expert: gen.py's nvfp4 formula",
-             {"architectures": ["LlamaForCausalLM"], "model_type": "llama"},
-             {"producer": {"name": "modelopt", "version": "0.29.0"},
-              "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": None, "group_size": 16,
-                               "exclude_modules": ["lm_head"]}})
-    X = "model.layers.0.self_attn.o_proj"
-    O, I = 32, 64
-    w = randn(O, I, scale=0.05).float()
-    s2 = (w.abs().max() / (6 * 448)).reshape(())
-    se = (w.reshape(O, I // 16, 16).abs().amax(-1) / 6 / s2).to(torch.float8_e4m3fn)
-    codes = e2m1_codes(w / torch.repeat_interleave(se.to(torch.float32) * s2, 16, dim=1))
-    c.tensors[X + ".weight"], c.tensors[X + ".weight_scale"] = f4(codes), se
-    c.tensors[X + ".weight_scale_2"], c.tensors[X + ".input_scale"] = s2, torch.tensor(0.05)
-    f = e2m1_decode(codes) * torch.repeat_interleave(se.to(torch.float32) * s2, 16, dim=1)
-    c.quant(X + ".weight", [X + ".weight", X + ".weight_scale", X + ".weight_scale_2"], f, f.to(torch.bfloat16))
+    gen.nvfp4_modelopt(32, 64, f4, "; weight saved as float4_e2m1fn_x2 (F4 [out, in]), and fused experts P F4 "
+                       "[E, R, C] with weight_scale_2 per expert by the same formula", experts)
+
+
+def experts(c):
     P = "model.layers.1.mlp.experts.down_proj"
     E, R, C = 2, 16, 32
     w = randn(E, R, C, scale=0.05).float()
@@ -71,51 +59,14 @@ def nvfp4_modelopt():
     c.tensors[P], c.tensors[P + "_weight_scale"], c.tensors[P + "_weight_scale_2"] = f4(codes), se, s2
     f = e2m1_decode(codes) * torch.repeat_interleave(per, 16, dim=2)
     c.quant(P, [P, P + "_weight_scale", P + "_weight_scale_2"], f, f.to(torch.bfloat16))
-    c.write()
 
 
 def nvfp4_ct():
-    c = Case("ct_nvfp4", "compressed-tensors nvfp4-pack-quantized, weight_packed saved as float4_e2m1fn_x2 "
-             "(F4 [out, in]): gen.py's ct_nvfp4 formula",
-             {"quantization_config": {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
-                                      "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
-                                          "num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}}}})
-    X = "model.layers.0.mlp.gate_proj"
-    O, I = 24, 48
-    w = randn(O, I, scale=0.05).float()
-    gs = (448 * 6 / w.abs().max()).reshape(1)
-    se = (w.reshape(O, I // 16, 16).abs().amax(-1) / 6 * gs).to(torch.float8_e4m3fn)
-    scale = se.to(torch.float32) / gs
-    codes = e2m1_codes(w / torch.repeat_interleave(scale, 16, dim=1))
-    c.tensors[X + ".weight_packed"], c.tensors[X + ".weight_scale"] = f4(codes), se
-    c.tensors[X + ".weight_global_scale"], c.tensors[X + ".input_global_scale"] = gs, torch.ones(1)
-    f = e2m1_decode(codes) * torch.repeat_interleave(scale, 16, dim=1)
-    c.quant(X + ".weight", [X + ".weight_packed", X + ".weight_scale", X + ".weight_global_scale"], f, f.to(torch.bfloat16))
-    c.write()
+    gen.nvfp4_ct(24, 48, f4, "; weight_packed saved as float4_e2m1fn_x2 (F4 [out, in])")
 
 
 def mxfp4():
-    E, H, I = 2, 64, 32
-    c = Case("mxfp4", "gpt-oss MXFP4, _blocks saved as torch's to_mxfp float4_e2m1fn_x2 codes (F4 [E, R, G, 32]); "
-             "torch DCP _dequantize_tensor_mxfp4 of the same bytes then .transpose(1, 2)",
-             {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "num_local_experts": E,
-              "hidden_size": H, "intermediate_size": I,
-              "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": [
-                  "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}})
-    P = "model.layers.0.mlp.experts.down_proj"
-    R, C = H, I
-    w = randn(E, R, C, scale=0.05)
-    s, q = to_mxfp(w.reshape(E * R, C), 32, "mxfp4")
-    assert q.dtype == X2
-    G = C // 32
-    blocks, scales = q.reshape(E, R, G, 16), s.view(torch.uint8).reshape(E, R, G)
-    c.tensors[P + "_blocks"], c.tensors[P + "_scales"] = blocks, scales
-    req = SimpleNamespace(storage_offsets=[0, 0, 0], lengths=[E, R, C])
-    u8 = blocks.view(torch.uint8)
-    f = reader(torch.float32)._dequantize_tensor_mxfp4(u8, scales, req, 0, 0).transpose(1, 2)
-    b = reader(torch.bfloat16)._dequantize_tensor_mxfp4(u8, scales, req, 0, 0).transpose(1, 2)
-    c.quant(P, [P + "_blocks", P + "_scales"], f, b)
-    c.write()
+    gen.mxfp4(True, "; _blocks saved as those float4_e2m1fn_x2 codes (F4 [E, R, G, 32]), the DCP reader given their bytes")
 
 
 def ao_fp4():
