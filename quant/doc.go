@@ -88,6 +88,12 @@
 //     per-element loop: TestPlainLoops checks both. Rounding to bf16/f16
 //     is the caller's (dtype's converters). The shared fixtures (../shared/testdata/quant) and the
 //     generated variants (variants_test.go) are checked by sha256 / bit.
+//   - FP4 codes in either dtype. Every FP4 scheme reads its E2M1 code
+//     tensor stored as U8 [.., K/2] (MLX: U32 [.., K/8]) or as F4
+//     [.., K], torch.float4_e2m1fn_x2 as safetensors' torch writer saves
+//     it: the same bytes (f4codes.go, TestTorch214F4, TestF4Codes). An F4
+//     tensor of a quantized checkpoint that no weight reads is a Problem,
+//     never served as unscaled values (TestLooseF4).
 //   - Bounded memory. Dequantize works in tiles of at most 1<<20 logical
 //     elements that are whole rows or part of one row, so its scratch is
 //     bounded by min(len(dst), 1<<20) elements' packed bytes, never by the

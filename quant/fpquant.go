@@ -92,14 +92,14 @@ func planFPQuant(p *planner) {
 
 // fpQuantMX plans module x's MXFP4 weight (g 32); "" when added, else why not.
 func (p *planner) fpQuantMX(x, name string, parts []string) string {
-	q, sc, h, gs := p.t(x+".qweight"), p.t(x+".scales"), p.t(x+".forward_hadamard_matrix"), p.t(x+".weight_global_scale")
+	q, sc, h, gs := p.codes(x+".qweight"), p.t(x+".scales"), p.t(x+".forward_hadamard_matrix"), p.t(x+".weight_global_scale")
 	switch {
 	case p.t(x+".dqweight") != nil || p.t(x+".weight") != nil:
 		return "a module with more than one stored form"
 	case q == nil || sc == nil || h == nil || gs == nil:
 		return "qweight, scales, forward_hadamard_matrix or weight_global_scale is missing"
 	case q.DType != dtype.U8 || len(q.Shape) != 2 || q.Shape[1]%16 != 0 || q.Shape[1] == 0:
-		return fmt.Sprintf("qweight is %s %v, not U8 [out, in/2] with in a multiple of 32", q.DType, q.Shape)
+		return fmt.Sprintf("qweight is %s, not U8 [out, in/2] or F4 [out, in] with in a multiple of 32", p.stored(q))
 	case sc.DType != dtype.U8 && sc.DType != dtype.F8E8M0 || !shapeIs(sc, q.Shape[0], q.Shape[1]/16):
 		return fmt.Sprintf("scales is %s %v, not U8 %v (E8M0 per 32)", sc.DType, sc.Shape, []int64{q.Shape[0], q.Shape[1] / 16})
 	case h.DType != dtype.BF16 || !shapeIs(h, 32, 32):

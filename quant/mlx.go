@@ -244,6 +244,11 @@ func (k *mlxFPKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) erro
 // planMLXFP plans a weight of one of MLX's floating-point modes.
 func planMLXFP(p *planner, wn, sn, mode string, b, g int64, all []string) {
 	wt, st := p.t(wn), p.t(sn)
+	if c := p.codes(wn); b == 4 && c != wt && c.Shape[len(c.Shape)-1]%4 == 0 {
+		// F4 [..., in] (f4codes.go): the U32 [..., in/8] words it holds,
+		// little-endian, element 0 in the low nibble as MLX packs them
+		c.DType, c.Shape[len(c.Shape)-1], wt = dtype.U32, c.Shape[len(c.Shape)-1]/4, c
+	}
 	want := map[string][2]int64{"mxfp4": {4, 32}, "nvfp4": {4, 16}, "mxfp8": {8, 32}}[mode]
 	switch {
 	case b != want[0] || g != want[1]:
@@ -251,7 +256,7 @@ func planMLXFP(p *planner, wn, sn, mode string, b, g int64, all []string) {
 	case wt == nil:
 		p.fail(wn, "its weight is missing", all...)
 	case wt.DType != dtype.U32 || len(wt.Shape) < 2 || !dimsOK(wt.Shape):
-		p.fail(wn, fmt.Sprintf("weight is %s %v, not U32 [..., in*%d/32]", wt.DType, wt.Shape, b), all...)
+		p.fail(wn, fmt.Sprintf("weight is %s, not U32 [..., in*%d/32]%s", p.stored(wt), b, map[bool]string{true: " or F4 [..., in]"}[b == 4]), all...)
 	default:
 		in := wt.Shape[len(wt.Shape)-1] * 32 / b
 		gs := append(append([]int64{}, wt.Shape[:len(wt.Shape)-1]...), in/g)

@@ -164,7 +164,7 @@ func planMXFP4Pairs(p *planner, strict bool) {
 			continue
 		}
 		bn, sn := base+"_blocks", base+"_scales"
-		bt, st := p.t(bn), p.t(sn)
+		bt, st := p.codes(bn), p.t(sn)
 		if !strict && (bt == nil || st == nil || bt.DType != dtype.U8 || st.DType != dtype.U8) {
 			continue
 		}
@@ -174,9 +174,9 @@ func planMXFP4Pairs(p *planner, strict bool) {
 		case st == nil:
 			p.fail(base, "its _scales is missing", bn)
 		case bt.DType != dtype.U8 || st.DType != dtype.U8:
-			p.fail(base, fmt.Sprintf("_blocks is %s and _scales %s, not U8", bt.DType, st.DType), bn, sn)
+			p.fail(base, fmt.Sprintf("_blocks is %s and _scales %s, not U8 (or F4 _blocks)", p.t(bn).DType, st.DType), bn, sn)
 		case len(bt.Shape) != 4 || bt.Shape[3] != 16 || !dimsOK(bt.Shape):
-			p.fail(base, fmt.Sprintf("_blocks has shape %v, not [E, R, G, 16]", bt.Shape), bn, sn)
+			p.fail(base, fmt.Sprintf("_blocks is %s, not U8 [E, R, G, 16] or F4 [E, R, G, 32]", p.stored(bt)), bn, sn)
 		case !shapeIs(st, bt.Shape[:3]...):
 			p.fail(base, fmt.Sprintf("_scales has shape %v, not %v", st.Shape, bt.Shape[:3]), bn, sn)
 		default:

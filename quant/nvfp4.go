@@ -134,7 +134,7 @@ func (s *scratch) nvTable(g float32, div bool) *[256][16]float32 {
 func (p *planner) nvfp4Weight(name, packed, scale, global string, div bool, extra ...string) {
 	parts := []string{packed, scale, global}
 	all := append(append([]string{}, parts...), extra...)
-	pt, st, gt := p.t(packed), p.t(scale), p.t(global)
+	pt, st, gt := p.codes(packed), p.t(scale), p.t(global)
 	switch {
 	case pt == nil:
 		p.fail(name, "its "+short(packed)+" is missing", all...)
@@ -143,7 +143,7 @@ func (p *planner) nvfp4Weight(name, packed, scale, global string, div bool, extr
 	case gt == nil:
 		p.fail(name, "its "+short(global)+" is missing", all...)
 	case pt.DType != dtype.U8 || len(pt.Shape) != 2 || !dimsOK(pt.Shape) || pt.Shape[1]%8 != 0:
-		p.fail(name, fmt.Sprintf("%s is %s %v, not U8 [out, in/2] with in a multiple of 16", short(packed), pt.DType, pt.Shape), all...)
+		p.fail(name, fmt.Sprintf("%s is %s, not U8 [out, in/2] or F4 [out, in] with in a multiple of 16", short(packed), p.stored(pt)), all...)
 	case st.DType != dtype.F8E4M3 || !shapeIs(st, pt.Shape[0], pt.Shape[1]/8):
 		p.fail(name, fmt.Sprintf("%s is %s %v, not F8_E4M3 [%d, %d]", short(scale), st.DType, st.Shape, pt.Shape[0], pt.Shape[1]/8), all...)
 	case !isScaleDType(gt.DType) || !isScalar(gt):

@@ -62,7 +62,7 @@ func (p *planner) nvfp4Experts() {
 		}
 		sn, in := P+"_weight_scale", P+"_input_scale"
 		all := []string{P, sn, nm, in}
-		pt, st, gt := p.t(P), p.t(sn), p.t(nm)
+		pt, st, gt := p.codes(P), p.t(sn), p.t(nm)
 		switch {
 		case pt == nil:
 			p.fail(P, "its packed codes "+short(P)+" are missing (it has a "+short(nm)+")", all...)
@@ -71,7 +71,7 @@ func (p *planner) nvfp4Experts() {
 			p.fail(P, "its "+short(sn)+" is missing", all...)
 			continue
 		case pt.DType != dtype.U8 || len(pt.Shape) != 3 || !dimsOK(pt.Shape) || pt.Shape[2]%8 != 0:
-			p.fail(P, fmt.Sprintf("%s is %s %v, not U8 [experts, rows, in/2] with in a multiple of 16", short(P), pt.DType, pt.Shape), all...)
+			p.fail(P, fmt.Sprintf("%s is %s, not U8 [experts, rows, in/2] or F4 [experts, rows, in] with in a multiple of 16", short(P), p.stored(pt)), all...)
 			continue
 		}
 		E, R, C := pt.Shape[0], pt.Shape[1], 2*pt.Shape[2]

@@ -341,6 +341,7 @@ func (p *planner) run() {
 			p.scheme = sc.name
 			sc.plan(p)
 			p.hideCacheScales()
+			p.looseF4() // f4codes.go
 			return
 		}
 	}

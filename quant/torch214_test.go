@@ -17,6 +17,7 @@ import (
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/source"
+	"github.com/lazyweights/tensorfs/view"
 )
 
 // xLogical is one tensor of a converted view in a generator's
@@ -52,14 +53,7 @@ type torch214Expected struct {
 // every plain tensor is as stored.
 func TestTorch214(t *testing.T) {
 	dir := filepath.Join("testdata", "torch214")
-	raw, err := os.ReadFile(filepath.Join(dir, "EXPECTED.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var exp torch214Expected
-	if err := json.Unmarshal(raw, &exp); err != nil {
-		t.Fatal(err)
-	}
+	exp := readTorch214(t, dir)
 	if len(exp.Cases) != 9 || exp.Torch == "" {
 		t.Fatalf("EXPECTED.json: %d cases, torch %q", len(exp.Cases), exp.Torch)
 	}
@@ -69,6 +63,71 @@ func TestTorch214(t *testing.T) {
 		})
 	}
 }
+
+// TestTorch214F4: testdata/torch214f4, written by torch214/gen_f4.py
+// with torch 2.14 and safetensors' torch writer, holds FP4 checkpoints
+// whose codes are saved as torch.float4_e2m1fn_x2, which safetensors
+// stores as F4 with the element shape (ModelOpt NVFP4, per module and
+// fused experts; compressed-tensors nvfp4 weight_packed; gpt-oss MXFP4
+// _blocks; torchao MXTensor fp4 and NVFP4Tensor qdata): each weight is
+// served as torch computes it from the same bytes, as for U8 codes. A
+// plain F4 tensor in a checkpoint of no scheme is served as its E2M1
+// values (torch's decoder) in the converted views.
+func TestTorch214F4(t *testing.T) {
+	dir := filepath.Join("testdata", "torch214f4")
+	exp := readTorch214(t, dir)
+	want := map[string]string{"nvfp4": "nvfp4", "ct_nvfp4": "", "mxfp4": "mxfp4", "ao_fp4": "", "plain": noScheme}
+	if len(exp.Cases) != len(want) || exp.Torch == "" {
+		t.Fatalf("EXPECTED.json: %d cases, torch %q", len(exp.Cases), exp.Torch)
+	}
+	for name, cs := range exp.Cases {
+		scheme, ok := want[name]
+		if !ok {
+			t.Fatalf("EXPECTED.json: case %s", name)
+		}
+		t.Run(name, func(t *testing.T) {
+			checkLogical(t, filepath.Join(dir, name), scheme, cs.Logical, "torch "+exp.Torch)
+		})
+	}
+	// the plain F4 tensor's other views: index dtype F4 with its element
+	// shape and K/2 bytes a row, .npy float32, the stored export F4
+	ck, err := source.Load(context.Background(), filepath.Join(dir, "plain"), source.Options{Backing: backing.Options{Mode: backing.Pread}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	for i := range ck.Index.Tensors {
+		tn := &ck.Index.Tensors[i]
+		if tn.Name != "model.embed_f4" {
+			continue
+		}
+		npy, ok := view.NPYDType(tn)
+		ex, exShape, _, rel := view.ExportForm(tn, dtype.Invalid)
+		if tn.DType != dtype.F4 || !slices.Equal(tn.Shape, []int64{4, 8}) || tn.Size != 16 || !ok || npy != dtype.F32 ||
+			ex != dtype.F4 || !slices.Equal(exShape, tn.Shape) || rel {
+			t.Errorf("plain F4: %s %v %d bytes, .npy %s %v, export %s %v relabeled %v", tn.DType, tn.Shape, tn.Size, npy, ok, ex, exShape, rel)
+		}
+		return
+	}
+	t.Error("plain F4: model.embed_f4 is not in the index")
+}
+
+// readTorch214 reads dir's EXPECTED.json (gen.py's layout).
+func readTorch214(t *testing.T, dir string) *torch214Expected {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "EXPECTED.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp torch214Expected
+	if err := json.Unmarshal(raw, &exp); err != nil {
+		t.Fatal(err)
+	}
+	return &exp
+}
+
+// noScheme as checkLogical's scheme: a checkpoint of no quantization.
+const noScheme = "(none)"
 
 // checkLogical opens dir as any SOURCE is and checks that its converted
 // views hold exactly the tensors of want (scheme: the plan's, when not
@@ -84,7 +143,11 @@ func checkLogical(t *testing.T, dir, scheme string, want []xLogical, ref string)
 	}
 	defer ck.Close()
 	q := ck.Index.Quantization
-	if q == nil || len(q.Problems) != 0 || scheme != "" && q.Scheme != scheme {
+	if scheme == noScheme {
+		if q != nil {
+			t.Fatalf("quantization %+v, want none", q)
+		}
+	} else if q == nil || len(q.Problems) != 0 || scheme != "" && q.Scheme != scheme {
 		t.Fatalf("quantization %+v, want scheme %q and no problems", q, scheme)
 	}
 	byName := map[string]*index.Tensor{}

@@ -374,6 +374,9 @@ func (p *planner) aoFP(name string, e *aoEntry, part map[string]string, stored [
 	} else if msg := k.mxElems(e); msg != "" {
 		return msg
 	}
+	if k.fp4 {
+		q = p.codes(part["qdata"]) // F4 [.., M, K] (f4codes.go): the U8 [.., M, K/2] it holds
+	}
 	nd := len(q.Shape)
 	if nd < 2 || nd > 3 || !dimsOK(q.Shape) {
 		return fmt.Sprintf("torchao %s qdata has shape %v, not 2-D or 3-D", cls, q.Shape)
@@ -381,7 +384,7 @@ func (p *planner) aoFP(name string, e *aoEntry, part map[string]string, stored [
 	shape := append([]int64{}, q.Shape...)
 	switch {
 	case k.fp4 && q.DType != dtype.U8:
-		return fmt.Sprintf("torchao %s qdata is %s, not U8 (two E2M1 codes a byte)", cls, q.DType)
+		return fmt.Sprintf("torchao %s qdata is %s, not U8 (two E2M1 codes a byte) or F4", cls, p.stored(q))
 	case k.fp4:
 		shape[nd-1] *= 2
 	case k.codes == e4m3Table && q.DType != dtype.F8E4M3, k.codes == e5m2Table && q.DType != dtype.F8E5M2:

@@ -173,10 +173,11 @@ def mxfp8():
     c.write()
 
 
-def mxfp4():
+def mxfp4(x2=False, note=""):
+    # x2: _blocks saved as to_mxfp's float4_e2m1fn_x2 codes themselves (gen_f4.py), else as their U8 bytes
     E, H, I = 2, 64, 32
     c = Case("mxfp4", "gpt-oss MXFP4: codes and scales from torch's to_mxfp (mxfp4); torch DCP "
-             "_dequantize_tensor_mxfp4 then .transpose(1, 2)",
+             "_dequantize_tensor_mxfp4 then .transpose(1, 2)" + note,
              {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "num_local_experts": E,
               "hidden_size": H, "intermediate_size": I,
               "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": [
@@ -189,7 +190,7 @@ def mxfp4():
         G = C // 32
         blocks = q.view(torch.uint8).reshape(E, R, G, 16)
         scales = s.view(torch.uint8).reshape(E, R, G)
-        c.tensors[P + "_blocks"], c.tensors[P + "_scales"] = blocks, scales
+        c.tensors[P + "_blocks"], c.tensors[P + "_scales"] = q.reshape(E, R, G, 16) if x2 else blocks, scales
         c.tensors[P + "_bias"] = randn(E, R)
         req = SimpleNamespace(storage_offsets=[0, 0, 0], lengths=[E, R, C])
         f = reader(torch.float32)._dequantize_tensor_mxfp4(blocks, scales, req, 0, 0).transpose(1, 2)
@@ -212,42 +213,43 @@ def e2m1_decode(packed):
     return _floatx_unpacked_to_f32(nib.contiguous(), 2, 1)
 
 
-def nvfp4_modelopt():
+def nvfp4_modelopt(O=48, I=128, store=lambda codes: codes, note="", more=None):
+    # store: how the U8 codes are saved (gen_f4.py: as float4_e2m1fn_x2); more: further tensors
     c = Case("nvfp4", "ModelOpt NVFP4: E2M1 codes by torch's _f32_to_floatx_unpacked + pack_uint4, decoded by "
-             "_floatx_unpacked_to_f32; W = code * (f32(e4m3 s) * weight_scale_2) (NVFP4QTensor.dequantize)",
+             "_floatx_unpacked_to_f32; W = code * (f32(e4m3 s) * weight_scale_2) (NVFP4QTensor.dequantize)" + note,
              {"architectures": ["LlamaForCausalLM"], "model_type": "llama"},
              {"producer": {"name": "modelopt", "version": "0.29.0"},
               "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": None, "group_size": 16,
                                "exclude_modules": ["lm_head"]}})
     X = "model.layers.0.self_attn.o_proj"
-    O, I = 48, 128
     w = randn(O, I, scale=0.05).float()
     s2 = (w.abs().max() / (6 * 448)).reshape(())
     blk = w.reshape(O, I // 16, 16).abs().amax(-1) / 6 / s2
     se = blk.to(torch.float8_e4m3fn)
     codes = e2m1_codes(w / torch.repeat_interleave(se.to(torch.float32) * s2, 16, dim=1))
-    c.tensors[X + ".weight"], c.tensors[X + ".weight_scale"] = codes, se
+    c.tensors[X + ".weight"], c.tensors[X + ".weight_scale"] = store(codes), se
     c.tensors[X + ".weight_scale_2"], c.tensors[X + ".input_scale"] = s2, torch.tensor(0.05)
     per_block = se.to(torch.float32) * s2
     f = e2m1_decode(codes) * torch.repeat_interleave(per_block, 16, dim=1)
     c.quant(X + ".weight", [X + ".weight", X + ".weight_scale", X + ".weight_scale_2"], f, f.to(torch.bfloat16))
+    if more is not None:
+        more(c)
     c.write()
 
 
-def nvfp4_ct():
+def nvfp4_ct(O=40, I=96, store=lambda codes: codes, note=""):
     c = Case("ct_nvfp4", "compressed-tensors nvfp4-pack-quantized: E2M1 codes by torch's _f32_to_floatx_unpacked + "
-             "pack_uint4; _dequantize with a global scale: scale = f32(weight_scale) / weight_global_scale, x * scale",
+             "pack_uint4; _dequantize with a global scale: scale = f32(weight_scale) / weight_global_scale, x * scale" + note,
              {"quantization_config": {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
                                       "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
                                           "num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}}}})
     X = "model.layers.0.mlp.gate_proj"
-    O, I = 40, 96
     w = randn(O, I, scale=0.05).float()
     gs = (448 * 6 / w.abs().max()).reshape(1)  # compressed-tensors' global scale: FP8 max * FP4 max / amax
     se = (w.reshape(O, I // 16, 16).abs().amax(-1) / 6 * gs).to(torch.float8_e4m3fn)
     scale = se.to(torch.float32) / gs
     codes = e2m1_codes(w / torch.repeat_interleave(scale, 16, dim=1))
-    c.tensors[X + ".weight_packed"], c.tensors[X + ".weight_scale"] = codes, se
+    c.tensors[X + ".weight_packed"], c.tensors[X + ".weight_scale"] = store(codes), se
     c.tensors[X + ".weight_global_scale"], c.tensors[X + ".input_global_scale"] = gs, torch.ones(1)
     f = e2m1_decode(codes) * torch.repeat_interleave(scale, 16, dim=1)
     c.quant(X + ".weight", [X + ".weight_packed", X + ".weight_scale", X + ".weight_global_scale"], f, f.to(torch.bfloat16))
@@ -342,9 +344,14 @@ def ao_nvfp4():
     c.write()
 
 
-for fn in (fp8_block, fp8_ue8m0, mxfp8, mxfp4, nvfp4_modelopt, ao_float8, ao_mx, ao_nvfp4, nvfp4_ct):
-    fn()
-with open(os.path.join(out, "EXPECTED.json"), "w") as f:
-    json.dump({"generator": "quant/testdata/torch214/gen.py", "torch": torch.__version__,
-               "safetensors": safetensors.__version__, "cases": cases}, f, indent=1, sort_keys=True)
-    f.write("\n")
+def expected(generator):
+    with open(os.path.join(out, "EXPECTED.json"), "w") as f:
+        json.dump({"generator": generator, "torch": torch.__version__,
+                   "safetensors": safetensors.__version__, "cases": cases}, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+if __name__ == "__main__":  # gen_f4.py imports the helpers above
+    for fn in (fp8_block, fp8_ue8m0, mxfp8, mxfp4, nvfp4_modelopt, ao_float8, ao_mx, ao_nvfp4, nvfp4_ct):
+        fn()
+    expected("quant/testdata/torch214/gen.py")
