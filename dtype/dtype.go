@@ -64,6 +64,8 @@ const (
 	NVFP4
 	Q1_0
 	Q2_0
+	// ik_llama.cpp's ggml types (its own codes; quant_q6_0.go)
+	Q6_0
 	numDTypes
 )
 
@@ -145,6 +147,8 @@ var table = [numDTypes]Info{
 	NVFP4:      {"NVFP4", KindQuant, 64, 36, 1, "", 40},
 	Q1_0:       {"Q1_0", KindQuant, 128, 18, 1, "", 41},
 	Q2_0:       {"Q2_0", KindQuant, 64, 18, 1, "", 42},
+	// ik_llama.cpp
+	Q6_0: {"Q6_0", KindQuant, 32, 26, 1, "", 133},
 }
 
 // Info returns d's row of the table. Invalid and out-of-range values give

@@ -90,6 +90,9 @@ func quantDequantizer(d DType) (func(dst []float32, src []byte), bool) {
 		return dequantQ1_0, true
 	case Q2_0:
 		return dequantQ2_0, true
+	// ik_llama.cpp's types
+	case Q6_0:
+		return dequantQ6_0, true
 	}
 	return nil, false
 }

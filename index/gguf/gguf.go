@@ -337,9 +337,9 @@ func (p *ggufParser) tensorInfos(nTensors, alignment uint64) (ggufInfos, error) 
 			for j := 0; j < ti.nd; j++ {
 				shape[ti.nd-1-j] = ti.ne[j]
 			}
+			typ, why := unservedType(ti.typ) // iktypes.go
 			in.unserved = append(in.unserved, index.Unserved{
-				Name: ti.name, Type: fmt.Sprintf("ggml type %d", ti.typ), Shape: shape, Offset: int64(min(ti.offset, math.MaxInt64)),
-				Why: fmt.Sprintf("unknown ggml type code %d (newer than this tensorfs: its block size, so the tensor's size, is not known)", ti.typ),
+				Name: ti.name, Type: typ, Shape: shape, Offset: int64(min(ti.offset, math.MaxInt64)), Why: why,
 			})
 			if len(in.unservedAt) == 0 {
 				in.unservedAt, in.unservedCode = append(in.unservedAt, ti.at), ti.typ
@@ -413,7 +413,7 @@ func (p *ggufParser) place(md map[string]any, in ggufInfos, alignment uint64) (*
 		// fork's: forkTypes lists it)
 		fork := forkCodes[uint32(t.DType.Info().GGML)]
 		if rel[i] > uint64(r.size) || int64(rel[i]) > room || (t.Size > room-int64(rel[i]) && !fork) {
-			return nil, p.errAt(infoAt[i], "tensor "+ggufQuote(t.Name), "gguf: %d data bytes at offset %d of the data section (which starts at byte %d) run past the end of the file (%d bytes)", t.Size, rel[i], dataStart, r.size)
+			return nil, p.errAt(infoAt[i], "tensor "+ggufQuote(t.Name), "gguf: %d data bytes of %s at offset %d of the data section (which starts at byte %d) run past the end of the file (%d bytes)", t.Size, t.DType, rel[i], dataStart, r.size)
 		}
 		t.Offset = dataStart + int64(rel[i])
 	}
@@ -435,7 +435,7 @@ func (p *ggufParser) place(md map[string]any, in ggufInfos, alignment uint64) (*
 		return nil, index.ErrorAt(p.name, "tensor "+ggufQuote(unserved[0].Name), "gguf: %s; and no other tensor to serve", unserved[0].Why)
 	}
 	if len(tensors) == 0 && len(unserved) > 0 {
-		return nil, p.errAt(in.unservedAt[0], "tensor "+ggufQuote(unserved[0].Name), "gguf: unknown ggml type code %d, and no tensor of a known type to serve", in.unservedCode)
+		return nil, p.errAt(in.unservedAt[0], "tensor "+ggufQuote(unserved[0].Name), "gguf: %s, and no tensor of a known type to serve", unservedTypeName(in.unservedCode))
 	}
 	sort.Slice(unserved, func(i, j int) bool { return unserved[i].Name < unserved[j].Name })
 	return &index.Index{
@@ -565,8 +565,8 @@ func (p *ggufParser) checkTensors(ts []index.Tensor) error {
 			continue
 		}
 		if prev >= 0 && ts[prev].Offset+ts[prev].Size > ts[i].Offset {
-			return index.ErrorAt(p.name, "tensor "+ggufQuote(ts[i].Name), "gguf: data [%d, %d) overlaps tensor %s at [%d, %d)",
-				ts[i].Offset, ts[i].Offset+ts[i].Size, ggufQuote(ts[prev].Name), ts[prev].Offset, ts[prev].Offset+ts[prev].Size)
+			return index.ErrorAt(p.name, "tensor "+ggufQuote(ts[i].Name), "gguf: data [%d, %d) overlaps tensor %s at [%d, %d) (%s for its shape)",
+				ts[i].Offset, ts[i].Offset+ts[i].Size, ggufQuote(ts[prev].Name), ts[prev].Offset, ts[prev].Offset+ts[prev].Size, ts[prev].DType)
 		}
 		prev = i
 	}

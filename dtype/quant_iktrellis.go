@@ -1,0 +1,222 @@
+package dtype
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// ik_llama.cpp's trellis types IQ1_KT, IQ2_KT, IQ3_KT and IQ4_KT (ggml
+// type codes 158, 153, 154, 155 in ik_llama.cpp's ggml.h), and the other
+// ik_llama.cpp codes tensorfs names but does not serve.
+//
+// A _KT row is a float32 scale d (the "row meta" of ik_llama.cpp's type
+// traits, 4 bytes) followed by blocks of 256 elements. Each group of 8 (4
+// for IQ4_KT) elements is an index i into a trellis: x = i + offset (4096,
+// or 4096+32768 for an IQ4_KT block whose scale byte is odd) and, per
+// element, x = 0xCBAC1FED·x (uint32, wrapping), s = x & 0x3f3f3f3f, and
+// the value (s's four bytes summed) − 126, scaled by the block's scale:
+// the float32 product scale·(sum − 126), |sum − 126| for IQ3_KT, as
+// ik_llama.cpp's QuantizerIQKT::set_values (iqk/iqk_quantize.cpp) gives.
+//
+// The row scale breaks the block model (a block's values depend on the
+// head of its row), so these dequantizers take whole rows and are not in
+// quantDequantizer: the tensors are listed as unserved (IKType), and the
+// dequantizers are checked bit-exact against ik_llama.cpp's own
+// dequantize_row_* (testdata/ikllama2) for when the views learn rows.
+
+// iq4kValues is ik_llama.cpp's iq4k_values (first half): the block scale
+// codebook of IQ1_KT and IQ2_KT.
+var iq4kValues = [16]float32{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+
+// ktRow is one _KT type's row shape: bytes per block of 256 after the
+// 4-byte row scale.
+type ktRow struct {
+	name       string
+	code       uint32
+	blockBytes int
+	deq        func(dst []float32, blocks []byte, d float32)
+}
+
+var ktRows = []ktRow{
+	{"IQ1_KT", 158, 56, dequantIQ1KTBlocks},
+	{"IQ2_KT", 153, 68, dequantIQ2KTBlocks},
+	{"IQ3_KT", 154, 100, dequantIQ3KTBlocks},
+	{"IQ4_KT", 155, 128, dequantIQ4KTBlocks},
+}
+
+// ktRowDequantizer returns the row dequantizer of the _KT type of ggml code
+// code: it converts one row (4-byte scale, then whole blocks) into
+// 256·blocks float32s at the start of dst, and fails on a row that is not
+// 4 bytes plus whole blocks.
+func ktRowDequantizer(code uint32) (func(dst []float32, row []byte) error, bool) {
+	for _, k := range ktRows {
+		if k.code != code {
+			continue
+		}
+		return func(dst []float32, row []byte) error {
+			if len(row) < 4 || (len(row)-4)%k.blockBytes != 0 {
+				return fmt.Errorf("%s row of %d bytes is not a 4-byte scale and whole %d-byte blocks", k.name, len(row), k.blockBytes)
+			}
+			d := math.Float32frombits(binary.LittleEndian.Uint32(row))
+			k.deq(dst[:(len(row)-4)/k.blockBytes*256], row[4:], d)
+			return nil
+		}, true
+	}
+	return nil, false
+}
+
+// ktValues writes the n (8 or 4) trellis values of index x (offset
+// added), times scale.
+func ktValues(y []float32, x uint32, scale float32) {
+	for k := range y {
+		x *= 0xCBAC1FED
+		sum := (x & 0x3f3f3f3f) * 0x01010101 >> 24 // four bytes < 64: no carries
+		y[k] = scale * float32(int32(sum)-126)
+	}
+}
+
+// ktValuesAbs is ktValues with |sum − 126| (IQ3_KT).
+func ktValuesAbs(y []float32, x uint32, scale float32) {
+	for k := range y {
+		x *= 0xCBAC1FED
+		v := int32((x&0x3f3f3f3f)*0x01010101>>24) - 126
+		if v < 0 {
+			v = -v
+		}
+		y[k] = scale * float32(v)
+	}
+}
+
+// IQ1_KT block: sh[8] (4-bit scale index, and bit 4+g the 13th index bit
+// of group g), ql[32], qh[16] (4 more index bits per group: the low
+// nibbles for blocks 0-3, the high ones for 4-7).
+func dequantIQ1KTBlocks(dst []float32, src []byte, d float32) {
+	const bs = 56
+	for i := 0; i+bs <= len(src); i += bs {
+		b := (*[bs]byte)(src[i:])
+		y := dst[i/bs*256:]
+		for ib := 0; ib < 8; ib++ {
+			sh := b[ib]
+			sl := d * iq4kValues[sh&0xf]
+			for ig := 0; ig < 4; ig++ {
+				idx := uint32(b[8+ib*4+ig]) | uint32(b[40+(ib&3)*4+ig])<<(8-4*(ib>>2))&0xf00 | uint32(sh)<<(8-ig)&0x1000
+				ktValues(y[:8], idx+4096, sl)
+				y = y[8:]
+			}
+		}
+	}
+}
+
+// IQ2_KT block: scales[4] (two 4-bit indices into iq4kValues: the low
+// nibble for a block of the first half, the high one for the same block of
+// the second half), ql as 32 uint16 indices (16 per half).
+func dequantIQ2KTBlocks(dst []float32, src []byte, d float32) {
+	const bs = 68
+	for i := 0; i+bs <= len(src); i += bs {
+		b := (*[bs]byte)(src[i:])
+		y := (*[256]float32)(dst[i/bs*256:])
+		for ib := 0; ib < 4; ib++ {
+			sl := d * iq4kValues[b[ib]&0xf]
+			sh := d * iq4kValues[b[ib]>>4]
+			for ig := 0; ig < 4; ig++ {
+				g := ib*4 + ig
+				ktValues(y[8*g:8*g+8], uint32(binary.LittleEndian.Uint16(b[4+2*g:]))+4096, sl)
+				ktValues(y[128+8*g:128+8*g+8], uint32(binary.LittleEndian.Uint16(b[36+2*g:]))+4096, sh)
+			}
+		}
+	}
+}
+
+// IQ3_KT block: scales[4] (4-bit, the values themselves), ql as 32 uint16
+// indices, qh[32] (sign bits: bit b of qh[8g+j] negates element j of group
+// g of block b, blocks 0-3 the first half, 4-7 the second).
+func dequantIQ3KTBlocks(dst []float32, src []byte, d float32) {
+	const bs = 100
+	for i := 0; i+bs <= len(src); i += bs {
+		b := (*[bs]byte)(src[i:])
+		y := (*[256]float32)(dst[i/bs*256:])
+		qh := (*[32]byte)(b[68:])
+		for ib := 0; ib < 4; ib++ {
+			sl := d * float32(b[ib]&0xf)
+			sh := d * float32(b[ib]>>4)
+			lm, hm := byte(1)<<ib, byte(1)<<(ib+4)
+			for ig := 0; ig < 4; ig++ {
+				g := ib*4 + ig
+				yl, yh := y[8*g:8*g+8], y[128+8*g:128+8*g+8]
+				ktValuesAbs(yl, uint32(binary.LittleEndian.Uint16(b[4+2*g:]))+4096, sl)
+				ktValuesAbs(yh, uint32(binary.LittleEndian.Uint16(b[36+2*g:]))+4096, sh)
+				for j := 0; j < 8; j++ {
+					if qh[ig*8+j]&lm != 0 {
+						yl[j] = -yl[j]
+					}
+					if qh[ig*8+j]&hm != 0 {
+						yh[j] = -yh[j]
+					}
+				}
+			}
+		}
+	}
+}
+
+// IQ4_KT block: 8 uint32 words (one per block of 32: bit 0 the offset
+// choice, bits 1-7 the scale + 64, bits 8+3g.. the top 3 index bits of
+// group g of 4), ql[64], qh[32] (4 more index bits: low nibbles for groups
+// 0-31, high for 32-63).
+func dequantIQ4KTBlocks(dst []float32, src []byte, d float32) {
+	const bs = 128
+	for i := 0; i+bs <= len(src); i += bs {
+		b := (*[bs]byte)(src[i:])
+		y := (*[256]float32)(dst[i/bs*256:])
+		ql, qh := (*[64]byte)(b[32:]), (*[32]byte)(b[96:])
+		for ib := 0; ib < 8; ib++ {
+			w := binary.LittleEndian.Uint32(b[4*ib:])
+			offset := uint32(4096)
+			if w&1 != 0 {
+				offset += 32768
+			}
+			sl := d * float32(int32(w&0xff>>1)-64)
+			for ig := 0; ig < 8; ig++ {
+				jj := ib*8 + ig
+				idx := uint32(ql[jj]) | uint32(qh[jj&31])<<(8-4*(jj>>5))&0xf00 | (w>>(8+3*ig)&7)<<12
+				ktValues(y[4*jj:4*jj+4], idx+offset, sl)
+			}
+		}
+	}
+}
+
+// ikTypes are ik_llama.cpp's ggml type codes that tensorfs recognises but
+// does not serve, with why: the _KT types and IQ1_BN/IQ2_BN have a scale
+// at the head of each row, which the block views cannot place; the _R4/_R8
+// types interleave 4 or 8 rows (ik_llama.cpp's run-time repacking, also
+// written by llama-quantize with --repack).
+var ikTypes = map[uint32]struct{ name, why string }{
+	153: {"IQ2_KT", ikRowScale},
+	154: {"IQ3_KT", ikRowScale},
+	155: {"IQ4_KT", ikRowScale},
+	158: {"IQ1_KT", ikRowScale},
+	134: {"IQ1_BN", ikRowScale + "; ik_llama.cpp's CPU dequantize_row_* neither skips nor applies it, so there is no reference to match"},
+	135: {"IQ2_BN", ikRowScale + "; ik_llama.cpp's CPU dequantize_row_* neither skips nor applies it, so there is no reference to match"},
+	202: {"Q4_0_R8", ikRepacked}, 206: {"Q5_0_R4", ikRepacked}, 208: {"Q8_0_R8", ikRepacked},
+	210: {"Q2_K_R4", ikRepacked}, 211: {"Q3_K_R4", ikRepacked}, 212: {"Q4_K_R4", ikRepacked},
+	213: {"Q5_K_R4", ikRepacked}, 214: {"Q6_K_R4", ikRepacked}, 216: {"IQ2_XXS_R4", ikRepacked},
+	217: {"IQ2_XS_R4", ikRepacked}, 218: {"IQ3_XXS_R4", ikRepacked}, 219: {"IQ1_S_R4", ikRepacked},
+	220: {"IQ4_NL_R4", ikRepacked}, 221: {"IQ3_S_R4", ikRepacked}, 222: {"IQ2_S_R4", ikRepacked},
+	223: {"IQ4_XS_R8", ikRepacked}, 229: {"IQ1_M_R4", ikRepacked}, 230: {"BF16_R16", ikRepacked},
+	233: {"Q6_0_R4", ikRepacked}, 335: {"IQ2_BN_R4", ikRepacked}, 337: {"IQ2_K_R4", ikRepacked},
+	338: {"IQ3_K_R4", ikRepacked}, 339: {"IQ4_K_R4", ikRepacked}, 340: {"IQ5_K_R4", ikRepacked},
+	344: {"IQ4_KS_R4", ikRepacked}, 352: {"IQ5_KS_R4", ikRepacked}, 353: {"MXFP4_R8", ikRepacked},
+}
+
+const (
+	ikRowScale = "each row starts with a scale, which tensorfs's block views do not place yet"
+	ikRepacked = "rows interleaved in groups (ik_llama.cpp's repacked layout), which tensorfs does not read"
+)
+
+// IKType names an ik_llama.cpp ggml type code that tensorfs recognises but
+// does not serve: its name ("IQ2_KT") and why, in one line. ok is false
+// for other codes.
+func IKType(code uint32) (name, why string, ok bool) {
+	t, ok := ikTypes[code]
+	return t.name, t.why, ok
+}
