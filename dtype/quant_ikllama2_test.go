@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"math"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ikDoc is testdata/ikllama2's NAME.json (gen_ik_types.py).
@@ -190,3 +192,37 @@ func TestIKType(t *testing.T) {
 
 // ik_llama.cpp's served types join the dequantizer tests and benchmarks.
 func init() { quantTypes = append(quantTypes, Q6_0) }
+
+// BenchmarkDequantKT reports each _KT row dequantizer's throughput
+// (best-Melem/s, as BenchmarkDequant) on 64 random rows of 4096 elements
+// (a finite row scale); BenchmarkDequant covers Q6_0.
+func BenchmarkDequantKT(b *testing.B) {
+	const rows, n = 64, 4096
+	for _, k := range ktRows {
+		rowBytes := 4 + n/256*k.blockBytes
+		src := make([]byte, rows*rowBytes)
+		rng := rand.New(rand.NewSource(int64(k.code)))
+		rng.Read(src)
+		for r := 0; r < rows; r++ {
+			binary.LittleEndian.PutUint32(src[r*rowBytes:], math.Float32bits(0.01*float32(r+1)))
+		}
+		deq, _ := ktRowDequantizer(k.code)
+		dst := make([]float32, rows*n)
+		b.Run(k.name, func(b *testing.B) {
+			b.SetBytes(int64(len(src)))
+			best := time.Duration(math.MaxInt64)
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				for r := 0; r < rows; r++ {
+					if err := deq(dst[r*n:(r+1)*n], src[r*rowBytes:(r+1)*rowBytes]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if el := time.Since(t0); el < best {
+					best = el
+				}
+			}
+			b.ReportMetric(float64(len(dst))/best.Seconds()/1e6, "best-Melem/s")
+		})
+	}
+}

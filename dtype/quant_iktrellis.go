@@ -66,26 +66,64 @@ func ktRowDequantizer(code uint32) (func(dst []float32, row []byte) error, bool)
 	return nil, false
 }
 
-// ktValues writes the n (8 or 4) trellis values of index x (offset
-// added), times scale.
-func ktValues(y []float32, x uint32, scale float32) {
-	for k := range y {
-		x *= 0xCBAC1FED
-		sum := (x & 0x3f3f3f3f) * 0x01010101 >> 24 // four bytes < 64: no carries
-		y[k] = scale * float32(int32(sum)-126)
+// ktPow are the trellis multiplier's powers: the k-th value of index x
+// comes from x·0xCBAC1FED^(k+1) (uint32), independent of the others.
+var ktPow = func() (p [8]uint32) {
+	m := uint32(1)
+	for k := range p {
+		m *= 0xCBAC1FED
+		p[k] = m
 	}
+	return p
+}()
+
+// ktSum is the trellis value of x before scaling: the four bytes of
+// x & 0x3f3f3f3f summed (each < 64: the multiply makes no carries), − 126.
+func ktSum(x uint32) float32 {
+	return float32(int32((x&0x3f3f3f3f)*0x01010101>>24) - 126)
 }
 
-// ktValuesAbs is ktValues with |sum − 126| (IQ3_KT).
-func ktValuesAbs(y []float32, x uint32, scale float32) {
-	for k := range y {
-		x *= 0xCBAC1FED
-		v := int32((x&0x3f3f3f3f)*0x01010101>>24) - 126
-		if v < 0 {
-			v = -v
-		}
-		y[k] = scale * float32(v)
-	}
+
+// ktValues8 is ktValues for a group of 8.
+func ktValues8(y *[8]float32, x uint32, scale float32) {
+	y[0] = scale * ktSum(x*ktPow[0])
+	y[1] = scale * ktSum(x*ktPow[1])
+	y[2] = scale * ktSum(x*ktPow[2])
+	y[3] = scale * ktSum(x*ktPow[3])
+	y[4] = scale * ktSum(x*ktPow[4])
+	y[5] = scale * ktSum(x*ktPow[5])
+	y[6] = scale * ktSum(x*ktPow[6])
+	y[7] = scale * ktSum(x*ktPow[7])
+}
+
+// ktValues4 is ktValues for a group of 4 (IQ4_KT).
+func ktValues4(y *[4]float32, x uint32, scale float32) {
+	y[0] = scale * ktSum(x*ktPow[0])
+	y[1] = scale * ktSum(x*ktPow[1])
+	y[2] = scale * ktSum(x*ktPow[2])
+	y[3] = scale * ktSum(x*ktPow[3])
+}
+
+// ktAbs is |sum − 126| of the trellis value of x, times scale, its sign
+// bit flipped where neg (0 or 1) is 1, as C's unary minus does.
+func ktAbs(x uint32, scale float32, neg uint64) float32 {
+	v := int32((x&0x3f3f3f3f)*0x01010101>>24) - 126
+	s := v >> 31
+	return math.Float32frombits(math.Float32bits(scale*float32((v^s)-s)) ^ uint32(neg)<<31)
+}
+
+// ktValuesAbs8 is ktValues8 with |sum − 126| (IQ3_KT), element k negated
+// where bit sh of byte k of qh is set.
+func ktValuesAbs8(y *[8]float32, x uint32, scale float32, qh uint64, sh uint) {
+	qh >>= sh
+	y[0] = ktAbs(x*ktPow[0], scale, qh&1)
+	y[1] = ktAbs(x*ktPow[1], scale, qh>>8&1)
+	y[2] = ktAbs(x*ktPow[2], scale, qh>>16&1)
+	y[3] = ktAbs(x*ktPow[3], scale, qh>>24&1)
+	y[4] = ktAbs(x*ktPow[4], scale, qh>>32&1)
+	y[5] = ktAbs(x*ktPow[5], scale, qh>>40&1)
+	y[6] = ktAbs(x*ktPow[6], scale, qh>>48&1)
+	y[7] = ktAbs(x*ktPow[7], scale, qh>>56&1)
 }
 
 // IQ1_KT block: sh[8] (4-bit scale index, and bit 4+g the 13th index bit
@@ -101,7 +139,7 @@ func dequantIQ1KTBlocks(dst []float32, src []byte, d float32) {
 			sl := d * iq4kValues[sh&0xf]
 			for ig := 0; ig < 4; ig++ {
 				idx := uint32(b[8+ib*4+ig]) | uint32(b[40+(ib&3)*4+ig])<<(8-4*(ib>>2))&0xf00 | uint32(sh)<<(8-ig)&0x1000
-				ktValues(y[:8], idx+4096, sl)
+				ktValues8((*[8]float32)(y), idx+4096, sl)
 				y = y[8:]
 			}
 		}
@@ -121,8 +159,8 @@ func dequantIQ2KTBlocks(dst []float32, src []byte, d float32) {
 			sh := d * iq4kValues[b[ib]>>4]
 			for ig := 0; ig < 4; ig++ {
 				g := ib*4 + ig
-				ktValues(y[8*g:8*g+8], uint32(binary.LittleEndian.Uint16(b[4+2*g:]))+4096, sl)
-				ktValues(y[128+8*g:128+8*g+8], uint32(binary.LittleEndian.Uint16(b[36+2*g:]))+4096, sh)
+				ktValues8((*[8]float32)(y[8*g:]), uint32(binary.LittleEndian.Uint16(b[4+2*g:]))+4096, sl)
+				ktValues8((*[8]float32)(y[128+8*g:]), uint32(binary.LittleEndian.Uint16(b[36+2*g:]))+4096, sh)
 			}
 		}
 	}
@@ -140,20 +178,11 @@ func dequantIQ3KTBlocks(dst []float32, src []byte, d float32) {
 		for ib := 0; ib < 4; ib++ {
 			sl := d * float32(b[ib]&0xf)
 			sh := d * float32(b[ib]>>4)
-			lm, hm := byte(1)<<ib, byte(1)<<(ib+4)
 			for ig := 0; ig < 4; ig++ {
 				g := ib*4 + ig
-				yl, yh := y[8*g:8*g+8], y[128+8*g:128+8*g+8]
-				ktValuesAbs(yl, uint32(binary.LittleEndian.Uint16(b[4+2*g:]))+4096, sl)
-				ktValuesAbs(yh, uint32(binary.LittleEndian.Uint16(b[36+2*g:]))+4096, sh)
-				for j := 0; j < 8; j++ {
-					if qh[ig*8+j]&lm != 0 {
-						yl[j] = -yl[j]
-					}
-					if qh[ig*8+j]&hm != 0 {
-						yh[j] = -yh[j]
-					}
-				}
+				h := binary.LittleEndian.Uint64(qh[8*ig:])
+				ktValuesAbs8((*[8]float32)(y[8*g:]), uint32(binary.LittleEndian.Uint16(b[4+2*g:]))+4096, sl, h, uint(ib))
+				ktValuesAbs8((*[8]float32)(y[128+8*g:]), uint32(binary.LittleEndian.Uint16(b[36+2*g:]))+4096, sh, h, uint(ib+4))
 			}
 		}
 	}
@@ -179,7 +208,7 @@ func dequantIQ4KTBlocks(dst []float32, src []byte, d float32) {
 			for ig := 0; ig < 8; ig++ {
 				jj := ib*8 + ig
 				idx := uint32(ql[jj]) | uint32(qh[jj&31])<<(8-4*(jj>>5))&0xf00 | (w>>(8+3*ig)&7)<<12
-				ktValues(y[4*jj:4*jj+4], idx+offset, sl)
+				ktValues4((*[4]float32)(y[4*jj:]), idx+offset, sl)
 			}
 		}
 	}
