@@ -83,7 +83,6 @@ func ktSum(x uint32) float32 {
 	return float32(int32((x&0x3f3f3f3f)*0x01010101>>24) - 126)
 }
 
-
 // ktValues8 is ktValues for a group of 8.
 func ktValues8(y *[8]float32, x uint32, scale float32) {
 	y[0] = scale * ktSum(x*ktPow[0])
