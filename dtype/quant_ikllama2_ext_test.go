@@ -14,11 +14,11 @@ import (
 	"github.com/lazyweights/tensorfs/formats"
 )
 
-// TestQuantIKLlamaFile parses testdata/ikllama2/seed44.gguf as tensorfs
+// TestQuantIKTrellisFile parses testdata/ikllama2/seed44.gguf as tensorfs
 // serves it: Q6_0 converts to every view dtype bit-exact to ik_llama.cpp's
 // dequantize_row_q6_0 (whole and in ranges cut mid-block), and each _KT
 // tensor is listed unserved, named, never served as its codes.
-func TestQuantIKLlamaFile(t *testing.T) {
+func TestQuantIKTrellisFile(t *testing.T) {
 	path := filepath.Join("testdata", "ikllama2", "seed44.gguf")
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -45,7 +45,7 @@ func TestQuantIKLlamaFile(t *testing.T) {
 	named := map[string]bool{}
 	for _, u := range idx.Unserved {
 		for _, typ := range []string{"IQ1_KT", "IQ2_KT", "IQ3_KT", "IQ4_KT"} {
-			if strings.HasPrefix(u.Why, "ik_llama.cpp's "+typ+": ") && strings.Contains(u.Name, strings.ToLower(typ)) {
+			if u.Type == typ && strings.HasPrefix(u.Why, "ik_llama.cpp's "+typ+" (ggml type ") && strings.Contains(u.Name, strings.ToLower(typ)) {
 				named[typ] = true
 			}
 		}

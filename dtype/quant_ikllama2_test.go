@@ -108,11 +108,11 @@ func ikCompare(t *testing.T, what string, got, want []float32) {
 	}
 }
 
-// TestQuantIKLlama checks Q6_0 and the _KT types against ik_llama.cpp's own
+// TestQuantIKTrellis checks Q6_0 and the _KT types against ik_llama.cpp's own
 // dequantize_row_* bit for bit (testdata/ikllama2, made by ikref.cpp from
 // ik_llama.cpp's own quantizers): Q6_0 through its block dequantizer, the
 // _KT types row by row (a 4-byte scale heads each row).
-func TestQuantIKLlama(t *testing.T) {
+func TestQuantIKTrellis(t *testing.T) {
 	seen := map[string]bool{}
 	for _, f := range ikFixtures(t) {
 		seen[f.typ] = true

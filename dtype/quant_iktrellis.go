@@ -223,8 +223,8 @@ var ikTypes = map[uint32]struct{ name, why string }{
 	154: {"IQ3_KT", ikRowScale},
 	155: {"IQ4_KT", ikRowScale},
 	158: {"IQ1_KT", ikRowScale},
-	134: {"IQ1_BN", ikRowScale + "; ik_llama.cpp's CPU dequantize_row_* neither skips nor applies it, so there is no reference to match"},
-	135: {"IQ2_BN", ikRowScale + "; ik_llama.cpp's CPU dequantize_row_* neither skips nor applies it, so there is no reference to match"},
+	134: {"IQ1_BN", ikRowScale + " (ik_llama.cpp's CPU dequantize_row_* neither skips nor applies that scale: no reference to match)"},
+	135: {"IQ2_BN", ikRowScale + " (ik_llama.cpp's CPU dequantize_row_* neither skips nor applies that scale: no reference to match)"},
 	202: {"Q4_0_R8", ikRepacked}, 206: {"Q5_0_R4", ikRepacked}, 208: {"Q8_0_R8", ikRepacked},
 	210: {"Q2_K_R4", ikRepacked}, 211: {"Q3_K_R4", ikRepacked}, 212: {"Q4_K_R4", ikRepacked},
 	213: {"Q5_K_R4", ikRepacked}, 214: {"Q6_K_R4", ikRepacked}, 216: {"IQ2_XXS_R4", ikRepacked},
@@ -237,13 +237,13 @@ var ikTypes = map[uint32]struct{ name, why string }{
 }
 
 const (
-	ikRowScale = "each row starts with a scale, which tensorfs's block views do not place yet"
-	ikRepacked = "rows interleaved in groups (ik_llama.cpp's repacked layout), which tensorfs does not read"
+	ikRowScale = "keeps a scale per row before the row's blocks; tensorfs converts by self-contained blocks and does not serve it"
+	ikRepacked = "interleaves its rows in groups of 4 or 8 (the layout ik_llama.cpp repacks to at load time, -rtr, or with llama-quantize --repack); tensorfs does not serve it"
 )
 
 // IKType names an ik_llama.cpp ggml type code that tensorfs recognises but
-// does not serve: its name ("IQ2_KT") and why, in one line. ok is false
-// for other codes.
+// does not serve: its name ("IQ2_KT") and why (a predicate: "keeps a scale
+// per row ..."), in one line. ok is false for other codes.
 func IKType(code uint32) (name, why string, ok bool) {
 	t, ok := ikTypes[code]
 	return t.name, t.why, ok

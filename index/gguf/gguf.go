@@ -413,7 +413,7 @@ func (p *ggufParser) place(md map[string]any, in ggufInfos, alignment uint64) (*
 		// fork's: forkTypes lists it)
 		fork := forkCodes[uint32(t.DType.Info().GGML)]
 		if rel[i] > uint64(r.size) || int64(rel[i]) > room || (t.Size > room-int64(rel[i]) && !fork) {
-			return nil, p.errAt(infoAt[i], "tensor "+ggufQuote(t.Name), "gguf: %d data bytes of %s at offset %d of the data section (which starts at byte %d) run past the end of the file (%d bytes)", t.Size, t.DType, rel[i], dataStart, r.size)
+			return nil, p.errAt(infoAt[i], "tensor "+ggufQuote(t.Name), "gguf: %d data bytes (%s %v) at offset %d of the data section (which starts at byte %d) run past the end of the file (%d bytes)", t.Size, t.DType, t.Shape, rel[i], dataStart, r.size)
 		}
 		t.Offset = dataStart + int64(rel[i])
 	}
@@ -565,8 +565,8 @@ func (p *ggufParser) checkTensors(ts []index.Tensor) error {
 			continue
 		}
 		if prev >= 0 && ts[prev].Offset+ts[prev].Size > ts[i].Offset {
-			return index.ErrorAt(p.name, "tensor "+ggufQuote(ts[i].Name), "gguf: data [%d, %d) overlaps tensor %s at [%d, %d) (%s for its shape)",
-				ts[i].Offset, ts[i].Offset+ts[i].Size, ggufQuote(ts[prev].Name), ts[prev].Offset, ts[prev].Offset+ts[prev].Size, ts[prev].DType)
+			return index.ErrorAt(p.name, "tensor "+ggufQuote(ts[i].Name), "gguf: data [%d, %d) overlaps tensor %s at [%d, %d) (%s %v: %d bytes)",
+				ts[i].Offset, ts[i].Offset+ts[i].Size, ggufQuote(ts[prev].Name), ts[prev].Offset, ts[prev].Offset+ts[prev].Size, ts[prev].DType, ts[prev].Shape, ts[prev].Size)
 		}
 		prev = i
 	}

@@ -12,7 +12,7 @@ import (
 // unknown (newer than this build).
 func unservedType(code uint32) (typ, why string) {
 	if name, reason, ok := dtype.IKType(code); ok {
-		return fmt.Sprintf("ik_llama.cpp %s, ggml type %d", name, code), fmt.Sprintf("ik_llama.cpp's %s: %s", name, reason)
+		return name, fmt.Sprintf("ik_llama.cpp's %s (ggml type %d) %s", name, code, reason)
 	}
 	return fmt.Sprintf("ggml type %d", code),
 		fmt.Sprintf("unknown ggml type code %d (newer than this tensorfs: its block size, so the tensor's size, is not known)", code)
@@ -22,7 +22,7 @@ func unservedType(code uint32) (typ, why string) {
 // nothing else to serve.
 func unservedTypeName(code uint32) string {
 	if name, _, ok := dtype.IKType(code); ok {
-		return fmt.Sprintf("ik_llama.cpp type %s (ggml type code %d) is not served", name, code)
+		return fmt.Sprintf("ik_llama.cpp's %s (ggml type %d) is not served", name, code)
 	}
 	return fmt.Sprintf("unknown ggml type code %d", code)
 }
