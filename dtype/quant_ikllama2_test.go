@@ -41,9 +41,9 @@ type ikFixture struct {
 	ref       []float32
 }
 
-func ikFixtures(t testing.TB) []ikFixture {
+func ikFixtures(t testing.TB, name string) []ikFixture {
 	t.Helper()
-	base := filepath.Join("testdata", "ikllama2", "seed44")
+	base := filepath.Join("testdata", "ikllama2", name)
 	var doc ikDoc
 	js, err := os.ReadFile(base + ".json")
 	if err != nil {
@@ -114,7 +114,7 @@ func ikCompare(t *testing.T, what string, got, want []float32) {
 // _KT types row by row (a 4-byte scale heads each row).
 func TestQuantIKTrellis(t *testing.T) {
 	seen := map[string]bool{}
-	for _, f := range ikFixtures(t) {
+	for _, f := range ikFixtures(t, "seed44") {
 		seen[f.typ] = true
 		got := make([]float32, len(f.ref))
 		if d, ok := ByGGML(f.code); ok {
@@ -217,6 +217,67 @@ func BenchmarkDequantKT(b *testing.B) {
 					if err := deq(dst[r*n:(r+1)*n], src[r*rowBytes:(r+1)*rowBytes]); err != nil {
 						b.Fatal(err)
 					}
+				}
+				if el := time.Since(t0); el < best {
+					best = el
+				}
+			}
+			b.ReportMetric(float64(len(dst))/best.Seconds()/1e6, "best-Melem/s")
+		})
+	}
+}
+
+// TestQuantIKRepacked checks the row-interleaved types against
+// ik_llama.cpp's own dequantize_row_*_r8/_r4 bit for bit
+// (testdata/ikllama2/seed45r: 8 rows of 512 each, from its own quantizers),
+// a group of 8 or 4 rows at a time.
+func TestQuantIKRepacked(t *testing.T) {
+	seen := map[string]bool{}
+	for _, f := range ikFixtures(t, "seed45r") {
+		seen[f.typ] = true
+		if _, ok := ByGGML(f.code); ok {
+			t.Fatalf("%s: code %d is in the dtype table", f.typ, f.code)
+		}
+		if name, _, ok := IKType(f.code); !ok || name != f.typ {
+			t.Errorf("%s: IKType(%d) = %q, %v", f.typ, f.code, name, ok)
+		}
+		g, deq, ok := ikGroupDequantizer(f.code)
+		if !ok || f.rows%g != 0 {
+			t.Fatalf("%s: group %d, %v", f.typ, g, ok)
+		}
+		got := make([]float32, len(f.ref))
+		for r := 0; r < f.rows; r += g {
+			deq(got[r*f.n:(r+g)*f.n], f.raw[r*f.rowBytes:(r+g)*f.rowBytes], f.n)
+		}
+		ikCompare(t, f.typ, got, f.ref)
+	}
+	for _, g := range ikGroups {
+		if !seen[g.name] {
+			t.Errorf("%s: not in testdata/ikllama2/seed45r", g.name)
+		}
+	}
+}
+
+// BenchmarkDequantIKRepacked reports each row-interleaved type's group
+// dequantizer (best-Melem/s) on 64 random rows of 4096 elements (fp16
+// scales kept finite).
+func BenchmarkDequantIKRepacked(b *testing.B) {
+	const rows, n = 64, 4096
+	for _, g := range ikGroups {
+		rowBytes := n / g.blockElems * g.blockBytes / g.rows
+		src := make([]byte, rows*rowBytes)
+		rand.New(rand.NewSource(int64(g.code))).Read(src)
+		for i := 1; i < len(src); i += 2 {
+			src[i] &= 0x3b // every fp16 finite, wherever the scales are
+		}
+		_, deq, _ := ikGroupDequantizer(g.code)
+		dst := make([]float32, rows*n)
+		b.Run(g.name, func(b *testing.B) {
+			best := time.Duration(math.MaxInt64)
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				for r := 0; r < rows; r += g.rows {
+					deq(dst[r*n:(r+g.rows)*n], src[r*rowBytes:(r+g.rows)*rowBytes], n)
 				}
 				if el := time.Since(t0); el < best {
 					best = el

@@ -5,8 +5,9 @@ ik_llama.cpp's own dequantize_row_*, float32 little-endian, in tensor order)
 and a .json naming each tensor's type, code, shape, row size, where its
 data lies and the sha256 of its bytes and of its reference.
 
-Usage: gen_ik_types.py IKREF_OUTDIR ROWS N_PER_ROW OUT_BASENAME COMMIT
-(standard library only; see README.md for the whole recipe)."""
+Usage: gen_ik_types.py IKREF_OUTDIR ROWS N_PER_ROW OUT_BASENAME COMMIT [r]
+(standard library only; see README.md for the whole recipe). With "r", the
+row-interleaved types of "ikref ... r"."""
 import hashlib
 import json
 import struct
@@ -21,6 +22,13 @@ TYPES = [
     ("IQ3_KT", 154, 4, 256, 100),
     ("IQ4_KT", 155, 4, 256, 128),
 ]
+RTYPES = [
+    ("Q4_0_R8", 202, 0, 32, 18),
+    ("Q8_0_R8", 208, 0, 32, 34),
+    ("IQ4_XS_R8", 223, 0, 256, 136),
+    ("Q4_K_R4", 212, 0, 256, 144),
+    ("Q6_K_R4", 214, 0, 256, 210),
+]
 ALIGN = 32
 
 
@@ -31,9 +39,10 @@ def gguf_str(s):
 
 def main():
     src, rows, n, base, commit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    types = RTYPES if sys.argv[6:] == ["r"] else TYPES
     datas, refs, infos = [], [], []
     off = 0
-    for i, (name, code, meta, be, bb) in enumerate(TYPES):
+    for i, (name, code, meta, be, bb) in enumerate(types):
         q = open(f"{src}/{name}.q", "rb").read()
         f = open(f"{src}/{name}.f32", "rb").read()
         row = meta + n // be * bb
@@ -47,7 +56,7 @@ def main():
         refs.append(f)
         off += len(q)
         off += -off % ALIGN
-    head = b"GGUF" + struct.pack("<IQQ", 3, len(TYPES), 1)
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(types), 1)
     head += gguf_str("general.architecture") + struct.pack("<I", 8) + gguf_str("llama")
     for t in infos:
         head += gguf_str(t["name"]) + struct.pack("<I", 2) + struct.pack("<QQ", n, rows)

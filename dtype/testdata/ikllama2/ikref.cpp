@@ -3,9 +3,11 @@
 // links ik_llama.cpp's ggml-quants.c and iqk/iqk_quantize.cpp, built from
 // the commit README.md names.
 //
-// Usage: ikref SEED ROWS N_PER_ROW OUTDIR
+// Usage: ikref SEED ROWS N_PER_ROW OUTDIR [r]
 // For each type it writes OUTDIR/NAME.q (the rows as ggml stores them,
 // row headers included) and OUTDIR/NAME.f32 (each row's dequantize_row_*).
+// With "r", the row-interleaved types instead (ROWS a multiple of 8):
+// dequantize_row_* of each group of 4 or 8 rows.
 
 #include <cmath>
 #include <cstdarg>
@@ -35,17 +37,32 @@ void ggml_abort(const char * file, int line, const char * fmt, ...) {
 }
 }
 
-struct typeinfo { int code; const char * name; int64_t blck, size, meta; };
+struct typeinfo { int code; const char * name; int64_t blck, size, meta, group; };
 static const typeinfo kTypes[] = {
-    {GGML_TYPE_Q6_0,   "Q6_0",   32,  26,  0},
-    {GGML_TYPE_IQ1_KT, "IQ1_KT", 256, 56,  4},
-    {GGML_TYPE_IQ2_KT, "IQ2_KT", 256, 68,  4},
-    {GGML_TYPE_IQ3_KT, "IQ3_KT", 256, 100, 4},
-    {GGML_TYPE_IQ4_KT, "IQ4_KT", 256, 128, 4},
+    {GGML_TYPE_Q6_0,   "Q6_0",   32,  26,  0, 1},
+    {GGML_TYPE_IQ1_KT, "IQ1_KT", 256, 56,  4, 1},
+    {GGML_TYPE_IQ2_KT, "IQ2_KT", 256, 68,  4, 1},
+    {GGML_TYPE_IQ3_KT, "IQ3_KT", 256, 100, 4, 1},
+    {GGML_TYPE_IQ4_KT, "IQ4_KT", 256, 128, 4, 1},
+};
+static const typeinfo kRTypes[] = {
+    {GGML_TYPE_Q4_0_R8,   "Q4_0_R8",   32,  18,  0, 8},
+    {GGML_TYPE_Q8_0_R8,   "Q8_0_R8",   32,  34,  0, 8},
+    {GGML_TYPE_IQ4_XS_R8, "IQ4_XS_R8", 256, 136, 0, 8},
+    {GGML_TYPE_Q4_K_R4,   "Q4_K_R4",   256, 144, 0, 4},
+    {GGML_TYPE_Q6_K_R4,   "Q6_K_R4",   256, 210, 0, 4},
+};
+// The base types the repacking quantizers call.
+static const typeinfo kBase[] = {
+    {GGML_TYPE_Q4_0, "Q4_0", 32, 18, 0, 1}, {GGML_TYPE_Q8_0, "Q8_0", 32, 34, 0, 1},
+    {GGML_TYPE_IQ4_XS, "IQ4_XS", 256, 136, 0, 1}, {GGML_TYPE_Q4_K, "Q4_K", 256, 144, 0, 1},
+    {GGML_TYPE_Q6_K, "Q6_K", 256, 210, 0, 1}, {GGML_TYPE_IQ4_NL, "IQ4_NL", 32, 18, 0, 1},
 };
 
 static const typeinfo * find(int code) {
     for (auto & t : kTypes) if (t.code == code) return &t;
+    for (auto & t : kRTypes) if (t.code == code) return &t;
+    for (auto & t : kBase) if (t.code == code) return &t;
     fprintf(stderr, "ikref: type %d not in the driver's table\n", code);
     abort();
 }
@@ -75,12 +92,13 @@ static void write_file(const std::string & path, const void * data, size_t n) {
 }
 
 int main(int argc, char ** argv) {
-    if (argc != 5) { fprintf(stderr, "usage: ikref SEED ROWS N_PER_ROW OUTDIR\n"); return 2; }
+    if (argc != 5 && !(argc == 6 && std::string(argv[5]) == "r")) { fprintf(stderr, "usage: ikref SEED ROWS N_PER_ROW OUTDIR [r]\n"); return 2; }
+    bool rtypes = argc == 6;
     for (int i = 0; i < (1 << 16); ++i) ggml_table_f32_f16[i] = _cvtsh_ss((unsigned short)i);
     uint64_t seed = strtoull(argv[1], nullptr, 10);
     int64_t rows = atoll(argv[2]), n = atoll(argv[3]);
     std::string out = argv[4];
-    for (auto & t : kTypes) {
+    for (auto & t : rtypes ? std::vector<typeinfo>(std::begin(kRTypes), std::end(kRTypes)) : std::vector<typeinfo>(std::begin(kTypes), std::end(kTypes))) {
         rng_state = seed * 1000003 + t.code;
         // Rows of different scales: 1, 1e-3 with outliers, 1e3, and one
         // whose second 256 elements are zero (the rest cycle).
@@ -104,12 +122,23 @@ int main(int argc, char ** argv) {
             case GGML_TYPE_IQ2_KT: got = quantize_iq2_kt(x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_IQ3_KT: got = quantize_iq3_kt(x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_IQ4_KT: got = quantize_iq4_kt(x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_Q4_0_R8:   got = quantize_q4_0_r8  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_Q8_0_R8:   got = quantize_q8_0_r8  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ4_XS_R8: got = quantize_iq4_xs_r8(x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_Q4_K_R4:   got = quantize_q4_k_r4  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_Q6_K_R4:   got = quantize_q6_k_r4  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
         }
         if (got != rows*rs) { fprintf(stderr, "%s: quantize gave %zu bytes, want %zu\n", t.name, got, rows*rs); return 1; }
-        for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t r = 0; r < rows; r += t.group) {
             const void * row = q.data() + r*rs;
             float * yr = y.data() + r*n;
+            int64_t k = t.group*n;
             switch (t.code) {
+                case GGML_TYPE_Q4_0_R8:   dequantize_row_q4_0_r8  ((const block_iq4_nl_r8 *)row, yr, k); break;
+                case GGML_TYPE_Q8_0_R8:   dequantize_row_q8_0_r8  ((const block_q8_0_r8   *)row, yr, k); break;
+                case GGML_TYPE_IQ4_XS_R8: dequantize_row_iq4_xs_r8((const block_iq4_xs_r8 *)row, yr, k); break;
+                case GGML_TYPE_Q4_K_R4:   dequantize_row_q4_k_r4  ((const block_q4_k_r4   *)row, yr, k); break;
+                case GGML_TYPE_Q6_K_R4:   dequantize_row_q6_k_r4  ((const block_q6_k_r4   *)row, yr, k); break;
                 case GGML_TYPE_Q6_0:   dequantize_row_q6_0  ((const block_q6_0   *)row, yr, n); break;
                 case GGML_TYPE_IQ1_KT: dequantize_row_iq1_kt((const block_iq1_kt *)row, yr, n); break;
                 case GGML_TYPE_IQ2_KT: dequantize_row_iq2_kt((const block_iq2_kt *)row, yr, n); break;
