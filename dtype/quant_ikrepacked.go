@@ -1,8 +1,8 @@
 package dtype
 
 // ik_llama.cpp's row-interleaved types Q4_0_R8, Q8_0_R8, IQ4_XS_R8,
-// Q4_K_R4 and Q6_K_R4 (ggml type codes 202, 208, 223, 212, 214 in
-// ik_llama.cpp's ggml.h): the layout ik_llama.cpp repacks its tensors to
+// Q4_K_R4, Q6_K_R4 and IQ4_K_R4 (ggml type codes 202, 208, 223, 212, 214,
+// 339 in ik_llama.cpp's ggml.h): the layout ik_llama.cpp repacks its tensors to
 // at load time (-rtr) or with llama-quantize --repack. A group of 8 (or 4)
 // consecutive rows is stored as one run of blocks, block b of the run
 // holding block b of each row, interleaved 4 bytes at a time; the byte
@@ -33,7 +33,13 @@ var ikGroups = []ikGroup{
 	{"IQ4_XS_R8", 223, 8, 256, 8 * 136, dequantIQ4XSR8Block},
 	{"Q4_K_R4", 212, 4, 256, 4 * 144, dequantQ4KR4Block},
 	{"Q6_K_R4", 214, 4, 256, 4 * 210, dequantQ6KR4Block},
+	{"IQ4_K_R4", 339, 4, 256, 4 * 144, dequantIQ4KR4Block},
 }
+
+// iq4kValuesAll is ik_llama.cpp's iq4k_values: two 16-entry codebooks, the
+// second chosen per block of 32 by a bit of extra.
+var iq4kValuesAll = [32]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+	-123, -100, -79, -61, -45, -31, -18, -6, 5, 17, 29, 42, 57, 73, 93, 117}
 
 // ikGroupDequantizer returns, for a row-interleaved type, its rows per
 // group and the function that converts one group (src: the G rows' bytes)
@@ -163,6 +169,38 @@ func dequantQ6KR4Block(y [][]float32, b []byte, ib int) {
 				yk[i+12] = dl1 * float32(int32(ql[i+32]>>4|h0>>2&0x30)-32)
 				yk[i+20] = dl2 * float32(int32(ql[i+48]&0xf|h1&0x30)-32)
 				yk[i+28] = dl2 * float32(int32(ql[i+48]>>4|h1>>2&0x30)-32)
+			}
+		}
+	}
+}
+
+// IQ4_K_R4: {f16 d[4]; u8 extra[8]; u8 scales_h[16]; u8 scales_l[32]; u8
+// qs[512]}: sub-block j of row k has two halves of 16 (elements 0-3, 8-11,
+// 4-7, 12-15 and their +16), scale indices is=8j+k and is+4 (6-bit, − 32,
+// packed as IQ4_XS_R8's), codebooks chosen by bit j of extra[k] and
+// extra[k+4], codes at qs[64j+4k+i+16m] as Q4_K_R4's.
+func dequantIQ4KR4Block(y [][]float32, b []byte, ib int) {
+	extra, sh, sl, qs := b[8:16], b[16:32], b[32:64], b[64:576]
+	scale := func(is int) float32 {
+		return float32(int32(sl[is%32]>>(4*(is/32))&0xf|(sh[is%16]>>(2*(is/16))&3)<<4) - 32)
+	}
+	lo, hi := [4]int{0, 16, 4, 20}, [4]int{8, 24, 12, 28}
+	for k := 0; k < 4; k++ {
+		d := quantHalfAt(b[2*k:])
+		for j := 0; j < 8; j++ {
+			dl := [2]float32{d * scale(8*j+k), d * scale(8*j+k+4)}
+			var v [2]*[16]int8
+			for h := 0; h < 2; h++ {
+				v[h] = (*[16]int8)(iq4kValuesAll[16*int(extra[k+4*h]>>j&1):])
+			}
+			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
+			for s := 0; s < 4; s++ {
+				h := s & 1 // qs +0, +32 the first half's scale; +16, +48 the second's
+				for i := 0; i < 4; i++ {
+					q := qs[64*j+4*k+i+16*s]
+					yk[lo[s]+i] = dl[h] * float32(v[h][q&0xf])
+					yk[hi[s]+i] = dl[h] * float32(v[h][q>>4])
+				}
 			}
 		}
 	}
