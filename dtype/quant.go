@@ -44,6 +44,8 @@ func quantDequantizer(d DType) (func(dst []float32, src []byte), bool) {
 		return dequantQ5_0, true
 	case Q5_1:
 		return dequantQ5_1, true
+	case Q6_0: // ik_llama.cpp's (quant_q6_0.go)
+		return dequantQ6_0, true
 	case Q8_0:
 		return dequantQ8_0, true
 	case Q2_K:
@@ -90,9 +92,6 @@ func quantDequantizer(d DType) (func(dst []float32, src []byte), bool) {
 		return dequantQ1_0, true
 	case Q2_0:
 		return dequantQ2_0, true
-	// ik_llama.cpp's types
-	case Q6_0:
-		return dequantQ6_0, true
 	}
 	return nil, false
 }
