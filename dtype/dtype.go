@@ -65,6 +65,12 @@ const (
 	NVFP4
 	Q1_0
 	Q2_0
+	// ik_llama.cpp's own ggml types (quant_ik.go)
+	IQ2_K
+	IQ3_K
+	IQ4_K
+	IQ5_K
+	IQ6_K
 	numDTypes
 )
 
@@ -147,6 +153,12 @@ var table = [numDTypes]Info{
 	NVFP4:      {"NVFP4", KindQuant, 64, 36, 1, "", 40},
 	Q1_0:       {"Q1_0", KindQuant, 128, 18, 1, "", 41},
 	Q2_0:       {"Q2_0", KindQuant, 64, 18, 1, "", 42},
+	// ik_llama.cpp's codes (its ggml.h), which mainline ggml does not use
+	IQ2_K: {"IQ2_K", KindQuant, 256, 76, 1, "", 137},
+	IQ3_K: {"IQ3_K", KindQuant, 256, 110, 1, "", 138},
+	IQ4_K: {"IQ4_K", KindQuant, 256, 144, 1, "", 139},
+	IQ5_K: {"IQ5_K", KindQuant, 256, 176, 1, "", 140},
+	IQ6_K: {"IQ6_K", KindQuant, 256, 212, 1, "", 141},
 }
 
 // Info returns d's row of the table. Invalid and out-of-range values give

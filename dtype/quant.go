@@ -92,6 +92,8 @@ func quantDequantizer(d DType) (func(dst []float32, src []byte), bool) {
 		return dequantQ1_0, true
 	case Q2_0:
 		return dequantQ2_0, true
+	case IQ2_K, IQ3_K, IQ4_K, IQ5_K, IQ6_K:
+		return ikDequantizer(d)
 	}
 	return nil, false
 }

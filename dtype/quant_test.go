@@ -17,7 +17,9 @@ import (
 
 // quantTypes are the dtypes that must have a dequantizer.
 var quantTypes = []DType{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K,
-	IQ2_XXS, IQ2_XS, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ2_S, IQ4_XS, IQ1_M, TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0}
+	IQ2_XXS, IQ2_XS, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ2_S, IQ4_XS, IQ1_M, TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0,
+	IQ2_K, IQ3_K, IQ4_K, IQ5_K, IQ6_K, // ik_llama.cpp's (quant_ik.go)
+}
 
 // quantRefTensor is one tensor of a GGUF file, as the minimal walker below
 // reads it: enough to find its bytes, independent of package index.
@@ -213,6 +215,8 @@ func quantHalfOffsets(d DType) []int {
 		return []int{0}
 	case Q4_1, Q5_1, Q8_1, Q4_K, Q5_K:
 		return []int{0, 2}
+	case IQ2_K, IQ3_K, IQ4_K, IQ5_K, IQ6_K:
+		return []int{0}
 	case TQ1_0:
 		return []int{52}
 	case TQ2_0:

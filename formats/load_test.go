@@ -654,3 +654,23 @@ func TestLoadPaddle(t *testing.T) {
 	_, err = ldLoad(t, filepath.Join(dir, "vocab.pkl"), nil)
 	stCheckError(t, err, "vocab.pkl: not a checkpoint tensorfs knows (want safetensors, PyTorch, GGUF, .npy, .npz, ONNX, HDF5 (Keras) or PaddlePaddle); it is a pickle of a dict without numpy arrays")
 }
+
+// TestLoadWeightMapUnserved: a shard's tensor that is listed unserved (a
+// safetensors F6_E2M3) is held by its shard: the checkpoint loads with it
+// in Unserved and the rest served (was: "the weight map puts this tensor
+// in shard ..., which does not hold it").
+func TestLoadWeightMapUnserved(t *testing.T) {
+	dir := t.TempDir()
+	ldWrite(t, dir, "model-00001-of-00002.safetensors", stBuild(nil, true,
+		stT{Name: "a.weight", DType: "F32", Shape: []int{2}, Bytes: 8}, stT{Name: "a.f6", DType: "F6_E2M3", Shape: []int{4}, Bytes: 3}))
+	ldWrite(t, dir, "model-00002-of-00002.safetensors", stBuild(nil, true, stT{Name: "b.weight", DType: "F16", Shape: []int{2}, Bytes: 4}))
+	ldWrite(t, dir, "model.safetensors.index.json", ldMap(t, nil, map[string]string{
+		"a.weight": "model-00001-of-00002.safetensors", "a.f6": "model-00001-of-00002.safetensors", "b.weight": "model-00002-of-00002.safetensors"}))
+	idx, err := ldLoad(t, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idx.Tensors) != 2 || len(idx.Unserved) != 1 || idx.Unserved[0].Name != "a.f6" || idx.Unserved[0].Type != "F6_E2M3" {
+		t.Errorf("tensors %d, unserved %+v", len(idx.Tensors), idx.Unserved)
+	}
+}

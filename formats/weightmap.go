@@ -229,6 +229,14 @@ func (l *loader) weightMap(dir, mapPath string) (*index.Index, error) {
 			err = nil
 			inShard[name] = true
 		}
+		// an entry the shard holds but does not serve (a safetensors F6
+		// tensor, a torch float4 one) is held there: listed as unserved,
+		// not as missing from its shard
+		for _, u := range idx.Unserved {
+			if wm.tensors[u.Name] == shard {
+				inShard[u.Name] = true
+			}
+		}
 		parts = append(parts, part{path: sp, f: f, idx: idx})
 	}
 	if len(inShard) != len(wm.tensors) {

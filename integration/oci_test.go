@@ -11,7 +11,7 @@ import (
 // TestOCICheckLoad: a ModelPack artifact pushed to Debian's
 // docker-registry loads with the sha256 of the file it was pushed from
 // (load --sha256), and check --data verifies its weight and config
-// layers against their digests; a registry that serves other bytes of
+// layers and its config blob against their digests; a registry that serves other bytes of
 // the same size under a layer's digest fails check --data (exit 1),
 // naming the file and both digests.
 func TestOCICheckLoad(t *testing.T) {
@@ -34,7 +34,7 @@ func TestOCICheckLoad(t *testing.T) {
 		t.Errorf("load --sha256: %s gives exit %d\n%s%s\nthe file exit %d\n%s%s", src, got.code, got.stdout, got.stderr, want.code, want.stdout, want.stderr)
 	}
 	r := runTensorfs(t, "check", "--data", src)
-	if r.code != 0 || !strings.Contains(r.stdout, "1 file verified by sha256") {
+	if r.code != 0 || !strings.Contains(r.stdout, "3 files verified by sha256") {
 		t.Errorf("check --data %s: exit %d\n%s%s", src, r.code, r.stdout, r.stderr)
 	}
 

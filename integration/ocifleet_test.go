@@ -131,6 +131,37 @@ func (c *countingFiles) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.h.ServeHTTP(countingWriter{w, &c.bytes}, r)
 }
 
+// redirectingRegistry pushes data as a ModelPack artifact (its
+// model.safetensors) to repo of Debian's docker-registry that wants
+// alice's password (htpasswd) and redirects its blob GETs to its
+// storage: files over the registry's filesystem store, served by serve
+// (which returns its URL: plain or TLS). front gives the registry's
+// HOST:PORT as the processes reach it (its own, or a proxy's in front
+// of it). It returns that HOST:PORT and the environment naming the auth
+// file that holds alice's credential for it.
+func redirectingRegistry(t *testing.T, repo string, data []byte, files *countingFiles, serve func(*testing.T, http.Handler) string, front func(reg string) string) (string, []string) {
+	t.Helper()
+	open := testdata.StartRegistry(t)
+	cfg := testdata.PushBlob(t, open.Host, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{}`), nil)
+	w := testdata.PushBlob(t, open.Host, repo, "application/vnd.cncf.model.weight.v1.raw", data, map[string]string{"org.cncf.model.filepath": "model.safetensors"})
+	testdata.PushManifest(t, open.Host, repo, "v1", "", cfg, []testdata.OCIDescriptor{w})
+	files.h = http.FileServer(http.Dir(open.Store))
+	storage := serve(t, files)
+	dir := t.TempDir()
+	extra := testdata.HtpasswdAuth(t, dir, "alice", "s3cret-pw") + fmt.Sprintf("middleware:\n  storage:\n    - name: redirect\n      options:\n        baseurl: %s\n", storage)
+	reg := testdata.StartRegistryWith(t, open.Store, extra)
+	host := reg.Host
+	if front != nil {
+		host = front(reg.Host)
+	}
+	authFile := filepath.Join(dir, "auth.json")
+	auth := base64.StdEncoding.EncodeToString([]byte("alice:s3cret-pw"))
+	if err := os.WriteFile(authFile, []byte(`{"auths":{"`+host+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return host, []string{"REGISTRY_AUTH_FILE=" + authFile, "DOCKER_CONFIG=" + dir}
+}
+
 // TestOCIFleetCredentialRedirect: a registry that wants a password
 // (htpasswd) and redirects blob GETs to its storage (distribution's
 // redirect middleware, as registries on S3 or behind a CDN do): 8
@@ -145,24 +176,13 @@ func TestOCIFleetCredentialRedirect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	open := testdata.StartRegistry(t)
 	repo := "fleet/private"
-	cfg := testdata.PushBlob(t, open.Host, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{}`), nil)
-	w := testdata.PushBlob(t, open.Host, repo, "application/vnd.cncf.model.weight.v1.raw", data, map[string]string{"org.cncf.model.filepath": "model.safetensors"})
-	testdata.PushManifest(t, open.Host, repo, "v1", "", cfg, []testdata.OCIDescriptor{w})
-	files := &countingFiles{h: http.FileServer(http.Dir(open.Store))}
-	storage := httpServerOf(t, files)
-	dir := t.TempDir()
-	extra := testdata.HtpasswdAuth(t, dir, "alice", "s3cret-pw") + fmt.Sprintf("middleware:\n  storage:\n    - name: redirect\n      options:\n        baseurl: %s\n", storage)
-	reg := testdata.StartRegistryWith(t, open.Store, extra)
-	counter := newCountingProxy(reg.Host)
-	front := strings.TrimPrefix(httpServerOf(t, counter), "http://")
-	authFile := filepath.Join(dir, "auth.json")
-	auth := base64.StdEncoding.EncodeToString([]byte("alice:s3cret-pw"))
-	if err := os.WriteFile(authFile, []byte(`{"auths":{"`+front+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"REGISTRY_AUTH_FILE=" + authFile, "DOCKER_CONFIG=" + dir}
+	files := &countingFiles{}
+	var counter *countingProxy
+	front, env := redirectingRegistry(t, repo, data, files, httpServerOf, func(reg string) string {
+		counter = newCountingProxy(reg)
+		return strings.TrimPrefix(httpServerOf(t, counter), "http://")
+	})
 	ng := startNginx(t)
 	stderr := fleet(t, env, "oci://"+front+"/"+repo+":v1", want, "--part-size", "1MiB", "--proxy", ng.Tier)
 	if strings.Contains(stderr, "reading from the origin directly") {

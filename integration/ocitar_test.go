@@ -28,16 +28,7 @@ func TestOCICompressedTar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tb bytes.Buffer
-	tw := tar.NewWriter(&tb)
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{"model.safetensors", data}, {"config.json", []byte(`{"architectures":["Test"]}`)}} {
-		tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), Typeflag: tar.TypeReg})
-		tw.Write(f.data)
-	}
-	tw.Close()
+	tb := bytes.NewBuffer(modelTar(data, []byte(`{"architectures":["Test"]}`)))
 	gzipped := func(mtime time.Time) []byte {
 		var b bytes.Buffer
 		w := gzip.NewWriter(&b)
@@ -70,6 +61,22 @@ func TestOCICompressedTar(t *testing.T) {
 			t.Errorf("%s of a registry serving other bytes: exit %d, want 1 with one line holding %q\n%s%s", args, r.code, msg, r.stdout, r.stderr)
 		}
 	}
+}
+
+// modelTar is a tar of model.safetensors (weights) and config.json
+// (config), regular files in that order.
+func modelTar(weights, config []byte) []byte {
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"model.safetensors", weights}, {"config.json", config}} {
+		tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), Typeflag: tar.TypeReg})
+		tw.Write(f.data)
+	}
+	tw.Close()
+	return tb.Bytes()
 }
 
 // lyingRegistry is a registry on loopback (its HOST:PORT) that proxies

@@ -44,6 +44,22 @@ var bench2Schemes = map[string]func(r *rand.Rand) *builder{
 		b, _ := hqqCase(r, 4, 64, 2048, 4096, "bfloat16", false, false)
 		return b
 	},
+	"hqq-3bit": func(r *rand.Rand) *builder {
+		b, _ := hqqCase(r, 3, 64, 2048, 4096, "bfloat16", false, false)
+		return b
+	},
+	"hqq-2bit": func(r *rand.Rand) *builder {
+		b, _ := hqqCase(r, 2, 64, 2048, 4096, "bfloat16", false, false)
+		return b
+	},
+	"hqq-1bit": func(r *rand.Rand) *builder {
+		b, _ := hqqCase(r, 1, 64, 2048, 4096, "bfloat16", false, false)
+		return b
+	},
+	"hqq-4bit-f16": func(r *rand.Rand) *builder {
+		b, _ := hqqCase(r, 4, 64, 2048, 4096, "float16", false, false)
+		return b
+	},
 	"gptq-3bit-desc-act": func(r *rand.Rand) *builder {
 		b, _ := gptq3Case(r, 128, "gptq", true, 2048, 4096)
 		return b

@@ -23,8 +23,9 @@
 //	                                             nvfp4moe.go (fused experts, scale_2 per expert or half)
 //	awq                     awq|awq-gemv|        awq.go     (GEMM)
 //	                        awq-gemv_fast        awqgemv.go (version gemv, gemv_fast)
-//	gptq                    gptq|gptq-v2         gptq.go    (g_idx, desc_act; 2/4/8 bits;
-//	                                             3 bits: gptq3.go)
+//	gptq                    gptq|gptq-v2|        gptq.go    (g_idx, desc_act; 2/4/8 bits;
+//	                        gptq-marlin                     3 bits: gptq3.go; checkpoint_format
+//	                                             gptqmarlin.go marlin: B and s, Marlin's permutations)
 //	bitsandbytes            bnb-nf4|bnb-fp4|     bnb.go     (4-bit with and without double quant;
 //	                        bnb-int8                        8-bit LLM.int8, SCB per row)
 //	mlx                     mlx-affine|mlx-mxfp4 mlx.go     (affine 2/3/4/5/6/8 bits, per-module overrides;

@@ -131,21 +131,36 @@ func (p *planner) fpQuantMX(x, name string, parts []string) string {
 	if m < 0x1p-20 || m > 0x1p20 {
 		return fmt.Sprintf("forward_hadamard_matrix's entries are %v, outside [2^-20, 2^20]", m)
 	}
-	k := &fpQuantKernel{cols: q.Shape[1] * 2, nm: new([1024]float32)}
-	for i := range k.nm {
-		k.nm[i] = float32(i-16*fpQuantBias) * (m / 2)
+	k := &fpQuantKernel{cols: q.Shape[1] * 2}
+	var sign [32][32]int8
+	for i := range 32 * 32 {
+		if v := bf16At(hb, i); v > 0 {
+			sign[i/32][i%32] = 1
+		} else if v < 0 {
+			sign[i/32][i%32] = -1
+		}
 	}
-	if t, ok := p.fpqTables[string(hb)]; ok {
-		k.tbl = t
-	} else {
-		k.tbl = fpQuantTable(hb, m)
+	if k.fwht = dtype.NewHadamard32(&sign, m/2); k.fwht == nil {
 		if p.fpqTables == nil {
 			p.fpqTables = map[string]*[16][256][8]uint64{}
 		}
-		p.fpqTables[string(hb)] = k.tbl
+		k.table(hb, m, p.fpqTables)
 	}
 	p.add(name, "fp-quant-mxfp4", []int64{q.Shape[0], k.cols}, []string{q.Name, sc.Name}, k, parts...)
 	return ""
+}
+
+// table sets k's table path up for H (hb) of magnitude m, sharing the
+// tables in cache (by H's bytes).
+func (k *fpQuantKernel) table(hb []byte, m float32, cache map[string]*[16][256][8]uint64) {
+	k.nm = new([1024]float32)
+	for i := range k.nm {
+		k.nm[i] = float32(i-16*fpQuantBias) * (m / 2)
+	}
+	if k.tbl = cache[string(hb)]; k.tbl == nil {
+		k.tbl = fpQuantTable(hb, m)
+		cache[string(hb)] = k.tbl
+	}
 }
 
 func bf16At(b []byte, i int) float32 {
@@ -191,8 +206,16 @@ func fpQuantTable(hb []byte, m float32) *[16][256][8]uint64 {
 // an integer n (|n| ≤ 384) summed in 16-bit lanes, n·m/2 is exact in
 // float32 (17 bits, m in [2^-20, 2^20]), and the product by 2^(s−127)
 // its one rounding.
+//
+// Where H's signs are a Sylvester Hadamard matrix up to a column
+// permutation, an affine relabelling of the rows and sign flips (FP-Quant's
+// hadamard and gsr matrices: gsr sorts the columns by sign changes), the same integers n come
+// from a 32-point fast Walsh–Hadamard transform instead (fwht: 5 butterfly
+// stages; any order of an exact integer sum gives the same n); else from
+// the table.
 type fpQuantKernel struct {
 	cols int64
+	fwht *dtype.Hadamard32 // nil: the table
 	tbl  *[16][256][8]uint64
 	nm   *[1024]float32 // a lane's sum (n + 16·fpQuantBias) → n·m/2, exact
 }
@@ -208,6 +231,26 @@ func (k *fpQuantKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) er
 		return err
 	}
 	bw, gw, w := 16*(g1-g0), g1-g0, c1-c0
+	if k.fwht != nil {
+		var tmp [32]float32
+		for r := r0; r < r1; r++ {
+			row, srow, drow := blk[(r-r0)*bw:(r-r0+1)*bw], sc[(r-r0)*gw:(r-r0+1)*gw], dst[(r-r0)*w:(r-r0+1)*w]
+			// whole groups [f0, f1) straight into dst, the edges through tmp
+			f0, f1 := ceilDiv(c0, 32), c1/32
+			if f0 < f1 {
+				k.fwht.MXFP4(drow[32*f0-c0:32*f1-c0], row[16*(f0-g0):16*(f1-g0)], srow[f0-g0:f1-g0])
+			}
+			for g := g0; g < g1; g++ {
+				if f0 <= g && g < f1 {
+					continue
+				}
+				k.fwht.MXFP4(tmp[:], row[16*(g-g0):16*(g-g0+1)], srow[g-g0:g-g0+1])
+				a, b := max(c0, 32*g), min(c1, 32*g+32)
+				copy(drow[a-c0:b-c0], tmp[a-32*g:b-32*g])
+			}
+		}
+		return nil
+	}
 	for r := r0; r < r1; r++ {
 		for g := g0; g < g1; g++ {
 			e := sc[(r-r0)*gw+g-g0]

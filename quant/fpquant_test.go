@@ -269,3 +269,107 @@ func BenchmarkFPQuant(b *testing.B) {
 	}
 	benchDequantize(b, c, &res.Weights[0], true)
 }
+
+// fpqRelabelled is a BF16 H = ±m·r_j·c_i·(−1)^popcount((A·j ⊕ t) & ρ_i): a
+// Sylvester Hadamard matrix with its rows relabelled by a random affine
+// map over GF(2) (as sequency order is), or permuted at random when
+// rowPerm, its columns permuted, random row and column signs.
+func fpqRelabelled(r *rand.Rand, m float32, rowPerm bool) []byte {
+	var a [5]int
+	rows := make([]int, 32)
+	for {
+		for k := range a {
+			a[k] = r.IntN(32)
+		}
+		t, seen := r.IntN(32), map[int]bool{}
+		for j := range rows {
+			rows[j] = t
+			for k := 0; k < 5; k++ {
+				if j>>k&1 == 1 {
+					rows[j] ^= a[k]
+				}
+			}
+			seen[rows[j]] = true
+		}
+		if len(seen) == 32 {
+			break
+		}
+	}
+	if rowPerm {
+		rows = r.Perm(32)
+	}
+	rho := r.Perm(32)
+	var rs, cs [32]bool
+	for i := range rs {
+		rs[i], cs[i] = r.IntN(2) == 1, r.IntN(2) == 1
+	}
+	b := make([]byte, 2*32*32)
+	for j := 0; j < 32; j++ {
+		for i := 0; i < 32; i++ {
+			u := math.Float32bits(m) >> 16
+			if (bits.OnesCount(uint(rows[j]&rho[i]))%2 == 1) != (rs[j] != cs[i]) {
+				u |= 0x8000
+			}
+			binary.LittleEndian.PutUint16(b[2*(32*j+i):], uint16(u))
+		}
+	}
+	return b
+}
+
+// TestFPQuantFastPath: the fast Walsh–Hadamard path (dtype.Hadamard32)
+// gives the table path's bits (the exact sum rounded once, checked
+// against math/big in TestFPQuantMXFP4), whole and in sub-ranges, for
+// random codes, scales (0, 254 and 255 included), magnitudes and H with
+// relabelled rows, permuted columns and flipped signs; an H whose rows
+// are permuted at random is read by the table.
+func TestFPQuantFastPath(t *testing.T) {
+	r := rand.New(rand.NewPCG(44, 7))
+	for trial := 0; trial < 40; trial++ {
+		O, I := 1+r.IntN(5), 32*(1+r.IntN(6))
+		m := math.Float32frombits(uint32(0x3e00+r.IntN(0x180)) << 16) // bf16 in [2^-3, 2^0)
+		if trial%4 == 1 {
+			m = math.Float32frombits(uint32(0x3580+r.IntN(0x80)) << 16) // near 2^-20
+		}
+		rowPerm := trial%5 == 4
+		b := newBuilder(map[string]any{"quantization_config": map[string]any{"quant_method": "fp_quant", "forward_dtype": "mxfp4",
+			"forward_method": "quest", "hadamard_group_size": 32, "pseudoquantization": false}})
+		x := "model.layers.0.mlp.down_proj"
+		q := make([]byte, O*I/2)
+		for i := range q {
+			q[i] = byte(r.Uint32())
+		}
+		sc := make([]byte, O*I/32)
+		for i := range sc {
+			sc[i] = byte(r.IntN(256))
+		}
+		sc[0] = []byte{0, 254, 255, 127}[trial%4]
+		b.put(x+".qweight", "U8", []int64{int64(O), int64(I / 2)}, q)
+		b.put(x+".scales", "U8", []int64{int64(O), int64(I / 32)}, sc)
+		b.put(x+".weight_global_scale", "BF16", []int64{1}, []byte{0x80, 0x3f})
+		b.put(x+".forward_hadamard_matrix", "BF16", []int64{32, 32}, fpqRelabelled(r, m, rowPerm))
+		c := b.build(t)
+		res := c.plan(t)
+		if len(res.Weights) != 1 || len(res.Problems) != 0 {
+			t.Fatalf("trial %d: weights %v, problems %v", trial, res.Weights, res.Problems)
+		}
+		w := &res.Weights[0]
+		k := w.kern.(*fpQuantKernel)
+		if (k.fwht == nil) != rowPerm {
+			t.Fatalf("trial %d: fast path %v for an H with rows permuted %v", trial, k.fwht != nil, rowPerm)
+		}
+		if rowPerm {
+			continue
+		}
+		got := c.whole(t, w)
+		checkRanges(t, c, w, got)
+		slow := &fpQuantKernel{cols: k.cols}
+		slow.table(c.data[x+".forward_hadamard_matrix"], m, map[string]*[16][256][8]uint64{})
+		w.kern = slow
+		want := c.whole(t, w)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("trial %d (m %v): [%d] = %v (%#x), the table's %v (%#x)", trial, m, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+			}
+		}
+	}
+}

@@ -143,6 +143,9 @@ func planGPTQ(p *planner) {
 	case "", "gptq":
 		plus1, scheme = 1, "gptq"
 	case "gptq_v2":
+	case "marlin":
+		planGPTQMarlin(p, bits, gsize) // gptqmarlin.go
+		return
 	default:
 		p.refuseAll(fmt.Sprintf("GPTQ checkpoint_format %q (%s) is not supported: no weight is dequantized", format, p.cfg.File))
 		return

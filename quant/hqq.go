@@ -65,12 +65,20 @@ func (k *hqqKernel) rect(s *scratch, r0, r1, c0, c1 int64, dst []float32) error 
 		}
 		slot := uint(j)
 		fa, fb := ga, ga // whole groups done at once
-		if k.nbits == 4 && k.cd == dtype.BF16 && k.sdt == dtype.BF16 && useLookup {
-			// bf16(bf16(v − z) · s), the table's operations, per element
+		nib := k.nbits == 4 && k.cd == dtype.BF16 && k.sdt == dtype.BF16
+		if useLookup && k.sdt == k.cd && (nib || k.gs%8 == 0) {
+			// round(round(v − z) · s), the table's operations, per element
 			fa, fb = max(ga, ceilDiv(e0, k.gs)), min(gb, e1/k.gs)
 			if fa < fb {
-				dtype.AffineNibbleBF16(dst[fa*k.gs-e0:fb*k.gs-e0], blk[(fa-ga)*rowB:(fb-ga)*rowB],
-					4-4*slot, int(k.gs), zr[fa-g0:fb-g0], sc[fa-g0:fb-g0])
+				d, src := dst[fa*k.gs-e0:fb*k.gs-e0], blk[(fa-ga)*rowB:(fb-ga)*rowB]
+				switch {
+				case nib:
+					dtype.AffineNibbleBF16(d, src, 4-4*slot, int(k.gs), zr[fa-g0:fb-g0], sc[fa-g0:fb-g0])
+				case k.nbits == 3:
+					dtype.AffineBits(d, src, 4, 27-3*slot, 7, int(k.gs), zr[fa-g0:fb-g0], sc[fa-g0:fb-g0], k.cd)
+				default:
+					dtype.AffineBits(d, src, 1, 8-k.nbits*(slot+1), uint32(n-1), int(k.gs), zr[fa-g0:fb-g0], sc[fa-g0:fb-g0], k.cd)
+				}
 			}
 		}
 		for g := ga; g < gb; g++ {

@@ -2,6 +2,7 @@ package quant
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -200,6 +201,31 @@ func TestHQQNamed(t *testing.T) {
 	for _, n := range []string{X + ".bias", "model.norm.weight"} {
 		if r.IsHidden(n) {
 			t.Errorf("%s is hidden", n)
+		}
+	}
+}
+
+// TestHQQWidths: HQQ 8/3/2/1-bit (and 4-bit outside bf16) in each compute
+// dtype, whole groups of a row block at once through dtype.AffineBits,
+// gives hqq's values bit for bit, with lookups and without, whole and in
+// every sub-range; a group size that is not a multiple of 8 stays on the
+// per-group table.
+func TestHQQWidths(t *testing.T) {
+	for i, nbits := range []int{1, 2, 3, 4, 8} {
+		for j, cd := range []string{"bfloat16", "float16", "float32"} {
+			for _, gs := range []int{64, 32, 24, 12} {
+				t.Run(fmt.Sprintf("%dbit/%s/g%d", nbits, cd, gs), func(t *testing.T) {
+					b, want := hqqCase(rand.New(rand.NewPCG(uint64(i), uint64(j*100+gs))), nbits, gs, 10, 4*gs, cd, false, false)
+					c := b.build(t)
+					r := c.plan(t)
+					if len(r.Problems) != 0 || len(r.Weights) != len(want) {
+						t.Fatalf("problems %v", r.Problems)
+					}
+					for name, W := range want {
+						bothPaths(t, c, weightByName(r, name), W)
+					}
+				})
+			}
 		}
 	}
 }

@@ -94,6 +94,46 @@ func (c *Checkpoint) DigestedBeside() []File {
 	return out
 }
 
+// DigestedFiles returns what else than its sources a checkpoint's
+// SOURCE states the sha256 of, for check --data to hash whole:
+// DigestedBeside's files, and an oci:// artifact's layers that are not
+// the checkpoint's own files — its raw layers beside the checkpoint
+// (config.json, tokenizer files: Beside's files whose store states
+// their digest), and its blobs that are no file (oci.Store.WholeBlobs):
+// its uncompressed tar layers' read whole (the tar headers and the
+// padding between files are in no file's bytes) and the manifest's
+// config blob, named SOURCE@sha256:HEX/blobs/DIGEST.
+// An oci:// SOURCE's are opened here (requests); Close closes them. A
+// blob that cannot be opened is err, naming it.
+func (c *Checkpoint) DigestedFiles(ctx context.Context) ([]File, error) {
+	out := c.DigestedBeside()
+	if !c.oci || c.Remote == nil {
+		return out, nil
+	}
+	beside, err := c.Beside(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range beside {
+		if d, ok := f.Src.(interface{ SHA256() (string, bool) }); ok {
+			if h, ok := d.SHA256(); ok {
+				out = append(out, File{Name: f.Name, Src: f.Src, SHA256: h})
+			}
+		}
+	}
+	if c.digested == nil {
+		for _, key := range c.ociWhole {
+			src, err := c.Remote.Open(ctx, key)
+			if err != nil {
+				return nil, err
+			}
+			h, _ := src.SHA256()
+			c.digested = append(c.digested, File{Name: path.Base(key), Src: src, SHA256: h})
+		}
+	}
+	return append(out, c.digested...), nil
+}
+
 // BesideNamed opens only the files of these names beside the checkpoint
 // (Beside's files, picked by name: the quantization configuration), so
 // that a remote SOURCE makes no request for the others. The caller

@@ -338,6 +338,13 @@ func TestOllamaHostile(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		{"manifest symlink loop", "ollama://m", "latest: too many levels of symbolic links", func(t *testing.T, s testdata.OllamaStore) {
+			p := filepath.Join(s.Root, "manifests", "registry.ollama.ai", "library", "m", "latest")
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.Symlink("latest", p); err != nil { // itself
+				t.Fatal(err)
+			}
+		}},
 		{"manifest list", "ollama://m", "a manifest list", func(t *testing.T, s testdata.OllamaStore) {
 			p := filepath.Join(s.Root, "manifests", "registry.ollama.ai", "library", "m", "latest")
 			os.MkdirAll(filepath.Dir(p), 0o755)

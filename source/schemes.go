@@ -110,7 +110,7 @@ AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL,
 			Listable: true,
 			Options: []Option{{
 				Name: "proxy-terminates-tls", Bool: true,
-				Help: "the --proxy makes https:// requests itself: send it hf:// CDN GETs as absolute-form https:// URLs it can cache, not through CONNECT (docs/SCALE.md)",
+				Help: "the --proxy makes https:// requests itself: send it hf:// CDN GETs and oci:// blob GETs (a registry's redirects to its https:// storage) as absolute-form https:// URLs it can cache, not through CONNECT (docs/SCALE.md)",
 				Set:  func(o *RemoteOptions, v string) error { o.Remote.ProxyTerminatesTLS = v == "true"; return nil },
 			}, {
 				Name: "hf-cache-write", Bool: true,
@@ -294,7 +294,7 @@ func openOCI(ctx context.Context, source string, opts RemoteOptions) (remote.Sto
 // ociOptions are the oci.Options of source: Insecure when its registry
 // is one of opts.InsecureRegistries.
 func ociOptions(source string, opts RemoteOptions) oci.Options {
-	o := oci.Options{Proxy: opts.Remote.Proxy, Logf: opts.Remote.Logf}
+	o := oci.Options{Proxy: opts.Remote.Proxy, ProxyTerminatesTLS: opts.Remote.ProxyTerminatesTLS, Logf: opts.Remote.Logf}
 	if ref, err := oci.ParseRef(source); err == nil {
 		o.Insecure = slices.ContainsFunc(opts.InsecureRegistries, func(h string) bool { return strings.EqualFold(h, ref.Host) })
 	}

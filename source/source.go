@@ -8,6 +8,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/hf"
+	"github.com/lazyweights/tensorfs/backing/oci"
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
@@ -91,6 +92,11 @@ type Checkpoint struct {
 	digests     []string
 	ollama      bool
 	quantPreset *quant.Config
+	// An oci:// SOURCE's: its store's blobs that no file covers whole
+	// (oci.Store.WholeBlobs), and those DigestedFiles opened (Close).
+	ociWhole []string
+	oci      bool
+	digested []File
 }
 
 // SHA256 returns the sha256 (hex) that the SOURCE states for the whole
@@ -112,6 +118,8 @@ func (c *Checkpoint) Close() error {
 		}
 	}
 	c.Sources = nil
+	closeBeside(c.digested)
+	c.digested = nil
 	if c.beside != nil {
 		closeBeside(c.beside.files)
 		c.beside = nil
@@ -227,5 +235,9 @@ func loadRemote(ctx context.Context, source string, opts RemoteOptions, fo forma
 			files[i] = s // served by the remote file, not its parsing view; a member as it is
 		}
 	}
-	return &Checkpoint{Index: idx, Sources: files, Remote: c, RemoteKey: key, RemoteListable: sch.Listable}, nil
+	ck := &Checkpoint{Index: idx, Sources: files, Remote: c, RemoteKey: key, RemoteListable: sch.Listable}
+	if o, ok := store.(*oci.Store); ok {
+		ck.oci, ck.ociWhole = true, o.WholeBlobs()
+	}
+	return ck, nil
 }

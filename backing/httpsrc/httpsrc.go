@@ -62,6 +62,11 @@ type Options struct {
 	// Authorization, when set, gives the whole Authorization header
 	// (an OCI registry's "Basic …" or "Bearer …"), sent as Bearer's is.
 	Authorization func() string
+	// ProxyTerminatesTLS sends the https:// requests that go through
+	// Proxy (an OCI registry's redirects to its https:// storage) to it
+	// in absolute form, for it to make and cache, rather than through
+	// CONNECT (remote.TerminatingTierTransport).
+	ProxyTerminatesTLS bool
 }
 
 // NewWith is New with options.
@@ -97,6 +102,9 @@ func NewWith(u *url.URL, opts Options) (store *Store, key string, err error) {
 		proxy = nil
 	}
 	var rt http.RoundTripper = remote.ProxyTransport(proxy, tr, s.redirect, logf)
+	if proxy != nil && opts.ProxyTerminatesTLS {
+		rt = remote.TerminatingTierTransport(proxy, tr, s.redirect, logf)
+	}
 	if s.bearer != nil && proxy != nil {
 		// A registry's credential goes to its host directly; the
 		// redirects away from it (its storage: S3, a CDN), which

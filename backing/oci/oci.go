@@ -33,6 +33,7 @@ import (
 	"net/url"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -177,9 +178,14 @@ type manifest struct {
 
 // Options configure Open.
 type Options struct {
-	// Proxy and Logf are httpsrc.Options's.
-	Proxy *url.URL
-	Logf  func(format string, args ...any)
+	// Proxy, ProxyTerminatesTLS and Logf are httpsrc.Options's: with
+	// ProxyTerminatesTLS, the blob GETs that go through Proxy (those of
+	// a registry that serves without a credential, and every registry's
+	// redirects to its storage) go to it as absolute-form https:// URLs
+	// when they are https://, which it can cache, not through CONNECT.
+	Proxy              *url.URL
+	ProxyTerminatesTLS bool
+	Logf               func(format string, args ...any)
 	// Insecure reads a registry off the loopback interface over plain
 	// HTTP (docker's insecure-registries); no credential is sent to it
 	// in clear.
@@ -201,6 +207,10 @@ type Store struct {
 	decoded []backing.Source      // the compressed tar layers, decoded (Close)
 	files   map[string]Descriptor // file path -> its layer
 	names   []string              // sorted
+	// whole are the uncompressed tar layers' blobs and the config blob,
+	// each a file of its own under a key no file path can be
+	// (WholeBlobs).
+	whole map[string]Descriptor
 }
 
 var (
@@ -270,11 +280,11 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 	if a.get() != "" {
 		authz = a.get
 	}
-	blobs, _, err := httpsrc.NewWith(&url.URL{Scheme: scheme, Host: ref.Host, Path: "/"}, httpsrc.Options{Proxy: opts.Proxy, Logf: opts.Logf, Authorization: authz})
+	blobs, _, err := httpsrc.NewWith(&url.URL{Scheme: scheme, Host: ref.Host, Path: "/"}, httpsrc.Options{Proxy: opts.Proxy, ProxyTerminatesTLS: opts.ProxyTerminatesTLS, Logf: opts.Logf, Authorization: authz})
 	if err != nil {
 		return nil, "", err
 	}
-	s := &Store{ref: ref, pinned: pinned, blobs: blobs, files: files, auth: a, members: map[string]member{}, inflate: opts.Inflate}
+	s := &Store{ref: ref, pinned: pinned, blobs: blobs, files: files, auth: a, members: map[string]member{}, inflate: opts.Inflate, whole: map[string]Descriptor{}}
 	if s.inflate == nil {
 		s.inflate = backing.DefaultInflateCache()
 	}
@@ -283,6 +293,7 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 		var ms map[string]member
 		if l.MediaType == MediaWeightTar || l.MediaType == MediaConfigTar {
 			ms, err = s.readTar(ctx, where, l)
+			s.whole[wholeKey(l)] = l
 		} else {
 			ms, err = s.readCompressedTar(ctx, where, l)
 		}
@@ -301,6 +312,10 @@ func Open(ctx context.Context, source string, opts Options) (*Store, string, err
 			}
 			s.members[p] = m
 		}
+	}
+	if validDigest(m.Config.Digest) && m.Config.Size >= 0 {
+		// The artifact's config blob: no file, but a blob of it.
+		s.whole[wholeKey(m.Config)] = m.Config
 	}
 	for p := range files {
 		s.names = append(s.names, p)
@@ -338,7 +353,11 @@ func (s *Store) Files() []string { return s.names }
 // pickChild picks the one artifact manifest of an index.
 func pickChild(pinned string, m *manifest) (string, error) {
 	var ds []string
+	nested := 0 // indexes named: not followed
 	for _, d := range m.Manifests {
+		if d.MediaType == mediaOCIIndex || d.MediaType == mediaDockerList {
+			nested++
+		}
 		if d.MediaType == mediaOCIManifest || d.MediaType == mediaDockerV2 {
 			if !validDigest(d.Digest) {
 				return "", fmt.Errorf("%s: index names manifest digest %q, not sha256:HEX", pinned, index.Printable(d.Digest))
@@ -348,11 +367,46 @@ func pickChild(pinned string, m *manifest) (string, error) {
 	}
 	switch len(ds) {
 	case 0:
+		if nested > 0 {
+			return "", fmt.Errorf("%s: the index names no manifest, only other indexes (%d): one level is read", pinned, nested)
+		}
 		return "", fmt.Errorf("%s: the index names no manifest", pinned)
 	case 1:
 		return ds[0], nil
 	}
 	return "", fmt.Errorf("%s: the index names %d manifests (%s...): name one with @DIGEST", pinned, len(ds), ds[0])
+}
+
+// manifestRetries is how many times a manifest GET answered 429 or a
+// 5xx is asked again before its status is the error.
+const manifestRetries = 4
+
+// retryable reports whether an answer of status is worth asking again:
+// a registry throttling (429) or unavailable for a while (500, 502, 503,
+// 504), not one that refuses (4xx) or does not implement (501).
+func retryable(status int) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// busyWait is the wait before asking again after the n-th (from 0)
+// busy answer: its Retry-After in seconds when it gives one of at most
+// 10 s, else 250 ms doubled each time (at most 2 s; about 4 s for all).
+// again is false for a Retry-After of more than 10 s (or a date): the
+// registry says it is not worth waiting here.
+func busyWait(retryAfter string, n int) (wait time.Duration, again bool) {
+	backoff := min(250*time.Millisecond<<n, 2*time.Second)
+	if retryAfter = strings.TrimSpace(retryAfter); retryAfter == "" {
+		return backoff, true
+	}
+	sec, err := strconv.Atoi(retryAfter)
+	if err != nil || sec < 0 || sec > 10 {
+		return 0, false
+	}
+	return time.Duration(sec) * time.Second, true
 }
 
 // getManifest GETs the manifest reference of ref's repository, within
@@ -372,7 +426,8 @@ func getManifest(ctx context.Context, c *http.Client, a *auth, base *url.URL, re
 	}
 	req.Header.Set("Accept", strings.Join([]string{mediaOCIManifest, mediaOCIIndex, mediaDockerV2, mediaDockerList}, ", "))
 	var resp *http.Response
-	for try := 0; ; try++ {
+	unauthorized, busy := 0, 0
+	for {
 		if h := a.get(); h != "" {
 			req.Header.Set("Authorization", h)
 		}
@@ -384,11 +439,26 @@ func getManifest(ctx context.Context, c *http.Client, a *auth, base *url.URL, re
 			}
 			return nil, "", fmt.Errorf("%s: reading the manifest: %v", where, err)
 		}
+		wait, again := busyWait(resp.Header.Get("Retry-After"), busy)
+		if retryable(resp.StatusCode) && busy < manifestRetries && again {
+			// Throttled (429) or unavailable (5xx): asked again after
+			// a wait, as the blobs' GETs are (backing/remote's retry).
+			resp.Body.Close()
+			busy++
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, "", fmt.Errorf("%s: reading the manifest: HTTP %d %s, then %v", where, resp.StatusCode, http.StatusText(resp.StatusCode), ctx.Err())
+			case <-t.C:
+			}
+			continue
+		}
 		if resp.StatusCode != http.StatusUnauthorized {
 			break
 		}
 		resp.Body.Close()
-		if try > 0 {
+		if unauthorized++; unauthorized > 1 {
 			switch h := a.get(); {
 			case strings.HasPrefix(h, "Basic "):
 				return nil, "", fmt.Errorf("%s: the registry refused %s (HTTP 401)", where, a.cred.describe(ref.Host))
@@ -412,7 +482,14 @@ func getManifest(ctx context.Context, c *http.Client, a *auth, base *url.URL, re
 	case resp.StatusCode == http.StatusNotFound:
 		return nil, "", fmt.Errorf("%s: no such manifest (HTTP 404)", where)
 	case resp.StatusCode != http.StatusOK:
-		return nil, "", fmt.Errorf("%s: reading the manifest: HTTP %d %s", where, resp.StatusCode, http.StatusText(resp.StatusCode))
+		var why string
+		if ra := resp.Header.Get("Retry-After"); ra != "" && retryable(resp.StatusCode) {
+			why = fmt.Sprintf(" (Retry-After: %s)", trim(ra))
+		}
+		if busy > 0 {
+			why += fmt.Sprintf(", asked %d times", busy+1)
+		}
+		return nil, "", fmt.Errorf("%s: reading the manifest: HTTP %d %s%s", where, resp.StatusCode, http.StatusText(resp.StatusCode), why)
 	}
 	if resp.ContentLength > MaxManifest {
 		return nil, "", fmt.Errorf("%s: the manifest is %d bytes, over the budget of %d", where, resp.ContentLength, MaxManifest)
@@ -555,15 +632,52 @@ func (s *Store) blobKey(d Descriptor) string {
 	return "v2/" + s.ref.Repo + "/blobs/" + d.Digest
 }
 
-// URL names a file: the pinned artifact and its path.
-func (s *Store) URL(key string) string { return s.pinned + "/" + key }
+// URL names a file: the pinned artifact and its path (a whole blob:
+// PINNED/blobs/sha256:HEX).
+func (s *Store) URL(key string) string {
+	if strings.HasPrefix(key, "/") {
+		return s.pinned + key
+	}
+	return s.pinned + "/" + key
+}
+
+// wholeKey is the key of tar layer l's blob read whole: "/blobs/" and
+// its digest, absolute, as no file path is (checkPath).
+func wholeKey(l Descriptor) string { return "/blobs/" + l.Digest }
+
+// WholeBlobs are the keys of the artifact's blobs whose bytes no file
+// covers whole: the uncompressed tar layers' (their tar headers and the
+// padding between files are in no file) and the manifest's config blob,
+// sorted. Each opens and reads as a file does, its SHA256 its digest,
+// named (URL) PINNED/blobs/sha256:HEX; List lists none of them. check
+// --data hashes them, so that every blob of the artifact is checked
+// against its digest (a raw layer as its file; a .tar+gzip or .tar+zstd
+// layer's digest is checked as Open decodes it).
+func (s *Store) WholeBlobs() []string {
+	keys := make([]string, 0, len(s.whole))
+	for k := range s.whole {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// file is the layer whose blob is key's bytes: a file's, or a whole
+// blob's (WholeBlobs).
+func (s *Store) file(key string) (Descriptor, bool) {
+	if d, ok := s.files[key]; ok {
+		return d, true
+	}
+	d, ok := s.whole[key]
+	return d, ok
+}
 
 // Origin is the registry and repository (blobs are digest-addressed).
 func (s *Store) Origin() string { return s.blobs.Origin() + "/" + s.ref.Repo }
 
 // SHA256 is the file's layer digest.
 func (s *Store) SHA256(key string) (string, bool) {
-	d, ok := s.files[key]
+	d, ok := s.file(key)
 	if !ok {
 		return "", false
 	}
@@ -575,7 +689,7 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 	if m, ok := s.members[key]; ok {
 		return s.openMember(ctx, key, m, head)
 	}
-	d, ok := s.files[key]
+	d, ok := s.file(key)
 	if !ok {
 		return remote.Object{}, 0, &remote.Error{URL: s.URL(key), Kind: remote.NotFound, Msg: "no such file in the artifact"}
 	}
@@ -595,7 +709,7 @@ func (s *Store) Open(ctx context.Context, key string, head []byte) (remote.Objec
 
 // Get reads a file's blob.
 func (s *Store) Get(ctx context.Context, obj remote.Object, off int64, bufs [][]byte, filled func(i int)) error {
-	d, ok := s.files[obj.Key]
+	d, ok := s.file(obj.Key)
 	if m, isM := s.members[obj.Key]; isM {
 		if m.dec != nil {
 			return s.getDecoded(obj.Key, m, off, bufs, filled)

@@ -267,6 +267,25 @@ func TestHostile(t *testing.T) {
 			return ":t"
 		}},
 		{"missing", "no such manifest (HTTP 404)", func(f *fake) string { return ":nope" }},
+		// Manifest loops: content addressing makes a cycle of digests
+		// impossible, so a loop is an index under an index, followed
+		// one level only, whatever its descriptor says it is.
+		{"index of an index", "the index names no manifest, only other indexes (1): one level is read", func(f *fake) string {
+			a := f.push("a", []Descriptor{layer(MediaWeightRaw, w, "a")}, nil)
+			inner, _ := json.Marshal(manifest{SchemaVersion: 2, MediaType: mediaOCIIndex, Manifests: []Descriptor{{MediaType: mediaOCIManifest, Digest: a}}})
+			f.manifests[digestOf(inner)] = inner
+			outer, _ := json.Marshal(manifest{SchemaVersion: 2, MediaType: mediaOCIIndex, Manifests: []Descriptor{{MediaType: mediaOCIIndex, Digest: digestOf(inner)}}})
+			f.manifests["t"] = outer
+			return ":t"
+		}},
+		{"index of an index called a manifest", "names another index", func(f *fake) string {
+			a := f.push("a", []Descriptor{layer(MediaWeightRaw, w, "a")}, nil)
+			inner, _ := json.Marshal(manifest{SchemaVersion: 2, MediaType: mediaOCIIndex, Manifests: []Descriptor{{MediaType: mediaOCIManifest, Digest: a}}})
+			f.manifests[digestOf(inner)] = inner
+			outer, _ := json.Marshal(manifest{SchemaVersion: 2, MediaType: mediaOCIIndex, Manifests: []Descriptor{{MediaType: mediaOCIManifest, Digest: digestOf(inner)}}})
+			f.manifests["t"] = outer
+			return ":t"
+		}},
 		{"index of two", "the index names 2 manifests", func(f *fake) string {
 			a := f.push("a", []Descriptor{layer(MediaWeightRaw, w, "a")}, nil)
 			b := f.push("b", []Descriptor{layer(MediaWeightRaw, []byte("z"), "a")}, nil)
@@ -480,6 +499,27 @@ func TestTar(t *testing.T) {
 	if len(ents) != 2 || ents[0].Size != 7 {
 		t.Errorf("List: %v", ents)
 	}
+	// The tar's blob whole, for check --data: its headers and padding
+	// are in no file; and the config blob.
+	whole := s.WholeBlobs()
+	if len(whole) != 2 || !slices.Contains(whole, "/blobs/"+digestOf(nil)) || !slices.Contains(whole, "/blobs/"+l.Digest) {
+		t.Fatalf("WholeBlobs: %q, want the tar's and the config's", whole)
+	}
+	whole = []string{"/blobs/" + l.Digest}
+	if s.URL(whole[0]) != s.Pinned()+"/blobs/"+l.Digest {
+		t.Errorf("URL %q", s.URL(whole[0]))
+	}
+	if h, ok := s.SHA256(whole[0]); !ok || "sha256:"+h != l.Digest {
+		t.Errorf("SHA256 of the whole blob: %q %v, want its digest", h, ok)
+	}
+	obj, _, err = s.Open(context.Background(), whole[0], head)
+	all := make([]byte, len(tb))
+	if err != nil || obj.Size != int64(len(tb)) || s.Get(context.Background(), obj, 0, [][]byte{all}, nil) != nil || !bytes.Equal(all, tb) {
+		t.Errorf("the whole blob: %v %v, its bytes are the tar's: %v", obj, err, bytes.Equal(all, tb))
+	}
+	if ents, any, _ := s.List(context.Background(), "/blobs/"); len(ents) != 0 || any {
+		t.Errorf("List lists the whole blob: %v", ents)
+	}
 
 	for _, c := range []struct {
 		entries []string
@@ -537,5 +577,62 @@ func TestProxy(t *testing.T) {
 	}
 	if len(proxied) == 0 || !strings.HasSuffix(proxied[0], "/blobs/"+digestOf(w)) {
 		t.Errorf("through the proxy: %v, want the blob", proxied)
+	}
+}
+
+// TestManifestBusy: a manifest GET answered 429 or a 5xx is asked again
+// (after its Retry-After, or a backoff), at most manifestRetries times;
+// a registry that stays busy, or asks for a wait over 10 s, is one line
+// with its status, and a 4xx other than 429 is not asked again.
+func TestManifestBusy(t *testing.T) {
+	noAuthFiles(t)
+	w := []byte("weights")
+	for _, c := range []struct {
+		name       string
+		status     int
+		retryAfter string
+		busy       int    // manifest GETs answered status before it is served
+		want       string // "": Open succeeds
+		gets       int    // manifest GETs made
+	}{
+		{"503 twice", 503, "", 2, "", 3},
+		{"429 once", 429, "0", 1, "", 2},
+		{"502 once", 502, "0", 1, "", 2},
+		{"500 always", 500, "0", 100, "reading the manifest: HTTP 500 Internal Server Error (Retry-After: 0), asked 5 times", 5},
+		{"429 for an hour", 429, "3600", 100, "reading the manifest: HTTP 429 Too Many Requests (Retry-After: 3600)", 1},
+		{"403", 403, "", 100, "reading the manifest: HTTP 403 Forbidden", 1},
+		{"501", 501, "", 100, "reading the manifest: HTTP 501 Not Implemented", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, src := newFake(t)
+			f.push("t", []Descriptor{layer(MediaWeightRaw, w, "model.safetensors")}, map[string][]byte{digestOf(w): w})
+			gets := 0
+			f.hook = func(rw http.ResponseWriter, r *http.Request) bool {
+				if !strings.Contains(r.URL.Path, "/manifests/") {
+					return false
+				}
+				if gets++; gets > c.busy {
+					return false
+				}
+				if c.retryAfter != "" {
+					rw.Header().Set("Retry-After", c.retryAfter)
+				}
+				http.Error(rw, "busy", c.status)
+				return true
+			}
+			s, _, err := Open(context.Background(), src+":t", Options{})
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("Open: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n")):
+				t.Errorf("Open: %v, want one line holding %q", err, c.want)
+			}
+			if s != nil {
+				s.Close()
+			}
+			if gets != c.gets {
+				t.Errorf("%d manifest GETs, want %d", gets, c.gets)
+			}
+		})
 	}
 }

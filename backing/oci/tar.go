@@ -3,6 +3,8 @@ package oci
 import (
 	"archive/tar"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -190,6 +192,8 @@ type blobFile struct {
 	s    *Store
 	obj  remote.Object // the blob's
 	name string
+	// readErr is set once a read failed: the bytes' fault is not known.
+	readErr bool
 }
 
 func (f *blobFile) Name() string { return f.name }
@@ -210,6 +214,7 @@ func (f *blobFile) ReadAt(p []byte, off int64) (int, error) {
 		err = f.s.blobs.Get(f.ctx, f.obj, off, [][]byte{p[:n]}, nil)
 	}
 	if err != nil {
+		f.readErr = true
 		return 0, err
 	}
 	if n < len(p) {
@@ -260,6 +265,13 @@ func (s *Store) readCompressedTar(ctx context.Context, where string, l Descripto
 			}
 		}
 	})
+	if entryErr != nil || err != nil {
+		// Bytes that do not decode, or decode to a tar refused, may be
+		// other bytes than the digest's: that is what is said then.
+		if bad := s.digestMismatch(file, l); bad != "" {
+			err, entryErr = errors.New(bad), nil
+		}
+	}
 	file.ctx = context.Background()
 	if entryErr != nil {
 		return nil, entryErr
@@ -276,6 +288,28 @@ func (s *Store) readCompressedTar(ctx context.Context, where string, l Descripto
 		out[name] = m
 	}
 	return out, nil
+}
+
+// digestMismatch reads the blob of compressed layer l whole (file) and
+// hashes it: when its sha256 is not l's digest, what a decode that
+// stopped before the end of the compressed bytes could not say (the
+// phrase DecodeStream says when it reaches the end), else "" (a read
+// that fails too; none is made after a read of the decode failed). It
+// costs a read of the compressed bytes, on failure only.
+func (s *Store) digestMismatch(file *blobFile, l Descriptor) string {
+	if file.readErr {
+		return ""
+	}
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, io.NewSectionReader(file, 0, file.obj.Size), make([]byte, 1<<20))
+	if err != nil {
+		return ""
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if "sha256:"+got == l.Digest {
+		return ""
+	}
+	return fmt.Sprintf("the sha256 of its %d compressed bytes is %s, not its digest %s", n, got, l.Digest)
 }
 
 // countReader counts the bytes read through it.

@@ -297,3 +297,39 @@ func randomish(n int) []byte {
 	}
 	return b
 }
+
+// TestCompressedTarOtherBytes: a registry serving a compressed tar
+// layer's bytes with one changed mid-stream (same size, right digest)
+// makes a decode that stops early — a corrupt stream, a tar header that
+// is not one — and Open says what is wrong: the bytes' sha256 is not the
+// layer's digest (the blob hashed to its end), not only the decode's
+// error. A layer whose bytes are its digest's keeps its own error.
+func TestCompressedTarOtherBytes(t *testing.T) {
+	noAuthFiles(t)
+	tb := tarOf(t, "model.safetensors", strings.Repeat("w", 5000), "config.json", "{}")
+	for _, c := range []struct {
+		mt   string
+		blob []byte
+	}{
+		{MediaWeightTarGzip, gz(t, tb, 1, time.Time{})},
+		{MediaWeightTarZstd, zst(t, tb)},
+	} {
+		f, src := newFake(t)
+		l := layer(c.mt, c.blob, "")
+		bad := append([]byte(nil), c.blob...)
+		bad[len(bad)/2] ^= 0x01
+		f.push("t", []Descriptor{l}, map[string][]byte{l.Digest: bad})
+		_, _, err := Open(context.Background(), src+":t", Options{Inflate: smallCache(t, 1<<30)})
+		want := "layer " + l.Digest + ": the sha256 of its " + strconv.Itoa(len(bad)) + " compressed bytes is " + digestOf(bad)[7:] + ", not its digest " + l.Digest
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want one line holding %q", c.mt, err, want)
+		}
+		// The same bytes under their own digest: the decode's error.
+		l = layer(c.mt, bad, "")
+		f.push("own", []Descriptor{l}, map[string][]byte{l.Digest: bad})
+		_, _, err = Open(context.Background(), src+":own", Options{Inflate: smallCache(t, 1<<30)})
+		if err == nil || strings.Contains(err.Error(), "sha256 of its") {
+			t.Errorf("%s under its own digest: %v, want the decode's error", c.mt, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,7 +35,12 @@ does not match and an ONNX tensor whose external data differs from the
 SHA-1 its model states (external_data "checksum") are problems. A file whose source states the sha256 of its
 whole bytes (an hf:// file in Git LFS: the Hub's X-Linked-Etag, its LFS
 oid; an ollama:// blob or an oci:// layer: its sha256 digest) is read whole and hashed: a digest that differs is a problem naming
-the file and both digests. --json prints a JSON report on stdout
+the file and both digests. An oci:// artifact's every layer is: a raw
+layer as its file (config.json and the other files beside the
+checkpoint too), an uncompressed .tar layer as its whole blob (named
+SOURCE@sha256:HEX/blobs/DIGEST: its tar headers and padding too), the
+manifest's config blob (named so too), a .tar+gzip or .tar+zstd layer
+as it is decoded, when it is opened. --json prints a JSON report on stdout
 instead of the summary line (the problems too, and with --data, each
 floating-point or quantized tensor's NaN and Inf counts on its values as
 the .f32/ view converts them).`
@@ -96,8 +102,14 @@ func runCheck(args []string) error {
 		c := &check.Checkpoint{Source: source, Index: ckpt.idx, Sources: ckpt.sources, Loading: loading}
 		if ckpt.loaded != nil {
 			c.SHA256 = ckpt.loaded.SHA256
-			for _, f := range ckpt.loaded.DigestedBeside() {
-				c.Beside = append(c.Beside, check.DigestedFile{Src: f.Src, SHA256: f.SHA256})
+			if *data {
+				files, err := ckpt.loaded.DigestedFiles(context.Background())
+				if err != nil {
+					rep.Problems = append(rep.Problems, check.FromError(err))
+				}
+				for _, f := range files {
+					c.Beside = append(c.Beside, check.DigestedFile{Src: f.Src, SHA256: f.SHA256})
+				}
 			}
 		}
 		rep.Format = ckpt.idx.Format

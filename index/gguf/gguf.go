@@ -329,6 +329,15 @@ func (p *ggufParser) tensorInfos(nTensors, alignment uint64) (ggufInfos, error) 
 		if err != nil {
 			return ggufInfos{}, err
 		}
+		if name, ok := ikRowScaled[ti.typ]; ok {
+			// Listed by name, not served, and not counted as unknown: a
+			// file of only these is refused naming the type (place).
+			in.unserved = append(in.unserved, index.Unserved{
+				Name: ti.name, Type: name, Shape: ti.shape(), Offset: int64(min(ti.offset, math.MaxInt64)),
+				Why: fmt.Sprintf("ik_llama.cpp's %s (ggml type %d) keeps a scale per row before the row's blocks; tensorfs converts by self-contained blocks and does not serve it", name, ti.typ),
+			})
+			continue
+		}
 		if _, known := dtype.ByGGML(ti.typ); !known {
 			// A type code newer than this build: its block size, so the
 			// tensor's size, cannot be known. It is listed, not served,
@@ -355,6 +364,23 @@ func (p *ggufParser) tensorInfos(nTensors, alignment uint64) (ggufInfos, error) 
 		in.rel = append(in.rel, ti.offset)
 	}
 	return in, nil
+}
+
+// ikRowScaled are ik_llama.cpp's type codes (its ggml.h) whose rows start
+// with a scale (a float32 or an fp16: row_meta_size in its ggml.c) before
+// their blocks of 256: a row is not whole blocks, so they are not in
+// dtype's table. (ik_llama.cpp's block-local types, IQ2_K..IQ6_K, are.)
+var ikRowScaled = map[uint32]string{
+	144: "IQ4_KS", 145: "IQ2_KS", 146: "IQ4_KSS", 152: "IQ5_KS", 156: "IQ3_KS", 157: "IQ2_KL",
+}
+
+// shape is the tensor's shape, row-major (ggml lists ne innermost first).
+func (ti *ggufTensorInfo) shape() []int64 {
+	shape := make([]int64, ti.nd)
+	for j := 0; j < ti.nd; j++ {
+		shape[ti.nd-1-j] = ti.ne[j]
+	}
+	return shape
 }
 
 // tensorInfo reads one tensor info: name, dimensions, type and offset.

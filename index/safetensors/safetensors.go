@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -60,8 +61,14 @@ var safetensorsDTypes = map[string]dtype.DType{
 
 // safetensorsUnsupported are dtypes the reference knows but tensorfs cannot
 // serve: the format defines their bit width (6) but not how the 6-bit
-// elements are packed into bytes.
+// elements are packed into bytes. A tensor of one is checked like any
+// other (its bytes: elements·6 bits, whole bytes) and listed in
+// Index.Unserved with f6Why; the file's other tensors are served.
 var safetensorsUnsupported = map[string]bool{"F6_E2M3": true, "F6_E3M2": true}
+
+// f6Why is why an F6 tensor is not served: what was looked for, and where.
+const f6Why = "6-bit floats: safetensors defines their width but not the order of their bits in the bytes, and no writer stores them " +
+	"(safetensors 24b0b285 tensor.rs and its bindings, torch 2.14, torchao 36027d82 keeps MX fp6 one a byte as U8): not guessed"
 
 func Sniff(head []byte) bool {
 	if len(head) < 9 {
@@ -77,6 +84,7 @@ type stEntry struct {
 	at         int64 // file offset of the entry's key, for errors
 	dt         dtype.DType
 	dtName     string
+	unserved   bool // a dtype of safetensorsUnsupported: dtName names it
 	shape      []int64
 	begin, end uint64
 }
@@ -122,21 +130,38 @@ func Parse(f index.File) (*index.Index, error) {
 	idx := &index.Index{
 		Format:  "safetensors",
 		Sources: []string{name},
-		Tensors: make([]index.Tensor, len(entries)),
+		Tensors: make([]index.Tensor, 0, len(entries)),
 	}
 	if meta != nil {
 		idx.Metadata = meta
 	}
+	var unserved index.UnservedList
+	var first *stEntry
 	for i, e := range entries {
-		idx.Tensors[i] = index.Tensor{
+		if e.unserved {
+			unserved.Add(index.Unserved{Name: e.name, Type: e.dtName, Shape: e.shape, Offset: dataStart + int64(e.begin), Why: f6Why})
+			if first == nil || e.at < first.at {
+				first = &entries[i]
+			}
+			continue
+		}
+		idx.Tensors = append(idx.Tensors, index.Tensor{
 			Name:   e.name,
 			DType:  e.dt,
 			Shape:  e.shape,
 			Offset: dataStart + int64(e.begin),
 			Size:   int64(e.end - e.begin),
-		}
+		})
+	}
+	if first != nil && len(idx.Tensors) == 0 {
+		return nil, &index.FormatError{File: name, Offset: first.at, Where: "tensor " + strconv.Quote(first.name),
+			Msg: fmt.Sprintf("safetensors: nothing to serve: every tensor is F6_E2M3 or F6_E3M2 (this one %s): %s", first.dtName, f6Why)}
 	}
 	slices.SortFunc(idx.Tensors, func(a, b index.Tensor) int { return cmp.Compare(a.Name, b.Name) })
+	if unserved.Len() > 0 {
+		idx.Unserved = unserved.List()
+		slices.SortStableFunc(idx.Unserved, func(a, b index.Unserved) int { return cmp.Compare(a.Name, b.Name) })
+	}
 	return idx, nil
 }
 
@@ -295,7 +320,7 @@ func (e *stEntry) readDType(r *index.JSONReader, fat int64) error {
 	case ok:
 		e.dt, e.dtName = dt, dt.Name()
 	case safetensorsUnsupported[string(s)]:
-		return r.Errorf(fat, "dtype %s is not supported (6-bit floats have no defined byte packing)", s)
+		e.dtName, e.unserved = string(s), true
 	default:
 		return r.Errorf(fat, "unknown dtype %s", strconv.Quote(string(s)))
 	}
@@ -377,6 +402,13 @@ func checkSafetensorsLayout(file string, entries []stEntry, dataStart, dataLen i
 			return fail("shape %s overflows", index.ShapeString(e.shape))
 		}
 		need, ok := e.dt.ByteSize(elems)
+		if e.unserved { // 6 bits an element, packed: whole bytes
+			bits, hi := elems*6, elems > math.MaxInt64/6
+			if hi || bits%8 != 0 {
+				return fail("%s packs 6 bits an element, but shape %s has %d elements, not a whole number of bytes", e.dtName, index.ShapeString(e.shape), elems)
+			}
+			need, ok = bits/8, true
+		}
 		if !ok {
 			if e.dt == dtype.F4 {
 				return fail("F4 packs two elements per byte, but shape %s has an odd number of elements (%d)", index.ShapeString(e.shape), elems)

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -218,8 +219,11 @@ func TestSafetensorsBad(t *testing.T) {
 		{"lower-case dtype", one(`{"dtype":"u8","shape":[8],"data_offsets":[0,8]}`), `unknown dtype "u8"`},
 		{"ggml dtype", one(`{"dtype":"Q4_0","shape":[8],"data_offsets":[0,8]}`), `unknown dtype "Q4_0"`},
 		{"C128 is not safetensors", one(`{"dtype":"C128","shape":[],"data_offsets":[0,16]}`), `unknown dtype "C128"`},
-		{"F6", one(`{"dtype":"F6_E2M3","shape":[4],"data_offsets":[0,3]}`), `dtype F6_E2M3 is not supported`},
-		{"F6 E3M2", one(`{"dtype":"F6_E3M2","shape":[4],"data_offsets":[0,3]}`), `dtype F6_E3M2 is not supported`},
+		{"F6 alone", stRaw(`{"t":{"dtype":"F6_E2M3","shape":[4],"data_offsets":[0,3]}}`, make([]byte, 3)), `safetensors: nothing to serve: every tensor is F6_E2M3 or F6_E3M2 (this one F6_E2M3): 6-bit floats`},
+		{"F6 E3M2 alone", stRaw(`{"t":{"dtype":"F6_E3M2","shape":[2,2],"data_offsets":[0,3]}}`, make([]byte, 3)), `(this one F6_E3M2)`},
+		{"F6 not whole bytes", one(`{"dtype":"F6_E2M3","shape":[3],"data_offsets":[0,8]}`), `F6_E2M3 packs 6 bits an element, but shape [3] has 3 elements, not a whole number of bytes`},
+		{"F6 bytes", one(`{"dtype":"F6_E3M2","shape":[8],"data_offsets":[0,8]}`), `F6_E3M2 [8] needs 6 bytes, but data_offsets [0,8] hold 8`},
+		{"F6 overflow", one(`{"dtype":"F6_E3M2","shape":[4611686018427387904],"data_offsets":[0,8]}`), `not a whole number of bytes`},
 		{"dtype number", one(`{"dtype":4,"shape":[8],"data_offsets":[0,8]}`), `dtype: want a string, found a number`},
 		{"negative dim", one(`{"dtype":"U8","shape":[-8],"data_offsets":[0,8]}`), `want a non-negative integer below 2^64, found -8`},
 		{"float dim", one(`{"dtype":"U8","shape":[8.0],"data_offsets":[0,8]}`), `found 8.0`},
@@ -534,3 +538,34 @@ var (
 
 // stT describes one tensor for stBuild.
 type stT = parsetest.STensor
+
+// TestF6Unserved: an F6_E2M3 / F6_E3M2 tensor (safetensors defines the
+// width, not the bit order, and nothing writes one) is listed in
+// Index.Unserved with its dtype, shape, data offset and why; the file's
+// other tensors are served and the layout is checked with its bytes.
+func TestF6Unserved(t *testing.T) {
+	raw := stBuild(nil, false, stT{Name: "w", DType: "F32", Shape: []int{2}, Bytes: 8},
+		stT{Name: "b6", DType: "F6_E3M2", Shape: []int{2, 4}, Bytes: 6}, stT{Name: "a6", DType: "F6_E2M3", Shape: []int{4}, Bytes: 3})
+	idx, err := Parse(stFile("f6.safetensors", raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idx.Tensors) != 1 || idx.Tensors[0].Name != "w" || idx.Tensors[0].DType != dtype.F32 {
+		t.Fatalf("tensors %+v, want w alone", idx.Tensors)
+	}
+	if len(idx.Unserved) != 2 {
+		t.Fatalf("unserved %+v", idx.Unserved)
+	}
+	hdr := int64(len(raw)) - 17
+	for i, want := range []struct {
+		name, typ string
+		shape     []int64
+		off       int64
+	}{{"a6", "F6_E2M3", []int64{4}, hdr + 14}, {"b6", "F6_E3M2", []int64{2, 4}, hdr + 8}} {
+		u := idx.Unserved[i]
+		if u.Name != want.name || u.Type != want.typ || !slices.Equal(u.Shape, want.shape) || u.Offset != want.off || u.Source != 0 ||
+			!strings.Contains(u.Why, "not the order of their bits") {
+			t.Errorf("unserved %d: %+v, want %s %s %v at %d", i, u, want.name, want.typ, want.shape, want.off)
+		}
+	}
+}

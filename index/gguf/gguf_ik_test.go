@@ -1,0 +1,74 @@
+package gguf
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lazyweights/tensorfs/dtype"
+)
+
+// TestIKLlamaTypes: ik_llama.cpp's block-local types (codes 137–141) are
+// served as dtype's IQ2_K..IQ6_K; a tensor of one cut by the end of the
+// file, or declared larger than the room before the next tensor, is
+// refused in one line naming its type; its row-scaled types (IQ4_KS,
+// IQ2_KS, IQ4_KSS, IQ5_KS, IQ3_KS, IQ2_KL) are listed by name and not
+// served, the file's other tensors are, and a file of only those is
+// refused naming the type.
+func TestIKLlamaTypes(t *testing.T) {
+	f32 := ggufTI{name: "a", dims: []uint64{8}, typ: 0, offset: 0}
+	for _, c := range []struct {
+		code  uint32
+		name  string
+		bytes int // per 256 elements
+	}{{137, "IQ2_K", 76}, {138, "IQ3_K", 110}, {139, "IQ4_K", 144}, {140, "IQ5_K", 176}, {141, "IQ6_K", 212}} {
+		q := ggufTI{name: "q", dims: []uint64{512, 2}, typ: c.code, offset: 32}
+		size := 4 * c.bytes
+		pad := (size + 31) &^ 31
+		idx, err := Parse(ggufFile("ik.gguf", (&ggufBuild{tensors: []ggufTI{f32, q}, data: make([]byte, 32+size)}).bytes()))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if len(idx.Tensors) != 2 || idx.Tensors[1].DType.String() != c.name || idx.Tensors[1].Size != int64(size) {
+			t.Fatalf("%s: tensors %+v", c.name, idx.Tensors)
+		}
+		d, _ := dtype.ByGGML(c.code)
+		if d.String() != c.name || d.Info().BlockBytes != int64(c.bytes) {
+			t.Fatalf("code %d: %v %+v", c.code, d, d.Info())
+		}
+		for _, bad := range []struct {
+			what string
+			b    *ggufBuild
+		}{
+			{"truncated", &ggufBuild{tensors: []ggufTI{f32, q}, data: make([]byte, 32+size-1)}},
+			{"larger than its room", &ggufBuild{tensors: []ggufTI{f32, q, {name: "z", dims: []uint64{8}, typ: 0, offset: uint64(32 + pad - 32)}}, data: make([]byte, 32+pad+32)}},
+		} {
+			_, err := Parse(ggufFile("ik.gguf", bad.b.bytes()))
+			want := fmt.Sprintf("%s [2 512]", c.name)
+			if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s %s: error %v, want one line naming %q", c.name, bad.what, err, want)
+			}
+		}
+	}
+
+	for code, name := range map[uint32]string{144: "IQ4_KS", 145: "IQ2_KS", 146: "IQ4_KSS", 152: "IQ5_KS", 156: "IQ3_KS", 157: "IQ2_KL"} {
+		r := ggufTI{name: "r", dims: []uint64{256, 2}, typ: code, offset: 32}
+		idx, err := Parse(ggufFile("ik.gguf", (&ggufBuild{tensors: []ggufTI{f32, r}, data: make([]byte, 32+512)}).bytes()))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(idx.Tensors) != 1 || idx.Tensors[0].Name != "a" || len(idx.Unserved) != 1 {
+			t.Fatalf("%s: served %+v, unserved %+v", name, idx.Tensors, idx.Unserved)
+		}
+		u := idx.Unserved[0]
+		if u.Name != "r" || u.Type != name || !slices.Equal(u.Shape, []int64{2, 256}) || u.Offset != idx.Tensors[0].Offset+32 ||
+			!strings.Contains(u.Why, fmt.Sprintf("ik_llama.cpp's %s (ggml type %d)", name, code)) {
+			t.Errorf("%s: unserved %+v", name, u)
+		}
+		_, err = Parse(ggufFile("ik.gguf", (&ggufBuild{tensors: []ggufTI{{name: "r", dims: []uint64{256, 2}, typ: code}}, data: make([]byte, 512)}).bytes()))
+		if err == nil || !strings.Contains(err.Error(), name) || strings.Contains(err.Error(), "unknown") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s alone: error %v, want one line naming it", name, err)
+		}
+	}
+}
