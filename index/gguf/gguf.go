@@ -329,12 +329,11 @@ func (p *ggufParser) tensorInfos(nTensors, alignment uint64) (ggufInfos, error) 
 		if err != nil {
 			return ggufInfos{}, err
 		}
-		if name, ok := ikRowScaled[ti.typ]; ok {
+		if typ, why, ok := ikUnserved(ti.typ); ok { // iktypes.go
 			// Listed by name, not served, and not counted as unknown: a
 			// file of only these is refused naming the type (place).
 			in.unserved = append(in.unserved, index.Unserved{
-				Name: ti.name, Type: name, Shape: ti.shape(), Offset: int64(min(ti.offset, math.MaxInt64)),
-				Why: fmt.Sprintf("ik_llama.cpp's %s (ggml type %d) keeps a scale per row before the row's blocks; tensorfs converts by self-contained blocks and does not serve it", name, ti.typ),
+				Name: ti.name, Type: typ, Shape: ti.shape(), Offset: int64(min(ti.offset, math.MaxInt64)), Why: why,
 			})
 			continue
 		}
@@ -346,9 +345,9 @@ func (p *ggufParser) tensorInfos(nTensors, alignment uint64) (ggufInfos, error) 
 			for j := 0; j < ti.nd; j++ {
 				shape[ti.nd-1-j] = ti.ne[j]
 			}
-			typ, why := unservedType(ti.typ) // iktypes.go
 			in.unserved = append(in.unserved, index.Unserved{
-				Name: ti.name, Type: typ, Shape: shape, Offset: int64(min(ti.offset, math.MaxInt64)), Why: why,
+				Name: ti.name, Type: fmt.Sprintf("ggml type %d", ti.typ), Shape: shape, Offset: int64(min(ti.offset, math.MaxInt64)),
+				Why: fmt.Sprintf("unknown ggml type code %d (newer than this tensorfs: its block size, so the tensor's size, is not known)", ti.typ),
 			})
 			if len(in.unservedAt) == 0 {
 				in.unservedAt, in.unservedCode = append(in.unservedAt, ti.at), ti.typ
@@ -461,7 +460,7 @@ func (p *ggufParser) place(md map[string]any, in ggufInfos, alignment uint64) (*
 		return nil, index.ErrorAt(p.name, "tensor "+ggufQuote(unserved[0].Name), "gguf: %s; and no other tensor to serve", unserved[0].Why)
 	}
 	if len(tensors) == 0 && len(unserved) > 0 {
-		return nil, p.errAt(in.unservedAt[0], "tensor "+ggufQuote(unserved[0].Name), "gguf: %s, and no tensor of a known type to serve", unservedTypeName(in.unservedCode))
+		return nil, p.errAt(in.unservedAt[0], "tensor "+ggufQuote(unserved[0].Name), "gguf: unknown ggml type code %d, and no tensor of a known type to serve", in.unservedCode)
 	}
 	sort.Slice(unserved, func(i, j int) bool { return unserved[i].Name < unserved[j].Name })
 	return &index.Index{

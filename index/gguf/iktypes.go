@@ -6,23 +6,17 @@ import (
 	"github.com/lazyweights/tensorfs/dtype"
 )
 
-// unservedType gives the Unserved Type and Why of a tensor whose ggml type
-// code this build does not serve: ik_llama.cpp's codes that tensorfs
-// recognises (dtype.IKType) are named with the reason, any other code is
-// unknown (newer than this build).
-func unservedType(code uint32) (typ, why string) {
+// ikUnserved gives the Unserved Type and Why of a tensor of one of
+// ik_llama.cpp's type codes that tensorfs recognises but does not serve:
+// the row-scaled ones of ikRowScaled, and those dtype.IKType names (the
+// _KT trellis types, IQ1_BN, IQ2_BN, the row-interleaved _R4/_R8 ones).
+// ok is false for any other code.
+func ikUnserved(code uint32) (typ, why string, ok bool) {
+	if name, ok := ikRowScaled[code]; ok {
+		return name, fmt.Sprintf("ik_llama.cpp's %s (ggml type %d) keeps a scale per row before the row's blocks; tensorfs converts by self-contained blocks and does not serve it", name, code), true
+	}
 	if name, reason, ok := dtype.IKType(code); ok {
-		return name, fmt.Sprintf("ik_llama.cpp's %s (ggml type %d) %s", name, code, reason)
+		return name, fmt.Sprintf("ik_llama.cpp's %s (ggml type %d) %s", name, code, reason), true
 	}
-	return fmt.Sprintf("ggml type %d", code),
-		fmt.Sprintf("unknown ggml type code %d (newer than this tensorfs: its block size, so the tensor's size, is not known)", code)
-}
-
-// unservedTypeName names an unserved code in the error of a file that has
-// nothing else to serve.
-func unservedTypeName(code uint32) string {
-	if name, _, ok := dtype.IKType(code); ok {
-		return fmt.Sprintf("ik_llama.cpp's %s (ggml type %d) is not served", name, code)
-	}
-	return fmt.Sprintf("unknown ggml type code %d", code)
+	return "", "", false
 }

@@ -59,8 +59,8 @@ func TestGGUFIKTypesRefused(t *testing.T) {
 		b    []byte
 		want []string
 	}{
-		{"only IQ2_KT", ggufOneTensor("t", []uint64{256}, 153, 0, 72), []string{"ik_llama.cpp's IQ2_KT (ggml type 153) is not served", "no tensor of a known type"}},
-		{"only Q4_0_R8", ggufOneTensor("t", []uint64{256, 8}, 202, 0, 1152), []string{"ik_llama.cpp's Q4_0_R8 (ggml type 202)"}},
+		{"only IQ2_KT", ggufOneTensor("t", []uint64{256}, 153, 0, 72), []string{"ik_llama.cpp's IQ2_KT (ggml type 153) keeps a scale per row", "no other tensor to serve"}},
+		{"only Q4_0_R8", ggufOneTensor("t", []uint64{256, 8}, 202, 0, 1152), []string{"ik_llama.cpp's Q4_0_R8 (ggml type 202) interleaves its rows", "no other tensor to serve"}},
 		{"Q6_0 row not whole blocks", ggufOneTensor("t", []uint64{48, 2}, 133, 0, 128), []string{"innermost dimension 48 is not a multiple of the Q6_0 block size 32"}},
 		{"Q6_0 past end", ggufOneTensor("t", []uint64{64}, 133, 0, 40), []string{"52 data bytes (Q6_0 [64])", "past the end"}},
 		{"Q6_0 overlaps", (&ggufBuild{tensors: []ggufTI{{"a", []uint64{64}, 133, 0}, {"b", []uint64{4}, 0, 32}}, data: make([]byte, 64)}).bytes(), []string{"overlaps tensor \"a\"", "(Q6_0 [64]: 52 bytes)"}},
