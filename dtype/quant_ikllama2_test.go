@@ -149,7 +149,7 @@ func TestQuantIKTrellis(t *testing.T) {
 // TestQuantKTRowSize: a _KT row that is not a 4-byte scale and whole blocks
 // is refused in one line naming the type.
 func TestQuantKTRowSize(t *testing.T) {
-	for _, k := range ktRows {
+	for _, k := range ktRowTypes {
 		deq, ok := ktRowDequantizer(k.code)
 		if !ok {
 			t.Fatalf("%s: no dequantizer", k.name)
@@ -198,7 +198,7 @@ func init() { quantTypes = append(quantTypes, Q6_0) }
 // (a finite row scale); BenchmarkDequant covers Q6_0.
 func BenchmarkDequantKT(b *testing.B) {
 	const rows, n = 64, 4096
-	for _, k := range ktRows {
+	for _, k := range ktRowTypes {
 		rowBytes := 4 + n/256*k.blockBytes
 		src := make([]byte, rows*rowBytes)
 		rng := rand.New(rand.NewSource(int64(k.code)))

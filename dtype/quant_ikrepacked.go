@@ -36,11 +36,6 @@ var ikGroups = []ikGroup{
 	{"IQ4_K_R4", 339, 4, 256, 4 * 144, dequantIQ4KR4Block},
 }
 
-// iq4kValuesAll is ik_llama.cpp's iq4k_values: two 16-entry codebooks, the
-// second chosen per block of 32 by a bit of extra.
-var iq4kValuesAll = [32]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
-	-123, -100, -79, -61, -45, -31, -18, -6, 5, 17, 29, 42, 57, 73, 93, 117}
-
 // ikGroupDequantizer returns, for a row-interleaved type, its rows per
 // group and the function that converts one group (src: the G rows' bytes)
 // of rows of n elements into G·n float32s, row-major, at the start of dst.
@@ -189,17 +184,17 @@ func dequantIQ4KR4Block(y [][]float32, b []byte, ib int) {
 		d := quantHalfAt(b[2*k:])
 		for j := 0; j < 8; j++ {
 			dl := [2]float32{d * scale(8*j+k), d * scale(8*j+k+4)}
-			var v [2]*[16]int8
+			var v [2]*[16]float32 // ik_llama.cpp's iq4k_values, halves by extra
 			for h := 0; h < 2; h++ {
-				v[h] = (*[16]int8)(iq4kValuesAll[16*int(extra[k+4*h]>>j&1):])
+				v[h] = (*[16]float32)(ikIQ4Values[16*int(extra[k+4*h]>>j&1):])
 			}
 			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
 			for s := 0; s < 4; s++ {
 				h := s & 1 // qs +0, +32 the first half's scale; +16, +48 the second's
 				for i := 0; i < 4; i++ {
 					q := qs[64*j+4*k+i+16*s]
-					yk[lo[s]+i] = dl[h] * float32(v[h][q&0xf])
-					yk[hi[s]+i] = dl[h] * float32(v[h][q>>4])
+					yk[lo[s]+i] = dl[h] * v[h][q&0xf]
+					yk[hi[s]+i] = dl[h] * v[h][q>>4]
 				}
 			}
 		}

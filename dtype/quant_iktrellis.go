@@ -25,24 +25,13 @@ import (
 // dequantizers are checked bit-exact against ik_llama.cpp's own
 // dequantize_row_* (testdata/ikllama2) for when the views learn rows.
 
-// iq4kValues is ik_llama.cpp's iq4k_values (first half): the block scale
-// codebook of IQ1_KT and IQ2_KT.
-var iq4kValues = [16]float32{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
-
-// ktRow is one _KT type's row shape: bytes per block of 256 after the
-// 4-byte row scale.
-type ktRow struct {
-	name       string
-	code       uint32
-	blockBytes int
-	deq        func(dst []float32, blocks []byte, d float32)
-}
-
-var ktRows = []ktRow{
-	{"IQ1_KT", 158, 56, dequantIQ1KTBlocks},
-	{"IQ2_KT", 153, 68, dequantIQ2KTBlocks},
-	{"IQ3_KT", 154, 100, dequantIQ3KTBlocks},
-	{"IQ4_KT", 155, 128, dequantIQ4KTBlocks},
+// ktRowTypes are the _KT types, in quant_ikrow.go's shape (a row
+// dequantizer each: len(dst) = 256 × the row's blocks).
+var ktRowTypes = []ikRowType{
+	{"IQ1_KT", 158, 4, 56, dequantIQ1KTRow},
+	{"IQ2_KT", 153, 4, 68, dequantIQ2KTRow},
+	{"IQ3_KT", 154, 4, 100, dequantIQ3KTRow},
+	{"IQ4_KT", 155, 4, 128, dequantIQ4KTRow},
 }
 
 // ktRowDequantizer returns the row dequantizer of the _KT type of ggml code
@@ -50,16 +39,15 @@ var ktRows = []ktRow{
 // 256·blocks float32s at the start of dst, and fails on a row that is not
 // 4 bytes plus whole blocks.
 func ktRowDequantizer(code uint32) (func(dst []float32, row []byte) error, bool) {
-	for _, k := range ktRows {
+	for _, k := range ktRowTypes {
 		if k.code != code {
 			continue
 		}
 		return func(dst []float32, row []byte) error {
-			if len(row) < 4 || (len(row)-4)%k.blockBytes != 0 {
-				return fmt.Errorf("%s row of %d bytes is not a 4-byte scale and whole %d-byte blocks", k.name, len(row), k.blockBytes)
+			if len(row) < k.meta || (len(row)-k.meta)%k.blockBytes != 0 {
+				return fmt.Errorf("%s row of %d bytes is not a %d-byte scale and whole %d-byte blocks", k.name, len(row), k.meta, k.blockBytes)
 			}
-			d := math.Float32frombits(binary.LittleEndian.Uint32(row))
-			k.deq(dst[:(len(row)-4)/k.blockBytes*256], row[4:], d)
+			k.deq(dst[:(len(row)-k.meta)/k.blockBytes*256], row)
 			return nil
 		}, true
 	}
@@ -83,7 +71,8 @@ func ktSum(x uint32) float32 {
 	return float32(int32((x&0x3f3f3f3f)*0x01010101>>24) - 126)
 }
 
-// ktValues8 is ktValues for a group of 8.
+// ktValues8 writes the 8 trellis values of index x (offset added), times
+// scale.
 func ktValues8(y *[8]float32, x uint32, scale float32) {
 	y[0] = scale * ktSum(x*ktPow[0])
 	y[1] = scale * ktSum(x*ktPow[1])
@@ -95,7 +84,7 @@ func ktValues8(y *[8]float32, x uint32, scale float32) {
 	y[7] = scale * ktSum(x*ktPow[7])
 }
 
-// ktValues4 is ktValues for a group of 4 (IQ4_KT).
+// ktValues4 is ktValues8 for a group of 4 (IQ4_KT).
 func ktValues4(y *[4]float32, x uint32, scale float32) {
 	y[0] = scale * ktSum(x*ktPow[0])
 	y[1] = scale * ktSum(x*ktPow[1])
@@ -125,17 +114,18 @@ func ktValuesAbs8(y *[8]float32, x uint32, scale float32, qh uint64, sh uint) {
 	y[7] = ktAbs(x*ktPow[7], scale, qh>>56&1)
 }
 
-// IQ1_KT block: sh[8] (4-bit scale index, and bit 4+g the 13th index bit
-// of group g), ql[32], qh[16] (4 more index bits per group: the low
-// nibbles for blocks 0-3, the high ones for 4-7).
-func dequantIQ1KTBlocks(dst []float32, src []byte, d float32) {
+// IQ1_KT row: float32 d, then blocks of sh[8] (4-bit scale index, and bit
+// 4+g the 13th index bit of group g), ql[32], qh[16] (4 more index bits per
+// group: the low nibbles for blocks 0-3, the high ones for 4-7).
+func dequantIQ1KTRow(dst []float32, row []byte) {
 	const bs = 56
-	for i := 0; i+bs <= len(src); i += bs {
+	d, src := ikRowF32(row), row[4:]
+	for i := 0; i < len(dst)/256*bs; i += bs {
 		b := (*[bs]byte)(src[i:])
 		y := dst[i/bs*256:]
 		for ib := 0; ib < 8; ib++ {
 			sh := b[ib]
-			sl := d * iq4kValues[sh&0xf]
+			sl := d * ikIQ4Values[sh&0xf]
 			for ig := 0; ig < 4; ig++ {
 				idx := uint32(b[8+ib*4+ig]) | uint32(b[40+(ib&3)*4+ig])<<(8-4*(ib>>2))&0xf00 | uint32(sh)<<(8-ig)&0x1000
 				ktValues8((*[8]float32)(y), idx+4096, sl)
@@ -145,17 +135,19 @@ func dequantIQ1KTBlocks(dst []float32, src []byte, d float32) {
 	}
 }
 
-// IQ2_KT block: scales[4] (two 4-bit indices into iq4kValues: the low
-// nibble for a block of the first half, the high one for the same block of
-// the second half), ql as 32 uint16 indices (16 per half).
-func dequantIQ2KTBlocks(dst []float32, src []byte, d float32) {
+// IQ2_KT row: float32 d, then blocks of scales[4] (two 4-bit indices into
+// ikIQ4Values: the low nibble for a block of the first half, the high one
+// for the same block of the second half), ql as 32 uint16 indices (16 per
+// half).
+func dequantIQ2KTRow(dst []float32, row []byte) {
 	const bs = 68
-	for i := 0; i+bs <= len(src); i += bs {
+	d, src := ikRowF32(row), row[4:]
+	for i := 0; i < len(dst)/256*bs; i += bs {
 		b := (*[bs]byte)(src[i:])
 		y := (*[256]float32)(dst[i/bs*256:])
 		for ib := 0; ib < 4; ib++ {
-			sl := d * iq4kValues[b[ib]&0xf]
-			sh := d * iq4kValues[b[ib]>>4]
+			sl := d * ikIQ4Values[b[ib]&0xf]
+			sh := d * ikIQ4Values[b[ib]>>4]
 			for ig := 0; ig < 4; ig++ {
 				g := ib*4 + ig
 				ktValues8((*[8]float32)(y[8*g:]), uint32(binary.LittleEndian.Uint16(b[4+2*g:]))+4096, sl)
@@ -165,12 +157,14 @@ func dequantIQ2KTBlocks(dst []float32, src []byte, d float32) {
 	}
 }
 
-// IQ3_KT block: scales[4] (4-bit, the values themselves), ql as 32 uint16
-// indices, qh[32] (sign bits: bit b of qh[8g+j] negates element j of group
-// g of block b, blocks 0-3 the first half, 4-7 the second).
-func dequantIQ3KTBlocks(dst []float32, src []byte, d float32) {
+// IQ3_KT row: float32 d, then blocks of scales[4] (4-bit, the values
+// themselves), ql as 32 uint16 indices, qh[32] (sign bits: bit b of
+// qh[8g+j] negates element j of group g of block b, blocks 0-3 the first
+// half, 4-7 the second).
+func dequantIQ3KTRow(dst []float32, row []byte) {
 	const bs = 100
-	for i := 0; i+bs <= len(src); i += bs {
+	d, src := ikRowF32(row), row[4:]
+	for i := 0; i < len(dst)/256*bs; i += bs {
 		b := (*[bs]byte)(src[i:])
 		y := (*[256]float32)(dst[i/bs*256:])
 		qh := (*[32]byte)(b[68:])
@@ -187,13 +181,14 @@ func dequantIQ3KTBlocks(dst []float32, src []byte, d float32) {
 	}
 }
 
-// IQ4_KT block: 8 uint32 words (one per block of 32: bit 0 the offset
-// choice, bits 1-7 the scale + 64, bits 8+3g.. the top 3 index bits of
-// group g of 4), ql[64], qh[32] (4 more index bits: low nibbles for groups
-// 0-31, high for 32-63).
-func dequantIQ4KTBlocks(dst []float32, src []byte, d float32) {
+// IQ4_KT row: float32 d, then blocks of 8 uint32 words (one per block of
+// 32: bit 0 the offset choice, bits 1-7 the scale + 64, bits 8+3g.. the top
+// 3 index bits of group g of 4), ql[64], qh[32] (4 more index bits: low
+// nibbles for groups 0-31, high for 32-63).
+func dequantIQ4KTRow(dst []float32, row []byte) {
 	const bs = 128
-	for i := 0; i+bs <= len(src); i += bs {
+	d, src := ikRowF32(row), row[4:]
+	for i := 0; i < len(dst)/256*bs; i += bs {
 		b := (*[bs]byte)(src[i:])
 		y := (*[256]float32)(dst[i/bs*256:])
 		ql, qh := (*[64]byte)(b[32:]), (*[32]byte)(b[96:])
