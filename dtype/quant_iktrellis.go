@@ -66,10 +66,21 @@ var ktPow = func() (p [8]uint32) {
 }()
 
 // ktSum is the trellis value of x before scaling: the four bytes of
-// x & 0x3f3f3f3f summed (each < 64: the multiply makes no carries), − 126.
+// x & 0x3f3f3f3f summed (each < 64: the multiply makes no carries), − 126,
+// as a float32 (exact) from a table.
 func ktSum(x uint32) float32 {
-	return float32(int32((x&0x3f3f3f3f)*0x01010101>>24) - 126)
+	return ktSumF[(x&0x3f3f3f3f)*0x01010101>>24]
 }
+
+// ktSumF and ktAbsF are s − 126 and |s − 126| as float32 for each byte sum
+// s (0..252; the table is 256 long so that any byte indexes it).
+var ktSumF, ktAbsF = func() (f, a [256]float32) {
+	for s := range f {
+		f[s] = float32(s - 126)
+		a[s] = float32(max(s-126, 126-s))
+	}
+	return f, a
+}()
 
 // ktValues8 writes the 8 trellis values of index x (offset added), times
 // scale.
@@ -95,9 +106,7 @@ func ktValues4(y *[4]float32, x uint32, scale float32) {
 // ktAbs is |sum − 126| of the trellis value of x, times scale, its sign
 // bit flipped where neg (0 or 1) is 1, as C's unary minus does.
 func ktAbs(x uint32, scale float32, neg uint64) float32 {
-	v := int32((x&0x3f3f3f3f)*0x01010101>>24) - 126
-	s := v >> 31
-	return math.Float32frombits(math.Float32bits(scale*float32((v^s)-s)) ^ uint32(neg)<<31)
+	return math.Float32frombits(math.Float32bits(scale*ktAbsF[(x&0x3f3f3f3f)*0x01010101>>24]) ^ uint32(neg)<<31)
 }
 
 // ktValuesAbs8 is ktValues8 with |sum − 126| (IQ3_KT), element k negated
