@@ -1,8 +1,8 @@
 package dtype
 
 // ik_llama.cpp's row-interleaved types Q4_0_R8, Q8_0_R8, IQ4_XS_R8,
-// Q4_K_R4, Q6_K_R4 and IQ4_K_R4 (ggml type codes 202, 208, 223, 212, 214,
-// 339 in ik_llama.cpp's ggml.h): the layout ik_llama.cpp repacks its tensors to
+// Q4_K_R4, Q6_K_R4, IQ2_K_R4, IQ3_K_R4 and IQ4_K_R4 (ggml type codes 202,
+// 208, 223, 212, 214, 337, 338, 339 in ik_llama.cpp's ggml.h): the layout ik_llama.cpp repacks its tensors to
 // at load time (-rtr) or with llama-quantize --repack. A group of 8 (or 4)
 // consecutive rows is stored as one run of blocks, block b of the run
 // holding block b of each row, interleaved 4 bytes at a time; the byte
@@ -34,6 +34,8 @@ var ikGroups = []ikGroup{
 	{"Q4_K_R4", 212, 4, 256, 4 * 144, dequantQ4KR4Block},
 	{"Q6_K_R4", 214, 4, 256, 4 * 210, dequantQ6KR4Block},
 	{"IQ4_K_R4", 339, 4, 256, 4 * 144, dequantIQ4KR4Block},
+	{"IQ2_K_R4", 337, 4, 256, 4 * 76, dequantIQ2KR4Block},
+	{"IQ3_K_R4", 338, 4, 256, 4 * 110, dequantIQ3KR4Block},
 }
 
 // ikGroupDequantizer returns, for a row-interleaved type, its rows per
@@ -195,6 +197,65 @@ func dequantIQ4KR4Block(y [][]float32, b []byte, ib int) {
 					q := qs[64*j+4*k+i+16*s]
 					yk[lo[s]+i] = dl[h] * v[h][q&0xf]
 					yk[hi[s]+i] = dl[h] * v[h][q>>4]
+				}
+			}
+		}
+	}
+}
+
+// IQ2_K_R4: {f16 d[4]; u8 extra[8]; u8 scales[32]; u8 qs[256]}: sub-block
+// j of row k has 4-bit scales (− 8) at indices 8j+k and 8j+k+4 (nibble
+// is/32 of scales[is%32]), codebook halves by bit j of extra[k] and
+// extra[k+4], and element 4m+i the 2 bits at 2·(m%4) of
+// qs[32j+4k+i+16·(m/4)].
+func dequantIQ2KR4Block(y [][]float32, b []byte, ib int) {
+	extra, scales, qs := b[8:16], b[16:48], b[48:304]
+	for k := 0; k < 4; k++ {
+		d := quantHalfAt(b[2*k:])
+		for j := 0; j < 8; j++ {
+			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
+			for h := 0; h < 2; h++ { // the sub-block's halves of 16
+				is := 8*j + k + 4*h
+				dl := d * float32(int32(scales[is%32]>>(4*(is/32))&0xf)-8)
+				v := (*[4]float32)(ikIQ2Values[4*int(extra[k+4*h]>>j&1):])
+				yh := (*[16]float32)(yk[16*h:])
+				for i := 0; i < 4; i++ {
+					q := qs[32*j+4*k+i+16*h]
+					yh[i] = dl * v[q&3]
+					yh[4+i] = dl * v[q>>2&3]
+					yh[8+i] = dl * v[q>>4&3]
+					yh[12+i] = dl * v[q>>6]
+				}
+			}
+		}
+	}
+}
+
+// IQ3_K_R4: {f16 d[4]; u8 extra[8]; u8 scales_h[8]; u8 scales_l[32]; u8
+// qs[256]; u8 qh[128]}: IQ2_K_R4's layout with scales 2s+1 (s from
+// scales_l as IQ2_K_R4's), negated where bit is/8 of scales_h[is%8] is
+// set (C's product by −1), and a third code bit, bit m of
+// qh[16j+4k+i] for element 4m+i.
+func dequantIQ3KR4Block(y [][]float32, b []byte, ib int) {
+	extra, sh, sl, qs, qh := b[8:16], b[16:24], b[24:56], b[56:312], b[312:440]
+	for k := 0; k < 4; k++ {
+		d := quantHalfAt(b[2*k:])
+		for j := 0; j < 8; j++ {
+			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
+			for h := 0; h < 2; h++ {
+				is := 8*j + k + 4*h
+				dl := d * float32(2*int32(sl[is%32]>>(4*(is/32))&0xf)+1)
+				if sh[is%8]>>(is/8)&1 != 0 {
+					dl *= -1
+				}
+				v := (*[8]float32)(ikIQ3Values[8*int(extra[k+4*h]>>j&1):])
+				yh := (*[16]float32)(yk[16*h:])
+				for i := 0; i < 4; i++ {
+					q, hb := qs[32*j+4*k+i+16*h], qh[16*j+4*k+i]>>(4*h)
+					yh[i] = dl * v[(q&3|hb<<2)&7]
+					yh[4+i] = dl * v[(q>>2&3|hb<<1&4)&7]
+					yh[8+i] = dl * v[(q>>4&3|hb&4)&7]
+					yh[12+i] = dl * v[(q>>6|hb>>1&4)&7]
 				}
 			}
 		}

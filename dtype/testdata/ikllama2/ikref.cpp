@@ -52,13 +52,16 @@ static const typeinfo kRTypes[] = {
     {GGML_TYPE_Q4_K_R4,   "Q4_K_R4",   256, 144, 0, 4},
     {GGML_TYPE_Q6_K_R4,   "Q6_K_R4",   256, 210, 0, 4},
     {GGML_TYPE_IQ4_K_R4,  "IQ4_K_R4",  256, 144, 0, 4},
+    {GGML_TYPE_IQ2_K_R4,  "IQ2_K_R4",  256, 76,  0, 4},
+    {GGML_TYPE_IQ3_K_R4,  "IQ3_K_R4",  256, 110, 0, 4},
 };
 // The base types the repacking quantizers call.
 static const typeinfo kBase[] = {
     {GGML_TYPE_Q4_0, "Q4_0", 32, 18, 0, 1}, {GGML_TYPE_Q8_0, "Q8_0", 32, 34, 0, 1},
     {GGML_TYPE_IQ4_XS, "IQ4_XS", 256, 136, 0, 1}, {GGML_TYPE_Q4_K, "Q4_K", 256, 144, 0, 1},
     {GGML_TYPE_Q6_K, "Q6_K", 256, 210, 0, 1}, {GGML_TYPE_IQ4_NL, "IQ4_NL", 32, 18, 0, 1},
-    {GGML_TYPE_IQ4_K, "IQ4_K", 256, 144, 0, 1},
+    {GGML_TYPE_IQ4_K, "IQ4_K", 256, 144, 0, 1}, {GGML_TYPE_IQ2_K, "IQ2_K", 256, 76, 0, 1},
+    {GGML_TYPE_IQ3_K, "IQ3_K", 256, 110, 0, 1},
 };
 
 static const typeinfo * find(int code) {
@@ -130,6 +133,8 @@ int main(int argc, char ** argv) {
             case GGML_TYPE_Q4_K_R4:   got = quantize_q4_k_r4  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_Q6_K_R4:   got = quantize_q6_k_r4  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_IQ4_K_R4:  got = quantize_iq4_k_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ2_K_R4:  got = quantize_iq2_k_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ3_K_R4:  got = quantize_iq3_k_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
         }
         if (got != rows*rs) { fprintf(stderr, "%s: quantize gave %zu bytes, want %zu\n", t.name, got, rows*rs); return 1; }
         for (int64_t r = 0; r < rows; r += t.group) {
@@ -143,6 +148,8 @@ int main(int argc, char ** argv) {
                 case GGML_TYPE_Q4_K_R4:   dequantize_row_q4_k_r4  ((const block_q4_k_r4   *)row, yr, k); break;
                 case GGML_TYPE_Q6_K_R4:   dequantize_row_q6_k_r4  ((const block_q6_k_r4   *)row, yr, k); break;
                 case GGML_TYPE_IQ4_K_R4:  dequantize_row_iq4_k_r4 ((const block_iq4_k_r4  *)row, yr, k); break;
+                case GGML_TYPE_IQ2_K_R4:  dequantize_row_iq2_k_r4 ((const block_iq2_k_r4  *)row, yr, k); break;
+                case GGML_TYPE_IQ3_K_R4:  dequantize_row_iq3_k_r4 ((const block_iq3_k_r4  *)row, yr, k); break;
                 case GGML_TYPE_Q6_0:   dequantize_row_q6_0  ((const block_q6_0   *)row, yr, n); break;
                 case GGML_TYPE_IQ1_KT: dequantize_row_iq1_kt((const block_iq1_kt *)row, yr, n); break;
                 case GGML_TYPE_IQ2_KT: dequantize_row_iq2_kt((const block_iq2_kt *)row, yr, n); break;
