@@ -41,6 +41,7 @@ const (
 	Q4_1
 	Q5_0
 	Q5_1
+	Q6_0 // ik_llama.cpp's (its code 133; quant_q6_0.go)
 	Q8_0
 	Q8_1
 	Q2_K
@@ -128,6 +129,7 @@ var table = [numDTypes]Info{
 	Q4_1:       {"Q4_1", KindQuant, 32, 20, 1, "", 3},
 	Q5_0:       {"Q5_0", KindQuant, 32, 22, 1, "", 6},
 	Q5_1:       {"Q5_1", KindQuant, 32, 24, 1, "", 7},
+	Q6_0:       {"Q6_0", KindQuant, 32, 26, 1, "", 133}, // ik_llama.cpp
 	Q8_0:       {"Q8_0", KindQuant, 32, 34, 1, "", 8},
 	Q8_1:       {"Q8_1", KindQuant, 32, 36, 1, "", 9},
 	Q2_K:       {"Q2_K", KindQuant, 256, 84, 1, "", 10},

@@ -329,12 +329,11 @@ func (p *ggufParser) tensorInfos(nTensors, alignment uint64) (ggufInfos, error) 
 		if err != nil {
 			return ggufInfos{}, err
 		}
-		if name, ok := ikRowScaled[ti.typ]; ok {
+		if typ, why, ok := ikUnserved(ti.typ); ok { // iktypes.go
 			// Listed by name, not served, and not counted as unknown: a
 			// file of only these is refused naming the type (place).
 			in.unserved = append(in.unserved, index.Unserved{
-				Name: ti.name, Type: name, Shape: ti.shape(), Offset: int64(min(ti.offset, math.MaxInt64)),
-				Why: fmt.Sprintf("ik_llama.cpp's %s (ggml type %d) keeps a scale per row before the row's blocks; tensorfs converts by self-contained blocks and does not serve it", name, ti.typ),
+				Name: ti.name, Type: typ, Shape: ti.shape(), Offset: int64(min(ti.offset, math.MaxInt64)), Why: why,
 			})
 			continue
 		}
