@@ -1,0 +1,87 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lazyweights/tensorfs/backing/remote"
+	"github.com/lazyweights/tensorfs/dtype"
+	"github.com/lazyweights/tensorfs/source"
+)
+
+// TestWriteSafetensorsStreamsRemote: convert of a remote checkpoint
+// (WriteSafetensors with its Parallel readers) tells each tensor's
+// range to its source and reads it in order, so that each tensor of
+// many parts costs the server one GET (a flow), not one per part or
+// readahead window: a model of 3 tensors of 48 parts each (and small
+// ones between them) costs at most one GET per tensor besides the
+// GETs that open it. The bytes are those of the same file read from
+// disk, as stored and converted (F16 to F32).
+func TestWriteSafetensorsStreamsRemote(t *testing.T) {
+	const ps = 128 << 10
+	dir := tempDir(t)
+	writeSafetensors(t, filepath.Join(dir, "m.safetensors"), nil, []stTensor{
+		{"a", "F32", []int64{12 * ps}, randomBytes(1, 48*ps)},
+		{"b", "U8", []int64{5}, randomBytes(2, 5)},
+		{"c", "F16", []int64{24 * ps}, randomBytes(3, 48*ps)},
+		{"d", "I64", []int64{3}, randomBytes(4, 24)},
+		{"e", "U8", []int64{48*ps + 3}, randomBytes(5, 48*ps+3)},
+	})
+	var mu sync.Mutex
+	var ranges []string
+	files := http.FileServer(http.Dir(dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ranges = append(ranges, r.Header.Get("Range"))
+		mu.Unlock()
+		w.Header().Set("ETag", `"v1"`)
+		files.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	taken := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		r := ranges
+		ranges = nil
+		return r
+	}
+	for _, to := range []dtype.DType{AsStored, dtype.F32} {
+		local, err := Open(filepath.Join(dir, "m.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		if _, err := local.WriteSafetensors(context.Background(), &want, SafetensorsOptions{DType: to}); err != nil {
+			t.Fatal(err)
+		}
+		local.Close()
+
+		ck, err := OpenWith(srv.URL+"/m.safetensors", Options{Remote: &source.RemoteOptions{Remote: remote.Options{PartSize: ps}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opened := taken()
+		out, err := os.Create(filepath.Join(t.TempDir(), "out.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Chunks of 64 KiB, 4 read at once: 96 reads of each big tensor.
+		_, err = ck.WriteSafetensors(context.Background(), out, SafetensorsOptions{DType: to, ChunkSize: 64 << 10, Parallel: 4})
+		ck.Close()
+		got, _ := os.ReadFile(out.Name())
+		out.Close()
+		if err != nil || !bytes.Equal(got, want.Bytes()) {
+			t.Fatalf("%v: %v; the bytes equal the local file's: %v", to, err, bytes.Equal(got, want.Bytes()))
+		}
+		if g := taken(); len(g) > 5 {
+			t.Errorf("%v: 5 tensors, 3 of 48 parts each, cost %d GETs after the %d that opened the file (%s); want one per tensor", to, len(g), len(opened), strings.Join(g, " "))
+		}
+	}
+}
