@@ -166,6 +166,9 @@ func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 				fail(err)
 				continue
 			}
+			if t.Contiguous() && t.Role != index.RoleLogical {
+				prefetch(src, t.Offset, t.Size) // read in order by the view
+			}
 			v, err := countValues(t, r, buf)
 			if t.Check == nil {
 				count(t.Size)

@@ -72,17 +72,19 @@ func TestDataStreamsRemote(t *testing.T) {
 		}
 		return src
 	}
-	tensor := index.Tensor{Name: "w", DType: dtype.U8, Shape: []int64{int64(len(data)) - 100}, Offset: 100, Size: int64(len(data)) - 100}
+	tensor := index.Tensor{Name: "w", DType: dtype.F32, Shape: []int64{(int64(len(data)) - 100) / 4}, Offset: 100, Size: int64(len(data)) - 100}
 	for _, tc := range []struct {
 		name   string
 		hash   bool // the file's sha256 is stated: hashed whole
+		values bool // NaN and Inf counted, through the tensor's float32 view
 		cut    int64
 		gets   int64 // after Open's
 		digest string
 	}{
-		{"hashed", true, 0, 1, "sha256 ok"},
-		{"tensor", false, 0, 1, ""},
-		{"hashed, cut", true, 1, 2, "sha256 ok"},
+		{"hashed", true, false, 0, 1, "sha256 ok"},
+		{"tensor", false, false, 0, 1, ""},
+		{"values", false, true, 0, 1, ""},
+		{"hashed, cut", true, false, 1, 2, "sha256 ok"},
 	} {
 		src := open()
 		gets.Store(0)
@@ -91,10 +93,13 @@ func TestDataStreamsRemote(t *testing.T) {
 		if tc.hash {
 			ck.SHA256 = func(int) (string, bool) { return want, true }
 		}
-		rep, ps := Data(ck, DataOptions{})
+		rep, ps := Data(ck, DataOptions{Values: tc.values})
 		src.Close()
 		if len(ps) != 0 {
 			t.Fatalf("%s: problems %v", tc.name, ps)
+		}
+		if tc.values && (len(rep.Tensors) != 1 || rep.Tensors[0].Elements != tensor.Shape[0]) {
+			t.Fatalf("%s: values %+v", tc.name, rep.Tensors)
 		}
 		if tc.hash && (len(rep.Files) != 1 || rep.Files[0].Status != tc.digest) {
 			t.Fatalf("%s: files %+v", tc.name, rep.Files)
