@@ -46,7 +46,7 @@ func TestFloat4X2Views(t *testing.T) {
 		}
 		cases[filepath.Join("../dcp/testdata/f4", c)] = m
 	}
-	if len(cases) != 4 {
+	if len(cases) != 5 {
 		t.Fatalf("%d cases", len(cases))
 	}
 	open := func(p string) (index.File, error) { return backing.Open(p, backing.Options{Mode: backing.Pread}) }
