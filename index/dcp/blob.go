@@ -131,8 +131,8 @@ func (l *loader) blobChunk(b *blob, tm TensorMeta, c ChunkMeta, it Item, where s
 	if !ok {
 		return 0, 0, index.ErrorAt(b.name, where, "the blob has no tensor %s", quote(tm.FQN))
 	}
-	if t.DType != tm.DType || !slices.Equal(t.Shape, c.Sizes) && !(len(t.Shape) == 0 && len(c.Sizes) == 0) {
-		return 0, 0, index.ErrorAt(b.name, where, "the blob holds a %s tensor of shape %v; the metadata says %s %v", t.DType, t.Shape, tm.DType, c.Sizes)
+	if cs := tm.ElemShape(c.Sizes); t.DType != tm.DType || !slices.Equal(t.Shape, cs) && !(len(t.Shape) == 0 && len(cs) == 0) {
+		return 0, 0, index.ErrorAt(b.name, where, "the blob holds a %s tensor of shape %v; the metadata says %s %v", t.DType, t.Shape, tm.DType, cs)
 	}
 	if t.Size != it.Length {
 		return 0, 0, index.ErrorAt(b.name, where, "the blob's tensor is %d bytes; the metadata's item %d", t.Size, it.Length)

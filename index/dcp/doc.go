@@ -27,6 +27,13 @@
 // per read (one read per contiguous run: per chunk for chunks along dim
 // 0, per row piece otherwise), never materialising the tensor.
 //
+// A torch.float4_e2m1fn_x2 tensor (TensorMeta.X2: its size and chunks
+// count bytes of two E2M1 elements, the even one in the low nibble) is
+// served as F4 with the last dimension doubled, a 0-d one as F4 [2], as
+// safetensors' torch writer stores it; its chunks are tiled in bytes.
+// Checked against torch 2.14's dcp.save (testdata/f4, gen.py), chunks
+// along the last dimension among them.
+//
 // Names: a tensor's name is its path in the saved state dict
 // (planner_data) joined with '/' (SPEC's rule for nested containers,
 // e.g. model/layers.0.attention.wq.weight); where two paths join to one

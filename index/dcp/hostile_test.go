@@ -19,7 +19,7 @@ import (
 // checkpoints by changing one thing of a real one.
 const mdMod = dcpwrite.MetadataModule
 
-var dtypeTorch = map[dtype.DType]string{dtype.F32: "float32", dtype.F16: "float16", dtype.BF16: "bfloat16", dtype.I64: "int64", dtype.Bool: "bool", dtype.F8E4M3: "float8_e4m3fn"}
+var dtypeTorch = map[dtype.DType]string{dtype.F32: "float32", dtype.F16: "float16", dtype.BF16: "bfloat16", dtype.I64: "int64", dtype.Bool: "bool", dtype.F8E4M3: "float8_e4m3fn", dtype.F4: "float4_e2m1fn_x2"}
 
 // hostile are the knobs of encode beyond the Metadata.
 type hostile struct {
@@ -250,6 +250,14 @@ func TestHostile(t *testing.T) {
 			tm := tensor(md, wq)
 			tm.Size = []int64{1 << 40, 1 << 40}
 		}, hostile{}, "overflows"},
+		{"x2 overflow", func(md *Metadata, _ string) {
+			// float4_e2m1fn_x2: the last dimension doubled would overflow.
+			tm := tensor(md, wq)
+			tm.DType, tm.Size = dtype.F4, []int64{1, 1 << 62}
+		}, hostile{}, "the size [1 4611686018427387904] overflows"},
+		{"x2 over f32 items", func(md *Metadata, _ string) {
+			tensor(md, wq).DType = dtype.F4 // chunks [12 16] of x2: F4 [12 32]
+		}, hostile{}, "the item holds a BF16 tensor of shape [12 16]; the metadata says F4 [12 32]"},
 		{"past the end", func(md *Metadata, _ string) {
 			setItems(md, wq, func(it *Item) { it.Length += 1 << 30 })
 		}, hostile{}, "past the file's end"},

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"strings"
 
 	"github.com/lazyweights/tensorfs/dtype"
@@ -55,6 +57,37 @@ type TensorMeta struct {
 	DType  dtype.DType
 	Size   []int64
 	Chunks []ChunkMeta
+	// X2 marks a torch.float4_e2m1fn_x2 tensor (DType F4): Size and its
+	// chunks count torch's elements, bytes of two F4 elements each (the
+	// even one in the low nibble); it is served as F4 of ElemShape.
+	X2 bool
+}
+
+// ElemShape is s (the tensor's size or a chunk's, in torch's elements)
+// in elements of DType: for an X2 tensor the last dimension doubled, [2]
+// for a 0-d one (what safetensors' torch writer stores); else s.
+func (t TensorMeta) ElemShape(s []int64) []int64 {
+	if !t.X2 {
+		return s
+	}
+	if len(s) == 0 {
+		return []int64{2}
+	}
+	out := slices.Clone(s)
+	out[len(out)-1] *= 2 // checked not to overflow (reader.tensor)
+	return out
+}
+
+// bytes is the byte size of a box of shape s (torch's elements).
+func (t TensorMeta) bytes(s []int64) (int64, bool) {
+	n, ok := index.Elements(s)
+	if !ok {
+		return 0, false
+	}
+	if t.X2 {
+		return n, true
+	}
+	return t.DType.ByteSize(n)
 }
 
 // ChunkMeta is one chunk of a tensor: its box in the whole.
@@ -117,6 +150,7 @@ var torchDTypes = map[string]dtype.DType{
 	"uint8": dtype.U8, "uint16": dtype.U16, "uint32": dtype.U32, "uint64": dtype.U64,
 	"bool": dtype.Bool, "complex64": dtype.C64, "complex128": dtype.C128, "complex32": dtype.C32,
 	"float8_e4m3fn": dtype.F8E4M3, "float8_e5m2": dtype.F8E5M2, "float8_e8m0fnu": dtype.F8E8M0,
+	"float4_e2m1fn_x2": dtype.F4, // one torch element: a byte of two (TensorMeta.X2)
 }
 
 // env interprets a .metadata pickle: the DCP dataclasses and what they
@@ -475,7 +509,8 @@ func (r *reader) tensor(fqn string, v any, where string) (TensorMeta, error) {
 	if t.Size, err = r.size(f["size"], where+", size"); err != nil {
 		return t, err
 	}
-	if _, ok := index.Elements(t.Size); !ok {
+	t.X2 = t.DType == dtype.F4
+	if _, ok := index.Elements(t.Size); !ok || t.X2 && len(t.Size) > 0 && t.Size[len(t.Size)-1] > math.MaxInt64/2 {
 		return t, r.errorf(where, "the size %v overflows", t.Size)
 	}
 	chunks, ok := f["chunks"].(*pickle.List)

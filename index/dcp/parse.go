@@ -210,11 +210,11 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 			continue
 		}
 		n, _ := index.Elements(tm.Size)
-		size, ok := tm.DType.ByteSize(n)
+		size, ok := tm.bytes(tm.Size)
 		if !ok {
 			return nil, index.ErrorAt(l.metaPath(), where, "the size %v overflows", tm.Size)
 		}
-		t := index.Tensor{Name: name, DType: tm.DType, Shape: tm.Size, Size: size}
+		t := index.Tensor{Name: name, DType: tm.DType, Shape: tm.ElemShape(tm.Size), Size: size}
 		if it, ok := l.untransformed(md, tm); ok {
 			// Stored through a transform tensorfs does not know: this
 			// tensor is listed, not served; the rest are.
@@ -222,7 +222,7 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 			if err != nil {
 				return nil, err
 			}
-			idx.Unserved = append(idx.Unserved, index.Unserved{Name: name, Type: tm.DType.String(), Shape: tm.Size, Source: fi, Offset: -1,
+			idx.Unserved = append(idx.Unserved, index.Unserved{Name: name, Type: tm.DType.String(), Shape: t.Shape, Source: fi, Offset: -1,
 				Why: fmt.Sprintf("stored through the transforms %s (torch _StorageInfo.transform_descriptors), which tensorfs does not read", it.Transform)})
 			continue
 		}
@@ -239,7 +239,7 @@ func (l *loader) build(md *Metadata) (*index.Index, error) {
 			if err := checkOverlap(orig, cs); err != nil {
 				return nil, index.ErrorAt(l.metaPath(), where, "reformulated: %v", err)
 			}
-			tiles.Shape, tiles.Chunks, t.Shape = orig, cs, orig
+			tiles.Shape, tiles.Chunks, t.Shape = orig, cs, tm.ElemShape(orig)
 		}
 		var whole *index.Chunk // the one chunk holding every element
 		for i := range tiles.Chunks {
@@ -289,6 +289,9 @@ type tiledTensor struct {
 // cover it exactly once.
 func (l *loader) tiles(md *Metadata, tm TensorMeta, n int64, where string) (*index.Tiles, error) {
 	tiles := &index.Tiles{Shape: tm.Size, ElemSize: int64(tm.DType.ElemSize())}
+	if tm.X2 {
+		tiles.ElemSize = 1 // tiled in torch's elements, bytes of two F4 each
+	}
 	var covered int64
 	for _, c := range tm.Chunks {
 		cw := fmt.Sprintf("%s, chunk at %v", where, c.Offsets)
@@ -415,13 +418,12 @@ func (l *loader) chunk(tm TensorMeta, c ChunkMeta, it Item, where string) (int, 
 	}
 	if !ok {
 		if it.Transform == TransformZstd {
-			cn, _ := index.Elements(c.Sizes)
-			want, ok := tm.DType.ByteSize(cn)
+			want, ok := tm.bytes(c.Sizes)
 			switch {
 			case !ok || want > 1<<60:
 				ci = l.readZstdChunk(it, 1<<60, where)
 			case want > lazyZstdAbove: // decoded once, on first read
-				ci = l.lazyZstdChunk(it, want, tm.DType, c.Sizes, fmt.Sprintf("%s chunk at %v", tm.FQN, c.Offsets), where)
+				ci = l.lazyZstdChunk(it, want, tm.DType, tm.ElemShape(c.Sizes), fmt.Sprintf("%s chunk at %v", tm.FQN, c.Offsets), where)
 			default:
 				ci = l.readZstdChunk(it, want, where)
 			}
@@ -438,8 +440,8 @@ func (l *loader) chunk(tm TensorMeta, c ChunkMeta, it Item, where string) (int, 
 		base = 0 // an offset in the member
 	}
 	t := &ci.t
-	if t.DType != tm.DType || !slices.Equal(t.Shape, c.Sizes) && !(len(t.Shape) == 0 && len(c.Sizes) == 0) {
-		return 0, 0, index.ErrorAt(ci.sec, where, "the item holds a %s tensor of shape %v; the metadata says %s %v", t.DType, t.Shape, tm.DType, c.Sizes)
+	if cs := tm.ElemShape(c.Sizes); t.DType != tm.DType || !slices.Equal(t.Shape, cs) && !(len(t.Shape) == 0 && len(cs) == 0) {
+		return 0, 0, index.ErrorAt(ci.sec, where, "the item holds a %s tensor of shape %v; the metadata says %s %v", t.DType, t.Shape, tm.DType, cs)
 	}
 	return ci.fi, base + t.Offset, nil
 }

@@ -31,10 +31,16 @@ package torch
 //     as one range (Strides nil); any other view keeps its strides (the
 //     view layer gathers), after checking that every element it can reach
 //     lies inside its storage. Negative strides are refused.
-//   - A tensor of a dtype tensorfs has no type for (float4_e2m1fn_x2, the
-//     bits* dtypes) is listed in Index.Unserved and the rest served; every
-//     dtype it has a type for (the float8 kinds, uint16/32/64, complex) is
-//     served as stored.
+//   - A tensor of a dtype tensorfs has no type for (the bits* dtypes) is
+//     listed in Index.Unserved and the rest served; every dtype it has a
+//     type for (the float8 kinds, uint16/32/64, complex) is served as
+//     stored. A float4_e2m1fn_x2 tensor (one byte of two E2M1 elements,
+//     the even one in the low nibble; its storage counts bytes) is served
+//     as F4 with its last dimension doubled, a 0-d one as F4 [2], the
+//     bytes as stored (what safetensors' torch writer stores); a
+//     non-contiguous view of one is listed in Index.Unserved (F4 is
+//     served as one range only). torch 2.14 writes such tensors in the
+//     legacy format too (and cannot load that file back); both are read.
 //   - Quantized, sparse, meta and other special tensors refuse the file,
 //     naming the tensor. TorchScript constants (constants.pkl) and code are
 //     not served; a TorchScript archive or a checkpoint without tensors

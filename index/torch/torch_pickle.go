@@ -2,6 +2,7 @@ package torch
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -50,7 +51,9 @@ var torchDTypes = map[string]dtype.DType{
 	"float8_e4m3fn": dtype.F8E4M3, "float8_e5m2": dtype.F8E5M2,
 	"float8_e8m0fnu":  dtype.F8E8M0,
 	"float8_e4m3fnuz": dtype.F8E4M3FNUZ, "float8_e5m2fnuz": dtype.F8E5M2FNUZ,
-	"float4_e2m1fn_x2": dtype.Invalid,
+	// float4_e2m1fn_x2: one element of torch's is a byte holding two F4
+	// elements, the even one in the low nibble (rebuild, tensor).
+	"float4_e2m1fn_x2": dtype.F4,
 	"qint8":            dtype.Invalid, "quint8": dtype.Invalid, "qint32": dtype.Invalid,
 	"quint4x2": dtype.Invalid, "quint2x4": dtype.Invalid,
 	"bits8": dtype.Invalid, "bits16": dtype.Invalid, "bits1x8": dtype.Invalid,
@@ -114,6 +117,10 @@ type torchTensor struct {
 	shape   []int64
 	strides []int64 // in elements, as torch has them (may be negative)
 	state   []any   // Python attributes (__dict__) set on the tensor, if any
+	// x2: a float4_e2m1fn_x2 tensor, whose offset, shape and strides
+	// count bytes of two F4 elements each; served as F4 with the last
+	// dimension doubled (a 0-d one as F4 [2]), as safetensors stores it.
+	x2 bool
 }
 
 func (t *torchTensor) String() string { return fmt.Sprintf("tensor(%s%v)", t.dtName, t.shape) }
@@ -473,7 +480,30 @@ func (e *torchEnv) rebuild(m *pickle.Machine, fn string, args pickle.Tuple, dtAr
 		// listed, not served, never a reason to refuse the file.
 		return &torchUnserved{dtName: "torch." + t.dtName, shape: t.shape, off: off}, nil
 	}
+	if t.dt == dtype.F4 {
+		// F4 packs two elements a byte and is served as one range: a
+		// non-contiguous view (a transpose, a column slice) is listed.
+		if !index.RowMajor(t.shape, t.strides) {
+			return &torchUnserved{dtName: "torch." + t.dtName, shape: t.shape, off: off,
+				why: fmt.Sprintf("a non-contiguous view (strides %v) of torch.%s: tensorfs serves F4 as one range only", t.strides, t.dtName)}, nil
+		}
+		t.x2 = true
+	}
 	return t, nil
+}
+
+// x2Shape is the F4 shape of a float4_e2m1fn_x2 tensor of shape s: the
+// last dimension doubled, [2] for a 0-d one.
+func x2Shape(s []int64) ([]int64, bool) {
+	if len(s) == 0 {
+		return []int64{2}, true
+	}
+	out := append([]int64{}, s...)
+	if out[len(out)-1] > math.MaxInt64/2 {
+		return nil, false
+	}
+	out[len(out)-1] *= 2
+	return out, true
 }
 
 // torchUnserved is a tensor of a dtype tensorfs has no type for: the
@@ -481,7 +511,8 @@ func (e *torchEnv) rebuild(m *pickle.Machine, fn string, args pickle.Tuple, dtAr
 type torchUnserved struct {
 	dtName string
 	shape  []int64
-	off    int64 // stream offset of its rebuild call
+	off    int64  // stream offset of its rebuild call
+	why    string // "": tensorfs has no dtype for it
 }
 
 // PyType names the Python type in messages.

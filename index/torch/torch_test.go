@@ -102,13 +102,26 @@ func TestTorchZipVariants(t *testing.T) {
 		{"v3 dtype without a type", []ptMember{{Name: "a/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2, '}', '('}, ptPkStr("q"),
 			ptPkGlobal("torch._utils", "_rebuild_tensor_v3"),
 			ptPkTuple(ptCat(ptPkTuple(ptPkStr("storage"), ptPkGlobal("torch", "UntypedStorage"), ptPkStr("1"), ptPkStr("cpu"), ptPkInt(4)), []byte{'Q'}),
-				ptPkInt(0), ptPkInts(2, 2), ptPkInts(2, 1), []byte{pickle.OpNEWFALSE}, []byte("}"), ptPkGlobal("torch", "float4_e2m1fn_x2")), []byte("R"),
+				ptPkInt(0), ptPkInts(2, 2), ptPkInts(2, 1), []byte{pickle.OpNEWFALSE}, []byte("}"), ptPkGlobal("torch", "bits2x4")), []byte("R"),
 			ptPkStr("w"), rb(f32), []byte("u."))}, data0, {Name: "a/data/1", Data: ptF32(1)}},
 			func(t *testing.T, idx *index.Index) {
 				// Listed, not served; the file's other tensors are.
-				want := []index.Unserved{{Name: "q", Type: "torch.float4_e2m1fn_x2", Shape: []int64{2, 2}, Offset: -1, Why: "tensorfs has no dtype for torch.float4_e2m1fn_x2"}}
+				want := []index.Unserved{{Name: "q", Type: "torch.bits2x4", Shape: []int64{2, 2}, Offset: -1, Why: "tensorfs has no dtype for torch.bits2x4"}}
 				if !reflect.DeepEqual(idx.Unserved, want) || len(idx.Tensors) != 1 || idx.Tensors[0].Name != "w" {
 					t.Fatalf("unserved %+v, tensors %v", idx.Unserved, ptNames(idx))
+				}
+			}},
+		{"v3 float4_e2m1fn_x2", []ptMember{{Name: "a/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2, '}', '('}, ptPkStr("q"),
+			ptPkGlobal("torch._utils", "_rebuild_tensor_v3"),
+			ptPkTuple(ptCat(ptPkTuple(ptPkStr("storage"), ptPkGlobal("torch", "UntypedStorage"), ptPkStr("1"), ptPkStr("cpu"), ptPkInt(4)), []byte{'Q'}),
+				ptPkInt(0), ptPkInts(2, 2), ptPkInts(2, 1), []byte{pickle.OpNEWFALSE}, []byte("}"), ptPkGlobal("torch", "float4_e2m1fn_x2")), []byte("R"),
+			ptPkStr("w"), rb(f32), []byte("u."))}, data0, {Name: "a/data/1", Data: ptF32(1)}},
+			func(t *testing.T, idx *index.Index) {
+				// Served as F4, the last dimension doubled: 4 bytes of
+				// two elements each.
+				q := idx.Tensors[0]
+				if len(idx.Unserved) != 0 || len(idx.Tensors) != 2 || q.Name != "q" || q.DType != dtype.F4 || !reflect.DeepEqual(q.Shape, []int64{2, 4}) || q.Size != 4 || q.Strides != nil {
+					t.Fatalf("unserved %+v, tensors %+v", idx.Unserved, idx.Tensors)
 				}
 			}},
 		{"v3 float8 from untyped storage", []ptMember{{Name: "a/data.pkl", Data: ptCat([]byte{pickle.OpPROTO, 2},

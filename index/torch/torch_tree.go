@@ -216,8 +216,11 @@ func (w *ptWalker) walk(v any, depth int) (any, bool, error) {
 		if err != nil {
 			return nil, false, err
 		}
-		w.unserved = append(w.unserved, index.Unserved{Name: name, Type: x.dtName, Shape: append([]int64{}, x.shape...), Offset: -1,
-			Why: "tensorfs has no dtype for " + x.dtName})
+		why := x.why
+		if why == "" {
+			why = "tensorfs has no dtype for " + x.dtName
+		}
+		w.unserved = append(w.unserved, index.Unserved{Name: name, Type: x.dtName, Shape: append([]int64{}, x.shape...), Offset: -1, Why: why})
 		return nil, false, nil
 	case *pickle.Refused:
 		return nil, false, &index.FormatError{File: w.file, Offset: w.st.fileOff(x.Off), Where: index.TensorWhere(w.name()), Msg: x.What + " is not supported"}
@@ -513,7 +516,14 @@ func (w *ptWalker) tensor(t *torchTensor) error {
 		return err
 	}
 	where := index.TensorWhere(name)
-	es := t.dt.ElemSize()
+	es, shape := t.dt.ElemSize(), t.shape
+	if t.x2 { // bytes of two F4 elements: es, t.offset and t.strides count them
+		es = 1
+		var ok bool
+		if shape, ok = x2Shape(t.shape); !ok {
+			return index.ErrorAt(w.file, where, "shape %v of %s overflows", t.shape, t.dtName)
+		}
+	}
 	if !t.dt.Valid() || es <= 0 {
 		return index.ErrorAt(w.file, where, "dtype %s is not supported", t.dtName)
 	}
@@ -521,7 +531,11 @@ func (w *ptWalker) tensor(t *torchTensor) error {
 	if !ok {
 		return index.ErrorAt(w.file, where, "shape %v overflows", t.shape)
 	}
-	size, ok := t.dt.ByteSize(n)
+	ne, ok := index.Elements(shape)
+	if !ok {
+		return index.ErrorAt(w.file, where, "shape %v overflows", t.shape)
+	}
+	size, ok := t.dt.ByteSize(ne)
 	if !ok {
 		return index.ErrorAt(w.file, where, "shape %v of %s overflows", t.shape, t.dt)
 	}
@@ -529,7 +543,7 @@ func (w *ptWalker) tensor(t *torchTensor) error {
 	if msg != "" {
 		return index.ErrorAt(w.file, where, "%s", msg)
 	}
-	out := index.Tensor{Name: name, DType: t.dt, Shape: append([]int64{}, t.shape...), Source: src, Offset: off0, Size: size}
+	out := index.Tensor{Name: name, DType: t.dt, Shape: append([]int64{}, shape...), Source: src, Offset: off0, Size: size}
 	if n > 0 {
 		last := t.offset // index of the last reachable element
 		for i, d := range t.shape {
