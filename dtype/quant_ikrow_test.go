@@ -52,7 +52,7 @@ func TestQuantIKRows(t *testing.T) {
 			for r := 0; r < n/cols; r++ {
 				got[cols] = -7
 				row := b[int(tn.offset)+r*rowBytes : int(tn.offset)+(r+1)*rowBytes]
-				rt.deq(got[:cols], row)
+				rt.deq(got[:cols], row[:rt.meta], row[rt.meta:])
 				if got[cols] != -7 {
 					t.Fatalf("%s row %d: wrote past the row", tn.name, r)
 				}
@@ -108,7 +108,7 @@ func BenchmarkDequantIKRows(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				start := time.Now()
 				for r := 0; r < rows; r++ {
-					rt.deq(dst, src[r*rowBytes:(r+1)*rowBytes])
+					rt.deq(dst, src[r*rowBytes:r*rowBytes+rt.meta], src[r*rowBytes+rt.meta:(r+1)*rowBytes])
 				}
 				best = min(best, time.Since(start))
 			}
