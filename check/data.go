@@ -76,6 +76,7 @@ type Digested interface {
 func hashWhole(file string, src backing.Source, want string, buf []byte, rep *DataReport, ps *[]Problem) {
 	fd := FileDigest{File: file, SHA256: want}
 	h := sha256.New()
+	prefetch(src, 0, src.Size())
 	err := readAll(src, src.Size(), buf, func(p []byte) { h.Write(p) })
 	rep.Bytes += src.Size()
 	switch got := hex.EncodeToString(h.Sum(nil)); {
@@ -90,6 +91,21 @@ func hashWhole(file string, src backing.Source, want string, buf []byte, rep *Da
 		rep.Verified++
 	}
 	rep.Files = append(rep.Files, fd)
+}
+
+// prefetcher is a source that fetches ahead on request
+// (remote.Source): told a range about to be read whole, from start to
+// end, it streams it (one GET, not one per part).
+type prefetcher interface {
+	Prefetch(off, n int64)
+}
+
+// prefetch tells src, when it fetches ahead, that [off, off+n) is about
+// to be read whole.
+func prefetch(src backing.Source, off, n int64) {
+	if p, ok := src.(prefetcher); ok {
+		p.Prefetch(off, n)
+	}
 }
 
 // chunk is how much Data reads at a time: its memory.
@@ -150,6 +166,9 @@ func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 				fail(err)
 				continue
 			}
+			if t.Contiguous() && t.Role != index.RoleLogical {
+				prefetch(src, t.Offset, t.Size) // read in order by the view
+			}
 			v, err := countValues(t, r, buf)
 			if t.Check == nil {
 				count(t.Size)
@@ -168,7 +187,9 @@ func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 			continue // read whole by the hash
 		}
 		var r io.ReaderAt = io.NewSectionReader(src, t.Offset, t.Size)
-		if !t.Contiguous() {
+		if t.Contiguous() {
+			prefetch(src, t.Offset, t.Size)
+		} else {
 			v, err := view.New(t, src, dtype.Invalid)
 			if err != nil {
 				fail(err)

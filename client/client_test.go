@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/dtype"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 func TestCheckpointListing(t *testing.T) {
@@ -209,7 +209,7 @@ func TestTensorErrorMessage(t *testing.T) {
 // "keys") are taken wherever a tensor's name is, opened directly and
 // through a document of a mount alike.
 func TestKeysAreNames(t *testing.T) {
-	ck, err := Open(testdata.Path(t, "formats2/dcp_single"))
+	ck, err := Open(testenv.Path(t, "formats2/dcp_single"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/dtype"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // bf16Bytes encodes float32 values whose low 16 bits are zero as bfloat16.
@@ -170,9 +170,9 @@ func (h *hashTensor) End(err error) error {
 // expectedJSON reads the shared test data's generated/EXPECTED.json.
 func expectedJSON(t *testing.T) map[string]json.RawMessage {
 	t.Helper()
-	raw, err := os.ReadFile(testdata.Path(t, "generated/EXPECTED.json"))
+	raw, err := os.ReadFile(testenv.Path(t, "generated/EXPECTED.json"))
 	if err != nil {
-		testdata.SkipOrFail(t, "no EXPECTED.json: "+err.Error())
+		testenv.SkipOrFail(t, "no EXPECTED.json: "+err.Error())
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -197,7 +197,7 @@ func TestStreamRealNumPyFiles(t *testing.T) {
 			continue // structured and unicode arrays: refused, not tensors
 		}
 		t.Run(file, func(t *testing.T) {
-			c, err := Open(testdata.Path(t, "generated/"+file))
+			c, err := Open(testenv.Path(t, "generated/"+file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,7 +233,7 @@ func TestStreamRealTorchFiles(t *testing.T) {
 	}
 	for _, file := range []string{"torch_mixed_zip.pt", "torch_mixed_legacy.pt"} {
 		t.Run(file, func(t *testing.T) {
-			c, err := Open(testdata.Path(t, "generated/"+file))
+			c, err := Open(testenv.Path(t, "generated/"+file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,9 +264,9 @@ func TestStreamRealTorchFiles(t *testing.T) {
 // converted to F32 and compares with ggml's own dequantization (.f32ref:
 // every tensor in file order).
 func TestStreamRealGGUFConverted(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(testdata.Dir(t), "gguf", "quantized", "*.gguf"))
+	files, _ := filepath.Glob(filepath.Join(testenv.Dir(t), "gguf", "quantized", "*.gguf"))
 	if len(files) == 0 {
-		testdata.SkipOrFail(t, "no gguf/quantized files")
+		testenv.SkipOrFail(t, "no gguf/quantized files")
 	}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // deflatedTorchPy writes a torch.save state dict (several dtypes, views,
@@ -52,7 +52,7 @@ print(json.dumps(res))
 // same file; a storage whose CRC-32 does not match fails its read instead
 // of serving wrong bytes.
 func TestStreamDeflatedTorchZip(t *testing.T) {
-	py := testdata.Python(t, "torch")
+	py := testenv.Python(t, "torch")
 	dir := t.TempDir()
 	out, err := exec.Command(py, "-c", deflatedTorchPy, dir).Output()
 	if err != nil {
@@ -182,9 +182,9 @@ func TestStreamPaddle(t *testing.T) {
 // stored (modern/EXPECTED.json, written by torch), its dtype the one
 // torch names.
 func TestStreamModernTorchDtypes(t *testing.T) {
-	raw, err := os.ReadFile(testdata.Path(t, "modern/EXPECTED.json"))
+	raw, err := os.ReadFile(testenv.Path(t, "modern/EXPECTED.json"))
 	if err != nil {
-		testdata.SkipOrFail(t, "no modern/EXPECTED.json: "+err.Error())
+		testenv.SkipOrFail(t, "no modern/EXPECTED.json: "+err.Error())
 	}
 	var exp struct {
 		Cases map[string]struct {
@@ -203,7 +203,7 @@ func TestStreamModernTorchDtypes(t *testing.T) {
 	if len(want) < 15 {
 		t.Fatalf("EXPECTED.json lists %d tensors of torch26_dtypes.pt", len(want))
 	}
-	c, err := Open(testdata.Path(t, "modern/torch26_dtypes.pt"))
+	c, err := Open(testenv.Path(t, "modern/torch26_dtypes.pt"))
 	if err != nil {
 		t.Fatal(err)
 	}

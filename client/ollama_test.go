@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/dtype"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // TestOllama: the Go client opens ollama://NAME:TAG: a tensor-blob model
@@ -17,33 +17,33 @@ import (
 // quant_type) read in F32 as the MLX checkpoint they were made from
 // (quant/mlx_affine) reads, and whose metadata layers are beside it.
 func TestOllama(t *testing.T) {
-	dir := testdata.Path(t, "quant/mlx_affine")
-	s := testdata.OllamaStore{Root: t.TempDir()}
+	dir := testenv.Path(t, "quant/mlx_affine")
+	s := testenv.OllamaStore{Root: t.TempDir()}
 	t.Setenv("OLLAMA_MODELS", s.Root)
 	data, err := os.ReadFile(filepath.Join(dir, "model.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, _ := testdata.ReadSafetensors(t, data)
-	by := map[string]testdata.OllamaTensor{}
+	ts, _ := testenv.ReadSafetensors(t, data)
+	by := map[string]testenv.OllamaTensor{}
 	for _, x := range ts {
 		by[x.Name] = x
 	}
-	var layers []testdata.OllamaLayer
+	var layers []testenv.OllamaLayer
 	for _, x := range ts {
 		if strings.HasSuffix(x.Name, ".scales") || strings.HasSuffix(x.Name, ".biases") {
 			continue
 		}
-		blob, meta := []testdata.OllamaTensor{x}, map[string]string(nil)
+		blob, meta := []testenv.OllamaTensor{x}, map[string]string(nil)
 		if sc, ok := by[strings.TrimSuffix(x.Name, ".weight")+".scales"]; ok {
 			bi := by[strings.TrimSuffix(x.Name, ".weight")+".biases"]
 			sc.Name, bi.Name = x.Name+".scale", x.Name+".bias"
 			blob, meta = append(blob, sc, bi), map[string]string{"quant_type": "int4", "group_size": "64"}
 		}
-		layers = append(layers, s.Blob(t, "application/vnd.ollama.image.tensor", x.Name, testdata.WriteSafetensors(blob, meta)))
+		layers = append(layers, s.Blob(t, "application/vnd.ollama.image.tensor", x.Name, testenv.WriteSafetensors(blob, meta)))
 	}
 	layers = append(layers, s.Blob(t, "application/vnd.ollama.image.template", "", []byte("{{ .Prompt }}")))
-	s.Manifest(t, "registry.ollama.ai/library/tiny:int4", testdata.OllamaLayer{}, layers)
+	s.Manifest(t, "registry.ollama.ai/library/tiny:int4", testenv.OllamaLayer{}, layers)
 
 	c, err := Open("ollama://tiny:int4")
 	if err != nil {

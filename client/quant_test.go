@@ -8,7 +8,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // TestQuantTwins: a block-FP8 weight keeps its stored name, so the name
@@ -16,9 +16,9 @@ import (
 // give the stored F8 codes, and a view dtype the logical weight's values
 // (shared fixture quant/fp8_block: EXPECTED.json's sha256).
 func TestQuantTwins(t *testing.T) {
-	c, err := Open(testdata.Path(t, "quant/fp8_block"))
+	c, err := Open(testenv.Path(t, "quant/fp8_block"))
 	if err != nil {
-		testdata.SkipOrFail(t, err.Error())
+		testenv.SkipOrFail(t, err.Error())
 	}
 	defer c.Close()
 	const name = "model.layers.0.mlp.down_proj.weight"

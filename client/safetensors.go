@@ -102,8 +102,12 @@ type SafetensorsOptions struct {
 // Chunks are read Parallel at a time and written in order. When w is an
 // *os.File and a tensor is stored contiguously in a source file with a
 // descriptor, its bytes are copied by the kernel (copy_file_range), not
-// through memory. It returns the bytes written; cancelling ctx stops it
-// between chunks with the context's cause.
+// through memory. A tensor stored contiguously in a source that fetches
+// ahead (a remote one) is announced to it (Prefetch) and its chunks are
+// read in order, one at a time: one GET for the tensor, not one per
+// part; the tensors around it are read in parallel still. It returns the
+// bytes written; cancelling ctx stops it between chunks with the
+// context's cause.
 func (c *Checkpoint) WriteSafetensors(ctx context.Context, w io.Writer, opts SafetensorsOptions) (int64, error) {
 	sf, err := c.Safetensors(opts.DType)
 	if err != nil {
@@ -137,6 +141,11 @@ type chunk struct {
 	srcOff int64
 	err    error
 	done   chan struct{}
+	// after, when set, is closed once the chunk before this one in the
+	// same streamed tensor has been read, and read once this one has:
+	// the reads of a tensor announced to its source (Prefetch) reach
+	// it in order, as one stream.
+	after, read chan struct{}
 }
 
 func writeExport(ctx context.Context, w io.Writer, out *os.File, ra SafetensorsFile, x *view.Export, opts SafetensorsOptions) (int64, error) {
@@ -220,9 +229,36 @@ func (q *exportQueue) produce(x *view.Export, out *os.File, size int64, chunkSiz
 	free, order, work, stop := q.free, q.order, q.work, q.stop
 	defer close(order)
 	defer close(work)
+	var tensorEnd int64 = -1 // the end of the streamed tensor's data in the export
+	var prev chan struct{}   // closed once its last chunk so far is read
 	for off := int64(0); off < size; {
 		ch := &chunk{off: off, done: make(chan struct{})}
 		end := min(size, off+int64(chunkSize))
+		if x != nil {
+			if off >= tensorEnd {
+				tensorEnd, prev = -1, nil
+				_, tEnd, src, at, n, ok := x.Stored(off)
+				if p := streamed(src, ok, out); p != nil {
+					p.Prefetch(at, n)
+					tensorEnd, prev = tEnd, make(chan struct{})
+					close(prev)
+				} else {
+					// The chunk ends where a streamed tensor starts.
+					for t := tEnd; t < end; {
+						_, nEnd, nsrc, _, _, nok := x.Stored(t)
+						if streamed(nsrc, nok, out) != nil {
+							end = t
+						}
+						t = nEnd
+					}
+				}
+			}
+			if tensorEnd >= 0 {
+				end = min(end, tensorEnd) // a chunk never straddles a streamed tensor
+				ch.after, ch.read = prev, make(chan struct{})
+				prev = ch.read
+			}
+		}
 		if x != nil && out != nil {
 			if segEnd, src, at, ok := x.Segment(off); ok && canCopy(src) && !q.noCopy.Load() {
 				ch.src, ch.srcOff, ch.n = src, at, segEnd-off
@@ -254,10 +290,29 @@ func (q *exportQueue) produce(x *view.Export, out *os.File, size int64, chunkSiz
 	}
 }
 
+// streamed returns the source of a tensor of the export (ok: view.Export.Stored)
+// that fetches ahead, which writeExport tells the tensor's range and
+// reads it in order, one chunk at a time (a remote source: one GET for
+// the tensor, not one per part); nil for any other, and for one the
+// writer copies from its file.
+func streamed(src backing.Source, ok bool, out *os.File) prefetcher {
+	if !ok || out != nil && canCopy(src) {
+		return nil
+	}
+	p, _ := src.(prefetcher)
+	return p
+}
+
 // read reads the chunks of work from ra into their buffers.
 func (q *exportQueue) read(ra SafetensorsFile) {
 	for ch := range q.work {
+		if ch.after != nil {
+			<-ch.after
+		}
 		n, err := ra.ReadAt(ch.buf[:ch.n], ch.off)
+		if ch.read != nil {
+			close(ch.read)
+		}
 		if int64(n) < ch.n {
 			if err == nil || err == io.EOF {
 				err = io.ErrUnexpectedEOF

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // FuzzConvert: for any source bytes and any convertible pair, converting
@@ -30,7 +30,7 @@ func FuzzConvert(f *testing.F) {
 		}
 	}
 	// Real tensor bytes as seeds, when the shared test data is there.
-	dir, _ := testdata.Optional()
+	dir, _ := testenv.Optional()
 	for _, name := range []string{
 		"gguf/quantized/ollama-ggml-f16.gguf", "gguf/quantized/ollama-ggml-bf16.gguf",
 		"gguf/quantized/ollama-ggml-q4_k.gguf.f32ref", "gguf/quantized/ollama-ggml-q4_0.gguf",
@@ -87,7 +87,7 @@ func FuzzConvert(f *testing.F) {
 // torch's .to(torch.bfloat16), on values aimed at the rounding ties.
 // NaNs are compared as NaN only: the libraries' payload rules differ.
 func TestNumPyTorch(t *testing.T) {
-	py := testdata.Python(t, "numpy", "torch")
+	py := testenv.Python(t, "numpy", "torch")
 	rng := newRand(19, 20)
 	const n = 100000
 	f64 := make([]byte, 8*n)

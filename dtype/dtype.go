@@ -41,6 +41,7 @@ const (
 	Q4_1
 	Q5_0
 	Q5_1
+	Q6_0 // ik_llama.cpp's (its code 133; quant_q6_0.go)
 	Q8_0
 	Q8_1
 	Q2_K
@@ -78,6 +79,12 @@ const (
 	IQ5_KS
 	IQ3_KS
 	IQ2_KL
+	// ik_llama.cpp's trellis types (quant_iktrellis.go): a float32 scale
+	// per row too.
+	IQ1_KT
+	IQ2_KT
+	IQ3_KT
+	IQ4_KT
 	numDTypes
 )
 
@@ -136,6 +143,7 @@ var table = [numDTypes]Info{
 	Q4_1:       {"Q4_1", KindQuant, 32, 20, 1, "", 3},
 	Q5_0:       {"Q5_0", KindQuant, 32, 22, 1, "", 6},
 	Q5_1:       {"Q5_1", KindQuant, 32, 24, 1, "", 7},
+	Q6_0:       {"Q6_0", KindQuant, 32, 26, 1, "", 133}, // ik_llama.cpp
 	Q8_0:       {"Q8_0", KindQuant, 32, 34, 1, "", 8},
 	Q8_1:       {"Q8_1", KindQuant, 32, 36, 1, "", 9},
 	Q2_K:       {"Q2_K", KindQuant, 256, 84, 1, "", 10},
@@ -173,6 +181,10 @@ var table = [numDTypes]Info{
 	IQ5_KS:  {"IQ5_KS", KindQuant, 256, 168, 1, "", 152},
 	IQ3_KS:  {"IQ3_KS", KindQuant, 256, 102, 1, "", 156},
 	IQ2_KL:  {"IQ2_KL", KindQuant, 256, 86, 1, "", 157},
+	IQ1_KT:  {"IQ1_KT", KindQuant, 256, 56, 1, "", 158},
+	IQ2_KT:  {"IQ2_KT", KindQuant, 256, 68, 1, "", 153},
+	IQ3_KT:  {"IQ3_KT", KindQuant, 256, 100, 1, "", 154},
+	IQ4_KT:  {"IQ4_KT", KindQuant, 256, 128, 1, "", 155},
 }
 
 // rowMeta is the bytes each row of a tensor starts with, before the row's
@@ -180,6 +192,7 @@ var table = [numDTypes]Info{
 // row_meta_size); 0 for every other type.
 var rowMeta = [numDTypes]int64{
 	IQ4_KS: 4, IQ2_KS: 2, IQ4_KSS: 4, IQ5_KS: 4, IQ3_KS: 2, IQ2_KL: 2,
+	IQ1_KT: 4, IQ2_KT: 4, IQ3_KT: 4, IQ4_KT: 4,
 }
 
 // RowMeta returns the bytes that each row of a tensor of d (its innermost

@@ -22,6 +22,10 @@ package dtype
 //     every product and sum is rounded to float32 in ggml's order, with
 //     explicit float32 conversions so that Go never fuses a multiply-add
 //     that C does not. Q8_1 has no to_float in ggml; it gives q*d.
+//     ik_llama.cpp's Q6_0 (quant_q6_0.go) is its dequantize_row_q6_0; its
+//     row-scaled and row-interleaved types have row and row-group
+//     dequantizers outside this table (quant_ikrow.go, quant_iktrellis.go,
+//     quant_ikrepacked.go), not served yet.
 
 import (
 	"encoding/binary"
@@ -44,6 +48,8 @@ func quantDequantizer(d DType) (func(dst []float32, src []byte), bool) {
 		return dequantQ5_0, true
 	case Q5_1:
 		return dequantQ5_1, true
+	case Q6_0: // ik_llama.cpp's (quant_q6_0.go)
+		return dequantQ6_0, true
 	case Q8_0:
 		return dequantQ8_0, true
 	case Q2_K:

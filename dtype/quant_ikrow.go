@@ -32,9 +32,11 @@ func rowDequantizer(d DType) (func(dst []float32, meta, blocks []byte), bool) {
 	if d.RowMeta() == 0 {
 		return nil, false
 	}
-	for _, rt := range ikRowTypes {
-		if c := d.Info().GGML; c >= 0 && uint32(c) == rt.code {
-			return rt.deq, true
+	for _, ts := range [][]ikRowType{ikRowTypes, ktRowTypes} {
+		for _, rt := range ts {
+			if c := d.Info().GGML; c >= 0 && uint32(c) == rt.code {
+				return rt.deq, true
+			}
 		}
 	}
 	return nil, false

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // quantTypes are the dtypes that must have a dequantizer.
@@ -115,10 +115,10 @@ func quantFromGGML(t testing.TB, code uint32) DType {
 // each testdata/gguf/quantized/X.gguf, the float32 values of every tensor in
 // file order equal X.gguf.f32ref bit for bit.
 func TestQuantRefFiles(t *testing.T) {
-	dir := testdata.Path(t, "gguf/quantized")
+	dir := testenv.Path(t, "gguf/quantized")
 	files, err := filepath.Glob(filepath.Join(dir, "*.gguf"))
 	if err != nil || len(files) == 0 {
-		testdata.SkipOrFail(t, "no GGUF files in "+dir)
+		testenv.SkipOrFail(t, "no GGUF files in "+dir)
 	}
 	covered := map[DType]bool{}
 	for _, path := range files {

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // ggmlTypesDoc is the NAME.json that gen_ggml_types.py writes beside
@@ -46,9 +46,9 @@ func ggmlTypesFiles(t *testing.T) []string {
 	if err != nil || len(local) == 0 {
 		t.Fatalf("no testdata/ggmltypes/*.gguf (%v)", err)
 	}
-	shared := filepath.Join(testdata.Path(t, "gguf/types"), "types.gguf")
+	shared := filepath.Join(testenv.Path(t, "gguf/types"), "types.gguf")
 	if _, err := os.Stat(shared); err != nil {
-		testdata.SkipOrFail(t, "no "+shared)
+		testenv.SkipOrFail(t, "no "+shared)
 		return local
 	}
 	return append([]string{shared}, local...)

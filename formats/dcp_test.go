@@ -9,7 +9,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 func openDCP(p string) (index.File, error) {
@@ -52,7 +52,7 @@ func copyDir(t *testing.T, src string) string {
 // leads (a Hugging Face cache snapshot), one to anything else refused; a directory
 // whose .metadata is something else is read as any directory.
 func TestLoadDCP(t *testing.T) {
-	src := testdata.Path(t, "modern/dcp_ws4")
+	src := testenv.Path(t, "modern/dcp_ws4")
 	for _, p := range []string{src, filepath.Join(src, ".metadata")} {
 		idx, files, err := Load(p, openDCP, testOptions)
 		if err != nil {
@@ -151,7 +151,7 @@ func TestLoadDCP(t *testing.T) {
 // no reader takes for one file) says it is a shard of a Distributed
 // Checkpoint and to pass its directory, in one line.
 func TestLoneDistcp(t *testing.T) {
-	src := testdata.Path(t, "modern/dcp_ws4")
+	src := testenv.Path(t, "modern/dcp_ws4")
 	alone := filepath.Join(t.TempDir(), "__0_0.distcp")
 	data, err := os.ReadFile(filepath.Join(src, "__0_0.distcp"))
 	if err != nil {

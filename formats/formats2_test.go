@@ -16,7 +16,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // expected2 is testdata/formats2/EXPECTED.json: each case's tensors as
@@ -43,7 +43,7 @@ var numpyNames = map[string]string{"float32": "F32", "float16": "F16", "float64"
 // tensors the writers' own readers see, byte for byte (sha256 of the
 // bytes tensorfs serves, members decoded through the inflate cache).
 func TestFormats2Load(t *testing.T) {
-	checkExpectedDir(t, testdata.Path(t, "formats2"), "onnx", "h5")
+	checkExpectedDir(t, testenv.Path(t, "formats2"), "onnx", "h5")
 }
 
 // TestOthersRegression: real files written by others
@@ -255,7 +255,7 @@ func kerasZip(t *testing.T, h5 []byte, method uint16) string {
 // byte-exact (contiguous and gzip-chunked datasets); a deflated one
 // too, through the inflate cache (TestKerasDeflated).
 func TestKerasZip(t *testing.T) {
-	dir := testdata.Path(t, "formats2")
+	dir := testenv.Path(t, "formats2")
 	data, err := os.ReadFile(filepath.Join(dir, "EXPECTED.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -2,11 +2,11 @@ package formats
 
 import (
 	"github.com/lazyweights/tensorfs/backing"
-	"github.com/lazyweights/tensorfs/internal/testdata/parsetest"
+	"github.com/lazyweights/tensorfs/internal/testenv/parsetest"
 )
 
 // The safetensors helpers shared with the format packages' tests
-// (internal/testdata/parsetest), under the names these tests use.
+// (internal/testenv/parsetest), under the names these tests use.
 
 var (
 	stFile       = parsetest.STFile

@@ -17,7 +17,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // TestKerasDeflated: a .keras zip whose model.weights.h5 is deflated
@@ -25,7 +25,7 @@ import (
 // inflated once for parsing and serving both, within the cache's
 // budgets; ParseFile reads it alone too.
 func TestKerasDeflated(t *testing.T) {
-	dir := testdata.Path(t, "formats2")
+	dir := testenv.Path(t, "formats2")
 	data, err := os.ReadFile(filepath.Join(dir, "EXPECTED.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestKerasDeflated(t *testing.T) {
 // than the zip's directory declares), a member over the disk budget,
 // and a member that is no HDF5 file.
 func TestKerasDeflatedHostile(t *testing.T) {
-	h5, err := os.ReadFile(filepath.Join(testdata.Path(t, "formats2"), "keras_mlp.weights.h5"))
+	h5, err := os.ReadFile(filepath.Join(testenv.Path(t, "formats2"), "keras_mlp.weights.h5"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func mustHex(t *testing.T, s string) []byte {
 // zipfile, so keras, refuses it; issue 41) is one line, stored or
 // deflated, and so is such a torch.save zip.
 func TestZipLocalHeaders(t *testing.T) {
-	h5, err := os.ReadFile(filepath.Join(testdata.Path(t, "formats2"), "keras_mlp.weights.h5"))
+	h5, err := os.ReadFile(filepath.Join(testenv.Path(t, "formats2"), "keras_mlp.weights.h5"))
 	if err != nil {
 		t.Fatal(err)
 	}

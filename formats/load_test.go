@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // ldOpener opens files into memory and counts those not yet closed, so
@@ -497,7 +497,7 @@ func TestLoadRealFiles(t *testing.T) {
 	}
 	// The three fluxml files hold the same tensors: as a directory of
 	// shards they clash.
-	_, err := ldLoad(t, testdata.Path(t, "safetensors/fluxml/non_sharded"), nil)
+	_, err := ldLoad(t, testenv.Path(t, "safetensors/fluxml/non_sharded"), nil)
 	stCheckError(t, err, "this tensor is also in")
 }
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 	"github.com/lazyweights/tensorfs/quant"
 )
 
@@ -66,10 +66,10 @@ func readRange(t *testing.T, f index.File, off, n int64) []byte {
 // offset, any length, unaligned buffers) equal the same bytes of the
 // whole; the parts are RolePart, the broken weights are notes.
 func TestQuantizeSharedFixtures(t *testing.T) {
-	root := testdata.Path(t, "quant")
+	root := testenv.Path(t, "quant")
 	b, err := os.ReadFile(filepath.Join(root, "EXPECTED.json"))
 	if err != nil {
-		testdata.SkipOrFail(t, err.Error())
+		testenv.SkipOrFail(t, err.Error())
 	}
 	var exp struct {
 		Cases map[string]struct {
@@ -260,7 +260,7 @@ func BenchmarkDequantizedRead(b *testing.B) {
 // bytes a lone read gets (go test -race checks the kernel's pooled
 // scratch).
 func TestDequantizedConcurrent(t *testing.T) {
-	idx, files := loadQuant(t, testdata.Path(t, "quant/mxfp4"))
+	idx, files := loadQuant(t, testenv.Path(t, "quant/mxfp4"))
 	var src index.File
 	for i := range idx.Tensors {
 		if idx.Tensors[i].Role == index.RoleLogical {
@@ -299,7 +299,7 @@ func TestDequantizedConcurrent(t *testing.T) {
 // opened (one shard of two opened alone) is said to be so, not only
 // "its weight is missing".
 func TestQuantizeLoneShard(t *testing.T) {
-	dir := testdata.Path(t, "quant/fp8_block")
+	dir := testenv.Path(t, "quant/fp8_block")
 	idx, files, err := Load(filepath.Join(dir, "model-00001-of-00002.safetensors"), openPread, testOptions)
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // rfFile is an in-memory File.
@@ -172,7 +172,7 @@ func TestRefusedFormats(t *testing.T) {
 // modules. An ONNX model from torch.onnx.export, refused before issue 37,
 // is read: its two initializers, float32.
 func TestRefusedFromPython(t *testing.T) {
-	py := testdata.Python(t, "torch")
+	py := testenv.Python(t, "torch")
 	dir := t.TempDir()
 	cmd := exec.Command(py, "-c", rfTorchTarPy, dir)
 	if out, err := cmd.CombinedOutput(); err != nil {

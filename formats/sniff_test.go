@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/dtype"
-	"github.com/lazyweights/tensorfs/internal/testdata"
-	"github.com/lazyweights/tensorfs/internal/testdata/parsetest"
+	"github.com/lazyweights/tensorfs/internal/testenv"
+	"github.com/lazyweights/tensorfs/internal/testenv/parsetest"
 )
 
 // pkSafetensors is a valid safetensors file whose 8-byte header length
@@ -73,7 +73,7 @@ func TestSniffSafetensorsLookingLikeZip(t *testing.T) {
 // be a .npy was served as one bogus array with exit 0 (issue 28). The
 // central directory decides: it has a data.pkl.
 func TestSniffTorchLongStem(t *testing.T) {
-	py := testdata.Python(t, "torch", "numpy")
+	py := testenv.Python(t, "torch", "numpy")
 	dir := t.TempDir()
 	stem := "checkpoint_epoch_100_step_123456_loss_0_1234"
 	script := `

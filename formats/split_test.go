@@ -9,7 +9,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/gguf"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // ldGT is one F32 tensor of a generated GGUF file (dims innermost first,
@@ -180,6 +180,6 @@ func TestLoadGGUFSplitRefuses(t *testing.T) {
 func TestLoadGGUFRealDirectory(t *testing.T) {
 	ldGGUFWorks(t)
 	// Four unrelated vocab-only GGUF files.
-	_, err := ldLoad(t, testdata.Path(t, "gguf/llama.cpp"), nil)
+	_, err := ldLoad(t, testenv.Path(t, "gguf/llama.cpp"), nil)
 	stCheckError(t, err, "other GGUF files are beside it")
 }

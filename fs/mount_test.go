@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // panicReader is a view that panics on every read.
@@ -23,12 +23,12 @@ func (panicReader) ReadAt(p []byte, off int64) (int, error) { panic("test panic 
 func mountForTest(t *testing.T, r *Root) string {
 	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
-		testdata.SkipOrFail(t, "no /dev/fuse: "+err.Error())
+		testenv.SkipOrFail(t, "no /dev/fuse: "+err.Error())
 	}
 	dir := t.TempDir()
 	server, err := Mount(dir, r, MountOptions{Logger: quietLogger()})
 	if err != nil {
-		testdata.SkipOrFail(t, "cannot mount FUSE here: "+err.Error())
+		testenv.SkipOrFail(t, "cannot mount FUSE here: "+err.Error())
 	}
 	t.Cleanup(func() {
 		if err := server.Unmount(); err != nil {
@@ -44,7 +44,7 @@ func py(t *testing.T, script string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, testdata.Python(t), append([]string{"-c", script}, args...)...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, testenv.Python(t), append([]string{"-c", script}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("python: %v\n%s", err, out)
 	}

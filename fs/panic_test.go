@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // panicSource is a source whose reads of [from, to) panic, the way a bug
@@ -64,12 +64,12 @@ func TestPanicBecomesEIO(t *testing.T) {
 	logs := &lockedBuffer{}
 	r := newRoot(t, idx, src, Options{})
 	if _, err := os.Stat("/dev/fuse"); err != nil {
-		testdata.SkipOrFail(t, "no /dev/fuse: "+err.Error())
+		testenv.SkipOrFail(t, "no /dev/fuse: "+err.Error())
 	}
 	dir := t.TempDir()
 	server, err := Mount(dir, r, MountOptions{Logger: log.New(logs, "tensorfs: ", 0)})
 	if err != nil {
-		testdata.SkipOrFail(t, "cannot mount FUSE here: "+err.Error())
+		testenv.SkipOrFail(t, "cannot mount FUSE here: "+err.Error())
 	}
 	t.Cleanup(func() {
 		if err := server.Unmount(); err != nil {

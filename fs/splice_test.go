@@ -12,7 +12,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/dtype"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // spliceFixture is a 4 MiB BF16 tensor "w" in a safetensors file on
@@ -101,14 +101,14 @@ func (s *syncBuffer) String() string {
 // go-fuse "trySplice: splice: want N bytes, max pipe size M" line.
 func TestMountLogsNoTrySplice(t *testing.T) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
-		testdata.SkipOrFail(t, "no /dev/fuse: "+err.Error())
+		testenv.SkipOrFail(t, "no /dev/fuse: "+err.Error())
 	}
 	r, data := spliceFixture(t)
 	var logs syncBuffer
 	dir := t.TempDir()
 	server, err := Mount(dir, r, MountOptions{Logger: log.New(&logs, "", 0)})
 	if err != nil {
-		testdata.SkipOrFail(t, "cannot mount FUSE here: "+err.Error())
+		testenv.SkipOrFail(t, "cannot mount FUSE here: "+err.Error())
 	}
 	defer server.Unmount()
 	want := data[16:]

@@ -11,7 +11,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/s3/s3test"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 	"github.com/lazyweights/tensorfs/source"
 )
 
@@ -133,7 +133,7 @@ func TestCheck(t *testing.T) {
 // main does not read), never another status; the quantized checkpoints
 // with a broken weight (quant/neg_*) load and exit 1 naming it.
 func TestCheckSharedFixtures(t *testing.T) {
-	root := testdata.Dir(t)
+	root := testenv.Dir(t)
 	var units []string
 	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // cliFixture is a checkpoint for the CLI tests: nested names, several
@@ -206,7 +206,7 @@ func TestCat(t *testing.T) {
 	checkOneLineError(t, runTensorfs(t, "cat", src), 2, "usage")
 
 	// NumPy reads cat --npy (skipped, or failed under CI, without numpy).
-	py := testdata.Python(t, "numpy")
+	py := testenv.Python(t, "numpy")
 	r := runTensorfs(t, "cat", "--npy", src, "model/layers.0/w")
 	out := mustRun(t, py, "-c", `
 import numpy, sys

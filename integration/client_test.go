@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/client"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // TestClientSameThroughMount opens real checkpoints with the Go client
@@ -21,10 +21,10 @@ func TestClientSameThroughMount(t *testing.T) {
 		"gguf/llama.cpp/ggml-vocab-gpt-2.gguf",
 		"safetensors/fluxml/non_sharded/model.safetensors",
 	} {
-		src := testdata.Path(t, rel)
+		src := testenv.Path(t, rel)
 		t.Run(filepath.Base(src), func(t *testing.T) {
 			if _, err := os.Stat(src); err != nil {
-				testdata.SkipOrFail(t, err.Error())
+				testenv.SkipOrFail(t, err.Error())
 			}
 			direct, err := client.Open(src)
 			if err != nil {

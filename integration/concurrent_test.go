@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // The load test: 16, then 64, concurrent readers of random ranges of
@@ -55,13 +55,13 @@ func raceTensorfs(t *testing.T) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, gobin, "build", "-race", "-o", raceBin, "./cmd/tensorfs")
-		cmd.Dir = testdata.RepoRoot()
+		cmd.Dir = testenv.RepoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			raceBinErr = fmt.Errorf("go build -race ./cmd/tensorfs: %v\n%s", err, out)
 		}
 	})
 	if raceBinErr != nil {
-		testdata.SkipOrFail(t, raceBinErr.Error())
+		testenv.SkipOrFail(t, raceBinErr.Error())
 	}
 	return raceBin
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/backing/s3/s3test"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // dcpCheckPy reads mounts of distributed checkpoints from another
@@ -87,7 +87,7 @@ if fail:
 // nothing: one line naming the file, exit 1; ls says the same.
 func TestDCPHostileMount(t *testing.T) {
 	needFUSE(t)
-	src := testdata.Path(t, "modern/dcp_ws2")
+	src := testenv.Path(t, "modern/dcp_ws2")
 	dir := t.TempDir()
 	for _, f := range []string{".metadata", "__0_0.distcp", "__1_0.distcp"} {
 		data, err := os.ReadFile(filepath.Join(src, f))
@@ -113,7 +113,7 @@ func TestDCPHostileMount(t *testing.T) {
 // TestDCPRemoteS3: a DCP under an S3 prefix loads, converts and mounts
 // as the local directory does (its .metadata is found by listing).
 func TestDCPRemoteS3(t *testing.T) {
-	local := testdata.Path(t, "modern/dcp_ws4")
+	local := testenv.Path(t, "modern/dcp_ws4")
 	srv := s3test.Start(t)
 	srv.Bucket(t, "ckpt")
 	for _, f := range []string{".metadata", "__0_0.distcp", "__1_0.distcp", "__2_0.distcp", "__3_0.distcp"} {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // The safetensors export (.safetensors/model.safetensors in every tree)
@@ -195,7 +195,7 @@ func checkLsSame(t *testing.T, src, export string, sameDType bool) {
 // is what convert writes, and ls of it lists the source's tensors
 // (quantized ones as F32).
 func TestExportFormats(t *testing.T) {
-	dir := testdata.Dir(t)
+	dir := testenv.Dir(t)
 	cases := []struct {
 		rel       string
 		sameDType bool
@@ -210,7 +210,7 @@ func TestExportFormats(t *testing.T) {
 	for i, c := range cases {
 		src := filepath.Join(dir, c.rel)
 		if _, err := os.Stat(src); err != nil {
-			testdata.SkipOrFail(t, "missing "+src)
+			testenv.SkipOrFail(t, "missing "+src)
 		}
 		m := mount(t, src)
 		for _, dt := range []string{"", "f16"} {
@@ -421,14 +421,14 @@ func TestExportNothingToConvert(t *testing.T) {
 		src     string
 		tensors int
 	}{
-		{testdata.Path(t, "numpy/npyio/data_int32_2x3_corder.npy"), 1},
-		{testdata.Path(t, "gguf/llama.cpp/ggml-vocab-gpt-2.gguf"), 0},
+		{testenv.Path(t, "numpy/npyio/data_int32_2x3_corder.npy"), 1},
+		{testenv.Path(t, "gguf/llama.cpp/ggml-vocab-gpt-2.gguf"), 0},
 		{hf, 3},
 	}
 	out := t.TempDir()
 	for i, c := range cases {
 		if _, err := os.Stat(c.src); err != nil {
-			testdata.SkipOrFail(t, "missing "+c.src)
+			testenv.SkipOrFail(t, "missing "+c.src)
 		}
 		convert := func(dt string) []byte {
 			t.Helper()
@@ -444,7 +444,7 @@ func TestExportNothingToConvert(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := testdata.CheckSafetensors(b); err != nil {
+			if _, err := testenv.CheckSafetensors(b); err != nil {
 				t.Fatalf("%v: %v", cmd, err)
 			}
 			return b

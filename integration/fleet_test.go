@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/lazyweights/tensorfs/backing/s3/s3test"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // The fleet tests (issue 30): 8 tensorfs processes load one checkpoint
@@ -42,7 +42,7 @@ const fleetPart = 1 << 20
 // "without the tier", counted the same way.
 func nginxConf(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testdata.RepoRoot(), "docs", "scripts", "nginx-tier.conf"))
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "scripts", "nginx-tier.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func startNginx(t *testing.T) *nginxTier {
 		if _, serr := os.Stat("/usr/sbin/nginx"); serr == nil {
 			bin = "/usr/sbin/nginx"
 		} else {
-			testdata.SkipOrFail(t, "nginx not found (apt-get install nginx-light)")
+			testenv.SkipOrFail(t, "nginx not found (apt-get install nginx-light)")
 		}
 	}
 	// nginx is given two ports that were free a moment ago; another

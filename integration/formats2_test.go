@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/lazyweights/tensorfs/backing/s3/s3test"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // f2ONNXExternal is an ONNX model with one float32 [3] initializer "w"
@@ -74,7 +74,7 @@ func TestFormats2Hostile(t *testing.T) {
 		os.WriteFile(filepath.Join(d, "short.bin"), make([]byte, 8), 0o644)
 		cases = append(cases, hostile{c.name, filepath.Join(d, "model.onnx"), "ls", c.want})
 	}
-	h5dir := testdata.Path(t, "formats2")
+	h5dir := testenv.Path(t, "formats2")
 	mlp, err := os.ReadFile(filepath.Join(h5dir, "keras_mlp.weights.h5"))
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func TestFormats2Hostile(t *testing.T) {
 // tensor, under an S3 prefix, loads as the local directory does: the
 // files its initializers name are opened beside it in the bucket.
 func TestFormats2RemoteS3(t *testing.T) {
-	local := filepath.Join(testdata.Path(t, "formats2"), "onnx_ext_each")
+	local := filepath.Join(testenv.Path(t, "formats2"), "onnx_ext_each")
 	srv := s3test.Start(t)
 	srv.Bucket(t, "ckpt")
 	ents, err := os.ReadDir(local)
@@ -168,7 +168,7 @@ func TestFormats2RemoteS3(t *testing.T) {
 // inflate budgets: one that cannot fit --inflate-disk refuses the
 // checkpoint in one line naming its .distcp and item.
 func TestFormats2DCPZstdBudget(t *testing.T) {
-	src := testdata.Path(t, "formats2/dcp_zstd_ws2")
+	src := testenv.Path(t, "formats2/dcp_zstd_ws2")
 	r := runTensorfs(t, "load", "--quiet", "--inflate-mem", "1KiB", "--inflate-disk", "1KiB", src)
 	msg := strings.TrimSpace(r.stderr)
 	if r.code == 0 || strings.Contains(msg, "\n") || !strings.Contains(msg, ".distcp") || !strings.Contains(msg, "--inflate-disk") || !strings.Contains(msg, "item at byte") {

@@ -16,7 +16,7 @@ import (
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,9 +29,9 @@ import (
 // an independent Python reader (pySafetensorsCheck); and modern/'s file
 // (load and cat against EXPECTED.json: fmtModern).
 func fmtSafetensors(t *testing.T, tmp string) fmtSpec {
-	files := safetensorsFiles(t, testdata.Path(t, "safetensors"))
+	files := safetensorsFiles(t, testenv.Path(t, "safetensors"))
 	if len(files) == 0 {
-		testdata.SkipOrFail(t, "no safetensors files in the shared test data")
+		testenv.SkipOrFail(t, "no safetensors files in the shared test data")
 	}
 	var srcs []fmtSrc
 	for _, f := range files {
@@ -149,8 +149,8 @@ func fxSources(t *testing.T, e *fxExpect, made string, all []string) (srcs []fmt
 // are refused with one line, and nothing of theirs runs: the extra
 // checks a malicious pickle mounts nothing and cannot be cat or loaded.
 func fmtPyTorch(t *testing.T, tmp string) fmtSpec {
-	py := testdata.Python(t, "torch", "numpy")
-	dir := testdata.Dir(t)
+	py := testenv.Python(t, "torch", "numpy")
+	dir := testenv.Dir(t)
 	inputs, all := fxSharedInputs(t, dir, "pytorch", "gopickle", "torch_*.pt", 100, "PyTorch")
 	ref := filepath.Join(tmp, "expect.json")
 	mustRun(t, py, append([]string{"-c", fxTorchScript, tmp, ref}, inputs...)...)
@@ -203,8 +203,8 @@ func fmtPyTorch(t *testing.T, tmp string) fmtSpec {
 // files of no numeric member, are refused with one line; such members
 // beside arrays are in the metadata, the arrays served.
 func fmtNumPy(t *testing.T, tmp string) fmtSpec {
-	py := testdata.Python(t, "numpy")
-	dir := testdata.Dir(t)
+	py := testenv.Python(t, "numpy")
+	dir := testenv.Dir(t)
 	inputs, all := fxSharedInputs(t, dir, "numpy", "npyio", "np*.np[yz]", 50, "NumPy")
 	ref := filepath.Join(tmp, "expect.json")
 	mustRun(t, py, append([]string{"-c", fxNumpyScript, tmp, ref}, inputs...)...)
@@ -231,9 +231,9 @@ func fmtNumPy(t *testing.T, tmp string) fmtSpec {
 // str whose code point is above U+00FF refuses the file in one line
 // naming the key and the byte.
 func fmtTorchNumpyP2(t *testing.T, tmp string) fmtSpec {
-	testdata.Python(t, "torch", "numpy")
+	testenv.Python(t, "torch", "numpy")
 	var ref map[string]map[string][]json.RawMessage
-	if err := json.Unmarshal([]byte(runPy(t, testdata.TorchNumpyProtocol2Script, tmp, strconv.Itoa(48<<20))), &ref); err != nil {
+	if err := json.Unmarshal([]byte(runPy(t, testenv.TorchNumpyProtocol2Script, tmp, strconv.Itoa(48<<20))), &ref); err != nil {
 		t.Fatal(err)
 	}
 	if len(ref) != 6 {
@@ -376,18 +376,18 @@ func fmtTorchNumpyP2Mounted(t *testing.T, m *Mount, f string, ref map[string][]j
 // model as one tree, each tensor from its part). Mounts are read by
 // fxGGUFScript, one report per mount.
 func fmtGGUF(t *testing.T, tmp string) fmtSpec {
-	testdata.Python(t, "numpy")
-	dir := testdata.Dir(t)
+	testenv.Python(t, "numpy")
+	dir := testenv.Dir(t)
 	quant, _ := filepath.Glob(filepath.Join(dir, "gguf", "quantized", "*.gguf"))
 	vocab, _ := filepath.Glob(filepath.Join(dir, "gguf", "llama.cpp", "*.gguf"))
 	negative, _ := filepath.Glob(filepath.Join(dir, "gguf", "negative", "*.gguf"))
 	if len(quant) < 12 || len(vocab) < 4 || len(negative) < 2 {
-		testdata.SkipOrFail(t, "expected the shared GGUF test files under "+dir)
+		testenv.SkipOrFail(t, "expected the shared GGUF test files under "+dir)
 	}
-	typesSrc := filepath.Join(testdata.Path(t, "gguf/types"), "types.gguf")
+	typesSrc := filepath.Join(testenv.Path(t, "gguf/types"), "types.gguf")
 	typesRef := strings.TrimSuffix(typesSrc, ".gguf") + ".f32ref"
 	if _, err := os.Stat(typesRef); err != nil {
-		testdata.SkipOrFail(t, err.Error())
+		testenv.SkipOrFail(t, err.Error())
 	}
 
 	var srcs []fmtSrc
@@ -450,7 +450,7 @@ func fmtGGUF(t *testing.T, tmp string) fmtSpec {
 
 	// A model split into three parts, mounted as the directory and as
 	// its second part.
-	q4k := testdata.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf")
+	q4k := testenv.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf")
 	splitDir, parts, total := fxGGUFSplit(t, q4k, filepath.Join(tmp, "split"))
 	for _, p := range []string{splitDir, parts[1]} {
 		srcs = append(srcs, fmtSrc{path: p, mount: &fmtMount{args: []string{q4k + ".f32ref", "Q4_K"}}})
@@ -531,7 +531,7 @@ func fxGGUFSplit(t *testing.T, src, dir string) (string, []string, int) {
 	t.Helper()
 	data, err := os.ReadFile(src)
 	if err != nil {
-		testdata.SkipOrFail(t, err.Error())
+		testenv.SkipOrFail(t, err.Error())
 	}
 	idx, err := formats.ParseFile(fxMemFile{bytes.NewReader(data), src})
 	if err != nil {
@@ -632,10 +632,10 @@ var formats2Pending = map[string]string{}
 // safetensors export, .f32 and .split; formats2: index.json lists a tiled
 // tensor's chunks).
 func fmtDCP(t *testing.T, tmp string) fmtSpec {
-	modern := testdata.Path(t, "modern")
+	modern := testenv.Path(t, "modern")
 	mexpPath := filepath.Join(modern, "EXPECTED.json")
 	if _, err := os.Stat(mexpPath); err != nil {
-		testdata.SkipOrFail(t, err.Error())
+		testenv.SkipOrFail(t, err.Error())
 	}
 	mexp := fmtReadExpected(t, mexpPath)
 	if got := mexp.casesOf("dcp"); !slices.Equal(got, slices.Sorted(func(yield func(string) bool) {
@@ -662,10 +662,10 @@ func fmtDCP(t *testing.T, tmp string) fmtSpec {
 		srcs = append(srcs, s)
 	}
 
-	f2 := testdata.Path(t, "formats2")
+	f2 := testenv.Path(t, "formats2")
 	fexpPath := filepath.Join(f2, "EXPECTED.json")
 	if _, err := os.Stat(fexpPath); err != nil {
-		testdata.SkipOrFail(t, err.Error())
+		testenv.SkipOrFail(t, err.Error())
 	}
 	fexp := fmtReadExpected(t, fexpPath)
 	cases := fexp.casesOf("dcp", "hf")
@@ -728,10 +728,10 @@ func fmtDCPChunks(t *testing.T, m *Mount, name, src string) {
 // (EXPECTED.json): `ls`, `load --sha256` (every read path), `convert`,
 // `cat` of every tensor, and the mount (f2CheckPy: every view).
 func fmtFormats2(t *testing.T, kind string) fmtSpec {
-	dir := testdata.Path(t, "formats2")
+	dir := testenv.Path(t, "formats2")
 	expPath := filepath.Join(dir, "EXPECTED.json")
 	if _, err := os.Stat(expPath); err != nil {
-		testdata.SkipOrFail(t, err.Error())
+		testenv.SkipOrFail(t, err.Error())
 	}
 	e := fmtReadExpected(t, expPath)
 	cases := e.casesOf(kind)
@@ -757,10 +757,10 @@ func fmtFormats2(t *testing.T, kind string) fmtSpec {
 // served under its attribute paths, _modules/.../_parameters/...).
 func fmtModern(t *testing.T, kind string, rename map[string]string) []fmtSrc {
 	t.Helper()
-	dir := testdata.Path(t, "modern")
+	dir := testenv.Path(t, "modern")
 	path := filepath.Join(dir, "EXPECTED.json")
 	if _, err := os.Stat(path); err != nil {
-		testdata.SkipOrFail(t, err.Error())
+		testenv.SkipOrFail(t, err.Error())
 	}
 	e := fmtReadExpected(t, path)
 	cases := e.casesOf(kind)

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // The reference scripts and mount checkers of TestFormats's pytorch,
@@ -40,7 +40,7 @@ func fxSharedInputs(t *testing.T, dir, sub, grid, genGlob string, atLeast int, k
 	t.Helper()
 	all = fxFiles(t, filepath.Join(dir, sub))
 	if len(all) < atLeast {
-		testdata.SkipOrFail(t, "expected the shared "+kind+" test files under "+dir)
+		testenv.SkipOrFail(t, "expected the shared "+kind+" test files under "+dir)
 	}
 	gridDir := filepath.Join(dir, sub, grid)
 	inputs = []string{"grid:" + gridDir}
@@ -446,7 +446,7 @@ def entry(t, native_order):
         e["npy"] = [c.numpy().dtype.str, e["shape"], e["sha"]]
     return e
 
-` + testdata.TorchFlattenPy + `
+` + testenv.TorchFlattenPy + `
 def leaf(t):
     return t
 

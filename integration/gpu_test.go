@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/lazyweights/tensorfs/client/cuda"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // fakeCUDA builds the stand-in CUDA runtime (client/cuda/testdata/
@@ -28,10 +28,10 @@ func fakeCUDA(t *testing.T) {
 	t.Helper()
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
-		testdata.SkipOrFail(t, "gcc not found (apt-get install gcc): the stand-in CUDA runtime is built with it")
+		testenv.SkipOrFail(t, "gcc not found (apt-get install gcc): the stand-in CUDA runtime is built with it")
 	}
 	lib := filepath.Join(t.TempDir(), "libcudart.so")
-	src := filepath.Join(testdata.RepoRoot(), "client", "cuda", "testdata", "fakecudart.c")
+	src := filepath.Join(testenv.RepoRoot(), "client", "cuda", "testdata", "fakecudart.c")
 	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O2", "-pthread", "-o", lib, src).CombinedOutput(); err != nil {
 		t.Fatalf("building the stand-in libcudart: %v\n%s", err, out)
 	}
@@ -50,7 +50,7 @@ var (
 // copied back and its sha256 compared with the host's.
 func TestLoadGPU(t *testing.T) {
 	fakeCUDA(t)
-	dir := testdata.Dir(t)
+	dir := testenv.Dir(t)
 	files := []string{
 		"safetensors/ollama-minicpm3/model.safetensors",
 		"generated/torch_mixed_zip.pt",
@@ -139,7 +139,7 @@ func TestLoadGPUErrors(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tensorfs")
-		cmd.Dir = testdata.RepoRoot()
+		cmd.Dir = testenv.RepoRoot()
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("CGO_ENABLED=0 go build: %v\n%s", err, out)
@@ -215,7 +215,7 @@ func ipcConsumer(mnt string) int {
 func TestMountGPU(t *testing.T) {
 	needFUSE(t)
 	fakeCUDA(t)
-	dir := testdata.Dir(t)
+	dir := testenv.Dir(t)
 	for _, tc := range []struct {
 		file  string
 		flags []string

@@ -24,7 +24,7 @@ import (
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/fs"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // Timeouts. A mount that is not ready in readyTimeout failed; any one
@@ -82,7 +82,7 @@ func buildTensorfs(dir string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, gobin, args...)
-	cmd.Dir = testdata.RepoRoot()
+	cmd.Dir = testenv.RepoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/tensorfs: %v\n%s", err, out)
 	}
@@ -120,7 +120,7 @@ func needFUSE(t testing.TB) {
 	t.Helper()
 	fuseOnce.Do(func() { fuseReason = probeFUSE() })
 	if fuseReason != "" {
-		testdata.SkipOrFail(t, fuseReason)
+		testenv.SkipOrFail(t, fuseReason)
 	}
 }
 
@@ -403,7 +403,7 @@ func shortArgs(args []string) string {
 // fails t with the script's stderr.
 func runPy(t testing.TB, script string, args ...string) string {
 	t.Helper()
-	py := testdata.Python(t)
+	py := testenv.Python(t)
 	return mustRun(t, py, append([]string{"-c", script}, args...)...)
 }
 

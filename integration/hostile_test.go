@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/lazyweights/tensorfs/fs"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // The hostile corpus: one generated file (or sharded directory) per attack
@@ -768,7 +768,7 @@ func TestHostileCorpus(t *testing.T) {
 	if raceEnabled {
 		t.Log("no address-space limit: the race detector reserves terabytes of address space")
 	} else if _, err := exec.LookPath("prlimit"); err != nil {
-		if testdata.InCI() {
+		if testenv.InCI() {
 			t.Error("CI=true and prlimit (util-linux) is not installed")
 		}
 		t.Log("no address-space limit: prlimit (util-linux) is not installed")

@@ -11,7 +11,7 @@ import (
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // indexJSONFixtures are the checkpoints TestIndexJSONIsLsJSON mounts,
@@ -39,7 +39,7 @@ var indexJSONFixtures = struct{ dirs, files []string }{
 // parts' role.
 func TestIndexJSONIsLsJSON(t *testing.T) {
 	needFUSE(t)
-	root := testdata.Dir(t)
+	root := testenv.Dir(t)
 	srcs := indexJSONFixtures.files
 	for _, d := range indexJSONFixtures.dirs {
 		ents, err := os.ReadDir(filepath.Join(root, d))
@@ -89,10 +89,10 @@ func TestIndexJSONIsLsJSON(t *testing.T) {
 // checkpoint directly, as stored and in F32, with and without --dtype.
 func TestClientRolesThroughMount(t *testing.T) {
 	needFUSE(t)
-	dir := testdata.Path(t, "quant")
+	dir := testenv.Path(t, "quant")
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		testdata.SkipOrFail(t, err.Error())
+		testenv.SkipOrFail(t, err.Error())
 	}
 	listed := func(c *client.Checkpoint, to dtype.DType) []string {
 		var out []string

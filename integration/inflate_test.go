@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // writeDeflatedNPZ writes at path an .npz of n deflated members (as
@@ -58,7 +58,7 @@ func TestInflateCacheDirFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := unix.Mount("tmpfs", cache, "tmpfs", 0, "size=64k,mode=0700"); err != nil {
-		testdata.SkipOrFail(t, fmt.Sprintf("cannot mount a small tmpfs for a full cache directory: %v", err))
+		testenv.SkipOrFail(t, fmt.Sprintf("cannot mount a small tmpfs for a full cache directory: %v", err))
 	}
 	defer unix.Unmount(cache, unix.MNT_DETACH)
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // smallCheckpoint writes a two-tensor safetensors file in a fresh
@@ -43,7 +43,7 @@ func TestSignals(t *testing.T) {
 			if tc.busy {
 				// A subprocess holds a tensor file open until its stdin
 				// closes.
-				holder = exec.Command(testdata.Python(t), "-c", "import sys; f = open(sys.argv[1], 'rb'); print('open', flush=True); sys.stdin.read()", m.Path("w"))
+				holder = exec.Command(testenv.Python(t), "-c", "import sys; f = open(sys.argv[1], 'rb'); print('open', flush=True); sys.stdin.read()", m.Path("w"))
 				stdin, _ := holder.StdinPipe()
 				stdout, _ := holder.StdoutPipe()
 				if err := holder.Start(); err != nil {

@@ -26,7 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // The memory-limit test of `tensorfs load`: a checkpoint six times larger
@@ -52,10 +52,10 @@ type loadCgroup struct {
 func loadNeedCgroup(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		testdata.SkipOrFail(t, "the memory-limit test needs root to create a cgroup")
+		testenv.SkipOrFail(t, "the memory-limit test needs root to create a cgroup")
 	}
 	if _, err := os.Stat(filepath.Join(loadCgroupFS, "memory.limit_in_bytes")); err != nil {
-		testdata.SkipOrFail(t, "no cgroup v1 memory controller at "+loadCgroupFS+": "+err.Error())
+		testenv.SkipOrFail(t, "no cgroup v1 memory controller at "+loadCgroupFS+": "+err.Error())
 	}
 }
 
@@ -90,7 +90,7 @@ func newLoadCgroup(t *testing.T, limit int64) *loadCgroup {
 	t.Helper()
 	dir := filepath.Join(loadParentCgroup(), fmt.Sprintf("tensorfs-load-test-%d-%d", os.Getpid(), time.Now().UnixNano()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		testdata.SkipOrFail(t, "cannot create a memory cgroup: "+err.Error())
+		testenv.SkipOrFail(t, "cannot create a memory cgroup: "+err.Error())
 	}
 	cg := &loadCgroup{dir: dir}
 	t.Cleanup(cg.remove)
@@ -173,7 +173,7 @@ func loadRun(t *testing.T, cg *loadCgroup, name string, args ...string) (result,
 // tmpfs pages are not, so the checkpoint must not live on tmpfs.
 func loadDiskDir(t *testing.T) string {
 	t.Helper()
-	for _, base := range []string{os.TempDir(), "/var/tmp", testdata.RepoRoot()} {
+	for _, base := range []string{os.TempDir(), "/var/tmp", testenv.RepoRoot()} {
 		var st unix.Statfs_t
 		if unix.Statfs(base, &st) != nil || st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC {
 			continue
@@ -188,7 +188,7 @@ func loadDiskDir(t *testing.T) string {
 		t.Cleanup(func() { os.RemoveAll(dir) })
 		return dir
 	}
-	testdata.SkipOrFail(t, "no disk-backed temporary directory with 4.5 GiB free")
+	testenv.SkipOrFail(t, "no disk-backed temporary directory with 4.5 GiB free")
 	return ""
 }
 

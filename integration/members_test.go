@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // membersScript writes, with numpy and torch, into argv[1]: scipy.npz
@@ -101,7 +101,7 @@ func TestPartlyReadable(t *testing.T) {
 	// torch 2.6's dtypes: every tensor served as stored, its dtype in the
 	// xattr and index.json; the .f32 view holds what converts (the float8
 	// kinds, fnuz ones too) and not what does not (complex, uint64).
-	modern := filepath.Join(testdata.Dir(t), "modern", "torch26_dtypes.pt")
+	modern := filepath.Join(testenv.Dir(t), "modern", "torch26_dtypes.pt")
 	m = mount(t, modern)
 	x := make([]byte, 64)
 	for name, dt := range map[string]string{"f8_e4m3fnuz": "F8_E4M3FNUZ", "f8_e5m2fnuz": "F8_E5M2FNUZ", "c64": "C64", "u64": "U64", "u16": "U16"} {

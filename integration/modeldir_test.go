@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // The mount as a model directory (docs/TREE.md, "The mount as a model
@@ -104,7 +104,7 @@ print("\n".join(fails) if fails else "ok")
 // byte for byte, and tensorfs reads it there as the same checkpoint (as
 // llama.cpp would map it).
 func TestFilesGGUF(t *testing.T) {
-	src := testdata.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf")
+	src := testenv.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf")
 	m := mount(t, src)
 	got, err := os.ReadFile(m.Path(".files/ollama-ggml-q4_k.gguf"))
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/lazyweights/tensorfs/fs"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // The newcomer's list of issue 13: what a new user tripped over, each
@@ -102,7 +102,7 @@ func foreignFUSEMount(t *testing.T) string {
 	t.Helper()
 	needFUSE(t)
 	if os.Geteuid() != 0 {
-		testdata.SkipOrFail(t, "mounting a FUSE file system with mount(2) needs root")
+		testenv.SkipOrFail(t, "mounting a FUSE file system with mount(2) needs root")
 	}
 	dir := filepath.Join(t.TempDir(), "foreign")
 	if err := os.Mkdir(dir, 0o755); err != nil {

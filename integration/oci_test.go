@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // TestOCICheckLoad: a ModelPack artifact pushed to Debian's
@@ -15,17 +15,17 @@ import (
 // the same size under a layer's digest fails check --data (exit 1),
 // naming the file and both digests.
 func TestOCICheckLoad(t *testing.T) {
-	reg := testdata.StartRegistry(t).Host
-	st := testdata.Path(t, "safetensors/swift/data.safetensors")
+	reg := testenv.StartRegistry(t).Host
+	st := testenv.Path(t, "safetensors/swift/data.safetensors")
 	data, err := os.ReadFile(st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	repo := "models/swift"
-	cfg := testdata.PushBlob(t, reg, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{"config":{"format":"safetensors"}}`), nil)
-	w := testdata.PushBlob(t, reg, repo, "application/vnd.cncf.model.weight.v1.raw", data, map[string]string{"org.cncf.model.filepath": "model.safetensors"})
-	c := testdata.PushBlob(t, reg, repo, "application/vnd.cncf.model.weight.config.v1.raw", []byte(`{"architectures":["Test"]}`), map[string]string{"org.cncf.model.filepath": "config.json"})
-	testdata.PushManifest(t, reg, repo, "v1", "application/vnd.cncf.model.manifest.v1+json", cfg, []testdata.OCIDescriptor{w, c})
+	cfg := testenv.PushBlob(t, reg, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{"config":{"format":"safetensors"}}`), nil)
+	w := testenv.PushBlob(t, reg, repo, "application/vnd.cncf.model.weight.v1.raw", data, map[string]string{"org.cncf.model.filepath": "model.safetensors"})
+	c := testenv.PushBlob(t, reg, repo, "application/vnd.cncf.model.weight.config.v1.raw", []byte(`{"architectures":["Test"]}`), map[string]string{"org.cncf.model.filepath": "config.json"})
+	testenv.PushManifest(t, reg, repo, "v1", "application/vnd.cncf.model.manifest.v1+json", cfg, []testenv.OCIDescriptor{w, c})
 	src := "oci://" + reg + "/" + repo + ":v1"
 
 	want := runTensorfs(t, "load", "--sha256", st)

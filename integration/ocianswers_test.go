@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // TestOCIRegistryAnswers: load --sha256 of a ModelPack artifact on
@@ -22,16 +22,16 @@ import (
 // and its blob, with exit 1. The manifest's GET answered 503 or 429 for
 // a while is waited out too (before oci.retryable, it was one line).
 func TestOCIRegistryAnswers(t *testing.T) {
-	reg := testdata.StartRegistry(t)
-	st := testdata.Path(t, "safetensors/swift/data.safetensors")
+	reg := testenv.StartRegistry(t)
+	st := testenv.Path(t, "safetensors/swift/data.safetensors")
 	data, err := os.ReadFile(st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	repo := "models/swift"
-	cfg := testdata.PushBlob(t, reg.Host, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{}`), nil)
-	w := testdata.PushBlob(t, reg.Host, repo, "application/vnd.cncf.model.weight.v1.raw", data, map[string]string{"org.cncf.model.filepath": "model.safetensors"})
-	testdata.PushManifest(t, reg.Host, repo, "v1", "application/vnd.cncf.model.manifest.v1+json", cfg, []testdata.OCIDescriptor{w})
+	cfg := testenv.PushBlob(t, reg.Host, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{}`), nil)
+	w := testenv.PushBlob(t, reg.Host, repo, "application/vnd.cncf.model.weight.v1.raw", data, map[string]string{"org.cncf.model.filepath": "model.safetensors"})
+	testenv.PushManifest(t, reg.Host, repo, "v1", "application/vnd.cncf.model.manifest.v1+json", cfg, []testenv.OCIDescriptor{w})
 	want := runTensorfs(t, "load", "--sha256", st)
 	if want.code != 0 {
 		t.Fatalf("load --sha256 %s: exit %d %s", st, want.code, want.stderr)

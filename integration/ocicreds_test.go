@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // TestOCICredentials: a model pushed to Debian's docker-registry behind
@@ -16,18 +16,18 @@ import (
 // password and a credential helper are one line each, exit 1, the
 // password in no output.
 func TestOCICredentials(t *testing.T) {
-	open := testdata.StartRegistry(t)
-	st := testdata.Path(t, "safetensors/swift/data.safetensors")
+	open := testenv.StartRegistry(t)
+	st := testenv.Path(t, "safetensors/swift/data.safetensors")
 	data, err := os.ReadFile(st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := testdata.PushBlob(t, open.Host, "private/swift", "application/vnd.cncf.model.config.v1+json", []byte(`{}`), nil)
-	w := testdata.PushBlob(t, open.Host, "private/swift", "application/vnd.cncf.model.weight.v1.raw", data, map[string]string{"org.cncf.model.filepath": "model.safetensors"})
-	testdata.PushManifest(t, open.Host, "private/swift", "v1", "", cfg, []testdata.OCIDescriptor{w})
+	cfg := testenv.PushBlob(t, open.Host, "private/swift", "application/vnd.cncf.model.config.v1+json", []byte(`{}`), nil)
+	w := testenv.PushBlob(t, open.Host, "private/swift", "application/vnd.cncf.model.weight.v1.raw", data, map[string]string{"org.cncf.model.filepath": "model.safetensors"})
+	testenv.PushManifest(t, open.Host, "private/swift", "v1", "", cfg, []testenv.OCIDescriptor{w})
 
 	dir := t.TempDir()
-	reg := testdata.StartRegistryWith(t, open.Store, testdata.HtpasswdAuth(t, dir, "alice", "s3cret-pw"))
+	reg := testenv.StartRegistryWith(t, open.Store, testenv.HtpasswdAuth(t, dir, "alice", "s3cret-pw"))
 	src := "oci://" + reg.Host + "/private/swift:v1"
 	authFile := filepath.Join(dir, "auth.json")
 	t.Setenv("REGISTRY_AUTH_FILE", authFile)

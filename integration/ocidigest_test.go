@@ -11,7 +11,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // TestOCICheckDataTamperedStore: check --data of a ModelPack artifact
@@ -32,7 +32,7 @@ import (
 // oci.digestMismatch, the compressed layers' lines said "archive/tar:
 // invalid tar header" and "the zstd stream is corrupt".
 func TestOCICheckDataTamperedStore(t *testing.T) {
-	st := testdata.Path(t, "safetensors/swift/data.safetensors")
+	st := testenv.Path(t, "safetensors/swift/data.safetensors")
 	weights, err := os.ReadFile(st)
 	if err != nil {
 		t.Fatal(err)
@@ -76,18 +76,18 @@ func TestOCICheckDataTamperedStore(t *testing.T) {
 		{"config blob", []layer{{raw, weights, "model.safetensors"}}, -1, 3},
 	} {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
-			reg := testdata.StartRegistry(t) // blobs are shared by digest: a registry each
+			reg := testenv.StartRegistry(t) // blobs are shared by digest: a registry each
 			repo := "models/" + strings.NewReplacer(" ", "-", "+", "-").Replace(c.name)
-			cfg := testdata.PushBlob(t, reg.Host, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{"config":{"format":"safetensors"},"name":"`+c.name+`"}`), nil)
-			var ds []testdata.OCIDescriptor
+			cfg := testenv.PushBlob(t, reg.Host, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{"config":{"format":"safetensors"},"name":"`+c.name+`"}`), nil)
+			var ds []testenv.OCIDescriptor
 			for _, l := range c.layers {
 				var ann map[string]string
 				if l.path != "" {
 					ann = map[string]string{"org.cncf.model.filepath": l.path}
 				}
-				ds = append(ds, testdata.PushBlob(t, reg.Host, repo, l.media, l.data, ann))
+				ds = append(ds, testenv.PushBlob(t, reg.Host, repo, l.media, l.data, ann))
 			}
-			testdata.PushManifest(t, reg.Host, repo, "v1", "application/vnd.cncf.model.manifest.v1+json", cfg, ds)
+			testenv.PushManifest(t, reg.Host, repo, "v1", "application/vnd.cncf.model.manifest.v1+json", cfg, ds)
 			src := "oci://" + reg.Host + "/" + repo + ":v1"
 			if r := runTensorfs(t, "check", "--data", src); r.code != 0 {
 				t.Fatalf("check --data %s before the change: exit %d\n%s%s", src, r.code, r.stdout, r.stderr)
@@ -138,8 +138,8 @@ func TestOllamaCheckDataTamperedBlob(t *testing.T) {
 		t.Run(victim, func(t *testing.T) {
 			s, _, _ := ollamaFixtures(t)
 			var m struct {
-				Config testdata.OllamaLayer
-				Layers []testdata.OllamaLayer
+				Config testenv.OllamaLayer
+				Layers []testenv.OllamaLayer
 			}
 			if err := json.Unmarshal(mustRead(t, filepath.Join(s.Root, "manifests/registry.ollama.ai/library/tiny/int4")), &m); err != nil {
 				t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // countingProxy is a loopback reverse proxy in front of a registry that
@@ -64,11 +64,11 @@ func TestOCIFleetThroughTier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := testdata.StartRegistry(t)
+	reg := testenv.StartRegistry(t)
 	repo := "fleet/model"
-	cfg := testdata.PushBlob(t, reg.Host, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{"config":{"format":"safetensors"}}`), nil)
-	w := testdata.PushBlob(t, reg.Host, repo, "application/vnd.cncf.model.weight.v1.raw", data, map[string]string{"org.cncf.model.filepath": "model.safetensors"})
-	testdata.PushManifest(t, reg.Host, repo, "v1", "application/vnd.cncf.model.manifest.v1+json", cfg, []testdata.OCIDescriptor{w})
+	cfg := testenv.PushBlob(t, reg.Host, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{"config":{"format":"safetensors"}}`), nil)
+	w := testenv.PushBlob(t, reg.Host, repo, "application/vnd.cncf.model.weight.v1.raw", data, map[string]string{"org.cncf.model.filepath": "model.safetensors"})
+	testenv.PushManifest(t, reg.Host, repo, "v1", "application/vnd.cncf.model.manifest.v1+json", cfg, []testenv.OCIDescriptor{w})
 	size := int64(len(data))
 	for _, tier := range []bool{true, false} {
 		name := "through the tier"
@@ -141,15 +141,15 @@ func (c *countingFiles) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // file that holds alice's credential for it.
 func redirectingRegistry(t *testing.T, repo string, data []byte, files *countingFiles, serve func(*testing.T, http.Handler) string, front func(reg string) string) (string, []string) {
 	t.Helper()
-	open := testdata.StartRegistry(t)
-	cfg := testdata.PushBlob(t, open.Host, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{}`), nil)
-	w := testdata.PushBlob(t, open.Host, repo, "application/vnd.cncf.model.weight.v1.raw", data, map[string]string{"org.cncf.model.filepath": "model.safetensors"})
-	testdata.PushManifest(t, open.Host, repo, "v1", "", cfg, []testdata.OCIDescriptor{w})
+	open := testenv.StartRegistry(t)
+	cfg := testenv.PushBlob(t, open.Host, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{}`), nil)
+	w := testenv.PushBlob(t, open.Host, repo, "application/vnd.cncf.model.weight.v1.raw", data, map[string]string{"org.cncf.model.filepath": "model.safetensors"})
+	testenv.PushManifest(t, open.Host, repo, "v1", "", cfg, []testenv.OCIDescriptor{w})
 	files.h = http.FileServer(http.Dir(open.Store))
 	storage := serve(t, files)
 	dir := t.TempDir()
-	extra := testdata.HtpasswdAuth(t, dir, "alice", "s3cret-pw") + fmt.Sprintf("middleware:\n  storage:\n    - name: redirect\n      options:\n        baseurl: %s\n", storage)
-	reg := testdata.StartRegistryWith(t, open.Store, extra)
+	extra := testenv.HtpasswdAuth(t, dir, "alice", "s3cret-pw") + fmt.Sprintf("middleware:\n  storage:\n    - name: redirect\n      options:\n        baseurl: %s\n", storage)
+	reg := testenv.StartRegistryWith(t, open.Store, extra)
 	host := reg.Host
 	if front != nil {
 		host = front(reg.Host)

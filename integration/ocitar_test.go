@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // TestOCICompressedTar: a ModelPack artifact whose weights and
@@ -22,8 +22,8 @@ import (
 // another header) fails check and check --data (exit 1) naming the
 // layer and both digests.
 func TestOCICompressedTar(t *testing.T) {
-	reg := testdata.StartRegistry(t).Host
-	st := testdata.Path(t, "safetensors/swift/data.safetensors")
+	reg := testenv.StartRegistry(t).Host
+	st := testenv.Path(t, "safetensors/swift/data.safetensors")
 	data, err := os.ReadFile(st)
 	if err != nil {
 		t.Fatal(err)
@@ -39,9 +39,9 @@ func TestOCICompressedTar(t *testing.T) {
 	}
 	blob, other := gzipped(time.Time{}), gzipped(time.Unix(1e9, 0))
 	repo := "models/swift-tgz"
-	cfg := testdata.PushBlob(t, reg, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{"config":{"format":"safetensors"}}`), nil)
-	l := testdata.PushBlob(t, reg, repo, "application/vnd.cncf.model.weight.v1.tar+gzip", blob, nil)
-	testdata.PushManifest(t, reg, repo, "v1", "application/vnd.cncf.model.manifest.v1+json", cfg, []testdata.OCIDescriptor{l})
+	cfg := testenv.PushBlob(t, reg, repo, "application/vnd.cncf.model.config.v1+json", []byte(`{"config":{"format":"safetensors"}}`), nil)
+	l := testenv.PushBlob(t, reg, repo, "application/vnd.cncf.model.weight.v1.tar+gzip", blob, nil)
+	testenv.PushManifest(t, reg, repo, "v1", "application/vnd.cncf.model.manifest.v1+json", cfg, []testenv.OCIDescriptor{l})
 	src := "oci://" + reg + "/" + repo + ":v1"
 
 	want := runTensorfs(t, "load", "--sha256", st)
@@ -56,7 +56,7 @@ func TestOCICompressedTar(t *testing.T) {
 	lying := "oci://" + lyingRegistry(t, reg, l.Digest, other) + "/" + repo + ":v1"
 	for _, args := range [][]string{{"check", lying}, {"check", "--data", lying}} {
 		r := runTensorfs(t, args...)
-		msg := "layer " + l.Digest + ": the sha256 of its " + itoa(int64(len(blob))) + " compressed bytes is " + strings.TrimPrefix(testdata.Digest(other), "sha256:") + ", not its digest " + l.Digest
+		msg := "layer " + l.Digest + ": the sha256 of its " + itoa(int64(len(blob))) + " compressed bytes is " + strings.TrimPrefix(testenv.Digest(other), "sha256:") + ", not its digest " + l.Digest
 		if r.code != 1 || !strings.Contains(r.stderr, msg) || strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("%s of a registry serving other bytes: exit %d, want 1 with one line holding %q\n%s%s", args, r.code, msg, r.stdout, r.stderr)
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // ollamaFixtures writes an Ollama store (OLLAMA_MODELS, for the test and
@@ -19,16 +19,16 @@ import (
 // Ollama's create stores it: a tensor blob each, quantized ones holding
 // X.weight, X.weight.scale, X.weight.bias and their quant_type), and
 // returns the store and the two checkpoints they were made from.
-func ollamaFixtures(t *testing.T) (s testdata.OllamaStore, gguf, mlxDir string) {
+func ollamaFixtures(t *testing.T) (s testenv.OllamaStore, gguf, mlxDir string) {
 	t.Helper()
-	s = testdata.OllamaStore{Root: t.TempDir()}
+	s = testenv.OllamaStore{Root: t.TempDir()}
 	t.Setenv("OLLAMA_MODELS", s.Root)
-	gguf = testdata.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf")
+	gguf = testenv.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf")
 	data, err := os.ReadFile(gguf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	layers := []testdata.OllamaLayer{
+	layers := []testenv.OllamaLayer{
 		s.Blob(t, "application/vnd.ollama.image.model", "", data),
 		s.Blob(t, "application/vnd.ollama.image.template", "", []byte("{{ .Prompt }}")),
 		s.Blob(t, "application/vnd.ollama.image.params", "", []byte(`{"temperature":0}`)),
@@ -36,7 +36,7 @@ func ollamaFixtures(t *testing.T) (s testdata.OllamaStore, gguf, mlxDir string) 
 	s.Manifest(t, "registry.ollama.ai/library/spm:latest", s.OllamaConfig(t, "gguf"), layers)
 	s.Manifest(t, "hf.co/someone/spm-GGUF:Q8_0", s.OllamaConfig(t, "gguf"), layers)
 
-	mlxDir = testdata.Path(t, "quant/mlx_affine")
+	mlxDir = testenv.Path(t, "quant/mlx_affine")
 	data, err = os.ReadFile(filepath.Join(mlxDir, "model.safetensors"))
 	if err != nil {
 		t.Fatal(err)
@@ -45,8 +45,8 @@ func ollamaFixtures(t *testing.T) (s testdata.OllamaStore, gguf, mlxDir string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, _ := testdata.ReadSafetensors(t, data)
-	byName := map[string]testdata.OllamaTensor{}
+	ts, _ := testenv.ReadSafetensors(t, data)
+	byName := map[string]testenv.OllamaTensor{}
 	for _, x := range ts {
 		byName[x.Name] = x
 	}
@@ -56,14 +56,14 @@ func ollamaFixtures(t *testing.T) (s testdata.OllamaStore, gguf, mlxDir string) 
 			continue
 		}
 		mod := strings.TrimSuffix(x.Name, ".weight")
-		blob := []testdata.OllamaTensor{x}
+		blob := []testenv.OllamaTensor{x}
 		var meta map[string]string
 		if sc, ok := byName[mod+".scales"]; ok {
 			bi := byName[mod+".biases"]
 			sc.Name, bi.Name = x.Name+".scale", x.Name+".bias"
 			blob, meta = append(blob, sc, bi), map[string]string{"quant_type": "int4", "group_size": "64"}
 		}
-		layers = append(layers, s.Blob(t, "application/vnd.ollama.image.tensor", x.Name, testdata.WriteSafetensors(blob, meta)))
+		layers = append(layers, s.Blob(t, "application/vnd.ollama.image.tensor", x.Name, testenv.WriteSafetensors(blob, meta)))
 	}
 	layers = append(layers, s.Blob(t, "application/vnd.ollama.image.json", "config.json", cfg))
 	s.Manifest(t, "registry.ollama.ai/library/tiny:int4", s.OllamaConfig(t, "safetensors"), layers)
@@ -186,9 +186,9 @@ func mustRead(t *testing.T, p string) []byte {
 }
 
 // layersOf is the layers of the manifest at manifests/REL of s.
-func layersOf(t *testing.T, s testdata.OllamaStore, rel string) []testdata.OllamaLayer {
+func layersOf(t *testing.T, s testenv.OllamaStore, rel string) []testenv.OllamaLayer {
 	t.Helper()
-	var m struct{ Layers []testdata.OllamaLayer }
+	var m struct{ Layers []testenv.OllamaLayer }
 	if err := json.Unmarshal(mustRead(t, filepath.Join(s.Root, "manifests", rel)), &m); err != nil {
 		t.Fatal(err)
 	}

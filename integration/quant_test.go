@@ -15,7 +15,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing/s3/s3test"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // quantCase is one directory of ../shared/testdata/quant/EXPECTED.json.
@@ -38,10 +38,10 @@ type quantCase struct {
 }
 
 func quantCases(t *testing.T) (string, map[string]quantCase) {
-	dir := testdata.Path(t, "quant")
+	dir := testenv.Path(t, "quant")
 	b, err := os.ReadFile(filepath.Join(dir, "EXPECTED.json"))
 	if err != nil {
-		testdata.SkipOrFail(t, err.Error())
+		testenv.SkipOrFail(t, err.Error())
 	}
 	var exp struct {
 		Cases map[string]quantCase `json:"cases"`

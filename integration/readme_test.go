@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // readmeMountSnippet returns the README's "Install and use" commands from
@@ -17,7 +17,7 @@ import (
 // out.
 func readmeMountSnippet(t *testing.T, bin, source, mnt string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testdata.RepoRoot(), "README.md"))
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

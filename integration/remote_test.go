@@ -24,7 +24,7 @@ import (
 	"github.com/lazyweights/tensorfs/backing/s3/s3test"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/dtype"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 	"github.com/lazyweights/tensorfs/source"
 )
 
@@ -149,7 +149,7 @@ func fingerprint(path string, opts client.Options) string {
 // load --sha256, cat): the tensors, their bytes and the errors are the
 // local file's.
 func TestRemoteS3TestdataMatchesLocal(t *testing.T) {
-	dir := testdata.Dir(t)
+	dir := testenv.Dir(t)
 	srv := s3test.Start(t)
 	srv.Bucket(t, "testdata")
 	rels := uploadTree(t, srv, "testdata", dir)
@@ -319,7 +319,7 @@ func httpServer(t testing.TB, dir string) string {
 // TestRemoteHTTP loads files and a sharded checkpoint (by its weight map)
 // over HTTP, and detects a file replaced under a mount.
 func TestRemoteHTTP(t *testing.T) {
-	dir := testdata.Dir(t)
+	dir := testenv.Dir(t)
 	base := httpServer(t, dir)
 	for _, rel := range []string{"safetensors/fluxml/non_sharded/model.safetensors", "gguf/quantized/ollama-ggml-q4_k.gguf", "generated/torch_mixed_zip.pt", "generated/npz_plain.npz"} {
 		want := runEnv(t, nil, "load", "--quiet", "--sha256", filepath.Join(dir, rel))

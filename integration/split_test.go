@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/dtype"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // splitScript checks every mount given (after the dtype table) against
@@ -150,8 +150,8 @@ print(json.dumps({'checked': checked, 'bad': bad[:40], 'nbad': len(bad)}))
 // mounting.
 func TestSplitThroughMount(t *testing.T) {
 	needFUSE(t)
-	testdata.Python(t, "numpy")
-	root := testdata.Dir(t)
+	testenv.Python(t, "numpy")
+	root := testenv.Dir(t)
 	var srcs []fxSource
 	for _, f := range fxFiles(t, root) {
 		if strings.Contains(f, "negative") || strings.HasSuffix(f, ".f32ref") || strings.HasSuffix(f, ".json") || strings.HasSuffix(f, ".tsv") {
@@ -163,7 +163,7 @@ func TestSplitThroughMount(t *testing.T) {
 		srcs = append(srcs, fxSource{path: f})
 	}
 	if len(srcs) < 50 {
-		testdata.SkipOrFail(t, "expected the shared test files under "+root)
+		testenv.SkipOrFail(t, "expected the shared test files under "+root)
 	}
 	blocks := map[string][2]int64{}
 	for _, d := range dtype.All() {
@@ -214,7 +214,7 @@ func TestCatSplit(t *testing.T) {
 		{"generated/torch_nested_ckpt.pt", "model/expanded", nil, ".split/1/2/1/model/expanded"},
 	}
 	for _, c := range cases {
-		src := testdata.Path(t, c.src)
+		src := testenv.Path(t, c.src)
 		m := mount(t, src)
 		want := runPy(t, "import sys; print(open(sys.argv[1], 'rb').read().hex())", m.Path(c.rel))
 		split := c.rel[strings.Index(c.rel, ".split/")+len(".split/"):]
@@ -225,7 +225,7 @@ func TestCatSplit(t *testing.T) {
 		}
 		m.Unmount()
 	}
-	q8 := testdata.Path(t, "gguf/quantized/ollama-ggml-q8_0.gguf")
+	q8 := testenv.Path(t, "gguf/quantized/ollama-ggml-q8_0.gguf")
 	for _, bad := range []struct {
 		split string
 		code  int

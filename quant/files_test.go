@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // TestSchemesStayInQuant: the loader (formats/) and the mount (fs/)
@@ -82,10 +82,10 @@ func inspectProduct(t *testing.T, fset *token.FileSet, dir string, f func(ast.No
 // nothing to plan.
 func TestMayPair(t *testing.T) {
 	var sets [][]index.Tensor
-	dir := testdata.Path(t, "quant")
+	dir := testenv.Path(t, "quant")
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		testdata.SkipOrFail(t, err.Error())
+		testenv.SkipOrFail(t, err.Error())
 	}
 	for _, e := range ents {
 		if e.IsDir() {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/dtype"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 type expected struct {
@@ -33,10 +33,10 @@ type expected struct {
 // bfloat16 and float16 values, its parts, the hidden names, the broken
 // weights, and reads of sub-ranges.
 func TestSharedFixtures(t *testing.T) {
-	dir := testdata.Path(t, "quant")
+	dir := testenv.Path(t, "quant")
 	raw, err := os.ReadFile(filepath.Join(dir, "EXPECTED.json"))
 	if err != nil {
-		testdata.SkipOrFail(t, "no quant/EXPECTED.json in the shared test data")
+		testenv.SkipOrFail(t, "no quant/EXPECTED.json in the shared test data")
 	}
 	var exp expected
 	if err := json.Unmarshal(raw, &exp); err != nil {

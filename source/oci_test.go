@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 const (
@@ -41,8 +41,8 @@ func sameTensors(t *testing.T, src string, got, want *Checkpoint) {
 // stating its layer's digest (check --data), config.json beside.
 func TestOCIRegistry(t *testing.T) {
 	reg := StartRegistryForTest(t)
-	st := testdata.Path(t, "safetensors/swift/data.safetensors")
-	gguf := testdata.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf")
+	st := testenv.Path(t, "safetensors/swift/data.safetensors")
+	gguf := testenv.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf")
 	stData, err := os.ReadFile(st)
 	if err != nil {
 		t.Fatal(err)
@@ -54,10 +54,10 @@ func TestOCIRegistry(t *testing.T) {
 	cfgJSON := []byte(`{"architectures":["Test"]}`)
 
 	repo := "models/swift"
-	cfg := testdata.PushBlob(t, reg, repo, modelPackConfig, []byte(`{"descriptor":{"name":"swift"},"config":{"format":"safetensors"},"modelfs":{"type":"layers","diffIds":[]}}`), nil)
-	weights := testdata.PushBlob(t, reg, repo, "application/vnd.cncf.model.weight.v1.raw", stData, map[string]string{"org.cncf.model.filepath": "model.safetensors"})
-	conf := testdata.PushBlob(t, reg, repo, "application/vnd.cncf.model.weight.config.v1.raw", cfgJSON, map[string]string{"org.cnai.model.filepath": "config.json"})
-	digest := testdata.PushManifest(t, reg, repo, "v1", modelPackArtifact, cfg, []testdata.OCIDescriptor{weights, conf})
+	cfg := testenv.PushBlob(t, reg, repo, modelPackConfig, []byte(`{"descriptor":{"name":"swift"},"config":{"format":"safetensors"},"modelfs":{"type":"layers","diffIds":[]}}`), nil)
+	weights := testenv.PushBlob(t, reg, repo, "application/vnd.cncf.model.weight.v1.raw", stData, map[string]string{"org.cncf.model.filepath": "model.safetensors"})
+	conf := testenv.PushBlob(t, reg, repo, "application/vnd.cncf.model.weight.config.v1.raw", cfgJSON, map[string]string{"org.cnai.model.filepath": "config.json"})
+	digest := testenv.PushManifest(t, reg, repo, "v1", modelPackArtifact, cfg, []testenv.OCIDescriptor{weights, conf})
 
 	want, err := Load(context.Background(), st, Options{})
 	if err != nil {
@@ -106,9 +106,9 @@ func TestOCIRegistry(t *testing.T) {
 	}
 	tw.Close()
 	repo = "models/swift-tar"
-	cfgT := testdata.PushBlob(t, reg, repo, modelPackConfig, []byte(`{"config":{"format":"safetensors"}}`), nil)
-	tl := testdata.PushBlob(t, reg, repo, "application/vnd.cncf.model.weight.v1.tar", tb.Bytes(), map[string]string{"org.cncf.model.filepath": "."})
-	testdata.PushManifest(t, reg, repo, "v1", modelPackArtifact, cfgT, []testdata.OCIDescriptor{tl})
+	cfgT := testenv.PushBlob(t, reg, repo, modelPackConfig, []byte(`{"config":{"format":"safetensors"}}`), nil)
+	tl := testenv.PushBlob(t, reg, repo, "application/vnd.cncf.model.weight.v1.tar", tb.Bytes(), map[string]string{"org.cncf.model.filepath": "."})
+	testenv.PushManifest(t, reg, repo, "v1", modelPackArtifact, cfgT, []testenv.OCIDescriptor{tl})
 	ckT, err := Load(context.Background(), "oci://"+reg+"/"+repo+":v1", Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -119,8 +119,8 @@ func TestOCIRegistry(t *testing.T) {
 	// A sharded, block-FP8 quantized model: its shards weight layers,
 	// its weight map and config.json config layers, under a directory.
 	repo = "models/fp8"
-	dir := testdata.Path(t, "quant/fp8_block")
-	var layers []testdata.OCIDescriptor
+	dir := testenv.Path(t, "quant/fp8_block")
+	var layers []testenv.OCIDescriptor
 	for _, f := range []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json", "config.json"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
@@ -130,10 +130,10 @@ func TestOCIRegistry(t *testing.T) {
 		if !strings.HasSuffix(f, ".safetensors") {
 			mt = "application/vnd.cncf.model.weight.config.v1.raw"
 		}
-		layers = append(layers, testdata.PushBlob(t, reg, repo, mt, b, map[string]string{"org.cncf.model.filepath": "fp8/" + f}))
+		layers = append(layers, testenv.PushBlob(t, reg, repo, mt, b, map[string]string{"org.cncf.model.filepath": "fp8/" + f}))
 	}
-	cfg = testdata.PushBlob(t, reg, repo, modelPackConfig, []byte(`{"config":{"format":"safetensors"}}`), nil)
-	testdata.PushManifest(t, reg, repo, "latest", modelPackArtifact, cfg, layers)
+	cfg = testenv.PushBlob(t, reg, repo, modelPackConfig, []byte(`{"config":{"format":"safetensors"}}`), nil)
+	testenv.PushManifest(t, reg, repo, "latest", modelPackArtifact, cfg, layers)
 	wantQ, err := Load(context.Background(), dir, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -157,10 +157,10 @@ func TestOCIRegistry(t *testing.T) {
 
 	// Docker Model Runner: one GGUF layer, no annotation.
 	repo = "ai/spm"
-	dcfg := testdata.PushBlob(t, reg, repo, "application/vnd.docker.ai.model.config.v0.1+json", []byte(`{"config":{"format":"gguf"}}`), nil)
-	layer := testdata.PushBlob(t, reg, repo, "application/vnd.docker.ai.gguf.v3", ggufData, nil)
-	lic := testdata.PushBlob(t, reg, repo, "application/vnd.docker.ai.license", []byte("MIT"), nil)
-	testdata.PushManifest(t, reg, repo, "latest", "", dcfg, []testdata.OCIDescriptor{layer, lic})
+	dcfg := testenv.PushBlob(t, reg, repo, "application/vnd.docker.ai.model.config.v0.1+json", []byte(`{"config":{"format":"gguf"}}`), nil)
+	layer := testenv.PushBlob(t, reg, repo, "application/vnd.docker.ai.gguf.v3", ggufData, nil)
+	lic := testenv.PushBlob(t, reg, repo, "application/vnd.docker.ai.license", []byte("MIT"), nil)
+	testenv.PushManifest(t, reg, repo, "latest", "", dcfg, []testenv.OCIDescriptor{layer, lic})
 	wantG, err := Load(context.Background(), gguf, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -186,5 +186,5 @@ func TestOCIRegistry(t *testing.T) {
 
 // StartRegistryForTest starts docker-registry; its host.
 func StartRegistryForTest(t *testing.T) string {
-	return testdata.StartRegistry(t).Host
+	return testenv.StartRegistry(t).Host
 }

@@ -14,15 +14,15 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // ollamaStore is an empty store in a temporary directory, named by
 // OLLAMA_MODELS for the test.
-func ollamaStore(t *testing.T) testdata.OllamaStore {
+func ollamaStore(t *testing.T) testenv.OllamaStore {
 	root := t.TempDir()
 	t.Setenv("OLLAMA_MODELS", root)
-	return testdata.OllamaStore{Root: root}
+	return testenv.OllamaStore{Root: root}
 }
 
 // readTensor is the bytes of the stored tensor name of ck.
@@ -63,13 +63,13 @@ func tensorNames(ck *Checkpoint) []string {
 // where Ollama writes their manifests.
 func TestOllamaGGUF(t *testing.T) {
 	s := ollamaStore(t)
-	gguf := testdata.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf")
+	gguf := testenv.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf")
 	data, err := os.ReadFile(gguf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	model := s.Blob(t, "application/vnd.ollama.image.model", "", data)
-	layers := []testdata.OllamaLayer{
+	layers := []testenv.OllamaLayer{
 		model,
 		s.Blob(t, "application/vnd.ollama.image.template", "", []byte("{{ .Prompt }}")),
 		s.Blob(t, "application/vnd.ollama.image.license", "", []byte("MIT")),
@@ -121,22 +121,22 @@ func TestOllamaGGUF(t *testing.T) {
 // are beside it by their names.
 func TestOllamaTensorBlobs(t *testing.T) {
 	s := ollamaStore(t)
-	orig := testdata.Path(t, "safetensors/ollama-minicpm3/model.safetensors")
+	orig := testenv.Path(t, "safetensors/ollama-minicpm3/model.safetensors")
 	data, err := os.ReadFile(orig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, _ := testdata.ReadSafetensors(t, data)
-	var layers []testdata.OllamaLayer
-	var group []testdata.OllamaTensor
+	ts, _ := testenv.ReadSafetensors(t, data)
+	var layers []testenv.OllamaLayer
+	var group []testenv.OllamaTensor
 	for _, x := range ts {
 		if strings.HasPrefix(x.Name, "model.layers.0.mlp.") {
 			group = append(group, x)
 			continue
 		}
-		layers = append(layers, s.Blob(t, "application/vnd.ollama.image.tensor", x.Name, testdata.WriteSafetensors([]testdata.OllamaTensor{x}, nil)))
+		layers = append(layers, s.Blob(t, "application/vnd.ollama.image.tensor", x.Name, testenv.WriteSafetensors([]testenv.OllamaTensor{x}, nil)))
 	}
-	layers = append(layers, s.Blob(t, "application/vnd.ollama.image.tensor", "model.layers.0.mlp", testdata.WriteSafetensors(group, nil)))
+	layers = append(layers, s.Blob(t, "application/vnd.ollama.image.tensor", "model.layers.0.mlp", testenv.WriteSafetensors(group, nil)))
 	layers = append(layers, s.Blob(t, "application/vnd.ollama.image.json", "config.json", []byte(`{"model_type":"minicpm3"}`)))
 	layers = append(layers, s.Blob(t, "application/vnd.ollama.image.json", "tokenizer.json", []byte(`{}`)))
 	layers = append(layers, s.Blob(t, "application/vnd.ollama.image.json", "model.safetensors.index.json", []byte(`{"weight_map":{}}`)))
@@ -181,17 +181,17 @@ func TestOllamaTensorBlobs(t *testing.T) {
 // formula in quant/).
 func TestOllamaQuantized(t *testing.T) {
 	s := ollamaStore(t)
-	dir := testdata.Path(t, "quant/mlx_affine")
+	dir := testenv.Path(t, "quant/mlx_affine")
 	data, err := os.ReadFile(filepath.Join(dir, "model.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, _ := testdata.ReadSafetensors(t, data)
-	byName := map[string]testdata.OllamaTensor{}
+	ts, _ := testenv.ReadSafetensors(t, data)
+	byName := map[string]testenv.OllamaTensor{}
 	for _, x := range ts {
 		byName[x.Name] = x
 	}
-	var layers []testdata.OllamaLayer
+	var layers []testenv.OllamaLayer
 	for _, x := range ts {
 		switch {
 		case strings.HasSuffix(x.Name, ".scales"), strings.HasSuffix(x.Name, ".biases"):
@@ -200,12 +200,12 @@ func TestOllamaQuantized(t *testing.T) {
 		mod := strings.TrimSuffix(x.Name, ".weight")
 		sc, quantized := byName[mod+".scales"]
 		if !quantized {
-			layers = append(layers, s.Blob(t, "application/vnd.ollama.image.tensor", x.Name, testdata.WriteSafetensors([]testdata.OllamaTensor{x}, nil)))
+			layers = append(layers, s.Blob(t, "application/vnd.ollama.image.tensor", x.Name, testenv.WriteSafetensors([]testenv.OllamaTensor{x}, nil)))
 			continue
 		}
 		bi := byName[mod+".biases"]
 		sc.Name, bi.Name = x.Name+".scale", x.Name+".bias"
-		blob := testdata.WriteSafetensors([]testdata.OllamaTensor{x, sc, bi}, map[string]string{"quant_type": "int4", "group_size": "64"})
+		blob := testenv.WriteSafetensors([]testenv.OllamaTensor{x, sc, bi}, map[string]string{"quant_type": "int4", "group_size": "64"})
 		layers = append(layers, s.Blob(t, "application/vnd.ollama.image.tensor", x.Name, blob))
 	}
 	s.Manifest(t, "registry.ollama.ai/library/tiny:int4", s.OllamaConfig(t, "safetensors"), layers)
@@ -243,21 +243,21 @@ func TestOllamaQuantized(t *testing.T) {
 // one whose weight has a global scale (an imported pre-quantized NVFP4),
 // is served as stored, with a note naming the tensor and why.
 func TestOllamaQuantUnnamed(t *testing.T) {
-	w := testdata.OllamaTensor{Name: "a.weight", DType: "U32", Shape: []int64{2, 8}, Data: make([]byte, 64)}
-	sc := testdata.OllamaTensor{Name: "a.weight.scale", DType: "U8", Shape: []int64{2, 4}, Data: make([]byte, 8)}
-	gs := testdata.OllamaTensor{Name: "a.weight.global_scale", DType: "F32", Shape: []int64{}, Data: make([]byte, 4)}
+	w := testenv.OllamaTensor{Name: "a.weight", DType: "U32", Shape: []int64{2, 8}, Data: make([]byte, 64)}
+	sc := testenv.OllamaTensor{Name: "a.weight.scale", DType: "U8", Shape: []int64{2, 4}, Data: make([]byte, 8)}
+	gs := testenv.OllamaTensor{Name: "a.weight.global_scale", DType: "F32", Shape: []int64{}, Data: make([]byte, 4)}
 	for _, c := range []struct {
-		blob []testdata.OllamaTensor
+		blob []testenv.OllamaTensor
 		meta map[string]string
 		why  string
 	}{
-		{[]testdata.OllamaTensor{w, sc}, nil, "names no quant_type"},
-		{[]testdata.OllamaTensor{w, sc, gs}, map[string]string{"quant_type": "nvfp4", "group_size": "16"}, "global scale"},
-		{[]testdata.OllamaTensor{w, sc}, map[string]string{"quant_type": "q3"}, `quant_type "q3" is not one Ollama writes`},
+		{[]testenv.OllamaTensor{w, sc}, nil, "names no quant_type"},
+		{[]testenv.OllamaTensor{w, sc, gs}, map[string]string{"quant_type": "nvfp4", "group_size": "16"}, "global scale"},
+		{[]testenv.OllamaTensor{w, sc}, map[string]string{"quant_type": "q3"}, `quant_type "q3" is not one Ollama writes`},
 	} {
 		s := ollamaStore(t)
-		l := s.Blob(t, "application/vnd.ollama.image.tensor", "a.weight", testdata.WriteSafetensors(c.blob, c.meta))
-		s.Manifest(t, "registry.ollama.ai/library/q:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{l})
+		l := s.Blob(t, "application/vnd.ollama.image.tensor", "a.weight", testenv.WriteSafetensors(c.blob, c.meta))
+		s.Manifest(t, "registry.ollama.ai/library/q:latest", testenv.OllamaLayer{}, []testenv.OllamaLayer{l})
 		ck, err := Load(context.Background(), "ollama://q", Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -280,44 +280,44 @@ func TestOllamaQuantUnnamed(t *testing.T) {
 // TestOllamaHostile: a store that lies or escapes is one line naming the
 // manifest and what is wrong, and nothing is loaded.
 func TestOllamaHostile(t *testing.T) {
-	tensor := testdata.WriteSafetensors([]testdata.OllamaTensor{{Name: "w", DType: "F32", Shape: []int64{1}, Data: make([]byte, 4)}}, nil)
+	tensor := testenv.WriteSafetensors([]testenv.OllamaTensor{{Name: "w", DType: "F32", Shape: []int64{1}, Data: make([]byte, 4)}}, nil)
 	cases := []struct {
 		name, source, want string
-		make               func(t *testing.T, s testdata.OllamaStore)
+		make               func(t *testing.T, s testenv.OllamaStore)
 	}{
 		{"dotdot name", "ollama://../../etc/passwd", "not a model name", nil},
 		{"dotdot part", "ollama://a/../b:c", `namespace ".."`, nil},
 		{"no model", "ollama://nothere", "no model registry.ollama.ai/library/nothere:latest", nil},
 		{"empty", "ollama://", "no model named", nil},
-		{"digest escapes", "ollama://m", `digest "sha256:../../../etc/passwd" is not sha256`, func(t *testing.T, s testdata.OllamaStore) {
-			s.Manifest(t, "registry.ollama.ai/library/m:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{{MediaType: "application/vnd.ollama.image.model", Digest: "sha256:../../../etc/passwd", Size: 4}})
+		{"digest escapes", "ollama://m", `digest "sha256:../../../etc/passwd" is not sha256`, func(t *testing.T, s testenv.OllamaStore) {
+			s.Manifest(t, "registry.ollama.ai/library/m:latest", testenv.OllamaLayer{}, []testenv.OllamaLayer{{MediaType: "application/vnd.ollama.image.model", Digest: "sha256:../../../etc/passwd", Size: 4}})
 		}},
-		{"md5 digest", "ollama://m", `digest "md5:`, func(t *testing.T, s testdata.OllamaStore) {
-			s.Manifest(t, "registry.ollama.ai/library/m:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{{MediaType: "application/vnd.ollama.image.model", Digest: "md5:0123456789abcdef0123456789abcdef", Size: 4}})
+		{"md5 digest", "ollama://m", `digest "md5:`, func(t *testing.T, s testenv.OllamaStore) {
+			s.Manifest(t, "registry.ollama.ai/library/m:latest", testenv.OllamaLayer{}, []testenv.OllamaLayer{{MediaType: "application/vnd.ollama.image.model", Digest: "md5:0123456789abcdef0123456789abcdef", Size: 4}})
 		}},
-		{"missing blob", "ollama://m", "is missing", func(t *testing.T, s testdata.OllamaStore) {
+		{"missing blob", "ollama://m", "is missing", func(t *testing.T, s testenv.OllamaStore) {
 			l := s.Blob(t, "application/vnd.ollama.image.tensor", "w", tensor)
 			os.Remove(s.BlobPath(l))
-			s.Manifest(t, "registry.ollama.ai/library/m:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{l})
+			s.Manifest(t, "registry.ollama.ai/library/m:latest", testenv.OllamaLayer{}, []testenv.OllamaLayer{l})
 		}},
-		{"size lie", "ollama://m", "the manifest says 999", func(t *testing.T, s testdata.OllamaStore) {
+		{"size lie", "ollama://m", "the manifest says 999", func(t *testing.T, s testenv.OllamaStore) {
 			l := s.Blob(t, "application/vnd.ollama.image.tensor", "w", tensor)
 			l.Size = 999
-			s.Manifest(t, "registry.ollama.ai/library/m:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{l})
+			s.Manifest(t, "registry.ollama.ai/library/m:latest", testenv.OllamaLayer{}, []testenv.OllamaLayer{l})
 		}},
-		{"missing metadata blob", "ollama://m", "template", func(t *testing.T, s testdata.OllamaStore) {
+		{"missing metadata blob", "ollama://m", "template", func(t *testing.T, s testenv.OllamaStore) {
 			l := s.Blob(t, "application/vnd.ollama.image.tensor", "w", tensor)
 			tp := s.Blob(t, "application/vnd.ollama.image.template", "", []byte("x"))
 			os.Remove(s.BlobPath(tp))
-			s.Manifest(t, "registry.ollama.ai/library/m:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{l, tp})
+			s.Manifest(t, "registry.ollama.ai/library/m:latest", testenv.OllamaLayer{}, []testenv.OllamaLayer{l, tp})
 		}},
-		{"huge manifest", "ollama://m", "over 33554432", func(t *testing.T, s testdata.OllamaStore) {
-			p := s.Manifest(t, "registry.ollama.ai/library/m:latest", testdata.OllamaLayer{}, nil)
+		{"huge manifest", "ollama://m", "over 33554432", func(t *testing.T, s testenv.OllamaStore) {
+			p := s.Manifest(t, "registry.ollama.ai/library/m:latest", testenv.OllamaLayer{}, nil)
 			if err := os.Truncate(p, 64<<20); err != nil { // sparse: costs no disk
 				t.Fatal(err)
 			}
 		}},
-		{"blob symlink out", "ollama://m", "symbolic link out of the store's blobs/", func(t *testing.T, s testdata.OllamaStore) {
+		{"blob symlink out", "ollama://m", "symbolic link out of the store's blobs/", func(t *testing.T, s testenv.OllamaStore) {
 			l := s.Blob(t, "application/vnd.ollama.image.tensor", "w", tensor)
 			out := filepath.Join(t.TempDir(), "outside")
 			os.WriteFile(out, tensor, 0o644)
@@ -325,11 +325,11 @@ func TestOllamaHostile(t *testing.T) {
 			if err := os.Symlink(out, s.BlobPath(l)); err != nil {
 				t.Fatal(err)
 			}
-			s.Manifest(t, "registry.ollama.ai/library/m:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{l})
+			s.Manifest(t, "registry.ollama.ai/library/m:latest", testenv.OllamaLayer{}, []testenv.OllamaLayer{l})
 		}},
-		{"manifest symlink out", "ollama://m", "symbolic link out of the store's manifests/", func(t *testing.T, s testdata.OllamaStore) {
+		{"manifest symlink out", "ollama://m", "symbolic link out of the store's manifests/", func(t *testing.T, s testenv.OllamaStore) {
 			l := s.Blob(t, "application/vnd.ollama.image.tensor", "w", tensor)
-			p := s.Manifest(t, "registry.ollama.ai/library/m:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{l})
+			p := s.Manifest(t, "registry.ollama.ai/library/m:latest", testenv.OllamaLayer{}, []testenv.OllamaLayer{l})
 			out := filepath.Join(t.TempDir(), "manifest")
 			b, _ := os.ReadFile(p)
 			os.WriteFile(out, b, 0o644)
@@ -338,31 +338,31 @@ func TestOllamaHostile(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"manifest symlink loop", "ollama://m", "latest: too many levels of symbolic links", func(t *testing.T, s testdata.OllamaStore) {
+		{"manifest symlink loop", "ollama://m", "latest: too many levels of symbolic links", func(t *testing.T, s testenv.OllamaStore) {
 			p := filepath.Join(s.Root, "manifests", "registry.ollama.ai", "library", "m", "latest")
 			os.MkdirAll(filepath.Dir(p), 0o755)
 			if err := os.Symlink("latest", p); err != nil { // itself
 				t.Fatal(err)
 			}
 		}},
-		{"manifest list", "ollama://m", "a manifest list", func(t *testing.T, s testdata.OllamaStore) {
+		{"manifest list", "ollama://m", "a manifest list", func(t *testing.T, s testenv.OllamaStore) {
 			p := filepath.Join(s.Root, "manifests", "registry.ollama.ai", "library", "m", "latest")
 			os.MkdirAll(filepath.Dir(p), 0o755)
 			os.WriteFile(p, []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}`), 0o644)
 		}},
-		{"no weights", "ollama://m", "no weights", func(t *testing.T, s testdata.OllamaStore) {
-			s.Manifest(t, "registry.ollama.ai/library/m:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{s.Blob(t, "application/vnd.ollama.image.license", "", []byte("x"))})
+		{"no weights", "ollama://m", "no weights", func(t *testing.T, s testenv.OllamaStore) {
+			s.Manifest(t, "registry.ollama.ai/library/m:latest", testenv.OllamaLayer{}, []testenv.OllamaLayer{s.Blob(t, "application/vnd.ollama.image.license", "", []byte("x"))})
 		}},
-		{"gguf and tensors", "ollama://m", "both a GGUF layer", func(t *testing.T, s testdata.OllamaStore) {
-			s.Manifest(t, "registry.ollama.ai/library/m:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{
+		{"gguf and tensors", "ollama://m", "both a GGUF layer", func(t *testing.T, s testenv.OllamaStore) {
+			s.Manifest(t, "registry.ollama.ai/library/m:latest", testenv.OllamaLayer{}, []testenv.OllamaLayer{
 				s.Blob(t, "application/vnd.ollama.image.model", "", []byte("GGUF")),
 				s.Blob(t, "application/vnd.ollama.image.tensor", "w", tensor),
 			})
 		}},
-		{"name not the layer's", "ollama://m", `holds tensor "w", which is not under its layer's name`, func(t *testing.T, s testdata.OllamaStore) {
-			s.Manifest(t, "registry.ollama.ai/library/m:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{s.Blob(t, "application/vnd.ollama.image.tensor", "other.weight", tensor)})
+		{"name not the layer's", "ollama://m", `holds tensor "w", which is not under its layer's name`, func(t *testing.T, s testenv.OllamaStore) {
+			s.Manifest(t, "registry.ollama.ai/library/m:latest", testenv.OllamaLayer{}, []testenv.OllamaLayer{s.Blob(t, "application/vnd.ollama.image.tensor", "other.weight", tensor)})
 		}},
-		{"not json", "ollama://m", "not a JSON manifest", func(t *testing.T, s testdata.OllamaStore) {
+		{"not json", "ollama://m", "not a JSON manifest", func(t *testing.T, s testenv.OllamaStore) {
 			p := filepath.Join(s.Root, "manifests", "registry.ollama.ai", "library", "m", "latest")
 			os.MkdirAll(filepath.Dir(p), 0o755)
 			os.WriteFile(p, []byte(`{"layers":[`), 0o644)
@@ -404,7 +404,7 @@ func TestOllamaQuantGroup(t *testing.T) {
 	}
 	g, u := "m.experts.gate_proj.weight", "m.experts.up_proj.weight"
 	nv, mx := "m.experts.down_proj.weight", "m.experts.o_proj.weight"
-	blob := testdata.WriteSafetensors([]testdata.OllamaTensor{
+	blob := testenv.WriteSafetensors([]testenv.OllamaTensor{
 		{Name: nv, DType: "U32", Shape: []int64{2, 8}, Data: fill(64, 0x22)},                 // E2M1 1.0, 1.0
 		{Name: nv + ".scale", DType: "U8", Shape: []int64{2, 4}, Data: fill(8, 0x40)},        // E4M3 2.0
 		{Name: mx, DType: "U32", Shape: []int64{2, 8}, Data: fill(64, 0x33)},                 // E2M1 1.5, 1.5
@@ -417,7 +417,7 @@ func TestOllamaQuantGroup(t *testing.T) {
 	}, map[string]string{g + ".quant_type": "mxfp8", g + ".group_size": "32", u + ".quant_type": "int8", u + ".group_size": "64",
 		nv + ".quant_type": "nvfp4", nv + ".group_size": "16", mx + ".quant_type": "MXFP4", mx + ".group_size": "32"})
 	l := s.Blob(t, "application/vnd.ollama.image.tensor", "m.experts", blob)
-	s.Manifest(t, "registry.ollama.ai/library/moe:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{l})
+	s.Manifest(t, "registry.ollama.ai/library/moe:latest", testenv.OllamaLayer{}, []testenv.OllamaLayer{l})
 	ck, err := Load(context.Background(), "ollama://moe", Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -472,9 +472,9 @@ func f32Values(dt string, b []byte) ([]float32, error) {
 // manifest that cannot be read as "unreadable" with its reason.
 func TestOllamaModels(t *testing.T) {
 	s := ollamaStore(t)
-	tensor := testdata.WriteSafetensors([]testdata.OllamaTensor{{Name: "w", DType: "F32", Shape: []int64{1}, Data: make([]byte, 4)}}, nil)
-	s.Manifest(t, "registry.ollama.ai/library/good:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{s.Blob(t, "application/vnd.ollama.image.tensor", "w", tensor)})
-	s.Manifest(t, "hf.co/u/bad:q4", testdata.OllamaLayer{}, []testdata.OllamaLayer{{MediaType: "application/vnd.ollama.image.model", Digest: "sha256:../x"}})
+	tensor := testenv.WriteSafetensors([]testenv.OllamaTensor{{Name: "w", DType: "F32", Shape: []int64{1}, Data: make([]byte, 4)}}, nil)
+	s.Manifest(t, "registry.ollama.ai/library/good:latest", testenv.OllamaLayer{}, []testenv.OllamaLayer{s.Blob(t, "application/vnd.ollama.image.tensor", "w", tensor)})
+	s.Manifest(t, "hf.co/u/bad:q4", testenv.OllamaLayer{}, []testenv.OllamaLayer{{MediaType: "application/vnd.ollama.image.model", Digest: "sha256:../x"}})
 	os.WriteFile(filepath.Join(s.Root, "manifests", "registry.ollama.ai", "library", "good", ".hidden"), []byte("{}"), 0o644)
 	root, ms, err := OllamaModels()
 	if err != nil || root != s.Root {
@@ -500,8 +500,8 @@ func TestOllamaModels(t *testing.T) {
 func TestOllamaDotDotNames(t *testing.T) {
 	s := ollamaStore(t)
 	const evil = "../../etc/passwd"
-	blob := testdata.WriteSafetensors([]testdata.OllamaTensor{{Name: evil, DType: "F32", Shape: []int64{1}, Data: make([]byte, 4)}}, nil)
-	s.Manifest(t, "registry.ollama.ai/library/m:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{
+	blob := testenv.WriteSafetensors([]testenv.OllamaTensor{{Name: evil, DType: "F32", Shape: []int64{1}, Data: make([]byte, 4)}}, nil)
+	s.Manifest(t, "registry.ollama.ai/library/m:latest", testenv.OllamaLayer{}, []testenv.OllamaLayer{
 		s.Blob(t, "application/vnd.ollama.image.tensor", evil, blob),
 		s.Blob(t, "application/vnd.ollama.image.json", "../config.json", []byte("{}")),
 	})
@@ -531,13 +531,13 @@ func TestOllamaRelativeRoot(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	t.Setenv("OLLAMA_MODELS", "models")
-	s := testdata.OllamaStore{Root: filepath.Join(dir, "models")}
-	data, err := os.ReadFile(testdata.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf"))
+	s := testenv.OllamaStore{Root: filepath.Join(dir, "models")}
+	data, err := os.ReadFile(testenv.Path(t, "gguf/quantized/ollama-ggml-q4_k.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := s.Blob(t, "application/vnd.ollama.image.model", "", data)
-	s.Manifest(t, "registry.ollama.ai/library/g:latest", testdata.OllamaLayer{}, []testdata.OllamaLayer{l})
+	s.Manifest(t, "registry.ollama.ai/library/g:latest", testenv.OllamaLayer{}, []testenv.OllamaLayer{l})
 	ck, err := Load(context.Background(), "ollama://g", Options{})
 	if err != nil {
 		t.Fatal(err)

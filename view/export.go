@@ -465,3 +465,26 @@ func (x *Export) Segment(off int64) (end int64, src backing.Source, srcOff int64
 	}
 	return x.ends[i], nil, 0, false
 }
+
+// Stored describes the tensor of the export that holds byte off: its
+// data is [start, end) of the export and, when ok, the tensor is stored
+// contiguously in src as [srcOff, srcOff+srcLen), which reading [start,
+// end) in order reads in order too (as stored or converted): a caller
+// may announce that range to a source that fetches ahead. ok is false
+// for the header, a tensor stored otherwise (strided, byte-swapped) and
+// one read as its parts' values (index.RoleLogical). off must be in [0,
+// Size()).
+func (x *Export) Stored(off int64) (start, end int64, src backing.Source, srcOff, srcLen int64, ok bool) {
+	if off < int64(len(x.header)) {
+		return 0, int64(len(x.header)), nil, 0, 0, false
+	}
+	i := sort.Search(len(x.ends), func(i int) bool { return x.ends[i] > off })
+	if i >= len(x.parts) {
+		return off, x.size, nil, 0, 0, false
+	}
+	pt := &x.parts[i]
+	if !pt.t.Contiguous() || pt.t.Role == index.RoleLogical {
+		return pt.off, x.ends[i], nil, 0, 0, false
+	}
+	return pt.off, x.ends[i], pt.src, pt.t.Offset, pt.t.Size, true
+}

@@ -18,7 +18,7 @@ import (
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // loadSource loads a checkpoint as the CLI does; ok is false when
@@ -50,13 +50,13 @@ func loadSource(t *testing.T, path string) (*index.Index, []backing.Source, bool
 // TestExportEveryFile exports every checkpoint of the shared test data
 // (and a sharded directory made here) in the stored dtypes and in every
 // view, and checks each export: valid by an independent Go reader
-// (testdata.CheckSafetensors), every tensor equal to its file's bytes and
+// (testenv.CheckSafetensors), every tensor equal to its file's bytes and
 // to ggml's dequantization (.f32ref) for the quantized GGUF files; then
 // an independent Python reader (written below) holds the stored and F16
 // exports to the format's rules and compares every tensor with numpy,
 // torch and the source safetensors files.
 func TestExportEveryFile(t *testing.T) {
-	dir := testdata.Dir(t)
+	dir := testenv.Dir(t)
 	var sources []string
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() && !strings.HasSuffix(p, ".f32ref") && !strings.HasSuffix(p, ".json") && !strings.HasSuffix(p, ".tsv") {
@@ -102,9 +102,9 @@ func TestExportEveryFile(t *testing.T) {
 	if raceEnabled {
 		return // the Python half checks bytes, not concurrency
 	}
-	py := testdata.Python(t, "numpy", "torch")
+	py := testenv.Python(t, "numpy", "torch")
 	script := filepath.Join(out, "check.py")
-	if err := os.WriteFile(script, []byte(pyCheckExports+testdata.TorchFlattenPy+pyCheckExportsMain), 0o644); err != nil {
+	if err := os.WriteFile(script, []byte(pyCheckExports+testenv.TorchFlattenPy+pyCheckExportsMain), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(py, append([]string{script}, pyArgs...)...)
@@ -125,7 +125,7 @@ func exportDTypeName(to dtype.DType) string {
 // checkF32Ref compares the F32 export of a GGUF file with ggml's own
 // dequantization of every tensor (file order, float32), where the test
 // data has one.
-func checkF32Ref(t *testing.T, rel, refPath string, idx *index.Index, f *testdata.STFile) {
+func checkF32Ref(t *testing.T, rel, refPath string, idx *index.Index, f *testenv.STFile) {
 	t.Helper()
 	ref, err := os.ReadFile(refPath)
 	if err != nil {

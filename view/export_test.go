@@ -14,7 +14,7 @@ import (
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // exportViews are the dtypes an export is made in: stored, then each view.
@@ -31,10 +31,10 @@ func readAll(t *testing.T, r Reader) []byte {
 }
 
 // checkExport holds the export of idx in to to the safetensors rules
-// (testdata.CheckSafetensors, independent of this package) and compares
+// (testenv.CheckSafetensors, independent of this package) and compares
 // every tensor with the reader the tensor's own file uses (New), its
 // dtype and shape with ExportForm, and returns the parsed file.
-func checkExport(t *testing.T, what string, idx *index.Index, srcs []backing.Source, to dtype.DType) (*testdata.STFile, []byte) {
+func checkExport(t *testing.T, what string, idx *index.Index, srcs []backing.Source, to dtype.DType) (*testenv.STFile, []byte) {
 	t.Helper()
 	x, err := NewExport(idx, srcs, to)
 	if err != nil {
@@ -44,7 +44,7 @@ func checkExport(t *testing.T, what string, idx *index.Index, srcs []backing.Sou
 		t.Fatalf("%s: ExportSize = %d, %v; NewExport's is %d", what, sz, err, x.Size())
 	}
 	data := readAll(t, x)
-	f, err := testdata.CheckSafetensors(data)
+	f, err := testenv.CheckSafetensors(data)
 	if err != nil {
 		t.Fatalf("%s: invalid safetensors: %v", what, err)
 	}

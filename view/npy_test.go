@@ -15,7 +15,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 func TestNPYHeader(t *testing.T) {
@@ -145,7 +145,7 @@ func TestNPYProperty(t *testing.T) {
 // TestNPYNumpy writes .npy views of many tensors and has NumPy load them
 // all (mmap_mode="r") in one subprocess and compare dtype, shape and data.
 func TestNPYNumpy(t *testing.T) {
-	py := testdata.Python(t, "numpy")
+	py := testenv.Python(t, "numpy")
 	dir := t.TempDir()
 	r := rand.New(rand.NewPCG(23, 24))
 	var manifest bytes.Buffer

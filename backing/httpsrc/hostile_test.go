@@ -22,7 +22,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/remote"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // hostile is a loopback server of one file that misbehaves as told.
@@ -283,7 +283,7 @@ func TestRangeIgnoredRefused(t *testing.T) {
 func TestPythonHTTPServerRefused(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {
-		testdata.SkipOrFail(t, "python3 not found")
+		testenv.SkipOrFail(t, "python3 not found")
 	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "f.bin"), testData(20000), 0o644); err != nil {

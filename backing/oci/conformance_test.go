@@ -13,7 +13,7 @@ import (
 	"github.com/lazyweights/tensorfs/backing/oci"
 	"github.com/lazyweights/tensorfs/backing/remote"
 	"github.com/lazyweights/tensorfs/backing/remote/storetest"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // TestConformance runs the stores' conformance suite against Debian's
@@ -22,18 +22,18 @@ import (
 // through a loopback proxy that holds replies mid-body on request.
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, objects map[string][]byte) *storetest.Fixture {
-		reg := testdata.StartRegistry(t)
+		reg := testenv.StartRegistry(t)
 		keys := make([]string, 0, len(objects))
 		for k := range objects {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		var layers []testdata.OCIDescriptor
+		var layers []testenv.OCIDescriptor
 		for _, k := range keys {
-			layers = append(layers, testdata.PushBlob(t, reg.Host, "conformance", oci.MediaWeightRaw, objects[k], map[string]string{"org.cncf.model.filepath": k}))
+			layers = append(layers, testenv.PushBlob(t, reg.Host, "conformance", oci.MediaWeightRaw, objects[k], map[string]string{"org.cncf.model.filepath": k}))
 		}
-		cfg := testdata.PushBlob(t, reg.Host, "conformance", "application/vnd.cncf.model.config.v1+json", []byte("{}"), nil)
-		testdata.PushManifest(t, reg.Host, "conformance", "v1", "application/vnd.cncf.model.manifest.v1+json", cfg, layers)
+		cfg := testenv.PushBlob(t, reg.Host, "conformance", "application/vnd.cncf.model.config.v1+json", []byte("{}"), nil)
+		testenv.PushManifest(t, reg.Host, "conformance", "v1", "application/vnd.cncf.model.manifest.v1+json", cfg, layers)
 		target, err := url.Parse("http://" + reg.Host)
 		if err != nil {
 			t.Fatal(err)

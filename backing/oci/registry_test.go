@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // pushedRegistry starts docker-registry (no auth), pushes a ModelPack
@@ -30,11 +30,11 @@ import (
 // and the weights.
 func pushedRegistry(t *testing.T) (store string, w []byte) {
 	t.Helper()
-	reg := testdata.StartRegistry(t)
+	reg := testenv.StartRegistry(t)
 	w = []byte("weights of a private model")
-	cfg := testdata.PushBlob(t, reg.Host, "m", "application/vnd.cncf.model.config.v1+json", []byte("{}"), nil)
-	l := testdata.PushBlob(t, reg.Host, "m", MediaWeightRaw, w, map[string]string{annFilepath: "model.safetensors"})
-	testdata.PushManifest(t, reg.Host, "m", "t", "", cfg, []testdata.OCIDescriptor{l})
+	cfg := testenv.PushBlob(t, reg.Host, "m", "application/vnd.cncf.model.config.v1+json", []byte("{}"), nil)
+	l := testenv.PushBlob(t, reg.Host, "m", MediaWeightRaw, w, map[string]string{annFilepath: "model.safetensors"})
+	testenv.PushManifest(t, reg.Host, "m", "t", "", cfg, []testenv.OCIDescriptor{l})
 	return reg.Store, w
 }
 
@@ -48,13 +48,13 @@ func readAll(t *testing.T, s *Store, n int) string {
 }
 
 // TestRealRegistryBasic: Debian's docker-registry with htpasswd auth
-// (testdata.HtpasswdAuth: a bcrypt line from golang.org/x/crypto/bcrypt) serves the
+// (testenv.HtpasswdAuth: a bcrypt line from golang.org/x/crypto/bcrypt) serves the
 // artifact to the auth file's user, and refuses a wrong password in one
 // line that does not hold it.
 func TestRealRegistryBasic(t *testing.T) {
 	store, w := pushedRegistry(t)
 	dir := noAuthFiles(t)
-	reg := testdata.StartRegistryWith(t, store, testdata.HtpasswdAuth(t, dir, "alice", "s3cret"))
+	reg := testenv.StartRegistryWith(t, store, testenv.HtpasswdAuth(t, dir, "alice", "s3cret"))
 	src := "oci://" + reg.Host + "/m:t"
 	if _, _, err := Open(context.Background(), src, Options{}); err == nil || !strings.Contains(err.Error(), "the registry asks for credentials (HTTP 401, Basic) and none for "+reg.Host) {
 		t.Errorf("without a credential: %v", err)
@@ -163,7 +163,7 @@ func TestRealRegistryToken(t *testing.T) {
 	store, w := pushedRegistry(t)
 	dir := noAuthFiles(t)
 	ts, bundle, srv := newTokenServer(t, dir)
-	reg := testdata.StartRegistryWith(t, store, fmt.Sprintf("auth:\n  token:\n    realm: %s/token\n    service: %s\n    issuer: %s\n    rootcertbundle: %s\n", srv.URL, ts.service, ts.issuer, bundle))
+	reg := testenv.StartRegistryWith(t, store, fmt.Sprintf("auth:\n  token:\n    realm: %s/token\n    service: %s\n    issuer: %s\n    rootcertbundle: %s\n", srv.URL, ts.service, ts.issuer, bundle))
 	src := "oci://" + reg.Host + "/m:t"
 	// Anonymous: the realm refuses.
 	if _, _, err := Open(context.Background(), src, Options{}); err == nil || !strings.Contains(err.Error(), "HTTP 401 Unauthorized (anonymous pulls refused?)") {

@@ -14,7 +14,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/backing/remote"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // gz is data gzipped in parts members end to end (gzip's multi-member
@@ -252,15 +252,15 @@ func TestCompressedTarChanged(t *testing.T) {
 // ranged GETs) and a .tar+gzip config layer pushed with its HTTP API;
 // their files read back as the bytes tarred, each layer decoded once.
 func TestRealRegistryCompressedTar(t *testing.T) {
-	reg := testdata.StartRegistry(t) // before noAuthFiles: docker-registry reads REGISTRY_* as its config
+	reg := testenv.StartRegistry(t) // before noAuthFiles: docker-registry reads REGISTRY_* as its config
 	noAuthFiles(t)
 	w := randomish(5 << 20)
 	wt := tarOf(t, "model.safetensors", string(w))
 	ct := tarOf(t, "config.json", `{"architectures":["Test"]}`, "tokenizer/", "", "tokenizer/tokenizer.json", `{"v":1}`)
-	cfg := testdata.PushBlob(t, reg.Host, "m", "application/vnd.cncf.model.config.v1+json", []byte("{}"), nil)
-	wl := testdata.PushBlob(t, reg.Host, "m", MediaWeightTarZstd, zst(t, wt), nil)
-	cl := testdata.PushBlob(t, reg.Host, "m", MediaConfigTarGzip, gz(t, ct, 2, time.Time{}), nil)
-	testdata.PushManifest(t, reg.Host, "m", "t", "", cfg, []testdata.OCIDescriptor{wl, cl})
+	cfg := testenv.PushBlob(t, reg.Host, "m", "application/vnd.cncf.model.config.v1+json", []byte("{}"), nil)
+	wl := testenv.PushBlob(t, reg.Host, "m", MediaWeightTarZstd, zst(t, wt), nil)
+	cl := testenv.PushBlob(t, reg.Host, "m", MediaConfigTarGzip, gz(t, ct, 2, time.Time{}), nil)
+	testenv.PushManifest(t, reg.Host, "m", "t", "", cfg, []testenv.OCIDescriptor{wl, cl})
 	cache := backing.NewInflateCache(backing.InflateOptions{Dir: t.TempDir(), Logf: t.Logf})
 	s, key, err := Open(context.Background(), "oci://"+reg.Host+"/m:t", Options{Inflate: cache})
 	if err != nil {

@@ -43,7 +43,10 @@
 // as any read; a read whose flow fails otherwise than by the object's
 // change or an interrupt is read again as any read, so that a flow only
 // ever saves GETs. A read with no Prefetch range (a mount's reader)
-// never starts one. Parsers read through ForParsing, which fetches
+// never starts one. A read shorter than a part (check --data's 1 MiB)
+// starts one only where its reader streams the range (at its start, or
+// right after the last read) and from 64 KiB on; other short reads of a
+// range go through parts. Parsers read through ForParsing, which fetches
 // small reads as 256 KiB blocks instead of whole parts (a zip's local
 // headers, scattered through a large .pt).
 //

@@ -39,6 +39,11 @@ type flowReq struct {
 // with several, one after another).
 const maxFlow = 1 << 30
 
+// minFlowRead is the shortest read that starts a flow: a flow's GET
+// holds a slice entry per buffer (maxFlow/minFlowRead at most), and a
+// reader of shorter reads is served as well through parts.
+const minFlowRead = 64 << 10
+
 var (
 	errFlowMismatch = errors.New("not the read the flow waits for")
 	errFlowEnded    = errors.New("the flow ended")

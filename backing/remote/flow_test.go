@@ -243,3 +243,54 @@ func TestFlowEnds(t *testing.T) {
 		}
 	})
 }
+
+// TestFlowShortReads: a Prefetch range read whole in reads shorter than
+// a part (check --data hashing a file 64 KiB.. 1 MiB at a time) is one
+// flow too: one GET for a range of 10 parts read in 40 reads, not a GET
+// per part or readahead window; a reply cut mid-body goes on from the
+// first buffer not filled, and the bytes are the object's. Short reads
+// that do not stream the range (a jump) are served through parts.
+func TestFlowShortReads(t *testing.T) {
+	const ps = 4 * minFlowRead
+	st, s := newTest(t, 30*ps, Options{PartSize: ps})
+	offs := getOffsets(st)
+	off, n := int64(ps+17), int64(10*ps)
+	s.Prefetch(off, n)
+	streamRange(t, st, s, off, n, minFlowRead)
+	if o := offs(); len(o) != 1 || o[0] != off {
+		t.Fatalf("a range of 10 parts read in 40 short reads: GETs at %v; want one, at %d", o, off)
+	}
+	s.inflight.Wait()
+	if f := s.c.flows.Load(); f != 0 || runFlows() != 0 {
+		t.Fatalf("%d flows open (%d goroutines) after the range was read", f, runFlows())
+	}
+
+	// Cut after 5 buffers: one more GET, from the 6th.
+	var once sync.Once
+	st.cut = func(o int64) int {
+		k := -1
+		once.Do(func() { k = 5 })
+		return k
+	}
+	off = 12 * ps
+	s.Prefetch(off, n)
+	streamRange(t, st, s, off, n, minFlowRead)
+	if o := offs(); len(o) != 2 || o[0] != off || o[1] != off+5*minFlowRead {
+		t.Fatalf("a flow of short reads cut after 5 buffers: GETs at %v; want %d, then %d", o, off, off+5*minFlowRead)
+	}
+	st.cut = nil
+
+	// Reads shorter than minFlowRead, and a short read past a jump,
+	// start no flow.
+	off = 23 * ps
+	s.Prefetch(off, 4*ps)
+	p := make([]byte, minFlowRead/2)
+	for _, at := range []int64{off, off + 2*ps} {
+		if k, err := s.ReadAt(p, at); k != len(p) || err != nil || !bytes.Equal(p, st.data[at:at+int64(len(p))]) {
+			t.Fatalf("ReadAt at %d: %d, %v", at, k, err)
+		}
+	}
+	if f := s.c.flows.Load(); f != 0 {
+		t.Fatalf("%d flows open after reads under minFlowRead", f)
+	}
+}

@@ -580,12 +580,17 @@ func (s *Source) readahead(off, n int64) *flow {
 		return nil
 	}
 	inRange := st.direct && off+n <= st.limit
-	if st.flow != nil || inRange && n >= ps {
+	// A read shorter than a part starts a flow only where the reader
+	// streams the range (its start, or right after its last read: check
+	// --data hashing a file, 1 MiB at a time); elsewhere it is served
+	// through parts, which the reads near it use.
+	start := inRange && (n >= ps || n >= minFlowRead && off == st.end)
+	if st.flow != nil || start {
 		// Read straight into the reader's buffer, by a flow or
 		// its own GETs: nothing ahead.
 		var f *flow
 		if inRange {
-			f = s.takeFlow(st, off, n, n >= ps)
+			f = s.takeFlow(st, off, n, start)
 		} else {
 			st.flow.stop()
 			st.flow = nil

@@ -22,7 +22,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/dtype"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 var (
@@ -71,7 +71,7 @@ func fakeRuntime(t *testing.T) (*Runtime, string) {
 	})
 	if fakeErr != nil {
 		if strings.Contains(fakeErr.Error(), "gcc not found") {
-			testdata.SkipOrFail(t, fakeErr.Error())
+			testenv.SkipOrFail(t, fakeErr.Error())
 		}
 		t.Fatal(fakeErr)
 	}

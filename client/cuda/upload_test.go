@@ -20,7 +20,7 @@ import (
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/client"
 	"github.com/lazyweights/tensorfs/dtype"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // writeMixed writes a safetensors file of tensors of the given dtypes and
@@ -248,7 +248,7 @@ func dropCache(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	if frac, ok := backing.Residency(src); !ok || frac >= client.ColdResidency {
-		testdata.SkipOrFail(t, fmt.Sprintf("the page cache kept %s after POSIX_FADV_DONTNEED (residency %.2f)", path, frac))
+		testenv.SkipOrFail(t, fmt.Sprintf("the page cache kept %s after POSIX_FADV_DONTNEED (residency %.2f)", path, frac))
 	}
 }
 
@@ -257,7 +257,7 @@ func dropCache(t *testing.T, path string) {
 // strided tensors, GGUF quantized blocks, NumPy), as stored and as F16,
 // by O_DIRECT and the page cache, and compares every byte.
 func TestUploadRealCheckpoints(t *testing.T) {
-	dir := testdata.Dir(t)
+	dir := testenv.Dir(t)
 	var files []string
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.Contains(p, "negative") || strings.HasSuffix(p, ".tsv") || strings.HasSuffix(p, ".f32ref") {

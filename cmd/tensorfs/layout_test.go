@@ -84,9 +84,9 @@ func TestLayoutTableNamesEveryPackage(t *testing.T) {
 // packages of its own layer or below (TestLayersOneWay). A package not
 // listed takes the layer of the nearest listed folder above it.
 var layers = [][]string{
-	{"dtype", "tiling", "zstdpool", "bytesize", "index/pickle", "source/ollama", "backing/hf/hftest", "backing/s3/s3test", "index/dcp/internal/dcpwrite", "integration"},
+	{"dtype", "tiling", "zstdpool", "bytesize", "index/pickle", "source/ollama", "backing/hf/hftest", "backing/s3/s3test", "index/dcp/internal/dcpwrite", "integration", "internal/testenv"},
 	{"index"},
-	{"index/gguf", "index/hdf5", "index/numpy", "index/onnx", "index/safetensors", "index/torch", "index/paddle", "index/dcp", "index/keras", "quant"},
+	{"index/gguf", "index/hdf5", "index/numpy", "index/onnx", "index/safetensors", "index/torch", "index/paddle", "index/dcp", "index/keras", "quant", "internal/testenv/parsetest"},
 	{"backing"},
 	{"backing/remote"},
 	{"backing/hf", "backing/s3", "backing/httpsrc", "backing/oci"},

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // copyDir copies the regular files of dir (one level) into a new
@@ -54,7 +54,7 @@ func lines(out string) []string {
 // weight whose scale was), and check says each once, with --json too
 // (it said the two weights twice: the loader's note, then check's line).
 func TestCheckOneLinePerProblem(t *testing.T) {
-	dir := copyDir(t, testdata.Path(t, "quant/fp8_block"), "model-00002-of-00002.safetensors")
+	dir := copyDir(t, testenv.Path(t, "quant/fp8_block"), "model-00002-of-00002.safetensors")
 	for _, json := range []bool{false, true} {
 		args := []string{"check", dir}
 		if json {
@@ -77,14 +77,14 @@ func TestCheckOneLinePerProblem(t *testing.T) {
 // bytes it read are the tensors' bytes, and the dequantized weights'
 // values apart (it said 717872 bytes read of 154192 bytes of tensors).
 func TestCheckDataBytes(t *testing.T) {
-	dir := testdata.Path(t, "quant/fp8_block")
+	dir := testenv.Path(t, "quant/fp8_block")
 	out, status := captureRun(t, "check", "--data", dir)
 	if status != 0 || !strings.Contains(out, "154192 bytes of tensors; every byte read (154192 bytes)") || !strings.Contains(out, "3 quantized weights dequantized too, to 563680 bytes of float32 values") {
 		t.Errorf("check --data: exit %d:\n%s", status, out)
 	}
 	// An .npz's stored members are read whole for their CRC-32s: more
 	// than the tensors hold, and the line says so.
-	npz := testdata.Path(t, "generated/npz_plain.npz")
+	npz := testenv.Path(t, "generated/npz_plain.npz")
 	if out, status := captureRun(t, "check", "--data", npz); status != 0 || !strings.Contains(out, "every byte read (672 bytes, 4 CRC-32s checked; 512 bytes more than the tensors hold: zip members read whole, headers too, for their CRC-32)") {
 		t.Errorf("check --data %s: exit %d:\n%s", npz, status, out)
 	}
@@ -105,7 +105,7 @@ func TestCheckDataBytes(t *testing.T) {
 // TestLoadSummaryRate: the summary of a small load says its rate in a
 // unit it reaches (it said "0.00 GB/s").
 func TestLoadSummaryRate(t *testing.T) {
-	file := testdata.Path(t, "safetensors/mlverse/hello.safetensors")
+	file := testenv.Path(t, "safetensors/mlverse/hello.safetensors")
 	out, status := captureRun(t, "load", file)
 	if status != 0 || strings.Contains(out, "0.00 GB/s") || !regexp.MustCompile(`in [0-9.]+ s, [0-9.]+ (B|kB|MB|GB)/s,`).MatchString(out) {
 		t.Errorf("load: exit %d:\n%s", status, out)
@@ -115,7 +115,7 @@ func TestLoadSummaryRate(t *testing.T) {
 // TestCatByKey: cat takes a distributed checkpoint's dotted key (as a
 // torch user knows it) for the tensor tensorfs names with a "/".
 func TestCatByKey(t *testing.T) {
-	dir := testdata.Path(t, "formats2/dcp_single")
+	dir := testenv.Path(t, "formats2/dcp_single")
 	want, status := captureRun(t, "cat", dir, "model/blocks.0.norm%scale")
 	if status != 0 || want == "" {
 		t.Fatalf("cat by name: exit %d: %q", status, want)

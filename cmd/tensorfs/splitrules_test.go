@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/client"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // globOracle is the --split glob as a regexp ('*' any run, newlines
@@ -114,7 +114,7 @@ func TestRuleMatcher(t *testing.T) {
 // dotted key of a tensor (model.blocks.0.attn.qkv.weight for the name
 // model/blocks.0.attn.qkv.weight), as it matches a name.
 func TestSplitPlanKeys(t *testing.T) {
-	ck, err := client.Open(testdata.Path(t, "formats2/dcp_single"))
+	ck, err := client.Open(testenv.Path(t, "formats2/dcp_single"))
 	if err != nil {
 		t.Fatal(err)
 	}

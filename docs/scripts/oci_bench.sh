@@ -5,6 +5,12 @@
 #   docs/scripts/oci_bench.sh [GIB] [REPS]      the whole run
 #   docs/scripts/oci_bench.sh serve [GIB]       set up, print the source and
 #                                               the blob's URL, wait (^C ends)
+#   docs/scripts/oci_bench.sh gets [GIB]        the GETs of the layer the
+#                                               registry answers (its access
+#                                               log) and its CPU time, for
+#                                               load, check --data and
+#                                               convert, with this build and
+#                                               OLD=BINARY when set
 #   docs/scripts/oci_bench.sh curls URL SIZE PART
 #                                               the baseline alone: 8 parallel
 #                                               ranged curl GETs of URL to
@@ -13,7 +19,7 @@
 #                                               ranges, 8 at a time
 #
 # Starts `docker-registry serve` (distribution 2.8, filesystem store under
-# /var/tmp) on 127.0.0.1, pushes a GIB GiB safetensors checkpoint of 32 MiB
+# /var/tmp; docs/scripts/oci_registry.sh) on 127.0.0.1, pushes a GIB GiB safetensors checkpoint of 32 MiB
 # F16 tensors (docs/scripts/st_ckpt.py --sparse) as one ModelPack raw weight
 # layer (the distribution spec's monolithic POST and PUT, with curl), then
 # REPS times, in turn: the two baselines (SIZE/8 per curl, and 64 MiB parts)
@@ -35,66 +41,56 @@ if [ "${1:-}" = curls ]; then
 	curls "$2" "$3" "$4"
 	exit
 fi
-serve=
+serve= gets=
 if [ "${1:-}" = serve ]; then
 	serve=1
+	shift
+elif [ "${1:-}" = gets ]; then
+	gets=1
 	shift
 fi
 GIB=${1:-1}
 REPS=${2:-3}
 work=$(mktemp -d /var/tmp/tensorfs-oci-bench.XXXXXX)
-pid=
+rpid=
 cleanup() {
-	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+	[ -n "$rpid" ] && kill "$rpid" 2>/dev/null && wait "$rpid" 2>/dev/null || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 go build -o "$work/tensorfs" ./cmd/tensorfs || exit 1
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat >"$work/config.yml" <<EOF
-version: 0.1
-log:
-  level: error
-storage:
-  filesystem:
-    rootdirectory: $work/store
-http:
-  addr: 127.0.0.1:$port
-EOF
-docker-registry serve "$work/config.yml" >"$work/registry.log" 2>&1 &
-pid=$!
-reg=http://127.0.0.1:$port
-until curl -s -o /dev/null "$reg/v2/"; do sleep 0.1; done
-push() { # FILE: prints its digest
-	local d loc
-	d=sha256:$(sha256sum "$1" | cut -d' ' -f1)
-	loc=$(curl -sS -X POST -D - -o /dev/null "$reg/v2/bench/blobs/uploads/" | tr -d '\r' | sed -n 's/^[Ll]ocation: //p')
-	case $loc in http*) ;; *) loc=$reg$loc ;; esac
-	case $loc in *\?*) loc="$loc&digest=$d" ;; *) loc="$loc?digest=$d" ;; esac
-	curl -sS --fail -X PUT -H 'Content-Type: application/octet-stream' -T "$1" "$loc" >/dev/null || exit 1
-	echo "$d"
-}
+. docs/scripts/oci_registry.sh
+registry_start "$work" $gets
 python3 docs/scripts/st_ckpt.py "$work/ckpt.safetensors" $((GIB * 32)) --sparse
-size=$(stat -c %s "$work/ckpt.safetensors")
-printf '{}' >"$work/config.json"
-wd=$(push "$work/ckpt.safetensors")
-cd_=$(push "$work/config.json")
+registry_model "$work/ckpt.safetensors" "$work" || exit 1
 rm "$work/ckpt.safetensors"
-cat >"$work/manifest.json" <<EOF
-{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.cncf.model.manifest.v1+json",
-"config":{"mediaType":"application/vnd.cncf.model.config.v1+json","digest":"$cd_","size":2},
-"layers":[{"mediaType":"application/vnd.cncf.model.weight.v1.raw","digest":"$wd","size":$size,"annotations":{"org.cncf.model.filepath":"model.safetensors"}}]}
-EOF
-curl -sS --fail -X PUT -H 'Content-Type: application/vnd.oci.image.manifest.v1+json' -T "$work/manifest.json" "$reg/v2/bench/manifests/v1" >/dev/null || exit 1
-src=oci://127.0.0.1:$port/bench:v1
-blob=$reg/v2/bench/blobs/$wd
 if [ -n "$serve" ]; then
 	echo "source: $src"
 	echo "blob: $blob"
 	echo "size: $size"
 	echo "tensorfs: $work/tensorfs"
 	while sleep 3600; do :; done
+fi
+if [ -n "$gets" ]; then
+	tck=$(getconf CLK_TCK)
+	cpu() { awk '{print $14 + $15}' "/proc/$rpid/stat"; }
+	echo "layer: $size bytes; $(nproc) CPUs; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+	for bin in "$work/tensorfs" ${OLD:-}; do
+		for cmd in load check convert; do
+			case $cmd in
+			load) args=(load --quiet "$src") ;;
+			check) args=(check --data "$src") ;;
+			convert) args=(convert --quiet --force "$src" "$work/out.safetensors") ;;
+			esac
+			g0=$(registry_gets) c0=$(cpu)
+			"$bin" "${args[@]}" >/dev/null || exit 1
+			g1=$(registry_gets) c1=$(cpu)
+			rm -f "$work/out.safetensors"
+			echo "$([ "$bin" = "$work/tensorfs" ] && echo new || echo old) $cmd: $((g1 - g0)) GETs of the layer, registry CPU $(python3 -c "print('%.2f' % (($c1 - $c0) / $tck))") s"
+		done
+	done
+	exit
 fi
 now() { date +%s.%N; }
 gbs() { python3 -c "print('%.2f' % ($1 / ($3 - $2) / 1e9))"; }

@@ -7,9 +7,10 @@
 # Writes a GIB GiB safetensors checkpoint of 32 MiB F16 tensors
 # (docs/scripts/st_ckpt.py --sparse) and serves it on 127.0.0.1 three
 # ways: as one ModelPack raw weight layer on Debian's `docker-registry
-# serve` (distribution 2.8), as an object on versitygw v1.8.0 (posix
-# backend; $VERSITYGW or /root/go/bin/versitygw or versitygw on PATH), and
-# as an LFS file of backing/hf/hftest's loopback Hub (hfserve; the bytes
+# serve` (distribution 2.8; set up by docs/scripts/oci_registry.sh, as
+# oci_bench.sh does), as an object on versitygw v1.8.0 (posix backend;
+# $VERSITYGW or /root/go/bin/versitygw or versitygw on PATH), and as an
+# LFS file of backing/hf/hftest's loopback Hub (hfserve; the bytes
 # from its CDN through resolve's 302). Then REPS times, for each scheme of
 # SCHEMES (default "oci s3 hf"), in turn:
 #   curls/8   8 parallel ranged curl GETs, one of SIZE/8 bytes each
@@ -37,48 +38,15 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 go build -o "$work/tensorfs" ./cmd/tensorfs || exit 1
 go build -o "$work/hfserve" ./backing/hf/hftest/hfserve || exit 1
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. docs/scripts/oci_registry.sh
 mkdir -p "$work/repo"
 ckpt=$work/repo/model.safetensors
 python3 docs/scripts/st_ckpt.py "$ckpt" $((GIB * 32)) --sparse
 size=$(stat -c %s "$ckpt")
 
-# oci: docker-registry, its access log on stdout.
-rport=$(freeport)
-cat >"$work/config.yml" <<CFG
-version: 0.1
-log:
-  level: error
-  accesslog:
-    disabled: false
-storage:
-  filesystem:
-    rootdirectory: $work/store
-http:
-  addr: 127.0.0.1:$rport
-CFG
-docker-registry serve "$work/config.yml" >"$work/registry.log" 2>&1 &
-rpid=$!
-reg=http://127.0.0.1:$rport
-until curl -s -o /dev/null "$reg/v2/"; do sleep 0.1; done
-push() { # FILE: prints its digest
-	local d loc
-	d=sha256:$(sha256sum "$1" | cut -d' ' -f1)
-	loc=$(curl -sS -X POST -D - -o /dev/null "$reg/v2/bench/blobs/uploads/" | tr -d '\r' | sed -n 's/^[Ll]ocation: //p')
-	case $loc in http*) ;; *) loc=$reg$loc ;; esac
-	case $loc in *\?*) loc="$loc&digest=$d" ;; *) loc="$loc?digest=$d" ;; esac
-	curl -sS --fail -X PUT -H 'Content-Type: application/octet-stream' -T "$1" "$loc" >/dev/null || exit 1
-	echo "$d"
-}
-printf '{}' >"$work/config.json"
-wd=$(push "$ckpt")
-cd_=$(push "$work/config.json")
-cat >"$work/manifest.json" <<MAN
-{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.cncf.model.manifest.v1+json",
-"config":{"mediaType":"application/vnd.cncf.model.config.v1+json","digest":"$cd_","size":2},
-"layers":[{"mediaType":"application/vnd.cncf.model.weight.v1.raw","digest":"$wd","size":$size,"annotations":{"org.cncf.model.filepath":"model.safetensors"}}]}
-MAN
-curl -sS --fail -X PUT -H 'Content-Type: application/vnd.oci.image.manifest.v1+json' -T "$work/manifest.json" "$reg/v2/bench/manifests/v1" >/dev/null || exit 1
+# oci: docker-registry (docs/scripts/oci_registry.sh), its access log on.
+registry_start "$work" 1
+registry_model "$ckpt" "$work" || exit 1
 
 # s3: versitygw, its access log in a file.
 AK=AKBENCH SK=bench-secret-key
@@ -106,7 +74,7 @@ cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # clock ticks
 tck=$(getconf CLK_TCK)
 gets() { # SCHEME: GETs of the object's bytes its server answered so far (CDN GETs for hf)
 	case $1 in
-	oci) grep -c "\"GET /v2/bench/blobs/$wd" "$work/registry.log" ;;
+	oci) registry_gets ;;
 	s3) grep -c 's3_GetObject model.safetensors ' "$work/vgw-access.log" ;;
 	hf)
 		kill -USR1 "$hpid"

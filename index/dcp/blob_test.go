@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 func TestParseShardingInfo(t *testing.T) {
@@ -49,12 +49,12 @@ func FuzzShardingInfo(f *testing.F) {
 // into a temporary directory.
 func stDCP(t *testing.T) string {
 	t.Helper()
-	src := testdata.Path(t, filepath.Join("formats2", "dcp_st_ws2"))
+	src := testenv.Path(t, filepath.Join("formats2", "dcp_st_ws2"))
 	dir := t.TempDir()
 	for _, n := range []string{MetadataName, "__0_0.distcp", "__1_0.distcp"} {
 		data, err := os.ReadFile(filepath.Join(src, n))
 		if err != nil {
-			testdata.SkipOrFail(t, err.Error())
+			testenv.SkipOrFail(t, err.Error())
 		}
 		if err := os.WriteFile(filepath.Join(dir, n), data, 0o644); err != nil {
 			t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // Expected is ../shared/testdata/modern/EXPECTED.json: what DCP's own
@@ -48,7 +48,7 @@ func readExpected(t *testing.T, file string) Expected {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	if err != nil {
-		testdata.SkipOrFail(t, err.Error())
+		testenv.SkipOrFail(t, err.Error())
 	}
 	var e Expected
 	if err := json.Unmarshal(data, &e); err != nil {
@@ -275,7 +275,7 @@ func pyRepr(v any) string {
 }
 
 func TestFixtures(t *testing.T) {
-	dir := testdata.Path(t, "modern")
+	dir := testenv.Path(t, "modern")
 	e := readExpected(t, filepath.Join(dir, "EXPECTED.json"))
 	n := 0
 	for name, c := range e.Cases {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // memFile is a File over bytes.
@@ -22,7 +22,7 @@ func (f memFile) Name() string { return f.name }
 // FuzzMetadata: ReadMetadata never panics, never hangs and, when it
 // accepts, returns chunks inside their tensors.
 func FuzzMetadata(f *testing.F) {
-	if dir, _ := testdata.Optional(); os.Getenv("TENSORFS_TESTDATA") != "" || !testdata.InCI() {
+	if dir, _ := testenv.Optional(); os.Getenv("TENSORFS_TESTDATA") != "" || !testenv.InCI() {
 		for _, c := range []string{"dcp_single", "dcp_threads", "dcp_ws2"} {
 			if data, err := os.ReadFile(filepath.Join(dir, "modern", c, MetadataName)); err == nil {
 				f.Add(data)

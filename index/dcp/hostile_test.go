@@ -11,7 +11,7 @@ import (
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/dcp/internal/dcpwrite"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // encode writes md as torch's dcp.save lays out a .metadata
@@ -153,10 +153,10 @@ func encode(md *Metadata, h hostile) []byte {
 // new directory.
 func baseDCP(t *testing.T, name string) (*Metadata, string) {
 	t.Helper()
-	src := testdata.Path(t, filepath.Join("modern", name))
+	src := testenv.Path(t, filepath.Join("modern", name))
 	f, err := openPread(filepath.Join(src, MetadataName))
 	if err != nil {
-		testdata.SkipOrFail(t, err.Error())
+		testenv.SkipOrFail(t, err.Error())
 	}
 	md, err := ReadMetadata(f)
 	f.(interface{ Close() error }).Close()

@@ -329,6 +329,14 @@ func (p *ggufParser) tensorInfos(nTensors, alignment uint64) (ggufInfos, error) 
 		if err != nil {
 			return ggufInfos{}, err
 		}
+		if typ, why, ok := ikUnserved(ti.typ); ok { // iktypes.go
+			// Listed by name, not served, and not counted as unknown: a
+			// file of only these is refused naming the type (place).
+			in.unserved = append(in.unserved, index.Unserved{
+				Name: ti.name, Type: typ, Shape: ti.shape(), Offset: int64(min(ti.offset, math.MaxInt64)), Why: why,
+			})
+			continue
+		}
 		if _, known := dtype.ByGGML(ti.typ); !known {
 			// A type code newer than this build: its block size, so the
 			// tensor's size, cannot be known. It is listed, not served,

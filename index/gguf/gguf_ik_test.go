@@ -13,8 +13,9 @@ import (
 // served as dtype's IQ2_K..IQ6_K; a tensor of one cut by the end of the
 // file, or declared larger than the room before the next tensor, is
 // refused in one line naming its type; its row-scaled types (IQ4_KS,
-// IQ2_KS, IQ4_KSS, IQ5_KS, IQ3_KS, IQ2_KL) are served too, each row its
-// scale (RowMeta) and its blocks, and the size checked as such.
+// IQ2_KS, IQ4_KSS, IQ5_KS, IQ3_KS, IQ2_KL) and _KT trellis types are
+// served too, each row its scale (RowMeta) and its blocks, and the size
+// checked as such.
 func TestIKLlamaTypes(t *testing.T) {
 	f32 := ggufTI{name: "a", dims: []uint64{8}, typ: 0, offset: 0}
 	for _, c := range []struct {
@@ -56,7 +57,8 @@ func TestIKLlamaTypes(t *testing.T) {
 		code        uint32
 		name        string
 		meta, block int
-	}{{144, "IQ4_KS", 4, 136}, {145, "IQ2_KS", 2, 70}, {146, "IQ4_KSS", 4, 128}, {152, "IQ5_KS", 4, 168}, {156, "IQ3_KS", 2, 102}, {157, "IQ2_KL", 2, 86}} {
+	}{{144, "IQ4_KS", 4, 136}, {145, "IQ2_KS", 2, 70}, {146, "IQ4_KSS", 4, 128}, {152, "IQ5_KS", 4, 168}, {156, "IQ3_KS", 2, 102}, {157, "IQ2_KL", 2, 86},
+		{158, "IQ1_KT", 4, 56}, {153, "IQ2_KT", 4, 68}, {154, "IQ3_KT", 4, 100}, {155, "IQ4_KT", 4, 128}} {
 		size := 3 * (c.meta + 2*c.block) // 3 rows of 512
 		r := ggufTI{name: "r", dims: []uint64{512, 3}, typ: c.code, offset: 32}
 		idx, err := Parse(ggufFile("ik.gguf", (&ggufBuild{tensors: []ggufTI{f32, r}, data: make([]byte, 32+size)}).bytes()))

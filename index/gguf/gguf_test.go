@@ -20,7 +20,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 func TestGGUFSniff(t *testing.T) {
@@ -398,10 +398,10 @@ func TestGGUFSplitInfo(t *testing.T) {
 
 func ggufReadTestdata(t *testing.T, rel string) ([]string, map[string][]byte) {
 	t.Helper()
-	dir := testdata.Path(t, rel)
+	dir := testenv.Path(t, rel)
 	paths, _ := filepath.Glob(filepath.Join(dir, "*.gguf"))
 	if len(paths) == 0 {
-		testdata.SkipOrFail(t, "no GGUF files in "+dir)
+		testenv.SkipOrFail(t, "no GGUF files in "+dir)
 	}
 	files := map[string][]byte{}
 	for _, p := range paths {
@@ -579,7 +579,7 @@ func FuzzGGUF(f *testing.F) {
 	f.Add((&ggufBuild{kvs: []ggufKV{{"deep", ggufTypeArray, ggufNest(5)}}}).bytes())
 	f.Add((&ggufBuild{kvs: []ggufKV{{"k", 13, make([]byte, 16)}}}).bytes())
 	f.Add([]byte("GGUF\x02\x00"))
-	dir, _ := testdata.Optional()
+	dir, _ := testenv.Optional()
 	for _, sub := range []string{"gguf/quantized", "gguf/negative"} {
 		paths, _ := filepath.Glob(filepath.Join(dir, sub, "*.gguf"))
 		for _, p := range paths {
@@ -655,10 +655,10 @@ func TestGGUFHostileCost(t *testing.T) {
 // BenchmarkGGUFParse parses llama.cpp's GPT-2 vocab file (1.7 MB of
 // metadata: 100k strings).
 func BenchmarkGGUFParse(b *testing.B) {
-	p := testdata.Path(b, "gguf/llama.cpp/ggml-vocab-gpt-2.gguf")
+	p := testenv.Path(b, "gguf/llama.cpp/ggml-vocab-gpt-2.gguf")
 	data, err := os.ReadFile(p)
 	if err != nil {
-		testdata.SkipOrFail(b, err.Error())
+		testenv.SkipOrFail(b, err.Error())
 	}
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()

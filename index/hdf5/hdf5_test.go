@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 type memFile struct {
@@ -25,7 +25,7 @@ func mem(b []byte) memFile { return memFile{bytes.NewReader(b), "w.h5"} }
 
 func fixture(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(testdata.Path(t, filepath.Join("formats2", name)))
+	b, err := os.ReadFile(testenv.Path(t, filepath.Join("formats2", name)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // npyGoFixtures are .npy files crafted here in forms numpy reads but does
@@ -187,8 +187,8 @@ var npyKinds = map[string]dtype.DType{
 // the generated fixtures and the crafted ones, and compares each array
 // (name, dtype, shape, sha256 of the gathered bytes) with numpy's reading.
 func TestNumpyAgainstPython(t *testing.T) {
-	py := testdata.Python(t, "numpy")
-	dir := testdata.Dir(t)
+	py := testenv.Python(t, "numpy")
+	dir := testenv.Dir(t)
 	var files []string
 	for _, g := range []string{"numpy/*/*.np[yz]", "generated/*.np[yz]"} {
 		m, err := filepath.Glob(filepath.Join(dir, g))
@@ -198,7 +198,7 @@ func TestNumpyAgainstPython(t *testing.T) {
 		files = append(files, m...)
 	}
 	if len(files) < 50 {
-		testdata.SkipOrFail(t, "expected the shared NumPy test files under "+dir)
+		testenv.SkipOrFail(t, "expected the shared NumPy test files under "+dir)
 	}
 	out := t.TempDir()
 	for name, b := range npyGoFixtures() {
@@ -332,10 +332,10 @@ func npzCheckOthers(t *testing.T, p string, idx *index.Index, want map[string]an
 // TestNumpyGeneratedExpected checks generated/np_* against EXPECTED.json
 // (no Python needed).
 func TestNumpyGeneratedExpected(t *testing.T) {
-	dir := testdata.Path(t, "generated")
+	dir := testenv.Path(t, "generated")
 	raw, err := os.ReadFile(filepath.Join(dir, "EXPECTED.json"))
 	if err != nil {
-		testdata.SkipOrFail(t, "no EXPECTED.json: "+err.Error())
+		testenv.SkipOrFail(t, "no EXPECTED.json: "+err.Error())
 	}
 	var exp struct {
 		Numpy map[string]struct {

@@ -14,7 +14,7 @@ import (
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/numpy"
 	"github.com/lazyweights/tensorfs/index/pickle"
-	"github.com/lazyweights/tensorfs/internal/testdata/parsetest"
+	"github.com/lazyweights/tensorfs/internal/testenv/parsetest"
 )
 
 var npDTypes = map[string]dtype.DType{

@@ -18,8 +18,8 @@ import (
 
 	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
-	"github.com/lazyweights/tensorfs/internal/testdata/parsetest"
+	"github.com/lazyweights/tensorfs/internal/testenv"
+	"github.com/lazyweights/tensorfs/internal/testenv/parsetest"
 )
 
 func TestSafetensorsEveryDType(t *testing.T) {
@@ -355,7 +355,7 @@ for p in sys.argv[1:]:
 
 func TestSafetensorsRealFiles(t *testing.T) {
 	files := stRealFiles(t)
-	py := testdata.Python(t)
+	py := testenv.Python(t)
 	out, err := exec.Command(py, append([]string{"-c", stPythonHeader}, files...)...).Output()
 	if err != nil {
 		t.Fatalf("python: %v", err)
@@ -417,10 +417,10 @@ func TestSafetensorsRealFiles(t *testing.T) {
 }
 
 func TestSafetensorsRealFileDetails(t *testing.T) {
-	p := testdata.Path(t, "safetensors/swift/data.safetensors")
+	p := testenv.Path(t, "safetensors/swift/data.safetensors")
 	data, err := os.ReadFile(p)
 	if err != nil {
-		testdata.SkipOrFail(t, err.Error())
+		testenv.SkipOrFail(t, err.Error())
 	}
 	idx, err := Parse(stFile(p, data))
 	if err != nil {
@@ -430,10 +430,10 @@ func TestSafetensorsRealFileDetails(t *testing.T) {
 	if len(idx.Tensors) != 1 || idx.Tensors[0].Offset != 68 || idx.Tensors[0].Size != 16 || idx.Tensors[0].DType != dtype.I32 {
 		t.Errorf("swift/data.safetensors: %+v", idx.Tensors)
 	}
-	p = testdata.Path(t, "safetensors/fluxml/non_sharded/model.with_metadata.safetensors")
+	p = testenv.Path(t, "safetensors/fluxml/non_sharded/model.with_metadata.safetensors")
 	data, err = os.ReadFile(p)
 	if err != nil {
-		testdata.SkipOrFail(t, err.Error())
+		testenv.SkipOrFail(t, err.Error())
 	}
 	idx, err = Parse(stFile(p, data))
 	if err != nil {
@@ -452,7 +452,7 @@ func stSeeds() [][]byte {
 		stRaw(`{"b":{"data_offsets":[4,6],"shape":[1],"dtype":"F16","x":[{}]},"a":{"dtype":"F32","shape":[],"data_offsets":[0,4]}}  `, make([]byte, 6)),
 		stRaw(`{}`, nil),
 	}
-	dir, _ := testdata.Optional()
+	dir, _ := testenv.Optional()
 	filepath.WalkDir(filepath.Join(dir, "safetensors"), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			if b, err := os.ReadFile(p); err == nil && len(b) < 1<<16 {
@@ -526,7 +526,7 @@ func BenchmarkSafetensorsHeader(b *testing.B) {
 }
 
 // The safetensors helpers shared with the other packages' tests
-// (internal/testdata/parsetest), under the names these tests use.
+// (internal/testenv/parsetest), under the names these tests use.
 
 var (
 	stFile       = parsetest.STFile

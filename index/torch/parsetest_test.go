@@ -5,11 +5,11 @@ import (
 
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/numpy"
-	"github.com/lazyweights/tensorfs/internal/testdata/parsetest"
+	"github.com/lazyweights/tensorfs/internal/testenv/parsetest"
 )
 
 // The helpers shared with the other format packages' tests
-// (internal/testdata/parsetest), under the names these tests use.
+// (internal/testenv/parsetest), under the names these tests use.
 
 type (
 	ptMemFile = parsetest.MemFile

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // The reference scripts of this test binary run together, in one Python
@@ -28,7 +28,7 @@ func ptReferenceScripts() []ptScript {
 		{"tensor_keys", ptTensorKeysScript, nil},
 		{"old", ptOldScript, nil},
 		{"numpy", ptNumpyScript, nil},
-		{"numpy_protocol2", testdata.TorchNumpyProtocol2Script, nil},
+		{"numpy_protocol2", testenv.TorchNumpyProtocol2Script, nil},
 	}
 }
 
@@ -142,7 +142,7 @@ func ptRunReferences(py string) error {
 // ptSharedTorchFiles are the PyTorch files of the shared test data
 // (none where it is absent: the tests that need them skip).
 func ptSharedTorchFiles() []string {
-	dir, ok := testdata.Optional()
+	dir, ok := testenv.Optional()
 	if !ok {
 		return nil
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/lazyweights/tensorfs/formats"
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/torch"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // npzParse is the format table's npz parser.
@@ -91,7 +91,7 @@ func ptLoadSHA(t *testing.T, path string) (*index.Index, map[string]string) {
 // array, past pickle.MaxValue, is checked while skipped over. On the old
 // main these arrays were a line in the metadata.
 func TestTorchNumpyProtocol2(t *testing.T) {
-	ref := torch.PtRunRef(t, testdata.TorchNumpyProtocol2Script, "torch", "numpy")
+	ref := torch.PtRunRef(t, testenv.TorchNumpyProtocol2Script, "torch", "numpy")
 	if len(ref) != 6 {
 		t.Fatalf("python made %d files, want 6", len(ref))
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/index/pickle"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // TestTorchNeverDrops: every container path of the unpickler keeps every
@@ -165,7 +165,7 @@ print(json.dumps(res))
 // checkpoint that lost 6 of 70 tensors to colliding names) is served, in
 // zip and legacy form: the multiset of tensor bytes equals torch's.
 func TestTorchTensorKeysAgainstPython(t *testing.T) {
-	py := testdata.Python(t, "torch")
+	py := testenv.Python(t, "torch")
 	stdout := ptReference(t, py, ptTensorKeysScript)
 	var ref map[string][]string
 	if err := json.Unmarshal(stdout, &ref); err != nil {

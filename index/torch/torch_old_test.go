@@ -10,7 +10,7 @@ import (
 
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/pickle"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // ptOldScript writes, into argv[1], checkpoints whose pickles are made the
@@ -107,7 +107,7 @@ print(json.dumps(result))
 // prints {file: {tensor name: [dtype, shape, sha256]}}.
 func ptRunRef(t *testing.T, script string, modules ...string) map[string]map[string][]json.RawMessage {
 	t.Helper()
-	py := testdata.Python(t, modules...)
+	py := testenv.Python(t, modules...)
 	stdout := ptReference(t, py, script)
 	var ref map[string]map[string][]json.RawMessage
 	if err := json.Unmarshal(stdout, &ref); err != nil {

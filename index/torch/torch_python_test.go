@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // ptTorchScript generates torch fixtures into argv[1] (views, tied
@@ -153,7 +153,7 @@ def sha(t):
         b = t.numpy().tobytes()
     return hashlib.sha256(b).hexdigest()
 
-` + testdata.TorchFlattenPy + `
+` + testenv.TorchFlattenPy + `
 def leaf(t):
     return [str(t.dtype)[6:], list(t.shape), sha(t)]
 
@@ -180,11 +180,11 @@ type ptRef struct {
 // shape, sha256 of the bytes gathered through Offset/Strides/BigEndian)
 // with what torch itself loads. One Python run for all files.
 func TestTorchAgainstPython(t *testing.T) {
-	py := testdata.Python(t, "torch", "numpy")
-	dir := testdata.Dir(t)
+	py := testenv.Python(t, "torch", "numpy")
+	dir := testenv.Dir(t)
 	files := ptSharedTorchFiles()
 	if len(files) < 100 {
-		testdata.SkipOrFail(t, "expected the shared PyTorch test files under "+dir)
+		testenv.SkipOrFail(t, "expected the shared PyTorch test files under "+dir)
 	}
 	stdout := ptReference(t, py, ptTorchScript)
 	var ref struct {

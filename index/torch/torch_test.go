@@ -13,7 +13,7 @@ import (
 	"github.com/lazyweights/tensorfs/index"
 	"github.com/lazyweights/tensorfs/index/numpy"
 	"github.com/lazyweights/tensorfs/index/pickle"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // ptGoodZip is a small torch.save-like archive: a contiguous tensor, a
@@ -385,10 +385,10 @@ func TestTorchSniff(t *testing.T) {
 // TestTorchGeneratedExpected checks the generated fixtures against
 // EXPECTED.json (written by gen_fixtures.py with torch): no Python needed.
 func TestTorchGeneratedExpected(t *testing.T) {
-	dir := testdata.Path(t, "generated")
+	dir := testenv.Path(t, "generated")
 	raw, err := os.ReadFile(filepath.Join(dir, "EXPECTED.json"))
 	if err != nil {
-		testdata.SkipOrFail(t, "no EXPECTED.json: "+err.Error())
+		testenv.SkipOrFail(t, "no EXPECTED.json: "+err.Error())
 	}
 	var exp struct {
 		Torch map[string]struct {
@@ -461,9 +461,9 @@ func TestTorchRealFilesDetails(t *testing.T) {
 		{"pytorch/candle/config.pt", nil},
 		{"pytorch/gopickle/tensor_bfloat16_proto1.pt", []string{"tensor_bfloat16_proto1"}},
 	} {
-		data, err := os.ReadFile(testdata.Path(t, c.rel))
+		data, err := os.ReadFile(testenv.Path(t, c.rel))
 		if err != nil {
-			testdata.SkipOrFail(t, err.Error())
+			testenv.SkipOrFail(t, err.Error())
 		}
 		idx, err := ptParse(c.rel, data)
 		if err != nil {

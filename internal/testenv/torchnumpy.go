@@ -1,4 +1,4 @@
-package testdata
+package testenv
 
 // TorchNumpyProtocol2Script saves into argv[1], with torch.save's
 // defaults (pickle protocol 2: an array's bytes are

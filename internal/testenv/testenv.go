@@ -1,8 +1,8 @@
-// Package testdata finds the shared third-party test files
+// Package testenv finds the shared third-party test files
 // (../shared/testdata, or $TENSORFS_TESTDATA) and the Debian Python used to
 // cross-check them. Under CI=true a missing dependency fails the test
 // instead of skipping it.
-package testdata
+package testenv
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package testdata
+package testenv
 
 import (
 	"os"
@@ -22,7 +22,7 @@ func TestDirKeysTestCache(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	repo := filepath.Join(tmp, "repo")
-	src, err := os.ReadFile(filepath.Join(RepoRoot(), "internal", "testdata", "testdata.go"))
+	src, err := os.ReadFile(filepath.Join(RepoRoot(), "internal", "testenv", "testenv.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,16 +36,16 @@ func TestDirKeysTestCache(t *testing.T) {
 		}
 	}
 	write(filepath.Join(repo, "go.mod"), "module example.com/m\n\ngo 1.26\n")
-	write(filepath.Join(repo, "internal", "testdata", "testdata.go"), string(src))
+	write(filepath.Join(repo, "internal", "testenv", "testenv.go"), string(src))
 	write(filepath.Join(repo, "x", "x_test.go"), `package x
 
 import (
 	"testing"
 
-	"example.com/m/internal/testdata"
+	"example.com/m/internal/testenv"
 )
 
-func TestData(t *testing.T) { testdata.Dir(t) }
+func TestData(t *testing.T) { testenv.Dir(t) }
 `)
 	var env []string
 	for _, kv := range os.Environ() {

@@ -1,4 +1,4 @@
-package testdata
+package testenv
 
 import (
 	"crypto/sha256"

@@ -22,7 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 type MemFile struct {
@@ -163,7 +163,7 @@ func ErrContains(t testing.TB, err error, wants ...string) {
 func TestdataDir() string {
 	d := os.Getenv("TENSORFS_TESTDATA")
 	if d == "" {
-		d = filepath.Join(testdata.RepoRoot(), "..", "shared", "testdata")
+		d = filepath.Join(testenv.RepoRoot(), "..", "shared", "testdata")
 	}
 	if st, err := os.Stat(d); err != nil || !st.IsDir() {
 		return ""

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/lazyweights/tensorfs/index"
-	"github.com/lazyweights/tensorfs/internal/testdata"
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // STFile is a safetensors test file in memory (a *MemFile).
@@ -91,7 +91,7 @@ func CheckError(t *testing.T, err error, want string) {
 
 // SafetensorsFiles lists the shared testdata safetensors files.
 func SafetensorsFiles(t *testing.T) []string {
-	dir := testdata.Path(t, "safetensors")
+	dir := testenv.Path(t, "safetensors")
 	var files []string
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".safetensors") {
@@ -103,7 +103,7 @@ func SafetensorsFiles(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	if len(files) < 10 {
-		testdata.SkipOrFail(t, fmt.Sprintf("only %d safetensors files under %s", len(files), dir))
+		testenv.SkipOrFail(t, fmt.Sprintf("only %d safetensors files under %s", len(files), dir))
 	}
 	return files
 }

@@ -1,0 +1,263 @@
+package dtype
+
+// ik_llama.cpp's row-interleaved types Q4_0_R8, Q8_0_R8, IQ4_XS_R8,
+// Q4_K_R4, Q6_K_R4, IQ2_K_R4, IQ3_K_R4 and IQ4_K_R4 (ggml type codes 202,
+// 208, 223, 212, 214, 337, 338, 339 in ik_llama.cpp's ggml.h): the layout ik_llama.cpp repacks its tensors to
+// at load time (-rtr) or with llama-quantize --repack. A group of 8 (or 4)
+// consecutive rows is stored as one run of blocks, block b of the run
+// holding block b of each row, interleaved 4 bytes at a time; the byte
+// size is the base type's. Each value is the float32 ik_llama.cpp's
+// dequantize_row_*_r8/_r4 (iqk/iqk_quantize.cpp) gives, with its products
+// unfused.
+//
+// A group's values land in G rows of the output, so a block does not map
+// to consecutive elements: these dequantizers take a whole group of rows
+// and are not in quantDequantizer. The tensors are listed as unserved
+// (IKType); the dequantizers are checked bit for bit against ik_llama.cpp
+// (testdata/ikllama2/seed45r) for when the views learn rows.
+
+// ikGroup is one row-interleaved type: rows per group, elements and bytes
+// per interleaved block (all G rows), and the group dequantizer.
+type ikGroup struct {
+	name       string
+	code       uint32
+	rows       int
+	blockElems int // per row
+	blockBytes int // the G rows' block
+	deq        func(y [][]float32, b []byte, ib int)
+}
+
+var ikGroups = []ikGroup{
+	{"Q4_0_R8", 202, 8, 32, 8 * 18, dequantQ4_0R8Block},
+	{"Q8_0_R8", 208, 8, 32, 8 * 34, dequantQ8_0R8Block},
+	{"IQ4_XS_R8", 223, 8, 256, 8 * 136, dequantIQ4XSR8Block},
+	{"Q4_K_R4", 212, 4, 256, 4 * 144, dequantQ4KR4Block},
+	{"Q6_K_R4", 214, 4, 256, 4 * 210, dequantQ6KR4Block},
+	{"IQ4_K_R4", 339, 4, 256, 4 * 144, dequantIQ4KR4Block},
+	{"IQ2_K_R4", 337, 4, 256, 4 * 76, dequantIQ2KR4Block},
+	{"IQ3_K_R4", 338, 4, 256, 4 * 110, dequantIQ3KR4Block},
+}
+
+// ikGroupDequantizer returns, for a row-interleaved type, its rows per
+// group and the function that converts one group (src: the G rows' bytes)
+// of rows of n elements into G·n float32s, row-major, at the start of dst.
+func ikGroupDequantizer(code uint32) (int, func(dst []float32, src []byte, n int), bool) {
+	for _, g := range ikGroups {
+		if g.code != code {
+			continue
+		}
+		return g.rows, func(dst []float32, src []byte, n int) {
+			y := make([][]float32, g.rows)
+			for k := range y {
+				y[k] = dst[k*n : (k+1)*n]
+			}
+			for ib := 0; ib < n/g.blockElems; ib++ {
+				g.deq(y, src[ib*g.blockBytes:(ib+1)*g.blockBytes], ib)
+			}
+		}, true
+	}
+	return 0, nil, false
+}
+
+// Q4_0_R8: {f16 d[8]; u8 qs[128]}, row k's byte i of 4-byte chunk l at
+// qs[32l+4k+i]: elements 4l+i (low nibble) and 4l+i+16 (high), (q−8)·d.
+func dequantQ4_0R8Block(y [][]float32, b []byte, ib int) {
+	qs := b[16:144]
+	for k := 0; k < 8; k++ {
+		d := quantHalfAt(b[2*k:])
+		yk := y[k][32*ib : 32*ib+32]
+		for l := 0; l < 4; l++ {
+			for i := 0; i < 4; i++ {
+				q := qs[32*l+4*k+i]
+				yk[4*l+i] = d * float32(int32(q&0xf)-8)
+				yk[4*l+i+16] = d * float32(int32(q>>4)-8)
+			}
+		}
+	}
+}
+
+// Q8_0_R8: {f16 d[8]; i8 qs[256]}, row k's elements 4l+i at
+// qs[32l+4k+i] and 4l+i+16 at qs[128+32l+4k+i], q·d.
+func dequantQ8_0R8Block(y [][]float32, b []byte, ib int) {
+	qs := b[16:272]
+	for k := 0; k < 8; k++ {
+		d := quantHalfAt(b[2*k:])
+		yk := y[k][32*ib : 32*ib+32]
+		for l := 0; l < 4; l++ {
+			for i := 0; i < 4; i++ {
+				yk[4*l+i] = d * float32(int8(qs[32*l+4*k+i]))
+				yk[4*l+i+16] = d * float32(int8(qs[128+32*l+4*k+i]))
+			}
+		}
+	}
+}
+
+// IQ4_XS_R8: {f16 d[8]; u8 scales_h[16]; u8 scales_l[32]; u8 qs[1024]}:
+// sub-block j of row k has the 6-bit scale is=8j+k (low 4 bits in
+// scales_l[is%32] at nibble is/32, high 2 in scales_h[is%16] at bits
+// 2·(is/16)), and its codes at qs[128j+32l+4k+i] (elements 8l+i low, 8l+i+4
+// high) into the IQ4_NL codebook.
+func dequantIQ4XSR8Block(y [][]float32, b []byte, ib int) {
+	sh, sl, qs := b[16:32], b[32:64], b[64:1088]
+	for k := 0; k < 8; k++ {
+		d := quantHalfAt(b[2*k:])
+		for j := 0; j < 8; j++ {
+			is := 8*j + k
+			ls := int32(sl[is%32]>>(4*(is/32))&0xf | (sh[is%16]>>(2*(is/16))&3)<<4)
+			dl := d * float32(ls-32)
+			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
+			for l := 0; l < 4; l++ {
+				for i := 0; i < 4; i++ {
+					q := qs[128*j+4*k+i+32*l]
+					yk[8*l+i] = dl * float32(kvaluesIQ4NL[q&0xf])
+					yk[8*l+i+4] = dl * float32(kvaluesIQ4NL[q>>4])
+				}
+			}
+		}
+	}
+}
+
+// Q4_K_R4: {f16 d[4], dmin[4]; u8 scales_h[16]; u8 scales_l[32]; u8
+// qs[512]}: sub-block j of row k has scale and min index is=4j+k (low 4
+// bits in scales_l[is], 2 high bits each in scales_h[is%16] at 4·(is/16)),
+// its codes at qs[64j+4k+i+16m] (m = 0..3), y = dl·q − ml unfused.
+func dequantQ4KR4Block(y [][]float32, b []byte, ib int) {
+	sh, sl, qs := b[16:32], b[32:64], b[64:576]
+	// element offsets of the low and high nibbles of qs[64j+4k+i+16m]
+	lo, hi := [4]int{0, 16, 4, 20}, [4]int{8, 24, 12, 28}
+	for k := 0; k < 4; k++ {
+		d, m := quantHalfAt(b[2*k:]), quantHalfAt(b[8+2*k:])
+		for j := 0; j < 8; j++ {
+			is := 4*j + k
+			h := sh[is%16] >> (4 * (is / 16))
+			dl := d * float32(sl[is]&0xf|(h&3)<<4)
+			ml := m * float32(sl[is]>>4|(h&0xc)<<2)
+			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
+			for s := 0; s < 4; s++ {
+				for i := 0; i < 4; i++ {
+					q := qs[64*j+4*k+i+16*s]
+					yk[lo[s]+i] = float32(dl*float32(q&0xf)) - ml
+					yk[hi[s]+i] = float32(dl*float32(q>>4)) - ml
+				}
+			}
+		}
+	}
+}
+
+// Q6_K_R4: {f16 d[4]; i8 scales[64]; u8 qh[256]; u8 ql[512]}: sub-block j
+// of row k has scales[8j+k] (its first 16) and scales[8j+k+4], ql from
+// 64j+4k, qh from 32j+4k; y = dl·(q − 32).
+func dequantQ6KR4Block(y [][]float32, b []byte, ib int) {
+	scales, qhAll, qlAll := b[8:72], b[72:328], b[328:840]
+	for k := 0; k < 4; k++ {
+		d := quantHalfAt(b[2*k:])
+		for j := 0; j < 8; j++ {
+			dl1 := d * float32(int8(scales[8*j+k]))
+			dl2 := d * float32(int8(scales[8*j+k+4]))
+			ql, qh := qlAll[64*j+4*k:], qhAll[32*j+4*k:]
+			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
+			for i := 0; i < 4; i++ {
+				h0, h1 := qh[i], qh[i+16]
+				yk[i] = dl1 * float32(int32(ql[i]&0xf|h0<<4&0x30)-32)
+				yk[i+8] = dl1 * float32(int32(ql[i]>>4|h0<<2&0x30)-32)
+				yk[i+16] = dl2 * float32(int32(ql[i+16]&0xf|h1<<4&0x30)-32)
+				yk[i+24] = dl2 * float32(int32(ql[i+16]>>4|h1<<2&0x30)-32)
+				yk[i+4] = dl1 * float32(int32(ql[i+32]&0xf|h0&0x30)-32)
+				yk[i+12] = dl1 * float32(int32(ql[i+32]>>4|h0>>2&0x30)-32)
+				yk[i+20] = dl2 * float32(int32(ql[i+48]&0xf|h1&0x30)-32)
+				yk[i+28] = dl2 * float32(int32(ql[i+48]>>4|h1>>2&0x30)-32)
+			}
+		}
+	}
+}
+
+// IQ4_K_R4: {f16 d[4]; u8 extra[8]; u8 scales_h[16]; u8 scales_l[32]; u8
+// qs[512]}: sub-block j of row k has two halves of 16 (elements 0-3, 8-11,
+// 4-7, 12-15 and their +16), scale indices is=8j+k and is+4 (6-bit, − 32,
+// packed as IQ4_XS_R8's), codebooks chosen by bit j of extra[k] and
+// extra[k+4], codes at qs[64j+4k+i+16m] as Q4_K_R4's.
+func dequantIQ4KR4Block(y [][]float32, b []byte, ib int) {
+	extra, sh, sl, qs := b[8:16], b[16:32], b[32:64], b[64:576]
+	scale := func(is int) float32 {
+		return float32(int32(sl[is%32]>>(4*(is/32))&0xf|(sh[is%16]>>(2*(is/16))&3)<<4) - 32)
+	}
+	lo, hi := [4]int{0, 16, 4, 20}, [4]int{8, 24, 12, 28}
+	for k := 0; k < 4; k++ {
+		d := quantHalfAt(b[2*k:])
+		for j := 0; j < 8; j++ {
+			dl := [2]float32{d * scale(8*j+k), d * scale(8*j+k+4)}
+			var v [2]*[16]float32 // ik_llama.cpp's iq4k_values, halves by extra
+			for h := 0; h < 2; h++ {
+				v[h] = (*[16]float32)(ikIQ4Values[16*int(extra[k+4*h]>>j&1):])
+			}
+			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
+			for s := 0; s < 4; s++ {
+				h := s & 1 // qs +0, +32 the first half's scale; +16, +48 the second's
+				for i := 0; i < 4; i++ {
+					q := qs[64*j+4*k+i+16*s]
+					yk[lo[s]+i] = dl[h] * v[h][q&0xf]
+					yk[hi[s]+i] = dl[h] * v[h][q>>4]
+				}
+			}
+		}
+	}
+}
+
+// IQ2_K_R4: {f16 d[4]; u8 extra[8]; u8 scales[32]; u8 qs[256]}: sub-block
+// j of row k has 4-bit scales (− 8) at indices 8j+k and 8j+k+4 (nibble
+// is/32 of scales[is%32]), codebook halves by bit j of extra[k] and
+// extra[k+4], and element 4m+i the 2 bits at 2·(m%4) of
+// qs[32j+4k+i+16·(m/4)].
+func dequantIQ2KR4Block(y [][]float32, b []byte, ib int) {
+	extra, scales, qs := b[8:16], b[16:48], b[48:304]
+	for k := 0; k < 4; k++ {
+		d := quantHalfAt(b[2*k:])
+		for j := 0; j < 8; j++ {
+			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
+			for h := 0; h < 2; h++ { // the sub-block's halves of 16
+				is := 8*j + k + 4*h
+				dl := d * float32(int32(scales[is%32]>>(4*(is/32))&0xf)-8)
+				v := (*[4]float32)(ikIQ2Values[4*int(extra[k+4*h]>>j&1):])
+				yh := (*[16]float32)(yk[16*h:])
+				for i := 0; i < 4; i++ {
+					q := qs[32*j+4*k+i+16*h]
+					yh[i] = dl * v[q&3]
+					yh[4+i] = dl * v[q>>2&3]
+					yh[8+i] = dl * v[q>>4&3]
+					yh[12+i] = dl * v[q>>6]
+				}
+			}
+		}
+	}
+}
+
+// IQ3_K_R4: {f16 d[4]; u8 extra[8]; u8 scales_h[8]; u8 scales_l[32]; u8
+// qs[256]; u8 qh[128]}: IQ2_K_R4's layout with scales 2s+1 (s from
+// scales_l as IQ2_K_R4's), negated where bit is/8 of scales_h[is%8] is
+// set (C's product by −1), and a third code bit, bit m of
+// qh[16j+4k+i] for element 4m+i.
+func dequantIQ3KR4Block(y [][]float32, b []byte, ib int) {
+	extra, sh, sl, qs, qh := b[8:16], b[16:24], b[24:56], b[56:312], b[312:440]
+	for k := 0; k < 4; k++ {
+		d := quantHalfAt(b[2*k:])
+		for j := 0; j < 8; j++ {
+			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
+			for h := 0; h < 2; h++ {
+				is := 8*j + k + 4*h
+				dl := d * float32(2*int32(sl[is%32]>>(4*(is/32))&0xf)+1)
+				if sh[is%8]>>(is/8)&1 != 0 {
+					dl *= -1
+				}
+				v := (*[8]float32)(ikIQ3Values[8*int(extra[k+4*h]>>j&1):])
+				yh := (*[16]float32)(yk[16*h:])
+				for i := 0; i < 4; i++ {
+					q, hb := qs[32*j+4*k+i+16*h], qh[16*j+4*k+i]>>(4*h)
+					yh[i] = dl * v[(q&3|hb<<2)&7]
+					yh[4+i] = dl * v[(q>>2&3|hb<<1&4)&7]
+					yh[8+i] = dl * v[(q>>4&3|hb&4)&7]
+					yh[12+i] = dl * v[(q>>6|hb>>1&4)&7]
+				}
+			}
+		}
+	}
+}

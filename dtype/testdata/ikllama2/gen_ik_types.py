@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Assemble ikref's output into tensorfs's fixture: a GGUF (v3) with one
+tensor per ik_llama.cpp type, its .f32ref (every tensor's dequantization by
+ik_llama.cpp's own dequantize_row_*, float32 little-endian, in tensor order)
+and a .json naming each tensor's type, code, shape, row size, where its
+data lies and the sha256 of its bytes and of its reference.
+
+Usage: gen_ik_types.py IKREF_OUTDIR ROWS N_PER_ROW OUT_BASENAME COMMIT [r]
+(standard library only; see README.md for the whole recipe). With "r", the
+row-interleaved types of "ikref ... r"."""
+import hashlib
+import json
+import struct
+import sys
+
+# name, ggml type code (ik_llama.cpp's ggml.h), row header bytes,
+# elements per block, bytes per block
+TYPES = [
+    ("Q6_0", 133, 0, 32, 26),
+    ("IQ1_KT", 158, 4, 256, 56),
+    ("IQ2_KT", 153, 4, 256, 68),
+    ("IQ3_KT", 154, 4, 256, 100),
+    ("IQ4_KT", 155, 4, 256, 128),
+]
+RTYPES = [
+    ("Q4_0_R8", 202, 0, 32, 18),
+    ("Q8_0_R8", 208, 0, 32, 34),
+    ("IQ4_XS_R8", 223, 0, 256, 136),
+    ("Q4_K_R4", 212, 0, 256, 144),
+    ("Q6_K_R4", 214, 0, 256, 210),
+    ("IQ4_K_R4", 339, 0, 256, 144),
+    ("IQ2_K_R4", 337, 0, 256, 76),
+    ("IQ3_K_R4", 338, 0, 256, 110),
+]
+ALIGN = 32
+
+
+def gguf_str(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def main():
+    src, rows, n, base, commit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    types = RTYPES if sys.argv[6:] == ["r"] else TYPES
+    datas, refs, infos = [], [], []
+    off = 0
+    for i, (name, code, meta, be, bb) in enumerate(types):
+        q = open(f"{src}/{name}.q", "rb").read()
+        f = open(f"{src}/{name}.f32", "rb").read()
+        row = meta + n // be * bb
+        assert len(q) == rows * row and len(f) == rows * n * 4, name
+        tname = f"blk.{i}.{name.lower()}.weight"
+        infos.append(dict(name=tname, type=name, code=code, shape=[rows, n], row_header=meta,
+                          row_bytes=row, offset=off, bytes=len(q),
+                          sha256_blocks=hashlib.sha256(q).hexdigest(),
+                          sha256_f32=hashlib.sha256(f).hexdigest()))
+        datas.append(q)
+        refs.append(f)
+        off += len(q)
+        off += -off % ALIGN
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(types), 1)
+    head += gguf_str("general.architecture") + struct.pack("<I", 8) + gguf_str("llama")
+    for t in infos:
+        head += gguf_str(t["name"]) + struct.pack("<I", 2) + struct.pack("<QQ", n, rows)
+        head += struct.pack("<IQ", t["code"], t["offset"])
+    head += b"\0" * (-len(head) % ALIGN)
+    for t in infos:
+        t["file_offset"] = len(head) + t["offset"]
+    body = b""
+    for t, q in zip(infos, datas):
+        body += b"\0" * (t["offset"] - len(body)) + q
+    open(base + ".gguf", "wb").write(head + body)
+    open(base + ".f32ref", "wb").write(b"".join(refs))
+    man = dict(writer=dict(ik_llama_cpp=commit, driver="ikref.cpp", rows=rows, n_per_row=n), tensors=infos)
+    open(base + ".json", "w").write(json.dumps(man, indent=1) + "\n")
+
+
+main()

@@ -1,0 +1,165 @@
+// ikref: writes ik_llama.cpp's own quantization and dequantization of
+// random rows, for tensorfs's fixtures (see README.md). Reference only: it
+// links ik_llama.cpp's ggml-quants.c and iqk/iqk_quantize.cpp, built from
+// the commit README.md names.
+//
+// Usage: ikref SEED ROWS N_PER_ROW OUTDIR [r]
+// For each type it writes OUTDIR/NAME.q (the rows as ggml stores them,
+// row headers included) and OUTDIR/NAME.f32 (each row's dequantize_row_*).
+// With "r", the row-interleaved types instead (ROWS a multiple of 8):
+// dequantize_row_* of each group of 4 or 8 rows.
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+#include <immintrin.h>
+
+#include "ggml.h"
+#include "ggml-quants.h"
+#include "iqk_quantize.h"
+
+// What ggml.c would give; the driver links only the quantization files.
+extern "C" {
+float ggml_table_f32_f16[1 << 16];
+void ggml_abort(const char * file, int line, const char * fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ggml_abort %s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+}
+
+struct typeinfo { int code; const char * name; int64_t blck, size, meta, group; };
+static const typeinfo kTypes[] = {
+    {GGML_TYPE_Q6_0,   "Q6_0",   32,  26,  0, 1},
+    {GGML_TYPE_IQ1_KT, "IQ1_KT", 256, 56,  4, 1},
+    {GGML_TYPE_IQ2_KT, "IQ2_KT", 256, 68,  4, 1},
+    {GGML_TYPE_IQ3_KT, "IQ3_KT", 256, 100, 4, 1},
+    {GGML_TYPE_IQ4_KT, "IQ4_KT", 256, 128, 4, 1},
+};
+static const typeinfo kRTypes[] = {
+    {GGML_TYPE_Q4_0_R8,   "Q4_0_R8",   32,  18,  0, 8},
+    {GGML_TYPE_Q8_0_R8,   "Q8_0_R8",   32,  34,  0, 8},
+    {GGML_TYPE_IQ4_XS_R8, "IQ4_XS_R8", 256, 136, 0, 8},
+    {GGML_TYPE_Q4_K_R4,   "Q4_K_R4",   256, 144, 0, 4},
+    {GGML_TYPE_Q6_K_R4,   "Q6_K_R4",   256, 210, 0, 4},
+    {GGML_TYPE_IQ4_K_R4,  "IQ4_K_R4",  256, 144, 0, 4},
+    {GGML_TYPE_IQ2_K_R4,  "IQ2_K_R4",  256, 76,  0, 4},
+    {GGML_TYPE_IQ3_K_R4,  "IQ3_K_R4",  256, 110, 0, 4},
+};
+// The base types the repacking quantizers call.
+static const typeinfo kBase[] = {
+    {GGML_TYPE_Q4_0, "Q4_0", 32, 18, 0, 1}, {GGML_TYPE_Q8_0, "Q8_0", 32, 34, 0, 1},
+    {GGML_TYPE_IQ4_XS, "IQ4_XS", 256, 136, 0, 1}, {GGML_TYPE_Q4_K, "Q4_K", 256, 144, 0, 1},
+    {GGML_TYPE_Q6_K, "Q6_K", 256, 210, 0, 1}, {GGML_TYPE_IQ4_NL, "IQ4_NL", 32, 18, 0, 1},
+    {GGML_TYPE_IQ4_K, "IQ4_K", 256, 144, 0, 1}, {GGML_TYPE_IQ2_K, "IQ2_K", 256, 76, 0, 1},
+    {GGML_TYPE_IQ3_K, "IQ3_K", 256, 110, 0, 1},
+};
+
+static const typeinfo * find(int code) {
+    for (auto & t : kTypes) if (t.code == code) return &t;
+    for (auto & t : kRTypes) if (t.code == code) return &t;
+    for (auto & t : kBase) if (t.code == code) return &t;
+    fprintf(stderr, "ikref: type %d not in the driver's table\n", code);
+    abort();
+}
+
+size_t ggml_row_size(enum ggml_type type, int64_t ne) {
+    auto t = find(type);
+    return t->meta + t->size*ne/t->blck;
+}
+size_t ggml_type_size(enum ggml_type type) { return find(type)->size; }
+float ggml_bf16_to_fp32(ggml_bf16_t) { abort(); }
+bool ggml_is_contiguous(const struct ggml_tensor *) { abort(); }
+int64_t ggml_nrows(const struct ggml_tensor *) { abort(); }
+
+static uint64_t rng_state;
+static uint64_t next_u64() { // splitmix64
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+static double uniform() { return ((next_u64() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+static float gauss() { return (float)(std::sqrt(-2*std::log(uniform())) * std::cos(6.283185307179586*uniform())); }
+
+static void write_file(const std::string & path, const void * data, size_t n) {
+    FILE * f = fopen(path.c_str(), "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) { perror(path.c_str()); exit(1); }
+}
+
+int main(int argc, char ** argv) {
+    if (argc != 5 && !(argc == 6 && std::string(argv[5]) == "r")) { fprintf(stderr, "usage: ikref SEED ROWS N_PER_ROW OUTDIR [r]\n"); return 2; }
+    bool rtypes = argc == 6;
+    for (int i = 0; i < (1 << 16); ++i) ggml_table_f32_f16[i] = _cvtsh_ss((unsigned short)i);
+    uint64_t seed = strtoull(argv[1], nullptr, 10);
+    int64_t rows = atoll(argv[2]), n = atoll(argv[3]);
+    std::string out = argv[4];
+    for (auto & t : rtypes ? std::vector<typeinfo>(std::begin(kRTypes), std::end(kRTypes)) : std::vector<typeinfo>(std::begin(kTypes), std::end(kTypes))) {
+        rng_state = seed * 1000003 + t.code;
+        // Rows of different scales: 1, 1e-3 with outliers, 1e3, and one
+        // whose second 256 elements are zero (the rest cycle).
+        std::vector<float> x(rows*n);
+        for (int64_t r = 0; r < rows; ++r) {
+            float s = r % 4 == 0 ? 1.f : r % 4 == 1 ? 1e-3f : r % 4 == 2 ? 1e3f : 0.05f;
+            for (int64_t j = 0; j < n; ++j) {
+                float v = s*gauss();
+                if (r % 4 == 1 && uniform() < 0.01) v *= 30;
+                if (r % 4 == 3 && j >= 256 && j < 512) v = 0;
+                x[r*n + j] = v;
+            }
+        }
+        size_t rs = ggml_row_size((ggml_type)t.code, n);
+        std::vector<uint8_t> q(rows*rs + 64);
+        std::vector<float> y(rows*n);
+        size_t got = 0;
+        switch (t.code) {
+            case GGML_TYPE_Q6_0:   got = quantize_q6_0  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ1_KT: got = quantize_iq1_kt(x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ2_KT: got = quantize_iq2_kt(x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ3_KT: got = quantize_iq3_kt(x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ4_KT: got = quantize_iq4_kt(x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_Q4_0_R8:   got = quantize_q4_0_r8  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_Q8_0_R8:   got = quantize_q8_0_r8  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ4_XS_R8: got = quantize_iq4_xs_r8(x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_Q4_K_R4:   got = quantize_q4_k_r4  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_Q6_K_R4:   got = quantize_q6_k_r4  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ4_K_R4:  got = quantize_iq4_k_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ2_K_R4:  got = quantize_iq2_k_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ3_K_R4:  got = quantize_iq3_k_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+        }
+        if (got != rows*rs) { fprintf(stderr, "%s: quantize gave %zu bytes, want %zu\n", t.name, got, rows*rs); return 1; }
+        for (int64_t r = 0; r < rows; r += t.group) {
+            const void * row = q.data() + r*rs;
+            float * yr = y.data() + r*n;
+            int64_t k = t.group*n;
+            switch (t.code) {
+                case GGML_TYPE_Q4_0_R8:   dequantize_row_q4_0_r8  ((const block_iq4_nl_r8 *)row, yr, k); break;
+                case GGML_TYPE_Q8_0_R8:   dequantize_row_q8_0_r8  ((const block_q8_0_r8   *)row, yr, k); break;
+                case GGML_TYPE_IQ4_XS_R8: dequantize_row_iq4_xs_r8((const block_iq4_xs_r8 *)row, yr, k); break;
+                case GGML_TYPE_Q4_K_R4:   dequantize_row_q4_k_r4  ((const block_q4_k_r4   *)row, yr, k); break;
+                case GGML_TYPE_Q6_K_R4:   dequantize_row_q6_k_r4  ((const block_q6_k_r4   *)row, yr, k); break;
+                case GGML_TYPE_IQ4_K_R4:  dequantize_row_iq4_k_r4 ((const block_iq4_k_r4  *)row, yr, k); break;
+                case GGML_TYPE_IQ2_K_R4:  dequantize_row_iq2_k_r4 ((const block_iq2_k_r4  *)row, yr, k); break;
+                case GGML_TYPE_IQ3_K_R4:  dequantize_row_iq3_k_r4 ((const block_iq3_k_r4  *)row, yr, k); break;
+                case GGML_TYPE_Q6_0:   dequantize_row_q6_0  ((const block_q6_0   *)row, yr, n); break;
+                case GGML_TYPE_IQ1_KT: dequantize_row_iq1_kt((const block_iq1_kt *)row, yr, n); break;
+                case GGML_TYPE_IQ2_KT: dequantize_row_iq2_kt((const block_iq2_kt *)row, yr, n); break;
+                case GGML_TYPE_IQ3_KT: dequantize_row_iq3_kt((const block_iq3_kt *)row, yr, n); break;
+                case GGML_TYPE_IQ4_KT: dequantize_row_iq4_kt((const block_iq4_kt *)row, yr, n); break;
+            }
+        }
+        write_file(out + "/" + t.name + ".q", q.data(), rows*rs);
+        write_file(out + "/" + t.name + ".f32", y.data(), y.size()*sizeof(float));
+        fprintf(stderr, "%s: %lld rows of %lld, %zu bytes\n", t.name, (long long)rows, (long long)n, rows*rs);
+    }
+    return 0;
+}
