@@ -28,8 +28,65 @@ func ConverterFor(from, to DType) (Converter, bool) {
 	return c, c != nil
 }
 
-// CanConvert reports whether ConverterFor(from, to) exists.
+// CanConvert reports whether ConverterFor(from, to) exists (for a type
+// with row meta, which has none, see RowConverterFor).
 func CanConvert(from, to DType) bool { _, ok := ConverterFor(from, to); return ok }
+
+// RowConverter converts whole blocks of one row of a type with row meta
+// (DType.RowMeta): meta is the row's RowMeta bytes, src k of its blocks
+// (len(src) == k*from.BlockBytes, any run of the row's blocks), dst has
+// room for the k*from.BlockElems elements in the target dtype. Otherwise
+// it keeps Converter's contract: it writes exactly those bytes, is safe
+// for concurrent use, does not allocate, and panics on a short dst, a
+// partial block or short meta.
+type RowConverter func(dst, meta, src []byte)
+
+// RowConverterFor returns the converter of the blocks of a row of a type
+// with row meta to a view dtype, and false for any other pair. Types with
+// row meta have no Converter: their blocks need their row's meta.
+func RowConverterFor(from, to DType) (RowConverter, bool) {
+	t := targetIndex(to)
+	if t < 0 || !from.Valid() {
+		return nil, false
+	}
+	c := rowConverters()[from][t]
+	return c, c != nil
+}
+
+// rowConverters is the table of every RowConverter, built on first use.
+var rowConverters = sync.OnceValue(func() *[numDTypes][len(targets)]RowConverter {
+	var c [numDTypes][len(targets)]RowConverter
+	for from := DType(1); from < numDTypes; from++ {
+		deq, ok := rowDequantizer(from)
+		if !ok {
+			continue
+		}
+		for t, to := range targets {
+			c[from][t] = wrapRow(from, to, quantRowKernel(from, to, deq))
+		}
+	}
+	return &c
+})
+
+// wrapRow is wrap for a RowConverter.
+func wrapRow(from, to DType, kernel func(dst, meta, src []byte)) RowConverter {
+	blockBytes, blockElems := int(from.Info().BlockBytes), int(from.Info().BlockElems)
+	metaBytes := int(from.RowMeta())
+	outSize := int(to.ElemSize())
+	return func(dst, meta, src []byte) {
+		if len(meta) < metaBytes {
+			panic(fmt.Sprintf("dtype: %s to %s row converter: meta of %d bytes, not %d", from, to, len(meta), metaBytes))
+		}
+		if len(src)%blockBytes != 0 {
+			contractPanic(from, to, len(dst), len(src))
+		}
+		n := len(src) / blockBytes * blockElems * outSize
+		if len(dst) < n {
+			contractPanic(from, to, len(dst), len(src))
+		}
+		kernel(dst[:n], meta[:metaBytes], src)
+	}
+}
 
 // targets are the view dtypes, in the column order of the converter table.
 var targets = [4]DType{F64, F32, F16, BF16}

@@ -25,6 +25,17 @@ var quantPool = sync.Pool{New: func() any { return new(quantScratch) }}
 // quantKernel returns the kernel from a quantized dtype with dequantizer deq
 // to the view dtype to.
 func quantKernel(from, to DType, deq func(dst []float32, src []byte)) func(dst, src []byte) {
+	k := quantRowKernel(from, to, func(dst []float32, _, src []byte) { deq(dst, src) })
+	if k == nil {
+		return nil
+	}
+	return func(dst, src []byte) { k(dst, nil, src) }
+}
+
+// quantRowKernel returns the kernel from a quantized dtype with
+// dequantizer deq, which takes the meta of the row of its blocks (nil for
+// a type without row meta), to the view dtype to.
+func quantRowKernel(from, to DType, deq func(dst []float32, meta, src []byte)) func(dst, meta, src []byte) {
 	fi := from.Info()
 	blockBytes, blockElems := int(fi.BlockBytes), int(fi.BlockElems)
 	if blockElems > quantChunk {
@@ -41,13 +52,13 @@ func quantKernel(from, to DType, deq func(dst []float32, src []byte)) func(dst, 
 	case BF16:
 		fromF32 = f32ToBF16
 	}
-	return func(dst, src []byte) {
+	return func(dst, meta, src []byte) {
 		s := quantPool.Get().(*quantScratch)
 		for len(src) > 0 {
 			nb := min(perChunk, len(src)/blockBytes)
 			ne := nb * blockElems
 			f := s.f[:ne]
-			deq(f, src[:nb*blockBytes])
+			deq(f, meta, src[:nb*blockBytes])
 			out := dst[:ne*outSize]
 			if fromF32 == nil { // F32
 				for i, v := range f {

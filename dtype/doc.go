@@ -72,6 +72,12 @@
 // at most 4096 elements through a pooled scratch buffer, so memory does not
 // grow with the input.
 //
+// A type with row meta (RowMeta: bytes at the head of each row, before
+// its blocks; ik_llama.cpp's row-scaled and _KT types) has no Converter:
+// a tensor of it is rows of RowSize bytes (TensorSize; ByteSize refuses
+// it), and a RowConverter converts any run of a row's whole blocks given
+// that row's meta, with the same contract otherwise.
+//
 // # Registration and kernels
 //
 // Nothing registers itself: there is no init(). The converter table is

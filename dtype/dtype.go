@@ -71,6 +71,20 @@ const (
 	IQ4_K
 	IQ5_K
 	IQ6_K
+	// ik_llama.cpp's row-scaled types (quant_ikrow.go): blocks of 256 after
+	// a scale at the start of each row (RowMeta).
+	IQ4_KS
+	IQ2_KS
+	IQ4_KSS
+	IQ5_KS
+	IQ3_KS
+	IQ2_KL
+	// ik_llama.cpp's trellis types (quant_iktrellis.go): a float32 scale
+	// per row too.
+	IQ1_KT
+	IQ2_KT
+	IQ3_KT
+	IQ4_KT
 	numDTypes
 )
 
@@ -159,6 +173,48 @@ var table = [numDTypes]Info{
 	IQ4_K: {"IQ4_K", KindQuant, 256, 144, 1, "", 139},
 	IQ5_K: {"IQ5_K", KindQuant, 256, 176, 1, "", 140},
 	IQ6_K: {"IQ6_K", KindQuant, 256, 212, 1, "", 141},
+	// ik_llama.cpp's row-scaled codes: BlockBytes is a block's, without
+	// the row's scale (RowMeta)
+	IQ4_KS:  {"IQ4_KS", KindQuant, 256, 136, 1, "", 144},
+	IQ2_KS:  {"IQ2_KS", KindQuant, 256, 70, 1, "", 145},
+	IQ4_KSS: {"IQ4_KSS", KindQuant, 256, 128, 1, "", 146},
+	IQ5_KS:  {"IQ5_KS", KindQuant, 256, 168, 1, "", 152},
+	IQ3_KS:  {"IQ3_KS", KindQuant, 256, 102, 1, "", 156},
+	IQ2_KL:  {"IQ2_KL", KindQuant, 256, 86, 1, "", 157},
+	IQ1_KT:  {"IQ1_KT", KindQuant, 256, 56, 1, "", 158},
+	IQ2_KT:  {"IQ2_KT", KindQuant, 256, 68, 1, "", 153},
+	IQ3_KT:  {"IQ3_KT", KindQuant, 256, 100, 1, "", 154},
+	IQ4_KT:  {"IQ4_KT", KindQuant, 256, 128, 1, "", 155},
+}
+
+// rowMeta is the bytes each row of a tensor starts with, before the row's
+// blocks, for the types that keep data per row (ik_llama.cpp's
+// row_meta_size); 0 for every other type.
+var rowMeta = [numDTypes]int64{
+	IQ4_KS: 4, IQ2_KS: 2, IQ4_KSS: 4, IQ5_KS: 4, IQ3_KS: 2, IQ2_KL: 2,
+	IQ1_KT: 4, IQ2_KT: 4, IQ3_KT: 4, IQ4_KT: 4,
+}
+
+// RowMeta returns the bytes that each row of a tensor of d (its innermost
+// dimension) starts with before the row's blocks: a scale for
+// ik_llama.cpp's row-scaled types, 0 for the types whose blocks are
+// self-contained. A type with row meta is stored as rows of RowMeta +
+// rowLen/BlockElems*BlockBytes bytes (RowSize, TensorSize); its blocks
+// are converted with their row's meta (RowConverterFor).
+func (d DType) RowMeta() int64 {
+	if d >= numDTypes {
+		return 0
+	}
+	return rowMeta[d]
+}
+
+// RowLen returns the innermost dimension of shape, the elements of one
+// row for RowMeta, or 1 for a scalar.
+func RowLen(shape []int64) int64 {
+	if len(shape) == 0 {
+		return 1
+	}
+	return shape[len(shape)-1]
 }
 
 // Info returns d's row of the table. Invalid and out-of-range values give
@@ -263,10 +319,11 @@ func ParseView(s string) (DType, error) {
 }
 
 // ByteSize returns the bytes that n elements of d occupy, and false when n
-// is not a whole number of blocks or the product overflows int64.
+// is not a whole number of blocks or the product overflows int64, or when
+// d has row meta (its size depends on the row length: TensorSize).
 func (d DType) ByteSize(n int64) (int64, bool) {
 	i := d.Info()
-	if !d.Valid() || n < 0 || i.BlockElems <= 0 {
+	if !d.Valid() || n < 0 || i.BlockElems <= 0 || d.RowMeta() != 0 {
 		return 0, false
 	}
 	if n%i.BlockElems != 0 {
@@ -277,4 +334,41 @@ func (d DType) ByteSize(n int64) (int64, bool) {
 		return 0, false
 	}
 	return blocks * i.BlockBytes, true
+}
+
+// RowSize returns the bytes of one row of rowLen elements of a type with
+// row meta (the meta and the row's blocks), and false when rowLen is not
+// a positive whole number of blocks or d has no row meta.
+func (d DType) RowSize(rowLen int64) (int64, bool) {
+	i, m := d.Info(), d.RowMeta()
+	if m == 0 || rowLen <= 0 || rowLen%i.BlockElems != 0 {
+		return 0, false
+	}
+	blocks := rowLen / i.BlockElems
+	if i.BlockBytes > (1<<63-1-m)/blocks {
+		return 0, false
+	}
+	return m + blocks*i.BlockBytes, true
+}
+
+// TensorSize returns the bytes of a tensor of d of n elements in rows of
+// rowLen (its innermost dimension, RowLen): ByteSize(n) for a type
+// without row meta, whatever rowLen; n/rowLen rows of RowSize(rowLen)
+// bytes for one with, false when n is not whole rows or it overflows.
+func (d DType) TensorSize(n, rowLen int64) (int64, bool) {
+	if d.RowMeta() == 0 {
+		return d.ByteSize(n)
+	}
+	if n == 0 && rowLen >= 0 && rowLen%d.Info().BlockElems == 0 {
+		return 0, true // no rows, or rows of no elements
+	}
+	row, ok := d.RowSize(rowLen)
+	if !ok || n < 0 || n%rowLen != 0 {
+		return 0, false
+	}
+	rows := n / rowLen
+	if rows != 0 && row > (1<<63-1)/rows {
+		return 0, false
+	}
+	return rows * row, true
 }

@@ -14,9 +14,8 @@ package dtype
 // other last bits for 34 of its 64 codes; dtype/testdata/ikllama/README.md).
 //
 // The types of ik_llama.cpp with a scale per row before the row's blocks
-// (IQ4_KS, IQ2_KS, IQ4_KSS, IQ5_KS, IQ3_KS, IQ2_KL) are not block-local
-// and are not in the table: index/gguf lists their tensors as unserved
-// (their row dequantizers are in quant_ikrow.go).
+// (IQ4_KS, IQ2_KS, IQ4_KSS, IQ5_KS, IQ3_KS, IQ2_KL) are in the table with
+// RowMeta; their dequantizers take the row's scale (quant_ikrow.go).
 
 import "encoding/binary"
 

@@ -17,8 +17,8 @@ import (
 
 // ikServed and ikRowScaled are the types of testdata/ikllama/seedN.gguf
 // (ik_llama.cpp's quantizers, see the README there) by the name ikgen
-// gives their tensors: the served ones with their dtype, the row-scaled
-// ones with the name index/gguf lists them under.
+// gives their tensors: the block-local ones with their dtype, the
+// row-scaled ones with their dtype's name.
 var (
 	ikServed = map[string]dtype.DType{
 		"iq2_k": dtype.IQ2_K, "iq3_k": dtype.IQ3_K, "iq4_k": dtype.IQ4_K, "iq5_k": dtype.IQ5_K, "iq6_k": dtype.IQ6_K,
@@ -30,8 +30,9 @@ var (
 
 // TestQuantIKLlama checks IQ2_K..IQ6_K against ik_llama.cpp's own
 // dequantize_row_*, bit for bit, as TestQuantGGMLRefExtra does for ggml's
-// (F32, F64, F16, BF16; whole tensors and ranges cut mid-block), and that
-// the row-scaled types are listed by name, not served.
+// (F32, F64, F16, BF16; whole tensors and ranges cut mid-block), and the
+// row-scaled types (served with a scale per row, dtype.RowMeta) row by
+// row and by runs of blocks inside a row with that row's scale.
 func TestQuantIKLlama(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "ikllama", "*.gguf"))
 	if err != nil || len(files) == 0 {
@@ -99,9 +100,11 @@ func TestQuantIKLlama(t *testing.T) {
 					covered[typ]++
 					continue
 				}
-				if want, ok := ikRowScaled[typ]; !ok || p.listA != want || !strings.Contains(p.why, "ik_llama.cpp's "+want) {
-					t.Fatalf("%s: served as %v or listed as %q (%s), want %q listed", p.name, p.dt, p.listA, p.why, want)
+				if want, ok := ikRowScaled[typ]; !ok || p.dt.String() != want || p.dt.RowMeta() == 0 {
+					t.Fatalf("%s: served as %v or listed as %q (%s), want %q served with its rows' scales", p.name, p.dt, p.listA, p.why, want)
 				}
+				cols := map[bool]int{true: 512, false: 2304}[strings.HasSuffix(p.name, ".a")]
+				ikRowRefTensor(t, p.name, p.dt, p.raw, tref, cols, rng)
 				covered[typ]++
 			}
 			if pos != len(ref) {
@@ -117,6 +120,42 @@ func TestQuantIKLlama(t *testing.T) {
 	for typ := range ikRowScaled {
 		if covered[typ] == 0 {
 			t.Errorf("%s: not in the fixtures", typ)
+		}
+	}
+}
+
+// ikRowRefTensor checks a tensor of a type with row meta, rows of cols
+// elements, against ref (ik_llama.cpp's float32s) through its F32
+// RowConverter: each whole row, and a random run of each row's blocks
+// converted with the row's meta alone.
+func ikRowRefTensor(t *testing.T, name string, dt dtype.DType, raw []byte, ref []float32, cols int, rng *rand.Rand) {
+	t.Helper()
+	conv, ok := dtype.RowConverterFor(dt, dtype.F32)
+	if !ok {
+		t.Fatalf("%s: no %s row converter", name, dt)
+	}
+	rowBytes, ok := dt.RowSize(int64(cols))
+	if !ok || int64(len(raw)) != int64(len(ref)/cols)*rowBytes {
+		t.Fatalf("%s: %d bytes for %d rows of %d", name, len(raw), len(ref)/cols, rowBytes)
+	}
+	meta, bb := int(dt.RowMeta()), int(dt.Info().BlockBytes)
+	got := make([]byte, 4*cols)
+	for r := 0; r < len(ref)/cols; r++ {
+		row := raw[r*int(rowBytes) : (r+1)*int(rowBytes)]
+		want := ref[r*cols : (r+1)*cols]
+		conv(got, row[:meta], row[meta:])
+		blocks := cols / 256
+		i := rng.Intn(blocks)
+		j := i + 1 + rng.Intn(blocks-i)
+		part := make([]byte, 4*256*(j-i))
+		conv(part, row[:meta], row[meta+i*bb:meta+j*bb])
+		for k := 0; k < cols; k++ {
+			if g := binary.LittleEndian.Uint32(got[4*k:]); g != math.Float32bits(want[k]) {
+				t.Fatalf("%s row %d element %d: %#08x, ik_llama.cpp %#08x", name, r, k, g, math.Float32bits(want[k]))
+			}
+		}
+		if !bytes.Equal(part, got[4*256*i:4*256*j]) {
+			t.Fatalf("%s row %d: blocks %d..%d alone differ from the whole row's", name, r, i, j)
 		}
 	}
 }

@@ -117,7 +117,7 @@ func TestQuantIKTrellis(t *testing.T) {
 	for _, f := range ikFixtures(t, "seed44") {
 		seen[f.typ] = true
 		got := make([]float32, len(f.ref))
-		if d, ok := ByGGML(f.code); ok {
+		if d, ok := ByGGML(f.code); ok && d.RowMeta() == 0 {
 			if d.String() != f.typ {
 				t.Fatalf("%s: code %d is %s, want %s", f.name, f.code, d, f.typ)
 			}
@@ -127,6 +127,9 @@ func TestQuantIKTrellis(t *testing.T) {
 			}
 			deq(got, f.raw)
 		} else {
+			if d, ok := ByGGML(f.code); !ok || d.String() != f.typ || d.RowMeta() != 4 {
+				t.Fatalf("%s: code %d is %s (row meta %d), want %s with a 4-byte scale per row", f.name, f.code, d, d.RowMeta(), f.typ)
+			}
 			deq, ok := ktRowDequantizer(f.code)
 			if !ok {
 				t.Fatalf("%s: code %d has no dequantizer", f.typ, f.code)
@@ -171,7 +174,7 @@ func TestQuantKTRowSize(t *testing.T) {
 // it is named, none is also in the dtype table, and mainline codes are not
 // claimed.
 func TestIKType(t *testing.T) {
-	for code, want := range map[uint32]string{153: "IQ2_KT", 154: "IQ3_KT", 155: "IQ4_KT", 158: "IQ1_KT", 134: "IQ1_BN", 135: "IQ2_BN",
+	for code, want := range map[uint32]string{134: "IQ1_BN", 135: "IQ2_BN",
 		202: "Q4_0_R8", 208: "Q8_0_R8", 212: "Q4_K_R4", 214: "Q6_K_R4", 223: "IQ4_XS_R8", 339: "IQ4_K_R4"} {
 		name, why, ok := IKType(code)
 		if !ok || name != want || why == "" || strings.Contains(why, "\n") {

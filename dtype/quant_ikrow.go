@@ -2,12 +2,13 @@ package dtype
 
 // ik_llama.cpp's row-scaled types: each row is a scale (row_meta_size in
 // its ggml.c: a float32 for IQ4_KS, IQ4_KSS and IQ5_KS, an fp16 for
-// IQ2_KS, IQ3_KS and IQ2_KL) followed by the row's blocks of 256. A row
-// is not whole blocks, so these are not in the dtype table and nothing
-// serves them yet (index/gguf lists their tensors by name); the
-// dequantizers here are checked bit for bit against ik_llama.cpp's own
-// (TestQuantIKRows, on the rows of dtype/testdata/ikllama), for the
-// views that will convert such tensors a row at a time.
+// IQ2_KS, IQ3_KS and IQ2_KL) followed by the row's blocks of 256. They
+// are in the table with their blocks' size and RowMeta for the scale;
+// their blocks are dequantized with the row's scale, so a run of blocks
+// anywhere in a row converts on its own given that row's meta
+// (RowConverterFor). The dequantizers are checked bit for bit against
+// ik_llama.cpp's own (TestQuantIKRows, on the rows of
+// dtype/testdata/ikllama).
 
 import (
 	"encoding/binary"
@@ -15,13 +16,30 @@ import (
 )
 
 // ikRowType is one row-scaled type: its ggml code, the bytes of the row's
-// scale and of each block, and the dequantizer of one whole row.
+// scale and of each block, and the dequantizer of whole blocks of a row
+// given the row's meta (the scale).
 type ikRowType struct {
 	name       string
 	code       uint32
 	meta       int
 	blockBytes int
-	deq        func(dst []float32, row []byte) // len(dst) = 256 × blocks
+	deq        func(dst []float32, meta, blocks []byte) // len(dst) = 256 × blocks
+}
+
+// rowDequantizer returns the dequantizer of whole blocks of a row of a
+// type with row meta, given the row's meta.
+func rowDequantizer(d DType) (func(dst []float32, meta, blocks []byte), bool) {
+	if d.RowMeta() == 0 {
+		return nil, false
+	}
+	for _, ts := range [][]ikRowType{ikRowTypes, ktRowTypes} {
+		for _, rt := range ts {
+			if c := d.Info().GGML; c >= 0 && uint32(c) == rt.code {
+				return rt.deq, true
+			}
+		}
+	}
+	return nil, false
 }
 
 var ikRowTypes = []ikRowType{
@@ -37,12 +55,11 @@ func ikRowF32(row []byte) float32 { return math.Float32frombits(binary.LittleEnd
 
 // IQ4_KS: float32 d; blocks {u8 scales[8]; u8 qs[128]}: per 32, scale
 // (s&254) − 127 and codebook half s&1, 4-bit codes as IQ4_K's.
-func dequantIQ4KSRow(dst []float32, row []byte) {
+func dequantIQ4KSRow(dst []float32, meta, blocks []byte) {
 	const bs = 136
-	d := ikRowF32(row)
-	row = row[4:]
+	d := ikRowF32(meta)
 	for i := 0; i < len(dst)/256; i++ {
-		b := (*[bs]byte)(row[i*bs:])
+		b := (*[bs]byte)(blocks[i*bs:])
 		y := (*[256]float32)(dst[i*256:])
 		for ib := 0; ib < 8; ib++ {
 			s := b[ib]
@@ -61,12 +78,11 @@ func dequantIQ4KSRow(dst []float32, row []byte) {
 // IQ5_KS: float32 d; blocks {u8 scales[8]; u8 qs[128]; u8 qh[32]}: per
 // 64 elements k, two groups of 32 with IQ4_KS's scales, 4-bit codes (low
 // then high nibbles of 32 bytes) and a fifth bit, bits 2k and 2k+1 of qh.
-func dequantIQ5KSRow(dst []float32, row []byte) {
+func dequantIQ5KSRow(dst []float32, meta, blocks []byte) {
 	const bs = 168
-	d := ikRowF32(row)
-	row = row[4:]
+	d := ikRowF32(meta)
 	for i := 0; i < len(dst)/256; i++ {
-		b := (*[bs]byte)(row[i*bs:])
+		b := (*[bs]byte)(blocks[i*bs:])
 		y := (*[256]float32)(dst[i*256:])
 		qh := (*[32]byte)(b[136:])
 		for k := 0; k < 4; k++ {
@@ -91,13 +107,12 @@ func dequantIQ5KSRow(dst []float32, row []byte) {
 // 16-bit words whose low bits make an IQ4_KS scale byte, and whose other
 // bits, w&^1 xor'ed with itself shifted right by one, are 16 bytes of
 // nibbles as IQ4_KS's.
-func dequantIQ4KSSRow(dst []float32, row []byte) {
+func dequantIQ4KSSRow(dst []float32, meta, blocks []byte) {
 	const bs = 128
-	d := ikRowF32(row)
-	row = row[4:]
+	d := ikRowF32(meta)
 	var aux [16]byte
 	for i := 0; i < len(dst)/256; i++ {
-		b := (*[bs]byte)(row[i*bs:])
+		b := (*[bs]byte)(blocks[i*bs:])
 		y := (*[256]float32)(dst[i*256:])
 		for ib := 0; ib < 8; ib++ {
 			var ls uint32
@@ -123,12 +138,11 @@ func dequantIQ4KSSRow(dst []float32, row []byte) {
 // elements k, two groups of 32 with scale (nibble | bit 8+2k or 9+2k of
 // extra as 16) − 16, codebook half bit 2k or 2k+1 of extra, and 2-bit
 // codes, bit pairs 4(k%2) and 4(k%2)+2 of byte j of the k/2-th 32.
-func dequantIQ2KSRow(dst []float32, row []byte) {
+func dequantIQ2KSRow(dst []float32, meta, blocks []byte) {
 	const bs = 70
-	d := quantHalfAt(row)
-	row = row[2:]
+	d := quantHalfAt(meta)
 	for i := 0; i < len(dst)/256; i++ {
-		b := (*[bs]byte)(row[i*bs:])
+		b := (*[bs]byte)(blocks[i*bs:])
 		y := (*[256]float32)(dst[i*256:])
 		extra := uint32(binary.LittleEndian.Uint16(b[0:]))
 		for k := 0; k < 4; k++ {
@@ -155,12 +169,11 @@ func dequantIQ2KSRow(dst []float32, row []byte) {
 // − 16 (nibbles: low of scales[0..3] for groups 0..3, high for 4..7),
 // codebook half bit 8+g of extra, 3-bit codes (bit pair 2(g%4) of byte j
 // of the g/4-th 32 of qs, bit g of qh[j]).
-func dequantIQ3KSRow(dst []float32, row []byte) {
+func dequantIQ3KSRow(dst []float32, meta, blocks []byte) {
 	const bs = 102
-	d := quantHalfAt(row)
-	row = row[2:]
+	d := quantHalfAt(meta)
 	for i := 0; i < len(dst)/256; i++ {
-		b := (*[bs]byte)(row[i*bs:])
+		b := (*[bs]byte)(blocks[i*bs:])
 		y := (*[256]float32)(dst[i*256:])
 		extra := uint32(binary.LittleEndian.Uint16(b[0:]))
 		var dl [8]float32
@@ -210,12 +223,11 @@ var ikIQ2KLValues = func() (t [32][2]float32) {
 // (nibble k/2 of scales_l[2k%4], scales_l[(2k+1)%4]; bit pairs 4k and
 // 4k+2 of scales_h), each 5-bit code (a nibble of qs[16k+j] and bit 2k or
 // 2k+1 of qh[j]) giving two consecutive values.
-func dequantIQ2KLRow(dst []float32, row []byte) {
+func dequantIQ2KLRow(dst []float32, meta, blocks []byte) {
 	const bs = 86
-	d := quantHalfAt(row)
-	row = row[2:]
+	d := quantHalfAt(meta)
 	for i := 0; i < len(dst)/256; i++ {
-		b := (*[bs]byte)(row[i*bs:])
+		b := (*[bs]byte)(blocks[i*bs:])
 		y := (*[256]float32)(dst[i*256:])
 		sh := uint32(binary.LittleEndian.Uint16(b[0:]))
 		qh := (*[16]byte)(b[70:])

@@ -19,14 +19,14 @@ import (
 // the float32 product scale·(sum − 126), |sum − 126| for IQ3_KT, as
 // ik_llama.cpp's QuantizerIQKT::set_values (iqk/iqk_quantize.cpp) gives.
 //
-// The row scale breaks the block model (a block's values depend on the
-// head of its row), so these dequantizers take whole rows and are not in
-// quantDequantizer: the tensors are listed as unserved (IKType), and the
-// dequantizers are checked bit-exact against ik_llama.cpp's own
-// dequantize_row_* (testdata/ikllama2) for when the views learn rows.
+// The row scale is the type's RowMeta: the dequantizers take it and whole
+// blocks of the row (any run of them), as quant_ikrow.go's, and the views
+// convert a row's blocks with its scale (RowConverterFor). They are
+// checked bit-exact against ik_llama.cpp's own dequantize_row_*
+// (testdata/ikllama2).
 
-// ktRowTypes are the _KT types, in quant_ikrow.go's shape (a row
-// dequantizer each: len(dst) = 256 × the row's blocks).
+// ktRowTypes are the _KT types, in quant_ikrow.go's shape (a dequantizer
+// of a row's blocks given the row's scale: len(dst) = 256 × blocks).
 var ktRowTypes = []ikRowType{
 	{"IQ1_KT", 158, 4, 56, dequantIQ1KTRow},
 	{"IQ2_KT", 153, 4, 68, dequantIQ2KTRow},
@@ -47,7 +47,7 @@ func ktRowDequantizer(code uint32) (func(dst []float32, row []byte) error, bool)
 			if len(row) < k.meta || (len(row)-k.meta)%k.blockBytes != 0 {
 				return fmt.Errorf("%s row of %d bytes is not a %d-byte scale and whole %d-byte blocks", k.name, len(row), k.meta, k.blockBytes)
 			}
-			k.deq(dst[:(len(row)-k.meta)/k.blockBytes*256], row)
+			k.deq(dst[:(len(row)-k.meta)/k.blockBytes*256], row[:k.meta], row[k.meta:])
 			return nil
 		}, true
 	}
@@ -126,9 +126,9 @@ func ktValuesAbs8(y *[8]float32, x uint32, scale float32, qh uint64, sh uint) {
 // IQ1_KT row: float32 d, then blocks of sh[8] (4-bit scale index, and bit
 // 4+g the 13th index bit of group g), ql[32], qh[16] (4 more index bits per
 // group: the low nibbles for blocks 0-3, the high ones for 4-7).
-func dequantIQ1KTRow(dst []float32, row []byte) {
+func dequantIQ1KTRow(dst []float32, meta, src []byte) {
 	const bs = 56
-	d, src := ikRowF32(row), row[4:]
+	d := ikRowF32(meta)
 	for i := 0; i < len(dst)/256*bs; i += bs {
 		b := (*[bs]byte)(src[i:])
 		y := dst[i/bs*256:]
@@ -148,9 +148,9 @@ func dequantIQ1KTRow(dst []float32, row []byte) {
 // ikIQ4Values: the low nibble for a block of the first half, the high one
 // for the same block of the second half), ql as 32 uint16 indices (16 per
 // half).
-func dequantIQ2KTRow(dst []float32, row []byte) {
+func dequantIQ2KTRow(dst []float32, meta, src []byte) {
 	const bs = 68
-	d, src := ikRowF32(row), row[4:]
+	d := ikRowF32(meta)
 	for i := 0; i < len(dst)/256*bs; i += bs {
 		b := (*[bs]byte)(src[i:])
 		y := (*[256]float32)(dst[i/bs*256:])
@@ -170,9 +170,9 @@ func dequantIQ2KTRow(dst []float32, row []byte) {
 // themselves), ql as 32 uint16 indices, qh[32] (sign bits: bit b of
 // qh[8g+j] negates element j of group g of block b, blocks 0-3 the first
 // half, 4-7 the second).
-func dequantIQ3KTRow(dst []float32, row []byte) {
+func dequantIQ3KTRow(dst []float32, meta, src []byte) {
 	const bs = 100
-	d, src := ikRowF32(row), row[4:]
+	d := ikRowF32(meta)
 	for i := 0; i < len(dst)/256*bs; i += bs {
 		b := (*[bs]byte)(src[i:])
 		y := (*[256]float32)(dst[i/bs*256:])
@@ -194,9 +194,9 @@ func dequantIQ3KTRow(dst []float32, row []byte) {
 // 32: bit 0 the offset choice, bits 1-7 the scale + 64, bits 8+3g.. the top
 // 3 index bits of group g of 4), ql[64], qh[32] (4 more index bits: low
 // nibbles for groups 0-31, high for 32-63).
-func dequantIQ4KTRow(dst []float32, row []byte) {
+func dequantIQ4KTRow(dst []float32, meta, src []byte) {
 	const bs = 128
-	d, src := ikRowF32(row), row[4:]
+	d := ikRowF32(meta)
 	for i := 0; i < len(dst)/256*bs; i += bs {
 		b := (*[bs]byte)(src[i:])
 		y := (*[256]float32)(dst[i/bs*256:])
@@ -218,15 +218,11 @@ func dequantIQ4KTRow(dst []float32, row []byte) {
 }
 
 // ikTypes are ik_llama.cpp's ggml type codes that tensorfs recognises but
-// does not serve, with why: the _KT types and IQ1_BN/IQ2_BN have a scale
-// at the head of each row, which the block views cannot place; the _R4/_R8
+// does not serve, with why: IQ1_BN/IQ2_BN have a scale at the head of
+// each row that ik_llama.cpp's own dequantizer ignores; the _R4/_R8
 // types interleave 4 or 8 rows (ik_llama.cpp's run-time repacking, also
 // written by llama-quantize with --repack).
 var ikTypes = map[uint32]struct{ name, why string }{
-	153: {"IQ2_KT", ikRowScale},
-	154: {"IQ3_KT", ikRowScale},
-	155: {"IQ4_KT", ikRowScale},
-	158: {"IQ1_KT", ikRowScale},
 	134: {"IQ1_BN", ikRowScale + " (ik_llama.cpp's CPU dequantize_row_* neither skips nor applies that scale: no reference to match)"},
 	135: {"IQ2_BN", ikRowScale + " (ik_llama.cpp's CPU dequantize_row_* neither skips nor applies that scale: no reference to match)"},
 	202: {"Q4_0_R8", ikRepacked}, 206: {"Q5_0_R4", ikRepacked}, 208: {"Q8_0_R8", ikRepacked},

@@ -594,7 +594,7 @@ func (d *Document) checkTensors(file, what string, tensors []DocTensor) error {
 		if !ok {
 			return ErrorAt(file, where, "shape %s has a negative dimension or overflows", ShapeString(t.Shape))
 		}
-		size, ok := dt.ByteSize(n)
+		size, ok := dt.TensorSize(n, dtype.RowLen(t.Shape))
 		if !ok || size != t.Size {
 			return ErrorAt(file, where, "size %d does not match %s %s", t.Size, t.DType, ShapeString(t.Shape))
 		}

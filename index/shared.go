@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/lazyweights/tensorfs/dtype"
 )
 
 // ZipMagic begins a zip archive (its first local file header).
@@ -125,7 +127,7 @@ func CheckTensor(t *Tensor, src string, fileSize int64) error {
 	if !ok {
 		return bad("shape %s overflows", ShapeString(t.Shape))
 	}
-	size, ok := t.DType.ByteSize(n)
+	size, ok := t.DType.TensorSize(n, dtype.RowLen(t.Shape))
 	if !ok || size != t.Size {
 		return bad("size %d for %s %s", t.Size, t.DType, ShapeString(t.Shape))
 	}

@@ -12,10 +12,11 @@ import (
 )
 
 // TestIKTrellisGGUF: a GGUF of ik_llama.cpp's types (dtype/testdata/ikllama2,
-// from ik_llama.cpp's own quantizers) serves its Q6_0 tensor in the .f32/
-// and .bf16/ views and through load --dtype exactly as ik_llama.cpp's
-// dequantize_row_q6_0 gives it, and names each _KT tensor as not served
-// (a scale heads each row), in ls, load and convert, one line each.
+// from ik_llama.cpp's own quantizers) serves its Q6_0 tensor and its _KT
+// ones (a float32 scale heads each row) in the .f32/ and .bf16/ views
+// (whole, read inside a row, and a part of the columns), through load
+// --dtype and convert --dtype, exactly as ik_llama.cpp's dequantize_row_*
+// gives them; ls names nothing as not served.
 func TestIKTrellisGGUF(t *testing.T) {
 	base, err := filepath.Abs(filepath.Join("..", "dtype", "testdata", "ikllama2", "seed44"))
 	if err != nil {
@@ -37,56 +38,83 @@ func TestIKTrellisGGUF(t *testing.T) {
 	if err != nil || json.Unmarshal(js, &doc) != nil || len(doc.Tensors) != 5 || doc.Tensors[0].Type != "Q6_0" {
 		t.Fatalf("seed44.json: %v", err)
 	}
-	q6 := doc.Tensors[0]
-	ref := refAll[:4*q6.Shape[0]*q6.Shape[1]] // Q6_0 is the first tensor
-	var refBF16 []byte
-	for i := 0; i < len(ref); i += 4 {
-		b := binary.LittleEndian.Uint32(ref[i:])
-		if math.IsNaN(float64(math.Float32frombits(b))) {
-			t.Fatal("NaN in the reference")
-		}
-		refBF16 = binary.LittleEndian.AppendUint16(refBF16, uint16((b+0x7fff+(b>>16&1))>>16))
+	refs := map[string][]byte{} // in file order, as the .f32ref
+	pos := 0
+	for _, tn := range doc.Tensors {
+		n := 4 * int(tn.Shape[0]*tn.Shape[1])
+		refs[tn.Name] = refAll[pos : pos+n]
+		pos += n
 	}
-
-	kt := []string{"IQ1_KT", "IQ2_KT", "IQ3_KT", "IQ4_KT"}
-	oneLineEach := func(what, stderr string) {
-		t.Helper()
-		for _, typ := range kt {
-			if n := strings.Count(stderr, "is not served: ik_llama.cpp's "+typ+" (ggml type "); n != 1 {
-				t.Errorf("%s: %d lines naming %s, want 1:\n%s", what, n, typ, stderr)
+	if pos != len(refAll) {
+		t.Fatalf("seed44.json: %d of %d reference bytes", pos, len(refAll))
+	}
+	bf16 := func(ref []byte) []byte {
+		var out []byte
+		for i := 0; i < len(ref); i += 4 {
+			b := binary.LittleEndian.Uint32(ref[i:])
+			if math.IsNaN(float64(math.Float32frombits(b))) {
+				t.Fatal("NaN in the reference")
 			}
+			out = binary.LittleEndian.AppendUint16(out, uint16((b+0x7fff+(b>>16&1))>>16))
 		}
+		return out
 	}
 
 	r := runTensorfs(t, "ls", src)
-	if r.code != 0 || !strings.Contains(r.stdout, q6.Name) || strings.Contains(r.stdout, "_kt") {
+	if r.code != 0 || strings.Contains(r.stderr, "not served") {
 		t.Errorf("ls: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	oneLineEach("ls", r.stderr)
-
+	for _, tn := range doc.Tensors {
+		if !strings.Contains(r.stdout, tn.Name) {
+			t.Errorf("ls lacks %s:\n%s", tn.Name, r.stdout)
+		}
+	}
 	r = runTensorfs(t, "load", "--dtype", "f32", "--sha256", "--quiet", src)
-	if !strings.Contains(r.stdout, q6.SHA256F32+"  "+q6.Name) {
-		t.Errorf("load --dtype f32: want %s for %s:\n%s%s", q6.SHA256F32, q6.Name, r.stdout, r.stderr)
+	for _, tn := range doc.Tensors {
+		if !strings.Contains(r.stdout, tn.SHA256F32+"  "+tn.Name) {
+			t.Errorf("load --dtype f32: want %s for %s:\n%s%s", tn.SHA256F32, tn.Name, r.stdout, r.stderr)
+		}
 	}
-	if r.code == 0 || !strings.Contains(r.stderr, "4 tensors not loaded") {
-		t.Errorf("load: exit %d, want the 4 _KT tensors named as not loaded:\n%s", r.code, r.stderr)
+	if r.code != 0 {
+		t.Errorf("load: exit %d:\n%s", r.code, r.stderr)
 	}
-	oneLineEach("load", r.stderr)
-
-	r = runTensorfs(t, "convert", "--quiet", src, filepath.Join(t.TempDir(), "out.safetensors"))
-	if r.code == 0 || !strings.Contains(r.stderr, "cannot write 4 tensors") || !strings.Contains(r.stderr, `"blk.3.iq3_kt.weight" (IQ3_KT)`) {
-		t.Errorf("convert: exit %d, want the 4 _KT tensors named:\n%s", r.code, r.stderr)
+	out := filepath.Join(t.TempDir(), "out.safetensors")
+	if r := runTensorfs(t, "convert", "--quiet", "--dtype", "f32", src, out); r.code != 0 {
+		t.Fatalf("convert --dtype f32: exit %d: %s", r.code, r.stderr)
+	}
+	got := stEntries(t, out)
+	for name, ref := range refs {
+		if e := got[name]; e.DType != "F32" || !bytes.Equal(e.Data, ref) {
+			t.Errorf("convert: %s: %s of %d bytes, differs from ik_llama.cpp's", name, e.DType, len(e.Data))
+		}
 	}
 
 	needFUSE(t)
 	m := mount(t, src)
-	for view, want := range map[string][]byte{".f32": ref, ".bf16": refBF16} {
-		got, err := os.ReadFile(m.Path(filepath.Join(view, q6.Name)))
-		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("%s/%s: %d bytes (%v), differs from ik_llama.cpp's dequantization", view, q6.Name, len(got), err)
+	for _, tn := range doc.Tensors {
+		ref, cols := refs[tn.Name], int(tn.Shape[1])
+		for view, want := range map[string][]byte{".f32": ref, ".bf16": bf16(ref)} {
+			got, err := os.ReadFile(m.Path(filepath.Join(view, tn.Name)))
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s/%s: %d bytes (%v), differs from ik_llama.cpp's dequantization", view, tn.Name, len(got), err)
+			}
 		}
-	}
-	if _, err := os.Stat(m.Path("blk.2.iq2_kt.weight")); !os.IsNotExist(err) {
-		t.Errorf("the IQ2_KT tensor is served as codes: %v", err)
+		if f, err := os.Open(m.Path(filepath.Join(".f32", tn.Name))); err != nil {
+			t.Error(err)
+		} else {
+			off := 4*2*cols + 4*300 + 3 // inside the third row, mid-element
+			buf := make([]byte, 1501)
+			if n, err := f.ReadAt(buf, int64(off)); n != len(buf) || !bytes.Equal(buf, ref[off:off+len(buf)]) {
+				t.Errorf(".f32/%s at %d: %d bytes (%v), differs", tn.Name, off, n, err)
+			}
+			f.Close()
+		}
+		var part []byte // columns [c/2, c): part 1 of 2 along dim 1
+		for r := 0; r < len(ref)/(4*cols); r++ {
+			part = append(part, ref[4*(r*cols+cols/2):4*(r+1)*cols]...)
+		}
+		if got, err := os.ReadFile(m.Path(filepath.Join(".f32", ".split", "1", "2", "1", tn.Name))); err != nil || !bytes.Equal(got, part) {
+			t.Errorf(".f32/.split/1/2/1/%s: %d bytes (%v), differs", tn.Name, len(got), err)
+		}
 	}
 }

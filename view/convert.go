@@ -18,8 +18,9 @@ const (
 // scratch is the per-read working memory of a converted read, pooled so
 // that reads do not allocate.
 type scratch struct {
-	src [srcStep]byte     // source blocks of one step
-	dst [maxBlockOut]byte // a block whose output is cut by the read's ends
+	src  [srcStep]byte     // source blocks of one step
+	dst  [maxBlockOut]byte // a block whose output is cut by the read's ends
+	meta [maxRowMeta]byte  // the meta of a row (rowConverted)
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}

@@ -24,6 +24,12 @@
 //     bounded step at a time (64 KiB of source), converted with
 //     dtype.ConverterFor straight into the caller's buffer; only blocks cut
 //     by the read's ends go through scratch.
+//   - converted, of a type with row meta (dtype.RowMeta: a scale before
+//     each row's blocks, ik_llama.cpp's row-scaled and _KT types):
+//     rowConverted (convertrows.go) converts the blocks a read covers
+//     with their row's meta, dtype.RowConverterFor; whole rows a step at
+//     a time, a row the read starts or ends inside with one more read of
+//     its meta.
 //
 // NewNPY(t, src) is a NumPy .npy file: a format 1.0 header (2.0 where the
 // header exceeds 65535 bytes) padded so the data starts at a multiple of

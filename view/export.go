@@ -87,9 +87,9 @@ func ExportForm(t *index.Tensor, to dtype.DType) (dt dtype.DType, shape []int64,
 	case dtype.C32:
 		return dtype.F16, append(slices.Clone(t.Shape), 2), dtype.Invalid, true
 	}
-	info := t.DType.Info()
-	if n := len(t.Shape); n > 0 && info.BlockElems > 0 && t.Shape[n-1]%info.BlockElems == 0 {
-		if row, ok := mul(t.Shape[n-1]/info.BlockElems, info.BlockBytes); ok {
+	// A row's bytes: its blocks, and its meta for a type with row meta.
+	if n := len(t.Shape); n > 0 {
+		if row, ok := t.DType.TensorSize(t.Shape[n-1], t.Shape[n-1]); ok {
 			return dtype.U8, withLast(row), dtype.Invalid, true
 		}
 	}

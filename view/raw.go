@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/lazyweights/tensorfs/backing"
+	"github.com/lazyweights/tensorfs/dtype"
 	"github.com/lazyweights/tensorfs/index"
 )
 
@@ -44,7 +45,7 @@ func checkRaw(t *index.Tensor, src backing.Source) (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("view: %s: shape %v has a negative dim or too many elements", t.Name, t.Shape)
 	}
-	size, ok := t.DType.ByteSize(n)
+	size, ok := t.DType.TensorSize(n, dtype.RowLen(t.Shape))
 	if !ok || size != t.Size {
 		return 0, fmt.Errorf("view: %s: size %d bytes does not match %s shape %v", t.Name, t.Size, t.DType, t.Shape)
 	}

@@ -77,9 +77,10 @@ func geometry(name string, shape []int64, dt dtype.DType, s Split) (sliceGeom, e
 	}
 	g := sliceGeom{runs: outer, start: start, end: end}
 	var ok [3]bool
-	g.run, ok[0] = dt.ByteSize((end - start) * inner)
-	g.first, ok[1] = dt.ByteSize(start * inner)
-	g.step, ok[2] = dt.ByteSize(d * inner)
+	rowLen := dtype.RowLen(shape) // whole rows, for a type with row meta
+	g.run, ok[0] = dt.TensorSize((end-start)*inner, rowLen)
+	g.first, ok[1] = dt.TensorSize(start*inner, rowLen)
+	g.step, ok[2] = dt.TensorSize(d*inner, rowLen)
 	if !ok[0] || !ok[1] || !ok[2] {
 		return sliceGeom{}, fmt.Errorf("view: %s: part %s of %s shape %v does not fall on whole blocks of %d elements", name, s, dt, shape, dt.Info().BlockElems)
 	}

@@ -64,13 +64,19 @@ func Size(t *index.Tensor, src backing.Source, to dtype.DType) (int64, error) {
 // readerPlan is what New's checks found: all it needs to build the reader.
 type readerPlan struct {
 	elems int64           // elements of t
-	conv  dtype.Converter // nil: the native view
+	conv  dtype.Converter // nil: the native view (or rows)
+	rows  *rowConverted   // the conversion of a type with row meta, without its source
 	size  int64           // bytes of the view
 }
 
 // build returns the reader of t in dtype to that plan has accepted.
 func build(t *index.Tensor, src backing.Source, to dtype.DType, p readerPlan) Reader {
 	raw := buildRaw(t, src, p.elems)
+	if p.rows != nil {
+		rc := *p.rows
+		rc.src = raw
+		return &reader{raw: &rc, size: p.size}
+	}
 	if p.conv == nil {
 		if c, ok := raw.(*contiguous); ok {
 			return &rangeReader{contiguous: c, size: t.Size}
@@ -92,6 +98,18 @@ func plan(t *index.Tensor, src backing.Source, to dtype.DType) (readerPlan, erro
 	if !to.IsFloatView() {
 		return readerPlan{}, fmt.Errorf("view: %s: %s is not a view dtype (want F32, F16, BF16 or F64)", t.Name, to)
 	}
+	if t.DType.RowMeta() != 0 { // a row's blocks convert with its meta
+		conv, ok := dtype.RowConverterFor(t.DType, to)
+		if !ok {
+			return readerPlan{}, fmt.Errorf("view: %s: %s cannot be converted to %s", t.Name, t.DType, to)
+		}
+		rc, err := rowConvertedSize(t.Size, dtype.RowLen(t.Shape), t.DType, to)
+		if err != nil {
+			return readerPlan{}, fmt.Errorf("view: %s: %w", t.Name, err)
+		}
+		rc.conv = conv
+		return readerPlan{elems: n, rows: &rc, size: rc.size}, nil
+	}
 	conv, ok := dtype.ConverterFor(t.DType, to)
 	if !ok {
 		return readerPlan{}, fmt.Errorf("view: %s: %s cannot be converted to %s", t.Name, t.DType, to)
@@ -109,6 +127,10 @@ func plan(t *index.Tensor, src backing.Source, to dtype.DType) (readerPlan, erro
 func Convertible(t *index.Tensor, to dtype.DType) bool {
 	if !to.IsFloatView() || !t.DType.Valid() {
 		return false
+	}
+	if t.DType.RowMeta() != 0 {
+		_, ok := dtype.RowConverterFor(t.DType, to)
+		return t.DType == to || ok
 	}
 	return t.DType == to || dtype.CanConvert(t.DType, to)
 }

@@ -365,14 +365,6 @@ func (p *ggufParser) tensorInfos(nTensors, alignment uint64) (ggufInfos, error) 
 	return in, nil
 }
 
-// ikRowScaled are ik_llama.cpp's type codes (its ggml.h) whose rows start
-// with a scale (a float32 or an fp16: row_meta_size in its ggml.c) before
-// their blocks of 256: a row is not whole blocks, so they are not in
-// dtype's table. (ik_llama.cpp's block-local types, IQ2_K..IQ6_K, are.)
-var ikRowScaled = map[uint32]string{
-	144: "IQ4_KS", 145: "IQ2_KS", 146: "IQ4_KSS", 152: "IQ5_KS", 156: "IQ3_KS", 157: "IQ2_KL",
-}
-
 // shape is the tensor's shape, row-major (ggml lists ne innermost first).
 func (ti *ggufTensorInfo) shape() []int64 {
 	shape := make([]int64, ti.nd)
@@ -498,7 +490,9 @@ func (p *ggufParser) tensor(ti *ggufTensorInfo, alignment uint64) (index.Tensor,
 			return index.Tensor{}, p.errAt(ti.at, where, "gguf: innermost dimension %d is not a multiple of the %s block size %d", ne0, dt, info.BlockElems)
 		}
 	}
-	size, ok := dt.ByteSize(n)
+	// A type with row meta (ik_llama.cpp's row-scaled ones) is rows of
+	// its meta and blocks: TensorSize counts both.
+	size, ok := dt.TensorSize(n, dtype.RowLen(shape))
 	if !ok {
 		return index.Tensor{}, p.errAt(ti.at, where, "gguf: byte size of %d %s elements overflows int64", n, dt)
 	}

@@ -13,9 +13,9 @@ import (
 // served as dtype's IQ2_K..IQ6_K; a tensor of one cut by the end of the
 // file, or declared larger than the room before the next tensor, is
 // refused in one line naming its type; its row-scaled types (IQ4_KS,
-// IQ2_KS, IQ4_KSS, IQ5_KS, IQ3_KS, IQ2_KL) are listed by name and not
-// served, the file's other tensors are, and a file of only those is
-// refused naming the type.
+// IQ2_KS, IQ4_KSS, IQ5_KS, IQ3_KS, IQ2_KL) and _KT trellis types are
+// served too, each row its scale (RowMeta) and its blocks, and the size
+// checked as such.
 func TestIKLlamaTypes(t *testing.T) {
 	f32 := ggufTI{name: "a", dims: []uint64{8}, typ: 0, offset: 0}
 	for _, c := range []struct {
@@ -52,23 +52,34 @@ func TestIKLlamaTypes(t *testing.T) {
 		}
 	}
 
-	for code, name := range map[uint32]string{144: "IQ4_KS", 145: "IQ2_KS", 146: "IQ4_KSS", 152: "IQ5_KS", 156: "IQ3_KS", 157: "IQ2_KL"} {
-		r := ggufTI{name: "r", dims: []uint64{256, 2}, typ: code, offset: 32}
-		idx, err := Parse(ggufFile("ik.gguf", (&ggufBuild{tensors: []ggufTI{f32, r}, data: make([]byte, 32+512)}).bytes()))
+	// The row-scaled types: rows of the row's scale (meta) and its blocks.
+	for _, c := range []struct {
+		code        uint32
+		name        string
+		meta, block int
+	}{{144, "IQ4_KS", 4, 136}, {145, "IQ2_KS", 2, 70}, {146, "IQ4_KSS", 4, 128}, {152, "IQ5_KS", 4, 168}, {156, "IQ3_KS", 2, 102}, {157, "IQ2_KL", 2, 86},
+		{158, "IQ1_KT", 4, 56}, {153, "IQ2_KT", 4, 68}, {154, "IQ3_KT", 4, 100}, {155, "IQ4_KT", 4, 128}} {
+		size := 3 * (c.meta + 2*c.block) // 3 rows of 512
+		r := ggufTI{name: "r", dims: []uint64{512, 3}, typ: c.code, offset: 32}
+		idx, err := Parse(ggufFile("ik.gguf", (&ggufBuild{tensors: []ggufTI{f32, r}, data: make([]byte, 32+size)}).bytes()))
 		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+			t.Fatalf("%s: %v", c.name, err)
 		}
-		if len(idx.Tensors) != 1 || idx.Tensors[0].Name != "a" || len(idx.Unserved) != 1 {
-			t.Fatalf("%s: served %+v, unserved %+v", name, idx.Tensors, idx.Unserved)
+		if len(idx.Tensors) != 2 || len(idx.Unserved) != 0 {
+			t.Fatalf("%s: served %+v, unserved %+v", c.name, idx.Tensors, idx.Unserved)
 		}
-		u := idx.Unserved[0]
-		if u.Name != "r" || u.Type != name || !slices.Equal(u.Shape, []int64{2, 256}) || u.Offset != idx.Tensors[0].Offset+32 ||
-			!strings.Contains(u.Why, fmt.Sprintf("ik_llama.cpp's %s (ggml type %d)", name, code)) {
-			t.Errorf("%s: unserved %+v", name, u)
+		if g := idx.Tensors[1]; g.DType.String() != c.name || g.Size != int64(size) || !slices.Equal(g.Shape, []int64{3, 512}) || g.DType.RowMeta() != int64(c.meta) {
+			t.Fatalf("%s: tensor %+v", c.name, g)
 		}
-		_, err = Parse(ggufFile("ik.gguf", (&ggufBuild{tensors: []ggufTI{{name: "r", dims: []uint64{256, 2}, typ: code}}, data: make([]byte, 512)}).bytes()))
-		if err == nil || !strings.Contains(err.Error(), name) || strings.Contains(err.Error(), "unknown") || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%s alone: error %v, want one line naming it", name, err)
+		// Blocks without the rows' scales are short by 3*meta bytes.
+		_, err = Parse(ggufFile("ik.gguf", (&ggufBuild{tensors: []ggufTI{f32, r}, data: make([]byte, 32+size-1)}).bytes()))
+		if want := fmt.Sprintf("%s [3 512]", c.name); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s truncated: error %v, want one line naming %q", c.name, err, want)
+		}
+		r.dims = []uint64{200, 3} // not whole blocks
+		_, err = Parse(ggufFile("ik.gguf", (&ggufBuild{tensors: []ggufTI{f32, r}, data: make([]byte, 32+size)}).bytes()))
+		if err == nil || !strings.Contains(err.Error(), "block size 256") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s rows of 200: error %v", c.name, err)
 		}
 	}
 }

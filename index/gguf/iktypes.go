@@ -8,13 +8,10 @@ import (
 
 // ikUnserved gives the Unserved Type and Why of a tensor of one of
 // ik_llama.cpp's type codes that tensorfs recognises but does not serve:
-// the row-scaled ones of ikRowScaled, and those dtype.IKType names (the
-// _KT trellis types, IQ1_BN, IQ2_BN, the row-interleaved _R4/_R8 ones).
+// those dtype.IKType names (IQ1_BN, IQ2_BN, the row-interleaved _R4/_R8
+// ones). Its row-scaled and _KT types are dtype's, with RowMeta.
 // ok is false for any other code.
 func ikUnserved(code uint32) (typ, why string, ok bool) {
-	if name, ok := ikRowScaled[code]; ok {
-		return name, fmt.Sprintf("ik_llama.cpp's %s (ggml type %d) keeps a scale per row before the row's blocks; tensorfs converts by self-contained blocks and does not serve it", name, code), true
-	}
 	if name, reason, ok := dtype.IKType(code); ok {
 		return name, fmt.Sprintf("ik_llama.cpp's %s (ggml type %d) %s", name, code, reason), true
 	}
