@@ -77,9 +77,10 @@ gets() { # SCHEME: GETs of the object's bytes its server answered so far (CDN GE
 	oci) registry_gets ;;
 	s3) grep -c 's3_GetObject model.safetensors ' "$work/vgw-access.log" ;;
 	hf)
+		local n
+		n=$(grep -c requests: "$work/hfserve.log")
 		kill -USR1 "$hpid"
-		local n=0
-		until [ "$(grep -c requests: "$work/hfserve.log")" -gt "$n" ] 2>/dev/null; do n=$(grep -c requests: "$work/hfserve.log"); sleep 0.05; done
+		until [ "$(grep -c requests: "$work/hfserve.log")" -gt "$n" ] 2>/dev/null; do sleep 0.05; done
 		tail -1 "$work/hfserve.log" | awk '{print $5}' ;;
 	esac
 }
