@@ -27,8 +27,11 @@ func refSlice(whole []byte, shape []int64, dt dtype.DType, s Split) ([]byte, boo
 		}
 		start, end = end, end+l
 	}
-	var out []byte
 	be := dt.Info().BlockElems
+	var out []byte
+	if n, ok := dt.ByteSize(outer * (end - start) * inner); ok {
+		out = make([]byte, 0, n) // one allocation, not one growth per row
+	}
 	for o := int64(0); o < outer; o++ {
 		a, b := (o*d+start)*inner, (o*d+end)*inner
 		if a%be != 0 || b%be != 0 {

@@ -110,8 +110,16 @@ func Path(t testing.TB, rel string) string {
 // Python returns the Debian Python (/usr/bin/python3, which sees
 // python3-numpy and python3-torch), or $TENSORFS_PYTHON. modules are
 // imported as a check; skips (fails under CI) when any is missing.
+//
+// Under the race detector it skips: the cross-checks against Python's
+// readers test bytes, not concurrency, and .ci/run runs them in its plain
+// run (the README's test command) before the race run, where they cost
+// minutes of CI for nothing the race detector can find.
 func Python(t testing.TB, modules ...string) string {
 	t.Helper()
+	if Race {
+		t.Skip("race run: the Python cross-checks run in the plain run")
+	}
 	py := os.Getenv("TENSORFS_PYTHON")
 	if py == "" {
 		py = "/usr/bin/python3"
