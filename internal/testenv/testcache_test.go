@@ -37,6 +37,13 @@ func TestDirKeysTestCache(t *testing.T) {
 	}
 	write(filepath.Join(repo, "go.mod"), "module example.com/m\n\ngo 1.26\n")
 	write(filepath.Join(repo, "internal", "testenv", "testenv.go"), string(src))
+	for _, f := range []string{"race_on.go", "race_off.go"} { // testenv.Race
+		b, err := os.ReadFile(filepath.Join(RepoRoot(), "internal", "testenv", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(filepath.Join(repo, "internal", "testenv", f), string(b))
+	}
 	write(filepath.Join(repo, "x", "x_test.go"), `package x
 
 import (
