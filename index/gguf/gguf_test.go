@@ -74,7 +74,7 @@ func ggufCheckInvariants(t testing.TB, idx *index.Index, name string, size int64
 		if tn.Offset < 0 || tn.Size < 0 || tn.Offset+tn.Size > size {
 			t.Fatalf("tensor %q [%d,+%d) outside file of %d", tn.Name, tn.Offset, tn.Size, size)
 		}
-		if want, ok := tn.DType.ByteSize(tn.NumElements()); !ok || want != tn.Size {
+		if want, ok := tn.DType.TensorSize(tn.NumElements(), dtype.RowLen(tn.Shape)); !ok || want != tn.Size {
 			t.Fatalf("tensor %q: size %d, dtype says %d", tn.Name, tn.Size, want)
 		}
 		if i > 0 && tn.Size > 0 && tn.Offset < end {
