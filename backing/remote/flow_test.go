@@ -50,10 +50,19 @@ func streamRange(t *testing.T, st *memStore, s *Source, off, n, chunk int64) {
 	}
 }
 
-// runFlows counts the goroutines running a flow.
+// runFlows counts the goroutines running a flow, once they have had a
+// minute to return: a flow's goroutine calls inflight.Done as its last
+// deferred call, so Close or inflight.Wait can return while it is still
+// on its way out (the race detector's scheduling shows it).
 func runFlows() int {
 	buf := make([]byte, 1<<20)
-	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "remote.(*Source).runFlow")
+	n := 0
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		n = strings.Count(string(buf[:runtime.Stack(buf, true)]), "remote.(*Source).runFlow")
+		if n == 0 || time.Now().After(deadline) {
+			return n
+		}
+	}
 }
 
 // TestFlowOneGet: a tensor streamed through a Prefetch range, in reads
