@@ -107,10 +107,7 @@ func planAWQ(p *planner) {
 			continue
 		}
 		name := x + ".weight"
-		if _, done := p.weights[name]; done {
-			continue
-		}
-		if _, done := p.probs[name]; done {
+		if p.planned(name) {
 			continue
 		}
 		qn, zn, sn := x+".qweight", x+".qzeros", x+".scales"

@@ -361,10 +361,7 @@ func planAWQGemv(p *planner, fast bool) {
 			continue
 		}
 		name := x + ".weight"
-		if _, done := p.weights[name]; done {
-			continue
-		}
-		if _, done := p.probs[name]; done {
+		if p.planned(name) {
 			continue
 		}
 		qn, zn, sn := x+".qweight", x+zname, x+".scales"

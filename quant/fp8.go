@@ -263,10 +263,7 @@ func (p *planner) fp8Pairs(scheme string, bm, bn int64, strict bool) {
 		default:
 			continue
 		}
-		if _, done := p.weights[x]; done {
-			continue
-		}
-		if _, done := p.probs[x]; done {
+		if p.planned(x) {
 			continue
 		}
 		base := strings.TrimSuffix(x, ".weight")

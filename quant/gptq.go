@@ -157,10 +157,7 @@ func planGPTQ(p *planner) {
 			continue
 		}
 		name := x + ".weight"
-		if _, done := p.weights[name]; done {
-			continue
-		}
-		if _, done := p.probs[name]; done {
+		if p.planned(name) {
 			continue
 		}
 		qn, zn, sn, gn := x+".qweight", x+".qzeros", x+".scales", x+".g_idx"

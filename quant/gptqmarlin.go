@@ -210,10 +210,7 @@ func planGPTQMarlin(p *planner, bits, gsize int64) {
 			continue
 		}
 		name := x + ".weight"
-		if _, done := p.weights[name]; done {
-			continue
-		}
-		if _, done := p.probs[name]; done {
+		if p.planned(name) {
 			continue
 		}
 		bn, sn, wn := x+".B", x+".s", x+".workspace"

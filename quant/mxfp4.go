@@ -157,10 +157,7 @@ func planMXFP4Pairs(p *planner, strict bool) {
 		default:
 			continue
 		}
-		if _, done := p.weights[base]; done {
-			continue
-		}
-		if _, done := p.probs[base]; done {
+		if p.planned(base) {
 			continue
 		}
 		bn, sn := base+"_blocks", base+"_scales"

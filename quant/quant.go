@@ -388,6 +388,14 @@ func (p *planner) result() *Result {
 // t returns the stored tensor name, nil when absent.
 func (p *planner) t(name string) *index.Tensor { return p.byName[name] }
 
+// planned reports whether the weight name is already planned: served
+// (weights) or named unusable (probs).
+func (p *planner) planned(name string) bool {
+	_, w := p.weights[name]
+	_, f := p.probs[name]
+	return w || f
+}
+
 // add records a weight; parts are hidden unless one is the weight's own name.
 func (p *planner) add(name, scheme string, shape []int64, parts []string, k kernel, hide ...string) {
 	if !dimsOK(shape) {
