@@ -12,6 +12,12 @@ type Range struct{ Off, Len int64 }
 // differ from the plan (a reader that jumps): they are served as any
 // read, the plan only ever saves requests. A source that does not
 // implement Planner serves every read on its own.
+//
+// PlanLimit is how many plans it serves at once with a request each
+// (remote: its flows): a reader that reads with more workers cuts its
+// ranges into at most that many plans, the plans beyond it being read
+// a request per read.
 type Planner interface {
 	PrefetchPlan(ranges []Range, chunk int64)
+	PlanLimit() int
 }

@@ -11,24 +11,28 @@ import (
 // runs cuts sel, Stream's tensors, into runs for its workers when they
 // are read from sources that fetch ahead (backing.Planner: a remote
 // one): each source's tensors in the order of their bytes, cut into
-// runs of about equal bytes, about Parallel in all, each announced to
+// runs of about equal bytes, about Parallel in all (no more than the
+// sources serve at once with a request each: PlanLimit), each announced to
 // its source as one plan as its worker starts it, so that its reads cost
 // the store one request (remote: one GET) rather than one per tensor.
 // It returns nil, Stream then taking the tensors one at a time in
 // index order, unless every tensor is delivered as stored from one
 // range of such a source, whole (no Split), with no two sharing bytes;
 // and with Parallel 1 unless the runs keep index order (Begin's order).
-// chunk is the length of every pool buffer (0: they differ).
-func (c *Checkpoint) runs(sel []TensorInfo, opts StreamOptions, chunk int64) [][]TensorInfo {
+// chunk is the length of every pool buffer (0: they differ). workers is
+// how many runs to read at once: Parallel, or PlanLimit when less (a
+// source of several files may have a few more runs than that).
+func (c *Checkpoint) runs(sel []TensorInfo, opts StreamOptions, chunk int64) (runs [][]TensorInfo, workers int) {
 	if opts.Split != nil || c.mount != "" || c.idx == nil || c.files == nil || chunk <= 0 {
-		return nil
+		return nil, 0
 	}
 	bySrc := map[int][]TensorInfo{}
 	var srcs []int // in the order of their first tensor
 	var total int64
+	limit := opts.Parallel // runs read at once with a request each
 	for _, t := range sel {
 		if t.Index < 0 || t.Index >= len(c.idx.Tensors) {
-			return nil
+			return nil, 0
 		}
 		it := &c.idx.Tensors[t.Index]
 		to := opts.DType
@@ -36,19 +40,20 @@ func (c *Checkpoint) runs(sel []TensorInfo, opts StreamOptions, chunk int64) [][
 			to = AsStored
 		}
 		if !native(t, to) || !it.Contiguous() || it.Source < 0 || it.Source >= len(c.files) {
-			return nil
+			return nil, 0
 		}
-		if _, ok := c.files[it.Source].(backing.Planner); !ok {
-			return nil
+		p, ok := c.files[it.Source].(backing.Planner)
+		if !ok {
+			return nil, 0
 		}
+		limit = min(limit, max(1, p.PlanLimit()))
 		if _, seen := bySrc[it.Source]; !seen {
 			srcs = append(srcs, it.Source)
 		}
 		bySrc[it.Source] = append(bySrc[it.Source], t)
 		total += it.Size
 	}
-	target := max(1, total/int64(opts.Parallel))
-	var runs [][]TensorInfo
+	target := max(1, total/int64(limit))
 	for _, s := range srcs {
 		ts := bySrc[s]
 		stored := func(t TensorInfo) *index.Tensor { return &c.idx.Tensors[t.Index] }
@@ -56,7 +61,7 @@ func (c *Checkpoint) runs(sel []TensorInfo, opts StreamOptions, chunk int64) [][
 		var bytes int64
 		for i, t := range ts {
 			if i > 0 && stored(t).Offset < stored(ts[i-1]).Offset+stored(ts[i-1]).Size {
-				return nil // two tensors share bytes (tied weights)
+				return nil, 0 // two tensors share bytes (tied weights)
 			}
 			bytes += stored(t).Size
 		}
@@ -82,13 +87,13 @@ func (c *Checkpoint) runs(sel []TensorInfo, opts StreamOptions, chunk int64) [][
 		for _, r := range runs {
 			for _, t := range r {
 				if t.Index != sel[i].Index {
-					return nil
+					return nil, 0
 				}
 				i++
 			}
 		}
 	}
-	return runs
+	return runs, limit
 }
 
 // plan announces run, about to be read tensor after tensor in reads of

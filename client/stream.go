@@ -117,7 +117,8 @@ func (o StreamOptions) withDefaults() StreamOptions {
 // calls come in exactly that order), and may finish out of order; read
 // whole and as stored from a source that fetches ahead (a remote one),
 // they are taken instead in runs of tensors stored one after another,
-// about Parallel runs of equal bytes, each read by one worker and
+// about Parallel runs of equal bytes (fewer where the source serves
+// fewer at once with one request each), each read by one worker and
 // announced to its source as one plan (one GET per run: runs.go), in
 // index order still with Parallel 1 when the runs keep it. The
 // memory Stream holds is the buffer pool plus a small constant per tensor
@@ -150,8 +151,8 @@ func (c *Checkpoint) Stream(ctx context.Context, sink Sink, opts StreamOptions) 
 	if err != nil {
 		return err
 	}
-	if runs := c.runs(sel, opts, pool.chunk); runs != nil {
-		return forEach(ctx, len(runs), opts.Parallel, func(ctx context.Context, i int) error {
+	if runs, workers := c.runs(sel, opts, pool.chunk); runs != nil {
+		return forEach(ctx, len(runs), workers, func(ctx context.Context, i int) error {
 			c.plan(runs[i], pool.chunk)
 			for _, t := range runs[i] {
 				if err := c.streamOne(ctx, sink, pool, t, opts.DType, nil, false); err != nil {

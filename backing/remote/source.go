@@ -716,6 +716,11 @@ func (s *Source) PrefetchPlan(ranges []backing.Range, chunk int64) {
 	s.announce(plan[0].Off, last.Off+last.Len, plan, max(chunk, 0))
 }
 
+// PlanLimit is how many flows the source's Client keeps open at once
+// (backing.Planner): a plan read while they are all taken is read a GET
+// per read.
+func (s *Source) PlanLimit() int { return int(s.c.flowSlots()) }
+
 // announce starts the stream of a Prefetch range [off, end), or of a
 // plan's span.
 func (s *Source) announce(off, end int64, plan []backing.Range, chunk int64) {
