@@ -72,37 +72,8 @@ func TestStreamRunsRemote(t *testing.T) {
 	}
 	path := filepath.Join(dir, "m.safetensors")
 	writeSafetensors(t, path, nil, ts)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var ranges []string
-	var cut atomic.Bool // cut the next reply of more than 4 parts after 2 parts
-	files := http.FileServer(http.Dir(dir))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		ranges = append(ranges, r.Header.Get("Range"))
-		mu.Unlock()
-		w.Header().Set("ETag", `"v1"`)
-		var start, end int64
-		if n, _ := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &start, &end); n == 2 && end-start >= 4*ps && cut.CompareAndSwap(true, false) {
-			w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, len(data)))
-			w.Header().Set("Content-Length", strconv.FormatInt(end-start+1, 10))
-			w.WriteHeader(http.StatusPartialContent)
-			w.Write(data[start : start+2*ps])
-			panic(http.ErrAbortHandler)
-		}
-		files.ServeHTTP(w, r)
-	}))
+	srv, taken, cut := rangeServer(t, path, ps)
 	defer srv.Close()
-	taken := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		r := ranges
-		ranges = nil
-		return r
-	}
 	stream := func(t *testing.T, ck *Checkpoint, opts StreamOptions) *runSink {
 		t.Helper()
 		s := &runSink{sums: map[string][32]byte{}}
@@ -161,4 +132,43 @@ func TestStreamRunsRemote(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rangeServer serves the file at path over HTTP (with an ETag),
+// recording the Range of each request (taken returns those since its
+// last call); once cut is set, the next reply of more than 4 parts of ps
+// bytes is cut after 2 parts (the connection reset).
+func rangeServer(t *testing.T, path string, ps int64) (srv *httptest.Server, taken func() []string, cut *atomic.Bool) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var ranges []string
+	cut = new(atomic.Bool)
+	files := http.FileServer(http.Dir(filepath.Dir(path)))
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ranges = append(ranges, r.Header.Get("Range"))
+		mu.Unlock()
+		w.Header().Set("ETag", `"v1"`)
+		var start, end int64
+		if n, _ := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &start, &end); n == 2 && end-start >= 4*ps && cut.CompareAndSwap(true, false) {
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, len(data)))
+			w.Header().Set("Content-Length", strconv.FormatInt(end-start+1, 10))
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(data[start : start+2*ps])
+			panic(http.ErrAbortHandler)
+		}
+		files.ServeHTTP(w, r)
+	}))
+	taken = func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		r := ranges
+		ranges = nil
+		return r
+	}
+	return srv, taken, cut
 }
