@@ -108,6 +108,41 @@ func prefetch(src backing.Source, off, n int64) {
 	}
 }
 
+// plans returns, for each source whose every tensor Data reads whole as
+// one range of it (no CRC-32, no values counted, the file not hashed
+// whole), in index order, their bytes in increasing order, and that
+// fetches ahead (backing.Planner: a remote one), its tensors' ranges:
+// announced to it as one plan as Data reaches the first, they cost its
+// store one GET rather than one per tensor. nil for the others, whose
+// tensors are announced one at a time.
+func plans(c *Checkpoint, o DataOptions, hashed []bool) [][]backing.Range {
+	plans := make([][]backing.Range, len(c.Sources))
+	ok := make([]bool, len(c.Sources))
+	for i, src := range c.Sources {
+		_, isP := src.(backing.Planner)
+		ok[i] = isP && !hashed[i]
+	}
+	for i := range c.Index.Tensors {
+		t := &c.Index.Tensors[i]
+		if t.Source < 0 || t.Source >= len(c.Sources) || !ok[t.Source] {
+			continue
+		}
+		p := plans[t.Source]
+		if t.Check != nil || o.Values && view.Convertible(t, dtype.F32) || !t.Contiguous() ||
+			len(p) > 0 && t.Offset < p[len(p)-1].Off+p[len(p)-1].Len {
+			ok[t.Source], plans[t.Source] = false, nil
+			continue
+		}
+		plans[t.Source] = append(p, backing.Range{Off: t.Offset, Len: t.Size})
+	}
+	for i, p := range plans {
+		if len(p) < 2 {
+			plans[i] = nil // one tensor: Prefetch says as much
+		}
+	}
+	return plans
+}
+
 // chunk is how much Data reads at a time: its memory.
 const chunk = 1 << 20
 
@@ -122,13 +157,17 @@ const chunk = 1 << 20
 // read whole, from byte 0 to its size whatever part of it the tensors
 // cover, and hashed: a digest that differs is a problem naming both;
 // its tensors' bytes are not read a second time unless o.Values or a
-// CRC-32 or a strided view needs them.
+// CRC-32 or a strided view needs them. The tensors of a remote file,
+// read whole in index order with their bytes in the same order, are
+// announced to it as one plan (one GET for all of them: plans).
 // Memory: one buffer of 1 MiB.
 func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 	var rep DataReport
 	var ps []Problem
 	buf := make([]byte, chunk)
 	hashed := hashFiles(c, buf, &rep, &ps)
+	plans := plans(c, o, hashed)
+	told := make([]bool, len(plans))
 	for i := range c.Index.Tensors {
 		t := &c.Index.Tensors[i]
 		if t.Source < 0 || t.Source >= len(c.Sources) {
@@ -187,7 +226,12 @@ func Data(c *Checkpoint, o DataOptions) (DataReport, []Problem) {
 			continue // read whole by the hash
 		}
 		var r io.ReaderAt = io.NewSectionReader(src, t.Offset, t.Size)
-		if t.Contiguous() {
+		if plan := plans[t.Source]; plan != nil {
+			if !told[t.Source] {
+				src.(backing.Planner).PrefetchPlan(plan, chunk) // at its first tensor
+				told[t.Source] = true
+			}
+		} else if t.Contiguous() {
 			prefetch(src, t.Offset, t.Size)
 		} else {
 			v, err := view.New(t, src, dtype.Invalid)

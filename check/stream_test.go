@@ -26,8 +26,9 @@ import (
 // a tensor it reads whole, each as one streamed GET (a Prefetch range
 // read in Data's 1 MiB reads, under a part of 2 MiB), not one GET per
 // part or readahead window: a file of 12 parts costs the server the
-// Open's GET and one more. A reply cut mid-body costs one GET more, and
-// the bytes hashed are still the file's.
+// Open's GET and one more; so does the file as 5 tensors (padding
+// between some) read whole, announced as one plan. A reply cut mid-body
+// costs one GET more, and the bytes hashed are still the file's.
 func TestDataStreamsRemote(t *testing.T) {
 	const ps = 2 << 20
 	data := make([]byte, 12*ps)
@@ -73,23 +74,42 @@ func TestDataStreamsRemote(t *testing.T) {
 		return src
 	}
 	tensor := index.Tensor{Name: "w", DType: dtype.F32, Shape: []int64{(int64(len(data)) - 100) / 4}, Offset: 100, Size: int64(len(data)) - 100}
+	// The same bytes as 5 tensors, with padding between some.
+	var tensors []index.Tensor
+	for i, at := range []int64{100, 3*ps + 100, 5*ps + 132, 9*ps + 132, 9*ps + 4132, 12 * ps} {
+		if i > 0 {
+			prev := &tensors[i-1]
+			prev.Size = at - prev.Offset - []int64{0, 32, 0, 4000, 0}[i-1]
+			prev.Shape = []int64{prev.Size / 4}
+		}
+		if i < 5 {
+			tensors = append(tensors, index.Tensor{Name: fmt.Sprintf("w%d", i), DType: dtype.F32, Offset: at})
+		}
+	}
 	for _, tc := range []struct {
-		name   string
-		hash   bool // the file's sha256 is stated: hashed whole
-		values bool // NaN and Inf counted, through the tensor's float32 view
-		cut    int64
-		gets   int64 // after Open's
-		digest string
+		name    string
+		hash    bool // the file's sha256 is stated: hashed whole
+		values  bool // NaN and Inf counted, through the tensor's float32 view
+		cut     int64
+		gets    int64 // after Open's
+		digest  string
+		tensors []index.Tensor // nil: tensor
 	}{
-		{"hashed", true, false, 0, 1, "sha256 ok"},
-		{"tensor", false, false, 0, 1, ""},
-		{"values", false, true, 0, 1, ""},
-		{"hashed, cut", true, false, 1, 2, "sha256 ok"},
+		{"hashed", true, false, 0, 1, "sha256 ok", nil},
+		{"tensor", false, false, 0, 1, "", nil},
+		{"values", false, true, 0, 1, "", nil},
+		{"hashed, cut", true, false, 1, 2, "sha256 ok", nil},
+		{"tensors", false, false, 0, 1, "", tensors},      // one plan
+		{"tensors, cut", false, false, 1, 2, "", tensors}, // one plan, a resumption
 	} {
 		src := open()
 		gets.Store(0)
 		cuts.Store(tc.cut)
-		ck := &Checkpoint{Source: srv.URL, Index: &index.Index{Format: "safetensors", Sources: []string{srv.URL + "/model.bin"}, Tensors: []index.Tensor{tensor}}, Sources: []backing.Source{src}}
+		ts := tc.tensors
+		if ts == nil {
+			ts = []index.Tensor{tensor}
+		}
+		ck := &Checkpoint{Source: srv.URL, Index: &index.Index{Format: "safetensors", Sources: []string{srv.URL + "/model.bin"}, Tensors: ts}, Sources: []backing.Source{src}}
 		if tc.hash {
 			ck.SHA256 = func(int) (string, bool) { return want, true }
 		}
@@ -105,7 +125,7 @@ func TestDataStreamsRemote(t *testing.T) {
 			t.Fatalf("%s: files %+v", tc.name, rep.Files)
 		}
 		if g := gets.Load(); g != tc.gets {
-			t.Errorf("%s: %d GETs for a file of 12 parts read whole; want %d", tc.name, g, tc.gets)
+			t.Errorf("%s: %d GETs for a file of 12 parts read whole (%d tensors); want %d", tc.name, g, len(ts), tc.gets)
 		}
 	}
 }

@@ -80,11 +80,17 @@
 //     whose one-line message names the checkpoint, the tensor, the
 //     operation and the byte offset. Cancelling the context stops the
 //     stream between chunks and Stream returns the context's cause.
-//   - Remote sources: when a tensor starts, Stream tells its source which
-//     bytes are about to be read (Prefetch), and the source of the next
-//     tensor too, so that GETs for the next tensor overlap the reading of
-//     this one; the memory that costs is the source's part cache, bounded
-//     by its own budget (backing/remote).
+//   - Remote sources: when every tensor is read whole and as stored
+//     from a source that fetches ahead (backing.Planner), each worker
+//     takes a run of tensors stored one after another (each file's
+//     tensors in byte order, about Parallel runs of equal bytes) and
+//     tells the source the run's ranges as it starts it (PrefetchPlan):
+//     one GET per run (runs.go). Otherwise, when a tensor starts, Stream
+//     tells its source which bytes are about to be read (Prefetch), and
+//     the source of the next tensor too, so that GETs for the next
+//     tensor overlap the reading of this one; the memory that costs is
+//     the source's part cache, bounded by its own budget
+//     (backing/remote).
 //
 // # Filling a destination without order
 //

@@ -114,7 +114,13 @@ func (o StreamOptions) withDefaults() StreamOptions {
 // opts.DType) into sink, in fixed-size chunks read into a fixed pool of
 // buffers allocated once (or supplied by the sink). Tensors are taken in
 // index order, at most opts.Parallel at a time (with Parallel 1, Begin
-// calls come in exactly that order), and may finish out of order. The
+// calls come in exactly that order), and may finish out of order; read
+// whole and as stored from a source that fetches ahead (a remote one),
+// they are taken instead in runs of tensors stored one after another,
+// about Parallel runs of equal bytes (fewer where the source serves
+// fewer at once with one request each), each read by one worker and
+// announced to its source as one plan (one GET per run: runs.go), in
+// index order still with Parallel 1 when the runs keep it. The
 // memory Stream holds is the buffer pool plus a small constant per tensor
 // in flight, whatever the checkpoint's size.
 //
@@ -145,6 +151,17 @@ func (c *Checkpoint) Stream(ctx context.Context, sink Sink, opts StreamOptions) 
 	if err != nil {
 		return err
 	}
+	if runs, workers := c.runs(sel, opts, pool.chunk); runs != nil {
+		return forEach(ctx, len(runs), workers, func(ctx context.Context, i int) error {
+			c.plan(runs[i], pool.chunk)
+			for _, t := range runs[i] {
+				if err := c.streamOne(ctx, sink, pool, t, opts.DType, nil, false); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
 	return forEach(ctx, len(sel), opts.Parallel, func(ctx context.Context, i int) error {
 		if i+1 < len(sel) {
 			// A source that fetches ahead starts on the next tensor now,
@@ -155,12 +172,14 @@ func (c *Checkpoint) Stream(ctx context.Context, sink Sink, opts StreamOptions) 
 		if opts.Split != nil {
 			part = opts.Split(sel[i])
 		}
-		return c.streamOne(ctx, sink, pool, sel[i], opts.DType, part)
+		return c.streamOne(ctx, sink, pool, sel[i], opts.DType, part, true)
 	})
 }
 
-// streamOne delivers one tensor.
-func (c *Checkpoint) streamOne(ctx context.Context, sink Sink, pool *pool, t TensorInfo, to dtype.DType, part *Split) error {
+// streamOne delivers one tensor, announcing its range to a source that
+// fetches ahead when announce is set (not when it is in a run whose plan
+// its source was told).
+func (c *Checkpoint) streamOne(ctx context.Context, sink Sink, pool *pool, t TensorInfo, to dtype.DType, part *Split, announce bool) error {
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
@@ -172,7 +191,9 @@ func (c *Checkpoint) streamOne(ctx context.Context, sink Sink, pool *pool, t Ten
 		return err
 	}
 	defer r.Close()
-	c.prefetch(t)
+	if announce {
+		c.prefetch(t)
+	}
 	size := r.Size()
 	ts, err := sink.Begin(t, r.DType(), size)
 	if err != nil {
@@ -283,6 +304,7 @@ func (c *Checkpoint) dropPages(t TensorInfo, dt dtype.DType, off, n int64) {
 type pool struct {
 	free     chan chunkBuf
 	provider BufferProvider // nil when the buffers are the pool's own
+	chunk    int64          // every buffer's length; 0 when they differ
 }
 
 type chunkBuf struct {
@@ -311,7 +333,11 @@ func newPool(sink Sink, opts StreamOptions) (*pool, error) {
 		}
 	}
 	p.free = make(chan chunkBuf, len(bufs))
+	p.chunk = int64(len(bufs[0]))
 	for i, b := range bufs {
+		if int64(len(b)) != p.chunk {
+			p.chunk = 0
+		}
 		p.free <- chunkBuf{i, b}
 	}
 	return p, nil

@@ -3,15 +3,9 @@ package client
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/lazyweights/tensorfs/backing/remote"
@@ -38,37 +32,8 @@ func TestWriteSafetensorsStreamsRemote(t *testing.T) {
 		{"d", "I64", []int64{3}, randomBytes(4, 24)},
 		{"e", "U8", []int64{48*ps + 3}, randomBytes(5, 48*ps+3)},
 	})
-	var mu sync.Mutex
-	var ranges []string
-	var cut atomic.Bool // cut the next reply of more than 4 parts after 2 parts
-	data, err := os.ReadFile(filepath.Join(dir, "m.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := http.FileServer(http.Dir(dir))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		ranges = append(ranges, r.Header.Get("Range"))
-		mu.Unlock()
-		w.Header().Set("ETag", `"v1"`)
-		var start, end int64
-		if n, _ := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &start, &end); n == 2 && end-start >= 4*ps && cut.CompareAndSwap(true, false) {
-			w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, len(data)))
-			w.Header().Set("Content-Length", strconv.FormatInt(end-start+1, 10))
-			w.WriteHeader(http.StatusPartialContent)
-			w.Write(data[start : start+2*ps])
-			panic(http.ErrAbortHandler)
-		}
-		files.ServeHTTP(w, r)
-	}))
+	srv, taken, cut := rangeServer(t, filepath.Join(dir, "m.safetensors"), ps)
 	defer srv.Close()
-	taken := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		r := ranges
-		ranges = nil
-		return r
-	}
 	for _, tc := range []struct {
 		to  dtype.DType
 		cut bool

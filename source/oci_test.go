@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lazyweights/tensorfs/backing"
 	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
@@ -114,6 +115,12 @@ func TestOCIRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTensors(t, "tar", ckT, want)
+	// Its file is a range of the blob read as an object of its own
+	// (the store offsets its GETs): a loader's runs of its tensors are
+	// announced to it as plans, a GET each, as for a raw layer.
+	if _, ok := ckT.Sources[0].(backing.Planner); !ok {
+		t.Errorf("tar: the file's source %T takes no plans (backing.Planner)", ckT.Sources[0])
+	}
 	ckT.Close()
 
 	// A sharded, block-FP8 quantized model: its shards weight layers,

@@ -33,7 +33,14 @@
 // from its slice only once filled(i-1) has returned, so the flow puts
 // the next reader's buffer there): a tensor of N chunks costs one
 // request, not N, and no memory beyond the loader's buffers (between
-// reads the body waits in the connection). The loader's parallel
+// reads the body waits in the connection). Source.PrefetchPlan (a
+// backing.Planner: a loader's worker about to stream a run of tensors
+// stored one after another, each in reads of its chunk size) makes one
+// flow span the run's ranges: the bytes between two of them, under 64
+// KiB (a GGUF's alignment), are read into a buffer of the flow's own and
+// dropped; a larger gap ends the flow, the next range's first read
+// starting another. An announced range replaces the streams whose
+// ranges it overlaps (their reader has moved on). The loader's parallel
 // tensors are what keeps GETs in flight; a Client has at most
 // Parallel/2 flows open, each holding a slot while its reader is
 // between reads. A flow is pinned and retried as any GET (a reply cut

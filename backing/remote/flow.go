@@ -3,29 +3,58 @@ package remote
 import (
 	"context"
 	"errors"
+	"sort"
 	"time"
+
+	"github.com/lazyweights/tensorfs/backing"
 )
 
-// A flow is one GET of a Prefetch range (a loader streaming one tensor)
-// whose body is read straight into the reader's successive buffers: the
-// reads of a tensor of N chunks cost the store one request, not N, and
-// no memory beyond the reader's own buffers (the GET reads a buffer only
-// while its ReadAt waits for it; between reads the body waits in the
-// connection). It rests on Store.Get's promise to take bufs[i] from the
-// slice only after filled(i-1) has returned: the flow puts each reader
-// buffer there as its ReadAt comes. A read that does not continue the
-// flow (another offset or length) ends it and is served as any other
-// read; so is a read whose flow failed (the object changed and an
-// interrupt aside): a flow only ever saves GETs.
+// A flow is one GET of a Prefetch range (a loader streaming one tensor),
+// or of several ranges of a PrefetchPlan (a loader's worker streaming a
+// run of tensors), whose body is read straight into the reader's
+// successive buffers: the reads of N chunks cost the store one request,
+// not N, and no memory beyond the reader's own buffers (the GET reads a
+// buffer only while its ReadAt waits for it; between reads the body
+// waits in the connection). The bytes between two ranges of a plan (a
+// GGUF's alignment padding) are read into a buffer of the flow's own, of
+// at most maxGap bytes; ranges further apart end the flow there (the
+// next range's first read starts another). It rests on Store.Get's
+// promise to take bufs[i] from the slice only after filled(i-1) has
+// returned: the flow puts each reader buffer there as its ReadAt comes.
+// A read that does not continue the flow (another offset or length)
+// ends it and is served as any other read; so is a read whose flow
+// failed (the object changed and an interrupt aside): a flow only ever
+// saves GETs.
 type flow struct {
-	start, end int64 // the GET's range
-	chunk      int64 // each buffer's length; the last one's is what is left
-	at         int64 // GUARDED_BY(Source.mu): where the next read must start to continue it
+	start int64     // the GET's first byte
+	segs  []flowSeg // the GET's buffers in order: the reader's, and gaps
+	next  int       // GUARDED_BY(Source.mu): the segment of the read that continues it; len(segs): none
+	gap   []byte    // where gaps are read, as long as the longest (nil: none)
 
 	give chan flowReq // a reader's buffer
 	ctx  context.Context
 	stop context.CancelFunc
 	over chan struct{} // closed when the flow's goroutine has ended
+}
+
+// flowSeg is one buffer of a flow's GET: n bytes at off, a reader's or
+// (gap) bytes between two ranges of a plan, read and dropped.
+type flowSeg struct {
+	off, n int64
+	gap    bool
+}
+
+// waits says whether the read at off is the one the flow waits for.
+// LOCKS_REQUIRED(Source.mu).
+func (f *flow) waits(off int64) bool { return f.next < len(f.segs) && f.segs[f.next].off == off }
+
+// advance moves past the segment of the read that has continued the
+// flow, and the gap after it. LOCKS_REQUIRED(Source.mu).
+func (f *flow) advance() {
+	f.next++
+	for f.next < len(f.segs) && f.segs[f.next].gap {
+		f.next++
+	}
 }
 
 // flowReq is one ReadAt's buffer for the flow, and where its outcome goes.
@@ -44,13 +73,19 @@ const maxFlow = 1 << 30
 // reader of shorter reads is served as well through parts.
 const minFlowRead = 64 << 10
 
+// maxGap bounds the bytes between two ranges of a plan that one flow
+// reads and drops (a GGUF's alignment padding: 32 bytes by default);
+// ranges further apart are read by flows of their own.
+const maxGap = 64 << 10
+
+// maxFlowSegs bounds the buffers of one flow's GET (a plan of many
+// small tensors is read by several).
+const maxFlowSegs = 1 << 15
+
 var (
 	errFlowMismatch = errors.New("not the read the flow waits for")
 	errFlowEnded    = errors.New("the flow ended")
 )
-
-// bufLen is the length of the flow's buffer at off.
-func (f *flow) bufLen(off int64) int64 { return min(f.chunk, f.end-off) }
 
 // flowSlots is how many flows a Client has open at once: each holds one
 // of its Parallel slots for GETs in flight while its reader is between
@@ -59,48 +94,113 @@ func (c *Client) flowSlots() int32 { return int32(max(1, c.opts.Parallel/2)) }
 
 // takeFlow returns the flow that the read of [off, off+n) of stream st
 // continues, or starts one for it and the reads after it up to the
-// stream's limit, or returns nil (the read is served as any other).
-// LOCKS_REQUIRED(s.mu).
-func (s *Source) takeFlow(st *stream, off, n int64, start bool) *flow {
+// stream's limit (those of its plan), or returns nil (the read is
+// served as any other). room is the capacity of the reader's buffer
+// (see runFlow). LOCKS_REQUIRED(s.mu).
+func (s *Source) takeFlow(st *stream, off, n, room int64, start bool) *flow {
 	if f := st.flow; f != nil {
-		if f.at == off && f.at < f.end && f.bufLen(off) == n {
-			f.at += n
+		if f.waits(off) && f.segs[f.next].n == n {
+			f.advance()
 			return f
 		}
 		f.stop()
 		st.flow = nil
 	}
-	if !start || st.limit-off <= n || s.c.awayAt.Load() != 0 || s.closed.Load() {
-		return nil // one GET anyway, or the store was away a moment ago
+	if !start || s.c.awayAt.Load() != 0 || s.closed.Load() {
+		return nil // the store was away a moment ago
+	}
+	segs, gap := st.flowSegs(off, n, room)
+	if len(segs) < 2 {
+		return nil // one GET anyway
 	}
 	if s.c.flows.Add(1) > s.c.flowSlots() {
 		s.c.flows.Add(-1)
 		return nil
 	}
-	end := st.limit
-	if end-off > maxFlow {
-		end = off + max(1, maxFlow/n)*n // whole buffers, so the next read starts the next flow
-	}
 	ctx, stop := context.WithCancel(s.c.opts.Context)
-	f := &flow{start: off, end: end, chunk: n, at: off + n, give: make(chan flowReq), ctx: ctx, stop: stop, over: make(chan struct{})}
+	f := &flow{start: off, segs: segs, give: make(chan flowReq), ctx: ctx, stop: stop, over: make(chan struct{})}
+	if gap > 0 {
+		f.gap = make([]byte, gap)
+	}
+	f.advance()
 	st.flow = f
 	s.inflight.Add(1)
 	go s.runFlow(f)
 	return f
 }
 
+// flowSegs returns the buffers of a flow that starts with the read of
+// [off, off+n) of stream st: the rest of the range of its plan that
+// holds off in reads of n bytes (of the plan's chunk, where the read is
+// the range's first, shorter than a chunk), then the ranges after it,
+// each in reads of a chunk, the bytes between them a gap; the longest
+// gap's length too. It stops at a gap over maxGap, a read longer than
+// room, maxFlow bytes or maxFlowSegs buffers; nil when the read is not
+// one of the plan's. LOCKS_REQUIRED(s.mu).
+func (st *stream) flowSegs(off, n, room int64) (segs []flowSeg, gap int64) {
+	plan := st.plan
+	if plan == nil {
+		plan = []backing.Range{{Off: st.start, Len: st.limit - st.start}}
+	}
+	i := sort.Search(len(plan), func(i int) bool { return plan[i].Off+plan[i].Len > off })
+	if i == len(plan) || off < plan[i].Off {
+		return nil, 0
+	}
+	chunk := n
+	if end := plan[i].Off + plan[i].Len; st.chunk > 0 && n == min(st.chunk, end-off) {
+		chunk = st.chunk
+	}
+	total := int64(0)
+	at := off
+	for ; i < len(plan); i++ {
+		r := plan[i]
+		if at < r.Off {
+			g := r.Off - at
+			if g > maxGap || len(segs) >= maxFlowSegs {
+				break
+			}
+			segs = append(segs, flowSeg{off: at, n: g, gap: true})
+			total += g
+			gap = max(gap, g)
+		}
+		end := r.Off + r.Len
+		if at < r.Off {
+			at = r.Off
+		}
+		for at < end {
+			k := min(chunk, end-at)
+			if k > room || total+k > maxFlow || len(segs) >= maxFlowSegs {
+				break
+			}
+			segs = append(segs, flowSeg{off: at, n: k})
+			total += k
+			at += k
+		}
+		if at < end {
+			break
+		}
+	}
+	for len(segs) > 0 && segs[len(segs)-1].gap {
+		segs = segs[:len(segs)-1]
+	}
+	if len(segs) == 0 || segs[0].n != n {
+		return nil, 0 // a read that is not the plan's
+	}
+	return segs, gap
+}
+
 // runFlow is a flow's goroutine: one GET (Source.get: pinned, retried
 // from the first buffer not filled, in a slot of the limiter) of the
-// flow's range, each buffer a reader's, taken as its ReadAt comes. It
-// ends when the range is read, or when no read continues it within the
-// Timeout, or when it is stopped (another read of the stream, Close, an
-// interrupt), reading no more of the body.
+// flow's bytes, each buffer a reader's, taken as its ReadAt comes, or
+// the flow's own for a gap. It ends when the bytes are read, or when no
+// read continues it within the Timeout, or when it is stopped (another
+// read of the stream, Close, an interrupt), reading no more of the body.
 func (s *Source) runFlow(f *flow) {
 	defer s.inflight.Done()
 	defer s.c.flows.Add(-1)
 	defer close(f.over)
 	defer f.stop()
-	nb := int((f.end - f.start + f.chunk - 1) / f.chunk)
+	nb := len(f.segs)
 	bufs := make([][]byte, nb)
 	var pending *flowReq
 	idle := time.NewTimer(s.c.opts.Timeout)
@@ -108,7 +208,7 @@ func (s *Source) runFlow(f *flow) {
 	// wait puts the buffer of the read that continues the flow at
 	// bufs[i]; false when none comes.
 	wait := func(i int) bool {
-		at := f.start + int64(i)*f.chunk
+		sg := f.segs[i]
 		if !idle.Stop() {
 			select {
 			case <-idle.C:
@@ -119,7 +219,7 @@ func (s *Source) runFlow(f *flow) {
 		for {
 			select {
 			case r := <-f.give:
-				if r.off != at || int64(len(r.p)) != f.bufLen(at) {
+				if r.off != sg.off || int64(len(r.p)) != sg.n {
 					r.done <- errFlowMismatch
 					continue
 				}
@@ -135,21 +235,31 @@ func (s *Source) runFlow(f *flow) {
 	if !wait(0) {
 		return
 	}
-	// Until its read comes, each buffer is a slice of the first one of
-	// its length: Store.Get needs the lengths now, and never reads into
+	// Until its read comes, each reader's buffer is a slice of the
+	// first reader's, up to its capacity (flowSegs keeps every buffer
+	// within it): Store.Get needs the lengths now, and never reads into
 	// bufs[i] before filled(i-1) has returned (by when it is the
-	// reader's, or empty).
+	// reader's, or empty), so those bytes are never written.
+	first := bufs[0][:cap(bufs[0])]
 	for i := 1; i < nb; i++ {
-		bufs[i] = bufs[0][:f.bufLen(f.start+int64(i)*f.chunk)]
+		if f.segs[i].gap {
+			bufs[i] = f.gap[:f.segs[i].n]
+		} else {
+			bufs[i] = first[:f.segs[i].n]
+		}
 	}
+	letGo := false
 	err := s.get(f.ctx, f.start, bufs, func(i int) {
-		if pending == nil {
+		if letGo {
 			return // emptied: the flow was let go
 		}
-		pending.done <- nil
-		pending = nil
-		if i+1 < nb && !wait(i+1) {
-			for j := i + 1; j < nb; j++ {
+		if !f.segs[i].gap {
+			pending.done <- nil
+			pending = nil
+		}
+		if j := i + 1; j < nb && !f.segs[j].gap && !wait(j) {
+			letGo = true
+			for ; j < nb; j++ {
 				bufs[j] = bufs[j][:0] // read no more of the body
 			}
 		}

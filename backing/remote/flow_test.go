@@ -303,3 +303,94 @@ func TestFlowShortReads(t *testing.T) {
 		t.Fatalf("%d flows open after reads under minFlowRead", f)
 	}
 }
+
+// streamPlan reads the ranges of plan one after another, each in reads
+// of chunk bytes (the last one shorter), each into a buffer of chunk
+// bytes' capacity (a loader's pool buffer), and checks the bytes once
+// every read is done.
+func streamPlan(t *testing.T, st *memStore, s *Source, plan []backing.Range, chunk int64) {
+	t.Helper()
+	var got, want [][]byte
+	for _, r := range plan {
+		for at := r.Off; at < r.Off+r.Len; at += chunk {
+			p := make([]byte, chunk)[:min(chunk, r.Off+r.Len-at)]
+			if k, err := s.ReadAt(p, at); k != len(p) || err != nil {
+				t.Fatalf("ReadAt(%d bytes at %d) = %d, %v", len(p), at, k, err)
+			}
+			got = append(got, p)
+		}
+		want = append(want, st.data[r.Off:r.Off+r.Len])
+	}
+	if !bytes.Equal(bytes.Join(got, nil), bytes.Join(want, nil)) {
+		t.Fatal("the bytes read differ from the object's")
+	}
+}
+
+// TestFlowPlan: the ranges of a PrefetchPlan (a loader's worker
+// streaming a run of tensors, the first one shorter than a chunk, some
+// with padding between them) read in chunks cost the store one GET,
+// the padding read and dropped; a gap over maxGap starts a second GET
+// at the range after it; a reply cut mid-body goes on with one ranged
+// GET from the first buffer not filled; a read that jumps ends the flow
+// and is served right. No flow is left.
+func TestFlowPlan(t *testing.T) {
+	const ps = 4096
+	const chunk = minFlowRead
+	r0 := backing.Range{Off: 3*ps + 17, Len: ps / 2}                // shorter than a chunk
+	r1 := backing.Range{Off: r0.Off + r0.Len, Len: 2*chunk + ps}    // right after it
+	r2 := backing.Range{Off: r1.Off + r1.Len + 100, Len: chunk + 5} // after padding
+	r3 := backing.Range{Off: r2.Off + r2.Len + 32, Len: 3 * chunk}
+	plan := []backing.Range{r0, r1, r2, r3}
+	size := int(r3.Off+r3.Len) + 2*maxGap + chunk
+	t.Run("one GET", func(t *testing.T) {
+		st, s := newTest(t, size, Options{PartSize: ps})
+		offs := getOffsets(st)
+		s.PrefetchPlan(plan, chunk)
+		streamPlan(t, st, s, plan, chunk)
+		if o := offs(); len(o) != 1 || o[0] != r0.Off {
+			t.Fatalf("a plan of 4 ranges with gaps: GETs at %v; want one, at %d", o, r0.Off)
+		}
+		far := []backing.Range{r0, r1, {Off: r1.Off + r1.Len + maxGap + 1, Len: chunk}, {Off: r1.Off + r1.Len + maxGap + 1 + chunk, Len: chunk}}
+		s.PrefetchPlan(far, chunk)
+		streamPlan(t, st, s, far, chunk)
+		if o := offs(); len(o) != 2 || o[0] != far[0].Off || o[1] != far[2].Off {
+			t.Fatalf("a plan with a gap over %d bytes: GETs at %v; want %d and %d", maxGap, o, far[0].Off, far[2].Off)
+		}
+		s.inflight.Wait()
+		if f := s.c.flows.Load(); f != 0 || runFlows() != 0 {
+			t.Fatalf("%d flows open (%d goroutines) after the plan was read", f, runFlows())
+		}
+	})
+	t.Run("cut", func(t *testing.T) {
+		st, s := newTest(t, size, Options{PartSize: ps})
+		offs := getOffsets(st)
+		var once sync.Once
+		st.cut = func(o int64) int {
+			k := -1
+			once.Do(func() { k = 5 }) // the first range, the second's 3 buffers, the padding
+			return k
+		}
+		s.PrefetchPlan(plan, chunk)
+		streamPlan(t, st, s, plan, chunk)
+		if o := offs(); len(o) != 2 || o[0] != r0.Off || o[1] != r2.Off {
+			t.Fatalf("a plan's flow cut after 5 buffers: GETs at %v; want %d, then %d", o, r0.Off, r2.Off)
+		}
+	})
+	t.Run("jump", func(t *testing.T) {
+		st, s := newTest(t, size, Options{PartSize: ps})
+		offs := getOffsets(st)
+		s.PrefetchPlan(plan, chunk)
+		// The first two ranges as planned, then the fourth one's (the
+		// third skipped): the flow ends, the reads after the jump
+		// start another one.
+		streamPlan(t, st, s, plan[:2], chunk)
+		streamPlan(t, st, s, plan[3:], chunk)
+		if o := offs(); len(o) != 2 || o[0] != r0.Off || o[1] != r3.Off {
+			t.Fatalf("a plan read with a jump: GETs at %v; want %d and %d", o, r0.Off, r3.Off)
+		}
+		s.inflight.Wait()
+		if f := s.c.flows.Load(); f != 0 || runFlows() != 0 {
+			t.Fatalf("%d flows open (%d goroutines) after the plan was read", f, runFlows())
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,16 @@ type stream struct {
 	// than ahead into parts that it would then copy.
 	direct bool
 	flow   *flow // the GET that the next read of a direct stream continues, or nil
+	// plan: the ranges of a PrefetchPlan, each read in reads of chunk
+	// bytes (nil for a Prefetch range: [start, limit), chunk 0).
+	plan  []backing.Range
+	chunk int64
+}
+
+// startsRange says whether off is where a range of st's plan starts.
+func (st *stream) startsRange(off int64) bool {
+	i := sort.Search(len(st.plan), func(i int) bool { return st.plan[i].Off >= off })
+	return i < len(st.plan) && st.plan[i].Off == off
 }
 
 var (
@@ -172,7 +183,7 @@ func (s *Source) ReadAt(p []byte, off int64) (int, error) {
 	if err := s.changedErr(); err != nil {
 		return 0, s.fault(off, want, err)
 	}
-	f := s.readahead(off, want)
+	f := s.readahead(off, want, int64(cap(p)))
 	// One deadline for the whole read, whatever splits it into GETs;
 	// waiting ends at once when the Client's Context is done.
 	deadline := time.Now().Add(s.c.opts.Timeout)
@@ -532,7 +543,7 @@ func (s *Source) changedErr() error {
 // tensor's edge that the tensor before it left, part 0 kept by Open): a
 // part or less fetched twice, against a chain of part-sized reads that
 // a reader whose chunks straddle parts would make through the cache.
-func (s *Source) readahead(off, n int64) *flow {
+func (s *Source) readahead(off, n, room int64) *flow {
 	ra := s.c.opts.Readahead
 	if ra <= 0 {
 		return nil
@@ -544,7 +555,7 @@ func (s *Source) readahead(off, n int64) *flow {
 	oldest := &s.streams[0]
 	for i := range s.streams {
 		c := &s.streams[i]
-		if c.flow != nil && c.flow.at == off && off < c.flow.end {
+		if c.flow != nil && c.flow.waits(off) {
 			// The read a flow waits for (its last may be short).
 			st = c
 			break
@@ -584,13 +595,15 @@ func (s *Source) readahead(off, n int64) *flow {
 	// streams the range (its start, or right after its last read: check
 	// --data hashing a file, 1 MiB at a time); elsewhere it is served
 	// through parts, which the reads near it use.
-	start := inRange && (n >= ps || n >= minFlowRead && off == st.end)
+	// A read at the start of a range of a plan whose chunks are not
+	// short starts one too (the run's first tensor may be shorter).
+	start := inRange && (n >= ps || n >= minFlowRead && off == st.end || st.chunk >= minFlowRead && st.startsRange(off))
 	if st.flow != nil || start {
 		// Read straight into the reader's buffer, by a flow or
 		// its own GETs: nothing ahead.
 		var f *flow
 		if inRange {
-			f = s.takeFlow(st, off, n, start)
+			f = s.takeFlow(st, off, n, room, start)
 		} else {
 			st.flow.stop()
 			st.flow = nil
@@ -668,25 +681,76 @@ func (s *Source) prefetch(from, to int64) {
 // readahead window at once, up to its end. A range of a part or more
 // without a disk cache is not fetched ahead: the reads of a part or more
 // that go through it are each fetched straight into the reader's buffer
-// (readDirect: one copy of the bytes, not two), those shorter (its tail)
-// as any other read.
+// (by a flow, one GET for the range, or readDirect: one copy of the
+// bytes, not two), those shorter (its tail) as any other read.
 func (s *Source) Prefetch(off, n int64) {
-	ra := s.c.opts.Readahead
-	if ra <= 0 || n <= 0 || off < 0 || off >= s.obj.Size {
+	if n <= 0 || off < 0 || off >= s.obj.Size {
 		return
 	}
-	end := min(off+n, s.obj.Size)
+	s.announce(off, min(off+n, s.obj.Size), nil, 0)
+}
+
+// PrefetchPlan says that ranges are about to be read, one after
+// another, each from its start in reads of chunk bytes (a loader's
+// worker streaming a run of tensors: backing.Planner): as Prefetch of
+// the span from the first range's start to the last one's end, whose
+// reads go through one flow, one GET for all of the ranges (up to 1
+// GiB, the bytes between two ranges skipped when under 64 KiB). A plan
+// whose ranges are not in increasing order, overlap or run past the
+// object is ignored.
+func (s *Source) PrefetchPlan(ranges []backing.Range, chunk int64) {
+	var plan []backing.Range
+	for _, r := range ranges {
+		if r.Len <= 0 {
+			continue
+		}
+		if r.Off < 0 || r.Off >= s.obj.Size || r.Len > s.obj.Size-r.Off || len(plan) > 0 && r.Off < plan[len(plan)-1].Off+plan[len(plan)-1].Len {
+			return
+		}
+		plan = append(plan, r)
+	}
+	if len(plan) == 0 {
+		return
+	}
+	last := plan[len(plan)-1]
+	s.announce(plan[0].Off, last.Off+last.Len, plan, max(chunk, 0))
+}
+
+// PlanLimit is how many flows the source's Client keeps open at once
+// (backing.Planner): a plan read while they are all taken is read a GET
+// per read.
+func (s *Source) PlanLimit() int { return int(s.c.flowSlots()) }
+
+// announce starts the stream of a Prefetch range [off, end), or of a
+// plan's span.
+func (s *Source) announce(off, end int64, plan []backing.Range, chunk int64) {
+	ra := s.c.opts.Readahead
+	if ra <= 0 {
+		return
+	}
 	s.mu.Lock()
 	s.tick++
-	oldest := &s.streams[0]
 	for i := range s.streams {
 		c := &s.streams[i]
-		if c.used != 0 && c.limit == end && c.end == off {
+		if c.used != 0 && c.limit == end && c.end == off && plan == nil && c.plan == nil {
 			// Said again (the loader says the next tensor ahead,
 			// then again as it starts it): the same stream.
 			c.used = s.tick
 			s.mu.Unlock()
 			return
+		}
+	}
+	oldest := &s.streams[0]
+	for i := range s.streams {
+		c := &s.streams[i]
+		if c.used != 0 && c.limit > 0 && c.start < end && off < c.limit {
+			// An announced range that this one overlaps: its reader
+			// has moved on (check --data's whole file, then a
+			// tensor of it).
+			if c.flow != nil {
+				c.flow.stop()
+			}
+			*c = stream{}
 		}
 		if c.used < oldest.used {
 			oldest = c
@@ -696,7 +760,7 @@ func (s *Source) Prefetch(off, n int64) {
 		oldest.flow.stop()
 	}
 	direct := end-off >= s.c.opts.PartSize && s.diskID == ""
-	*oldest = stream{end: off, window: ra, used: s.tick, limit: end, start: off, direct: direct}
+	*oldest = stream{end: off, window: ra, used: s.tick, limit: end, start: off, direct: direct, plan: plan, chunk: chunk}
 	s.mu.Unlock()
 	if !direct {
 		s.prefetch(off, min(off+ra, end))

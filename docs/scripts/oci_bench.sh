@@ -8,7 +8,8 @@
 #   docs/scripts/oci_bench.sh gets [GIB]        the GETs of the layer the
 #                                               registry answers (its access
 #                                               log) and its CPU time, for
-#                                               load, check --data and
+#                                               load (default --parallel,
+#                                               and 8), check --data and
 #                                               convert, with this build and
 #                                               OLD=BINARY when set
 #   docs/scripts/oci_bench.sh curls URL SIZE PART
@@ -77,9 +78,10 @@ if [ -n "$gets" ]; then
 	cpu() { awk '{print $14 + $15}' "/proc/$rpid/stat"; }
 	echo "layer: $size bytes; $(nproc) CPUs; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 	for bin in "$work/tensorfs" ${OLD:-}; do
-		for cmd in load check convert; do
+		for cmd in load load8 check convert; do
 			case $cmd in
 			load) args=(load --quiet "$src") ;;
+			load8) args=(load --quiet --parallel 8 "$src") ;;
 			check) args=(check --data "$src") ;;
 			convert) args=(convert --quiet --force "$src" "$work/out.safetensors") ;;
 			esac
