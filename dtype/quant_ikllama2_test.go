@@ -177,6 +177,12 @@ func TestIKType(t *testing.T) {
 	for code, want := range map[uint32]string{134: "IQ1_BN", 135: "IQ2_BN",
 		202: "Q4_0_R8", 208: "Q8_0_R8", 212: "Q4_K_R4", 214: "Q6_K_R4", 223: "IQ4_XS_R8", 339: "IQ4_K_R4"} {
 		name, why, ok := IKType(code)
+		if d, served := ByGGML(code); served { // in the table: not named as unserved
+			if ok || d.String() != want {
+				t.Errorf("code %d: served as %s and IKType %q %v", code, d, name, ok)
+			}
+			continue
+		}
 		if !ok || name != want || why == "" || strings.Contains(why, "\n") {
 			t.Errorf("code %d: %q %q %v, want %s", code, name, why, ok, want)
 		}
@@ -190,6 +196,20 @@ func TestIKType(t *testing.T) {
 	}
 	if _, _, ok := IKType(133); ok {
 		t.Error("Q6_0 (133) is served, not an unserved ik type")
+	}
+	// the row-interleaved types without a group dequantizer stay named
+	for code, want := range map[uint32]string{206: "Q5_0_R4", 210: "Q2_K_R4", 230: "BF16_R16", 353: "MXFP4_R8"} {
+		if _, served := ByGGML(code); served {
+			continue
+		}
+		if name, why, ok := IKType(code); !ok || name != want || !strings.Contains(why, "interleaves its rows") {
+			t.Errorf("code %d: %q %q %v, want %s unserved", code, name, why, ok, want)
+		}
+	}
+	for _, g := range ikGroups {
+		if _, _, ok := IKType(g.code); ok {
+			t.Errorf("%s (%d): served and named as unserved", g.name, g.code)
+		}
 	}
 }
 
@@ -238,11 +258,11 @@ func TestQuantIKRepacked(t *testing.T) {
 	seen := map[string]bool{}
 	for _, f := range ikFixtures(t, "seed45r") {
 		seen[f.typ] = true
-		if _, ok := ByGGML(f.code); ok {
-			t.Fatalf("%s: code %d is in the dtype table", f.typ, f.code)
+		if d, ok := ByGGML(f.code); !ok || d.String() != f.typ {
+			t.Fatalf("%s: code %d is %s in the dtype table, %v", f.typ, f.code, d, ok)
 		}
-		if name, _, ok := IKType(f.code); !ok || name != f.typ {
-			t.Errorf("%s: IKType(%d) = %q, %v", f.typ, f.code, name, ok)
+		if name, _, ok := IKType(f.code); ok {
+			t.Errorf("%s: served, and IKType(%d) = %q", f.typ, f.code, name)
 		}
 		g, deq, ok := ikGroupDequantizer(f.code)
 		if !ok || f.rows%g != 0 {

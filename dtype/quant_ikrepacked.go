@@ -11,10 +11,14 @@ package dtype
 // unfused.
 //
 // A group's values land in G rows of the output, so a block does not map
-// to consecutive elements: these dequantizers take a whole group of rows
-// and are not in quantDequantizer. The tensors are listed as unserved
-// (IKType); the dequantizers are checked bit for bit against ik_llama.cpp
-// (testdata/ikllama2/seed45r) for when the views learn rows.
+// to consecutive elements: these dequantizers take a run of a group's
+// interleaved blocks and are not in quantDequantizer. Each row of ikGroups
+// is a DType of its own (firstGroup on, RowGroup G; dtype.go's withGroups),
+// converted by GroupConverterFor (convert_group.go) into the G rows of
+// the output; a view converts whole groups of a tensor (view's
+// groupConverted). A row added to ikGroups is served with nothing else
+// to change. The dequantizers are checked bit for bit against ik_llama.cpp
+// (testdata/ikllama2/seed45r, TestQuantIKRepacked, TestGroupConverter).
 
 // ikGroup is one row-interleaved type: rows per group, elements and bytes
 // per interleaved block (all G rows), and the group dequantizer.
@@ -27,7 +31,7 @@ type ikGroup struct {
 	deq        func(y [][]float32, b []byte, ib int)
 }
 
-var ikGroups = []ikGroup{
+var ikGroups = [...]ikGroup{
 	{"Q4_0_R8", 202, 8, 32, 8 * 18, dequantQ4_0R8Block},
 	{"Q8_0_R8", 208, 8, 32, 8 * 34, dequantQ8_0R8Block},
 	{"IQ4_XS_R8", 223, 8, 256, 8 * 136, dequantIQ4XSR8Block},
