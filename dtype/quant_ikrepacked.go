@@ -1,5 +1,7 @@
 package dtype
 
+import "math"
+
 // ik_llama.cpp's row-interleaved types Q4_0_R8, Q8_0_R8, IQ4_XS_R8,
 // Q4_K_R4, Q6_K_R4, IQ2_K_R4, IQ3_K_R4 and IQ4_K_R4 (ggml type codes 202,
 // 208, 223, 212, 214, 337, 338, 339 in ik_llama.cpp's ggml.h): the layout ik_llama.cpp repacks its tensors to
@@ -241,26 +243,40 @@ func dequantIQ2KR4Block(y [][]float32, b []byte, ib int) {
 // set (C's product by −1), and a third code bit, bit m of
 // qh[16j+4k+i] for element 4m+i.
 func dequantIQ3KR4Block(y [][]float32, b []byte, ib int) {
-	extra, sh, sl, qs, qh := b[8:16], b[16:24], b[24:56], b[56:312], b[312:440]
+	b = b[:440]
+	extra, sh, sl := (*[8]byte)(b[8:]), (*[8]byte)(b[16:]), (*[32]byte)(b[24:])
+	qs, qh := (*[256]byte)(b[56:]), (*[128]byte)(b[312:])
+	var t [2][8]float32 // each half's 8 products, the same as per element
 	for k := 0; k < 4; k++ {
 		d := quantHalfAt(b[2*k:])
+		yr := (*[256]float32)(y[k][256*ib:])
 		for j := 0; j < 8; j++ {
-			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
-			for h := 0; h < 2; h++ {
+			for h := range t {
 				is := 8*j + k + 4*h
+				// C's product by −1 is a negation (as Go compiles
+				// dl *= -1): the sign bit flipped, without a branch
 				dl := d * float32(2*int32(sl[is%32]>>(4*(is/32))&0xf)+1)
-				if sh[is%8]>>(is/8)&1 != 0 {
-					dl *= -1
-				}
+				dl = math.Float32frombits(math.Float32bits(dl) ^ uint32(sh[is%8]>>(is/8)&1)<<31)
 				v := (*[8]float32)(ikIQ3Values[8*int(extra[k+4*h]>>j&1):])
-				yh := (*[16]float32)(yk[16*h:])
-				for i := 0; i < 4; i++ {
-					q, hb := qs[32*j+4*k+i+16*h], qh[16*j+4*k+i]>>(4*h)
-					yh[i] = dl * v[(q&3|hb<<2)&7]
-					yh[4+i] = dl * v[(q>>2&3|hb<<1&4)&7]
-					yh[8+i] = dl * v[(q>>4&3|hb&4)&7]
-					yh[12+i] = dl * v[(q>>6|hb>>1&4)&7]
-				}
+				th := &t[h]
+				th[0], th[1], th[2], th[3] = dl*v[0], dl*v[1], dl*v[2], dl*v[3]
+				th[4], th[5], th[6], th[7] = dl*v[4], dl*v[5], dl*v[6], dl*v[7]
+			}
+			q0, q1 := (*[4]byte)(qs[32*j+4*k:]), (*[4]byte)(qs[32*j+4*k+16:])
+			h4 := (*[4]byte)(qh[16*j+4*k:])
+			y0, y1 := (*[16]float32)(yr[32*j:]), (*[16]float32)(yr[32*j+16:])
+			t0, t1 := &t[0], &t[1]
+			for i := 0; i < 4; i++ {
+				q, r, hb := q0[i], q1[i], h4[i]
+				y0[i] = t0[(q&3|hb<<2)&7]
+				y0[4+i] = t0[(q>>2&3|hb<<1&4)&7]
+				y0[8+i] = t0[(q>>4&3|hb&4)&7]
+				y0[12+i] = t0[(q>>6|hb>>1&4)&7]
+				hb >>= 4
+				y1[i] = t1[(r&3|hb<<2)&7]
+				y1[4+i] = t1[(r>>2&3|hb<<1&4)&7]
+				y1[8+i] = t1[(r>>4&3|hb&4)&7]
+				y1[12+i] = t1[(r>>6|hb>>1&4)&7]
 			}
 		}
 	}
