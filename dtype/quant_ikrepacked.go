@@ -183,27 +183,29 @@ func dequantQ6KR4Block(y [][]float32, b []byte, ib int) {
 // packed as IQ4_XS_R8's), codebooks chosen by bit j of extra[k] and
 // extra[k+4], codes at qs[64j+4k+i+16m] as Q4_K_R4's.
 func dequantIQ4KR4Block(y [][]float32, b []byte, ib int) {
-	extra, sh, sl, qs := b[8:16], b[16:32], b[32:64], b[64:576]
+	b = b[:576]
+	extra, sh, sl := (*[8]byte)(b[8:]), (*[16]byte)(b[16:]), (*[32]byte)(b[32:])
+	qs := (*[512]byte)(b[64:])
 	scale := func(is int) float32 {
 		return float32(int32(sl[is%32]>>(4*(is/32))&0xf|(sh[is%16]>>(2*(is/16))&3)<<4) - 32)
 	}
-	lo, hi := [4]int{0, 16, 4, 20}, [4]int{8, 24, 12, 28}
 	for k := 0; k < 4; k++ {
 		d := quantHalfAt(b[2*k:])
+		yr := (*[256]float32)(y[k][256*ib:])
 		for j := 0; j < 8; j++ {
-			dl := [2]float32{d * scale(8*j+k), d * scale(8*j+k+4)}
-			var v [2]*[16]float32 // ik_llama.cpp's iq4k_values, halves by extra
-			for h := 0; h < 2; h++ {
-				v[h] = (*[16]float32)(ikIQ4Values[16*int(extra[k+4*h]>>j&1):])
-			}
-			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
-			for s := 0; s < 4; s++ {
-				h := s & 1 // qs +0, +32 the first half's scale; +16, +48 the second's
-				for i := 0; i < 4; i++ {
-					q := qs[64*j+4*k+i+16*s]
-					yk[lo[s]+i] = dl[h] * v[h][q&0xf]
-					yk[hi[s]+i] = dl[h] * v[h][q>>4]
-				}
+			// the halves' scales and codebooks (ik_llama.cpp's
+			// iq4k_values, by bit j of extra[k] and extra[k+4])
+			dl0, dl1 := d*scale(8*j+k), d*scale(8*j+k+4)
+			v0 := (*[16]float32)(ikIQ4Values[16*int(extra[k]>>j&1):])
+			v1 := (*[16]float32)(ikIQ4Values[16*int(extra[k+4]>>j&1):])
+			q := (*[52]byte)(qs[64*j+4*k:]) // qs +0, +32 the first half's; +16, +48 the second's
+			yk := (*[32]float32)(yr[32*j:])
+			for i := 0; i < 4; i++ {
+				a, c, e, f := q[i], q[32+i], q[16+i], q[48+i]
+				yk[i], yk[8+i] = dl0*v0[a&0xf], dl0*v0[a>>4]
+				yk[4+i], yk[12+i] = dl0*v0[c&0xf], dl0*v0[c>>4]
+				yk[16+i], yk[24+i] = dl1*v1[e&0xf], dl1*v1[e>>4]
+				yk[20+i], yk[28+i] = dl1*v1[f&0xf], dl1*v1[f>>4]
 			}
 		}
 	}
