@@ -104,19 +104,23 @@ func dequantQ8_0R8Block(y [][]float32, b []byte, ib int) {
 // 2·(is/16)), and its codes at qs[128j+32l+4k+i] (elements 8l+i low, 8l+i+4
 // high) into the IQ4_NL codebook.
 func dequantIQ4XSR8Block(y [][]float32, b []byte, ib int) {
-	sh, sl, qs := b[16:32], b[32:64], b[64:1088]
+	b = b[:1088]
+	sh, sl, qs := (*[16]byte)(b[16:]), (*[32]byte)(b[32:]), (*[1024]byte)(b[64:])
+	v := (*[16]float32)(ikIQ4Values[:16]) // the IQ4_NL codebook, as float32
 	for k := 0; k < 8; k++ {
 		d := quantHalfAt(b[2*k:])
+		yr := (*[256]float32)(y[k][256*ib:])
 		for j := 0; j < 8; j++ {
 			is := 8*j + k
 			ls := int32(sl[is%32]>>(4*(is/32))&0xf | (sh[is%16]>>(2*(is/16))&3)<<4)
 			dl := d * float32(ls-32)
-			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
+			q := (*[100]byte)(qs[128*j+4*k:])
+			yk := (*[32]float32)(yr[32*j:])
 			for l := 0; l < 4; l++ {
+				ql := (*[4]byte)(q[32*l:])
+				yl := (*[8]float32)(yk[8*l:])
 				for i := 0; i < 4; i++ {
-					q := qs[128*j+4*k+i+32*l]
-					yk[8*l+i] = dl * float32(kvaluesIQ4NL[q&0xf])
-					yk[8*l+i+4] = dl * float32(kvaluesIQ4NL[q>>4])
+					yl[i], yl[i+4] = dl*v[ql[i]&0xf], dl*v[ql[i]>>4]
 				}
 			}
 		}
@@ -128,23 +132,26 @@ func dequantIQ4XSR8Block(y [][]float32, b []byte, ib int) {
 // bits in scales_l[is], 2 high bits each in scales_h[is%16] at 4·(is/16)),
 // its codes at qs[64j+4k+i+16m] (m = 0..3), y = dl·q − ml unfused.
 func dequantQ4KR4Block(y [][]float32, b []byte, ib int) {
-	sh, sl, qs := b[16:32], b[32:64], b[64:576]
-	// element offsets of the low and high nibbles of qs[64j+4k+i+16m]
-	lo, hi := [4]int{0, 16, 4, 20}, [4]int{8, 24, 12, 28}
+	b = b[:576]
+	sh, sl, qs := (*[16]byte)(b[16:]), (*[32]byte)(b[32:]), (*[512]byte)(b[64:])
 	for k := 0; k < 4; k++ {
 		d, m := quantHalfAt(b[2*k:]), quantHalfAt(b[8+2*k:])
+		yr := (*[256]float32)(y[k][256*ib:])
 		for j := 0; j < 8; j++ {
 			is := 4*j + k
 			h := sh[is%16] >> (4 * (is / 16))
 			dl := d * float32(sl[is]&0xf|(h&3)<<4)
 			ml := m * float32(sl[is]>>4|(h&0xc)<<2)
-			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
-			for s := 0; s < 4; s++ {
-				for i := 0; i < 4; i++ {
-					q := qs[64*j+4*k+i+16*s]
-					yk[lo[s]+i] = float32(dl*float32(q&0xf)) - ml
-					yk[hi[s]+i] = float32(dl*float32(q>>4)) - ml
-				}
+			// qs +0, +16, +32, +48: elements i and 8+i, 16+i and
+			// 24+i, 4+i and 12+i, 20+i and 28+i
+			q := (*[52]byte)(qs[64*j+4*k:])
+			yk := (*[32]float32)(yr[32*j:])
+			for i := 0; i < 4; i++ {
+				a, c, e, f := q[i], q[16+i], q[32+i], q[48+i]
+				yk[i], yk[8+i] = float32(dl*float32(a&0xf))-ml, float32(dl*float32(a>>4))-ml
+				yk[16+i], yk[24+i] = float32(dl*float32(c&0xf))-ml, float32(dl*float32(c>>4))-ml
+				yk[4+i], yk[12+i] = float32(dl*float32(e&0xf))-ml, float32(dl*float32(e>>4))-ml
+				yk[20+i], yk[28+i] = float32(dl*float32(f&0xf))-ml, float32(dl*float32(f>>4))-ml
 			}
 		}
 	}
