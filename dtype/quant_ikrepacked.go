@@ -68,15 +68,17 @@ func ikGroupDequantizer(code uint32) (int, func(dst []float32, src []byte, n int
 // Q4_0_R8: {f16 d[8]; u8 qs[128]}, row k's byte i of 4-byte chunk l at
 // qs[32l+4k+i]: elements 4l+i (low nibble) and 4l+i+16 (high), (q−8)·d.
 func dequantQ4_0R8Block(y [][]float32, b []byte, ib int) {
-	qs := b[16:144]
+	b = b[:144]
+	qs := (*[128]byte)(b[16:])
 	for k := 0; k < 8; k++ {
 		d := quantHalfAt(b[2*k:])
-		yk := y[k][32*ib : 32*ib+32]
+		yk := (*[32]float32)(y[k][32*ib:])
 		for l := 0; l < 4; l++ {
-			for i := 0; i < 4; i++ {
-				q := qs[32*l+4*k+i]
-				yk[4*l+i] = d * float32(int32(q&0xf)-8)
-				yk[4*l+i+16] = d * float32(int32(q>>4)-8)
+			q := (*[4]byte)(qs[32*l+4*k:])
+			yl, yh := (*[4]float32)(yk[4*l:]), (*[4]float32)(yk[4*l+16:])
+			for i, x := range q {
+				yl[i] = d * float32(int32(x&0xf)-8)
+				yh[i] = d * float32(int32(x>>4)-8)
 			}
 		}
 	}
@@ -85,14 +87,17 @@ func dequantQ4_0R8Block(y [][]float32, b []byte, ib int) {
 // Q8_0_R8: {f16 d[8]; i8 qs[256]}, row k's elements 4l+i at
 // qs[32l+4k+i] and 4l+i+16 at qs[128+32l+4k+i], q·d.
 func dequantQ8_0R8Block(y [][]float32, b []byte, ib int) {
-	qs := b[16:272]
+	b = b[:272]
+	qs := (*[256]byte)(b[16:])
 	for k := 0; k < 8; k++ {
 		d := quantHalfAt(b[2*k:])
-		yk := y[k][32*ib : 32*ib+32]
+		yk := (*[32]float32)(y[k][32*ib:])
 		for l := 0; l < 4; l++ {
-			for i := 0; i < 4; i++ {
-				yk[4*l+i] = d * float32(int8(qs[32*l+4*k+i]))
-				yk[4*l+i+16] = d * float32(int8(qs[128+32*l+4*k+i]))
+			ql, qh := (*[4]byte)(qs[32*l+4*k:]), (*[4]byte)(qs[128+32*l+4*k:])
+			yl, yh := (*[4]float32)(yk[4*l:]), (*[4]float32)(yk[4*l+16:])
+			for i := range ql {
+				yl[i] = d * float32(int8(ql[i]))
+				yh[i] = d * float32(int8(qh[i]))
 			}
 		}
 	}
