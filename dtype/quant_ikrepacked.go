@@ -73,12 +73,15 @@ func dequantQ4_0R8Block(y [][]float32, b []byte, ib int) {
 	for k := 0; k < 8; k++ {
 		d := quantHalfAt(b[2*k:])
 		yk := (*[32]float32)(y[k][32*ib:])
+		var t [16]float32 // the 16 products, the same as per element
+		for x := range t {
+			t[x] = d * float32(int32(x)-8)
+		}
 		for l := 0; l < 4; l++ {
 			q := (*[4]byte)(qs[32*l+4*k:])
 			yl, yh := (*[4]float32)(yk[4*l:]), (*[4]float32)(yk[4*l+16:])
 			for i, x := range q {
-				yl[i] = d * float32(int32(x&0xf)-8)
-				yh[i] = d * float32(int32(x>>4)-8)
+				yl[i], yh[i] = t[x&0xf], t[x>>4]
 			}
 		}
 	}
