@@ -75,8 +75,10 @@ func TestGroupConverter(t *testing.T) {
 			es := int(to.ElemSize())
 			rowOut := int(n) * es
 			got := bytes.Repeat([]byte{0xa5}, len(want))
+			meta := int(d.GroupMeta())
 			for r := 0; r < f.rows; r += g {
-				conv(got[r*rowOut:], rowOut, f.raw[r/g*int(groupBytes):(r/g+1)*int(groupBytes)])
+				grp := f.raw[r/g*int(groupBytes) : (r/g+1)*int(groupBytes)]
+				conv(got[r*rowOut:], rowOut, grp[:meta], grp[meta:])
 			}
 			if !bytes.Equal(got, want) {
 				t.Errorf("%s -> %s: whole groups differ from ik_llama.cpp's", d, to)
@@ -90,8 +92,8 @@ func TestGroupConverter(t *testing.T) {
 				w := (b1 - b0) * int(d.Info().BlockElems) * es
 				stride := w + rng.IntN(3)*es
 				dst := bytes.Repeat([]byte{0x5a}, (g-1)*stride+w+7)
-				src := f.raw[grp*int(groupBytes)+b0*ib : grp*int(groupBytes)+b1*ib]
-				conv(dst, stride, src)
+				at := grp*int(groupBytes) + meta
+				conv(dst, stride, f.raw[at-meta:at], f.raw[at+b0*ib:at+b1*ib])
 				for r := 0; r < g; r++ {
 					row := (grp*g + r) * rowOut
 					lo := row + b0*int(d.Info().BlockElems)*es
@@ -143,12 +145,16 @@ func TestGroupConverterContract(t *testing.T) {
 		for j := 1; j < len(src); j += 2 {
 			src[j] = 0x3b // finite fp16 scales, whatever else
 		}
-		mustPanic(fmt.Sprintf("%s partial block", d), func() { conv(make([]byte, 1<<16), 2*w, src[:ib+1]) })
-		mustPanic(fmt.Sprintf("%s short stride", d), func() { conv(make([]byte, 1<<16), 2*w-1, src) })
-		mustPanic(fmt.Sprintf("%s short dst", d), func() { conv(make([]byte, (g-1)*2*w+2*w-1), 2*w, src) })
+		head := make([]byte, d.GroupMeta())
+		mustPanic(fmt.Sprintf("%s partial block", d), func() { conv(make([]byte, 1<<16), 2*w, head, src[:ib+1]) })
+		mustPanic(fmt.Sprintf("%s short stride", d), func() { conv(make([]byte, 1<<16), 2*w-1, head, src) })
+		mustPanic(fmt.Sprintf("%s short dst", d), func() { conv(make([]byte, (g-1)*2*w+2*w-1), 2*w, head, src) })
+		if len(head) > 0 {
+			mustPanic(fmt.Sprintf("%s short head", d), func() { conv(make([]byte, 1<<16), 2*w, head[1:], src) })
+		}
 		dst := make([]byte, g*2*w)
 		if !raceEnabled {
-			if a := testing.AllocsPerRun(20, func() { conv(dst, 2*w, src) }); a != 0 {
+			if a := testing.AllocsPerRun(20, func() { conv(dst, 2*w, head, src) }); a != 0 {
 				t.Errorf("%s: %v allocations per conversion", d, a)
 			}
 		}
@@ -191,13 +197,74 @@ func BenchmarkGroupConvert(b *testing.B) {
 				best := time.Duration(math.MaxInt64)
 				for n := 0; n < b.N; n++ {
 					t0 := time.Now()
+					m := int(d.GroupMeta())
 					for r := 0; r < rows/g; r++ {
-						conv(dst[r*g*rowOut:], rowOut, src[r*int(gb):(r+1)*int(gb)])
+						grp := src[r*int(gb) : (r+1)*int(gb)]
+						conv(dst[r*g*rowOut:], rowOut, grp[:m], grp[m:])
 					}
 					best = min(best, time.Since(t0))
 				}
 				b.ReportMetric(float64(rows*cols)/best.Seconds()/1e6, "best-Melem/s")
 			})
+		}
+	}
+}
+
+// TestGroupConverterHead: a type whose groups start with a head (its rows'
+// scales: ikGroup.meta) is converted a chunk of blocks at a time with
+// that head, as its dequantizer converts the whole group: a synthetic
+// type of 4 rows, a float32 scale each in the head, blocks of 32 int8
+// per row, 4 bytes at a time.
+func TestGroupConverterHead(t *testing.T) {
+	const rows, be, meta = 4, 32, 16
+	g := ikGroup{name: "T_R4", rows: rows, blockElems: be, blockBytes: rows * be, meta: meta,
+		deq: func(y [][]float32, grp []byte, ib int) {
+			b := grp[meta+ib*rows*be:]
+			for k := 0; k < rows; k++ {
+				d := math.Float32frombits(le.Uint32(grp[4*k:]))
+				for e := 0; e < be; e++ {
+					y[k][be*ib+e] = d * float32(int8(b[(e/4)*4*rows+4*k+e%4]))
+				}
+			}
+		}}
+	rng := rand.New(rand.NewPCG(4, 16))
+	for _, blocks := range []int{1, 3, 100} { // 100: chunks of 32 blocks
+		n := blocks * be
+		grp := make([]byte, meta+blocks*g.blockBytes)
+		for i := range grp {
+			grp[i] = byte(rng.Uint32())
+		}
+		for k := 0; k < rows; k++ {
+			le.PutUint32(grp[4*k:], math.Float32bits(float32(rng.NormFloat64())))
+		}
+		ref := make([]float32, rows*n) // the whole group, as ikGroupDequantizer does
+		y := make([][]float32, rows)
+		for k := range y {
+			y[k] = ref[k*n : (k+1)*n]
+		}
+		for ib := 0; ib < blocks; ib++ {
+			g.deq(y, grp, ib)
+		}
+		for _, to := range targets {
+			conv := groupKernel(&g, F32, to)
+			want := groupWant(t, ref, to)
+			es := int(to.ElemSize())
+			got := make([]byte, len(want))
+			conv(got, n*es, grp[:meta], grp[meta:])
+			if !bytes.Equal(got, want) {
+				t.Errorf("%d blocks to %s: whole group differs", blocks, to)
+			}
+			b0 := rng.IntN(blocks)
+			b1 := b0 + 1 + rng.IntN(blocks-b0)
+			w := (b1 - b0) * be * es
+			part := make([]byte, (rows-1)*w+w)
+			conv(part, w, grp[:meta], grp[meta+b0*g.blockBytes:meta+b1*g.blockBytes])
+			for k := 0; k < rows; k++ {
+				lo := (k*n + b0*be) * es
+				if !bytes.Equal(part[k*w:(k+1)*w], want[lo:lo+w]) {
+					t.Errorf("%d blocks to %s: blocks [%d, %d) of row %d differ", blocks, to, b0, b1, k)
+				}
+			}
 		}
 	}
 }

@@ -237,19 +237,31 @@ func (d DType) RowGroup() int64 {
 	return int64(ikGroups[d-firstGroup].rows)
 }
 
+// GroupMeta returns the bytes at the head of each group of a
+// row-interleaved type, before its blocks (ik_llama.cpp's row_meta_size
+// of the group's rows, their scales gathered: 4 float32 for IQ4_KS_R4),
+// 0 for the types without and for every other type.
+func (d DType) GroupMeta() int64 {
+	if d.RowGroup() == 0 {
+		return 0
+	}
+	return int64(ikGroups[d-firstGroup].meta)
+}
+
 // GroupSize returns the bytes of one group of RowGroup rows of rowLen
-// elements of a row-interleaved type, and false when rowLen is not a
-// positive whole number of blocks or d is not row-interleaved.
+// elements of a row-interleaved type (its GroupMeta head and its
+// interleaved blocks), and false when rowLen is not a positive whole
+// number of blocks or d is not row-interleaved.
 func (d DType) GroupSize(rowLen int64) (int64, bool) {
-	i, g := d.Info(), d.RowGroup()
+	i, g, m := d.Info(), d.RowGroup(), d.GroupMeta()
 	if g == 0 || rowLen <= 0 || rowLen%i.BlockElems != 0 {
 		return 0, false
 	}
 	blocks := rowLen / i.BlockElems
-	if i.BlockBytes > (1<<63-1)/g/blocks {
+	if i.BlockBytes > (1<<63-1-m)/g/blocks {
 		return 0, false
 	}
-	return g * blocks * i.BlockBytes, true
+	return m + g*blocks*i.BlockBytes, true
 }
 
 // RowLen returns the innermost dimension of shape, the elements of one

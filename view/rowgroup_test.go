@@ -273,3 +273,48 @@ func TestRowGroupMeets(t *testing.T) {
 		t.Errorf("%d blocks meet one byte", n)
 	}
 }
+
+// memRaw is a raw representation over bytes in memory.
+type memRaw []byte
+
+func (m memRaw) readRaw(p []byte, off int64) error {
+	copy(p, m[off:])
+	return nil
+}
+
+// TestRowGroupHead: a row-interleaved type whose groups start with a head
+// (the rows' scales: dtype.GroupMeta) is read at any offset and length,
+// with the group's head handed to the converter beside any run of its
+// blocks: groups many to a step, larger than a step, and cut by the
+// read. The converter is a stand-in whose output depends on the head's
+// byte of the row, the block's bytes for the row and the position.
+func TestRowGroupHead(t *testing.T) {
+	const rows, meta, bb, be, es = 4, 8, 4 * 10, 8, 4 // a block: 10 bytes a row, 8 elements of 4 bytes
+	conv := func(dst []byte, stride int, head, src []byte) {
+		if len(head) != meta || len(src)%bb != 0 {
+			panic("stand-in converter: bad head or blocks")
+		}
+		for b := 0; b < len(src)/bb; b++ {
+			for r := 0; r < rows; r++ {
+				for e := 0; e < be*es; e++ {
+					dst[r*stride+b*be*es+e] = head[2*r] ^ src[b*bb+10*r+e%10] ^ byte(e)
+				}
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(16, 4))
+	for _, c := range []struct{ groups, blocks int64 }{{50, 3}, {2, 2000}, {3, 1}} {
+		groupBytes := meta + c.blocks*bb
+		src := make([]byte, c.groups*groupBytes)
+		fill(src, uint64(c.blocks))
+		rowOut := c.blocks * be * es
+		want := make([]byte, c.groups*rows*rowOut)
+		for g := int64(0); g < c.groups; g++ {
+			grp := src[g*groupBytes : (g+1)*groupBytes]
+			conv(want[g*rows*rowOut:], int(rowOut), grp[:meta], grp[meta:])
+		}
+		gc := &groupConverted{src: memRaw(src), conv: conv, rows: rows, meta: meta, blockBytes: bb, outBlock: be * es,
+			rowBlocks: c.blocks, rowOut: rowOut, groupBytes: groupBytes, groupOut: rows * rowOut, size: int64(len(want))}
+		sweep(t, "head", &reader{raw: gc, size: gc.size}, want, r)
+	}
+}
