@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -29,8 +31,10 @@ func groupWant(t *testing.T, ref []float32, to DType) []byte {
 	return out
 }
 
-// TestGroupConverter: each row-interleaved type of testdata/ikllama2/seed45r
-// (ik_llama.cpp's own quantizers and dequantize_row_*_r8/_r4) is a DType
+// TestGroupConverter: each row-interleaved type of testdata/ikllama2's
+// seed*r fixtures (ik_llama.cpp's own quantizers and
+// dequantize_row_*_r8/_r4; seed45r: 8 rows of 512 of each of the first
+// eight) is a DType
 // with its rows per group, sized by whole groups, and its GroupConverter
 // gives ik_llama.cpp's float32s bit for bit (F64 exactly, F16 and BF16
 // rounded from them): whole groups into their rows, and any run of a
@@ -38,7 +42,15 @@ func groupWant(t *testing.T, ref []float32, to DType) []byte {
 func TestGroupConverter(t *testing.T) {
 	rng := rand.New(rand.NewPCG(45, 4))
 	seen := map[DType]bool{}
-	for _, f := range ikFixtures(t, "seed45r") {
+	fixtures, err := filepath.Glob(filepath.Join("testdata", "ikllama2", "seed*r.json"))
+	if err != nil || len(fixtures) == 0 {
+		t.Fatalf("no testdata/ikllama2/seed*r.json: %v", err)
+	}
+	var all []ikFixture
+	for _, js := range fixtures {
+		all = append(all, ikFixtures(t, strings.TrimSuffix(filepath.Base(js), ".json"))...)
+	}
+	for _, f := range all {
 		d, ok := ByGGML(f.code)
 		if !ok || d.String() != f.typ || d.RowGroup() == 0 || f.rows%int(d.RowGroup()) != 0 {
 			t.Fatalf("%s: code %d is %s, %v, rows per group %d", f.typ, f.code, d, ok, d.RowGroup())
@@ -113,7 +125,7 @@ func TestGroupConverter(t *testing.T) {
 	}
 	for i := range ikGroups {
 		if d := firstGroup + DType(i); !seen[d] {
-			t.Errorf("%s: not in testdata/ikllama2/seed45r", d)
+			t.Errorf("%s: not in testdata/ikllama2's seed*r fixtures", d)
 		}
 	}
 }

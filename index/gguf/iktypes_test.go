@@ -107,7 +107,7 @@ func TestGGUFIKTypesRefused(t *testing.T) {
 		want []string
 	}{
 		{"only IQ1_BN", ggufOneTensor("t", []uint64{256}, 134, 0, 72), []string{"ik_llama.cpp's IQ1_BN (ggml type 134) keeps a scale per row", "no other tensor to serve"}},
-		{"only Q5_0_R4", ggufOneTensor("t", []uint64{256, 4}, 206, 0, 704), []string{"ik_llama.cpp's Q5_0_R4 (ggml type 206) interleaves its rows", "no other tensor to serve"}},
+		{"only BF16_R16", ggufOneTensor("t", []uint64{256, 16}, 230, 0, 8192), []string{"ik_llama.cpp's BF16_R16 (ggml type 230) interleaves its rows", "no other tensor to serve"}},
 		{"only Q4_0_R8 of 6 rows", ggufOneTensor("t", []uint64{256, 6}, 202, 0, 864), []string{"tensor \"t\"", "ik_llama.cpp's Q4_0_R8 (ggml type 202) interleaves its rows in groups of 8; the tensor's 6 rows are not whole groups", "no other tensor to serve"}},
 		{"Q4_0_R8 past end", ggufOneTensor("t", []uint64{256, 8}, 202, 0, 1151), []string{"1152 data bytes (Q4_0_R8 [8 256])", "past the end"}},
 		{"IQ3_K_R4 overlaps", (&ggufBuild{tensors: []ggufTI{{"a", []uint64{256, 4}, 338, 0}, {"b", []uint64{4}, 0, 416}}, data: make([]byte, 448)}).bytes(), []string{"overlaps tensor \"a\"", "(IQ3_K_R4 [4 256]: 440 bytes)"}},
