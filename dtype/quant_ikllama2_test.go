@@ -174,7 +174,7 @@ func TestQuantKTRowSize(t *testing.T) {
 // it is named, none is also in the dtype table, and mainline codes are not
 // claimed.
 func TestIKType(t *testing.T) {
-	for code, want := range map[uint32]string{134: "IQ1_BN", 135: "IQ2_BN",
+	for code, want := range map[uint32]string{
 		202: "Q4_0_R8", 208: "Q8_0_R8", 212: "Q4_K_R4", 214: "Q6_K_R4", 223: "IQ4_XS_R8", 339: "IQ4_K_R4"} {
 		name, why, ok := IKType(code)
 		if !ok || name != want || why == "" || strings.Contains(why, "\n") {
@@ -188,8 +188,10 @@ func TestIKType(t *testing.T) {
 			t.Errorf("code %d is both served and named as unserved", code)
 		}
 	}
-	if _, _, ok := IKType(133); ok {
-		t.Error("Q6_0 (133) is served, not an unserved ik type")
+	for _, code := range []uint32{133, 134, 135} { // Q6_0, IQ1_BN, IQ2_BN
+		if _, _, ok := IKType(code); ok {
+			t.Errorf("code %d is served, not an unserved ik type", code)
+		}
 	}
 }
 

@@ -18,7 +18,23 @@ import (
 // --dtype and convert --dtype, exactly as ik_llama.cpp's dequantize_row_*
 // gives them; ls names nothing as not served.
 func TestIKTrellisGGUF(t *testing.T) {
-	base, err := filepath.Abs(filepath.Join("..", "dtype", "testdata", "ikllama2", "seed44"))
+	ikGGUFServed(t, "seed44", []string{"Q6_0", "IQ1_KT", "IQ2_KT", "IQ3_KT", "IQ4_KT"})
+}
+
+// TestIKBNGGUF: the same for ik_llama.cpp's IQ1_BN and IQ2_BN (an fp16 or
+// float32 scale heads each row of blocks of 64 ternary codes), served as
+// the row's scale times ik_llama.cpp's dequantize_row_iq1_bn/_iq2_bn of
+// the row's blocks (dtype/testdata/ikllama2/README.md).
+func TestIKBNGGUF(t *testing.T) {
+	ikGGUFServed(t, "seed47bn", []string{"IQ1_BN", "IQ2_BN"})
+}
+
+// ikGGUFServed checks dtype/testdata/ikllama2/NAME.gguf, whose tensors are
+// of types (in file order), against its .f32ref in every way
+// TestIKTrellisGGUF names.
+func ikGGUFServed(t *testing.T, name string, types []string) {
+	t.Helper()
+	base, err := filepath.Abs(filepath.Join("..", "dtype", "testdata", "ikllama2", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,8 +51,13 @@ func TestIKTrellisGGUF(t *testing.T) {
 		}
 	}
 	js, err := os.ReadFile(base + ".json")
-	if err != nil || json.Unmarshal(js, &doc) != nil || len(doc.Tensors) != 5 || doc.Tensors[0].Type != "Q6_0" {
-		t.Fatalf("seed44.json: %v", err)
+	if err != nil || json.Unmarshal(js, &doc) != nil || len(doc.Tensors) != len(types) {
+		t.Fatalf("%s.json: %v", name, err)
+	}
+	for i, tn := range doc.Tensors {
+		if tn.Type != types[i] {
+			t.Fatalf("%s.json: tensor %d is %s, want %s", name, i, tn.Type, types[i])
+		}
 	}
 	refs := map[string][]byte{} // in file order, as the .f32ref
 	pos := 0
@@ -46,7 +67,7 @@ func TestIKTrellisGGUF(t *testing.T) {
 		pos += n
 	}
 	if pos != len(refAll) {
-		t.Fatalf("seed44.json: %d of %d reference bytes", pos, len(refAll))
+		t.Fatalf("%s.json: %d of %d reference bytes", name, pos, len(refAll))
 	}
 	bf16 := func(ref []byte) []byte {
 		var out []byte

@@ -8,12 +8,12 @@ import (
 	"github.com/lazyweights/tensorfs/dtype"
 )
 
-// TestGGUFIKTypes: ik_llama.cpp's Q6_0 is served; its _BN and
-// row-interleaved (_R4, _R8) types are listed, each named with why in one
-// line, and the file's other tensors are served. (Its row-scaled and _KT
-// types are served: TestIKLlamaTypes.)
+// TestGGUFIKTypes: ik_llama.cpp's Q6_0 is served; its row-interleaved
+// (_R4, _R8) types are listed, each named with why in one line, and the
+// file's other tensors are served. (Its row-scaled, _KT and _BN types are
+// served: TestIKLlamaTypes.)
 func TestGGUFIKTypes(t *testing.T) {
-	ik := map[uint32]string{134: "IQ1_BN", 135: "IQ2_BN",
+	ik := map[uint32]string{
 		202: "Q4_0_R8", 208: "Q8_0_R8", 212: "Q4_K_R4", 214: "Q6_K_R4", 223: "IQ4_XS_R8", 339: "IQ4_K_R4"}
 	g := &ggufBuild{
 		tensors: []ggufTI{
@@ -60,7 +60,7 @@ func TestGGUFIKTypesRefused(t *testing.T) {
 		b    []byte
 		want []string
 	}{
-		{"only IQ1_BN", ggufOneTensor("t", []uint64{256}, 134, 0, 72), []string{"ik_llama.cpp's IQ1_BN (ggml type 134) keeps a scale per row", "no other tensor to serve"}},
+		{"IQ1_BN one byte short", ggufOneTensor("t", []uint64{256, 2}, 134, 0, 2*(2+4*13)-1), []string{"IQ1_BN [2 256]", "past the end"}},
 		{"only Q4_0_R8", ggufOneTensor("t", []uint64{256, 8}, 202, 0, 1152), []string{"ik_llama.cpp's Q4_0_R8 (ggml type 202) interleaves its rows", "no other tensor to serve"}},
 		{"Q6_0 row not whole blocks", ggufOneTensor("t", []uint64{48, 2}, 133, 0, 128), []string{"innermost dimension 48 is not a multiple of the Q6_0 block size 32"}},
 		{"Q6_0 past end", ggufOneTensor("t", []uint64{64}, 133, 0, 40), []string{"52 data bytes (Q6_0 [64])", "past the end"}},
