@@ -234,11 +234,12 @@ func BenchmarkDequantKT(b *testing.B) {
 
 // TestQuantIKRepacked checks the row-interleaved types against
 // ik_llama.cpp's own dequantize_row_*_r8/_r4 bit for bit
-// (testdata/ikllama2/seed45r: 8 rows of 512 each, from its own quantizers),
-// a group of 8 or 4 rows at a time.
+// (testdata/ikllama2/seed45r and seed46r: 8 rows of 512 each, from its own
+// quantizers), a group of 8 or 4 rows at a time, its head (ikGroup.meta)
+// included.
 func TestQuantIKRepacked(t *testing.T) {
 	seen := map[string]bool{}
-	for _, f := range ikFixtures(t, "seed45r") {
+	for _, f := range append(ikFixtures(t, "seed45r"), ikFixtures(t, "seed46r")...) {
 		seen[f.typ] = true
 		if _, ok := ByGGML(f.code); ok {
 			t.Fatalf("%s: code %d is in the dtype table", f.typ, f.code)
@@ -250,6 +251,11 @@ func TestQuantIKRepacked(t *testing.T) {
 		if !ok || f.rows%g != 0 {
 			t.Fatalf("%s: group %d, %v", f.typ, g, ok)
 		}
+		for _, e := range ikGroups {
+			if e.code == f.code && g*f.rowBytes != e.meta+f.n/e.blockElems*e.blockBytes {
+				t.Fatalf("%s: a group is %d bytes in the file, %d + %d/%d·%d by the table", f.typ, g*f.rowBytes, e.meta, f.n, e.blockElems, e.blockBytes)
+			}
+		}
 		got := make([]float32, len(f.ref))
 		for r := 0; r < f.rows; r += g {
 			deq(got[r*f.n:(r+g)*f.n], f.raw[r*f.rowBytes:(r+g)*f.rowBytes], f.n)
@@ -258,18 +264,18 @@ func TestQuantIKRepacked(t *testing.T) {
 	}
 	for _, g := range ikGroups {
 		if !seen[g.name] {
-			t.Errorf("%s: not in testdata/ikllama2/seed45r", g.name)
+			t.Errorf("%s: not in testdata/ikllama2/seed45r or seed46r", g.name)
 		}
 	}
 }
 
 // BenchmarkDequantIKRepacked reports each row-interleaved type's group
 // dequantizer (best-Melem/s) on 64 random rows of 4096 elements (fp16
-// scales kept finite).
+// and float32 scales kept finite).
 func BenchmarkDequantIKRepacked(b *testing.B) {
 	const rows, n = 64, 4096
 	for _, g := range ikGroups {
-		rowBytes := n / g.blockElems * g.blockBytes / g.rows
+		rowBytes := (g.meta + n/g.blockElems*g.blockBytes) / g.rows
 		src := make([]byte, rows*rowBytes)
 		rand.New(rand.NewSource(int64(g.code))).Read(src)
 		for i := 1; i < len(src); i += 2 {

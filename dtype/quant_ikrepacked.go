@@ -17,7 +17,8 @@ package dtype
 // (testdata/ikllama2/seed45r) for when the views learn rows.
 
 // ikGroup is one row-interleaved type: rows per group, elements and bytes
-// per interleaved block (all G rows), and the group dequantizer.
+// per interleaved block (all G rows), the block dequantizer and the bytes
+// of the group's head.
 type ikGroup struct {
 	name       string
 	code       uint32
@@ -25,22 +26,43 @@ type ikGroup struct {
 	blockElems int // per row
 	blockBytes int // the G rows' block
 	deq        func(y [][]float32, b []byte, ib int)
+	// meta is the bytes at the head of each group, before its blocks: the
+	// G rows' row_meta_size in ik_llama.cpp's ggml.c (IQ4_KS_R4, IQ5_KS_R4,
+	// IQ2_BN_R4: 4 bytes a row, so a float32 scale for each of the 4 rows,
+	// row k's at 4k); 0 for the types without. A group of rows of n
+	// elements is meta + n/blockElems·blockBytes bytes (each of its rows
+	// meta/G + n/blockElems·blockBytes/G, ggml_row_size). Where meta is
+	// not 0, deq's b is the whole group (its head, then its blocks) and it
+	// converts block ib; otherwise b is block ib alone.
+	meta int
 }
 
 var ikGroups = []ikGroup{
-	{"Q4_0_R8", 202, 8, 32, 8 * 18, dequantQ4_0R8Block},
-	{"Q8_0_R8", 208, 8, 32, 8 * 34, dequantQ8_0R8Block},
-	{"IQ4_XS_R8", 223, 8, 256, 8 * 136, dequantIQ4XSR8Block},
-	{"Q4_K_R4", 212, 4, 256, 4 * 144, dequantQ4KR4Block},
-	{"Q6_K_R4", 214, 4, 256, 4 * 210, dequantQ6KR4Block},
-	{"IQ4_K_R4", 339, 4, 256, 4 * 144, dequantIQ4KR4Block},
-	{"IQ2_K_R4", 337, 4, 256, 4 * 76, dequantIQ2KR4Block},
-	{"IQ3_K_R4", 338, 4, 256, 4 * 110, dequantIQ3KR4Block},
+	{"Q4_0_R8", 202, 8, 32, 8 * 18, dequantQ4_0R8Block, 0},
+	{"Q8_0_R8", 208, 8, 32, 8 * 34, dequantQ8_0R8Block, 0},
+	{"IQ4_XS_R8", 223, 8, 256, 8 * 136, dequantIQ4XSR8Block, 0},
+	{"Q4_K_R4", 212, 4, 256, 4 * 144, dequantQ4KR4Block, 0},
+	{"Q6_K_R4", 214, 4, 256, 4 * 210, dequantQ6KR4Block, 0},
+	{"IQ4_K_R4", 339, 4, 256, 4 * 144, dequantIQ4KR4Block, 0},
+	{"IQ2_K_R4", 337, 4, 256, 4 * 76, dequantIQ2KR4Block, 0},
+	{"IQ3_K_R4", 338, 4, 256, 4 * 110, dequantIQ3KR4Block, 0},
+	// quant_ikrepacked2.go
+	{"IQ4_KS_R4", 344, 4, 256, 4 * 136, dequantIQ4KSR4Block, 16},
+	{"IQ5_KS_R4", 352, 4, 256, 4 * 168, dequantIQ5KSR4Block, 16},
+	{"IQ5_K_R4", 340, 4, 256, 4 * 176, dequantIQ5KR4Block, 0},
+	{"Q5_K_R4", 213, 4, 256, 4 * 176, dequantQ5KR4Block, 0},
+	{"Q3_K_R4", 211, 4, 256, 4 * 110, dequantQ3KR4Block, 0},
+	{"Q2_K_R4", 210, 4, 256, 4 * 84, dequantQ2KR4Block, 0},
+	{"IQ4_NL_R4", 220, 4, 32, 4 * 18, dequantIQ4NLR4Block, 0},
+	{"Q5_0_R4", 206, 4, 32, 4 * 22, dequantQ5_0R4Block, 0},
+	{"Q6_0_R4", 233, 4, 32, 4 * 26, dequantQ6_0R4Block, 0},
+	{"IQ2_BN_R4", 335, 4, 64, 4 * 16, dequantIQ2BNR4Block, 16},
 }
 
 // ikGroupDequantizer returns, for a row-interleaved type, its rows per
-// group and the function that converts one group (src: the G rows' bytes)
-// of rows of n elements into G·n float32s, row-major, at the start of dst.
+// group and the function that converts one group (src: the G rows' bytes,
+// the group's head of ikGroup.meta bytes first) of rows of n elements into
+// G·n float32s, row-major, at the start of dst.
 func ikGroupDequantizer(code uint32) (int, func(dst []float32, src []byte, n int), bool) {
 	for _, g := range ikGroups {
 		if g.code != code {
@@ -51,8 +73,13 @@ func ikGroupDequantizer(code uint32) (int, func(dst []float32, src []byte, n int
 			for k := range y {
 				y[k] = dst[k*n : (k+1)*n]
 			}
-			for ib := 0; ib < n/g.blockElems; ib++ {
-				g.deq(y, src[ib*g.blockBytes:(ib+1)*g.blockBytes], ib)
+			nb := n / g.blockElems
+			for ib := 0; ib < nb; ib++ {
+				if g.meta != 0 {
+					g.deq(y, src[:g.meta+nb*g.blockBytes], ib)
+				} else {
+					g.deq(y, src[ib*g.blockBytes:(ib+1)*g.blockBytes], ib)
+				}
 			}
 		}, true
 	}
