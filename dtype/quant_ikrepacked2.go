@@ -9,21 +9,28 @@ package dtype
 // IQ2_BN_R4 start each group with the 4 rows' float32 scales (ikGroup.meta
 // = 16): their dequantizers take the whole group and convert block ib.
 //
-// Most of these split a row's 32 elements of a sub-block over four
-// 4-byte chunks of 4 rows each (the chunk of row k at 16s + 4k), the low
-// and high nibbles of chunk s landing at r4Lo[s] and r4Hi[s].
+// Most of these split a sub-block's 32 elements of a row over four chunks
+// c of 4 rows' 4 bytes (row k's bytes at 16c+4k+i): the low nibbles of
+// chunks 0..3 hold elements i, 16+i, 4+i, 20+i, the high ones 8 more.
 
-var (
-	r4Lo = [4]int{0, 16, 4, 20}
-	r4Hi = [4]int{8, 24, 12, 28}
-)
+// u8Float[q] is float32(q): a load in place of a conversion, which the
+// Go compiler emits with a dependency on its destination register.
+var u8Float = func() (t [256]float32) {
+	for i := range t {
+		t[i] = float32(i)
+	}
+	return t
+}()
+
+// q3Float[q] is float32(q − 4) for Q3_K_R4's 3-bit codes.
+var q3Float = [8]float32{-4, -3, -2, -1, 0, 1, 2, 3}
 
 // ikGroupScale is row k's float32 scale at the head of a group.
 func ikGroupScale(g []byte, k int) float32 { return ikRowF32(g[4*k:]) }
 
 // IQ4_KS_R4: float32 d[4]; blocks {u8 scales[32]; u8 qs[512]}: sub-block
 // j of row k has scale s = scales[4j+k] ((s&254) − 127, codebook half
-// s&1) and codes at qs[64j+16m+4k+i].
+// s&1) and codes at qs[64j+16c+4k+i] (chunk c of 4 rows' 4 bytes).
 func dequantIQ4KSR4Block(y [][]float32, g []byte, ib int) {
 	const bs = 4 * 136
 	b := (*[bs]byte)(g[16+ib*bs:])
@@ -33,21 +40,21 @@ func dequantIQ4KSR4Block(y [][]float32, g []byte, ib int) {
 			sc := b[4*j+k]
 			dl := d * float32(int32(sc&254)-127)
 			v := (*[16]float32)(ikIQ4Values[16*int(sc&1):])
+			q := (*[52]byte)(b[32+64*j+4*k:])
 			yk := (*[32]float32)(y[k][256*ib+32*j:])
-			for s := 0; s < 4; s++ {
-				q := (*[4]byte)(b[32+64*j+16*s+4*k:])
-				lo, hi := (*[4]float32)(yk[r4Lo[s]:]), (*[4]float32)(yk[r4Hi[s]:])
-				for i, c := range q {
-					lo[i] = dl * v[c&0xf]
-					hi[i] = dl * v[c>>4]
-				}
+			for i := 0; i < 4; i++ {
+				c0, c1, c2, c3 := q[i], q[16+i], q[32+i], q[48+i]
+				yk[i], yk[i+8] = dl*v[c0&0xf], dl*v[c0>>4]
+				yk[i+16], yk[i+24] = dl*v[c1&0xf], dl*v[c1>>4]
+				yk[i+4], yk[i+12] = dl*v[c2&0xf], dl*v[c2>>4]
+				yk[i+20], yk[i+28] = dl*v[c3&0xf], dl*v[c3>>4]
 			}
 		}
 	}
 }
 
 // IQ5_KS_R4: float32 d[4]; blocks {u8 scales[32]; u8 qs[512]; u8
-// qh[128]}: IQ4_KS_R4's with a fifth bit, bit 2s (low nibble) or 2s+1
+// qh[128]}: IQ4_KS_R4's with a fifth bit, bit 2c (low nibble) or 2c+1
 // (high) of qh[16j+4k+i], into IQ5_K's codebook halves of 32.
 func dequantIQ5KSR4Block(y [][]float32, g []byte, ib int) {
 	const bs = 4 * 168
@@ -58,50 +65,46 @@ func dequantIQ5KSR4Block(y [][]float32, g []byte, ib int) {
 			sc := b[4*j+k]
 			dl := d * float32(int32(sc&254)-127)
 			v := (*[32]float32)(ikIQ5Values[32*int(sc&1):])
+			q := (*[52]byte)(b[32+64*j+4*k:])
 			qh := (*[4]byte)(b[544+16*j+4*k:])
 			yk := (*[32]float32)(y[k][256*ib+32*j:])
-			for s := 0; s < 4; s++ {
-				q := (*[4]byte)(b[32+64*j+16*s+4*k:])
-				lo, hi := (*[4]float32)(yk[r4Lo[s]:]), (*[4]float32)(yk[r4Hi[s]:])
-				for i, c := range q {
-					h := qh[i] >> (2 * s)
-					lo[i] = dl * v[c&0xf|h<<4&0x10]
-					hi[i] = dl * v[c>>4|h<<3&0x10]
-				}
+			for i, h := range qh {
+				c0, c1, c2, c3 := q[i], q[16+i], q[32+i], q[48+i]
+				yk[i], yk[i+8] = dl*v[(c0&0xf|h<<4&0x10)&0x1f], dl*v[(c0>>4|h<<3&0x10)&0x1f]
+				yk[i+16], yk[i+24] = dl*v[(c1&0xf|h<<2&0x10)&0x1f], dl*v[(c1>>4|h<<1&0x10)&0x1f]
+				yk[i+4], yk[i+12] = dl*v[(c2&0xf|h&0x10)&0x1f], dl*v[(c2>>4|h>>1&0x10)&0x1f]
+				yk[i+20], yk[i+28] = dl*v[(c3&0xf|h>>2&0x10)&0x1f], dl*v[(c3>>4|h>>3&0x10)&0x1f]
 			}
 		}
 	}
 }
 
 // IQ5_K_R4: {f16 d[4]; u8 extra[8]; u8 scales_h[16]; u8 scales_l[32]; u8
-// qs[512]; u8 qh[128]}: IQ4_K_R4's layout (6-bit scales − 32 at 8j+k and
-// 8j+k+4, codebook halves by bit j of extra[k] and extra[k+4]) with
-// IQ5_KS_R4's fifth bit, into IQ5_K's codebook.
+// qs[512]; u8 qh[128]}: IQ4_K_R4's layout (6-bit scales − 32 at 8j+k for
+// chunks 0 and 2, 8j+k+4 for 1 and 3; codebook halves by bit j of
+// extra[k] and extra[k+4]) with IQ5_KS_R4's fifth bit, into IQ5_K's
+// codebook.
 func dequantIQ5KR4Block(y [][]float32, b []byte, ib int) {
-	extra, sh, sl := b[8:16], b[16:32], b[32:64]
-	qs, qhAll := b[64:576], b[576:704]
+	blk := (*[704]byte)(b)
+	extra, sh, sl := blk[8:16], blk[16:32], blk[32:64]
 	scale := func(is int) float32 {
 		return float32(int32(sl[is%32]>>(4*(is/32))&0xf|(sh[is%16]>>(2*(is/16))&3)<<4) - 32)
 	}
 	for k := 0; k < 4; k++ {
-		d := quantHalfAt(b[2*k:])
+		d := quantHalfAt(blk[2*k:])
 		for j := 0; j < 8; j++ {
-			dl := [2]float32{d * scale(8*j+k), d * scale(8*j+k+4)}
-			var v [2]*[32]float32
-			for h := 0; h < 2; h++ {
-				v[h] = (*[32]float32)(ikIQ5Values[32*int(extra[k+4*h]>>j&1):])
-			}
-			qh := (*[4]byte)(qhAll[16*j+4*k:])
+			d1, d2 := d*scale(8*j+k), d*scale(8*j+k+4)
+			v1 := (*[32]float32)(ikIQ5Values[32*int(extra[k]>>j&1):])
+			v2 := (*[32]float32)(ikIQ5Values[32*int(extra[k+4]>>j&1):])
+			q := (*[52]byte)(blk[64+64*j+4*k:])
+			qh := (*[4]byte)(blk[576+16*j+4*k:])
 			yk := (*[32]float32)(y[k][256*ib+32*j:])
-			for s := 0; s < 4; s++ {
-				h := s & 1
-				q := (*[4]byte)(qs[64*j+16*s+4*k:])
-				lo, hi := (*[4]float32)(yk[r4Lo[s]:]), (*[4]float32)(yk[r4Hi[s]:])
-				for i, c := range q {
-					hb := qh[i] >> (2 * s)
-					lo[i] = dl[h] * v[h][c&0xf|hb<<4&0x10]
-					hi[i] = dl[h] * v[h][c>>4|hb<<3&0x10]
-				}
+			for i, h := range qh {
+				c0, c1, c2, c3 := q[i], q[16+i], q[32+i], q[48+i]
+				yk[i], yk[i+8] = d1*v1[(c0&0xf|h<<4&0x10)&0x1f], d1*v1[(c0>>4|h<<3&0x10)&0x1f]
+				yk[i+16], yk[i+24] = d2*v2[(c1&0xf|h<<2&0x10)&0x1f], d2*v2[(c1>>4|h<<1&0x10)&0x1f]
+				yk[i+4], yk[i+12] = d1*v1[(c2&0xf|h&0x10)&0x1f], d1*v1[(c2>>4|h>>1&0x10)&0x1f]
+				yk[i+20], yk[i+28] = d2*v2[(c3&0xf|h>>2&0x10)&0x1f], d2*v2[(c3>>4|h>>3&0x10)&0x1f]
 			}
 		}
 	}
@@ -109,28 +112,31 @@ func dequantIQ5KR4Block(y [][]float32, b []byte, ib int) {
 
 // Q5_K_R4: {f16 d[4], dmin[4]; u8 scales_h[16]; u8 scales_l[32]; u8
 // qh[128]; u8 qs[512]}: Q4_K_R4's scales and mins with a fifth bit: chunk
-// s's low nibbles take bit b0[s] of qh[16j+4k+i], its high ones b0[s]+1;
-// y = dl·q − ml unfused.
+// c (0..3) takes bits 0,1 / 4,5 / 2,3 / 6,7 of qh[16j+4k+i] (low, high
+// nibble); y = dl·q − ml unfused.
 func dequantQ5KR4Block(y [][]float32, b []byte, ib int) {
-	sh, sl, qhAll, qs := b[16:32], b[32:64], b[64:192], b[192:704]
-	b0 := [4]uint{0, 4, 2, 6}
+	blk := (*[704]byte)(b)
+	sh, sl := blk[16:32], blk[32:64]
 	for k := 0; k < 4; k++ {
-		d, m := quantHalfAt(b[2*k:]), quantHalfAt(b[8+2*k:])
+		d, m := quantHalfAt(blk[2*k:]), quantHalfAt(blk[8+2*k:])
 		for j := 0; j < 8; j++ {
 			is := 4*j + k
-			h := sh[is%16] >> (4 * (is / 16))
-			dl := d * float32(sl[is]&0xf|(h&3)<<4)
-			ml := m * float32(sl[is]>>4|(h&0xc)<<2)
-			qh := (*[4]byte)(qhAll[16*j+4*k:])
+			hs := sh[is%16] >> (4 * (is / 16))
+			dl := d * float32(sl[is]&0xf|(hs&3)<<4)
+			ml := m * float32(sl[is]>>4|(hs&0xc)<<2)
+			q := (*[52]byte)(blk[192+64*j+4*k:])
+			qh := (*[4]byte)(blk[64+16*j+4*k:])
 			yk := (*[32]float32)(y[k][256*ib+32*j:])
-			for s := 0; s < 4; s++ {
-				q := (*[4]byte)(qs[64*j+16*s+4*k:])
-				lo, hi := (*[4]float32)(yk[r4Lo[s]:]), (*[4]float32)(yk[r4Hi[s]:])
-				for i, c := range q {
-					hb := qh[i] >> b0[s]
-					lo[i] = float32(dl*float32(c&0xf|hb<<4&0x10)) - ml
-					hi[i] = float32(dl*float32(c>>4|hb<<3&0x10)) - ml
-				}
+			for i, h := range qh {
+				c0, c1, c2, c3 := q[i], q[16+i], q[32+i], q[48+i]
+				yk[i] = float32(dl*u8Float[c0&0xf|h<<4&0x10]) - ml
+				yk[i+8] = float32(dl*u8Float[c0>>4|h<<3&0x10]) - ml
+				yk[i+16] = float32(dl*u8Float[c1&0xf|h&0x10]) - ml
+				yk[i+24] = float32(dl*u8Float[c1>>4|h>>1&0x10]) - ml
+				yk[i+4] = float32(dl*u8Float[c2&0xf|h<<2&0x10]) - ml
+				yk[i+12] = float32(dl*u8Float[c2>>4|h<<1&0x10]) - ml
+				yk[i+20] = float32(dl*u8Float[c3&0xf|h>>2&0x10]) - ml
+				yk[i+28] = float32(dl*u8Float[c3>>4|h>>3&0x10]) - ml
 			}
 		}
 	}
@@ -142,26 +148,28 @@ func dequantQ5KR4Block(y [][]float32, b []byte, ib int) {
 // bits at 2·(m%4) of qs[32j+4k+i+16·(m/4)] with bit m of qh[16j+4k+i]
 // above them, y = dl·(q − 4).
 func dequantQ3KR4Block(y [][]float32, b []byte, ib int) {
-	sh, sl, qhAll, qs := b[8:24], b[24:56], b[56:184], b[184:440]
+	blk := (*[440]byte)(b)
+	sh, sl := blk[8:24], blk[24:56]
 	scale := func(is int) float32 {
 		return float32(int32(sl[is%32]>>(4*(is/32))&0xf|(sh[is%16]>>(2*(is/16))&3)<<4) - 32)
 	}
 	for k := 0; k < 4; k++ {
-		d := quantHalfAt(b[2*k:])
+		d := quantHalfAt(blk[2*k:])
 		for j := 0; j < 8; j++ {
+			d1, d2 := d*scale(8*j+k), d*scale(8*j+k+4)
+			q := (*[20]byte)(blk[184+32*j+4*k:])
+			qh := (*[4]byte)(blk[56+16*j+4*k:])
 			yk := (*[32]float32)(y[k][256*ib+32*j:])
-			qh := (*[4]byte)(qhAll[16*j+4*k:])
-			for h := 0; h < 2; h++ {
-				dl := d * scale(8*j+k+4*h)
-				q := (*[4]byte)(qs[32*j+16*h+4*k:])
-				yh := (*[16]float32)(yk[16*h:])
-				for i, c := range q {
-					hb := qh[i] >> (4 * h)
-					yh[i] = dl * float32(int32(c&3|hb<<2&4)-4)
-					yh[4+i] = dl * float32(int32(c>>2&3|hb<<1&4)-4)
-					yh[8+i] = dl * float32(int32(c>>4&3|hb&4)-4)
-					yh[12+i] = dl * float32(int32(c>>6|hb>>1&4)-4)
-				}
+			for i, h := range qh {
+				c0, c1 := q[i], q[16+i]
+				yk[i] = d1 * q3Float[(c0&3|h<<2&4)&7]
+				yk[i+4] = d1 * q3Float[(c0>>2&3|h<<1&4)&7]
+				yk[i+8] = d1 * q3Float[(c0>>4&3|h&4)&7]
+				yk[i+12] = d1 * q3Float[(c0>>6|h>>1&4)&7]
+				yk[i+16] = d2 * q3Float[(c1&3|h>>2&4)&7]
+				yk[i+20] = d2 * q3Float[(c1>>2&3|h>>3&4)&7]
+				yk[i+24] = d2 * q3Float[(c1>>4&3|h>>4&4)&7]
+				yk[i+28] = d2 * q3Float[(c1>>6|h>>5&4)&7]
 			}
 		}
 	}
@@ -172,83 +180,96 @@ func dequantQ3KR4Block(y [][]float32, b []byte, ib int) {
 // scales[8j+k+4]; element 4m+i is the 2 bits at 2·(m%4) of
 // qs[32j+4k+i+16·(m/4)], y = dl·q − ml unfused.
 func dequantQ2KR4Block(y [][]float32, b []byte, ib int) {
-	scales, qs := b[16:80], b[80:336]
+	blk := (*[336]byte)(b)
 	for k := 0; k < 4; k++ {
-		d, m := quantHalfAt(b[2*k:]), quantHalfAt(b[8+2*k:])
+		d, m := quantHalfAt(blk[2*k:]), quantHalfAt(blk[8+2*k:])
 		for j := 0; j < 8; j++ {
+			s1, s2 := blk[16+8*j+k], blk[20+8*j+k]
+			d1, m1 := d*float32(s1&0xf), m*float32(s1>>4)
+			d2, m2 := d*float32(s2&0xf), m*float32(s2>>4)
+			q := (*[20]byte)(blk[80+32*j+4*k:])
 			yk := (*[32]float32)(y[k][256*ib+32*j:])
-			for h := 0; h < 2; h++ {
-				sc := scales[8*j+k+4*h]
-				dl, ml := d*float32(sc&0xf), m*float32(sc>>4)
-				q := (*[4]byte)(qs[32*j+16*h+4*k:])
-				yh := (*[16]float32)(yk[16*h:])
-				for i, c := range q {
-					yh[i] = float32(dl*float32(c&3)) - ml
-					yh[4+i] = float32(dl*float32(c>>2&3)) - ml
-					yh[8+i] = float32(dl*float32(c>>4&3)) - ml
-					yh[12+i] = float32(dl*float32(c>>6)) - ml
-				}
+			for i := 0; i < 4; i++ {
+				c0, c1 := q[i], q[16+i]
+				yk[i] = float32(d1*u8Float[c0&3]) - m1
+				yk[i+4] = float32(d1*u8Float[c0>>2&3]) - m1
+				yk[i+8] = float32(d1*u8Float[c0>>4&3]) - m1
+				yk[i+12] = float32(d1*u8Float[c0>>6]) - m1
+				yk[i+16] = float32(d2*u8Float[c1&3]) - m2
+				yk[i+20] = float32(d2*u8Float[c1>>2&3]) - m2
+				yk[i+24] = float32(d2*u8Float[c1>>4&3]) - m2
+				yk[i+28] = float32(d2*u8Float[c1>>6]) - m2
 			}
 		}
 	}
 }
 
-// IQ4_NL_R4: {f16 d[4]; u8 qs[64]}: row k's codes at qs[16s+4k+i], the
+// IQ4_NL_R4: {f16 d[4]; u8 qs[64]}: row k's codes at qs[16c+4k+i], the
 // nibbles into IQ4_NL's codebook, d·value.
 func dequantIQ4NLR4Block(y [][]float32, b []byte, ib int) {
+	blk := (*[72]byte)(b)
 	v := (*[16]float32)(ikIQ4Values[:16])
 	for k := 0; k < 4; k++ {
-		d := quantHalfAt(b[2*k:])
+		d := quantHalfAt(blk[2*k:])
+		q := (*[52]byte)(blk[8+4*k:])
 		yk := (*[32]float32)(y[k][32*ib:])
-		for s := 0; s < 4; s++ {
-			q := (*[4]byte)(b[8+16*s+4*k:])
-			lo, hi := (*[4]float32)(yk[r4Lo[s]:]), (*[4]float32)(yk[r4Hi[s]:])
-			for i, c := range q {
-				lo[i] = d * v[c&0xf]
-				hi[i] = d * v[c>>4]
-			}
+		for i := 0; i < 4; i++ {
+			c0, c1, c2, c3 := q[i], q[16+i], q[32+i], q[48+i]
+			yk[i], yk[i+8] = d*v[c0&0xf], d*v[c0>>4]
+			yk[i+16], yk[i+24] = d*v[c1&0xf], d*v[c1>>4]
+			yk[i+4], yk[i+12] = d*v[c2&0xf], d*v[c2>>4]
+			yk[i+20], yk[i+28] = d*v[c3&0xf], d*v[c3>>4]
 		}
 	}
 }
 
 // Q5_0_R4: {f16 d[4]; u8 qh[16]; u8 qs[64]}: IQ4_NL_R4's nibbles with a
-// fifth bit, bit s (low nibble) or s+4 (high) of qh[4k+i]; y = d·q − 16d
+// fifth bit, bit c (low nibble) or c+4 (high) of qh[4k+i]; y = d·q − 16d
 // unfused.
 func dequantQ5_0R4Block(y [][]float32, b []byte, ib int) {
+	blk := (*[88]byte)(b)
 	for k := 0; k < 4; k++ {
-		d := quantHalfAt(b[2*k:])
+		d := quantHalfAt(blk[2*k:])
 		m := -16 * d
-		qh := (*[4]byte)(b[8+4*k:])
+		q := (*[52]byte)(blk[24+4*k:])
+		qh := (*[4]byte)(blk[8+4*k:])
 		yk := (*[32]float32)(y[k][32*ib:])
-		for s := 0; s < 4; s++ {
-			q := (*[4]byte)(b[24+16*s+4*k:])
-			lo, hi := (*[4]float32)(yk[r4Lo[s]:]), (*[4]float32)(yk[r4Hi[s]:])
-			for i, c := range q {
-				h := qh[i] >> s
-				lo[i] = float32(d*float32(c&0xf|h<<4&0x10)) + m
-				hi[i] = float32(d*float32(c>>4|h&0x10)) + m
-			}
+		for i, h := range qh {
+			c0, c1, c2, c3 := q[i], q[16+i], q[32+i], q[48+i]
+			yk[i] = float32(d*u8Float[c0&0xf|h<<4&0x10]) + m
+			yk[i+8] = float32(d*u8Float[c0>>4|h&0x10]) + m
+			yk[i+16] = float32(d*u8Float[c1&0xf|h<<3&0x10]) + m
+			yk[i+24] = float32(d*u8Float[c1>>4|h>>1&0x10]) + m
+			yk[i+4] = float32(d*u8Float[c2&0xf|h<<2&0x10]) + m
+			yk[i+12] = float32(d*u8Float[c2>>4|h>>2&0x10]) + m
+			yk[i+20] = float32(d*u8Float[c3&0xf|h<<1&0x10]) + m
+			yk[i+28] = float32(d*u8Float[c3>>4|h>>3&0x10]) + m
 		}
 	}
 }
 
 // Q6_0_R4: {f16 d[4]; u8 qh[32]; u8 qs[64]}: IQ4_NL_R4's nibbles with two
-// more bits from qh[16·(s%2)+4k+i], at 2·(s/2) (low nibble) or 2·(s/2)+4
+// more bits from qh[16·(c%2)+4k+i], at 2·(c/2) (low nibble) or 2·(c/2)+4
 // (high); y = d·q − 32d unfused.
 func dequantQ6_0R4Block(y [][]float32, b []byte, ib int) {
+	blk := (*[104]byte)(b)
 	for k := 0; k < 4; k++ {
-		d := quantHalfAt(b[2*k:])
+		d := quantHalfAt(blk[2*k:])
 		m := -32 * d
+		q := (*[52]byte)(blk[40+4*k:])
+		qh := (*[20]byte)(blk[8+4*k:])
 		yk := (*[32]float32)(y[k][32*ib:])
-		for s := 0; s < 4; s++ {
-			q := (*[4]byte)(b[40+16*s+4*k:])
-			qh := (*[4]byte)(b[8+16*(s%2)+4*k:])
-			lo, hi := (*[4]float32)(yk[r4Lo[s]:]), (*[4]float32)(yk[r4Hi[s]:])
-			for i, c := range q {
-				h := qh[i] >> (2 * (s / 2))
-				lo[i] = float32(d*float32(c&0xf|h<<4&0x30)) + m
-				hi[i] = float32(d*float32(c>>4|h&0x30)) + m
-			}
+		for i := 0; i < 4; i++ {
+			c0, c1, c2, c3 := q[i], q[16+i], q[32+i], q[48+i]
+			h0, h1 := qh[i], qh[16+i]
+			yk[i] = float32(d*u8Float[c0&0xf|h0<<4&0x30]) + m
+			yk[i+8] = float32(d*u8Float[c0>>4|h0&0x30]) + m
+			yk[i+16] = float32(d*u8Float[c1&0xf|h1<<4&0x30]) + m
+			yk[i+24] = float32(d*u8Float[c1>>4|h1&0x30]) + m
+			yk[i+4] = float32(d*u8Float[c2&0xf|h0<<2&0x30]) + m
+			yk[i+12] = float32(d*u8Float[c2>>4|h0>>2&0x30]) + m
+			yk[i+20] = float32(d*u8Float[c3&0xf|h1<<2&0x30]) + m
+			yk[i+28] = float32(d*u8Float[c3>>4|h1>>2&0x30]) + m
 		}
 	}
 }
