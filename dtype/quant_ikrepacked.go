@@ -29,7 +29,8 @@ type ikGroup struct {
 	// meta is the bytes at the head of each group, before its blocks: the
 	// G rows' row_meta_size in ik_llama.cpp's ggml.c (IQ4_KS_R4, IQ5_KS_R4,
 	// IQ2_BN_R4: 4 bytes a row, so a float32 scale for each of the 4 rows,
-	// row k's at 4k); 0 for the types without. A group of rows of n
+	// row k's at 4k; IQ1_S_R4, IQ1_M_R4: 2, an fp16 each, row k's at 2k);
+	// 0 for the types without. A group of rows of n
 	// elements is meta + n/blockElems·blockBytes bytes (each of its rows
 	// meta/G + n/blockElems·blockBytes/G, ggml_row_size). Where meta is
 	// not 0, deq's b is the whole group (its head, then its blocks) and it
@@ -57,6 +58,8 @@ var ikGroups = []ikGroup{
 	{"Q5_0_R4", 206, 4, 32, 4 * 22, dequantQ5_0R4Block, 0},
 	{"Q6_0_R4", 233, 4, 32, 4 * 26, dequantQ6_0R4Block, 0},
 	{"IQ2_BN_R4", 335, 4, 64, 4 * 16, dequantIQ2BNR4Block, 16},
+	{"IQ1_S_R4", 219, 4, 32, 4 * 6, dequantIQ1SR4Block, 8},
+	{"IQ1_M_R4", 229, 4, 32, 4 * 7, dequantIQ1MR4Block, 8},
 }
 
 // ikGroupDequantizer returns, for a row-interleaved type, its rows per

@@ -2,12 +2,14 @@ package dtype
 
 // More of ik_llama.cpp's row-interleaved types (quant_ikrepacked.go):
 // IQ4_KS_R4, IQ5_KS_R4, IQ5_K_R4, Q5_K_R4, Q3_K_R4, Q2_K_R4, IQ4_NL_R4,
-// Q5_0_R4, Q6_0_R4 and IQ2_BN_R4 (codes 344, 352, 340, 213, 211, 210, 220,
-// 206, 233, 335), each value the float32 its dequantize_row_*_r4
-// (iqk/iqk_quantize.cpp) gives, products and sums unfused; checked bit
-// for bit against testdata/ikllama2/seed46r. IQ4_KS_R4, IQ5_KS_R4 and
-// IQ2_BN_R4 start each group with the 4 rows' float32 scales (ikGroup.meta
-// = 16): their dequantizers take the whole group and convert block ib.
+// Q5_0_R4, Q6_0_R4, IQ2_BN_R4, IQ1_S_R4 and IQ1_M_R4 (codes 344, 352, 340,
+// 213, 211, 210, 220, 206, 233, 335, 219, 229), each value the float32
+// its dequantize_row_*_r4 (iqk/iqk_quantize.cpp) gives, products and sums
+// unfused; checked bit for bit against testdata/ikllama2/seed46r and
+// seed48r. IQ4_KS_R4, IQ5_KS_R4 and IQ2_BN_R4 start each group with the 4
+// rows' float32 scales (ikGroup.meta = 16), IQ1_S_R4 and IQ1_M_R4 with
+// their fp16 scales (meta = 8): their dequantizers take the whole group
+// and convert block ib.
 //
 // Most of these split a sub-block's 32 elements of a row over four chunks
 // c of 4 rows' 4 bytes (row k's bytes at 16c+4k+i): the low nibbles of
@@ -291,6 +293,71 @@ func dequantIQ2BNR4Block(y [][]float32, g []byte, ib int) {
 				yl[8+i] = v[c>>4&3]
 				yl[12+i] = v[c>>6]
 			}
+		}
+	}
+}
+
+// ikGroupHalf is row k's fp16 scale at the head of a group.
+func ikGroupHalf(g []byte, k int) float32 { return quantHalfAt(g[2*k:]) }
+
+// iq1Sums[s] holds t + delta for t = −1, 0, 1 at index t&3 (3, 0, 1: a
+// grid byte's low bits), delta IQ1S_DELTA with sign bit s; exact sums.
+var iq1Sums = [2][4]float32{
+	{0 + iq1Delta, 1 + iq1Delta, 0, -1 + iq1Delta},
+	{0 - iq1Delta, 1 - iq1Delta, 0, -1 - iq1Delta},
+}
+
+// iq1Values returns dl·(t + delta) at index t&3, delta's sign bit s:
+// each the product the C computes per element.
+func iq1Values(dl float32, s uint32) [4]float32 {
+	t := &iq1Sums[s&1]
+	return [4]float32{dl * t[0], dl * t[1], 0, dl * t[3]}
+}
+
+// iq1Group8 writes the 8 values of grid entry g (signed bytes −1, 0, 1,
+// low first) through v (iq1Values).
+func iq1Group8(y *[8]float32, v *[4]float32, g uint64) {
+	y[0], y[1], y[2], y[3] = v[g&3], v[g>>8&3], v[g>>16&3], v[g>>24&3]
+	y[4], y[5], y[6], y[7] = v[g>>32&3], v[g>>40&3], v[g>>48&3], v[g>>56&3]
+}
+
+// IQ1_S_R4: f16 d[4]; blocks of 32 {u8 qs[16]; u16 qh[4]}: row k's
+// qh[k] holds a 3-bit scale (bits 12–14, dl = d·(2s+1)), the delta's
+// sign (bit 15) and the high 3 bits of four 11-bit indices into IQ1_S's
+// grid (bits 3i..3i+2, the low 8 in qs[4i+k]), 8 elements each:
+// dl·(grid + delta).
+func dequantIQ1SR4Block(y [][]float32, g []byte, ib int) {
+	const bs = 24
+	b := (*[bs]byte)(g[8+ib*bs:])
+	for k := 0; k < 4; k++ {
+		qh := uint32(b[16+2*k]) | uint32(b[17+2*k])<<8
+		dl := ikGroupHalf(g, k) * float32(2*(qh>>12&7)+1)
+		v := iq1Values(dl, qh>>15)
+		yk := (*[32]float32)(y[k][32*ib:])
+		for i := 0; i < 4; i++ {
+			idx := uint32(b[4*i+k]) | (qh>>(3*i)&7)<<8
+			iq1Group8((*[8]float32)(yk[8*i:]), &v, iq1sGrid[idx&2047])
+		}
+	}
+}
+
+// IQ1_M_R4: f16 d[4]; blocks of 32 {u8 qs[16]; u8 qh[8]; u8 scales[4]}:
+// row k's halves of 16 i have scale d·(nibble i of scales[k]) and two
+// indices into IQ1_S's grid, qs[8i+k] and qs[8i+k+4] with 3 high bits
+// each from qh[4i+k] (bits 0–2, 4–6; the deltas' signs bits 3 and 7).
+func dequantIQ1MR4Block(y [][]float32, g []byte, ib int) {
+	const bs = 28
+	b := (*[bs]byte)(g[8+ib*bs:])
+	for k := 0; k < 4; k++ {
+		d := ikGroupHalf(g, k)
+		sc := b[24+k]
+		yk := (*[32]float32)(y[k][32*ib:])
+		for i := 0; i < 2; i++ {
+			dl := d * float32(sc>>(4*i)&0xf)
+			h := uint32(b[16+4*i+k])
+			v1, v2 := iq1Values(dl, h>>3), iq1Values(dl, h>>7)
+			iq1Group8((*[8]float32)(yk[16*i:]), &v1, iq1sGrid[(uint32(b[8*i+k])|(h&7)<<8)&2047])
+			iq1Group8((*[8]float32)(yk[16*i+8:]), &v2, iq1sGrid[(uint32(b[8*i+k+4])|(h&0x70)<<4)&2047])
 		}
 	}
 }

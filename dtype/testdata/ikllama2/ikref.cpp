@@ -3,10 +3,10 @@
 // links ik_llama.cpp's ggml-quants.c and iqk/iqk_quantize.cpp, built from
 // the commit README.md names.
 //
-// Usage: ikref SEED ROWS N_PER_ROW OUTDIR [r|r2|bn]
+// Usage: ikref SEED ROWS N_PER_ROW OUTDIR [r|r2|r3|bn]
 // For each type it writes OUTDIR/NAME.q (the rows as ggml stores them,
 // row headers included) and OUTDIR/NAME.f32 (each row's dequantize_row_*).
-// With "r" (and "r2", the second set), the row-interleaved types instead
+// With "r" (and "r2", "r3", more sets), the row-interleaved types instead
 // (ROWS a multiple of 8): dequantize_row_* of each group of 4 or 8 rows.
 // With "bn", IQ1_BN and IQ2_BN: each row's dequantize_row_iq1_bn/_iq2_bn
 // of the blocks after the row's scale (the ternary t), times that scale
@@ -70,6 +70,10 @@ static const typeinfo kR2Types[] = {
     {GGML_TYPE_Q6_0_R4,   "Q6_0_R4",   32,  26,  0, 4},
     {GGML_TYPE_IQ2_BN_R4, "IQ2_BN_R4", 64,  16,  4, 4},
 };
+static const typeinfo kR3Types[] = {
+    {GGML_TYPE_IQ1_S_R4, "IQ1_S_R4", 32, 6, 2, 4},
+    {GGML_TYPE_IQ1_M_R4, "IQ1_M_R4", 32, 7, 2, 4},
+};
 static const typeinfo kBNTypes[] = {
     {GGML_TYPE_IQ1_BN, "IQ1_BN", 64, 13, 2, 1},
     {GGML_TYPE_IQ2_BN, "IQ2_BN", 64, 16, 4, 1},
@@ -91,6 +95,7 @@ static const typeinfo * find(int code) {
     for (auto & t : kTypes) if (t.code == code) return &t;
     for (auto & t : kRTypes) if (t.code == code) return &t;
     for (auto & t : kR2Types) if (t.code == code) return &t;
+    for (auto & t : kR3Types) if (t.code == code) return &t;
     for (auto & t : kBNTypes) if (t.code == code) return &t;
     for (auto & t : kBase) if (t.code == code) return &t;
     fprintf(stderr, "ikref: type %d not in the driver's table\n", code);
@@ -123,13 +128,14 @@ static void write_file(const std::string & path, const void * data, size_t n) {
 
 int main(int argc, char ** argv) {
     std::string mode = argc == 6 ? argv[5] : "";
-    if (argc != 5 && !(argc == 6 && (mode == "r" || mode == "r2" || mode == "bn"))) { fprintf(stderr, "usage: ikref SEED ROWS N_PER_ROW OUTDIR [r|r2|bn]\n"); return 2; }
+    if (argc != 5 && !(argc == 6 && (mode == "r" || mode == "r2" || mode == "r3" || mode == "bn"))) { fprintf(stderr, "usage: ikref SEED ROWS N_PER_ROW OUTDIR [r|r2|r3|bn]\n"); return 2; }
     auto list = [](auto & a) { return std::vector<typeinfo>(std::begin(a), std::end(a)); };
-    std::vector<typeinfo> types = mode == "r" ? list(kRTypes) : mode == "r2" ? list(kR2Types) : mode == "bn" ? list(kBNTypes) : list(kTypes);
+    std::vector<typeinfo> types = mode == "r" ? list(kRTypes) : mode == "r2" ? list(kR2Types) : mode == "r3" ? list(kR3Types) : mode == "bn" ? list(kBNTypes) : list(kTypes);
     for (int i = 0; i < (1 << 16); ++i) ggml_table_f32_f16[i] = _cvtsh_ss((unsigned short)i);
     uint64_t seed = strtoull(argv[1], nullptr, 10);
     int64_t rows = atoll(argv[2]), n = atoll(argv[3]);
     std::string out = argv[4];
+    if (mode == "r3") iq2xs_init_impl(GGML_TYPE_IQ1_S); // the IQ1_S grid's search tables
     for (auto & t : types) {
         rng_state = seed * 1000003 + t.code;
         // Rows of different scales: 1, 1e-3 with outliers, 1e3, and one
@@ -172,6 +178,8 @@ int main(int argc, char ** argv) {
             case GGML_TYPE_Q5_0_R4:   got = quantize_q5_0_r4  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_Q6_0_R4:   got = quantize_q6_0_r4  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_IQ2_BN_R4: got = quantize_iq2_bn_r4(x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ1_S_R4:  got = quantize_iq1_s_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ1_M_R4:  got = quantize_iq1_m_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_IQ1_BN:    got = quantize_iq1_bn   (x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_IQ2_BN:    got = quantize_iq2_bn   (x.data(), q.data(), rows, n, nullptr, nullptr); break;
         }
@@ -198,6 +206,8 @@ int main(int argc, char ** argv) {
                 case GGML_TYPE_IQ4_NL_R4: dequantize_row_iq4_nl_r4((const block_iq4_nl_r4 *)row, yr, k); break;
                 case GGML_TYPE_Q5_0_R4:   dequantize_row_q5_0_r4  ((const block_q5_0_r4   *)row, yr, k); break;
                 case GGML_TYPE_Q6_0_R4:   dequantize_row_q6_0_r4  ((const block_q6_0_r4   *)row, yr, k); break;
+                case GGML_TYPE_IQ1_S_R4:  dequantize_row_iq1_s_r4 ((const block_iq1_s_r4  *)row, yr, k); break;
+                case GGML_TYPE_IQ1_M_R4:  dequantize_row_iq1_m_r4 ((const block_iq1_m_r4  *)row, yr, k); break;
                 case GGML_TYPE_IQ2_BN_R4: dequantize_row_iq2_bn_r4((const block_iq2_bn    *)row, yr, k); break;
                 case GGML_TYPE_IQ1_BN: case GGML_TYPE_IQ2_BN: {
                     // t from the blocks after the row's scale, then scale·t,
