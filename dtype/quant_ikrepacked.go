@@ -207,27 +207,26 @@ func dequantQ6KR4Block(y [][]float32, b []byte, ib int) {
 // packed as IQ4_XS_R8's), codebooks chosen by bit j of extra[k] and
 // extra[k+4], codes at qs[64j+4k+i+16m] as Q4_K_R4's.
 func dequantIQ4KR4Block(y [][]float32, b []byte, ib int) {
-	extra, sh, sl, qs := b[8:16], b[16:32], b[32:64], b[64:576]
+	blk := (*[576]byte)(b)
+	extra, sh, sl := blk[8:16], blk[16:32], blk[32:64]
 	scale := func(is int) float32 {
 		return float32(int32(sl[is%32]>>(4*(is/32))&0xf|(sh[is%16]>>(2*(is/16))&3)<<4) - 32)
 	}
-	lo, hi := [4]int{0, 16, 4, 20}, [4]int{8, 24, 12, 28}
 	for k := 0; k < 4; k++ {
-		d := quantHalfAt(b[2*k:])
+		d := quantHalfAt(blk[2*k:])
 		for j := 0; j < 8; j++ {
-			dl := [2]float32{d * scale(8*j+k), d * scale(8*j+k+4)}
-			var v [2]*[16]float32 // ik_llama.cpp's iq4k_values, halves by extra
-			for h := 0; h < 2; h++ {
-				v[h] = (*[16]float32)(ikIQ4Values[16*int(extra[k+4*h]>>j&1):])
-			}
-			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
-			for s := 0; s < 4; s++ {
-				h := s & 1 // qs +0, +32 the first half's scale; +16, +48 the second's
-				for i := 0; i < 4; i++ {
-					q := qs[64*j+4*k+i+16*s]
-					yk[lo[s]+i] = dl[h] * v[h][q&0xf]
-					yk[hi[s]+i] = dl[h] * v[h][q>>4]
-				}
+			d1, d2 := d*scale(8*j+k), d*scale(8*j+k+4)
+			// ik_llama.cpp's iq4k_values, halves by extra
+			v1 := (*[16]float32)(ikIQ4Values[16*int(extra[k]>>j&1):])
+			v2 := (*[16]float32)(ikIQ4Values[16*int(extra[k+4]>>j&1):])
+			q := (*[52]byte)(blk[64+64*j+4*k:]) // chunks +0, +32 the first half's scale; +16, +48 the second's
+			yk := (*[32]float32)(y[k][256*ib+32*j:])
+			for i := 0; i < 4; i++ {
+				c0, c1, c2, c3 := q[i], q[16+i], q[32+i], q[48+i]
+				yk[i], yk[i+8] = d1*v1[c0&0xf], d1*v1[c0>>4]
+				yk[i+16], yk[i+24] = d2*v2[c1&0xf], d2*v2[c1>>4]
+				yk[i+4], yk[i+12] = d1*v1[c2&0xf], d1*v1[c2>>4]
+				yk[i+20], yk[i+28] = d2*v2[c3&0xf], d2*v2[c3>>4]
 			}
 		}
 	}
@@ -267,25 +266,28 @@ func dequantIQ2KR4Block(y [][]float32, b []byte, ib int) {
 // set (C's product by −1), and a third code bit, bit m of
 // qh[16j+4k+i] for element 4m+i.
 func dequantIQ3KR4Block(y [][]float32, b []byte, ib int) {
-	extra, sh, sl, qs, qh := b[8:16], b[16:24], b[24:56], b[56:312], b[312:440]
+	blk := (*[440]byte)(b)
+	extra, sh, sl := blk[8:16], blk[16:24], blk[24:56]
+	sign := [2]float32{1, -1} // C's dl *= -1 where the bit is set, without a branch
 	for k := 0; k < 4; k++ {
-		d := quantHalfAt(b[2*k:])
+		d := quantHalfAt(blk[2*k:])
 		for j := 0; j < 8; j++ {
-			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
+			yk := (*[32]float32)(y[k][256*ib+32*j:])
+			qh := (*[4]byte)(blk[312+16*j+4*k:])
 			for h := 0; h < 2; h++ {
 				is := 8*j + k + 4*h
 				dl := d * float32(2*int32(sl[is%32]>>(4*(is/32))&0xf)+1)
-				if sh[is%8]>>(is/8)&1 != 0 {
-					dl *= -1
-				}
+				dl *= sign[sh[is%8]>>(is/8)&1]
 				v := (*[8]float32)(ikIQ3Values[8*int(extra[k+4*h]>>j&1):])
+				q := (*[4]byte)(blk[56+32*j+16*h+4*k:])
 				yh := (*[16]float32)(yk[16*h:])
-				for i := 0; i < 4; i++ {
-					q, hb := qs[32*j+4*k+i+16*h], qh[16*j+4*k+i]>>(4*h)
-					yh[i] = dl * v[(q&3|hb<<2)&7]
-					yh[4+i] = dl * v[(q>>2&3|hb<<1&4)&7]
-					yh[8+i] = dl * v[(q>>4&3|hb&4)&7]
-					yh[12+i] = dl * v[(q>>6|hb>>1&4)&7]
+				sh4 := 4 * uint(h)
+				for i, c := range q {
+					hb := qh[i] >> sh4
+					yh[i] = dl * v[(c&3|hb<<2&4)&7]
+					yh[4+i] = dl * v[(c>>2&3|hb<<1&4)&7]
+					yh[8+i] = dl * v[(c>>4&3|hb&4)&7]
+					yh[12+i] = dl * v[(c>>6|hb>>1&4)&7]
 				}
 			}
 		}
