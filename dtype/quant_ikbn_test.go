@@ -3,6 +3,7 @@ package dtype
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -62,7 +63,7 @@ func TestQuantIKBNScale(t *testing.T) {
 	meta := binary.LittleEndian.AppendUint32(nil, math.Float32bits(-0.5))
 	y := make([]float32, 64)
 	dequantIQ2BNRow(y, meta, blocks)
-	if got, want := bits([]float32{y[0], y[16], y[32], y[48]}), []uint32{math.Float32bits(0.5), nz, math.Float32bits(-0.5), math.Float32bits(-1)}; !equalU32(got, want) {
+	if got, want := bits([]float32{y[0], y[16], y[32], y[48]}), []uint32{math.Float32bits(0.5), nz, math.Float32bits(-0.5), math.Float32bits(-1)}; !slices.Equal(got, want) {
 		t.Errorf("IQ2_BN codes 0..3 with scale −0.5: %#x, want %#x", got, want)
 	}
 	// IQ1_BN, scale −2 (fp16 0xc000): byte 0 holds trits 0, 1, 2, 0, 0 as
@@ -72,19 +73,7 @@ func TestQuantIKBNScale(t *testing.T) {
 	blocks[0] = 23
 	y = make([]float32, 64)
 	dequantIQ1BNRow(y, []byte{0x00, 0xc0}, blocks)
-	if got, want := bits(y[:5]), []uint32{math.Float32bits(2), nz, math.Float32bits(-2), math.Float32bits(2), math.Float32bits(2)}; !equalU32(got, want) {
+	if got, want := bits(y[:5]), []uint32{math.Float32bits(2), nz, math.Float32bits(-2), math.Float32bits(2), math.Float32bits(2)}; !slices.Equal(got, want) {
 		t.Errorf("IQ1_BN trits of 23 with scale −2: %#x, want %#x", got, want)
 	}
-}
-
-func equalU32(a, b []uint32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

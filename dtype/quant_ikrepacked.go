@@ -219,15 +219,8 @@ func dequantIQ4KR4Block(y [][]float32, b []byte, ib int) {
 			// ik_llama.cpp's iq4k_values, halves by extra
 			v1 := (*[16]float32)(ikIQ4Values[16*int(extra[k]>>j&1):])
 			v2 := (*[16]float32)(ikIQ4Values[16*int(extra[k+4]>>j&1):])
-			q := (*[52]byte)(blk[64+64*j+4*k:]) // chunks +0, +32 the first half's scale; +16, +48 the second's
-			yk := (*[32]float32)(y[k][256*ib+32*j:])
-			for i := 0; i < 4; i++ {
-				c0, c1, c2, c3 := q[i], q[16+i], q[32+i], q[48+i]
-				yk[i], yk[i+8] = d1*v1[c0&0xf], d1*v1[c0>>4]
-				yk[i+16], yk[i+24] = d2*v2[c1&0xf], d2*v2[c1>>4]
-				yk[i+4], yk[i+12] = d1*v1[c2&0xf], d1*v1[c2>>4]
-				yk[i+20], yk[i+28] = d2*v2[c3&0xf], d2*v2[c3>>4]
-			}
+			// chunks +0, +32 the first half's scale; +16, +48 the second's
+			r4Nibbles4((*[32]float32)(y[k][256*ib+32*j:]), (*[52]byte)(blk[64+64*j+4*k:]), d1, d2, v1, v2)
 		}
 	}
 }

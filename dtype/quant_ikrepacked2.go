@@ -30,6 +30,31 @@ var q3Float = [8]float32{-4, -3, -2, -1, 0, 1, 2, 3}
 // ikGroupScale is row k's float32 scale at the head of a group.
 func ikGroupScale(g []byte, k int) float32 { return ikRowF32(g[4*k:]) }
 
+// r4Nibbles4 writes a sub-block of 32 of one row from its four chunks q
+// (row k's bytes at q[16c+i]): chunks 0 and 2 through d1·v1, 1 and 3
+// through d2·v2.
+func r4Nibbles4(yk *[32]float32, q *[52]byte, d1, d2 float32, v1, v2 *[16]float32) {
+	for i := 0; i < 4; i++ {
+		c0, c1, c2, c3 := q[i], q[16+i], q[32+i], q[48+i]
+		yk[i], yk[i+8] = d1*v1[c0&0xf], d1*v1[c0>>4]
+		yk[i+16], yk[i+24] = d2*v2[c1&0xf], d2*v2[c1>>4]
+		yk[i+4], yk[i+12] = d1*v1[c2&0xf], d1*v1[c2>>4]
+		yk[i+20], yk[i+28] = d2*v2[c3&0xf], d2*v2[c3>>4]
+	}
+}
+
+// r4Nibbles5 is r4Nibbles4 with a fifth bit from qh[i], bits 2c (low
+// nibble) and 2c+1 (high), into codebooks of 32.
+func r4Nibbles5(yk *[32]float32, q *[52]byte, qh *[4]byte, d1, d2 float32, v1, v2 *[32]float32) {
+	for i, h := range qh {
+		c0, c1, c2, c3 := q[i], q[16+i], q[32+i], q[48+i]
+		yk[i], yk[i+8] = d1*v1[(c0&0xf|h<<4&0x10)&0x1f], d1*v1[(c0>>4|h<<3&0x10)&0x1f]
+		yk[i+16], yk[i+24] = d2*v2[(c1&0xf|h<<2&0x10)&0x1f], d2*v2[(c1>>4|h<<1&0x10)&0x1f]
+		yk[i+4], yk[i+12] = d1*v1[(c2&0xf|h&0x10)&0x1f], d1*v1[(c2>>4|h>>1&0x10)&0x1f]
+		yk[i+20], yk[i+28] = d2*v2[(c3&0xf|h>>2&0x10)&0x1f], d2*v2[(c3>>4|h>>3&0x10)&0x1f]
+	}
+}
+
 // IQ4_KS_R4: float32 d[4]; blocks {u8 scales[32]; u8 qs[512]}: sub-block
 // j of row k has scale s = scales[4j+k] ((s&254) − 127, codebook half
 // s&1) and codes at qs[64j+16c+4k+i] (chunk c of 4 rows' 4 bytes).
@@ -42,15 +67,7 @@ func dequantIQ4KSR4Block(y [][]float32, g []byte, ib int) {
 			sc := b[4*j+k]
 			dl := d * float32(int32(sc&254)-127)
 			v := (*[16]float32)(ikIQ4Values[16*int(sc&1):])
-			q := (*[52]byte)(b[32+64*j+4*k:])
-			yk := (*[32]float32)(y[k][256*ib+32*j:])
-			for i := 0; i < 4; i++ {
-				c0, c1, c2, c3 := q[i], q[16+i], q[32+i], q[48+i]
-				yk[i], yk[i+8] = dl*v[c0&0xf], dl*v[c0>>4]
-				yk[i+16], yk[i+24] = dl*v[c1&0xf], dl*v[c1>>4]
-				yk[i+4], yk[i+12] = dl*v[c2&0xf], dl*v[c2>>4]
-				yk[i+20], yk[i+28] = dl*v[c3&0xf], dl*v[c3>>4]
-			}
+			r4Nibbles4((*[32]float32)(y[k][256*ib+32*j:]), (*[52]byte)(b[32+64*j+4*k:]), dl, dl, v, v)
 		}
 	}
 }
@@ -67,16 +84,7 @@ func dequantIQ5KSR4Block(y [][]float32, g []byte, ib int) {
 			sc := b[4*j+k]
 			dl := d * float32(int32(sc&254)-127)
 			v := (*[32]float32)(ikIQ5Values[32*int(sc&1):])
-			q := (*[52]byte)(b[32+64*j+4*k:])
-			qh := (*[4]byte)(b[544+16*j+4*k:])
-			yk := (*[32]float32)(y[k][256*ib+32*j:])
-			for i, h := range qh {
-				c0, c1, c2, c3 := q[i], q[16+i], q[32+i], q[48+i]
-				yk[i], yk[i+8] = dl*v[(c0&0xf|h<<4&0x10)&0x1f], dl*v[(c0>>4|h<<3&0x10)&0x1f]
-				yk[i+16], yk[i+24] = dl*v[(c1&0xf|h<<2&0x10)&0x1f], dl*v[(c1>>4|h<<1&0x10)&0x1f]
-				yk[i+4], yk[i+12] = dl*v[(c2&0xf|h&0x10)&0x1f], dl*v[(c2>>4|h>>1&0x10)&0x1f]
-				yk[i+20], yk[i+28] = dl*v[(c3&0xf|h>>2&0x10)&0x1f], dl*v[(c3>>4|h>>3&0x10)&0x1f]
-			}
+			r4Nibbles5((*[32]float32)(y[k][256*ib+32*j:]), (*[52]byte)(b[32+64*j+4*k:]), (*[4]byte)(b[544+16*j+4*k:]), dl, dl, v, v)
 		}
 	}
 }
@@ -98,16 +106,7 @@ func dequantIQ5KR4Block(y [][]float32, b []byte, ib int) {
 			d1, d2 := d*scale(8*j+k), d*scale(8*j+k+4)
 			v1 := (*[32]float32)(ikIQ5Values[32*int(extra[k]>>j&1):])
 			v2 := (*[32]float32)(ikIQ5Values[32*int(extra[k+4]>>j&1):])
-			q := (*[52]byte)(blk[64+64*j+4*k:])
-			qh := (*[4]byte)(blk[576+16*j+4*k:])
-			yk := (*[32]float32)(y[k][256*ib+32*j:])
-			for i, h := range qh {
-				c0, c1, c2, c3 := q[i], q[16+i], q[32+i], q[48+i]
-				yk[i], yk[i+8] = d1*v1[(c0&0xf|h<<4&0x10)&0x1f], d1*v1[(c0>>4|h<<3&0x10)&0x1f]
-				yk[i+16], yk[i+24] = d2*v2[(c1&0xf|h<<2&0x10)&0x1f], d2*v2[(c1>>4|h<<1&0x10)&0x1f]
-				yk[i+4], yk[i+12] = d1*v1[(c2&0xf|h&0x10)&0x1f], d1*v1[(c2>>4|h>>1&0x10)&0x1f]
-				yk[i+20], yk[i+28] = d2*v2[(c3&0xf|h>>2&0x10)&0x1f], d2*v2[(c3>>4|h>>3&0x10)&0x1f]
-			}
+			r4Nibbles5((*[32]float32)(y[k][256*ib+32*j:]), (*[52]byte)(blk[64+64*j+4*k:]), (*[4]byte)(blk[576+16*j+4*k:]), d1, d2, v1, v2)
 		}
 	}
 }
@@ -213,15 +212,7 @@ func dequantIQ4NLR4Block(y [][]float32, b []byte, ib int) {
 	v := (*[16]float32)(ikIQ4Values[:16])
 	for k := 0; k < 4; k++ {
 		d := quantHalfAt(blk[2*k:])
-		q := (*[52]byte)(blk[8+4*k:])
-		yk := (*[32]float32)(y[k][32*ib:])
-		for i := 0; i < 4; i++ {
-			c0, c1, c2, c3 := q[i], q[16+i], q[32+i], q[48+i]
-			yk[i], yk[i+8] = d*v[c0&0xf], d*v[c0>>4]
-			yk[i+16], yk[i+24] = d*v[c1&0xf], d*v[c1>>4]
-			yk[i+4], yk[i+12] = d*v[c2&0xf], d*v[c2>>4]
-			yk[i+20], yk[i+28] = d*v[c3&0xf], d*v[c3>>4]
-		}
+		r4Nibbles4((*[32]float32)(y[k][32*ib:]), (*[52]byte)(blk[8+4*k:]), d, d, v, v)
 	}
 }
 
