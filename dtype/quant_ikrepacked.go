@@ -60,6 +60,8 @@ var ikGroups = []ikGroup{
 	{"IQ2_BN_R4", 335, 4, 64, 4 * 16, dequantIQ2BNR4Block, 16},
 	{"IQ1_S_R4", 219, 4, 32, 4 * 6, dequantIQ1SR4Block, 8},
 	{"IQ1_M_R4", 229, 4, 32, 4 * 7, dequantIQ1MR4Block, 8},
+	{"IQ2_XXS_R4", 216, 4, 256, 4 * 66, dequantIQ2XXSR4Block, 0},
+	{"IQ3_XXS_R4", 218, 4, 256, 4 * 98, dequantIQ3XXSR4Block, 0},
 }
 
 // ikGroupDequantizer returns, for a row-interleaved type, its rows per

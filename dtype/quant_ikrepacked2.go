@@ -1,5 +1,10 @@
 package dtype
 
+import (
+	"encoding/binary"
+	"math"
+)
+
 // More of ik_llama.cpp's row-interleaved types (quant_ikrepacked.go):
 // IQ4_KS_R4, IQ5_KS_R4, IQ5_K_R4, Q5_K_R4, Q3_K_R4, Q2_K_R4, IQ4_NL_R4,
 // Q5_0_R4, Q6_0_R4, IQ2_BN_R4, IQ1_S_R4 and IQ1_M_R4 (codes 344, 352, 340,
@@ -349,6 +354,86 @@ func dequantIQ1MR4Block(y [][]float32, g []byte, ib int) {
 			v1, v2 := iq1Values(dl, h>>3), iq1Values(dl, h>>7)
 			iq1Group8((*[8]float32)(yk[16*i:]), &v1, iq1sGrid[(uint32(b[8*i+k])|(h&7)<<8)&2047])
 			iq1Group8((*[8]float32)(yk[16*i+8:]), &v2, iq1sGrid[(uint32(b[8*i+k+4])|(h&0x70)<<4)&2047])
+		}
+	}
+}
+
+// iqxxsR4Scale reads the IQ2_XXS_R4/IQ3_XXS_R4 word of row k's sub-block:
+// its 4-bit scale (bit 0 of each byte), and the sign bits, bit j of each
+// byte (after clearing bit 0) XOR bit j+1.
+func iqxxsR4Scale(w uint32) (scale float32, signs uint32) {
+	s := w&1 | w>>7&2 | w>>14&4 | w>>21&8
+	w &= 0xfefefefe
+	return float32(2*s + 1), w ^ w>>1
+}
+
+// iq2xxsBits and iq3xxsBits are the float32 bits of IQ2_XXS's and
+// IQ3_XXS's grid magnitudes, entry by entry.
+var (
+	iq2xxsBits = func() (t [256][8]uint32) {
+		for i, g := range iq2xxsGrid {
+			for m := range t[i] {
+				t[i][m] = math.Float32bits(float32(uint8(g >> (8 * m))))
+			}
+		}
+		return t
+	}()
+	iq3xxsBits = func() (t [256][4]uint32) {
+		for i, g := range iq3xxsGrid {
+			for m := range t[i] {
+				t[i][m] = math.Float32bits(float32(uint8(g >> (8 * m))))
+			}
+		}
+		return t
+	}()
+)
+
+// signed4 writes dl·g_m·±1 for 4 grid magnitudes (float32 bits g), the
+// sign of m bit m of sg (1: −1). The C rounds dl·g_m, then negates by a
+// product; dl·(−g_m) is the same float32 in every case (rounding is
+// symmetric, and a NaN dl comes out as itself either way), so the sign
+// goes on g_m's bits and one product remains.
+func signed4(y *[4]float32, dl float32, g *[4]uint32, sg uint32) {
+	y[0] = dl * math.Float32frombits(g[0]|sg<<31)
+	y[1] = dl * math.Float32frombits(g[1]|sg>>1&1<<31)
+	y[2] = dl * math.Float32frombits(g[2]|sg>>2&1<<31)
+	y[3] = dl * math.Float32frombits(g[3]|sg>>3&1<<31)
+}
+
+// IQ2_XXS_R4: {f16 d[4]; u32 sas[32]; u8 qs[128]}: sub-block j of row k
+// has scale, signs (iqxxsR4Scale) in sas[4j+k] and 4 groups of 8 from
+// IQ2_XXS's grid, qs[16j+4k+i], their signs byte i; d/8·(2s+1)·g·±1.
+func dequantIQ2XXSR4Block(y [][]float32, b []byte, ib int) {
+	blk := (*[264]byte)(b)
+	for k := 0; k < 4; k++ {
+		d := 0.125 * quantHalfAt(blk[2*k:])
+		for j := 0; j < 8; j++ {
+			sc, signs := iqxxsR4Scale(binary.LittleEndian.Uint32(blk[8+16*j+4*k:]))
+			dl := d * sc
+			yk := (*[32]float32)(y[k][256*ib+32*j:])
+			for i := 0; i < 4; i++ {
+				g, sg := &iq2xxsBits[blk[136+16*j+4*k+i]], signs>>(8*i)
+				signed4((*[4]float32)(yk[8*i:]), dl, (*[4]uint32)(g[:4]), sg)
+				signed4((*[4]float32)(yk[8*i+4:]), dl, (*[4]uint32)(g[4:]), sg>>4)
+			}
+		}
+	}
+}
+
+// IQ3_XXS_R4: {f16 d[4]; u32 sas[32]; u8 qs[256]}: as IQ2_XXS_R4 with
+// d/4 and 8 groups of 4 from IQ3_XXS's grid, qs[32j+8k+i], their signs
+// nibble i.
+func dequantIQ3XXSR4Block(y [][]float32, b []byte, ib int) {
+	blk := (*[392]byte)(b)
+	for k := 0; k < 4; k++ {
+		d := 0.25 * quantHalfAt(blk[2*k:])
+		for j := 0; j < 8; j++ {
+			sc, signs := iqxxsR4Scale(binary.LittleEndian.Uint32(blk[8+16*j+4*k:]))
+			dl := d * sc
+			yk := (*[32]float32)(y[k][256*ib+32*j:])
+			for i := 0; i < 8; i++ {
+				signed4((*[4]float32)(yk[4*i:]), dl, &iq3xxsBits[blk[136+32*j+8*k+i]], signs>>(4*i))
+			}
 		}
 	}
 }

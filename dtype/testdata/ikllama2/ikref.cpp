@@ -73,6 +73,8 @@ static const typeinfo kR2Types[] = {
 static const typeinfo kR3Types[] = {
     {GGML_TYPE_IQ1_S_R4, "IQ1_S_R4", 32, 6, 2, 4},
     {GGML_TYPE_IQ1_M_R4, "IQ1_M_R4", 32, 7, 2, 4},
+    {GGML_TYPE_IQ2_XXS_R4, "IQ2_XXS_R4", 256, 66, 0, 4},
+    {GGML_TYPE_IQ3_XXS_R4, "IQ3_XXS_R4", 256, 98, 0, 4},
 };
 static const typeinfo kBNTypes[] = {
     {GGML_TYPE_IQ1_BN, "IQ1_BN", 64, 13, 2, 1},
@@ -89,6 +91,7 @@ static const typeinfo kBase[] = {
     {GGML_TYPE_IQ5_K, "IQ5_K", 256, 176, 0, 1}, {GGML_TYPE_Q5_K, "Q5_K", 256, 176, 0, 1},
     {GGML_TYPE_Q3_K, "Q3_K", 256, 110, 0, 1}, {GGML_TYPE_Q2_K, "Q2_K", 256, 84, 0, 1},
     {GGML_TYPE_Q5_0, "Q5_0", 32, 22, 0, 1},
+    {GGML_TYPE_IQ2_XXS, "IQ2_XXS", 256, 66, 0, 1}, {GGML_TYPE_IQ3_XXS, "IQ3_XXS", 256, 98, 0, 1},
 };
 
 static const typeinfo * find(int code) {
@@ -135,7 +138,13 @@ int main(int argc, char ** argv) {
     uint64_t seed = strtoull(argv[1], nullptr, 10);
     int64_t rows = atoll(argv[2]), n = atoll(argv[3]);
     std::string out = argv[4];
-    if (mode == "r3") iq2xs_init_impl(GGML_TYPE_IQ1_S); // the IQ1_S grid's search tables
+    if (mode == "r3") { // the grids' search tables
+        iq2xs_init_impl(GGML_TYPE_IQ1_S);
+        iq2xs_init_impl(GGML_TYPE_IQ2_XXS);
+        iq3xs_init_impl(256);
+    }
+    // IQ2_XXS's quantizer needs importance weights: all ones.
+    std::vector<float> ones(n, 1.f);
     for (auto & t : types) {
         rng_state = seed * 1000003 + t.code;
         // Rows of different scales: 1, 1e-3 with outliers, 1e3, and one
@@ -180,6 +189,8 @@ int main(int argc, char ** argv) {
             case GGML_TYPE_IQ2_BN_R4: got = quantize_iq2_bn_r4(x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_IQ1_S_R4:  got = quantize_iq1_s_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_IQ1_M_R4:  got = quantize_iq1_m_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ2_XXS_R4: got = quantize_iq2_xxs_r4(x.data(), q.data(), rows, n, ones.data(), nullptr); break;
+            case GGML_TYPE_IQ3_XXS_R4: got = quantize_iq3_xxs_r4(x.data(), q.data(), rows, n, ones.data(), nullptr); break;
             case GGML_TYPE_IQ1_BN:    got = quantize_iq1_bn   (x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_IQ2_BN:    got = quantize_iq2_bn   (x.data(), q.data(), rows, n, nullptr, nullptr); break;
         }
@@ -208,6 +219,8 @@ int main(int argc, char ** argv) {
                 case GGML_TYPE_Q6_0_R4:   dequantize_row_q6_0_r4  ((const block_q6_0_r4   *)row, yr, k); break;
                 case GGML_TYPE_IQ1_S_R4:  dequantize_row_iq1_s_r4 ((const block_iq1_s_r4  *)row, yr, k); break;
                 case GGML_TYPE_IQ1_M_R4:  dequantize_row_iq1_m_r4 ((const block_iq1_m_r4  *)row, yr, k); break;
+                case GGML_TYPE_IQ2_XXS_R4: dequantize_row_iq2_xxs_r4((const block_iq2_xxs_r4 *)row, yr, k); break;
+                case GGML_TYPE_IQ3_XXS_R4: dequantize_row_iq3_xxs_r4((const block_iq3_xxs_r4 *)row, yr, k); break;
                 case GGML_TYPE_IQ2_BN_R4: dequantize_row_iq2_bn_r4((const block_iq2_bn    *)row, yr, k); break;
                 case GGML_TYPE_IQ1_BN: case GGML_TYPE_IQ2_BN: {
                     // t from the blocks after the row's scale, then scale·t,
