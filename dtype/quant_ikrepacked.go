@@ -62,6 +62,9 @@ var ikGroups = []ikGroup{
 	{"IQ1_M_R4", 229, 4, 32, 4 * 7, dequantIQ1MR4Block, 8},
 	{"IQ2_XXS_R4", 216, 4, 256, 4 * 66, dequantIQ2XXSR4Block, 0},
 	{"IQ3_XXS_R4", 218, 4, 256, 4 * 98, dequantIQ3XXSR4Block, 0},
+	{"IQ2_XS_R4", 217, 4, 256, 4 * 74, dequantIQ2XSR4Block, 0},
+	{"IQ2_S_R4", 222, 4, 256, 4 * 82, dequantIQ2SR4Block, 0},
+	{"IQ3_S_R4", 221, 4, 256, 4 * 110, dequantIQ3SR4Block, 0},
 }
 
 // ikGroupDequantizer returns, for a row-interleaved type, its rows per

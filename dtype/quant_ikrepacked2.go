@@ -367,26 +367,37 @@ func iqxxsR4Scale(w uint32) (scale float32, signs uint32) {
 	return float32(2*s + 1), w ^ w>>1
 }
 
-// iq2xxsBits and iq3xxsBits are the float32 bits of IQ2_XXS's and
-// IQ3_XXS's grid magnitudes, entry by entry.
+// The float32 bits of the grids' magnitudes, entry by entry: IQ2_XXS's,
+// IQ2_XS's and IQ2_S's 8 a entry, IQ3_XXS's and IQ3_S's 4.
 var (
-	iq2xxsBits = func() (t [256][8]uint32) {
-		for i, g := range iq2xxsGrid {
-			for m := range t[i] {
-				t[i][m] = math.Float32bits(float32(uint8(g >> (8 * m))))
-			}
-		}
-		return t
-	}()
-	iq3xxsBits = func() (t [256][4]uint32) {
-		for i, g := range iq3xxsGrid {
-			for m := range t[i] {
-				t[i][m] = math.Float32bits(float32(uint8(g >> (8 * m))))
-			}
-		}
-		return t
-	}()
+	iq2xxsBits = func() (t [256][8]uint32) { gridBits8(t[:], iq2xxsGrid[:]); return }()
+	iq2xsBits  = func() (t [512][8]uint32) { gridBits8(t[:], iq2xsGrid[:]); return }()
+	iq2sBits   = func() (t [1024][8]uint32) { gridBits8(t[:], iq2sGrid[:]); return }()
+	iq3xxsBits = func() (t [256][4]uint32) { gridBits4(t[:], iq3xxsGrid[:]); return }()
+	iq3sBits   = func() (t [512][4]uint32) { gridBits4(t[:], iq3sGrid[:]); return }()
 )
+
+func gridBits8(t [][8]uint32, grid []uint64) {
+	for i, g := range grid {
+		for m := range t[i] {
+			t[i][m] = math.Float32bits(float32(uint8(g >> (8 * m))))
+		}
+	}
+}
+
+func gridBits4(t [][4]uint32, grid []uint32) {
+	for i, g := range grid {
+		for m := range t[i] {
+			t[i][m] = math.Float32bits(float32(uint8(g >> (8 * m))))
+		}
+	}
+}
+
+// signed8 is signed4 for 8 magnitudes and 8 sign bits.
+func signed8(y *[8]float32, dl float32, g *[8]uint32, sg uint32) {
+	signed4((*[4]float32)(y[:4]), dl, (*[4]uint32)(g[:4]), sg)
+	signed4((*[4]float32)(y[4:]), dl, (*[4]uint32)(g[4:]), sg>>4)
+}
 
 // signed4 writes dl·g_m·±1 for 4 grid magnitudes (float32 bits g), the
 // sign of m bit m of sg (1: −1). The C rounds dl·g_m, then negates by a
@@ -412,9 +423,7 @@ func dequantIQ2XXSR4Block(y [][]float32, b []byte, ib int) {
 			dl := d * sc
 			yk := (*[32]float32)(y[k][256*ib+32*j:])
 			for i := 0; i < 4; i++ {
-				g, sg := &iq2xxsBits[blk[136+16*j+4*k+i]], signs>>(8*i)
-				signed4((*[4]float32)(yk[8*i:]), dl, (*[4]uint32)(g[:4]), sg)
-				signed4((*[4]float32)(yk[8*i+4:]), dl, (*[4]uint32)(g[4:]), sg>>4)
+				signed8((*[8]float32)(yk[8*i:]), dl, &iq2xxsBits[blk[136+16*j+4*k+i]], signs>>(8*i))
 			}
 		}
 	}
@@ -433,6 +442,75 @@ func dequantIQ3XXSR4Block(y [][]float32, b []byte, ib int) {
 			yk := (*[32]float32)(y[k][256*ib+32*j:])
 			for i := 0; i < 8; i++ {
 				signed4((*[4]float32)(yk[4*i:]), dl, &iq3xxsBits[blk[136+32*j+8*k+i]], signs>>(4*i))
+			}
+		}
+	}
+}
+
+// IQ2_XS_R4: {f16 d[4]; u16 qs[128]; u8 scales[32]}: sub-block j of row
+// k has scales d/8·(2s+1) from the nibbles of scales[4j+k] (groups 0–1,
+// 2–3) and 4 groups of 8: qs[16j+4k+i] holds a 9-bit index into IQ2_XS's
+// grid and 7 sign bits s, element m negative where bit m of s ^ s<<1.
+func dequantIQ2XSR4Block(y [][]float32, b []byte, ib int) {
+	blk := (*[296]byte)(b)
+	for k := 0; k < 4; k++ {
+		d := 0.125 * quantHalfAt(blk[2*k:])
+		for j := 0; j < 8; j++ {
+			sc := blk[264+4*j+k]
+			dl := [2]float32{d * float32(2*(sc&0xf)+1), d * float32(2*(sc>>4)+1)}
+			yk := (*[32]float32)(y[k][256*ib+32*j:])
+			for i := 0; i < 4; i++ {
+				q := uint32(binary.LittleEndian.Uint16(blk[8+2*(16*j+4*k+i):]))
+				s := q >> 9
+				signed8((*[8]float32)(yk[8*i:]), dl[i/2], &iq2xsBits[q&511], s^s<<1)
+			}
+		}
+	}
+}
+
+// IQ2_S_R4: {f16 d[4]; u8 qs[128]; u8 qh[32]; u8 signs[128]; u8
+// scales[32]}: IQ2_XS_R4's scales; group i's 10-bit index into IQ2_S's
+// grid is qs[16j+4k+i] with bits 2i, 2i+1 of qh[4j+k] above it, its signs
+// signs[16j+4k+i].
+func dequantIQ2SR4Block(y [][]float32, b []byte, ib int) {
+	blk := (*[328]byte)(b)
+	for k := 0; k < 4; k++ {
+		d := 0.125 * quantHalfAt(blk[2*k:])
+		for j := 0; j < 8; j++ {
+			sc := blk[296+4*j+k]
+			dl := [2]float32{d * float32(2*(sc&0xf)+1), d * float32(2*(sc>>4)+1)}
+			qh := uint32(blk[136+4*j+k])
+			yk := (*[32]float32)(y[k][256*ib+32*j:])
+			for i := 0; i < 4; i++ {
+				idx := uint32(blk[8+16*j+4*k+i]) | qh>>(2*i)&3<<8
+				signed8((*[8]float32)(yk[8*i:]), dl[i/2], &iq2sBits[idx&1023], uint32(blk[168+16*j+4*k+i]))
+			}
+		}
+	}
+}
+
+// IQ3_S_R4: {f16 d[4]; u8 qs[256]; u8 qh[32]; u8 signs[128]; u8
+// scales[16]}: sub-block j of row k has scale d·(1+2s), s nibble l/16 of
+// scales[l%16] (l = 4j+k); its 8 groups of 4 are IQ3_S grid entries
+// qs[32j+8i+k] (elements 4i..) and qs[32j+8i+k+4] (16+4i..) with bits i
+// and i+4 of qh[4j+k] as their ninth bit; element m of them is negative
+// where bit i (or i+4) of signs[16j+4k+m] is set.
+func dequantIQ3SR4Block(y [][]float32, b []byte, ib int) {
+	blk := (*[440]byte)(b)
+	for k := 0; k < 4; k++ {
+		d := quantHalfAt(blk[2*k:])
+		for j := 0; j < 8; j++ {
+			l := 4*j + k
+			dl := d * float32(1+2*(blk[424+l%16]>>(4*(l/16))&0xf))
+			qh := uint32(blk[264+4*j+k])
+			sw := binary.LittleEndian.Uint32(blk[296+16*j+4*k:]) // signs of elements m = 0..3, a byte each
+			yk := (*[32]float32)(y[k][256*ib+32*j:])
+			for i := 0; i < 4; i++ {
+				g1 := uint32(blk[8+32*j+8*i+k]) | qh>>i&1<<8
+				g2 := uint32(blk[8+32*j+8*i+k+4]) | qh>>(i+4)&1<<8
+				s1, s2 := sw>>i&0x01010101, sw>>(i+4)&0x01010101
+				signed4((*[4]float32)(yk[4*i:]), dl, &iq3sBits[g1&511], (s1|s1>>7|s1>>14|s1>>21)&15)
+				signed4((*[4]float32)(yk[16+4*i:]), dl, &iq3sBits[g2&511], (s2|s2>>7|s2>>14|s2>>21)&15)
 			}
 		}
 	}

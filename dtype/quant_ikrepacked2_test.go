@@ -13,10 +13,13 @@ func TestSigned4(t *testing.T) {
 	scales := []float32{0, float32(math.Copysign(0, -1)), 1, -1, 0.0123, -3.5e-3, 1e-40, -1e-42, 3e38, -3e38,
 		float32(math.Inf(1)), float32(math.Inf(-1)), math.Float32frombits(0x7fc01234), math.Float32frombits(0xffc00042)}
 	var grids [][4]uint32
-	for _, g := range iq2xxsBits {
-		grids = append(grids, [4]uint32(g[:4]), [4]uint32(g[4:]))
+	for _, t := range [][][8]uint32{iq2xxsBits[:], iq2xsBits[:], iq2sBits[:]} {
+		for _, g := range t {
+			grids = append(grids, [4]uint32(g[:4]), [4]uint32(g[4:]))
+		}
 	}
 	grids = append(grids, iq3xxsBits[:]...)
+	grids = append(grids, iq3sBits[:]...)
 	for _, dl := range scales {
 		for _, g := range grids {
 			for sg := uint32(0); sg < 16; sg++ {

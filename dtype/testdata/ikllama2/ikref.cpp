@@ -75,6 +75,9 @@ static const typeinfo kR3Types[] = {
     {GGML_TYPE_IQ1_M_R4, "IQ1_M_R4", 32, 7, 2, 4},
     {GGML_TYPE_IQ2_XXS_R4, "IQ2_XXS_R4", 256, 66, 0, 4},
     {GGML_TYPE_IQ3_XXS_R4, "IQ3_XXS_R4", 256, 98, 0, 4},
+    {GGML_TYPE_IQ2_XS_R4, "IQ2_XS_R4", 256, 74, 0, 4},
+    {GGML_TYPE_IQ2_S_R4, "IQ2_S_R4", 256, 82, 0, 4},
+    {GGML_TYPE_IQ3_S_R4, "IQ3_S_R4", 256, 110, 0, 4},
 };
 static const typeinfo kBNTypes[] = {
     {GGML_TYPE_IQ1_BN, "IQ1_BN", 64, 13, 2, 1},
@@ -92,6 +95,8 @@ static const typeinfo kBase[] = {
     {GGML_TYPE_Q3_K, "Q3_K", 256, 110, 0, 1}, {GGML_TYPE_Q2_K, "Q2_K", 256, 84, 0, 1},
     {GGML_TYPE_Q5_0, "Q5_0", 32, 22, 0, 1},
     {GGML_TYPE_IQ2_XXS, "IQ2_XXS", 256, 66, 0, 1}, {GGML_TYPE_IQ3_XXS, "IQ3_XXS", 256, 98, 0, 1},
+    {GGML_TYPE_IQ2_XS, "IQ2_XS", 256, 74, 0, 1}, {GGML_TYPE_IQ2_S, "IQ2_S", 256, 82, 0, 1},
+    {GGML_TYPE_IQ3_S, "IQ3_S", 256, 110, 0, 1},
 };
 
 static const typeinfo * find(int code) {
@@ -141,9 +146,13 @@ int main(int argc, char ** argv) {
     if (mode == "r3") { // the grids' search tables
         iq2xs_init_impl(GGML_TYPE_IQ1_S);
         iq2xs_init_impl(GGML_TYPE_IQ2_XXS);
+        iq2xs_init_impl(GGML_TYPE_IQ2_XS);
+        iq2xs_init_impl(GGML_TYPE_IQ2_S);
         iq3xs_init_impl(256);
+        iq3xs_init_impl(512);
     }
-    // IQ2_XXS's quantizer needs importance weights: all ones.
+    // IQ2_XXS's and IQ2_XS's quantizers need importance weights: all ones
+    // (given to every grid type of "r3").
     std::vector<float> ones(n, 1.f);
     for (auto & t : types) {
         rng_state = seed * 1000003 + t.code;
@@ -191,6 +200,9 @@ int main(int argc, char ** argv) {
             case GGML_TYPE_IQ1_M_R4:  got = quantize_iq1_m_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_IQ2_XXS_R4: got = quantize_iq2_xxs_r4(x.data(), q.data(), rows, n, ones.data(), nullptr); break;
             case GGML_TYPE_IQ3_XXS_R4: got = quantize_iq3_xxs_r4(x.data(), q.data(), rows, n, ones.data(), nullptr); break;
+            case GGML_TYPE_IQ2_XS_R4: got = quantize_iq2_xs_r4(x.data(), q.data(), rows, n, ones.data(), nullptr); break;
+            case GGML_TYPE_IQ2_S_R4:  got = quantize_iq2_s_r4 (x.data(), q.data(), rows, n, ones.data(), nullptr); break;
+            case GGML_TYPE_IQ3_S_R4:  got = quantize_iq3_s_r4 (x.data(), q.data(), rows, n, ones.data(), nullptr); break;
             case GGML_TYPE_IQ1_BN:    got = quantize_iq1_bn   (x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_IQ2_BN:    got = quantize_iq2_bn   (x.data(), q.data(), rows, n, nullptr, nullptr); break;
         }
@@ -221,6 +233,9 @@ int main(int argc, char ** argv) {
                 case GGML_TYPE_IQ1_M_R4:  dequantize_row_iq1_m_r4 ((const block_iq1_m_r4  *)row, yr, k); break;
                 case GGML_TYPE_IQ2_XXS_R4: dequantize_row_iq2_xxs_r4((const block_iq2_xxs_r4 *)row, yr, k); break;
                 case GGML_TYPE_IQ3_XXS_R4: dequantize_row_iq3_xxs_r4((const block_iq3_xxs_r4 *)row, yr, k); break;
+                case GGML_TYPE_IQ2_XS_R4: dequantize_row_iq2_xs_r4((const block_iq2_xs_r4 *)row, yr, k); break;
+                case GGML_TYPE_IQ2_S_R4:  dequantize_row_iq2_s_r4 ((const block_iq2_s_r4  *)row, yr, k); break;
+                case GGML_TYPE_IQ3_S_R4:  dequantize_row_iq3_s_r4 ((const block_iq3_s_r4  *)row, yr, k); break;
                 case GGML_TYPE_IQ2_BN_R4: dequantize_row_iq2_bn_r4((const block_iq2_bn    *)row, yr, k); break;
                 case GGML_TYPE_IQ1_BN: case GGML_TYPE_IQ2_BN: {
                     // t from the blocks after the row's scale, then scale·t,
