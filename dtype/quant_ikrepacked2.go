@@ -7,14 +7,15 @@ import (
 
 // More of ik_llama.cpp's row-interleaved types (quant_ikrepacked.go):
 // IQ4_KS_R4, IQ5_KS_R4, IQ5_K_R4, Q5_K_R4, Q3_K_R4, Q2_K_R4, IQ4_NL_R4,
-// Q5_0_R4, Q6_0_R4, IQ2_BN_R4, IQ1_S_R4 and IQ1_M_R4 (codes 344, 352, 340,
-// 213, 211, 210, 220, 206, 233, 335, 219, 229), each value the float32
-// its dequantize_row_*_r4 (iqk/iqk_quantize.cpp) gives, products and sums
-// unfused; checked bit for bit against testdata/ikllama2/seed46r and
-// seed48r. IQ4_KS_R4, IQ5_KS_R4 and IQ2_BN_R4 start each group with the 4
-// rows' float32 scales (ikGroup.meta = 16), IQ1_S_R4 and IQ1_M_R4 with
-// their fp16 scales (meta = 8): their dequantizers take the whole group
-// and convert block ib.
+// Q5_0_R4, Q6_0_R4, IQ2_BN_R4, IQ1_S_R4, IQ1_M_R4, IQ2_XXS_R4, IQ3_XXS_R4,
+// IQ2_XS_R4, IQ2_S_R4 and IQ3_S_R4 (codes 344, 352, 340, 213, 211, 210,
+// 220, 206, 233, 335, 219, 229, 216, 218, 217, 222, 221), each value the
+// float32 its dequantize_row_*_r4 (iqk/iqk_quantize.cpp) gives, products
+// and sums unfused; checked bit for bit against testdata/ikllama2/seed46r
+// and seed48r. IQ4_KS_R4, IQ5_KS_R4 and IQ2_BN_R4 start each group with
+// the 4 rows' float32 scales (ikGroup.meta = 16), IQ1_S_R4 and IQ1_M_R4
+// with their fp16 scales (meta = 8): their dequantizers take the whole
+// group and convert block ib.
 //
 // Most of these split a sub-block's 32 elements of a row over four chunks
 // c of 4 rows' 4 bytes (row k's bytes at 16c+4k+i): the low nibbles of
