@@ -85,6 +85,10 @@ const (
 	IQ2_KT
 	IQ3_KT
 	IQ4_KT
+	// ik_llama.cpp's BitNet ternary types (quant_ikbn.go): blocks of 64
+	// after a scale per row (fp16 for IQ1_BN, float32 for IQ2_BN).
+	IQ1_BN
+	IQ2_BN
 	// ik_llama.cpp's row-interleaved types (quant_ikrepacked.go): one
 	// DType per row of ikGroups, in its order, from firstGroup on
 	// (ByName("Q4_0_R8"), ByGGML(202)...); blocks of G rows (RowGroup).
@@ -189,6 +193,8 @@ var table = withGroups([numDTypes]Info{
 	IQ2_KT:  {"IQ2_KT", KindQuant, 256, 68, 1, "", 153},
 	IQ3_KT:  {"IQ3_KT", KindQuant, 256, 100, 1, "", 154},
 	IQ4_KT:  {"IQ4_KT", KindQuant, 256, 128, 1, "", 155},
+	IQ1_BN:  {"IQ1_BN", KindQuant, 64, 13, 1, "", 134},
+	IQ2_BN:  {"IQ2_BN", KindQuant, 64, 16, 1, "", 135},
 })
 
 // withGroups fills in t the rows of the row-interleaved types, one per
@@ -209,6 +215,7 @@ func withGroups(t [numDTypes]Info) [numDTypes]Info {
 var rowMeta = [numDTypes]int64{
 	IQ4_KS: 4, IQ2_KS: 2, IQ4_KSS: 4, IQ5_KS: 4, IQ3_KS: 2, IQ2_KL: 2,
 	IQ1_KT: 4, IQ2_KT: 4, IQ3_KT: 4, IQ4_KT: 4,
+	IQ1_BN: 2, IQ2_BN: 4,
 }
 
 // RowMeta returns the bytes that each row of a tensor of d (its innermost

@@ -53,6 +53,24 @@ var ikGroups = [...]ikGroup{
 	{"IQ4_K_R4", 339, 4, 256, 4 * 144, dequantIQ4KR4Block, 0},
 	{"IQ2_K_R4", 337, 4, 256, 4 * 76, dequantIQ2KR4Block, 0},
 	{"IQ3_K_R4", 338, 4, 256, 4 * 110, dequantIQ3KR4Block, 0},
+	// quant_ikrepacked2.go
+	{"IQ4_KS_R4", 344, 4, 256, 4 * 136, dequantIQ4KSR4Block, 16},
+	{"IQ5_KS_R4", 352, 4, 256, 4 * 168, dequantIQ5KSR4Block, 16},
+	{"IQ5_K_R4", 340, 4, 256, 4 * 176, dequantIQ5KR4Block, 0},
+	{"Q5_K_R4", 213, 4, 256, 4 * 176, dequantQ5KR4Block, 0},
+	{"Q3_K_R4", 211, 4, 256, 4 * 110, dequantQ3KR4Block, 0},
+	{"Q2_K_R4", 210, 4, 256, 4 * 84, dequantQ2KR4Block, 0},
+	{"IQ4_NL_R4", 220, 4, 32, 4 * 18, dequantIQ4NLR4Block, 0},
+	{"Q5_0_R4", 206, 4, 32, 4 * 22, dequantQ5_0R4Block, 0},
+	{"Q6_0_R4", 233, 4, 32, 4 * 26, dequantQ6_0R4Block, 0},
+	{"IQ2_BN_R4", 335, 4, 64, 4 * 16, dequantIQ2BNR4Block, 16},
+	{"IQ1_S_R4", 219, 4, 32, 4 * 6, dequantIQ1SR4Block, 8},
+	{"IQ1_M_R4", 229, 4, 32, 4 * 7, dequantIQ1MR4Block, 8},
+	{"IQ2_XXS_R4", 216, 4, 256, 4 * 66, dequantIQ2XXSR4Block, 0},
+	{"IQ3_XXS_R4", 218, 4, 256, 4 * 98, dequantIQ3XXSR4Block, 0},
+	{"IQ2_XS_R4", 217, 4, 256, 4 * 74, dequantIQ2XSR4Block, 0},
+	{"IQ2_S_R4", 222, 4, 256, 4 * 82, dequantIQ2SR4Block, 0},
+	{"IQ3_S_R4", 221, 4, 256, 4 * 110, dequantIQ3SR4Block, 0},
 }
 
 // ikGroupDequantizer returns, for a row-interleaved type, its rows per
@@ -215,30 +233,20 @@ func dequantQ6KR4Block(y [][]float32, b []byte, ib int) {
 // packed as IQ4_XS_R8's), codebooks chosen by bit j of extra[k] and
 // extra[k+4], codes at qs[64j+4k+i+16m] as Q4_K_R4's.
 func dequantIQ4KR4Block(y [][]float32, b []byte, ib int) {
-	b = b[:576]
-	extra, sh, sl := (*[8]byte)(b[8:]), (*[16]byte)(b[16:]), (*[32]byte)(b[32:])
-	qs := (*[512]byte)(b[64:])
+	blk := (*[576]byte)(b)
+	extra, sh, sl := blk[8:16], blk[16:32], blk[32:64]
 	scale := func(is int) float32 {
 		return float32(int32(sl[is%32]>>(4*(is/32))&0xf|(sh[is%16]>>(2*(is/16))&3)<<4) - 32)
 	}
 	for k := 0; k < 4; k++ {
-		d := quantHalfAt(b[2*k:])
-		yr := (*[256]float32)(y[k][256*ib:])
+		d := quantHalfAt(blk[2*k:])
 		for j := 0; j < 8; j++ {
-			// the halves' scales and codebooks (ik_llama.cpp's
-			// iq4k_values, by bit j of extra[k] and extra[k+4])
-			dl0, dl1 := d*scale(8*j+k), d*scale(8*j+k+4)
-			v0 := (*[16]float32)(ikIQ4Values[16*int(extra[k]>>j&1):])
-			v1 := (*[16]float32)(ikIQ4Values[16*int(extra[k+4]>>j&1):])
-			q := (*[52]byte)(qs[64*j+4*k:]) // qs +0, +32 the first half's; +16, +48 the second's
-			yk := (*[32]float32)(yr[32*j:])
-			for i := 0; i < 4; i++ {
-				a, c, e, f := q[i], q[32+i], q[16+i], q[48+i]
-				yk[i], yk[8+i] = dl0*v0[a&0xf], dl0*v0[a>>4]
-				yk[4+i], yk[12+i] = dl0*v0[c&0xf], dl0*v0[c>>4]
-				yk[16+i], yk[24+i] = dl1*v1[e&0xf], dl1*v1[e>>4]
-				yk[20+i], yk[28+i] = dl1*v1[f&0xf], dl1*v1[f>>4]
-			}
+			d1, d2 := d*scale(8*j+k), d*scale(8*j+k+4)
+			// ik_llama.cpp's iq4k_values, halves by extra
+			v1 := (*[16]float32)(ikIQ4Values[16*int(extra[k]>>j&1):])
+			v2 := (*[16]float32)(ikIQ4Values[16*int(extra[k+4]>>j&1):])
+			// chunks +0, +32 the first half's scale; +16, +48 the second's
+			r4Nibbles4((*[32]float32)(y[k][256*ib+32*j:]), (*[52]byte)(blk[64+64*j+4*k:]), d1, d2, v1, v2)
 		}
 	}
 }

@@ -225,8 +225,6 @@ func dequantIQ4KTRow(dst []float32, meta, src []byte) {
 // of them that have a group dequantizer (ikGroups, in the dtype table):
 // IKType skips every code the table has.
 var ikTypes = map[uint32]struct{ name, why string }{
-	134: {"IQ1_BN", ikRowScale + " (ik_llama.cpp's CPU dequantize_row_* neither skips nor applies that scale: no reference to match)"},
-	135: {"IQ2_BN", ikRowScale + " (ik_llama.cpp's CPU dequantize_row_* neither skips nor applies that scale: no reference to match)"},
 	202: {"Q4_0_R8", ikRepacked}, 206: {"Q5_0_R4", ikRepacked}, 208: {"Q8_0_R8", ikRepacked},
 	210: {"Q2_K_R4", ikRepacked}, 211: {"Q3_K_R4", ikRepacked}, 212: {"Q4_K_R4", ikRepacked},
 	213: {"Q5_K_R4", ikRepacked}, 214: {"Q6_K_R4", ikRepacked}, 216: {"IQ2_XXS_R4", ikRepacked},

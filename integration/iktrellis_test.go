@@ -20,7 +20,15 @@ import (
 // --dtype and convert --dtype, exactly as ik_llama.cpp's dequantize_row_*
 // gives them; ls names nothing as not served.
 func TestIKTrellisGGUF(t *testing.T) {
-	ikGGUFViews(t, "seed44", 5)
+	ikGGUFServed(t, "seed44", []string{"Q6_0", "IQ1_KT", "IQ2_KT", "IQ3_KT", "IQ4_KT"})
+}
+
+// TestIKBNGGUF: the same for ik_llama.cpp's IQ1_BN and IQ2_BN (an fp16 or
+// float32 scale heads each row of blocks of 64 ternary codes), served as
+// the row's scale times ik_llama.cpp's dequantize_row_iq1_bn/_iq2_bn of
+// the row's blocks (dtype/testdata/ikllama2/README.md).
+func TestIKBNGGUF(t *testing.T) {
+	ikGGUFServed(t, "seed47bn", []string{"IQ1_BN", "IQ2_BN"})
 }
 
 // TestIKRepackedGGUF: the same for ik_llama.cpp's row-interleaved types
@@ -31,7 +39,7 @@ func TestIKTrellisGGUF(t *testing.T) {
 // dequantize_row_*_r8/_r4; and load --gpu --dtype f32 uploads every one
 // (through the stand-in CUDA runtime), each verified against the host's.
 func TestIKRepackedGGUF(t *testing.T) {
-	ikGGUFViews(t, "seed45r", 8)
+	ikGGUFServed(t, "seed45r", []string{"Q4_0_R8", "Q8_0_R8", "IQ4_XS_R8", "Q4_K_R4", "Q6_K_R4", "IQ4_K_R4", "IQ2_K_R4", "IQ3_K_R4"})
 	fakeCUDA(t)
 	src, err := filepath.Abs(filepath.Join("..", "dtype", "testdata", "ikllama2", "seed45r.gguf"))
 	if err != nil {
@@ -44,14 +52,12 @@ func TestIKRepackedGGUF(t *testing.T) {
 	}
 }
 
-// ikGGUFViews checks dtype/testdata/ikllama2/SEED.gguf (n tensors, every
-// one served) against its .f32ref and .json through ls, load --dtype
-// f32/bf16 --sha256, convert --dtype f32 and a mount's .f32 and .bf16
-// views, whole, read inside the third row, and split along the columns
-// and the rows.
-func ikGGUFViews(t *testing.T, seed string, n int) {
+// ikGGUFServed checks dtype/testdata/ikllama2/NAME.gguf, whose tensors are
+// of types (in file order), against its .f32ref in every way
+// TestIKTrellisGGUF names.
+func ikGGUFServed(t *testing.T, name string, types []string) {
 	t.Helper()
-	base, err := filepath.Abs(filepath.Join("..", "dtype", "testdata", "ikllama2", seed))
+	base, err := filepath.Abs(filepath.Join("..", "dtype", "testdata", "ikllama2", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,8 +74,13 @@ func ikGGUFViews(t *testing.T, seed string, n int) {
 		}
 	}
 	js, err := os.ReadFile(base + ".json")
-	if err != nil || json.Unmarshal(js, &doc) != nil || len(doc.Tensors) != n {
-		t.Fatalf("%s.json: %v", seed, err)
+	if err != nil || json.Unmarshal(js, &doc) != nil || len(doc.Tensors) != len(types) {
+		t.Fatalf("%s.json: %v", name, err)
+	}
+	for i, tn := range doc.Tensors {
+		if tn.Type != types[i] {
+			t.Fatalf("%s.json: tensor %d is %s, want %s", name, i, tn.Type, types[i])
+		}
 	}
 	refs := map[string][]byte{} // in file order, as the .f32ref
 	pos := 0
@@ -79,7 +90,7 @@ func ikGGUFViews(t *testing.T, seed string, n int) {
 		pos += n
 	}
 	if pos != len(refAll) {
-		t.Fatalf("%s.json: %d of %d reference bytes", seed, pos, len(refAll))
+		t.Fatalf("%s.json: %d of %d reference bytes", name, pos, len(refAll))
 	}
 	bf16 := func(ref []byte) []byte {
 		var out []byte

@@ -28,6 +28,7 @@ func TestGGUFIKTypes(t *testing.T) {
 	at := uint64(160)
 	for code, name := range ik {
 		if _, served := dtype.ByGGML(code); served {
+			delete(ik, code)
 			continue
 		}
 		g.tensors = append(g.tensors, ggufTI{"ik." + name, []uint64{256, 2}, code, at})
@@ -106,11 +107,11 @@ func TestGGUFIKTypesRefused(t *testing.T) {
 		b    []byte
 		want []string
 	}{
-		{"only IQ1_BN", ggufOneTensor("t", []uint64{256}, 134, 0, 72), []string{"ik_llama.cpp's IQ1_BN (ggml type 134) keeps a scale per row", "no other tensor to serve"}},
 		{"only BF16_R16", ggufOneTensor("t", []uint64{256, 16}, 230, 0, 8192), []string{"ik_llama.cpp's BF16_R16 (ggml type 230) interleaves its rows", "no other tensor to serve"}},
 		{"only Q4_0_R8 of 6 rows", ggufOneTensor("t", []uint64{256, 6}, 202, 0, 864), []string{"tensor \"t\"", "ik_llama.cpp's Q4_0_R8 (ggml type 202) interleaves its rows in groups of 8; the tensor's 6 rows are not whole groups", "no other tensor to serve"}},
 		{"Q4_0_R8 past end", ggufOneTensor("t", []uint64{256, 8}, 202, 0, 1151), []string{"1152 data bytes (Q4_0_R8 [8 256])", "past the end"}},
 		{"IQ3_K_R4 overlaps", (&ggufBuild{tensors: []ggufTI{{"a", []uint64{256, 4}, 338, 0}, {"b", []uint64{4}, 0, 416}}, data: make([]byte, 448)}).bytes(), []string{"overlaps tensor \"a\"", "(IQ3_K_R4 [4 256]: 440 bytes)"}},
+		{"IQ1_BN one byte short", ggufOneTensor("t", []uint64{256, 2}, 134, 0, 2*(2+4*13)-1), []string{"IQ1_BN [2 256]", "past the end"}},
 		{"Q6_0 row not whole blocks", ggufOneTensor("t", []uint64{48, 2}, 133, 0, 128), []string{"innermost dimension 48 is not a multiple of the Q6_0 block size 32"}},
 		{"Q6_0 past end", ggufOneTensor("t", []uint64{64}, 133, 0, 40), []string{"52 data bytes (Q6_0 [64])", "past the end"}},
 		{"Q6_0 overlaps", (&ggufBuild{tensors: []ggufTI{{"a", []uint64{64}, 133, 0}, {"b", []uint64{4}, 0, 32}}, data: make([]byte, 64)}).bytes(), []string{"overlaps tensor \"a\"", "(Q6_0 [64]: 52 bytes)"}},
