@@ -28,6 +28,7 @@ func TestGGUFIKTypes(t *testing.T) {
 	at := uint64(160)
 	for code, name := range ik {
 		if _, served := dtype.ByGGML(code); served {
+			delete(ik, code)
 			continue
 		}
 		g.tensors = append(g.tensors, ggufTI{"ik." + name, []uint64{256, 2}, code, at})
