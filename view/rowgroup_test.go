@@ -26,10 +26,11 @@ type groupFixture struct {
 	ref  []byte // float32, row-major
 }
 
-// groupFixtures reads seed45r's tensors in file order.
-func groupFixtures(t *testing.T) (string, []groupFixture) {
+// groupFixtures reads the tensors of dtype/testdata/ikllama2/NAME (a
+// seed*r fixture) in file order.
+func groupFixtures(t *testing.T, name string) (string, []groupFixture) {
 	t.Helper()
-	base := filepath.Join("..", "dtype", "testdata", "ikllama2", "seed45r")
+	base := filepath.Join("..", "dtype", "testdata", "ikllama2", name)
 	file, err := os.ReadFile(base + ".gguf")
 	if err != nil {
 		t.Fatal(err)
@@ -66,18 +67,29 @@ func groupFixtures(t *testing.T) (string, []groupFixture) {
 		pos += n
 	}
 	if pos != int64(len(refAll)) || len(out) == 0 {
-		t.Fatalf("seed45r.json: %d of %d reference bytes", pos, len(refAll))
+		t.Fatalf("%s.json: %d of %d reference bytes", name, pos, len(refAll))
 	}
 	return base + ".gguf", out
 }
 
-// TestRowGroupViews: ik_llama.cpp's row-interleaved tensors (seed45r) are
-// served in every float view bit for bit as ik_llama.cpp's
+// TestRowGroupViews: ik_llama.cpp's row-interleaved tensors (every
+// dtype/testdata/ikllama2/seed*r fixture: seed45r has the first eight
+// types) are served in every float view bit for bit as ik_llama.cpp's
 // dequantize_row_*_r8/_r4 gives them (F64, F16, BF16 from those float32s)
 // at any offset and length, split along either dim, as .npy, natively
 // split only in whole groups of rows.
 func TestRowGroupViews(t *testing.T) {
-	path, fixtures := groupFixtures(t)
+	names, err := filepath.Glob(filepath.Join("..", "dtype", "testdata", "ikllama2", "seed*r.json"))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no seed*r fixtures: %v", err)
+	}
+	for _, js := range names {
+		rowGroupViews(t, strings.TrimSuffix(filepath.Base(js), ".json"))
+	}
+}
+
+func rowGroupViews(t *testing.T, name string) {
+	path, fixtures := groupFixtures(t, name)
 	idx, srcs, ok := loadSource(t, path)
 	if !ok {
 		t.Fatalf("%s refused", path)
@@ -177,7 +189,7 @@ func groupTensor(f groupFixture, groups, blocks int64, r *rand.Rand) (raw, ref [
 // converted by ik_llama.cpp's values; sizes that are not whole groups of
 // rows are refused; reads allocate nothing.
 func TestRowGroupSteps(t *testing.T) {
-	_, fixtures := groupFixtures(t)
+	_, fixtures := groupFixtures(t, "seed45r")
 	byType := map[string]groupFixture{}
 	for _, f := range fixtures {
 		byType[f.dt.String()] = f
