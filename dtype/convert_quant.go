@@ -43,15 +43,7 @@ func quantRowKernel(from, to DType, deq func(dst []float32, meta, src []byte)) f
 	}
 	perChunk := quantChunk / blockElems
 	outSize := int(to.ElemSize())
-	var fromF32 func(dst, src []byte)
-	switch to {
-	case F64:
-		fromF32 = f32ToF64
-	case F16:
-		fromF32 = f32ToF16
-	case BF16:
-		fromF32 = f32ToBF16
-	}
+	fromF32 := fromF32Kernel(to)
 	return func(dst, meta, src []byte) {
 		s := quantPool.Get().(*quantScratch)
 		for len(src) > 0 {
@@ -75,4 +67,18 @@ func quantRowKernel(from, to DType, deq func(dst []float32, meta, src []byte)) f
 		}
 		quantPool.Put(s)
 	}
+}
+
+// fromF32Kernel returns the kernel from float32 bytes to the view dtype
+// to, nil for F32 itself (the dequantized values are the output).
+func fromF32Kernel(to DType) func(dst, src []byte) {
+	switch to {
+	case F64:
+		return f32ToF64
+	case F16:
+		return f32ToF16
+	case BF16:
+		return f32ToBF16
+	}
+	return nil
 }

@@ -78,6 +78,14 @@
 // it), and a RowConverter converts any run of a row's whole blocks given
 // that row's meta, with the same contract otherwise.
 //
+// A row-interleaved type (RowGroup: ik_llama.cpp's _R4/_R8 types, G rows
+// stored as one run of blocks, block b holding block b of each row) has
+// no Converter either: a tensor of it is whole groups of G rows of
+// GroupSize bytes (TensorSize; ByteSize refuses it), and a GroupConverter
+// converts any run of a group's interleaved blocks into the G rows of the
+// output at a stride, with the same contract otherwise. Each row of
+// quant_ikrepacked.go's ikGroups is such a DType (withGroups).
+//
 // # Registration and kernels
 //
 // Nothing registers itself: there is no init(). The converter table is

@@ -85,7 +85,15 @@ const (
 	IQ2_KT
 	IQ3_KT
 	IQ4_KT
-	numDTypes
+	// ik_llama.cpp's BitNet ternary types (quant_ikbn.go): blocks of 64
+	// after a scale per row (fp16 for IQ1_BN, float32 for IQ2_BN).
+	IQ1_BN
+	IQ2_BN
+	// ik_llama.cpp's row-interleaved types (quant_ikrepacked.go): one
+	// DType per row of ikGroups, in its order, from firstGroup on
+	// (ByName("Q4_0_R8"), ByGGML(202)...); blocks of G rows (RowGroup).
+	firstGroup
+	numDTypes = firstGroup + DType(len(ikGroups))
 )
 
 // Kind groups dtypes by what conversion can do with them.
@@ -115,7 +123,7 @@ type Info struct {
 	GGML int
 }
 
-var table = [numDTypes]Info{
+var table = withGroups([numDTypes]Info{
 	Invalid:    {Name: "INVALID", GGML: -1},
 	F64:        {"F64", KindFloat, 1, 8, 8, "<f8", 28},
 	F32:        {"F32", KindFloat, 1, 4, 4, "<f4", 0},
@@ -185,6 +193,20 @@ var table = [numDTypes]Info{
 	IQ2_KT:  {"IQ2_KT", KindQuant, 256, 68, 1, "", 153},
 	IQ3_KT:  {"IQ3_KT", KindQuant, 256, 100, 1, "", 154},
 	IQ4_KT:  {"IQ4_KT", KindQuant, 256, 128, 1, "", 155},
+	IQ1_BN:  {"IQ1_BN", KindQuant, 64, 13, 1, "", 134},
+	IQ2_BN:  {"IQ2_BN", KindQuant, 64, 16, 1, "", 135},
+})
+
+// withGroups fills in t the rows of the row-interleaved types, one per
+// row of ikGroups: BlockElems a row's elements per interleaved block,
+// BlockBytes a row's share of it (the base type's block), so that G rows
+// take the bytes G rows of the base type take.
+func withGroups(t [numDTypes]Info) [numDTypes]Info {
+	for i, g := range ikGroups {
+		t[firstGroup+DType(i)] = Info{Name: g.name, Kind: KindQuant, BlockElems: int64(g.blockElems),
+			BlockBytes: int64(g.blockBytes / g.rows), Unit: 1, GGML: int(g.code)}
+	}
+	return t
 }
 
 // rowMeta is the bytes each row of a tensor starts with, before the row's
@@ -193,6 +215,7 @@ var table = [numDTypes]Info{
 var rowMeta = [numDTypes]int64{
 	IQ4_KS: 4, IQ2_KS: 2, IQ4_KSS: 4, IQ5_KS: 4, IQ3_KS: 2, IQ2_KL: 2,
 	IQ1_KT: 4, IQ2_KT: 4, IQ3_KT: 4, IQ4_KT: 4,
+	IQ1_BN: 2, IQ2_BN: 4,
 }
 
 // RowMeta returns the bytes that each row of a tensor of d (its innermost
@@ -206,6 +229,46 @@ func (d DType) RowMeta() int64 {
 		return 0
 	}
 	return rowMeta[d]
+}
+
+// RowGroup returns the rows per group of a row-interleaved type
+// (ik_llama.cpp's _R4 and _R8 types: 4 or 8 consecutive rows stored as
+// one run of blocks, block b of the run holding block b of each row), 0
+// for every other type. A tensor of such a type is whole groups of rows
+// (TensorSize; ByteSize refuses it), GroupSize bytes each, and is
+// converted a group's blocks at a time (GroupConverterFor).
+func (d DType) RowGroup() int64 {
+	if d < firstGroup || d >= numDTypes {
+		return 0
+	}
+	return int64(ikGroups[d-firstGroup].rows)
+}
+
+// GroupMeta returns the bytes at the head of each group of a
+// row-interleaved type, before its blocks (ik_llama.cpp's row_meta_size
+// of the group's rows, their scales gathered: 4 float32 for IQ4_KS_R4),
+// 0 for the types without and for every other type.
+func (d DType) GroupMeta() int64 {
+	if d.RowGroup() == 0 {
+		return 0
+	}
+	return int64(ikGroups[d-firstGroup].meta)
+}
+
+// GroupSize returns the bytes of one group of RowGroup rows of rowLen
+// elements of a row-interleaved type (its GroupMeta head and its
+// interleaved blocks), and false when rowLen is not a positive whole
+// number of blocks or d is not row-interleaved.
+func (d DType) GroupSize(rowLen int64) (int64, bool) {
+	i, g, m := d.Info(), d.RowGroup(), d.GroupMeta()
+	if g == 0 || rowLen <= 0 || rowLen%i.BlockElems != 0 {
+		return 0, false
+	}
+	blocks := rowLen / i.BlockElems
+	if i.BlockBytes > (1<<63-1-m)/g/blocks {
+		return 0, false
+	}
+	return m + g*blocks*i.BlockBytes, true
 }
 
 // RowLen returns the innermost dimension of shape, the elements of one
@@ -320,10 +383,11 @@ func ParseView(s string) (DType, error) {
 
 // ByteSize returns the bytes that n elements of d occupy, and false when n
 // is not a whole number of blocks or the product overflows int64, or when
-// d has row meta (its size depends on the row length: TensorSize).
+// d has row meta or interleaves rows (its size depends on the row length:
+// TensorSize).
 func (d DType) ByteSize(n int64) (int64, bool) {
 	i := d.Info()
-	if !d.Valid() || n < 0 || i.BlockElems <= 0 || d.RowMeta() != 0 {
+	if !d.Valid() || n < 0 || i.BlockElems <= 0 || d.RowMeta() != 0 || d.RowGroup() != 0 {
 		return 0, false
 	}
 	if n%i.BlockElems != 0 {
@@ -354,8 +418,24 @@ func (d DType) RowSize(rowLen int64) (int64, bool) {
 // TensorSize returns the bytes of a tensor of d of n elements in rows of
 // rowLen (its innermost dimension, RowLen): ByteSize(n) for a type
 // without row meta, whatever rowLen; n/rowLen rows of RowSize(rowLen)
-// bytes for one with, false when n is not whole rows or it overflows.
+// bytes for one with, false when n is not whole rows or it overflows; for
+// a row-interleaved type, n/rowLen rows in whole groups of RowGroup rows
+// of GroupSize(rowLen) bytes, false when the rows are not whole groups.
 func (d DType) TensorSize(n, rowLen int64) (int64, bool) {
+	if g := d.RowGroup(); g != 0 {
+		if n == 0 && rowLen >= 0 && rowLen%d.Info().BlockElems == 0 {
+			return 0, true
+		}
+		group, ok := d.GroupSize(rowLen)
+		if !ok || n < 0 || n%rowLen != 0 || n/rowLen%g != 0 {
+			return 0, false
+		}
+		groups := n / rowLen / g
+		if groups != 0 && group > (1<<63-1)/groups {
+			return 0, false
+		}
+		return groups * group, true
+	}
 	if d.RowMeta() == 0 {
 		return d.ByteSize(n)
 	}

@@ -25,7 +25,8 @@ package dtype
 //     ik_llama.cpp's Q6_0 (quant_q6_0.go) is its dequantize_row_q6_0; its
 //     row-scaled and row-interleaved types have row and row-group
 //     dequantizers outside this table (quant_ikrow.go, quant_iktrellis.go,
-//     quant_ikrepacked.go), not served yet.
+//     quant_ikrepacked.go), served through RowConverterFor and
+//     GroupConverterFor.
 
 import (
 	"encoding/binary"

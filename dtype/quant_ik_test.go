@@ -138,23 +138,23 @@ func ikRowRefTensor(t *testing.T, name string, dt dtype.DType, raw []byte, ref [
 	if !ok || int64(len(raw)) != int64(len(ref)/cols)*rowBytes {
 		t.Fatalf("%s: %d bytes for %d rows of %d", name, len(raw), len(ref)/cols, rowBytes)
 	}
-	meta, bb := int(dt.RowMeta()), int(dt.Info().BlockBytes)
+	meta, bb, be := int(dt.RowMeta()), int(dt.Info().BlockBytes), int(dt.Info().BlockElems)
 	got := make([]byte, 4*cols)
 	for r := 0; r < len(ref)/cols; r++ {
 		row := raw[r*int(rowBytes) : (r+1)*int(rowBytes)]
 		want := ref[r*cols : (r+1)*cols]
 		conv(got, row[:meta], row[meta:])
-		blocks := cols / 256
+		blocks := cols / be
 		i := rng.Intn(blocks)
 		j := i + 1 + rng.Intn(blocks-i)
-		part := make([]byte, 4*256*(j-i))
+		part := make([]byte, 4*be*(j-i))
 		conv(part, row[:meta], row[meta+i*bb:meta+j*bb])
 		for k := 0; k < cols; k++ {
 			if g := binary.LittleEndian.Uint32(got[4*k:]); g != math.Float32bits(want[k]) {
 				t.Fatalf("%s row %d element %d: %#08x, ik_llama.cpp %#08x", name, r, k, g, math.Float32bits(want[k]))
 			}
 		}
-		if !bytes.Equal(part, got[4*256*i:4*256*j]) {
+		if !bytes.Equal(part, got[4*be*i:4*be*j]) {
 			t.Fatalf("%s row %d: blocks %d..%d alone differ from the whole row's", name, r, i, j)
 		}
 	}

@@ -174,9 +174,15 @@ func TestQuantKTRowSize(t *testing.T) {
 // it is named, none is also in the dtype table, and mainline codes are not
 // claimed.
 func TestIKType(t *testing.T) {
-	for code, want := range map[uint32]string{134: "IQ1_BN", 135: "IQ2_BN",
+	for code, want := range map[uint32]string{
 		202: "Q4_0_R8", 208: "Q8_0_R8", 212: "Q4_K_R4", 214: "Q6_K_R4", 223: "IQ4_XS_R8", 339: "IQ4_K_R4"} {
 		name, why, ok := IKType(code)
+		if d, served := ByGGML(code); served { // in the table: not named as unserved
+			if ok || d.String() != want {
+				t.Errorf("code %d: served as %s and IKType %q %v", code, d, name, ok)
+			}
+			continue
+		}
 		if !ok || name != want || why == "" || strings.Contains(why, "\n") {
 			t.Errorf("code %d: %q %q %v, want %s", code, name, why, ok, want)
 		}
@@ -188,8 +194,24 @@ func TestIKType(t *testing.T) {
 			t.Errorf("code %d is both served and named as unserved", code)
 		}
 	}
-	if _, _, ok := IKType(133); ok {
-		t.Error("Q6_0 (133) is served, not an unserved ik type")
+	for _, code := range []uint32{133, 134, 135} { // Q6_0, IQ1_BN, IQ2_BN
+		if _, _, ok := IKType(code); ok {
+			t.Errorf("code %d is served, not an unserved ik type", code)
+		}
+	}
+	// the row-interleaved types without a group dequantizer stay named
+	for code, want := range map[uint32]string{206: "Q5_0_R4", 210: "Q2_K_R4", 230: "BF16_R16", 353: "MXFP4_R8"} {
+		if _, served := ByGGML(code); served {
+			continue
+		}
+		if name, why, ok := IKType(code); !ok || name != want || !strings.Contains(why, "interleaves its rows") {
+			t.Errorf("code %d: %q %q %v, want %s unserved", code, name, why, ok, want)
+		}
+	}
+	for _, g := range ikGroups {
+		if _, _, ok := IKType(g.code); ok {
+			t.Errorf("%s (%d): served and named as unserved", g.name, g.code)
+		}
 	}
 }
 
@@ -232,21 +254,31 @@ func BenchmarkDequantKT(b *testing.B) {
 
 // TestQuantIKRepacked checks the row-interleaved types against
 // ik_llama.cpp's own dequantize_row_*_r8/_r4 bit for bit
-// (testdata/ikllama2/seed45r: 8 rows of 512 each, from its own quantizers),
-// a group of 8 or 4 rows at a time.
+// (testdata/ikllama2/seed45r, seed46r, seed48r: 8 rows of 512 each, from its own
+// quantizers), a group of 8 or 4 rows at a time, its head (ikGroup.meta)
+// included.
 func TestQuantIKRepacked(t *testing.T) {
 	seen := map[string]bool{}
-	for _, f := range ikFixtures(t, "seed45r") {
+	var fixtures []ikFixture
+	for _, name := range []string{"seed45r", "seed46r", "seed48r"} {
+		fixtures = append(fixtures, ikFixtures(t, name)...)
+	}
+	for _, f := range fixtures {
 		seen[f.typ] = true
-		if _, ok := ByGGML(f.code); ok {
-			t.Fatalf("%s: code %d is in the dtype table", f.typ, f.code)
+		if d, ok := ByGGML(f.code); !ok || d.String() != f.typ {
+			t.Fatalf("%s: code %d is %s in the dtype table, %v", f.typ, f.code, d, ok)
 		}
-		if name, _, ok := IKType(f.code); !ok || name != f.typ {
-			t.Errorf("%s: IKType(%d) = %q, %v", f.typ, f.code, name, ok)
+		if name, _, ok := IKType(f.code); ok {
+			t.Errorf("%s: served, and IKType(%d) = %q", f.typ, f.code, name)
 		}
 		g, deq, ok := ikGroupDequantizer(f.code)
 		if !ok || f.rows%g != 0 {
 			t.Fatalf("%s: group %d, %v", f.typ, g, ok)
+		}
+		for _, e := range ikGroups {
+			if e.code == f.code && g*f.rowBytes != e.meta+f.n/e.blockElems*e.blockBytes {
+				t.Fatalf("%s: a group is %d bytes in the file, %d + %d/%d·%d by the table", f.typ, g*f.rowBytes, e.meta, f.n, e.blockElems, e.blockBytes)
+			}
 		}
 		got := make([]float32, len(f.ref))
 		for r := 0; r < f.rows; r += g {
@@ -256,18 +288,18 @@ func TestQuantIKRepacked(t *testing.T) {
 	}
 	for _, g := range ikGroups {
 		if !seen[g.name] {
-			t.Errorf("%s: not in testdata/ikllama2/seed45r", g.name)
+			t.Errorf("%s: not in testdata/ikllama2/seed45r, seed46r or seed48r", g.name)
 		}
 	}
 }
 
 // BenchmarkDequantIKRepacked reports each row-interleaved type's group
 // dequantizer (best-Melem/s) on 64 random rows of 4096 elements (fp16
-// scales kept finite).
+// and float32 scales kept finite).
 func BenchmarkDequantIKRepacked(b *testing.B) {
 	const rows, n = 64, 4096
 	for _, g := range ikGroups {
-		rowBytes := n / g.blockElems * g.blockBytes / g.rows
+		rowBytes := (g.meta + n/g.blockElems*g.blockBytes) / g.rows
 		src := make([]byte, rows*rowBytes)
 		rand.New(rand.NewSource(int64(g.code))).Read(src)
 		for i := 1; i < len(src); i += 2 {

@@ -1,5 +1,7 @@
 package dtype
 
+import "math"
+
 // ik_llama.cpp's row-interleaved types Q4_0_R8, Q8_0_R8, IQ4_XS_R8,
 // Q4_K_R4, Q6_K_R4, IQ2_K_R4, IQ3_K_R4 and IQ4_K_R4 (ggml type codes 202,
 // 208, 223, 212, 214, 337, 338, 339 in ik_llama.cpp's ggml.h): the layout ik_llama.cpp repacks its tensors to
@@ -11,13 +13,18 @@ package dtype
 // unfused.
 //
 // A group's values land in G rows of the output, so a block does not map
-// to consecutive elements: these dequantizers take a whole group of rows
-// and are not in quantDequantizer. The tensors are listed as unserved
-// (IKType); the dequantizers are checked bit for bit against ik_llama.cpp
-// (testdata/ikllama2/seed45r) for when the views learn rows.
+// to consecutive elements: these dequantizers take a run of a group's
+// interleaved blocks and are not in quantDequantizer. Each row of ikGroups
+// is a DType of its own (firstGroup on, RowGroup G; dtype.go's withGroups),
+// converted by GroupConverterFor (convert_group.go) into the G rows of
+// the output; a view converts whole groups of a tensor (view's
+// groupConverted). A row added to ikGroups is served with nothing else
+// to change. The dequantizers are checked bit for bit against ik_llama.cpp
+// (testdata/ikllama2/seed45r, TestQuantIKRepacked, TestGroupConverter).
 
 // ikGroup is one row-interleaved type: rows per group, elements and bytes
-// per interleaved block (all G rows), and the group dequantizer.
+// per interleaved block (all G rows), the block dequantizer and the bytes
+// of the group's head.
 type ikGroup struct {
 	name       string
 	code       uint32
@@ -25,22 +32,51 @@ type ikGroup struct {
 	blockElems int // per row
 	blockBytes int // the G rows' block
 	deq        func(y [][]float32, b []byte, ib int)
+	// meta is the bytes at the head of each group, before its blocks: the
+	// G rows' row_meta_size in ik_llama.cpp's ggml.c (IQ4_KS_R4, IQ5_KS_R4,
+	// IQ2_BN_R4: 4 bytes a row, so a float32 scale for each of the 4 rows,
+	// row k's at 4k; IQ1_S_R4, IQ1_M_R4: 2, an fp16 each, row k's at 2k);
+	// 0 for the types without. A group of rows of n
+	// elements is meta + n/blockElems·blockBytes bytes (each of its rows
+	// meta/G + n/blockElems·blockBytes/G, ggml_row_size). Where meta is
+	// not 0, deq's b is the whole group (its head, then its blocks) and it
+	// converts block ib; otherwise b is block ib alone.
+	meta int
 }
 
-var ikGroups = []ikGroup{
-	{"Q4_0_R8", 202, 8, 32, 8 * 18, dequantQ4_0R8Block},
-	{"Q8_0_R8", 208, 8, 32, 8 * 34, dequantQ8_0R8Block},
-	{"IQ4_XS_R8", 223, 8, 256, 8 * 136, dequantIQ4XSR8Block},
-	{"Q4_K_R4", 212, 4, 256, 4 * 144, dequantQ4KR4Block},
-	{"Q6_K_R4", 214, 4, 256, 4 * 210, dequantQ6KR4Block},
-	{"IQ4_K_R4", 339, 4, 256, 4 * 144, dequantIQ4KR4Block},
-	{"IQ2_K_R4", 337, 4, 256, 4 * 76, dequantIQ2KR4Block},
-	{"IQ3_K_R4", 338, 4, 256, 4 * 110, dequantIQ3KR4Block},
+var ikGroups = [...]ikGroup{
+	{"Q4_0_R8", 202, 8, 32, 8 * 18, dequantQ4_0R8Block, 0},
+	{"Q8_0_R8", 208, 8, 32, 8 * 34, dequantQ8_0R8Block, 0},
+	{"IQ4_XS_R8", 223, 8, 256, 8 * 136, dequantIQ4XSR8Block, 0},
+	{"Q4_K_R4", 212, 4, 256, 4 * 144, dequantQ4KR4Block, 0},
+	{"Q6_K_R4", 214, 4, 256, 4 * 210, dequantQ6KR4Block, 0},
+	{"IQ4_K_R4", 339, 4, 256, 4 * 144, dequantIQ4KR4Block, 0},
+	{"IQ2_K_R4", 337, 4, 256, 4 * 76, dequantIQ2KR4Block, 0},
+	{"IQ3_K_R4", 338, 4, 256, 4 * 110, dequantIQ3KR4Block, 0},
+	// quant_ikrepacked2.go
+	{"IQ4_KS_R4", 344, 4, 256, 4 * 136, dequantIQ4KSR4Block, 16},
+	{"IQ5_KS_R4", 352, 4, 256, 4 * 168, dequantIQ5KSR4Block, 16},
+	{"IQ5_K_R4", 340, 4, 256, 4 * 176, dequantIQ5KR4Block, 0},
+	{"Q5_K_R4", 213, 4, 256, 4 * 176, dequantQ5KR4Block, 0},
+	{"Q3_K_R4", 211, 4, 256, 4 * 110, dequantQ3KR4Block, 0},
+	{"Q2_K_R4", 210, 4, 256, 4 * 84, dequantQ2KR4Block, 0},
+	{"IQ4_NL_R4", 220, 4, 32, 4 * 18, dequantIQ4NLR4Block, 0},
+	{"Q5_0_R4", 206, 4, 32, 4 * 22, dequantQ5_0R4Block, 0},
+	{"Q6_0_R4", 233, 4, 32, 4 * 26, dequantQ6_0R4Block, 0},
+	{"IQ2_BN_R4", 335, 4, 64, 4 * 16, dequantIQ2BNR4Block, 16},
+	{"IQ1_S_R4", 219, 4, 32, 4 * 6, dequantIQ1SR4Block, 8},
+	{"IQ1_M_R4", 229, 4, 32, 4 * 7, dequantIQ1MR4Block, 8},
+	{"IQ2_XXS_R4", 216, 4, 256, 4 * 66, dequantIQ2XXSR4Block, 0},
+	{"IQ3_XXS_R4", 218, 4, 256, 4 * 98, dequantIQ3XXSR4Block, 0},
+	{"IQ2_XS_R4", 217, 4, 256, 4 * 74, dequantIQ2XSR4Block, 0},
+	{"IQ2_S_R4", 222, 4, 256, 4 * 82, dequantIQ2SR4Block, 0},
+	{"IQ3_S_R4", 221, 4, 256, 4 * 110, dequantIQ3SR4Block, 0},
 }
 
 // ikGroupDequantizer returns, for a row-interleaved type, its rows per
-// group and the function that converts one group (src: the G rows' bytes)
-// of rows of n elements into G·n float32s, row-major, at the start of dst.
+// group and the function that converts one group (src: the G rows' bytes,
+// the group's head of ikGroup.meta bytes first) of rows of n elements into
+// G·n float32s, row-major, at the start of dst.
 func ikGroupDequantizer(code uint32) (int, func(dst []float32, src []byte, n int), bool) {
 	for _, g := range ikGroups {
 		if g.code != code {
@@ -51,8 +87,13 @@ func ikGroupDequantizer(code uint32) (int, func(dst []float32, src []byte, n int
 			for k := range y {
 				y[k] = dst[k*n : (k+1)*n]
 			}
-			for ib := 0; ib < n/g.blockElems; ib++ {
-				g.deq(y, src[ib*g.blockBytes:(ib+1)*g.blockBytes], ib)
+			nb := n / g.blockElems
+			for ib := 0; ib < nb; ib++ {
+				if g.meta != 0 {
+					g.deq(y, src[:g.meta+nb*g.blockBytes], ib)
+				} else {
+					g.deq(y, src[ib*g.blockBytes:(ib+1)*g.blockBytes], ib)
+				}
 			}
 		}, true
 	}
@@ -62,15 +103,20 @@ func ikGroupDequantizer(code uint32) (int, func(dst []float32, src []byte, n int
 // Q4_0_R8: {f16 d[8]; u8 qs[128]}, row k's byte i of 4-byte chunk l at
 // qs[32l+4k+i]: elements 4l+i (low nibble) and 4l+i+16 (high), (q−8)·d.
 func dequantQ4_0R8Block(y [][]float32, b []byte, ib int) {
-	qs := b[16:144]
+	b = b[:144]
+	qs := (*[128]byte)(b[16:])
 	for k := 0; k < 8; k++ {
 		d := quantHalfAt(b[2*k:])
-		yk := y[k][32*ib : 32*ib+32]
+		yk := (*[32]float32)(y[k][32*ib:])
+		var t [16]float32 // the 16 products, the same as per element
+		for x := range t {
+			t[x] = d * float32(int32(x)-8)
+		}
 		for l := 0; l < 4; l++ {
-			for i := 0; i < 4; i++ {
-				q := qs[32*l+4*k+i]
-				yk[4*l+i] = d * float32(int32(q&0xf)-8)
-				yk[4*l+i+16] = d * float32(int32(q>>4)-8)
+			q := (*[4]byte)(qs[32*l+4*k:])
+			yl, yh := (*[4]float32)(yk[4*l:]), (*[4]float32)(yk[4*l+16:])
+			for i, x := range q {
+				yl[i], yh[i] = t[x&0xf], t[x>>4]
 			}
 		}
 	}
@@ -79,14 +125,17 @@ func dequantQ4_0R8Block(y [][]float32, b []byte, ib int) {
 // Q8_0_R8: {f16 d[8]; i8 qs[256]}, row k's elements 4l+i at
 // qs[32l+4k+i] and 4l+i+16 at qs[128+32l+4k+i], q·d.
 func dequantQ8_0R8Block(y [][]float32, b []byte, ib int) {
-	qs := b[16:272]
+	b = b[:272]
+	qs := (*[256]byte)(b[16:])
 	for k := 0; k < 8; k++ {
 		d := quantHalfAt(b[2*k:])
-		yk := y[k][32*ib : 32*ib+32]
+		yk := (*[32]float32)(y[k][32*ib:])
 		for l := 0; l < 4; l++ {
-			for i := 0; i < 4; i++ {
-				yk[4*l+i] = d * float32(int8(qs[32*l+4*k+i]))
-				yk[4*l+i+16] = d * float32(int8(qs[128+32*l+4*k+i]))
+			ql, qh := (*[4]byte)(qs[32*l+4*k:]), (*[4]byte)(qs[128+32*l+4*k:])
+			yl, yh := (*[4]float32)(yk[4*l:]), (*[4]float32)(yk[4*l+16:])
+			for i := range ql {
+				yl[i] = d * float32(int8(ql[i]))
+				yh[i] = d * float32(int8(qh[i]))
 			}
 		}
 	}
@@ -98,19 +147,23 @@ func dequantQ8_0R8Block(y [][]float32, b []byte, ib int) {
 // 2·(is/16)), and its codes at qs[128j+32l+4k+i] (elements 8l+i low, 8l+i+4
 // high) into the IQ4_NL codebook.
 func dequantIQ4XSR8Block(y [][]float32, b []byte, ib int) {
-	sh, sl, qs := b[16:32], b[32:64], b[64:1088]
+	b = b[:1088]
+	sh, sl, qs := (*[16]byte)(b[16:]), (*[32]byte)(b[32:]), (*[1024]byte)(b[64:])
+	v := (*[16]float32)(ikIQ4Values[:16]) // the IQ4_NL codebook, as float32
 	for k := 0; k < 8; k++ {
 		d := quantHalfAt(b[2*k:])
+		yr := (*[256]float32)(y[k][256*ib:])
 		for j := 0; j < 8; j++ {
 			is := 8*j + k
 			ls := int32(sl[is%32]>>(4*(is/32))&0xf | (sh[is%16]>>(2*(is/16))&3)<<4)
 			dl := d * float32(ls-32)
-			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
+			q := (*[100]byte)(qs[128*j+4*k:])
+			yk := (*[32]float32)(yr[32*j:])
 			for l := 0; l < 4; l++ {
+				ql := (*[4]byte)(q[32*l:])
+				yl := (*[8]float32)(yk[8*l:])
 				for i := 0; i < 4; i++ {
-					q := qs[128*j+4*k+i+32*l]
-					yk[8*l+i] = dl * float32(kvaluesIQ4NL[q&0xf])
-					yk[8*l+i+4] = dl * float32(kvaluesIQ4NL[q>>4])
+					yl[i], yl[i+4] = dl*v[ql[i]&0xf], dl*v[ql[i]>>4]
 				}
 			}
 		}
@@ -122,23 +175,26 @@ func dequantIQ4XSR8Block(y [][]float32, b []byte, ib int) {
 // bits in scales_l[is], 2 high bits each in scales_h[is%16] at 4·(is/16)),
 // its codes at qs[64j+4k+i+16m] (m = 0..3), y = dl·q − ml unfused.
 func dequantQ4KR4Block(y [][]float32, b []byte, ib int) {
-	sh, sl, qs := b[16:32], b[32:64], b[64:576]
-	// element offsets of the low and high nibbles of qs[64j+4k+i+16m]
-	lo, hi := [4]int{0, 16, 4, 20}, [4]int{8, 24, 12, 28}
+	b = b[:576]
+	sh, sl, qs := (*[16]byte)(b[16:]), (*[32]byte)(b[32:]), (*[512]byte)(b[64:])
 	for k := 0; k < 4; k++ {
 		d, m := quantHalfAt(b[2*k:]), quantHalfAt(b[8+2*k:])
+		yr := (*[256]float32)(y[k][256*ib:])
 		for j := 0; j < 8; j++ {
 			is := 4*j + k
 			h := sh[is%16] >> (4 * (is / 16))
 			dl := d * float32(sl[is]&0xf|(h&3)<<4)
 			ml := m * float32(sl[is]>>4|(h&0xc)<<2)
-			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
-			for s := 0; s < 4; s++ {
-				for i := 0; i < 4; i++ {
-					q := qs[64*j+4*k+i+16*s]
-					yk[lo[s]+i] = float32(dl*float32(q&0xf)) - ml
-					yk[hi[s]+i] = float32(dl*float32(q>>4)) - ml
-				}
+			// qs +0, +16, +32, +48: elements i and 8+i, 16+i and
+			// 24+i, 4+i and 12+i, 20+i and 28+i
+			q := (*[52]byte)(qs[64*j+4*k:])
+			yk := (*[32]float32)(yr[32*j:])
+			for i := 0; i < 4; i++ {
+				a, c, e, f := q[i], q[16+i], q[32+i], q[48+i]
+				yk[i], yk[8+i] = float32(dl*float32(a&0xf))-ml, float32(dl*float32(a>>4))-ml
+				yk[16+i], yk[24+i] = float32(dl*float32(c&0xf))-ml, float32(dl*float32(c>>4))-ml
+				yk[4+i], yk[12+i] = float32(dl*float32(e&0xf))-ml, float32(dl*float32(e>>4))-ml
+				yk[20+i], yk[28+i] = float32(dl*float32(f&0xf))-ml, float32(dl*float32(f>>4))-ml
 			}
 		}
 	}
@@ -177,28 +233,20 @@ func dequantQ6KR4Block(y [][]float32, b []byte, ib int) {
 // packed as IQ4_XS_R8's), codebooks chosen by bit j of extra[k] and
 // extra[k+4], codes at qs[64j+4k+i+16m] as Q4_K_R4's.
 func dequantIQ4KR4Block(y [][]float32, b []byte, ib int) {
-	extra, sh, sl, qs := b[8:16], b[16:32], b[32:64], b[64:576]
+	blk := (*[576]byte)(b)
+	extra, sh, sl := blk[8:16], blk[16:32], blk[32:64]
 	scale := func(is int) float32 {
 		return float32(int32(sl[is%32]>>(4*(is/32))&0xf|(sh[is%16]>>(2*(is/16))&3)<<4) - 32)
 	}
-	lo, hi := [4]int{0, 16, 4, 20}, [4]int{8, 24, 12, 28}
 	for k := 0; k < 4; k++ {
-		d := quantHalfAt(b[2*k:])
+		d := quantHalfAt(blk[2*k:])
 		for j := 0; j < 8; j++ {
-			dl := [2]float32{d * scale(8*j+k), d * scale(8*j+k+4)}
-			var v [2]*[16]float32 // ik_llama.cpp's iq4k_values, halves by extra
-			for h := 0; h < 2; h++ {
-				v[h] = (*[16]float32)(ikIQ4Values[16*int(extra[k+4*h]>>j&1):])
-			}
-			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
-			for s := 0; s < 4; s++ {
-				h := s & 1 // qs +0, +32 the first half's scale; +16, +48 the second's
-				for i := 0; i < 4; i++ {
-					q := qs[64*j+4*k+i+16*s]
-					yk[lo[s]+i] = dl[h] * v[h][q&0xf]
-					yk[hi[s]+i] = dl[h] * v[h][q>>4]
-				}
-			}
+			d1, d2 := d*scale(8*j+k), d*scale(8*j+k+4)
+			// ik_llama.cpp's iq4k_values, halves by extra
+			v1 := (*[16]float32)(ikIQ4Values[16*int(extra[k]>>j&1):])
+			v2 := (*[16]float32)(ikIQ4Values[16*int(extra[k+4]>>j&1):])
+			// chunks +0, +32 the first half's scale; +16, +48 the second's
+			r4Nibbles4((*[32]float32)(y[k][256*ib+32*j:]), (*[52]byte)(blk[64+64*j+4*k:]), d1, d2, v1, v2)
 		}
 	}
 }
@@ -237,26 +285,40 @@ func dequantIQ2KR4Block(y [][]float32, b []byte, ib int) {
 // set (C's product by −1), and a third code bit, bit m of
 // qh[16j+4k+i] for element 4m+i.
 func dequantIQ3KR4Block(y [][]float32, b []byte, ib int) {
-	extra, sh, sl, qs, qh := b[8:16], b[16:24], b[24:56], b[56:312], b[312:440]
+	b = b[:440]
+	extra, sh, sl := (*[8]byte)(b[8:]), (*[8]byte)(b[16:]), (*[32]byte)(b[24:])
+	qs, qh := (*[256]byte)(b[56:]), (*[128]byte)(b[312:])
+	var t [2][8]float32 // each half's 8 products, the same as per element
 	for k := 0; k < 4; k++ {
 		d := quantHalfAt(b[2*k:])
+		yr := (*[256]float32)(y[k][256*ib:])
 		for j := 0; j < 8; j++ {
-			yk := y[k][256*ib+32*j : 256*ib+32*j+32]
-			for h := 0; h < 2; h++ {
+			for h := range t {
 				is := 8*j + k + 4*h
+				// C's product by −1 is a negation (as Go compiles
+				// dl *= -1): the sign bit flipped, without a branch
 				dl := d * float32(2*int32(sl[is%32]>>(4*(is/32))&0xf)+1)
-				if sh[is%8]>>(is/8)&1 != 0 {
-					dl *= -1
-				}
+				dl = math.Float32frombits(math.Float32bits(dl) ^ uint32(sh[is%8]>>(is/8)&1)<<31)
 				v := (*[8]float32)(ikIQ3Values[8*int(extra[k+4*h]>>j&1):])
-				yh := (*[16]float32)(yk[16*h:])
-				for i := 0; i < 4; i++ {
-					q, hb := qs[32*j+4*k+i+16*h], qh[16*j+4*k+i]>>(4*h)
-					yh[i] = dl * v[(q&3|hb<<2)&7]
-					yh[4+i] = dl * v[(q>>2&3|hb<<1&4)&7]
-					yh[8+i] = dl * v[(q>>4&3|hb&4)&7]
-					yh[12+i] = dl * v[(q>>6|hb>>1&4)&7]
-				}
+				th := &t[h]
+				th[0], th[1], th[2], th[3] = dl*v[0], dl*v[1], dl*v[2], dl*v[3]
+				th[4], th[5], th[6], th[7] = dl*v[4], dl*v[5], dl*v[6], dl*v[7]
+			}
+			q0, q1 := (*[4]byte)(qs[32*j+4*k:]), (*[4]byte)(qs[32*j+4*k+16:])
+			h4 := (*[4]byte)(qh[16*j+4*k:])
+			y0, y1 := (*[16]float32)(yr[32*j:]), (*[16]float32)(yr[32*j+16:])
+			t0, t1 := &t[0], &t[1]
+			for i := 0; i < 4; i++ {
+				q, r, hb := q0[i], q1[i], h4[i]
+				y0[i] = t0[(q&3|hb<<2)&7]
+				y0[4+i] = t0[(q>>2&3|hb<<1&4)&7]
+				y0[8+i] = t0[(q>>4&3|hb&4)&7]
+				y0[12+i] = t0[(q>>6|hb>>1&4)&7]
+				hb >>= 4
+				y1[i] = t1[(r&3|hb<<2)&7]
+				y1[4+i] = t1[(r>>2&3|hb<<1&4)&7]
+				y1[8+i] = t1[(r>>4&3|hb&4)&7]
+				y1[12+i] = t1[(r>>6|hb>>1&4)&7]
 			}
 		}
 	}

@@ -23,7 +23,7 @@ type ikRowType struct {
 	code       uint32
 	meta       int
 	blockBytes int
-	deq        func(dst []float32, meta, blocks []byte) // len(dst) = 256 × blocks
+	deq        func(dst []float32, meta, blocks []byte) // len(dst) = the blocks' elements (256 each; 64 for the _BN types)
 }
 
 // rowDequantizer returns the dequantizer of whole blocks of a row of a
@@ -32,7 +32,7 @@ func rowDequantizer(d DType) (func(dst []float32, meta, blocks []byte), bool) {
 	if d.RowMeta() == 0 {
 		return nil, false
 	}
-	for _, ts := range [][]ikRowType{ikRowTypes, ktRowTypes} {
+	for _, ts := range [][]ikRowType{ikRowTypes, ktRowTypes, bnRowTypes} {
 		for _, rt := range ts {
 			if c := d.Info().GGML; c >= 0 && uint32(c) == rt.code {
 				return rt.deq, true

@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,13 +84,15 @@ func TestQuantIKRows(t *testing.T) {
 	}
 }
 
-// BenchmarkDequantIKRows reports each row-scaled type's dequantization on
-// 256 random rows of 4096 elements (finite scales), as BenchmarkDequant
-// does for the table's types (best-Melem/s: the best of 20 calls).
+// BenchmarkDequantIKRows reports each row-scaled type's dequantization
+// (and the _BN types') on 256 random rows of 4096 elements (finite
+// scales), as BenchmarkDequant does for the table's types (best-Melem/s:
+// the best of 20 calls).
 func BenchmarkDequantIKRows(b *testing.B) {
-	for _, rt := range ikRowTypes {
+	for _, rt := range append(slices.Clone(ikRowTypes), bnRowTypes...) {
 		const rows, cols = 256, 4096
-		rowBytes := rt.meta + cols/256*rt.blockBytes
+		d, _ := ByGGML(rt.code)
+		rowBytes := rt.meta + cols/int(d.Info().BlockElems)*rt.blockBytes
 		src := make([]byte, rows*rowBytes)
 		rng := rand.New(rand.NewSource(3))
 		rng.Read(src)

@@ -217,14 +217,14 @@ func dequantIQ4KTRow(dst []float32, meta, src []byte) {
 	}
 }
 
-// ikTypes are ik_llama.cpp's ggml type codes that tensorfs recognises but
-// does not serve, with why: IQ1_BN/IQ2_BN have a scale at the head of
-// each row that ik_llama.cpp's own dequantizer ignores; the _R4/_R8
-// types interleave 4 or 8 rows (ik_llama.cpp's run-time repacking, also
-// written by llama-quantize with --repack).
+// ikTypes are ik_llama.cpp's ggml type codes that tensorfs recognises, with
+// why it would not serve them: IQ1_BN/IQ2_BN have a scale at the head of
+// each row that ik_llama.cpp's own dequantizer ignores; the _R4/_R8/_R16
+// types interleave 4, 8 or 16 rows (ik_llama.cpp's run-time repacking,
+// also written by llama-quantize with --repack), and tensorfs serves those
+// of them that have a group dequantizer (ikGroups, in the dtype table):
+// IKType skips every code the table has.
 var ikTypes = map[uint32]struct{ name, why string }{
-	134: {"IQ1_BN", ikRowScale + " (ik_llama.cpp's CPU dequantize_row_* neither skips nor applies that scale: no reference to match)"},
-	135: {"IQ2_BN", ikRowScale + " (ik_llama.cpp's CPU dequantize_row_* neither skips nor applies that scale: no reference to match)"},
 	202: {"Q4_0_R8", ikRepacked}, 206: {"Q5_0_R4", ikRepacked}, 208: {"Q8_0_R8", ikRepacked},
 	210: {"Q2_K_R4", ikRepacked}, 211: {"Q3_K_R4", ikRepacked}, 212: {"Q4_K_R4", ikRepacked},
 	213: {"Q5_K_R4", ikRepacked}, 214: {"Q6_K_R4", ikRepacked}, 216: {"IQ2_XXS_R4", ikRepacked},
@@ -238,13 +238,16 @@ var ikTypes = map[uint32]struct{ name, why string }{
 
 const (
 	ikRowScale = "keeps a scale per row before the row's blocks; tensorfs converts by self-contained blocks and does not serve it"
-	ikRepacked = "interleaves its rows in groups of 4 or 8 (the layout ik_llama.cpp repacks to at load time, -rtr, or with llama-quantize --repack); tensorfs does not serve it"
+	ikRepacked = "interleaves its rows in groups of 4, 8 or 16 (the layout ik_llama.cpp repacks to at load time, -rtr, or with llama-quantize --repack); tensorfs has no dequantizer for this one checked against ik_llama.cpp's and does not serve it"
 )
 
 // IKType names an ik_llama.cpp ggml type code that tensorfs recognises but
 // does not serve: its name ("IQ2_KT") and why (a predicate: "keeps a scale
 // per row ..."), in one line. ok is false for other codes.
 func IKType(code uint32) (name, why string, ok bool) {
+	if _, served := ByGGML(code); served {
+		return "", "", false
+	}
 	t, ok := ikTypes[code]
 	return t.name, t.why, ok
 }

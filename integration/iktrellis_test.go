@@ -2,7 +2,9 @@ package integration
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"math"
 	"os"
@@ -18,7 +20,44 @@ import (
 // --dtype and convert --dtype, exactly as ik_llama.cpp's dequantize_row_*
 // gives them; ls names nothing as not served.
 func TestIKTrellisGGUF(t *testing.T) {
-	base, err := filepath.Abs(filepath.Join("..", "dtype", "testdata", "ikllama2", "seed44"))
+	ikGGUFServed(t, "seed44", []string{"Q6_0", "IQ1_KT", "IQ2_KT", "IQ3_KT", "IQ4_KT"})
+}
+
+// TestIKBNGGUF: the same for ik_llama.cpp's IQ1_BN and IQ2_BN (an fp16 or
+// float32 scale heads each row of blocks of 64 ternary codes), served as
+// the row's scale times ik_llama.cpp's dequantize_row_iq1_bn/_iq2_bn of
+// the row's blocks (dtype/testdata/ikllama2/README.md).
+func TestIKBNGGUF(t *testing.T) {
+	ikGGUFServed(t, "seed47bn", []string{"IQ1_BN", "IQ2_BN"})
+}
+
+// TestIKRepackedGGUF: the same for ik_llama.cpp's row-interleaved types
+// (dtype/testdata/ikllama2/seed45r: Q4_0_R8, Q8_0_R8, IQ4_XS_R8, Q4_K_R4,
+// Q6_K_R4, IQ4_K_R4, IQ2_K_R4, IQ3_K_R4, 8 rows of 512 each, a block
+// holding 8 or 4 rows), their reads cut inside a group and their parts
+// of the rows and of the columns, bit for bit ik_llama.cpp's
+// dequantize_row_*_r8/_r4; and load --gpu --dtype f32 uploads every one
+// (through the stand-in CUDA runtime), each verified against the host's.
+func TestIKRepackedGGUF(t *testing.T) {
+	ikGGUFServed(t, "seed45r", []string{"Q4_0_R8", "Q8_0_R8", "IQ4_XS_R8", "Q4_K_R4", "Q6_K_R4", "IQ4_K_R4", "IQ2_K_R4", "IQ3_K_R4"})
+	fakeCUDA(t)
+	src, err := filepath.Abs(filepath.Join("..", "dtype", "testdata", "ikllama2", "seed45r.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runTensorfs(t, "load", "--gpu", "0", "--verify", "--dtype", "f32", src)
+	up, ver := uploadedLine.FindStringSubmatch(r.stderr), verifiedLine.FindStringSubmatch(r.stderr)
+	if r.code != 0 || up == nil || ver == nil || up[1] != "8" || ver[1] != "8" {
+		t.Errorf("load --gpu --dtype f32: exit %d, want 8 tensors uploaded and verified:\n%s", r.code, r.stderr)
+	}
+}
+
+// ikGGUFServed checks dtype/testdata/ikllama2/NAME.gguf, whose tensors are
+// of types (in file order), against its .f32ref in every way
+// TestIKTrellisGGUF names.
+func ikGGUFServed(t *testing.T, name string, types []string) {
+	t.Helper()
+	base, err := filepath.Abs(filepath.Join("..", "dtype", "testdata", "ikllama2", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,8 +74,13 @@ func TestIKTrellisGGUF(t *testing.T) {
 		}
 	}
 	js, err := os.ReadFile(base + ".json")
-	if err != nil || json.Unmarshal(js, &doc) != nil || len(doc.Tensors) != 5 || doc.Tensors[0].Type != "Q6_0" {
-		t.Fatalf("seed44.json: %v", err)
+	if err != nil || json.Unmarshal(js, &doc) != nil || len(doc.Tensors) != len(types) {
+		t.Fatalf("%s.json: %v", name, err)
+	}
+	for i, tn := range doc.Tensors {
+		if tn.Type != types[i] {
+			t.Fatalf("%s.json: tensor %d is %s, want %s", name, i, tn.Type, types[i])
+		}
 	}
 	refs := map[string][]byte{} // in file order, as the .f32ref
 	pos := 0
@@ -46,7 +90,7 @@ func TestIKTrellisGGUF(t *testing.T) {
 		pos += n
 	}
 	if pos != len(refAll) {
-		t.Fatalf("seed44.json: %d of %d reference bytes", pos, len(refAll))
+		t.Fatalf("%s.json: %d of %d reference bytes", name, pos, len(refAll))
 	}
 	bf16 := func(ref []byte) []byte {
 		var out []byte
@@ -77,6 +121,12 @@ func TestIKTrellisGGUF(t *testing.T) {
 	}
 	if r.code != 0 {
 		t.Errorf("load: exit %d:\n%s", r.code, r.stderr)
+	}
+	r = runTensorfs(t, "load", "--dtype", "bf16", "--sha256", "--quiet", src)
+	for _, tn := range doc.Tensors {
+		if sum := sha256.Sum256(bf16(refs[tn.Name])); !strings.Contains(r.stdout, hex.EncodeToString(sum[:])+"  "+tn.Name) {
+			t.Errorf("load --dtype bf16: want %x for %s:\n%s%s", sum, tn.Name, r.stdout, r.stderr)
+		}
 	}
 	out := filepath.Join(t.TempDir(), "out.safetensors")
 	if r := runTensorfs(t, "convert", "--quiet", "--dtype", "f32", src, out); r.code != 0 {
@@ -115,6 +165,10 @@ func TestIKTrellisGGUF(t *testing.T) {
 		}
 		if got, err := os.ReadFile(m.Path(filepath.Join(".f32", ".split", "1", "2", "1", tn.Name))); err != nil || !bytes.Equal(got, part) {
 			t.Errorf(".f32/.split/1/2/1/%s: %d bytes (%v), differs", tn.Name, len(got), err)
+		}
+		// rows [r/2, r): part 1 of 2 along dim 0, from mid-group for the _R8 types
+		if got, err := os.ReadFile(m.Path(filepath.Join(".bf16", ".split", "0", "2", "1", tn.Name))); err != nil || !bytes.Equal(got, bf16(ref[len(ref)/2:])) {
+			t.Errorf(".bf16/.split/0/2/1/%s: %d bytes (%v), differs", tn.Name, len(got), err)
 		}
 	}
 }

@@ -30,6 +30,15 @@
 //     with their row's meta, dtype.RowConverterFor; whole rows a step at
 //     a time, a row the read starts or ends inside with one more read of
 //     its meta.
+//   - converted, of a row-interleaved type (dtype.RowGroup: G rows stored
+//     as one run of blocks, ik_llama.cpp's _R4/_R8 types): groupConverted
+//     (convertgroups.go) converts the groups a read covers with
+//     dtype.GroupConverterFor, a group's output being its G rows: whole
+//     groups straight into the caller's buffer (a step of source at a
+//     time, or a step of a large group's blocks into each of its rows);
+//     of a group the read starts or ends inside only the interleaved
+//     blocks whose output meets the read, through 16 KiB of pooled
+//     scratch, whatever the rows' length.
 //
 // NewNPY(t, src) is a NumPy .npy file: a format 1.0 header (2.0 where the
 // header exceeds 65535 bytes) padded so the data starts at a multiple of
@@ -71,7 +80,8 @@
 //   - No allocation per read in any representation (converted reads take
 //     their scratch from a sync.Pool); memory per read in flight is bounded
 //     (at most two pooled 66 KiB scratch buffers: a converted read of a
-//     transposed tensor), whatever the tensor's size.
+//     transposed tensor; one of 80 KiB for a row-interleaved type),
+//     whatever the tensor's size.
 //   - New validates the tensor against the backing file (shape, size,
 //     dtype, every byte in range), so reads fail only for the file's sake:
 //     a backing fault comes back wrapping backing.ErrFault, which callers

@@ -73,9 +73,10 @@ func FuzzNew(f *testing.F) {
 		if got > len(p) || (off >= 0 && off < rd.Size() && int64(got) != min(int64(n), rd.Size()-off)) {
 			t.Fatalf("ReadAt(%d at %d) = %d of %d", n, off, got, rd.Size())
 		}
-		if d.RowMeta() != 0 {
-			// No block reference without the row's meta (dtype has no
-			// Converter for these types): rowmeta_test.go checks them.
+		if d.RowMeta() != 0 || d.RowGroup() != 0 {
+			// No block reference without the row's meta, or for blocks
+			// of G rows (dtype has no Converter for these types):
+			// rowmeta_test.go and rowgroup_test.go check them.
 			return
 		}
 		c := tcase{t: tn, src: data}

@@ -58,10 +58,11 @@ type genOpts struct {
 func genCase(r *rand.Rand, o genOpts) tcase {
 	dts := o.dtypes
 	if dts == nil {
-		// Types with row meta have their own tests (rowmeta_test.go):
-		// their blocks convert only with their row's meta.
+		// Types with row meta or interleaved rows have their own tests
+		// (rowmeta_test.go, rowgroup_test.go): their blocks convert only
+		// with their row's meta, or into G rows.
 		for _, d := range dtype.All() {
-			if d.RowMeta() == 0 {
+			if d.RowMeta() == 0 && d.RowGroup() == 0 {
 				dts = append(dts, d)
 			}
 		}
@@ -72,6 +73,9 @@ func genCase(r *rand.Rand, o genOpts) tcase {
 	rank := r.IntN(5)
 	if info.BlockElems > 1 {
 		rank = 1 + r.IntN(3)
+	}
+	if dt.RowGroup() > 0 {
+		rank = 2 + r.IntN(2) // rows in whole groups (below)
 	}
 	shape := make([]int64, rank)
 	for k := range shape {
@@ -92,6 +96,9 @@ func genCase(r *rand.Rand, o genOpts) tcase {
 		if r.IntN(4) == 0 {
 			shape[rank-1] = info.BlockElems * int64(5+r.IntN(20))
 		}
+	}
+	if g := dt.RowGroup(); g > 0 {
+		shape[rank-2] *= g
 	}
 	n, _ := index.Elements(shape)
 	size, ok := dt.TensorSize(n, dtype.RowLen(shape))

@@ -245,7 +245,7 @@ func TestNPYDType(t *testing.T) {
 			if !ok || got != dt {
 				t.Errorf("NPYDType(%s) = %s, %v; want itself", dt, got, ok)
 			}
-		case dtype.CanConvert(dt, dtype.F32), dt.RowMeta() != 0:
+		case dtype.CanConvert(dt, dtype.F32), dt.RowMeta() != 0, dt.RowGroup() != 0:
 			if !ok || got != dtype.F32 {
 				t.Errorf("NPYDType(%s) = %s, %v; want F32", dt, got, ok)
 			}

@@ -66,6 +66,7 @@ type readerPlan struct {
 	elems int64           // elements of t
 	conv  dtype.Converter // nil: the native view (or rows)
 	rows  *rowConverted   // the conversion of a type with row meta, without its source
+	grps  *groupConverted // the conversion of a row-interleaved type, without its source
 	size  int64           // bytes of the view
 }
 
@@ -76,6 +77,11 @@ func build(t *index.Tensor, src backing.Source, to dtype.DType, p readerPlan) Re
 		rc := *p.rows
 		rc.src = raw
 		return &reader{raw: &rc, size: p.size}
+	}
+	if p.grps != nil {
+		gc := *p.grps
+		gc.src = raw
+		return &reader{raw: &gc, size: p.size}
 	}
 	if p.conv == nil {
 		if c, ok := raw.(*contiguous); ok {
@@ -110,6 +116,18 @@ func plan(t *index.Tensor, src backing.Source, to dtype.DType) (readerPlan, erro
 		rc.conv = conv
 		return readerPlan{elems: n, rows: &rc, size: rc.size}, nil
 	}
+	if t.DType.RowGroup() != 0 { // a group's blocks hold its G rows
+		conv, ok := dtype.GroupConverterFor(t.DType, to)
+		if !ok {
+			return readerPlan{}, fmt.Errorf("view: %s: %s cannot be converted to %s", t.Name, t.DType, to)
+		}
+		gc, err := groupConvertedSize(t.Size, dtype.RowLen(t.Shape), t.DType, to)
+		if err != nil {
+			return readerPlan{}, fmt.Errorf("view: %s: %w", t.Name, err)
+		}
+		gc.conv = conv
+		return readerPlan{elems: n, grps: &gc, size: gc.size}, nil
+	}
 	conv, ok := dtype.ConverterFor(t.DType, to)
 	if !ok {
 		return readerPlan{}, fmt.Errorf("view: %s: %s cannot be converted to %s", t.Name, t.DType, to)
@@ -131,6 +149,10 @@ func Convertible(t *index.Tensor, to dtype.DType) bool {
 	if t.DType.RowMeta() != 0 {
 		_, ok := dtype.RowConverterFor(t.DType, to)
 		return t.DType == to || ok
+	}
+	if t.DType.RowGroup() != 0 {
+		_, ok := dtype.GroupConverterFor(t.DType, to)
+		return ok
 	}
 	return t.DType == to || dtype.CanConvert(t.DType, to)
 }

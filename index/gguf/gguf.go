@@ -337,6 +337,14 @@ func (p *ggufParser) tensorInfos(nTensors, alignment uint64) (ggufInfos, error) 
 			})
 			continue
 		}
+		if typ, why, ok := ikGroupRows(&ti); ok { // iktypes.go
+			// A row-interleaved tensor whose rows are not whole
+			// groups: listed with why; the file's others served.
+			in.unserved = append(in.unserved, index.Unserved{
+				Name: ti.name, Type: typ, Shape: ti.shape(), Offset: int64(min(ti.offset, math.MaxInt64)), Why: why,
+			})
+			continue
+		}
 		if _, known := dtype.ByGGML(ti.typ); !known {
 			// A type code newer than this build: its block size, so the
 			// tensor's size, cannot be known. It is listed, not served,

@@ -15,7 +15,8 @@ import (
 // refused in one line naming its type; its row-scaled types (IQ4_KS,
 // IQ2_KS, IQ4_KSS, IQ5_KS, IQ3_KS, IQ2_KL) and _KT trellis types are
 // served too, each row its scale (RowMeta) and its blocks, and the size
-// checked as such.
+// checked as such; so are its BitNet types IQ1_BN and IQ2_BN (blocks of
+// 64 after an fp16 or float32 row scale).
 func TestIKLlamaTypes(t *testing.T) {
 	f32 := ggufTI{name: "a", dims: []uint64{8}, typ: 0, offset: 0}
 	for _, c := range []struct {
@@ -52,12 +53,13 @@ func TestIKLlamaTypes(t *testing.T) {
 		}
 	}
 
-	// The row-scaled types: rows of the row's scale (meta) and its blocks.
+	// The row-scaled types: rows of the row's scale (meta) and its blocks
+	// (block: the bytes of 256 elements).
 	for _, c := range []struct {
 		code        uint32
 		name        string
 		meta, block int
-	}{{144, "IQ4_KS", 4, 136}, {145, "IQ2_KS", 2, 70}, {146, "IQ4_KSS", 4, 128}, {152, "IQ5_KS", 4, 168}, {156, "IQ3_KS", 2, 102}, {157, "IQ2_KL", 2, 86},
+	}{{134, "IQ1_BN", 2, 4 * 13}, {135, "IQ2_BN", 4, 4 * 16}, {144, "IQ4_KS", 4, 136}, {145, "IQ2_KS", 2, 70}, {146, "IQ4_KSS", 4, 128}, {152, "IQ5_KS", 4, 168}, {156, "IQ3_KS", 2, 102}, {157, "IQ2_KL", 2, 86},
 		{158, "IQ1_KT", 4, 56}, {153, "IQ2_KT", 4, 68}, {154, "IQ3_KT", 4, 100}, {155, "IQ4_KT", 4, 128}} {
 		size := 3 * (c.meta + 2*c.block) // 3 rows of 512
 		r := ggufTI{name: "r", dims: []uint64{512, 3}, typ: c.code, offset: 32}
@@ -78,7 +80,8 @@ func TestIKLlamaTypes(t *testing.T) {
 		}
 		r.dims = []uint64{200, 3} // not whole blocks
 		_, err = Parse(ggufFile("ik.gguf", (&ggufBuild{tensors: []ggufTI{f32, r}, data: make([]byte, 32+size)}).bytes()))
-		if err == nil || !strings.Contains(err.Error(), "block size 256") || strings.Contains(err.Error(), "\n") {
+		d, _ := dtype.ByGGML(c.code)
+		if want := fmt.Sprintf("block size %d", d.Info().BlockElems); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s rows of 200: error %v", c.name, err)
 		}
 	}

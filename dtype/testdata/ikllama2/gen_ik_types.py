@@ -5,9 +5,9 @@ ik_llama.cpp's own dequantize_row_*, float32 little-endian, in tensor order)
 and a .json naming each tensor's type, code, shape, row size, where its
 data lies and the sha256 of its bytes and of its reference.
 
-Usage: gen_ik_types.py IKREF_OUTDIR ROWS N_PER_ROW OUT_BASENAME COMMIT [r]
-(standard library only; see README.md for the whole recipe). With "r", the
-row-interleaved types of "ikref ... r"."""
+Usage: gen_ik_types.py IKREF_OUTDIR ROWS N_PER_ROW OUT_BASENAME COMMIT [r|r2|r3|bn]
+(standard library only; see README.md for the whole recipe). With "r", "r2",
+"r3" or "bn", the types of "ikref ... r", "... r2", "... r3" or "... bn"."""
 import hashlib
 import json
 import struct
@@ -32,6 +32,31 @@ RTYPES = [
     ("IQ2_K_R4", 337, 0, 256, 76),
     ("IQ3_K_R4", 338, 0, 256, 110),
 ]
+R2TYPES = [
+    ("IQ4_KS_R4", 344, 4, 256, 136),
+    ("IQ5_KS_R4", 352, 4, 256, 168),
+    ("IQ5_K_R4", 340, 0, 256, 176),
+    ("Q5_K_R4", 213, 0, 256, 176),
+    ("Q3_K_R4", 211, 0, 256, 110),
+    ("Q2_K_R4", 210, 0, 256, 84),
+    ("IQ4_NL_R4", 220, 0, 32, 18),
+    ("Q5_0_R4", 206, 0, 32, 22),
+    ("Q6_0_R4", 233, 0, 32, 26),
+    ("IQ2_BN_R4", 335, 4, 64, 16),
+]
+R3TYPES = [
+    ("IQ1_S_R4", 219, 2, 32, 6),
+    ("IQ1_M_R4", 229, 2, 32, 7),
+    ("IQ2_XXS_R4", 216, 0, 256, 66),
+    ("IQ3_XXS_R4", 218, 0, 256, 98),
+    ("IQ2_XS_R4", 217, 0, 256, 74),
+    ("IQ2_S_R4", 222, 0, 256, 82),
+    ("IQ3_S_R4", 221, 0, 256, 110),
+]
+BNTYPES = [
+    ("IQ1_BN", 134, 2, 64, 13),
+    ("IQ2_BN", 135, 4, 64, 16),
+]
 ALIGN = 32
 
 
@@ -42,7 +67,7 @@ def gguf_str(s):
 
 def main():
     src, rows, n, base, commit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-    types = RTYPES if sys.argv[6:] == ["r"] else TYPES
+    types = {"r": RTYPES, "r2": R2TYPES, "r3": R3TYPES, "bn": BNTYPES}[sys.argv[6]] if len(sys.argv) > 6 else TYPES
     datas, refs, infos = [], [], []
     off = 0
     for i, (name, code, meta, be, bb) in enumerate(types):

@@ -3,11 +3,14 @@
 // links ik_llama.cpp's ggml-quants.c and iqk/iqk_quantize.cpp, built from
 // the commit README.md names.
 //
-// Usage: ikref SEED ROWS N_PER_ROW OUTDIR [r]
+// Usage: ikref SEED ROWS N_PER_ROW OUTDIR [r|r2|r3|bn]
 // For each type it writes OUTDIR/NAME.q (the rows as ggml stores them,
 // row headers included) and OUTDIR/NAME.f32 (each row's dequantize_row_*).
-// With "r", the row-interleaved types instead (ROWS a multiple of 8):
-// dequantize_row_* of each group of 4 or 8 rows.
+// With "r" (and "r2", "r3", more sets), the row-interleaved types instead
+// (ROWS a multiple of 8): dequantize_row_* of each group of 4 or 8 rows.
+// With "bn", IQ1_BN and IQ2_BN: each row's dequantize_row_iq1_bn/_iq2_bn
+// of the blocks after the row's scale (the ternary t), times that scale
+// read as ik_llama.cpp's matrix multiplication reads it (README.md).
 
 #include <cmath>
 #include <cstdarg>
@@ -55,6 +58,31 @@ static const typeinfo kRTypes[] = {
     {GGML_TYPE_IQ2_K_R4,  "IQ2_K_R4",  256, 76,  0, 4},
     {GGML_TYPE_IQ3_K_R4,  "IQ3_K_R4",  256, 110, 0, 4},
 };
+static const typeinfo kR2Types[] = {
+    {GGML_TYPE_IQ4_KS_R4, "IQ4_KS_R4", 256, 136, 4, 4},
+    {GGML_TYPE_IQ5_KS_R4, "IQ5_KS_R4", 256, 168, 4, 4},
+    {GGML_TYPE_IQ5_K_R4,  "IQ5_K_R4",  256, 176, 0, 4},
+    {GGML_TYPE_Q5_K_R4,   "Q5_K_R4",   256, 176, 0, 4},
+    {GGML_TYPE_Q3_K_R4,   "Q3_K_R4",   256, 110, 0, 4},
+    {GGML_TYPE_Q2_K_R4,   "Q2_K_R4",   256, 84,  0, 4},
+    {GGML_TYPE_IQ4_NL_R4, "IQ4_NL_R4", 32,  18,  0, 4},
+    {GGML_TYPE_Q5_0_R4,   "Q5_0_R4",   32,  22,  0, 4},
+    {GGML_TYPE_Q6_0_R4,   "Q6_0_R4",   32,  26,  0, 4},
+    {GGML_TYPE_IQ2_BN_R4, "IQ2_BN_R4", 64,  16,  4, 4},
+};
+static const typeinfo kR3Types[] = {
+    {GGML_TYPE_IQ1_S_R4, "IQ1_S_R4", 32, 6, 2, 4},
+    {GGML_TYPE_IQ1_M_R4, "IQ1_M_R4", 32, 7, 2, 4},
+    {GGML_TYPE_IQ2_XXS_R4, "IQ2_XXS_R4", 256, 66, 0, 4},
+    {GGML_TYPE_IQ3_XXS_R4, "IQ3_XXS_R4", 256, 98, 0, 4},
+    {GGML_TYPE_IQ2_XS_R4, "IQ2_XS_R4", 256, 74, 0, 4},
+    {GGML_TYPE_IQ2_S_R4, "IQ2_S_R4", 256, 82, 0, 4},
+    {GGML_TYPE_IQ3_S_R4, "IQ3_S_R4", 256, 110, 0, 4},
+};
+static const typeinfo kBNTypes[] = {
+    {GGML_TYPE_IQ1_BN, "IQ1_BN", 64, 13, 2, 1},
+    {GGML_TYPE_IQ2_BN, "IQ2_BN", 64, 16, 4, 1},
+};
 // The base types the repacking quantizers call.
 static const typeinfo kBase[] = {
     {GGML_TYPE_Q4_0, "Q4_0", 32, 18, 0, 1}, {GGML_TYPE_Q8_0, "Q8_0", 32, 34, 0, 1},
@@ -62,11 +90,21 @@ static const typeinfo kBase[] = {
     {GGML_TYPE_Q6_K, "Q6_K", 256, 210, 0, 1}, {GGML_TYPE_IQ4_NL, "IQ4_NL", 32, 18, 0, 1},
     {GGML_TYPE_IQ4_K, "IQ4_K", 256, 144, 0, 1}, {GGML_TYPE_IQ2_K, "IQ2_K", 256, 76, 0, 1},
     {GGML_TYPE_IQ3_K, "IQ3_K", 256, 110, 0, 1},
+    {GGML_TYPE_IQ4_KS, "IQ4_KS", 256, 136, 4, 1}, {GGML_TYPE_IQ5_KS, "IQ5_KS", 256, 168, 4, 1},
+    {GGML_TYPE_IQ5_K, "IQ5_K", 256, 176, 0, 1}, {GGML_TYPE_Q5_K, "Q5_K", 256, 176, 0, 1},
+    {GGML_TYPE_Q3_K, "Q3_K", 256, 110, 0, 1}, {GGML_TYPE_Q2_K, "Q2_K", 256, 84, 0, 1},
+    {GGML_TYPE_Q5_0, "Q5_0", 32, 22, 0, 1},
+    {GGML_TYPE_IQ2_XXS, "IQ2_XXS", 256, 66, 0, 1}, {GGML_TYPE_IQ3_XXS, "IQ3_XXS", 256, 98, 0, 1},
+    {GGML_TYPE_IQ2_XS, "IQ2_XS", 256, 74, 0, 1}, {GGML_TYPE_IQ2_S, "IQ2_S", 256, 82, 0, 1},
+    {GGML_TYPE_IQ3_S, "IQ3_S", 256, 110, 0, 1},
 };
 
 static const typeinfo * find(int code) {
     for (auto & t : kTypes) if (t.code == code) return &t;
     for (auto & t : kRTypes) if (t.code == code) return &t;
+    for (auto & t : kR2Types) if (t.code == code) return &t;
+    for (auto & t : kR3Types) if (t.code == code) return &t;
+    for (auto & t : kBNTypes) if (t.code == code) return &t;
     for (auto & t : kBase) if (t.code == code) return &t;
     fprintf(stderr, "ikref: type %d not in the driver's table\n", code);
     abort();
@@ -97,13 +135,26 @@ static void write_file(const std::string & path, const void * data, size_t n) {
 }
 
 int main(int argc, char ** argv) {
-    if (argc != 5 && !(argc == 6 && std::string(argv[5]) == "r")) { fprintf(stderr, "usage: ikref SEED ROWS N_PER_ROW OUTDIR [r]\n"); return 2; }
-    bool rtypes = argc == 6;
+    std::string mode = argc == 6 ? argv[5] : "";
+    if (argc != 5 && !(argc == 6 && (mode == "r" || mode == "r2" || mode == "r3" || mode == "bn"))) { fprintf(stderr, "usage: ikref SEED ROWS N_PER_ROW OUTDIR [r|r2|r3|bn]\n"); return 2; }
+    auto list = [](auto & a) { return std::vector<typeinfo>(std::begin(a), std::end(a)); };
+    std::vector<typeinfo> types = mode == "r" ? list(kRTypes) : mode == "r2" ? list(kR2Types) : mode == "r3" ? list(kR3Types) : mode == "bn" ? list(kBNTypes) : list(kTypes);
     for (int i = 0; i < (1 << 16); ++i) ggml_table_f32_f16[i] = _cvtsh_ss((unsigned short)i);
     uint64_t seed = strtoull(argv[1], nullptr, 10);
     int64_t rows = atoll(argv[2]), n = atoll(argv[3]);
     std::string out = argv[4];
-    for (auto & t : rtypes ? std::vector<typeinfo>(std::begin(kRTypes), std::end(kRTypes)) : std::vector<typeinfo>(std::begin(kTypes), std::end(kTypes))) {
+    if (mode == "r3") { // the grids' search tables
+        iq2xs_init_impl(GGML_TYPE_IQ1_S);
+        iq2xs_init_impl(GGML_TYPE_IQ2_XXS);
+        iq2xs_init_impl(GGML_TYPE_IQ2_XS);
+        iq2xs_init_impl(GGML_TYPE_IQ2_S);
+        iq3xs_init_impl(256);
+        iq3xs_init_impl(512);
+    }
+    // IQ2_XXS's and IQ2_XS's quantizers need importance weights: all ones
+    // (given to every grid type of "r3").
+    std::vector<float> ones(n, 1.f);
+    for (auto & t : types) {
         rng_state = seed * 1000003 + t.code;
         // Rows of different scales: 1, 1e-3 with outliers, 1e3, and one
         // whose second 256 elements are zero (the rest cycle).
@@ -135,6 +186,25 @@ int main(int argc, char ** argv) {
             case GGML_TYPE_IQ4_K_R4:  got = quantize_iq4_k_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_IQ2_K_R4:  got = quantize_iq2_k_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_IQ3_K_R4:  got = quantize_iq3_k_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ4_KS_R4: got = quantize_iq4_ks_r4(x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ5_KS_R4: got = quantize_iq5_ks_r4(x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ5_K_R4:  got = quantize_iq5_k_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_Q5_K_R4:   got = quantize_q5_k_r4  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_Q3_K_R4:   got = quantize_q3_k_r4  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_Q2_K_R4:   got = quantize_q2_k_r4  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ4_NL_R4: got = quantize_iq4_nl_r4(x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_Q5_0_R4:   got = quantize_q5_0_r4  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_Q6_0_R4:   got = quantize_q6_0_r4  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ2_BN_R4: got = quantize_iq2_bn_r4(x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ1_S_R4:  got = quantize_iq1_s_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ1_M_R4:  got = quantize_iq1_m_r4 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ2_XXS_R4: got = quantize_iq2_xxs_r4(x.data(), q.data(), rows, n, ones.data(), nullptr); break;
+            case GGML_TYPE_IQ3_XXS_R4: got = quantize_iq3_xxs_r4(x.data(), q.data(), rows, n, ones.data(), nullptr); break;
+            case GGML_TYPE_IQ2_XS_R4: got = quantize_iq2_xs_r4(x.data(), q.data(), rows, n, ones.data(), nullptr); break;
+            case GGML_TYPE_IQ2_S_R4:  got = quantize_iq2_s_r4 (x.data(), q.data(), rows, n, ones.data(), nullptr); break;
+            case GGML_TYPE_IQ3_S_R4:  got = quantize_iq3_s_r4 (x.data(), q.data(), rows, n, ones.data(), nullptr); break;
+            case GGML_TYPE_IQ1_BN:    got = quantize_iq1_bn   (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_IQ2_BN:    got = quantize_iq2_bn   (x.data(), q.data(), rows, n, nullptr, nullptr); break;
         }
         if (got != rows*rs) { fprintf(stderr, "%s: quantize gave %zu bytes, want %zu\n", t.name, got, rows*rs); return 1; }
         for (int64_t r = 0; r < rows; r += t.group) {
@@ -150,6 +220,40 @@ int main(int argc, char ** argv) {
                 case GGML_TYPE_IQ4_K_R4:  dequantize_row_iq4_k_r4 ((const block_iq4_k_r4  *)row, yr, k); break;
                 case GGML_TYPE_IQ2_K_R4:  dequantize_row_iq2_k_r4 ((const block_iq2_k_r4  *)row, yr, k); break;
                 case GGML_TYPE_IQ3_K_R4:  dequantize_row_iq3_k_r4 ((const block_iq3_k_r4  *)row, yr, k); break;
+                case GGML_TYPE_IQ4_KS_R4: dequantize_row_iq4_ks_r4((const block_iq4_ks_r4 *)row, yr, k); break;
+                case GGML_TYPE_IQ5_KS_R4: dequantize_row_iq5_ks_r4((const block_iq5_ks_r4 *)row, yr, k); break;
+                case GGML_TYPE_IQ5_K_R4:  dequantize_row_iq5_k_r4 ((const block_iq5_k_r4  *)row, yr, k); break;
+                case GGML_TYPE_Q5_K_R4:   dequantize_row_q5_k_r4  ((const block_q5_k_r4   *)row, yr, k); break;
+                case GGML_TYPE_Q3_K_R4:   dequantize_row_q3_k_r4  ((const block_q3_k_r4   *)row, yr, k); break;
+                case GGML_TYPE_Q2_K_R4:   dequantize_row_q2_k_r4  ((const block_q2_k_r4   *)row, yr, k); break;
+                case GGML_TYPE_IQ4_NL_R4: dequantize_row_iq4_nl_r4((const block_iq4_nl_r4 *)row, yr, k); break;
+                case GGML_TYPE_Q5_0_R4:   dequantize_row_q5_0_r4  ((const block_q5_0_r4   *)row, yr, k); break;
+                case GGML_TYPE_Q6_0_R4:   dequantize_row_q6_0_r4  ((const block_q6_0_r4   *)row, yr, k); break;
+                case GGML_TYPE_IQ1_S_R4:  dequantize_row_iq1_s_r4 ((const block_iq1_s_r4  *)row, yr, k); break;
+                case GGML_TYPE_IQ1_M_R4:  dequantize_row_iq1_m_r4 ((const block_iq1_m_r4  *)row, yr, k); break;
+                case GGML_TYPE_IQ2_XXS_R4: dequantize_row_iq2_xxs_r4((const block_iq2_xxs_r4 *)row, yr, k); break;
+                case GGML_TYPE_IQ3_XXS_R4: dequantize_row_iq3_xxs_r4((const block_iq3_xxs_r4 *)row, yr, k); break;
+                case GGML_TYPE_IQ2_XS_R4: dequantize_row_iq2_xs_r4((const block_iq2_xs_r4 *)row, yr, k); break;
+                case GGML_TYPE_IQ2_S_R4:  dequantize_row_iq2_s_r4 ((const block_iq2_s_r4  *)row, yr, k); break;
+                case GGML_TYPE_IQ3_S_R4:  dequantize_row_iq3_s_r4 ((const block_iq3_s_r4  *)row, yr, k); break;
+                case GGML_TYPE_IQ2_BN_R4: dequantize_row_iq2_bn_r4((const block_iq2_bn    *)row, yr, k); break;
+                case GGML_TYPE_IQ1_BN: case GGML_TYPE_IQ2_BN: {
+                    // t from the blocks after the row's scale, then scale·t,
+                    // the scale read as iqk_gemm_1bit.cpp's mul_mat_iq1bn_q8_K64
+                    // (fp16) and DequantizeIQ2BN::new_row (float32) read it.
+                    const uint8_t * blocks = (const uint8_t *)row + t.meta;
+                    float scale;
+                    if (t.code == GGML_TYPE_IQ1_BN) {
+                        dequantize_row_iq1_bn((const block_iq1_bn *)blocks, yr, n);
+                        uint16_t h; memcpy(&h, row, 2);
+                        scale = ggml_table_f32_f16[h];
+                    } else {
+                        dequantize_row_iq2_bn((const block_iq2_bn *)blocks, yr, n);
+                        memcpy(&scale, row, 4);
+                    }
+                    for (int64_t j = 0; j < n; ++j) yr[j] = scale*yr[j];
+                    break;
+                }
                 case GGML_TYPE_Q6_0:   dequantize_row_q6_0  ((const block_q6_0   *)row, yr, n); break;
                 case GGML_TYPE_IQ1_KT: dequantize_row_iq1_kt((const block_iq1_kt *)row, yr, n); break;
                 case GGML_TYPE_IQ2_KT: dequantize_row_iq2_kt((const block_iq2_kt *)row, yr, n); break;
