@@ -448,6 +448,12 @@ func dequantIQ3XXSR4Block(y [][]float32, b []byte, ib int) {
 	}
 }
 
+// iq2R4Scales is IQ2_XS_R4's and IQ2_S_R4's pair of scales d·(2s+1) from
+// the nibbles of a scale byte (groups 0–1, 2–3 of a sub-block).
+func iq2R4Scales(d float32, sc byte) [2]float32 {
+	return [2]float32{d * float32(2*(sc&0xf)+1), d * float32(2*(sc>>4)+1)}
+}
+
 // IQ2_XS_R4: {f16 d[4]; u16 qs[128]; u8 scales[32]}: sub-block j of row
 // k has scales d/8·(2s+1) from the nibbles of scales[4j+k] (groups 0–1,
 // 2–3) and 4 groups of 8: qs[16j+4k+i] holds a 9-bit index into IQ2_XS's
@@ -457,8 +463,7 @@ func dequantIQ2XSR4Block(y [][]float32, b []byte, ib int) {
 	for k := 0; k < 4; k++ {
 		d := 0.125 * quantHalfAt(blk[2*k:])
 		for j := 0; j < 8; j++ {
-			sc := blk[264+4*j+k]
-			dl := [2]float32{d * float32(2*(sc&0xf)+1), d * float32(2*(sc>>4)+1)}
+			dl := iq2R4Scales(d, blk[264+4*j+k])
 			yk := (*[32]float32)(y[k][256*ib+32*j:])
 			for i := 0; i < 4; i++ {
 				q := uint32(binary.LittleEndian.Uint16(blk[8+2*(16*j+4*k+i):]))
@@ -478,8 +483,7 @@ func dequantIQ2SR4Block(y [][]float32, b []byte, ib int) {
 	for k := 0; k < 4; k++ {
 		d := 0.125 * quantHalfAt(blk[2*k:])
 		for j := 0; j < 8; j++ {
-			sc := blk[296+4*j+k]
-			dl := [2]float32{d * float32(2*(sc&0xf)+1), d * float32(2*(sc>>4)+1)}
+			dl := iq2R4Scales(d, blk[296+4*j+k])
 			qh := uint32(blk[136+4*j+k])
 			yk := (*[32]float32)(y[k][256*ib+32*j:])
 			for i := 0; i < 4; i++ {

@@ -128,15 +128,16 @@ func TestRowMetaViews(t *testing.T) {
 	}
 }
 
-// TestRowMetaSteps: row-scaled tensors whose rows are many to a step of a
-// read, or larger than a step, read at any offset as their rows converted
-// one by one.
+// TestRowMetaSteps: row-scaled tensors (ik_llama.cpp's _KS/_KL and _BN
+// types) whose rows are many to a step of a read, or larger than a step,
+// read at any offset as their rows converted one by one.
 func TestRowMetaSteps(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 44))
 	for _, c := range []struct {
 		dt         dtype.DType
 		rows, cols int64
-	}{{dtype.IQ4_KS, 300, 256}, {dtype.IQ2_KS, 37, 1024}, {dtype.IQ5_KS, 3, 256 * 400}, {dtype.IQ2_KL, 2, 256 * 1000}} {
+	}{{dtype.IQ4_KS, 300, 256}, {dtype.IQ2_KS, 37, 1024}, {dtype.IQ5_KS, 3, 256 * 400}, {dtype.IQ2_KL, 2, 256 * 1000},
+		{dtype.IQ1_BN, 41, 64 * 7}, {dtype.IQ2_BN, 3, 64 * 1500}} { // blocks of 64, IQ1_BN's rows of odd size
 		row, ok := c.dt.RowSize(c.cols)
 		if !ok {
 			t.Fatalf("%s rows of %d", c.dt, c.cols)
