@@ -200,7 +200,7 @@ func TestIKType(t *testing.T) {
 		}
 	}
 	// the row-interleaved types without a group dequantizer stay named
-	for code, want := range map[uint32]string{206: "Q5_0_R4", 210: "Q2_K_R4", 230: "BF16_R16", 353: "MXFP4_R8"} {
+	for code, want := range map[uint32]string{206: "Q5_0_R4", 210: "Q2_K_R4", 230: "BF16_R16", 353: "MXFP4_R8", 397: "Q8_K_R16", 398: "Q8_KV_R8", 399: "Q8_K_R8"} {
 		if _, served := ByGGML(code); served {
 			continue
 		}

@@ -217,13 +217,15 @@ func dequantIQ4KTRow(dst []float32, meta, src []byte) {
 	}
 }
 
-// ikTypes are ik_llama.cpp's ggml type codes that tensorfs recognises, with
-// why it would not serve them: IQ1_BN/IQ2_BN have a scale at the head of
-// each row that ik_llama.cpp's own dequantizer ignores; the _R4/_R8/_R16
+// ikTypes are ik_llama.cpp's row-interleaved ggml type codes (ggml.h at
+// 8337e4cd), with why tensorfs would not serve them: the _R4/_R8/_R16
 // types interleave 4, 8 or 16 rows (ik_llama.cpp's run-time repacking,
 // also written by llama-quantize with --repack), and tensorfs serves those
 // of them that have a group dequantizer (ikGroups, in the dtype table):
-// IKType skips every code the table has.
+// IKType skips every code the table has. Q8_K_R16, Q8_KV_R8 and Q8_K_R8
+// are the 8-bit repacks its matrix multiplications make of their
+// activations and KV cache: named so that a file holding one says what
+// it is.
 var ikTypes = map[uint32]struct{ name, why string }{
 	202: {"Q4_0_R8", ikRepacked}, 206: {"Q5_0_R4", ikRepacked}, 208: {"Q8_0_R8", ikRepacked},
 	210: {"Q2_K_R4", ikRepacked}, 211: {"Q3_K_R4", ikRepacked}, 212: {"Q4_K_R4", ikRepacked},
@@ -234,10 +236,10 @@ var ikTypes = map[uint32]struct{ name, why string }{
 	233: {"Q6_0_R4", ikRepacked}, 335: {"IQ2_BN_R4", ikRepacked}, 337: {"IQ2_K_R4", ikRepacked},
 	338: {"IQ3_K_R4", ikRepacked}, 339: {"IQ4_K_R4", ikRepacked}, 340: {"IQ5_K_R4", ikRepacked},
 	344: {"IQ4_KS_R4", ikRepacked}, 352: {"IQ5_KS_R4", ikRepacked}, 353: {"MXFP4_R8", ikRepacked},
+	397: {"Q8_K_R16", ikRepacked}, 398: {"Q8_KV_R8", ikRepacked}, 399: {"Q8_K_R8", ikRepacked},
 }
 
 const (
-	ikRowScale = "keeps a scale per row before the row's blocks; tensorfs converts by self-contained blocks and does not serve it"
 	ikRepacked = "interleaves its rows in groups of 4, 8 or 16 (the layout ik_llama.cpp repacks to at load time, -rtr, or with llama-quantize --repack); tensorfs has no dequantizer for this one checked against ik_llama.cpp's and does not serve it"
 )
 
