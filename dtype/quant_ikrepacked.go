@@ -71,6 +71,9 @@ var ikGroups = [...]ikGroup{
 	{"IQ2_XS_R4", 217, 4, 256, 4 * 74, dequantIQ2XSR4Block, 0},
 	{"IQ2_S_R4", 222, 4, 256, 4 * 82, dequantIQ2SR4Block, 0},
 	{"IQ3_S_R4", 221, 4, 256, 4 * 110, dequantIQ3SR4Block, 0},
+	// quant_ikrepacked3.go
+	{"Q8_K_R8", 399, 8, 256, 8 * 258, dequantQ8KR8Block, 0},
+	{"Q8_KV_R8", 398, 8, 32, 8 * 32, dequantQ8KVR8Block, 32},
 }
 
 // ikGroupDequantizer returns, for a row-interleaved type, its rows per

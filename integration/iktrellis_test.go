@@ -52,6 +52,21 @@ func TestIKRepackedGGUF(t *testing.T) {
 	}
 }
 
+// TestIKRepackedMoreGGUF: the same through a mount for the other
+// row-interleaved fixtures (dtype/testdata/ikllama2/seed46r, seed48r,
+// seed49r), among them the types whose groups start with their rows'
+// scales (IQ4_KS_R4, IQ5_KS_R4, IQ2_BN_R4, IQ1_S_R4, IQ1_M_R4,
+// Q8_KV_R8), read cut inside a group's head and blocks.
+func TestIKRepackedMoreGGUF(t *testing.T) {
+	for name, types := range map[string][]string{
+		"seed46r": {"IQ4_KS_R4", "IQ5_KS_R4", "IQ5_K_R4", "Q5_K_R4", "Q3_K_R4", "Q2_K_R4", "IQ4_NL_R4", "Q5_0_R4", "Q6_0_R4", "IQ2_BN_R4"},
+		"seed48r": {"IQ1_S_R4", "IQ1_M_R4", "IQ2_XXS_R4", "IQ3_XXS_R4", "IQ2_XS_R4", "IQ2_S_R4", "IQ3_S_R4"},
+		"seed49r": {"Q8_K_R8", "Q8_KV_R8"},
+	} {
+		t.Run(name, func(t *testing.T) { ikGGUFServed(t, name, types) })
+	}
+}
+
 // ikGGUFServed checks dtype/testdata/ikllama2/NAME.gguf, whose tensors are
 // of types (in file order), against its .f32ref in every way
 // TestIKTrellisGGUF names.

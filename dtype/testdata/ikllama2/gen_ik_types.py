@@ -5,9 +5,9 @@ ik_llama.cpp's own dequantize_row_*, float32 little-endian, in tensor order)
 and a .json naming each tensor's type, code, shape, row size, where its
 data lies and the sha256 of its bytes and of its reference.
 
-Usage: gen_ik_types.py IKREF_OUTDIR ROWS N_PER_ROW OUT_BASENAME COMMIT [r|r2|r3|bn]
+Usage: gen_ik_types.py IKREF_OUTDIR ROWS N_PER_ROW OUT_BASENAME COMMIT [r|r2|r3|r4|bn]
 (standard library only; see README.md for the whole recipe). With "r", "r2",
-"r3" or "bn", the types of "ikref ... r", "... r2", "... r3" or "... bn"."""
+"r3", "r4" or "bn", the types of "ikref ... r", "... r2", "... r3", "... r4" or "... bn"."""
 import hashlib
 import json
 import struct
@@ -53,6 +53,10 @@ R3TYPES = [
     ("IQ2_S_R4", 222, 0, 256, 82),
     ("IQ3_S_R4", 221, 0, 256, 110),
 ]
+R4TYPES = [
+    ("Q8_K_R8", 399, 0, 256, 258),
+    ("Q8_KV_R8", 398, 4, 32, 32),
+]
 BNTYPES = [
     ("IQ1_BN", 134, 2, 64, 13),
     ("IQ2_BN", 135, 4, 64, 16),
@@ -67,7 +71,7 @@ def gguf_str(s):
 
 def main():
     src, rows, n, base, commit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-    types = {"r": RTYPES, "r2": R2TYPES, "r3": R3TYPES, "bn": BNTYPES}[sys.argv[6]] if len(sys.argv) > 6 else TYPES
+    types = {"r": RTYPES, "r2": R2TYPES, "r3": R3TYPES, "r4": R4TYPES, "bn": BNTYPES}[sys.argv[6]] if len(sys.argv) > 6 else TYPES
     datas, refs, infos = [], [], []
     off = 0
     for i, (name, code, meta, be, bb) in enumerate(types):

@@ -3,7 +3,7 @@
 // links ik_llama.cpp's ggml-quants.c and iqk/iqk_quantize.cpp, built from
 // the commit README.md names.
 //
-// Usage: ikref SEED ROWS N_PER_ROW OUTDIR [r|r2|r3|bn]
+// Usage: ikref SEED ROWS N_PER_ROW OUTDIR [r|r2|r3|r4|bn]
 // For each type it writes OUTDIR/NAME.q (the rows as ggml stores them,
 // row headers included) and OUTDIR/NAME.f32 (each row's dequantize_row_*).
 // With "r" (and "r2", "r3", more sets), the row-interleaved types instead
@@ -79,6 +79,10 @@ static const typeinfo kR3Types[] = {
     {GGML_TYPE_IQ2_S_R4, "IQ2_S_R4", 256, 82, 0, 4},
     {GGML_TYPE_IQ3_S_R4, "IQ3_S_R4", 256, 110, 0, 4},
 };
+static const typeinfo kR4Types[] = {
+    {GGML_TYPE_Q8_K_R8,  "Q8_K_R8",  256, 258, 0, 8},
+    {GGML_TYPE_Q8_KV_R8, "Q8_KV_R8", 32,  32,  4, 8},
+};
 static const typeinfo kBNTypes[] = {
     {GGML_TYPE_IQ1_BN, "IQ1_BN", 64, 13, 2, 1},
     {GGML_TYPE_IQ2_BN, "IQ2_BN", 64, 16, 4, 1},
@@ -97,6 +101,7 @@ static const typeinfo kBase[] = {
     {GGML_TYPE_IQ2_XXS, "IQ2_XXS", 256, 66, 0, 1}, {GGML_TYPE_IQ3_XXS, "IQ3_XXS", 256, 98, 0, 1},
     {GGML_TYPE_IQ2_XS, "IQ2_XS", 256, 74, 0, 1}, {GGML_TYPE_IQ2_S, "IQ2_S", 256, 82, 0, 1},
     {GGML_TYPE_IQ3_S, "IQ3_S", 256, 110, 0, 1},
+    {GGML_TYPE_Q8_K, "Q8_K", 256, 296, 0, 1}, {GGML_TYPE_Q8_KV, "Q8_KV", 32, 32, 8, 1},
 };
 
 static const typeinfo * find(int code) {
@@ -104,6 +109,7 @@ static const typeinfo * find(int code) {
     for (auto & t : kRTypes) if (t.code == code) return &t;
     for (auto & t : kR2Types) if (t.code == code) return &t;
     for (auto & t : kR3Types) if (t.code == code) return &t;
+    for (auto & t : kR4Types) if (t.code == code) return &t;
     for (auto & t : kBNTypes) if (t.code == code) return &t;
     for (auto & t : kBase) if (t.code == code) return &t;
     fprintf(stderr, "ikref: type %d not in the driver's table\n", code);
@@ -136,9 +142,9 @@ static void write_file(const std::string & path, const void * data, size_t n) {
 
 int main(int argc, char ** argv) {
     std::string mode = argc == 6 ? argv[5] : "";
-    if (argc != 5 && !(argc == 6 && (mode == "r" || mode == "r2" || mode == "r3" || mode == "bn"))) { fprintf(stderr, "usage: ikref SEED ROWS N_PER_ROW OUTDIR [r|r2|r3|bn]\n"); return 2; }
+    if (argc != 5 && !(argc == 6 && (mode == "r" || mode == "r2" || mode == "r3" || mode == "r4" || mode == "bn"))) { fprintf(stderr, "usage: ikref SEED ROWS N_PER_ROW OUTDIR [r|r2|r3|r4|bn]\n"); return 2; }
     auto list = [](auto & a) { return std::vector<typeinfo>(std::begin(a), std::end(a)); };
-    std::vector<typeinfo> types = mode == "r" ? list(kRTypes) : mode == "r2" ? list(kR2Types) : mode == "r3" ? list(kR3Types) : mode == "bn" ? list(kBNTypes) : list(kTypes);
+    std::vector<typeinfo> types = mode == "r" ? list(kRTypes) : mode == "r2" ? list(kR2Types) : mode == "r3" ? list(kR3Types) : mode == "r4" ? list(kR4Types) : mode == "bn" ? list(kBNTypes) : list(kTypes);
     for (int i = 0; i < (1 << 16); ++i) ggml_table_f32_f16[i] = _cvtsh_ss((unsigned short)i);
     uint64_t seed = strtoull(argv[1], nullptr, 10);
     int64_t rows = atoll(argv[2]), n = atoll(argv[3]);
@@ -203,6 +209,8 @@ int main(int argc, char ** argv) {
             case GGML_TYPE_IQ2_XS_R4: got = quantize_iq2_xs_r4(x.data(), q.data(), rows, n, ones.data(), nullptr); break;
             case GGML_TYPE_IQ2_S_R4:  got = quantize_iq2_s_r4 (x.data(), q.data(), rows, n, ones.data(), nullptr); break;
             case GGML_TYPE_IQ3_S_R4:  got = quantize_iq3_s_r4 (x.data(), q.data(), rows, n, ones.data(), nullptr); break;
+            case GGML_TYPE_Q8_K_R8:   got = quantize_q8_k_r8  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_Q8_KV_R8:  got = quantize_q8_KV_r8 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_IQ1_BN:    got = quantize_iq1_bn   (x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_IQ2_BN:    got = quantize_iq2_bn   (x.data(), q.data(), rows, n, nullptr, nullptr); break;
         }
@@ -236,6 +244,8 @@ int main(int argc, char ** argv) {
                 case GGML_TYPE_IQ2_XS_R4: dequantize_row_iq2_xs_r4((const block_iq2_xs_r4 *)row, yr, k); break;
                 case GGML_TYPE_IQ2_S_R4:  dequantize_row_iq2_s_r4 ((const block_iq2_s_r4  *)row, yr, k); break;
                 case GGML_TYPE_IQ3_S_R4:  dequantize_row_iq3_s_r4 ((const block_iq3_s_r4  *)row, yr, k); break;
+                case GGML_TYPE_Q8_K_R8:   dequantize_row_q8_k_r8  ((const block_q8_k_r8   *)row, yr, k); break;
+                case GGML_TYPE_Q8_KV_R8:  dequantize_row_q8_KV_r8 (row, yr, k); break;
                 case GGML_TYPE_IQ2_BN_R4: dequantize_row_iq2_bn_r4((const block_iq2_bn    *)row, yr, k); break;
                 case GGML_TYPE_IQ1_BN: case GGML_TYPE_IQ2_BN: {
                     // t from the blocks after the row's scale, then scale·t,
