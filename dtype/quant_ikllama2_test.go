@@ -254,13 +254,13 @@ func BenchmarkDequantKT(b *testing.B) {
 
 // TestQuantIKRepacked checks the row-interleaved types against
 // ik_llama.cpp's own dequantize_row_*_r8/_r4 bit for bit
-// (testdata/ikllama2/seed45r, seed46r, seed48r, seed49r: 8 rows of 512 each, from its own
+// (testdata/ikllama2/seed45r, seed46r, seed48r, seed49r, seed50r: 8 or 16 rows of 512 each, from its own
 // quantizers), a group of 8 or 4 rows at a time, its head (ikGroup.meta)
 // included.
 func TestQuantIKRepacked(t *testing.T) {
 	seen := map[string]bool{}
 	var fixtures []ikFixture
-	for _, name := range []string{"seed45r", "seed46r", "seed48r", "seed49r"} {
+	for _, name := range []string{"seed45r", "seed46r", "seed48r", "seed49r", "seed50r"} {
 		fixtures = append(fixtures, ikFixtures(t, name)...)
 	}
 	for _, f := range fixtures {
@@ -288,7 +288,7 @@ func TestQuantIKRepacked(t *testing.T) {
 	}
 	for _, g := range ikGroups {
 		if !seen[g.name] {
-			t.Errorf("%s: not in testdata/ikllama2/seed45r, seed46r, seed48r or seed49r", g.name)
+			t.Errorf("%s: not in testdata/ikllama2/seed45r, seed46r, seed48r, seed49r or seed50r", g.name)
 		}
 	}
 }

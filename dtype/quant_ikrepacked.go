@@ -74,6 +74,8 @@ var ikGroups = [...]ikGroup{
 	// quant_ikrepacked3.go
 	{"Q8_K_R8", 399, 8, 256, 8 * 258, dequantQ8KR8Block, 0},
 	{"Q8_KV_R8", 398, 8, 32, 8 * 32, dequantQ8KVR8Block, 32},
+	{"MXFP4_R8", 353, 8, 32, 8 * 17, dequantMXFP4R8Block, 0},
+	{"BF16_R16", 230, 16, 16, 16 * 32, dequantBF16R16Block, 0},
 }
 
 // ikGroupDequantizer returns, for a row-interleaved type, its rows per

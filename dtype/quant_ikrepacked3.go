@@ -56,3 +56,46 @@ func dequantQ8KVR8Block(y [][]float32, b []byte, ib int) {
 		}
 	}
 }
+
+// MXFP4_R8 (353): blocks of 32 for 8 rows, {u8 e[8] (E8M0); u8 qs[128]}:
+// row k's elements 4j+i and 4j+i+16 (j < 4, i < 4) in the low and high
+// nibble of qs[32j+4k+i], kvalues[nibble]·2^(e[k]−128) as MXFP4's. The
+// layout is the one ik_llama.cpp's quantize_mxfp4_r8 writes and its
+// repack_mxfp4 makes of MXFP4 rows (iqk_quantize.cpp:4285, :5350); its
+// dequantize_row_mxfp4_r8 counts its blocks from the 8 rows' total and
+// runs past a group (:4333), so the reference is its dequantize_row_mxfp4
+// of the rows the group holds (testdata/ikllama2/README.md).
+func dequantMXFP4R8Block(y [][]float32, b []byte, ib int) {
+	b = b[:136]
+	qs := (*[128]byte)(b[8:])
+	for k := 0; k < 8; k++ {
+		d := quantE8M0Half(b[k])
+		yk := (*[32]float32)(y[k][32*ib:])
+		for j := 0; j < 4; j++ {
+			q := (*[4]byte)(qs[32*j+4*k:])
+			yl, yh := (*[4]float32)(yk[4*j:]), (*[4]float32)(yk[4*j+16:])
+			for i := range q {
+				yl[i] = float32(kvaluesMXFP4[q[i]&0x0f]) * d
+				yh[i] = float32(kvaluesMXFP4[q[i]>>4]) * d
+			}
+		}
+	}
+}
+
+// BF16_R16 (230): 16 rows of BF16 interleaved two columns at a time: row
+// k's elements 2c and 2c+1 at bf16 32c+2k and 32c+2k+1, as ik_llama.cpp's
+// repack_bf16 writes them (iqk_quantize.cpp:7344; it has no dequantizer:
+// ggml.c's to_float for it is commented out). A block here is 8 such
+// pairs, 16 columns (512 bytes for the 16 rows); each value is its bf16,
+// exact in float32.
+func dequantBF16R16Block(y [][]float32, b []byte, ib int) {
+	bb := (*[512]byte)(b[:512])
+	for k := 0; k < 16; k++ {
+		yk := (*[16]float32)(y[k][16*ib:])
+		for c := 0; c < 8; c++ {
+			w := binary.LittleEndian.Uint32(bb[64*c+4*k:]) // the pair's two bf16s
+			yk[2*c] = math.Float32frombits(w << 16)
+			yk[2*c+1] = math.Float32frombits(w & 0xffff0000)
+		}
+	}
+}

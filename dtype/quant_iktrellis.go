@@ -222,8 +222,8 @@ func dequantIQ4KTRow(dst []float32, meta, src []byte) {
 // types interleave 4, 8 or 16 rows (ik_llama.cpp's run-time repacking,
 // also written by llama-quantize with --repack), and tensorfs serves those
 // of them that have a group dequantizer (ikGroups, in the dtype table):
-// IKType skips every code the table has (Q8_K_R8 and Q8_KV_R8 among
-// them); Q8_K_R16 is a repack of its matrix multiplications, named.
+// IKType skips every code the table has (all but Q8_K_R16, a repack of
+// its matrix multiplications' operands, named).
 var ikTypes = map[uint32]struct{ name, why string }{
 	202: {"Q4_0_R8", ikRepacked}, 206: {"Q5_0_R4", ikRepacked}, 208: {"Q8_0_R8", ikRepacked},
 	210: {"Q2_K_R4", ikRepacked}, 211: {"Q3_K_R4", ikRepacked}, 212: {"Q4_K_R4", ikRepacked},

@@ -54,7 +54,7 @@ func TestIKRepackedGGUF(t *testing.T) {
 
 // TestIKRepackedMoreGGUF: the same through a mount for the other
 // row-interleaved fixtures (dtype/testdata/ikllama2/seed46r, seed48r,
-// seed49r), among them the types whose groups start with their rows'
+// seed49r, seed50r), among them the types whose groups start with their rows'
 // scales (IQ4_KS_R4, IQ5_KS_R4, IQ2_BN_R4, IQ1_S_R4, IQ1_M_R4,
 // Q8_KV_R8), read cut inside a group's head and blocks.
 func TestIKRepackedMoreGGUF(t *testing.T) {
@@ -62,6 +62,7 @@ func TestIKRepackedMoreGGUF(t *testing.T) {
 		"seed46r": {"IQ4_KS_R4", "IQ5_KS_R4", "IQ5_K_R4", "Q5_K_R4", "Q3_K_R4", "Q2_K_R4", "IQ4_NL_R4", "Q5_0_R4", "Q6_0_R4", "IQ2_BN_R4"},
 		"seed48r": {"IQ1_S_R4", "IQ1_M_R4", "IQ2_XXS_R4", "IQ3_XXS_R4", "IQ2_XS_R4", "IQ2_S_R4", "IQ3_S_R4"},
 		"seed49r": {"Q8_K_R8", "Q8_KV_R8"},
+		"seed50r": {"MXFP4_R8", "BF16_R16"},
 	} {
 		t.Run(name, func(t *testing.T) { ikGGUFServed(t, name, types) })
 	}

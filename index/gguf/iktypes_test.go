@@ -17,7 +17,7 @@ import (
 // why in one line, and the file's other tensors are served. (Its
 // row-scaled and _KT types are served: TestIKLlamaTypes.)
 func TestGGUFIKTypes(t *testing.T) {
-	ik := map[uint32]string{134: "IQ1_BN", 135: "IQ2_BN", 206: "Q5_0_R4", 230: "BF16_R16"}
+	ik := map[uint32]string{134: "IQ1_BN", 135: "IQ2_BN", 206: "Q5_0_R4", 230: "BF16_R16", 397: "Q8_K_R16"}
 	g := &ggufBuild{
 		tensors: []ggufTI{
 			{"a.weight", []uint64{4}, 0, 0},        // F32
@@ -107,7 +107,7 @@ func TestGGUFIKTypesRefused(t *testing.T) {
 		b    []byte
 		want []string
 	}{
-		{"only BF16_R16", ggufOneTensor("t", []uint64{256, 16}, 230, 0, 8192), []string{"ik_llama.cpp's BF16_R16 (ggml type 230) interleaves its rows", "no other tensor to serve"}},
+		{"only Q8_K_R16", ggufOneTensor("t", []uint64{256, 16}, 397, 0, 8192), []string{"ik_llama.cpp's Q8_K_R16 (ggml type 397) interleaves its rows", "no other tensor to serve"}},
 		{"only Q4_0_R8 of 6 rows", ggufOneTensor("t", []uint64{256, 6}, 202, 0, 864), []string{"tensor \"t\"", "ik_llama.cpp's Q4_0_R8 (ggml type 202) interleaves its rows in groups of 8; the tensor's 6 rows are not whole groups", "no other tensor to serve"}},
 		{"Q4_0_R8 past end", ggufOneTensor("t", []uint64{256, 8}, 202, 0, 1151), []string{"1152 data bytes (Q4_0_R8 [8 256])", "past the end"}},
 		{"IQ3_K_R4 overlaps", (&ggufBuild{tensors: []ggufTI{{"a", []uint64{256, 4}, 338, 0}, {"b", []uint64{4}, 0, 416}}, data: make([]byte, 448)}).bytes(), []string{"overlaps tensor \"a\"", "(IQ3_K_R4 [4 256]: 440 bytes)"}},

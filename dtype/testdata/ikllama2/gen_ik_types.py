@@ -5,9 +5,10 @@ ik_llama.cpp's own dequantize_row_*, float32 little-endian, in tensor order)
 and a .json naming each tensor's type, code, shape, row size, where its
 data lies and the sha256 of its bytes and of its reference.
 
-Usage: gen_ik_types.py IKREF_OUTDIR ROWS N_PER_ROW OUT_BASENAME COMMIT [r|r2|r3|r4|bn]
+Usage: gen_ik_types.py IKREF_OUTDIR ROWS N_PER_ROW OUT_BASENAME COMMIT [r|r2|r3|r4|r5|bn]
 (standard library only; see README.md for the whole recipe). With "r", "r2",
-"r3", "r4" or "bn", the types of "ikref ... r", "... r2", "... r3", "... r4" or "... bn"."""
+"r3", "r4", "r5" or "bn", the types of "ikref ... r", "... r2", "... r3", "... r4",
+"... r5" or "... bn"."""
 import hashlib
 import json
 import struct
@@ -57,6 +58,10 @@ R4TYPES = [
     ("Q8_K_R8", 399, 0, 256, 258),
     ("Q8_KV_R8", 398, 4, 32, 32),
 ]
+R5TYPES = [
+    ("MXFP4_R8", 353, 0, 32, 17),
+    ("BF16_R16", 230, 0, 1, 2),
+]
 BNTYPES = [
     ("IQ1_BN", 134, 2, 64, 13),
     ("IQ2_BN", 135, 4, 64, 16),
@@ -71,7 +76,7 @@ def gguf_str(s):
 
 def main():
     src, rows, n, base, commit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-    types = {"r": RTYPES, "r2": R2TYPES, "r3": R3TYPES, "r4": R4TYPES, "bn": BNTYPES}[sys.argv[6]] if len(sys.argv) > 6 else TYPES
+    types = {"r": RTYPES, "r2": R2TYPES, "r3": R3TYPES, "r4": R4TYPES, "r5": R5TYPES, "bn": BNTYPES}[sys.argv[6]] if len(sys.argv) > 6 else TYPES
     datas, refs, infos = [], [], []
     off = 0
     for i, (name, code, meta, be, bb) in enumerate(types):

@@ -3,11 +3,16 @@
 // links ik_llama.cpp's ggml-quants.c and iqk/iqk_quantize.cpp, built from
 // the commit README.md names.
 //
-// Usage: ikref SEED ROWS N_PER_ROW OUTDIR [r|r2|r3|r4|bn]
+// Usage: ikref SEED ROWS N_PER_ROW OUTDIR [r|r2|r3|r4|r5|bn]
 // For each type it writes OUTDIR/NAME.q (the rows as ggml stores them,
 // row headers included) and OUTDIR/NAME.f32 (each row's dequantize_row_*).
 // With "r" (and "r2", "r3", more sets), the row-interleaved types instead
 // (ROWS a multiple of 8): dequantize_row_* of each group of 4 or 8 rows.
+// With "r5", MXFP4_R8 and BF16_R16, which have no usable dequantizer of
+// their own: the rows (MXFP4 from quantize_mxfp4, or BF16) repacked by
+// ik_llama.cpp's own repacking (iqk_repack_tensor's repack_mxfp4,
+// repack_bf16_bf16_r16), each row's reference its dequantize_row_mxfp4
+// (BF16: the value itself).
 // With "bn", IQ1_BN and IQ2_BN: each row's dequantize_row_iq1_bn/_iq2_bn
 // of the blocks after the row's scale (the ternary t), times that scale
 // read as ik_llama.cpp's matrix multiplication reads it (README.md).
@@ -83,6 +88,10 @@ static const typeinfo kR4Types[] = {
     {GGML_TYPE_Q8_K_R8,  "Q8_K_R8",  256, 258, 0, 8},
     {GGML_TYPE_Q8_KV_R8, "Q8_KV_R8", 32,  32,  4, 8},
 };
+static const typeinfo kR5Types[] = {
+    {GGML_TYPE_MXFP4_R8, "MXFP4_R8", 32, 17, 0, 8},
+    {GGML_TYPE_BF16_R16, "BF16_R16", 1,  2,  0, 16},
+};
 static const typeinfo kBNTypes[] = {
     {GGML_TYPE_IQ1_BN, "IQ1_BN", 64, 13, 2, 1},
     {GGML_TYPE_IQ2_BN, "IQ2_BN", 64, 16, 4, 1},
@@ -102,6 +111,7 @@ static const typeinfo kBase[] = {
     {GGML_TYPE_IQ2_XS, "IQ2_XS", 256, 74, 0, 1}, {GGML_TYPE_IQ2_S, "IQ2_S", 256, 82, 0, 1},
     {GGML_TYPE_IQ3_S, "IQ3_S", 256, 110, 0, 1},
     {GGML_TYPE_Q8_K, "Q8_K", 256, 296, 0, 1}, {GGML_TYPE_Q8_KV, "Q8_KV", 32, 32, 8, 1},
+    {GGML_TYPE_MXFP4, "MXFP4", 32, 17, 0, 1},
 };
 
 static const typeinfo * find(int code) {
@@ -110,6 +120,7 @@ static const typeinfo * find(int code) {
     for (auto & t : kR2Types) if (t.code == code) return &t;
     for (auto & t : kR3Types) if (t.code == code) return &t;
     for (auto & t : kR4Types) if (t.code == code) return &t;
+    for (auto & t : kR5Types) if (t.code == code) return &t;
     for (auto & t : kBNTypes) if (t.code == code) return &t;
     for (auto & t : kBase) if (t.code == code) return &t;
     fprintf(stderr, "ikref: type %d not in the driver's table\n", code);
@@ -122,8 +133,9 @@ size_t ggml_row_size(enum ggml_type type, int64_t ne) {
 }
 size_t ggml_type_size(enum ggml_type type) { return find(type)->size; }
 float ggml_bf16_to_fp32(ggml_bf16_t) { abort(); }
-bool ggml_is_contiguous(const struct ggml_tensor *) { abort(); }
-int64_t ggml_nrows(const struct ggml_tensor *) { abort(); }
+// For iqk_repack_tensor ("r5"): the driver's tensors are contiguous.
+bool ggml_is_contiguous(const struct ggml_tensor *) { return true; }
+int64_t ggml_nrows(const struct ggml_tensor * t) { return t->ne[1]*t->ne[2]*t->ne[3]; }
 
 static uint64_t rng_state;
 static uint64_t next_u64() { // splitmix64
@@ -142,9 +154,9 @@ static void write_file(const std::string & path, const void * data, size_t n) {
 
 int main(int argc, char ** argv) {
     std::string mode = argc == 6 ? argv[5] : "";
-    if (argc != 5 && !(argc == 6 && (mode == "r" || mode == "r2" || mode == "r3" || mode == "r4" || mode == "bn"))) { fprintf(stderr, "usage: ikref SEED ROWS N_PER_ROW OUTDIR [r|r2|r3|r4|bn]\n"); return 2; }
+    if (argc != 5 && !(argc == 6 && (mode == "r" || mode == "r2" || mode == "r3" || mode == "r4" || mode == "r5" || mode == "bn"))) { fprintf(stderr, "usage: ikref SEED ROWS N_PER_ROW OUTDIR [r|r2|r3|r4|r5|bn]\n"); return 2; }
     auto list = [](auto & a) { return std::vector<typeinfo>(std::begin(a), std::end(a)); };
-    std::vector<typeinfo> types = mode == "r" ? list(kRTypes) : mode == "r2" ? list(kR2Types) : mode == "r3" ? list(kR3Types) : mode == "r4" ? list(kR4Types) : mode == "bn" ? list(kBNTypes) : list(kTypes);
+    std::vector<typeinfo> types = mode == "r" ? list(kRTypes) : mode == "r2" ? list(kR2Types) : mode == "r3" ? list(kR3Types) : mode == "r4" ? list(kR4Types) : mode == "r5" ? list(kR5Types) : mode == "bn" ? list(kBNTypes) : list(kTypes);
     for (int i = 0; i < (1 << 16); ++i) ggml_table_f32_f16[i] = _cvtsh_ss((unsigned short)i);
     uint64_t seed = strtoull(argv[1], nullptr, 10);
     int64_t rows = atoll(argv[2]), n = atoll(argv[3]);
@@ -211,11 +223,35 @@ int main(int argc, char ** argv) {
             case GGML_TYPE_IQ3_S_R4:  got = quantize_iq3_s_r4 (x.data(), q.data(), rows, n, ones.data(), nullptr); break;
             case GGML_TYPE_Q8_K_R8:   got = quantize_q8_k_r8  (x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_Q8_KV_R8:  got = quantize_q8_KV_r8 (x.data(), q.data(), rows, n, nullptr, nullptr); break;
+            case GGML_TYPE_MXFP4_R8: { // MXFP4 rows, their reference, then ik's repack
+                got = quantize_mxfp4(x.data(), q.data(), rows, n, nullptr, nullptr);
+                for (int64_t r = 0; r < rows; ++r) dequantize_row_mxfp4((const block_mxfp4 *)(q.data() + r*rs), y.data() + r*n, n);
+                struct ggml_tensor tt;
+                memset(&tt, 0, sizeof(tt));
+                tt.type = GGML_TYPE_MXFP4;
+                tt.ne[0] = n; tt.ne[1] = rows; tt.ne[2] = 1; tt.ne[3] = 1;
+                tt.data = q.data();
+                strcpy(tt.name, "blk.0.ffn_down.weight");
+                iqk_repack_tensor(&tt);
+                if (tt.type != GGML_TYPE_MXFP4_R8) { fprintf(stderr, "MXFP4_R8: not repacked\n"); return 1; }
+                break;
+            }
+            case GGML_TYPE_BF16_R16: { // BF16 rows (f32 bits cut), then ik's repack
+                std::vector<uint16_t> b(rows*n);
+                for (int64_t j = 0; j < rows*n; ++j) {
+                    uint32_t u; memcpy(&u, &x[j], 4);
+                    b[j] = (uint16_t)(u >> 16);
+                    u = (uint32_t)b[j] << 16; memcpy(&y[j], &u, 4);
+                }
+                repack_bf16_bf16_r16(b.data(), q.data(), rows, n);
+                got = rows*rs;
+                break;
+            }
             case GGML_TYPE_IQ1_BN:    got = quantize_iq1_bn   (x.data(), q.data(), rows, n, nullptr, nullptr); break;
             case GGML_TYPE_IQ2_BN:    got = quantize_iq2_bn   (x.data(), q.data(), rows, n, nullptr, nullptr); break;
         }
         if (got != rows*rs) { fprintf(stderr, "%s: quantize gave %zu bytes, want %zu\n", t.name, got, rows*rs); return 1; }
-        for (int64_t r = 0; r < rows; r += t.group) {
+        for (int64_t r = 0; r < rows && mode != "r5"; r += t.group) { // r5: y is already the rows' reference
             const void * row = q.data() + r*rs;
             float * yr = y.data() + r*n;
             int64_t k = t.group*n;
