@@ -6,8 +6,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lazyweights/tensorfs/internal/testenv"
 )
 
 // torchaoFile writes a torchao checkpoint as safetensors (pytorch/ao's
@@ -121,5 +124,72 @@ func TestQuantTorchAO(t *testing.T) {
 	delete(hdr, "__metadata__")
 	if len(hdr) != 1 || hdr["n.weight"] == nil {
 		t.Errorf("convert --dtype bf16 of a tile-packed weight wrote %d tensors, want n.weight only", len(hdr))
+	}
+}
+
+// TestQuantTorchAOMXFP6: a torchao MXTensor with fp6_e3m2 elements (U8
+// qdata of the weight's shape, one code a byte: torchao's
+// f32_to_f6_e3m2_unpacked) and orig_dtype bf16 is served through the
+// binary: cat --dtype f32 bit for bit against each byte's value in the
+// torch reference table (quant/testdata/torchao_fp6/e3m2.txt) times
+// 2^(e−127) in bf16 (E8M0 255: NaN), check clean, and load --gpu
+// --dtype bf16 (stand-in CUDA runtime) uploads and verifies it.
+func TestQuantTorchAOMXFP6(t *testing.T) {
+	const M, K, bs = 4, 64, 32
+	ref, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "quant", "testdata", "torchao_fp6", "e3m2.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table [256]float32
+	for i, l := range strings.Fields(string(ref)) {
+		v, err := strconv.ParseUint(l, 16, 32)
+		if err != nil || i > 255 {
+			t.Fatalf("e3m2.txt line %d: %q", i, l)
+		}
+		table[i] = math.Float32frombits(uint32(v))
+	}
+	codes := make([]byte, M*K)
+	for i := range codes {
+		codes[i] = byte(i*37 + 11) // every byte, bits 6 and 7 too
+	}
+	scales := []byte{127, 120, 255, 130, 0, 254, 126, 133} // [M, K/bs]
+	entry, _ := json.Marshal(map[string]any{"_type": "MXTensor", "_data": map[string]any{"elem_dtype": "fp6_e3m2", "block_size": bs,
+		"orig_dtype": map[string]any{"_type": "torch.dtype", "_data": "bfloat16"}, "is_swizzled_scales": false},
+		"_tensor_data_names": []string{"qdata", "scale"}})
+	meta := map[string]string{"tensor_names": `["q.weight", "n.weight"]`, "q.weight": string(entry), "n.weight": `{"_type": "Tensor"}`}
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	writeSafetensors(t, path, []stTensor{
+		{Name: "q._weight_qdata", DType: "U8", Shape: []int64{M, K}, Data: codes},
+		{Name: "q._weight_scale", DType: "F8_E8M0", Shape: []int64{M, K / bs}, Data: scales},
+		{Name: "n.weight", DType: "F32", Shape: []int64{2}, Data: make([]byte, 8)},
+	}, meta)
+	// bf16 of a float32, round to nearest even (the values here are not NaN)
+	bf16 := func(v float32) float32 {
+		b := math.Float32bits(v)
+		return math.Float32frombits((b + 0x7fff + b>>16&1) &^ 0xffff)
+	}
+	r := runTensorfs(t, "cat", "--dtype", "f32", path, "q.weight")
+	if r.code != 0 || len(r.stdout) != 4*M*K {
+		t.Fatalf("cat --dtype f32: exit %d, %d bytes: %s", r.code, len(r.stdout), r.stderr)
+	}
+	for i, c := range codes {
+		e := scales[i/bs]
+		want := float32(math.NaN())
+		if e != 255 {
+			want = bf16(bf16(table[c]) * bf16(float32(math.Ldexp(1, int(e)-127))))
+		}
+		got := math.Float32frombits(binary.LittleEndian.Uint32([]byte(r.stdout[4*i:])))
+		if math.Float32bits(got) != math.Float32bits(want) && !(want != want && got != got) {
+			t.Fatalf("element %d (code %#x, scale %d): %v, want %v", i, c, e, got, want)
+		}
+	}
+	if r := runTensorfs(t, "check", path); r.code != 0 {
+		t.Errorf("check: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	fakeCUDA(t)
+	r = runTensorfs(t, "load", "--gpu", "0", "--verify", "--dtype", "bf16", path)
+	up, ver := uploadedLine.FindStringSubmatch(r.stderr), verifiedLine.FindStringSubmatch(r.stderr)
+	if r.code != 0 || up == nil || ver == nil || up[1] != "2" || ver[1] != "2" {
+		t.Fatalf("load --gpu --dtype bf16: exit %d, want q.weight and n.weight uploaded and verified:\n%s", r.code, r.stderr)
 	}
 }

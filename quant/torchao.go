@@ -48,7 +48,8 @@ import (
 //   - NVFP4Tensor and MXTensor: torchao_fp.go.
 //
 // Named, not served: the kernel packings (Int4TilePackedTo4dTensor,
-// Int4PlainInt32Tensor, Int4PreshuffledTensor), MX fp6 elements, an
+// Int4PlainInt32Tensor, Int4PreshuffledTensor), an MXTensor element
+// other than fp8, fp6 (unpacked, one code a byte) and fp4, an
 // Int4Tensor packed along another dimension than the last, any weight
 // with an act_pre_scale (an activation scale the weight would have to be
 // multiplied by: not folded), and any class torchao's loader does not

@@ -62,12 +62,17 @@ func benchAO(b *testing.B, sc string) (*ckpt, *Weight) {
 		c.b.put(pre+"scale", "F8_E4M3", []int64{O / 128 * 32, I / 64 * 16}, rnd(O*I/16, 0x77))
 		c.b.put(pre+"per_tensor_scale", "F32", []int64{}, f32s([]float32{0.001}))
 		c.entry(W, "NVFP4Tensor", map[string]any{"block_size": 16, "is_swizzled_scales": true, "orig_dtype": aoDT("bfloat16")}, "qdata", "scale", "per_tensor_scale")
-	case "mx-fp8-bf16", "mx-fp4-bf16":
-		elem, q := "float8_e4m3fn", rnd(O*I, 0x77)
+	case "mx-fp8-bf16", "mx-fp4-bf16", "mx-fp6-e2m3-bf16", "mx-fp6-e3m2-bf16":
+		var elem any = aoDT("float8_e4m3fn")
+		q := rnd(O*I, 0x77)
 		qs := []int64{O, I}
 		qdt := "F8_E4M3"
-		if sc == "mx-fp4-bf16" {
-			elem, q, qs, qdt = "float4_e2m1fn_x2", rnd(O*I/2, 0xff), []int64{O, I / 2}, "U8"
+		switch sc {
+		case "mx-fp4-bf16":
+			elem, q, qs, qdt = aoDT("float4_e2m1fn_x2"), rnd(O*I/2, 0xff), []int64{O, I / 2}, "U8"
+		case "mx-fp6-e2m3-bf16", "mx-fp6-e3m2-bf16":
+			// one code a byte, as torchao writes them (low 6 bits)
+			elem, q, qdt = "fp6_"+sc[7:11], rnd(O*I, 63), "U8"
 		}
 		c.b.put(pre+"qdata", qdt, qs, q)
 		s := rnd(O*I/32, 15)
@@ -75,7 +80,7 @@ func benchAO(b *testing.B, sc string) (*ckpt, *Weight) {
 			s[i] += 120
 		}
 		c.b.put(pre+"scale", "F8_E8M0", []int64{O, I / 32}, s)
-		c.entry(W, "MXTensor", map[string]any{"elem_dtype": aoDT(elem), "block_size": 32, "orig_dtype": aoDT("bfloat16")}, "qdata", "scale")
+		c.entry(W, "MXTensor", map[string]any{"elem_dtype": elem, "block_size": 32, "orig_dtype": aoDT("bfloat16")}, "qdata", "scale")
 	}
 	ck, res := c.plan(b)
 	if len(res.Weights) != 1 || len(res.Problems) != 0 {
@@ -84,7 +89,7 @@ func benchAO(b *testing.B, sc string) (*ckpt, *Weight) {
 	return ck, &res.Weights[0]
 }
 
-var benchAOCases = []string{"float8-rowwise", "float8-block128", "int4-g128", "intx-int4-g32-bf16", "int8-rowwise", "int8-asym-g32-bf16", "nvfp4-swizzled", "mx-fp8-bf16", "mx-fp4-bf16"}
+var benchAOCases = []string{"float8-rowwise", "float8-block128", "int4-g128", "intx-int4-g32-bf16", "int8-rowwise", "int8-asym-g32-bf16", "nvfp4-swizzled", "mx-fp8-bf16", "mx-fp4-bf16", "mx-fp6-e2m3-bf16", "mx-fp6-e3m2-bf16"}
 
 // BenchmarkDequantizeTorchAO is BenchmarkDequantize for torchao's classes.
 func BenchmarkDequantizeTorchAO(b *testing.B) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 
 	"github.com/lazyweights/tensorfs/dtype"
@@ -23,19 +24,23 @@ import (
 //     value or one per expert [E, 1, 1]: hp = per_tensor_scale · f32(scale),
 //     W = f32(code) · hp in float32.
 //   - MXTensor (mx_tensor.py dequantize, to_dtype, get_fp_scale): qdata
-//     F8_E4M3 / F8_E5M2 [.., M, K] or U8 [.., M, K/2] for float4_e2m1fn_x2
-//     (packed as NVFP4's); scale E8M0 (F8_E8M0 or U8) one per block_size
-//     along K, plain or swizzled as above; s = 2^(e−127) (NaN for 255),
-//     then in orig_dtype D: W = D(code) · D(s), each rounded to D as torch
-//     computes a D tensor's product (exact unless it leaves D's range).
-//     fp6 elements are named, not served.
+//     F8_E4M3 / F8_E5M2 [.., M, K], U8 [.., M, K/2] for float4_e2m1fn_x2
+//     (packed as NVFP4's), or U8 [.., M, K] for "fp6_e2m3" / "fp6_e3m2",
+//     one code a byte in its low 6 bits (kernels.py f32_to_f6_*_unpacked;
+//     no fp6 packing at this commit), decoded by custom_fp_utils.py
+//     _floatx_unpacked_to_f32 (fp6Table); scale E8M0 (F8_E8M0 or U8) one
+//     per block_size along K, plain or swizzled as above; s = 2^(e−127)
+//     (NaN for 255), then in orig_dtype D: W = D(code) · D(s), each
+//     rounded to D as torch computes a D tensor's product (exact unless it
+//     leaves D's range).
 
 // aoFPKernel is NVFP4Tensor's and MXTensor's kernel; the weight is
 // rows = L·M rows of cols = K.
 type aoFPKernel struct {
 	m, cols, bs int64
 	fp4         bool          // two E2M1 codes a byte
-	codes       *[256]float32 // FP8 elements' values (nil: fp4)
+	codes       *[256]float32 // FP8 and fp6 elements' values, D(code) (nil: fp4)
+	fp6         bool          // one fp6 code a byte (U8)
 	mx          bool          // E8M0 scales (else E4M3)
 	swz         bool
 	pts         int         // NVFP4 per_tensor_scale: 0 none, 1 one, 2 per expert
@@ -46,14 +51,19 @@ type aoFPKernel struct {
 }
 
 // exactRange sets lo and hi from the codes' smallest nonzero and largest
-// magnitudes: min·lo ≥ 2^-126 and max·hi ≤ 2^127.
+// finite magnitudes: min·lo ≥ 2^-126 and max·hi ≤ 2^127 (NaN and Inf
+// codes stay NaN and Inf whatever the scale).
 func (k *aoFPKernel) exactRange() {
 	mn, mx := float32(0.5), float32(6) // E2M1
-	switch k.codes {
-	case e4m3Table:
-		mn, mx = 1.0/512, 448
-	case e5m2Table:
-		mn, mx = 1.0/65536, 57344
+	if k.codes != nil {
+		mn, mx = float32(math.Inf(1)), 0
+		for _, v := range k.codes {
+			a := float32(math.Abs(float64(v)))
+			if a == 0 || math.IsNaN(float64(a)) || math.IsInf(float64(a), 0) {
+				continue
+			}
+			mn, mx = min(mn, a), max(mx, a)
+		}
 	}
 	k.lo = float32(math.Ldexp(1, -126)) / mn
 	k.hi = float32(math.Ldexp(1, 127)) / mx
@@ -284,6 +294,58 @@ var e8m0Values = func() *[256]float32 {
 	return &t
 }()
 
+// fp6Table is every byte's value by torchao's _floatx_unpacked_to_f32
+// (custom_fp_utils.py, pytorch/ao 36027d82d1ad) with ebits exponent and
+// mbits mantissa bits, its uint8 arithmetic wrapping as torch's does:
+// sign bit 1<<(ebits+mbits); zero; subnormal (exponent field 0) m·2^(1−
+// bias−mbits), normalised; else the exponent field (x without its sign
+// bit, shifted by mbits: bits 6 and 7, which torchao never writes,
+// included) − bias + 127 and the mantissa copied into a float32's fields.
+func fp6Table(ebits, mbits uint) *[256]float32 {
+	var t [256]float32
+	sign := uint8(1) << (ebits + mbits)
+	bias := uint8(1)<<(ebits-1) - 1
+	mmask := uint8(1)<<mbits - 1
+	for b := range t {
+		x := uint8(b)
+		s := x & sign
+		pos := x ^ s
+		var f uint32
+		switch {
+		case pos == 0:
+		case pos>>mbits == 0:
+			// the loop over mantissa_cmp: i the top bit of m, shifted
+			// left by mbits − i to make the implicit 1
+			m := pos & mmask
+			i := uint(bits.Len8(m) - 1)
+			ls := mbits - i
+			f = (1-uint32(bias)+127-uint32(ls))<<23 + uint32(m-1<<i)<<(ls+23-mbits)
+		default:
+			e := pos>>mbits - bias + 127 // uint8: wraps as torch's
+			f = uint32(e)<<23 | uint32(pos&mmask)<<(23-mbits)
+		}
+		f |= uint32(s) << (23 - mbits + 8 - ebits)
+		t[b] = math.Float32frombits(f)
+	}
+	return &t
+}
+
+// fp6Tables holds, per element ("fp6_e2m3", "fp6_e3m2") and orig_dtype D
+// (F32, BF16, F16), D(code) for every byte: to_dtype's
+// data_hp.to(target_dtype) (in F16 the codes past 65504, in bits 6 and 7
+// only, are Inf).
+var fp6Tables = func() (t [2][3]*[256]float32) {
+	for i, f := range []*[256]float32{fp6Table(2, 3), fp6Table(3, 2)} {
+		for j, dt := range []dtype.DType{dtype.F32, dtype.BF16, dtype.F16} {
+			t[i][j] = new([256]float32)
+			for b, v := range f {
+				t[i][j][b] = roundTo(dt, v)
+			}
+		}
+	}
+	return
+}()
+
 // aoInt decodes attribute key as one integer (absent: def).
 func aoInt(e *aoEntry, key string, def int64) (int64, bool) {
 	raw, ok := e.Data[key]
@@ -327,11 +389,26 @@ func (k *aoFPKernel) mxElems(e *aoEntry) string {
 		k.codes = e5m2Table
 	case "float4_e2m1fn_x2":
 		k.fp4 = true
+	case "fp6_e2m3", "fp6_e3m2":
+		k.fp6 = true
 	default:
 		return fmt.Sprintf("torchao MXTensor elem_dtype %s is not served", paramStr(raw))
 	}
 	if k.out, ok = aoDType(e, "orig_dtype", dtype.F32); !ok {
 		return "torchao MXTensor orig_dtype is not float32, bfloat16 or float16"
+	}
+	if k.fp6 {
+		i, j := 0, 0
+		if v.Data == "fp6_e3m2" {
+			i = 1
+		}
+		switch k.out {
+		case dtype.BF16:
+			j = 1
+		case dtype.F16:
+			j = 2
+		}
+		k.codes = fp6Tables[i][j]
 	}
 	return ""
 }
@@ -387,6 +464,8 @@ func (p *planner) aoFP(name string, e *aoEntry, part map[string]string, stored [
 		return fmt.Sprintf("torchao %s qdata is %s, not U8 (two E2M1 codes a byte) or F4", cls, p.stored(q))
 	case k.fp4:
 		shape[nd-1] *= 2
+	case k.fp6 && q.DType != dtype.U8:
+		return fmt.Sprintf("torchao MXTensor qdata is %s, not U8 (one fp6 code a byte, unpacked)", p.stored(q))
 	case k.codes == e4m3Table && q.DType != dtype.F8E4M3, k.codes == e5m2Table && q.DType != dtype.F8E5M2:
 		return fmt.Sprintf("torchao MXTensor qdata is %s, not its elem_dtype", q.DType)
 	}

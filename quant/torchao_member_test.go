@@ -67,7 +67,8 @@ func TestTorchAOThroughLoader(t *testing.T) {
 					t.Fatalf("%s: %d bytes, want %d", name, len(whole), 4*len(want))
 				}
 				for i, w := range want {
-					if got := binary.LittleEndian.Uint32(whole[4*i:]); got != math.Float32bits(w) {
+					// NaN (E8M0 255) as NaN: torch's payloads are not compared
+					if got := binary.LittleEndian.Uint32(whole[4*i:]); got != math.Float32bits(w) && !(w != w && math.IsNaN(float64(math.Float32frombits(got)))) {
 						t.Fatalf("%s[%d] = %v, want %v", name, i, math.Float32frombits(got), w)
 					}
 				}

@@ -15,8 +15,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -390,15 +393,20 @@ func (c *aoCase) aoNVFP4(r *rand.Rand, name string, L, M, K int64, swz bool, pts
 }
 
 // aoMX: MXTensor (mx_tensor.py to_dtype, get_fp_scale): in orig_dtype D,
-// W = D(code) * D(2^(e-127)), rounded to D; elem "float8_e4m3fn",
-// "float8_e5m2" or "float4_e2m1fn_x2" (U8, low nibble first).
+// W = D(code) * D(2^(e-127)) (NaN for 255), rounded to D; elem
+// "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn_x2" (U8, low nibble
+// first) or "fp6_e2m3" / "fp6_e3m2" (U8, one code a byte, decoded by the
+// reference table torch computed: fp6Ref). The fp6 cases hold every byte
+// (bits 6 and 7 too, which torchao does not write but decodes) and the
+// scales 255, 0 and 254.
 func (c *aoCase) aoMX(r *rand.Rand, name string, L, M, K, bs int64, elem string, swz bool, out dtype.DType) {
 	pre, _ := aoPrefix(name)
 	nc := K / bs
 	fp4 := elem == "float4_e2m1fn_x2"
+	fp6 := strings.HasPrefix(elem, "fp6_")
 	var codes []byte
 	qshape := []int64{M, K}
-	qdt := map[string]string{"float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "float4_e2m1fn_x2": "U8"}[elem]
+	qdt := map[string]string{"float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "float4_e2m1fn_x2": "U8", "fp6_e2m3": "U8", "fp6_e3m2": "U8"}[elem]
 	if fp4 {
 		qshape = []int64{M, K / 2}
 		codes = make([]byte, L*M*K/2)
@@ -412,6 +420,8 @@ func (c *aoCase) aoMX(r *rand.Rand, name string, L, M, K, bs int64, elem string,
 		case "float8_e5m2":
 			for codes[i] = byte(r.IntN(256)); codes[i]&0x7f > 0x7b; codes[i] = byte(r.IntN(256)) {
 			}
+		case "fp6_e2m3", "fp6_e3m2":
+			codes[i] = byte(r.IntN(256)) & []byte{63, 255}[i%2]
 		default:
 			codes[i] = byte(r.IntN(256))
 		}
@@ -419,6 +429,9 @@ func (c *aoCase) aoMX(r *rand.Rand, name string, L, M, K, bs int64, elem string,
 	sm := make([]byte, L*M*nc)
 	for i := range sm {
 		sm[i] = byte(105 + r.IntN(40))
+	}
+	if fp6 {
+		sm[0], sm[1], sm[len(sm)-1] = 255, 0, 254
 	}
 	sshape := []int64{M, nc}
 	sb := sm
@@ -432,7 +445,11 @@ func (c *aoCase) aoMX(r *rand.Rand, name string, L, M, K, bs int64, elem string,
 	c.b.put(pre+"qdata", qdt, qshape, codes)
 	c.b.put(pre+"scale", "F8_E8M0", sshape, sb)
 	dts := map[dtype.DType]string{dtype.F32: "float32", dtype.BF16: "bfloat16", dtype.F16: "float16"}
-	c.entry(name, "MXTensor", map[string]any{"elem_dtype": aoDT(elem), "block_size": bs, "orig_dtype": aoDT(dts[out]),
+	var ed any = aoDT(elem)
+	if fp6 {
+		ed = elem // a str attribute, not a torch.dtype
+	}
+	c.entry(name, "MXTensor", map[string]any{"elem_dtype": ed, "block_size": bs, "orig_dtype": aoDT(dts[out]),
 		"kernel_preference": map[string]any{"_type": "KernelPreference", "_data": "EMULATED"}, "act_quant_kwargs": nil, "is_swizzled_scales": swz}, "qdata", "scale")
 	W := make([]float32, L*M*K)
 	for i := range W {
@@ -443,6 +460,8 @@ func (c *aoCase) aoMX(r *rand.Rand, name string, L, M, K, bs int64, elem string,
 			v = e4m3(codes[i])
 		case "float8_e5m2":
 			v = e5m2(codes[i])
+		case "fp6_e2m3", "fp6_e3m2":
+			v = fp6Ref(elem)[codes[i]]
 		default:
 			nib := codes[i/2] & 15
 			if i%2 == 1 {
@@ -450,8 +469,12 @@ func (c *aoCase) aoMX(r *rand.Rand, name string, L, M, K, bs int64, elem string,
 			}
 			v = lut4[nib]
 		}
-		s := rt(out, float32(math.Pow(2, float64(int(sm[row*nc+k/bs])-127))))
-		W[i] = rt(out, v*s)
+		e := sm[row*nc+k/bs]
+		s := rt(out, float32(math.Pow(2, float64(int(e)-127))))
+		if e == 255 {
+			s = float32(math.NaN())
+		}
+		W[i] = rt(out, rt(out, v)*s)
 	}
 	c.want[name] = W
 }
@@ -516,6 +539,21 @@ var aoCases = []struct {
 	{"mx_fp8_e5m2_swizzled_f16", "torchao", func(r *rand.Rand, c *aoCase) {
 		c.aoMX(r, "model.layers.1.mlp.down_proj.weight", 1, 140, 160, 32, "float8_e5m2", true, dtype.F16)
 	}},
+	{"mx_fp6_e2m3_bf16", "torchao", func(r *rand.Rand, c *aoCase) {
+		c.aoMX(r, "model.layers.4.mlp.down_proj.weight", 1, 12, 96, 32, "fp6_e2m3", false, dtype.BF16)
+	}},
+	{"mx_fp6_e2m3_swizzled_f32", "torchao", func(r *rand.Rand, c *aoCase) {
+		c.aoMX(r, "model.layers.5.mlp.down_proj.weight", 1, 140, 160, 32, "fp6_e2m3", true, dtype.F32)
+	}},
+	{"mx_fp6_e3m2_f32", "torchao", func(r *rand.Rand, c *aoCase) {
+		c.aoMX(r, "model.layers.6.mlp.down_proj.weight", 1, 9, 128, 32, "fp6_e3m2", false, dtype.F32)
+	}},
+	{"mx_fp6_e3m2_experts_swizzled_bf16", "torchao", func(r *rand.Rand, c *aoCase) {
+		c.aoMX(r, "model.layers.7.mlp.experts.down_proj", 2, 128, 64, 32, "fp6_e3m2", true, dtype.BF16)
+	}},
+	{"mx_fp6_e3m2_f16", "torchao", func(r *rand.Rand, c *aoCase) {
+		c.aoMX(r, "model.layers.8.mlp.down_proj.weight", 1, 6, 64, 32, "fp6_e3m2", false, dtype.F16)
+	}},
 	{"mx_fp4_f32", "torchao", func(r *rand.Rand, c *aoCase) {
 		c.aoMX(r, "model.layers.2.mlp.down_proj.weight", 1, 9, 128, 32, "float4_e2m1fn_x2", false, dtype.F32)
 	}},
@@ -558,7 +596,7 @@ func TestTorchAO(t *testing.T) {
 					got := ck.whole(t, w)
 					useLookup = true
 					for i := range W {
-						if math.Float32bits(got[i]) != math.Float32bits(W[i]) {
+						if !sameF32(got[i], W[i]) {
 							t.Fatalf("%s[%d] = %v, want %v (lookup %v)", name, i, got[i], W[i], !plain)
 						}
 					}
@@ -573,6 +611,12 @@ func TestTorchAO(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sameF32: the same bits, or both NaN (torch's NaN payloads are not
+// part of the contract: E8M0 255 gives a NaN block).
+func sameF32(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b
 }
 
 // TestRoundTo: the kernels' bf16/f16 rounding agrees with dtype's
@@ -617,8 +661,23 @@ func TestTorchAOProblems(t *testing.T) {
 		{"nvfp4 of int4 parts", "NVFP4Tensor block_size [1,32] is not", func(c *aoCase) {
 			c.meta[W] = strings.Replace(c.meta[W], `"Int4Tensor"`, `"NVFP4Tensor"`, 1)
 		}},
-		{"mx fp6", `elem_dtype "fp6_e2m3" is not served`, func(c *aoCase) {
+		{"mx fp6 of I8 parts", "qdata is I8 [10 48], not U8 (one fp6 code a byte", func(c *aoCase) {
 			c.meta[W] = `{"_type":"MXTensor","_data":{"elem_dtype":"fp6_e2m3","block_size":32},"_tensor_data_names":["qdata","scale"]}`
+		}},
+		{"mx fp6 packed, K", "K 48 is not a multiple of block_size 32", func(c *aoCase) {
+			// 64 codes a row packed 4 in 3 bytes: U8 [10 48] with the
+			// scales of K 64
+			c.meta[W] = `{"_type":"MXTensor","_data":{"elem_dtype":"fp6_e3m2","block_size":32},"_tensor_data_names":["qdata","scale"]}`
+			c.b.edit(pre+"qdata", func(e *stEntryT) { e.dt = "U8" })
+			c.b.edit(pre+"scale", func(e *stEntryT) { e.dt, e.shape, e.data = "F8_E8M0", []int64{10, 2}, make([]byte, 20) })
+		}},
+		{"mx fp6 packed, scales", "scale [10 4] does not hold one scale per 16 of [10 48]", func(c *aoCase) {
+			c.meta[W] = `{"_type":"MXTensor","_data":{"elem_dtype":"fp6_e2m3","block_size":16},"_tensor_data_names":["qdata","scale"]}`
+			c.b.edit(pre+"qdata", func(e *stEntryT) { e.dt = "U8" })
+			c.b.edit(pre+"scale", func(e *stEntryT) { e.dt, e.shape, e.data = "F8_E8M0", []int64{10, 4}, make([]byte, 40) })
+		}},
+		{"mx fp6 elem", `elem_dtype "fp6_e2m4" is not served`, func(c *aoCase) {
+			c.meta[W] = `{"_type":"MXTensor","_data":{"elem_dtype":"fp6_e2m4","block_size":32},"_tensor_data_names":["qdata","scale"]}`
 		}},
 		{"unknown class", `"MyTensor" is not one tensorfs reads`, func(c *aoCase) {
 			c.meta[W] = strings.Replace(c.meta[W], `"Int4Tensor"`, `"MyTensor"`, 1)
@@ -880,5 +939,78 @@ func TestTorchAOShards(t *testing.T) {
 				t.Fatalf("%s[%d] = %v, want %v", name, i, got[i], W[i])
 			}
 		}
+	}
+}
+
+// fp6Refs are testdata/torchao_fp6/{e2m3,e3m2}.txt: every byte's value as
+// torch computes torchao's _floatx_unpacked_to_f32 (gen.py beside them).
+var fp6Refs = map[string]*[256]float32{}
+
+// fp6Ref is elem's ("fp6_e2m3", "fp6_e3m2") reference table.
+func fp6Ref(elem string) *[256]float32 {
+	if t := fp6Refs[elem]; t != nil {
+		return t
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "torchao_fp6", strings.TrimPrefix(elem, "fp6_")+".txt"))
+	if err != nil {
+		panic(err)
+	}
+	lines := strings.Fields(string(b))
+	if len(lines) != 256 {
+		panic(fmt.Sprintf("%s: %d lines", elem, len(lines)))
+	}
+	t := new([256]float32)
+	for i, l := range lines {
+		v, err := strconv.ParseUint(l, 16, 32)
+		if err != nil {
+			panic(err)
+		}
+		t[i] = math.Float32frombits(uint32(v))
+	}
+	fp6Refs[elem] = t
+	return t
+}
+
+// TestFP6Tables: the fp6 tables are torch's values of torchao's
+// _floatx_unpacked_to_f32 for all 256 bytes, bit for bit, and for the
+// codes 0..63 the OCP MX values (sign · 2^(e−bias) · (1 + m/2^mbits),
+// subnormals 2^(1−bias) · m/2^mbits) computed here from the fields; the
+// per-orig_dtype tables are those values rounded to bf16 and f16.
+func TestFP6Tables(t *testing.T) {
+	for i, f := range []struct {
+		elem        string
+		ebits, mbit int
+	}{{"fp6_e2m3", 2, 3}, {"fp6_e3m2", 3, 2}} {
+		ref, got := fp6Ref(f.elem), fp6Table(uint(f.ebits), uint(f.mbit))
+		for b := range 256 {
+			if math.Float32bits(got[b]) != math.Float32bits(ref[b]) {
+				t.Errorf("%s byte %#x: %v (%#x), torch %v (%#x)", f.elem, b, got[b], math.Float32bits(got[b]), ref[b], math.Float32bits(ref[b]))
+			}
+			if math.IsNaN(float64(ref[b])) || math.IsInf(float64(ref[b]), 0) {
+				t.Errorf("%s byte %#x: torch gives %v", f.elem, b, ref[b])
+			}
+			for j, dt := range []dtype.DType{dtype.F32, dtype.BF16, dtype.F16} {
+				if w, g := rt(dt, ref[b]), fp6Tables[i][j][b]; math.Float32bits(w) != math.Float32bits(g) {
+					t.Errorf("%s byte %#x in %s: %v, want %v", f.elem, b, dt, g, w)
+				}
+			}
+		}
+		bias := 1<<(f.ebits-1) - 1
+		for c := range 64 {
+			e, m := c>>f.mbit&(1<<f.ebits-1), float64(c&(1<<f.mbit-1))/float64(int(1)<<f.mbit)
+			v := math.Ldexp(1+m, e-bias)
+			if e == 0 {
+				v = math.Ldexp(m, 1-bias)
+			}
+			if c&32 != 0 {
+				v = math.Copysign(v, -1)
+			}
+			if math.Float32bits(ref[c]) != math.Float32bits(float32(v)) {
+				t.Errorf("%s code %#x: torch %v, OCP %v", f.elem, c, ref[c], v)
+			}
+		}
+	}
+	if fp6Tables[1][2][255] != float32(math.Inf(-1)) || fp6Tables[0][0][63] != -7.5 || fp6Tables[1][0][31] != 28 {
+		t.Errorf("e3m2 0xff in f16 %v, e2m3 0x3f %v, e3m2 0x1f %v", fp6Tables[1][2][255], fp6Tables[0][0][63], fp6Tables[1][0][31])
 	}
 }
