@@ -40,6 +40,26 @@ var bench2Schemes = map[string]func(r *rand.Rand) *builder{
 		b.put(P+"_weight_scale_2", "F32", []int64{E, 2}, f32s(scales(r, 2*E, -12, -6)))
 		return b
 	},
+	"mxfp8": func(r *rand.Rand) *builder {
+		// transformers' finegrained MXFP8 (mxfp8Case's layout), [2048, 4096]
+		b := newBuilder(map[string]any{"quantization_config": map[string]any{"quant_method": "fp8", "weight_format": "mxfp8", "activation_scheme": "dynamic"}})
+		const O, I = 2048, 4096
+		X := "model.layers.0.mlp.up_proj"
+		w := make([]byte, O*I)
+		for i := range w {
+			w[i] = byte(r.IntN(256))&^0x80 | byte(r.IntN(2))<<7
+			if w[i]&0x7f == 0x7f {
+				w[i]-- // no NaN codes: finite weights
+			}
+		}
+		sc := make([]byte, O*I/32)
+		for i := range sc {
+			sc[i] = byte(110 + r.IntN(20))
+		}
+		b.put(X+".weight", "F8_E4M3", []int64{O, I}, w)
+		b.put(X+".weight_scale_inv", "F8_E8M0", []int64{O, I / 32}, sc)
+		return b
+	},
 	"hqq-4bit": func(r *rand.Rand) *builder {
 		b, _ := hqqCase(r, 4, 64, 2048, 4096, "bfloat16", false, false)
 		return b
