@@ -288,6 +288,7 @@ func TestFlowShortReads(t *testing.T) {
 		t.Fatalf("a flow of short reads cut after 5 buffers: GETs at %v; want %d, then %d", o, off, off+5*minFlowRead)
 	}
 	st.cut = nil
+	s.inflight.Wait() // the cut flow's goroutine, on its way out after its last buffer
 
 	// Reads shorter than minFlowRead, and a short read past a jump,
 	// start no flow.
