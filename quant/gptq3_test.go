@@ -21,6 +21,10 @@ func init() {
 		variant{"gptq_v2_3bit_desc_act", func(r *rand.Rand) (*builder, map[string][]float32) {
 			return gptq3Case(r, 16, "gptq_v2", true, 32, 128)
 		}, "gptq-v2"},
+		// desc_act with 136 groups, a triple's 32 values from any of them
+		variant{"gptq_v2_3bit_desc_act_many_groups", func(r *rand.Rand) (*builder, map[string][]float32) {
+			return gptq3Case(r, 16, "gptq_v2", true, 32, 16*136)
+		}, "gptq-v2"},
 		// the smallest: one triple of rows, one of columns
 		variant{"gptq_v2_3bit_min", func(r *rand.Rand) (*builder, map[string][]float32) {
 			return gptq3Case(r, 32, "gptq_v2", false, 32, 32)
