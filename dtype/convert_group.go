@@ -105,6 +105,8 @@ func groupKernel(g *ikGroup, from, to DType) GroupConverter {
 				for j := 0; j < nb; j++ {
 					g.deq(y, grp, j)
 				}
+			} else if g.run != nil {
+				g.run(y, src[ib*gb:(ib+nb)*gb], nb)
 			} else {
 				for j := 0; j < nb; j++ {
 					g.deq(y, src[(ib+j)*gb:(ib+j+1)*gb], j)

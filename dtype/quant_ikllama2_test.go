@@ -322,3 +322,44 @@ func BenchmarkDequantIKRepacked(b *testing.B) {
 		})
 	}
 }
+
+// TestIKGroupRun: a row of ikGroups with a run converter (BF16_R16) gives
+// the same bits through it as through its block dequantizer, block by
+// block, on random bytes.
+func TestIKGroupRun(t *testing.T) {
+	r := rand.New(rand.NewSource(50))
+	n := 0
+	for _, g := range ikGroups {
+		if g.run == nil {
+			continue
+		}
+		n++
+		const nb = 37
+		b := make([]byte, nb*g.blockBytes)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		rowsOf := func() ([][]float32, []float32) {
+			f := make([]float32, g.rows*nb*g.blockElems)
+			y := make([][]float32, g.rows)
+			for k := range y {
+				y[k] = f[k*nb*g.blockElems : (k+1)*nb*g.blockElems]
+			}
+			return y, f
+		}
+		y1, f1 := rowsOf()
+		g.run(y1, b, nb)
+		y2, f2 := rowsOf()
+		for j := 0; j < nb; j++ {
+			g.deq(y2, b[j*g.blockBytes:(j+1)*g.blockBytes], j)
+		}
+		for i := range f1 {
+			if math.Float32bits(f1[i]) != math.Float32bits(f2[i]) {
+				t.Fatalf("%s: element %d: run %v, blocks %v", g.name, i, f1[i], f2[i])
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no row of ikGroups has a run converter")
+	}
+}

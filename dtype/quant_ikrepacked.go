@@ -42,40 +42,44 @@ type ikGroup struct {
 	// not 0, deq's b is the whole group (its head, then its blocks) and it
 	// converts block ib; otherwise b is block ib alone.
 	meta int
+	// run, where set, converts nb blocks at once (b holds them, meta 0),
+	// as deq would one at a time: for a type whose blocks are too small
+	// for a call each (BF16_R16's 2 columns).
+	run func(y [][]float32, b []byte, nb int)
 }
 
 var ikGroups = [...]ikGroup{
-	{"Q4_0_R8", 202, 8, 32, 8 * 18, dequantQ4_0R8Block, 0},
-	{"Q8_0_R8", 208, 8, 32, 8 * 34, dequantQ8_0R8Block, 0},
-	{"IQ4_XS_R8", 223, 8, 256, 8 * 136, dequantIQ4XSR8Block, 0},
-	{"Q4_K_R4", 212, 4, 256, 4 * 144, dequantQ4KR4Block, 0},
-	{"Q6_K_R4", 214, 4, 256, 4 * 210, dequantQ6KR4Block, 0},
-	{"IQ4_K_R4", 339, 4, 256, 4 * 144, dequantIQ4KR4Block, 0},
-	{"IQ2_K_R4", 337, 4, 256, 4 * 76, dequantIQ2KR4Block, 0},
-	{"IQ3_K_R4", 338, 4, 256, 4 * 110, dequantIQ3KR4Block, 0},
+	{"Q4_0_R8", 202, 8, 32, 8 * 18, dequantQ4_0R8Block, 0, nil},
+	{"Q8_0_R8", 208, 8, 32, 8 * 34, dequantQ8_0R8Block, 0, nil},
+	{"IQ4_XS_R8", 223, 8, 256, 8 * 136, dequantIQ4XSR8Block, 0, nil},
+	{"Q4_K_R4", 212, 4, 256, 4 * 144, dequantQ4KR4Block, 0, nil},
+	{"Q6_K_R4", 214, 4, 256, 4 * 210, dequantQ6KR4Block, 0, nil},
+	{"IQ4_K_R4", 339, 4, 256, 4 * 144, dequantIQ4KR4Block, 0, nil},
+	{"IQ2_K_R4", 337, 4, 256, 4 * 76, dequantIQ2KR4Block, 0, nil},
+	{"IQ3_K_R4", 338, 4, 256, 4 * 110, dequantIQ3KR4Block, 0, nil},
 	// quant_ikrepacked2.go
-	{"IQ4_KS_R4", 344, 4, 256, 4 * 136, dequantIQ4KSR4Block, 16},
-	{"IQ5_KS_R4", 352, 4, 256, 4 * 168, dequantIQ5KSR4Block, 16},
-	{"IQ5_K_R4", 340, 4, 256, 4 * 176, dequantIQ5KR4Block, 0},
-	{"Q5_K_R4", 213, 4, 256, 4 * 176, dequantQ5KR4Block, 0},
-	{"Q3_K_R4", 211, 4, 256, 4 * 110, dequantQ3KR4Block, 0},
-	{"Q2_K_R4", 210, 4, 256, 4 * 84, dequantQ2KR4Block, 0},
-	{"IQ4_NL_R4", 220, 4, 32, 4 * 18, dequantIQ4NLR4Block, 0},
-	{"Q5_0_R4", 206, 4, 32, 4 * 22, dequantQ5_0R4Block, 0},
-	{"Q6_0_R4", 233, 4, 32, 4 * 26, dequantQ6_0R4Block, 0},
-	{"IQ2_BN_R4", 335, 4, 64, 4 * 16, dequantIQ2BNR4Block, 16},
-	{"IQ1_S_R4", 219, 4, 32, 4 * 6, dequantIQ1SR4Block, 8},
-	{"IQ1_M_R4", 229, 4, 32, 4 * 7, dequantIQ1MR4Block, 8},
-	{"IQ2_XXS_R4", 216, 4, 256, 4 * 66, dequantIQ2XXSR4Block, 0},
-	{"IQ3_XXS_R4", 218, 4, 256, 4 * 98, dequantIQ3XXSR4Block, 0},
-	{"IQ2_XS_R4", 217, 4, 256, 4 * 74, dequantIQ2XSR4Block, 0},
-	{"IQ2_S_R4", 222, 4, 256, 4 * 82, dequantIQ2SR4Block, 0},
-	{"IQ3_S_R4", 221, 4, 256, 4 * 110, dequantIQ3SR4Block, 0},
+	{"IQ4_KS_R4", 344, 4, 256, 4 * 136, dequantIQ4KSR4Block, 16, nil},
+	{"IQ5_KS_R4", 352, 4, 256, 4 * 168, dequantIQ5KSR4Block, 16, nil},
+	{"IQ5_K_R4", 340, 4, 256, 4 * 176, dequantIQ5KR4Block, 0, nil},
+	{"Q5_K_R4", 213, 4, 256, 4 * 176, dequantQ5KR4Block, 0, nil},
+	{"Q3_K_R4", 211, 4, 256, 4 * 110, dequantQ3KR4Block, 0, nil},
+	{"Q2_K_R4", 210, 4, 256, 4 * 84, dequantQ2KR4Block, 0, nil},
+	{"IQ4_NL_R4", 220, 4, 32, 4 * 18, dequantIQ4NLR4Block, 0, nil},
+	{"Q5_0_R4", 206, 4, 32, 4 * 22, dequantQ5_0R4Block, 0, nil},
+	{"Q6_0_R4", 233, 4, 32, 4 * 26, dequantQ6_0R4Block, 0, nil},
+	{"IQ2_BN_R4", 335, 4, 64, 4 * 16, dequantIQ2BNR4Block, 16, nil},
+	{"IQ1_S_R4", 219, 4, 32, 4 * 6, dequantIQ1SR4Block, 8, nil},
+	{"IQ1_M_R4", 229, 4, 32, 4 * 7, dequantIQ1MR4Block, 8, nil},
+	{"IQ2_XXS_R4", 216, 4, 256, 4 * 66, dequantIQ2XXSR4Block, 0, nil},
+	{"IQ3_XXS_R4", 218, 4, 256, 4 * 98, dequantIQ3XXSR4Block, 0, nil},
+	{"IQ2_XS_R4", 217, 4, 256, 4 * 74, dequantIQ2XSR4Block, 0, nil},
+	{"IQ2_S_R4", 222, 4, 256, 4 * 82, dequantIQ2SR4Block, 0, nil},
+	{"IQ3_S_R4", 221, 4, 256, 4 * 110, dequantIQ3SR4Block, 0, nil},
 	// quant_ikrepacked3.go
-	{"Q8_K_R8", 399, 8, 256, 8 * 258, dequantQ8KR8Block, 0},
-	{"Q8_KV_R8", 398, 8, 32, 8 * 32, dequantQ8KVR8Block, 32},
-	{"MXFP4_R8", 353, 8, 32, 8 * 17, dequantMXFP4R8Block, 0},
-	{"BF16_R16", 230, 16, 16, 16 * 32, dequantBF16R16Block, 0},
+	{"Q8_K_R8", 399, 8, 256, 8 * 258, dequantQ8KR8Block, 0, nil},
+	{"Q8_KV_R8", 398, 8, 32, 8 * 32, dequantQ8KVR8Block, 32, nil},
+	{"MXFP4_R8", 353, 8, 32, 8 * 17, dequantMXFP4R8Block, 0, nil},
+	{"BF16_R16", 230, 16, 2, 16 * 4, dequantBF16R16Block, 0, dequantBF16R16Run},
 }
 
 // ikGroupDequantizer returns, for a row-interleaved type, its rows per
@@ -93,6 +97,10 @@ func ikGroupDequantizer(code uint32) (int, func(dst []float32, src []byte, n int
 				y[k] = dst[k*n : (k+1)*n]
 			}
 			nb := n / g.blockElems
+			if g.run != nil && g.meta == 0 {
+				g.run(y, src[:nb*g.blockBytes], nb)
+				return
+			}
 			for ib := 0; ib < nb; ib++ {
 				if g.meta != 0 {
 					g.deq(y, src[:g.meta+nb*g.blockBytes], ib)

@@ -85,15 +85,27 @@ func dequantMXFP4R8Block(y [][]float32, b []byte, ib int) {
 // BF16_R16 (230): 16 rows of BF16 interleaved two columns at a time: row
 // k's elements 2c and 2c+1 at bf16 32c+2k and 32c+2k+1, as ik_llama.cpp's
 // repack_bf16 writes them (iqk_quantize.cpp:7344; it has no dequantizer:
-// ggml.c's to_float for it is commented out). A block here is 8 such
-// pairs, 16 columns (512 bytes for the 16 rows); each value is its bf16,
-// exact in float32.
+// ggml.c's to_float for it is commented out). A block here is one such
+// pair of columns for the 16 rows (64 bytes), the rows' length any even
+// number as ik_llama.cpp's; each value is its bf16, exact in float32.
 func dequantBF16R16Block(y [][]float32, b []byte, ib int) {
-	bb := (*[512]byte)(b[:512])
+	p := (*[64]byte)(b[:64])
 	for k := 0; k < 16; k++ {
-		yk := (*[16]float32)(y[k][16*ib:])
-		for c := 0; c < 8; c++ {
-			w := binary.LittleEndian.Uint32(bb[64*c+4*k:]) // the pair's two bf16s
+		w := binary.LittleEndian.Uint32(p[4*k:]) // the pair's two bf16s
+		yk := (*[2]float32)(y[k][2*ib:])
+		yk[0] = math.Float32frombits(w << 16)
+		yk[1] = math.Float32frombits(w & 0xffff0000)
+	}
+}
+
+// dequantBF16R16Run is dequantBF16R16Block for nb pairs of columns at
+// once (ikGroup.run): row by row, a pair's two bf16s read as one word.
+func dequantBF16R16Run(y [][]float32, b []byte, nb int) {
+	b = b[:64*nb]
+	for k := 0; k < 16; k++ {
+		yk := y[k][:2*nb]
+		for c := 0; c < nb; c++ {
+			w := binary.LittleEndian.Uint32(b[64*c+4*k:])
 			yk[2*c] = math.Float32frombits(w << 16)
 			yk[2*c+1] = math.Float32frombits(w & 0xffff0000)
 		}
