@@ -248,9 +248,7 @@ func dequantQ6KR4Block(y [][]float32, b []byte, ib int) {
 func dequantIQ4KR4Block(y [][]float32, b []byte, ib int) {
 	blk := (*[576]byte)(b)
 	extra, sh, sl := blk[8:16], blk[16:32], blk[32:64]
-	scale := func(is int) float32 {
-		return float32(int32(sl[is%32]>>(4*(is/32))&0xf|(sh[is%16]>>(2*(is/16))&3)<<4) - 32)
-	}
+	scale := func(is int) float32 { return r4Scale6(sl, sh, is) }
 	for k := 0; k < 4; k++ {
 		d := quantHalfAt(blk[2*k:])
 		for j := 0; j < 8; j++ {
@@ -335,4 +333,11 @@ func dequantIQ3KR4Block(y [][]float32, b []byte, ib int) {
 			}
 		}
 	}
+}
+
+// r4Scale6 is scale is of IQ4_K_R4, IQ5_K_R4 and Q3_K_R4 (6 bits, less
+// 32): its low 4 bits in sl[is%32] at nibble is/32, its high 2 in
+// sh[is%16] at bits 2·(is/16).
+func r4Scale6(sl, sh []byte, is int) float32 {
+	return float32(int32(sl[is%32]>>(4*(is/32))&0xf|(sh[is%16]>>(2*(is/16))&3)<<4) - 32)
 }

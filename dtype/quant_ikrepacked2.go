@@ -103,9 +103,7 @@ func dequantIQ5KSR4Block(y [][]float32, g []byte, ib int) {
 func dequantIQ5KR4Block(y [][]float32, b []byte, ib int) {
 	blk := (*[704]byte)(b)
 	extra, sh, sl := blk[8:16], blk[16:32], blk[32:64]
-	scale := func(is int) float32 {
-		return float32(int32(sl[is%32]>>(4*(is/32))&0xf|(sh[is%16]>>(2*(is/16))&3)<<4) - 32)
-	}
+	scale := func(is int) float32 { return r4Scale6(sl, sh, is) }
 	for k := 0; k < 4; k++ {
 		d := quantHalfAt(blk[2*k:])
 		for j := 0; j < 8; j++ {
@@ -157,9 +155,7 @@ func dequantQ5KR4Block(y [][]float32, b []byte, ib int) {
 func dequantQ3KR4Block(y [][]float32, b []byte, ib int) {
 	blk := (*[440]byte)(b)
 	sh, sl := blk[8:24], blk[24:56]
-	scale := func(is int) float32 {
-		return float32(int32(sl[is%32]>>(4*(is/32))&0xf|(sh[is%16]>>(2*(is/16))&3)<<4) - 32)
-	}
+	scale := func(is int) float32 { return r4Scale6(sl, sh, is) }
 	for k := 0; k < 4; k++ {
 		d := quantHalfAt(blk[2*k:])
 		for j := 0; j < 8; j++ {
