@@ -80,42 +80,46 @@ func (k *gptqKernel) rect3(s *scratch, o0, o1, i0, i1 int64, dst []float32) erro
 	for j, d := range pos {
 		at[j] = uint32(d) * 8
 	}
+	// whole triples [f0, f1), the cut ones around them value by value
+	f0, f1 := (i0+31)/32, i1/32
 	var c [32]uint32
-	// a band of triples at a time, every column through it: a column's
-	// triples are 3·ow words apart, so the band's words (shared by 16
-	// columns a cache line) stay in L1 from one column to the next
-	const band = 32
-	for u0 := t0; u0 < t1; u0 += band {
-		u1 := min(t1, u0+band)
-		for o := int64(0); o < ow; o++ {
-			tc := tb[o*ng*8 : (o+1)*ng*8]
-			col := dst[o*iw : (o+1)*iw]
-			for t := u0; t < u1; t++ {
-				r := 3*(t-t0)*ow + o
-				lo := uint64(le32(qw, r)) | uint64(le32(qw, r+ow))<<32
-				hi := le32(qw, r+2*ow)
-				j := 32*t - i0 // the triple's first value in col
-				if j >= 0 && j+32 <= iw {
-					out, as := (*[32]float32)(col[j:]), (*[32]uint32)(at[j:])
-					if gidx == nil && as[0] == as[31] {
-						decode3(out, lo, hi, (*[8]float32)(tc[as[0]:]))
+	for o := int64(0); o < ow; o++ {
+		tc := tb[o*ng*8 : (o+1)*ng*8]
+		col := dst[o*iw : (o+1)*iw]
+		if f0 < f1 {
+			j0, j1 := 32*f0-i0, 32*f1-i0
+			r := 3*(f0-t0)*ow + o
+			if gidx != nil {
+				gather3(col[j0:j1], qw, r, ow, tc, at[j0:j1])
+			} else {
+				for j := j0; j < j1; j, r = j+32, r+3*ow {
+					if as := (*[32]uint32)(at[j:]); as[0] == as[31] {
+						lo := uint64(le32(qw, r)) | uint64(le32(qw, r+ow))<<32
+						decode3((*[32]float32)(col[j:]), lo, le32(qw, r+2*ow), (*[8]float32)(tc[as[0]:]))
 					} else {
-						gather3(out, lo, hi, tc, as)
+						gather3(col[j:j+32], qw, r, ow, tc, as[:])
 					}
-					continue
 				}
-				// a triple the rectangle cuts
-				for j := range 21 {
-					c[j] = uint32(lo>>(3*j)) & 7
-				}
-				c[21] = uint32(lo>>63) | (hi<<1)&6
-				for j := 22; j < 32; j++ {
-					c[j] = (hi >> (3*j - 64)) & 7
-				}
-				ia, ib := max(i0, 32*t), min(i1, 32*t+32)
-				for k, q := range c[ia-32*t : ib-32*t] {
-					col[ia-i0+int64(k)] = tc[at[ia-i0+int64(k)]+q]
-				}
+			}
+		}
+		for t := t0; t < t1; t++ {
+			if t >= f0 && t < f1 {
+				continue
+			}
+			// a triple the rectangle cuts
+			r := 3*(t-t0)*ow + o
+			lo := uint64(le32(qw, r)) | uint64(le32(qw, r+ow))<<32
+			hi := le32(qw, r+2*ow)
+			for j := range 21 {
+				c[j] = uint32(lo>>(3*j)) & 7
+			}
+			c[21] = uint32(lo>>63) | (hi<<1)&6
+			for j := 22; j < 32; j++ {
+				c[j] = (hi >> (3*j - 64)) & 7
+			}
+			ia, ib := max(i0, 32*t), min(i1, 32*t+32)
+			for k, q := range c[ia-32*t : ib-32*t] {
+				col[ia-i0+int64(k)] = tc[at[ia-i0+int64(k)]+q]
 			}
 		}
 	}
@@ -159,41 +163,47 @@ func decode3(o *[32]float32, lo uint64, hi uint32, t *[8]float32) {
 	o[31] = t[hi>>29&7]
 }
 
-// gather3 writes the 32 values of a triple lo | hi<<64, value j through
-// the table at offset at[j] of tc (its group's).
-func gather3(o *[32]float32, lo uint64, hi uint32, tc []float32, a *[32]uint32) {
-	// written out: constant shifts, no loop (a loop of variable shifts
-	// took twice the instructions per value)
-	o[0] = tc[a[0]+uint32(lo)&7]
-	o[1] = tc[a[1]+uint32(lo>>3)&7]
-	o[2] = tc[a[2]+uint32(lo>>6)&7]
-	o[3] = tc[a[3]+uint32(lo>>9)&7]
-	o[4] = tc[a[4]+uint32(lo>>12)&7]
-	o[5] = tc[a[5]+uint32(lo>>15)&7]
-	o[6] = tc[a[6]+uint32(lo>>18)&7]
-	o[7] = tc[a[7]+uint32(lo>>21)&7]
-	o[8] = tc[a[8]+uint32(lo>>24)&7]
-	o[9] = tc[a[9]+uint32(lo>>27)&7]
-	o[10] = tc[a[10]+uint32(lo>>30)&7]
-	o[11] = tc[a[11]+uint32(lo>>33)&7]
-	o[12] = tc[a[12]+uint32(lo>>36)&7]
-	o[13] = tc[a[13]+uint32(lo>>39)&7]
-	o[14] = tc[a[14]+uint32(lo>>42)&7]
-	o[15] = tc[a[15]+uint32(lo>>45)&7]
-	o[16] = tc[a[16]+uint32(lo>>48)&7]
-	o[17] = tc[a[17]+uint32(lo>>51)&7]
-	o[18] = tc[a[18]+uint32(lo>>54)&7]
-	o[19] = tc[a[19]+uint32(lo>>57)&7]
-	o[20] = tc[a[20]+uint32(lo>>60)&7]
-	o[21] = tc[a[21]+(uint32(lo>>63)|(hi<<1)&6)]
-	o[22] = tc[a[22]+(hi>>2)&7]
-	o[23] = tc[a[23]+(hi>>5)&7]
-	o[24] = tc[a[24]+(hi>>8)&7]
-	o[25] = tc[a[25]+(hi>>11)&7]
-	o[26] = tc[a[26]+(hi>>14)&7]
-	o[27] = tc[a[27]+(hi>>17)&7]
-	o[28] = tc[a[28]+(hi>>20)&7]
-	o[29] = tc[a[29]+(hi>>23)&7]
-	o[30] = tc[a[30]+(hi>>26)&7]
-	o[31] = tc[a[31]+(hi>>29)&7]
+// gather3 writes the values of the len(out)/32 triples whose first words
+// are at r, r+3·ow, … of qw (a triple's three words ow apart), value j of
+// each through the table at offset at[j] of tc (its group's).
+func gather3(out []float32, qw []byte, r, ow int64, tc []float32, at []uint32) {
+	for k := 0; k+32 <= len(out); k, r = k+32, r+3*ow {
+		lo := uint64(le32(qw, r)) | uint64(le32(qw, r+ow))<<32
+		hi := le32(qw, r+2*ow)
+		o, a := (*[32]float32)(out[k:]), (*[32]uint32)(at[k:])
+		// written out: constant shifts, no loop (a loop of variable
+		// shifts took twice the instructions per value)
+		o[0] = tc[a[0]+uint32(lo)&7]
+		o[1] = tc[a[1]+uint32(lo>>3)&7]
+		o[2] = tc[a[2]+uint32(lo>>6)&7]
+		o[3] = tc[a[3]+uint32(lo>>9)&7]
+		o[4] = tc[a[4]+uint32(lo>>12)&7]
+		o[5] = tc[a[5]+uint32(lo>>15)&7]
+		o[6] = tc[a[6]+uint32(lo>>18)&7]
+		o[7] = tc[a[7]+uint32(lo>>21)&7]
+		o[8] = tc[a[8]+uint32(lo>>24)&7]
+		o[9] = tc[a[9]+uint32(lo>>27)&7]
+		o[10] = tc[a[10]+uint32(lo>>30)&7]
+		o[11] = tc[a[11]+uint32(lo>>33)&7]
+		o[12] = tc[a[12]+uint32(lo>>36)&7]
+		o[13] = tc[a[13]+uint32(lo>>39)&7]
+		o[14] = tc[a[14]+uint32(lo>>42)&7]
+		o[15] = tc[a[15]+uint32(lo>>45)&7]
+		o[16] = tc[a[16]+uint32(lo>>48)&7]
+		o[17] = tc[a[17]+uint32(lo>>51)&7]
+		o[18] = tc[a[18]+uint32(lo>>54)&7]
+		o[19] = tc[a[19]+uint32(lo>>57)&7]
+		o[20] = tc[a[20]+uint32(lo>>60)&7]
+		o[21] = tc[a[21]+(uint32(lo>>63)|(hi<<1)&6)]
+		o[22] = tc[a[22]+(hi>>2)&7]
+		o[23] = tc[a[23]+(hi>>5)&7]
+		o[24] = tc[a[24]+(hi>>8)&7]
+		o[25] = tc[a[25]+(hi>>11)&7]
+		o[26] = tc[a[26]+(hi>>14)&7]
+		o[27] = tc[a[27]+(hi>>17)&7]
+		o[28] = tc[a[28]+(hi>>20)&7]
+		o[29] = tc[a[29]+(hi>>23)&7]
+		o[30] = tc[a[30]+(hi>>26)&7]
+		o[31] = tc[a[31]+(hi>>29)&7]
+	}
 }

@@ -25,6 +25,10 @@ func init() {
 		variant{"gptq_v2_3bit_desc_act_many_groups", func(r *rand.Rand) (*builder, map[string][]float32) {
 			return gptq3Case(r, 16, "gptq_v2", true, 32, 16*136)
 		}, "gptq-v2"},
+		// group 16 without g_idx: a triple spans two groups in order
+		variant{"gptq_v1_3bit_g16", func(r *rand.Rand) (*builder, map[string][]float32) {
+			return gptq3Case(r, 16, "gptq", false, 64, 160)
+		}, "gptq"},
 		// the smallest: one triple of rows, one of columns
 		variant{"gptq_v2_3bit_min", func(r *rand.Rand) (*builder, map[string][]float32) {
 			return gptq3Case(r, 32, "gptq_v2", false, 32, 32)
