@@ -113,4 +113,8 @@
 // kernels (quant_accel.go, quant_amd64.s: nibble codebooks, Q6_K, int8,
 // TQ2_0, signed grid bytes) after Go computes each block's scales; the plain loops are the
 // reference, and tests require identical bits from both on every type.
+// ik_llama.cpp's trellis types IQ1_KT-IQ4_KT compute a block's group
+// indices and scales in Go and their values eight lanes at a time
+// (kt_amd64.s: VPMULLD by the multiplier's powers, the byte sum by a
+// multiplication; TestKTRuns, and TestQuantIKTrellis on both paths).
 package dtype

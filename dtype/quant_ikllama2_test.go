@@ -113,6 +113,15 @@ func ikCompare(t *testing.T, what string, got, want []float32) {
 // ik_llama.cpp's own quantizers): Q6_0 through its block dequantizer, the
 // _KT types row by row (a 4-byte scale heads each row).
 func TestQuantIKTrellis(t *testing.T) {
+	for _, accel := range accelModes() {
+		t.Run(pathName(accel), func(t *testing.T) {
+			setAccel(t, accel)
+			testQuantIKTrellis(t)
+		})
+	}
+}
+
+func testQuantIKTrellis(t *testing.T) {
 	seen := map[string]bool{}
 	for _, f := range ikFixtures(t, "seed44") {
 		seen[f.typ] = true
@@ -145,6 +154,43 @@ func TestQuantIKTrellis(t *testing.T) {
 	for _, typ := range []string{"Q6_0", "IQ1_KT", "IQ2_KT", "IQ3_KT", "IQ4_KT"} {
 		if !seen[typ] {
 			t.Errorf("%s: not in testdata/ikllama2", typ)
+		}
+	}
+}
+
+// TestKTRuns: the _KT rows through the assembly kernels and through Go
+// give the same bits, for random blocks under row scales that are zero,
+// negative, subnormal, huge, infinite and NaN (the fixtures of
+// TestQuantIKTrellis hold both to ik_llama.cpp's own C).
+func TestKTRuns(t *testing.T) {
+	if !hasAccel {
+		t.Skip("no AVX2 on this CPU: only the Go path runs")
+	}
+	rng := rand.New(rand.NewSource(158))
+	scales := []float32{1, -0.75, 0, float32(math.Copysign(0, -1)), 1e-40, 3e38, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), math.Float32frombits(0x7fa00001)}
+	for _, k := range ktRowTypes {
+		deq, _ := ktRowDequantizer(k.code)
+		for _, sc := range scales {
+			for _, blocks := range []int{1, 2, 5} {
+				row := make([]byte, 4+blocks*k.blockBytes)
+				rng.Read(row)
+				binary.LittleEndian.PutUint32(row, math.Float32bits(sc))
+				got := make([]float32, 256*blocks)
+				want := make([]float32, 256*blocks)
+				useAccel = true
+				err1 := deq(got, row)
+				useAccel = false
+				err2 := deq(want, row)
+				useAccel = hasAccel
+				if err1 != nil || err2 != nil {
+					t.Fatalf("%s: %v, %v", k.name, err1, err2)
+				}
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s, scale %v, %d blocks: element %d: asm %#08x, Go %#08x", k.name, sc, blocks, i, math.Float32bits(got[i]), math.Float32bits(want[i]))
+					}
+				}
+			}
 		}
 	}
 }

@@ -110,9 +110,8 @@ func ktAbs(x uint32, scale float32, neg uint64) float32 {
 }
 
 // ktValuesAbs8 is ktValues8 with |sum − 126| (IQ3_KT), element k negated
-// where bit sh of byte k of qh is set.
-func ktValuesAbs8(y *[8]float32, x uint32, scale float32, qh uint64, sh uint) {
-	qh >>= sh
+// where bit 0 of byte k of qh is set.
+func ktValuesAbs8(y *[8]float32, x uint32, scale float32, qh uint64) {
 	y[0] = ktAbs(x*ktPow[0], scale, qh&1)
 	y[1] = ktAbs(x*ktPow[1], scale, qh>>8&1)
 	y[2] = ktAbs(x*ktPow[2], scale, qh>>16&1)
@@ -123,24 +122,67 @@ func ktValuesAbs8(y *[8]float32, x uint32, scale float32, qh uint64, sh uint) {
 	y[7] = ktAbs(x*ktPow[7], scale, qh>>56&1)
 }
 
+// ktRun8 writes len(x) groups of 8 trellis values, group g from index
+// x[g] (offset added) times s[g]: AVX2 where the CPU has it, ktValues8
+// otherwise (the same bits: TestKTRuns).
+func ktRun8(y []float32, x []uint32, s []float32) {
+	if useAccel && len(x) > 0 {
+		_, _ = y[8*len(x)-1], s[len(x)-1]
+		kt8AVX2(&y[0], &x[0], &s[0], len(x))
+		return
+	}
+	for g, v := range x {
+		ktValues8((*[8]float32)(y[8*g:]), v, s[g])
+	}
+}
+
+// ktRun4 is ktRun8 for groups of 4 (IQ4_KT); len(x) even.
+func ktRun4(y []float32, x []uint32, s []float32) {
+	if useAccel && len(x) > 0 && len(x)%2 == 0 {
+		_, _ = y[4*len(x)-1], s[len(x)-1]
+		kt4AVX2(&y[0], &x[0], &s[0], len(x))
+		return
+	}
+	for g, v := range x {
+		ktValues4((*[4]float32)(y[4*g:]), v, s[g])
+	}
+}
+
+// ktRunAbs8 is ktRun8 with |sum − 126| (IQ3_KT), element k of group g
+// negated where byte k of neg[g] is 1 (each byte 0 or 1).
+func ktRunAbs8(y []float32, x []uint32, s []float32, neg []uint64) {
+	if useAccel && len(x) > 0 {
+		_, _, _ = y[8*len(x)-1], s[len(x)-1], neg[len(x)-1]
+		kt8AbsAVX2(&y[0], &x[0], &s[0], &neg[0], len(x))
+		return
+	}
+	for g, v := range x {
+		ktValuesAbs8((*[8]float32)(y[8*g:]), v, s[g], neg[g])
+	}
+}
+
+// The row dequantizers below gather a block's group indices (offset
+// added) and scales, and write its 256 values by ktRun8/ktRun4/ktRunAbs8.
+
 // IQ1_KT row: float32 d, then blocks of sh[8] (4-bit scale index, and bit
 // 4+g the 13th index bit of group g), ql[32], qh[16] (4 more index bits per
 // group: the low nibbles for blocks 0-3, the high ones for 4-7).
 func dequantIQ1KTRow(dst []float32, meta, src []byte) {
 	const bs = 56
 	d := ikRowF32(meta)
+	var x [32]uint32
+	var sc [32]float32
 	for i := 0; i < len(dst)/256*bs; i += bs {
 		b := (*[bs]byte)(src[i:])
-		y := dst[i/bs*256:]
 		for ib := 0; ib < 8; ib++ {
 			sh := b[ib]
 			sl := d * ikIQ4Values[sh&0xf]
 			for ig := 0; ig < 4; ig++ {
 				idx := uint32(b[8+ib*4+ig]) | uint32(b[40+(ib&3)*4+ig])<<(8-4*(ib>>2))&0xf00 | uint32(sh)<<(8-ig)&0x1000
-				ktValues8((*[8]float32)(y), idx+4096, sl)
-				y = y[8:]
+				x[ib*4+ig], sc[ib*4+ig] = idx+4096, sl
 			}
 		}
+		ktRun8(dst[i/bs*256:], x[:], sc[:])
 	}
 }
 
@@ -151,18 +193,20 @@ func dequantIQ1KTRow(dst []float32, meta, src []byte) {
 func dequantIQ2KTRow(dst []float32, meta, src []byte) {
 	const bs = 68
 	d := ikRowF32(meta)
+	var x [32]uint32
+	var sc [32]float32
 	for i := 0; i < len(dst)/256*bs; i += bs {
 		b := (*[bs]byte)(src[i:])
-		y := (*[256]float32)(dst[i/bs*256:])
 		for ib := 0; ib < 4; ib++ {
 			sl := d * ikIQ4Values[b[ib]&0xf]
 			sh := d * ikIQ4Values[b[ib]>>4]
 			for ig := 0; ig < 4; ig++ {
 				g := ib*4 + ig
-				ktValues8((*[8]float32)(y[8*g:]), uint32(binary.LittleEndian.Uint16(b[4+2*g:]))+4096, sl)
-				ktValues8((*[8]float32)(y[128+8*g:]), uint32(binary.LittleEndian.Uint16(b[36+2*g:]))+4096, sh)
+				x[g], sc[g] = uint32(binary.LittleEndian.Uint16(b[4+2*g:]))+4096, sl
+				x[16+g], sc[16+g] = uint32(binary.LittleEndian.Uint16(b[36+2*g:]))+4096, sh
 			}
 		}
+		ktRun8(dst[i/bs*256:], x[:], sc[:])
 	}
 }
 
@@ -172,10 +216,13 @@ func dequantIQ2KTRow(dst []float32, meta, src []byte) {
 // half, 4-7 the second).
 func dequantIQ3KTRow(dst []float32, meta, src []byte) {
 	const bs = 100
+	const ones = 0x0101010101010101
 	d := ikRowF32(meta)
+	var x [32]uint32
+	var sc [32]float32
+	var neg [32]uint64
 	for i := 0; i < len(dst)/256*bs; i += bs {
 		b := (*[bs]byte)(src[i:])
-		y := (*[256]float32)(dst[i/bs*256:])
 		qh := (*[32]byte)(b[68:])
 		for ib := 0; ib < 4; ib++ {
 			sl := d * float32(b[ib]&0xf)
@@ -183,10 +230,11 @@ func dequantIQ3KTRow(dst []float32, meta, src []byte) {
 			for ig := 0; ig < 4; ig++ {
 				g := ib*4 + ig
 				h := binary.LittleEndian.Uint64(qh[8*ig:])
-				ktValuesAbs8((*[8]float32)(y[8*g:]), uint32(binary.LittleEndian.Uint16(b[4+2*g:]))+4096, sl, h, uint(ib))
-				ktValuesAbs8((*[8]float32)(y[128+8*g:]), uint32(binary.LittleEndian.Uint16(b[36+2*g:]))+4096, sh, h, uint(ib+4))
+				x[g], sc[g], neg[g] = uint32(binary.LittleEndian.Uint16(b[4+2*g:]))+4096, sl, h>>ib&ones
+				x[16+g], sc[16+g], neg[16+g] = uint32(binary.LittleEndian.Uint16(b[36+2*g:]))+4096, sh, h>>(ib+4)&ones
 			}
 		}
+		ktRunAbs8(dst[i/bs*256:], x[:], sc[:], neg[:])
 	}
 }
 
@@ -197,9 +245,10 @@ func dequantIQ3KTRow(dst []float32, meta, src []byte) {
 func dequantIQ4KTRow(dst []float32, meta, src []byte) {
 	const bs = 128
 	d := ikRowF32(meta)
+	var x [64]uint32
+	var sc [64]float32
 	for i := 0; i < len(dst)/256*bs; i += bs {
 		b := (*[bs]byte)(src[i:])
-		y := (*[256]float32)(dst[i/bs*256:])
 		ql, qh := (*[64]byte)(b[32:]), (*[32]byte)(b[96:])
 		for ib := 0; ib < 8; ib++ {
 			w := binary.LittleEndian.Uint32(b[4*ib:])
@@ -211,9 +260,10 @@ func dequantIQ4KTRow(dst []float32, meta, src []byte) {
 			for ig := 0; ig < 8; ig++ {
 				jj := ib*8 + ig
 				idx := uint32(ql[jj]) | uint32(qh[jj&31])<<(8-4*(jj>>5))&0xf00 | (w>>(8+3*ig)&7)<<12
-				ktValues4((*[4]float32)(y[4*jj:]), idx+offset, sl)
+				x[jj], sc[jj] = idx+offset, sl
 			}
 		}
+		ktRun4(dst[i/bs*256:], x[:], sc[:])
 	}
 }
 
