@@ -35,6 +35,22 @@ GLOBL ktOnes<>(SB), RODATA|NOPTR, $4
 DATA kt126<>+0(SB)/4, $126
 GLOBL kt126<>(SB), RODATA|NOPTR, $4
 
+// KTCONSTS loads the powers table pow into Y10 and the mask, the byte
+// summer and 126 into Y11-Y13.
+#define KTCONSTS(pow) \
+	VMOVDQU      pow, Y10; \
+	VPBROADCASTD ktMask<>(SB), Y11; \
+	VPBROADCASTD ktOnes<>(SB), Y12; \
+	VPBROADCASTD kt126<>(SB), Y13
+
+// KTSUM turns the indices in Y0 into the lanes' byte sums − 126 (int32).
+#define KTSUM \
+	VPMULLD Y10, Y0, Y0; \
+	VPAND   Y11, Y0, Y0; \
+	VPMULLD Y12, Y0, Y0; \
+	VPSRLD  $24, Y0, Y0; \
+	VPSUBD  Y13, Y0, Y0
+
 // func kt8AVX2(dst *float32, x *uint32, s *float32, n int)
 // n ≥ 1 groups of 8: dst[8g+k] = s[g]·(value k of index x[g]).
 TEXT ·kt8AVX2(SB), NOSPLIT, $0-32
@@ -42,18 +58,11 @@ TEXT ·kt8AVX2(SB), NOSPLIT, $0-32
 	MOVQ         x+8(FP), SI
 	MOVQ         s+16(FP), DX
 	MOVQ         n+24(FP), CX
-	VMOVDQU      ktPow8<>(SB), Y10
-	VPBROADCASTD ktMask<>(SB), Y11
-	VPBROADCASTD ktOnes<>(SB), Y12
-	VPBROADCASTD kt126<>(SB), Y13
+	KTCONSTS(ktPow8<>(SB))
 
 kt8loop:
 	VPBROADCASTD (SI), Y0
-	VPMULLD      Y10, Y0, Y0
-	VPAND        Y11, Y0, Y0
-	VPMULLD      Y12, Y0, Y0
-	VPSRLD       $24, Y0, Y0
-	VPSUBD       Y13, Y0, Y0
+	KTSUM
 	VCVTDQ2PS    Y0, Y0
 	VBROADCASTSS (DX), Y1
 	VMULPS       Y0, Y1, Y0
@@ -74,20 +83,13 @@ TEXT ·kt4AVX2(SB), NOSPLIT, $0-32
 	MOVQ         x+8(FP), SI
 	MOVQ         s+16(FP), DX
 	MOVQ         n+24(FP), CX
-	VMOVDQU      ktPow4<>(SB), Y10
-	VPBROADCASTD ktMask<>(SB), Y11
-	VPBROADCASTD ktOnes<>(SB), Y12
-	VPBROADCASTD kt126<>(SB), Y13
+	KTCONSTS(ktPow4<>(SB))
 
 kt4loop:
 	VPBROADCASTD (SI), X0
 	VPBROADCASTD 4(SI), X2
 	VINSERTI128  $1, X2, Y0, Y0
-	VPMULLD      Y10, Y0, Y0
-	VPAND        Y11, Y0, Y0
-	VPMULLD      Y12, Y0, Y0
-	VPSRLD       $24, Y0, Y0
-	VPSUBD       Y13, Y0, Y0
+	KTSUM
 	VCVTDQ2PS    Y0, Y0
 	VBROADCASTSS (DX), X1
 	VBROADCASTSS 4(DX), X3
@@ -111,18 +113,11 @@ TEXT ·kt8AbsAVX2(SB), NOSPLIT, $0-40
 	MOVQ         s+16(FP), DX
 	MOVQ         neg+24(FP), R8
 	MOVQ         n+32(FP), CX
-	VMOVDQU      ktPow8<>(SB), Y10
-	VPBROADCASTD ktMask<>(SB), Y11
-	VPBROADCASTD ktOnes<>(SB), Y12
-	VPBROADCASTD kt126<>(SB), Y13
+	KTCONSTS(ktPow8<>(SB))
 
 kt8aloop:
 	VPBROADCASTD (SI), Y0
-	VPMULLD      Y10, Y0, Y0
-	VPAND        Y11, Y0, Y0
-	VPMULLD      Y12, Y0, Y0
-	VPSRLD       $24, Y0, Y0
-	VPSUBD       Y13, Y0, Y0
+	KTSUM
 	VPABSD       Y0, Y0
 	VCVTDQ2PS    Y0, Y0
 	VBROADCASTSS (DX), Y1
