@@ -282,6 +282,9 @@ func (l *loadFlags) stream(ck *client.Checkpoint) error {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			return fmt.Errorf("%s: interrupted after %d of %s", l.source, sink.tensors.Load(), plural(len(tensors), "tensor"))
 		}
+		if sink.failed != nil {
+			return sink.failed // not a read the stop after it ended
+		}
 		return err
 	}
 	if !l.quiet {
@@ -311,6 +314,12 @@ type loadSink struct {
 	mu      sync.Mutex
 	next    int              // GUARDED_BY(mu): index of the next hash to print
 	pending map[int][32]byte // GUARDED_BY(mu): finished, not yet printed
+
+	// failed is the first tensor's error; once there is one the load
+	// fails, so the remote reads still under way are stopped (a read
+	// retrying a cut reply would otherwise go on until its timeout)
+	failOnce sync.Once
+	failed   error
 }
 
 // order returns the position among s.names (the tensors loaded, in
@@ -346,6 +355,7 @@ func (t *loadTensor) Write(chunk []byte, off int64) error {
 
 func (t *loadTensor) End(err error) error {
 	if err != nil {
+		t.s.failOnce.Do(func() { t.s.failed = err; stopRemote() })
 		return nil // Stream reports it
 	}
 	s := t.s
