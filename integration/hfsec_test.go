@@ -169,7 +169,7 @@ func TestHFNoNetworkFallsBack(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "the Hub cannot be reached") || !strings.Contains(lines[0], "from the HF cache") {
 		t.Errorf("stderr %q: want one line saying the snapshot is read from the HF cache", r.stderr)
 	}
-	r = runEnv(t, env, "ls", "--remote-timeout", "5s", "hf://org/other")
+	r = runEnv(t, env, "ls", "--remote-timeout", "1s", "hf://org/other")
 	if r.code != 1 || !strings.Contains(r.stderr, "HF_HUB_OFFLINE=1") || !strings.Contains(r.stderr, "--remote-timeout") {
 		t.Errorf("the Hub unreachable, nothing cached: exit %d, stderr %q: want the hint", r.code, r.stderr)
 	}
