@@ -39,6 +39,10 @@ import (
 func TestFormats(t *testing.T) {
 	for _, row := range fmtRows {
 		t.Run(row.name, func(t *testing.T) {
+			// rows share nothing (their own files, mounts and
+			// servers); two at a time keep both cores busy while a
+			// row waits on a mount or an interpreter's start
+			t.Parallel()
 			spec := row.build(t, t.TempDir())
 			if len(spec.srcs) == 0 {
 				t.Fatalf("%s: no checkpoints", row.name)
