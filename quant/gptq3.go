@@ -25,11 +25,17 @@ func code3(lo uint64, hi uint32, j int64) uint32 {
 	}
 }
 
+// triple3 is the triple whose three words are words r, r+ow and r+2·ow
+// of b (little-endian), as lo | hi<<64. (gather3 and rect3's whole
+// triples read them inline: this does not inline, and there it costs.)
+func triple3(b []byte, r, ow int64) (lo uint64, hi uint32) {
+	return uint64(le32(b, r)) | uint64(le32(b, r+ow))<<32, le32(b, r+2*ow)
+}
+
 // get3 is value j of a run of three-word triples (b little-endian words).
 func get3(b []byte, j int64) uint32 {
-	t := 3 * (j / 32)
-	lo := uint64(le32(b, t)) | uint64(le32(b, t+1))<<32
-	return code3(lo, le32(b, t+2), j%32)
+	lo, hi := triple3(b, 3*(j/32), 1)
+	return code3(lo, hi, j%32)
 }
 
 func (k *gptqKernel) rect3(s *scratch, o0, o1, i0, i1 int64, dst []float32) error {
@@ -82,7 +88,6 @@ func (k *gptqKernel) rect3(s *scratch, o0, o1, i0, i1 int64, dst []float32) erro
 	}
 	// whole triples [f0, f1), the cut ones around them value by value
 	f0, f1 := (i0+31)/32, i1/32
-	var c [32]uint32
 	for o := int64(0); o < ow; o++ {
 		tc := tb[o*ng*8 : (o+1)*ng*8]
 		col := dst[o*iw : (o+1)*iw]
@@ -106,20 +111,10 @@ func (k *gptqKernel) rect3(s *scratch, o0, o1, i0, i1 int64, dst []float32) erro
 			if t >= f0 && t < f1 {
 				continue
 			}
-			// a triple the rectangle cuts
-			r := 3*(t-t0)*ow + o
-			lo := uint64(le32(qw, r)) | uint64(le32(qw, r+ow))<<32
-			hi := le32(qw, r+2*ow)
-			for j := range 21 {
-				c[j] = uint32(lo>>(3*j)) & 7
-			}
-			c[21] = uint32(lo>>63) | (hi<<1)&6
-			for j := 22; j < 32; j++ {
-				c[j] = (hi >> (3*j - 64)) & 7
-			}
-			ia, ib := max(i0, 32*t), min(i1, 32*t+32)
-			for k, q := range c[ia-32*t : ib-32*t] {
-				col[ia-i0+int64(k)] = tc[at[ia-i0+int64(k)]+q]
+			// a triple the rectangle cuts, value by value
+			lo, hi := triple3(qw, 3*(t-t0)*ow+o, ow)
+			for i := max(i0, 32*t); i < min(i1, 32*t+32); i++ {
+				col[i-i0] = tc[at[i-i0]+code3(lo, hi, i-32*t)]
 			}
 		}
 	}

@@ -283,7 +283,7 @@ func (l *loadFlags) stream(ck *client.Checkpoint) error {
 			return fmt.Errorf("%s: interrupted after %d of %s", l.source, sink.tensors.Load(), plural(len(tensors), "tensor"))
 		}
 		if sink.failed != nil {
-			return sink.failed // not a read the stop after it ended
+			return sink.failed // the first failure, not a read the stop then ended
 		}
 		return err
 	}
